@@ -1,0 +1,1 @@
+// Anchor for the shared libtorch precompiled header (cmake/TracerunTorch.cmake).

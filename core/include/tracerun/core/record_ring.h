@@ -1,0 +1,84 @@
+// A bounded single-producer / single-consumer ring of Records. The producer never blocks and never
+// allocates: when the ring is full the record is dropped and counted. Not for several producers.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tracerun/core/records.h"
+
+namespace tracerun::core {
+
+class RecordRing {
+ public:
+  // capacity is rounded up to a power of two (at least 2).
+  explicit RecordRing(size_t capacity);
+  RecordRing(const RecordRing&) = delete;
+  RecordRing& operator=(const RecordRing&) = delete;
+
+  // Producer side. Returns false (and counts a drop) when full.
+  bool tryPush(const Record& r) noexcept {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - cachedTail_ >= capacity_) {
+      cachedTail_ = tail_.load(std::memory_order_acquire);
+      if (head - cachedTail_ >= capacity_) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    slots_[head & mask_] = r;
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+  // Pushes two records or neither (a span and its arguments must not be split by a drop).
+  bool tryPushPair(const Record& a, const Record& b) noexcept {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head + 1 - cachedTail_ >= capacity_) {
+      cachedTail_ = tail_.load(std::memory_order_acquire);
+      if (head + 1 - cachedTail_ >= capacity_) {
+        dropped_.fetch_add(2, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    slots_[head & mask_] = a;
+    slots_[(head + 1) & mask_] = b;
+    head_.store(head + 2, std::memory_order_release);
+    return true;
+  }
+
+  // Consumer side: calls fn(const Record*, size_t n) on up to two contiguous runs of what is
+  // available, then frees those slots. Returns the number of records consumed.
+  template <typename Fn>
+  size_t drain(Fn&& fn) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    const uint64_t head = head_.load(std::memory_order_acquire);
+    const size_t n = static_cast<size_t>(head - tail);
+    if (n == 0) return 0;
+    const size_t first = static_cast<size_t>(tail & mask_);
+    const size_t run = n < capacity_ - first ? n : capacity_ - first;
+    fn(&slots_[first], run);
+    if (run < n) fn(&slots_[0], n - run);
+    tail_.store(head, std::memory_order_release);
+    return n;
+  }
+
+  size_t capacity() const noexcept { return capacity_; }
+  uint64_t dropped() const noexcept { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t pushed() const noexcept { return head_.load(std::memory_order_relaxed); }
+  bool empty() const noexcept {
+    return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+  }
+
+ private:
+  size_t capacity_;
+  size_t mask_;
+  std::unique_ptr<Record[]> slots_;
+  alignas(64) std::atomic<uint64_t> head_{0};  // written by the producer
+  uint64_t cachedTail_ = 0;                    // producer's view of tail_
+  alignas(64) std::atomic<uint64_t> tail_{0};  // written by the consumer
+  alignas(64) std::atomic<uint64_t> dropped_{0};
+};
+
+}  // namespace tracerun::core
