@@ -1,0 +1,296 @@
+// The schema's declaration and what is derived from it (SQL and the reference documentation).
+#include "tracerun/trace/schema.h"
+
+#include <sstream>
+
+#include "tracerun/core/records.h"
+#include "tracerun/core/tracks.h"
+#include "tracerun/trace/error.h"
+
+namespace tracerun::trace::schema {
+
+const std::vector<Table>& tables() {
+  static const std::vector<Table> kTables = {
+      {"meta",
+       "Key/value facts about the file. A tracerun trace has magic = 'tracerun'.",
+       {{"key", "TEXT NOT NULL", "see the meta keys below"}, {"value", "TEXT NOT NULL", ""}},
+       "PRIMARY KEY (key)",
+       true},
+      {"strings",
+       "Interned text: every name, shape list and argument key in other tables is an id here.",
+       {{"id", "INTEGER PRIMARY KEY", "0 is the empty string"},
+        {"value", "TEXT NOT NULL", "the text"}},
+       "",
+       false},
+      {"ranks",
+       "One row per process (rank) that wrote events.",
+       {{"rank", "INTEGER PRIMARY KEY", "global rank"},
+        {"host", "TEXT NOT NULL", "host name"},
+        {"pid", "INTEGER NOT NULL", "process id"},
+        {"clock_offset_ns", "INTEGER NOT NULL",
+         "this rank's CLOCK_MONOTONIC minus rank 0's; already applied to every time in a merged "
+         "file"},
+        {"start_ns", "INTEGER", "first event, relative to meta origin_ns"},
+        {"end_ns", "INTEGER", "last event end, relative to meta origin_ns"}},
+       "",
+       false},
+      {"tracks",
+       "Timeline rows: a thread, an async lane, a device stream, a counter or a memory pool of one "
+       "rank.",
+       {{"id", "INTEGER PRIMARY KEY", "unique in the file"},
+        {"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"kind", "INTEGER NOT NULL", "track_kinds.id"},
+        {"tid", "INTEGER NOT NULL", "OS thread id, stream id or device index; 0 if none"},
+        {"name", "TEXT NOT NULL", "display name"},
+        {"event_count", "INTEGER NOT NULL DEFAULT 0", "spans, instants or samples on the track"},
+        {"longest_span_ns", "INTEGER NOT NULL DEFAULT 0", "the longest span on the track"},
+        {"longest_chunk_ns", "INTEGER NOT NULL DEFAULT 0",
+         "the widest span_chunks extent (max_end_ns - min_start_ns) on the track: the lower bound "
+         "for range queries"}},
+       "",
+       false},
+      {"spans",
+       "Intervals: operators, autograd nodes, annotated scopes, collectives, kernels. Written per "
+       "track in chunks sorted by start (see span_chunks), so id order is chunk order.",
+       {{"id", "INTEGER PRIMARY KEY", "unique in the file"},
+        {"track", "INTEGER NOT NULL", "tracks.id"},
+        {"start_ns", "INTEGER NOT NULL", "start, relative to meta origin_ns"},
+        {"dur_ns", "INTEGER NOT NULL", "duration (end - start)"},
+        {"depth", "INTEGER NOT NULL", "nesting depth on the track; 0 = root. The parent of a "
+                                      "span is the enclosing span on its track at depth - 1"},
+        {"category", "INTEGER NOT NULL", "categories.id"},
+        {"name", "INTEGER NOT NULL", "strings.id"},
+        {"detail", "INTEGER", "strings.id of input shapes or other text; NULL if none"},
+        {"seq", "INTEGER", "autograd sequence number linking forward op and backward node; NULL "
+                           "if none"}},
+       "",
+       false},
+      {"span_chunks",
+       "Index of spans: each chunk is a run of consecutive span ids of one track. A track's spans "
+       "overlapping [t0, t1] lie in chunks with min_start_ns <= t1 AND max_end_ns >= t0, found "
+       "from min_start_ns >= t0 - tracks.longest_chunk_ns.",
+       {{"track", "INTEGER NOT NULL", "tracks.id"},
+        {"min_start_ns", "INTEGER NOT NULL", "earliest start in the chunk"},
+        {"max_end_ns", "INTEGER NOT NULL", "latest end in the chunk"},
+        {"first_id", "INTEGER NOT NULL", "first spans.id"},
+        {"last_id", "INTEGER NOT NULL", "last spans.id (inclusive)"}},
+       "PRIMARY KEY (track, min_start_ns, first_id)",
+       true},
+      {"args",
+       "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...).",
+       {{"span", "INTEGER NOT NULL", "spans.id"},
+        {"key", "INTEGER NOT NULL", "strings.id of the argument name"},
+        {"value", "INTEGER NOT NULL", "the value"}},
+       "",
+       false},
+      {"instants",
+       "Point events.",
+       {{"track", "INTEGER NOT NULL", "tracks.id"},
+        {"ts_ns", "INTEGER NOT NULL", "time, relative to meta origin_ns"},
+        {"category", "INTEGER NOT NULL", "categories.id"},
+        {"name", "INTEGER NOT NULL", "strings.id"},
+        {"detail", "INTEGER", "strings.id; NULL if none"},
+        {"value", "INTEGER NOT NULL DEFAULT 0", "an integer payload"}},
+       "",
+       false},
+      {"counters",
+       "Samples of named counters (loss, tokens/s...); the track names the counter.",
+       {{"track", "INTEGER NOT NULL", "tracks.id (kind counter)"},
+        {"ts_ns", "INTEGER NOT NULL", "time, relative to meta origin_ns"},
+        {"value", "REAL NOT NULL", "the sample"}},
+       "",
+       false},
+      {"memory",
+       "Allocations (bytes > 0) and frees (bytes < 0).",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"ts_ns", "INTEGER NOT NULL", "time, relative to meta origin_ns"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
+        {"ptr", "INTEGER NOT NULL", "address (as a signed 64-bit integer)"},
+        {"bytes", "INTEGER NOT NULL", "+size on allocation, -size on free"},
+        {"total", "INTEGER NOT NULL", "live bytes on the device after the event"},
+        {"category", "INTEGER NOT NULL", "memory_categories.id"},
+        {"op", "INTEGER", "strings.id of the innermost op; NULL if none"},
+        {"scope", "INTEGER", "strings.id of the innermost user scope; NULL if none"}},
+       "",
+       false},
+      {"flows",
+       "Directed links between two events, each end named by its track and start time.",
+       {{"kind", "INTEGER NOT NULL", "flow_kinds.id"},
+        {"src_track", "INTEGER NOT NULL", "tracks.id"},
+        {"src_ts_ns", "INTEGER NOT NULL", "start of the source event"},
+        {"dst_track", "INTEGER NOT NULL", "tracks.id"},
+        {"dst_ts_ns", "INTEGER NOT NULL", "start of the destination event"}},
+       "",
+       false},
+      {"aggregates",
+       "Per rank, name and category: count, total and self (exclusive) time of spans, computed "
+       "when the shard is closed.",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"name", "INTEGER NOT NULL", "strings.id"},
+        {"category", "INTEGER NOT NULL", "categories.id"},
+        {"count", "INTEGER NOT NULL", "number of spans"},
+        {"total_ns", "INTEGER NOT NULL", "sum of durations"},
+        {"self_ns", "INTEGER NOT NULL", "sum of durations minus time in child spans"}},
+       "PRIMARY KEY (rank, name, category)",
+       true},
+      {"stats",
+       "What capture and storage counted: dropped events, clipped spans, unknown records. "
+       "A row with severity 2 (error) means data was lost.",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"name", "TEXT NOT NULL", "e.g. dropped_events"},
+        {"value", "INTEGER NOT NULL", "the count"},
+        {"severity", "INTEGER NOT NULL", "0 info, 1 warning, 2 error"}},
+       "PRIMARY KEY (rank, name)",
+       true},
+      {"categories",
+       "Names of span and instant categories.",
+       {{"id", "INTEGER PRIMARY KEY", ""}, {"name", "TEXT NOT NULL", ""}},
+       "",
+       false},
+      {"track_kinds",
+       "Names of track kinds.",
+       {{"id", "INTEGER PRIMARY KEY", ""}, {"name", "TEXT NOT NULL", ""}},
+       "",
+       false},
+      {"memory_categories",
+       "Names of memory categories.",
+       {{"id", "INTEGER PRIMARY KEY", ""}, {"name", "TEXT NOT NULL", ""}},
+       "",
+       false},
+      {"flow_kinds",
+       "Names of flow kinds.",
+       {{"id", "INTEGER PRIMARY KEY", ""}, {"name", "TEXT NOT NULL", ""}},
+       "",
+       false},
+  };
+  return kTables;
+}
+
+const std::vector<Index>& indexes() {
+  static const std::vector<Index> kIndexes = {
+      {"args_by_span", "args", "span", "arguments of a span"},
+      {"instants_by_time", "instants", "track, ts_ns", "a track's instants in a window"},
+      {"counters_by_time", "counters", "track, ts_ns", "a counter's samples in a window"},
+      {"memory_by_time", "memory", "rank, ts_ns", "a rank's memory events in a window"},
+      {"flows_by_src", "flows", "src_track, src_ts_ns", "flows leaving an event"},
+      {"flows_by_dst", "flows", "dst_track, dst_ts_ns", "flows entering an event"},
+  };
+  return kIndexes;
+}
+
+const std::vector<View>& views() {
+  static const std::vector<View> kViews = {
+      {"span_names",
+       "spans with their rank, track name, category name, name and detail as text",
+       "SELECT s.id, t.rank, s.track, t.name AS track_name, s.start_ns, s.dur_ns, s.depth, "
+       "c.name AS category, n.value AS name, d.value AS detail, s.seq "
+       "FROM spans s JOIN tracks t ON t.id = s.track JOIN categories c ON c.id = s.category "
+       "JOIN strings n ON n.id = s.name LEFT JOIN strings d ON d.id = s.detail"},
+      {"aggregate_names",
+       "aggregates with the name and category as text",
+       "SELECT a.rank, n.value AS name, c.name AS category, a.count, a.total_ns, a.self_ns "
+       "FROM aggregates a JOIN strings n ON n.id = a.name JOIN categories c ON c.id = a.category"},
+  };
+  return kViews;
+}
+
+const std::vector<MetaKey>& metaKeys() {
+  static const std::vector<MetaKey> kKeys = {
+      {"magic", "always 'tracerun'"},
+      {"schema_version", "this schema's version (also PRAGMA user_version)"},
+      {"kind", "'shard' (one rank, written while running) or 'merged' (a whole run)"},
+      {"complete", "'1' once the writer (or merge) closed the file cleanly"},
+      {"origin_ns", "CLOCK_MONOTONIC ns of rank 0 that every *_ns time is relative to"},
+      {"world_size", "number of ranks in the run"},
+      {"command", "the traced command line"},
+      {"created_unix_s", "wall-clock time the file was created"},
+      {"tracerun_version", "version of the tool that wrote the file"},
+  };
+  return kKeys;
+}
+
+namespace {
+
+template <typename Enum, typename NameFn>
+void enumRows(std::vector<std::string>& out, const char* table, Enum count, NameFn name) {
+  for (int i = 0; i < static_cast<int>(count); ++i) {
+    out.push_back(std::string("INSERT INTO ") + table + " VALUES (" + std::to_string(i) + ", '" +
+                  name(static_cast<Enum>(i)) + "')");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> createStatements() {
+  std::vector<std::string> out;
+  for (const auto& t : tables()) {
+    std::string sql = std::string("CREATE TABLE ") + t.name + " (";
+    for (size_t i = 0; i < t.columns.size(); ++i) {
+      if (i) sql += ", ";
+      sql += std::string(t.columns[i].name) + " " + t.columns[i].type;
+    }
+    if (*t.constraint) sql += std::string(", ") + t.constraint;
+    sql += ")";
+    if (t.without_rowid) sql += " WITHOUT ROWID";
+    out.push_back(sql);
+  }
+  for (const auto& v : views()) {
+    out.push_back(std::string("CREATE VIEW ") + v.name + " AS " + v.select);
+  }
+  enumRows(out, "categories", core::Category::kCount, core::categoryName);
+  enumRows(out, "track_kinds", core::TrackKind::kCount, core::trackKindName);
+  enumRows(out, "memory_categories", core::MemoryCategory::kCount, core::memoryCategoryName);
+  enumRows(out, "flow_kinds", core::FlowKind::kCount, core::flowKindName);
+  return out;
+}
+
+std::vector<std::string> indexStatements() {
+  std::vector<std::string> out;
+  for (const auto& i : indexes()) {
+    out.push_back(std::string("CREATE INDEX IF NOT EXISTS ") + i.name + " ON " + i.table + " (" +
+                  i.columns + ")");
+  }
+  return out;
+}
+
+std::string markdown() {
+  std::ostringstream md;
+  md << "Schema version " << kSchemaVersion << " (`PRAGMA user_version`, meta `schema_version`).\n";
+  md << "\n### Meta keys\n\n| key | meaning |\n| --- | --- |\n";
+  for (const auto& k : metaKeys()) md << "| `" << k.key << "` | " << k.doc << " |\n";
+  for (const auto& t : tables()) {
+    md << "\n### `" << t.name << "`\n\n" << t.doc << "\n\n| column | type | meaning |\n"
+       << "| --- | --- | --- |\n";
+    for (const auto& c : t.columns) {
+      md << "| `" << c.name << "` | " << c.type << " | " << c.doc << " |\n";
+    }
+    if (*t.constraint || t.without_rowid) {
+      md << "\n" << (*t.constraint ? t.constraint : "") << (t.without_rowid ? " WITHOUT ROWID" : "")
+         << "\n";
+    }
+  }
+  md << "\n### Indexes (built when the file is closed)\n\n| index | on | for |\n| --- | --- | --- |\n";
+  for (const auto& i : indexes()) {
+    md << "| `" << i.name << "` | `" << i.table << "(" << i.columns << ")` | " << i.doc << " |\n";
+  }
+  md << "\n### Views\n\n| view | gives |\n| --- | --- |\n";
+  for (const auto& v : views()) md << "| `" << v.name << "` | " << v.doc << " |\n";
+  md << "\n### Enumerations\n\n";
+  auto enumTable = [&](const char* title, int count, auto name) {
+    md << "`" << title << "`: ";
+    for (int i = 0; i < count; ++i) md << (i ? ", " : "") << i << " = " << name(i);
+    md << "\n\n";
+  };
+  enumTable("categories", int(core::Category::kCount),
+            [](int i) { return core::categoryName(core::Category(i)); });
+  enumTable("track_kinds", int(core::TrackKind::kCount),
+            [](int i) { return core::trackKindName(core::TrackKind(i)); });
+  enumTable("memory_categories", int(core::MemoryCategory::kCount),
+            [](int i) { return core::memoryCategoryName(core::MemoryCategory(i)); });
+  enumTable("flow_kinds", int(core::FlowKind::kCount),
+            [](int i) { return core::flowKindName(core::FlowKind(i)); });
+  return md.str();
+}
+
+}  // namespace tracerun::trace::schema
