@@ -1,0 +1,1 @@
+// placeholder: being written (see include/tracerun/trace/chrome_export.h)

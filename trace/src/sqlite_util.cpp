@@ -1,0 +1,84 @@
+// Db and Stmt: open modes, error text, statement life cycle.
+#include "sqlite_util.h"
+
+#include <utility>
+
+namespace tracerun::trace::sql {
+
+Db::Db(const std::string& path, Mode mode) : path_(path) {
+  const int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
+                                            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw TraceError(path + ": cannot open: " + msg);
+  }
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+Db::~Db() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+Db::Db(Db&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), path_(std::move(other.path_)) {}
+
+Db& Db::operator=(Db&& other) noexcept {
+  if (this != &other) {
+    if (db_) sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+    path_ = std::move(other.path_);
+  }
+  return *this;
+}
+
+void Db::exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw TraceError(path_ + ": " + msg + " (in: " + sql.substr(0, 60) + ")");
+  }
+}
+
+void Db::fail(const std::string& what) const {
+  throw TraceError(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Stmt::Stmt(const Db& db, const std::string& sql) : db_(&db) {
+  if (sqlite3_prepare_v2(db.get(), sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) {
+    db.fail("cannot prepare '" + sql.substr(0, 60) + "'");
+  }
+}
+
+Stmt::~Stmt() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Stmt::Stmt(Stmt&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), stmt_(std::exchange(other.stmt_, nullptr)) {}
+
+Stmt& Stmt::operator=(Stmt&& other) noexcept {
+  if (this != &other) {
+    if (stmt_) sqlite3_finalize(stmt_);
+    db_ = std::exchange(other.db_, nullptr);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+  }
+  return *this;
+}
+
+bool Stmt::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  db_->fail("query failed");
+}
+
+void Stmt::run() {
+  const int rc = sqlite3_step(stmt_);
+  sqlite3_reset(stmt_);
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) db_->fail("statement failed");
+}
+
+}  // namespace tracerun::trace::sql
