@@ -22,3 +22,47 @@ inline constexpr int kTorchMajor = TORCH_VERSION_MAJOR;
 inline constexpr int kTorchMinor = TORCH_VERSION_MINOR;
 
 }  // namespace tracerun::compat
+
+// ---------------------------------------------------------------------------------------------
+// c10d (process groups). Opt-in: define TRACERUN_COMPAT_C10D before the FIRST inclusion of this
+// header in a translation unit (#pragma once skips later ones), so that code without collectives
+// does not pay for the c10d headers.
+//
+// 1.13: ProcessGroupGloo/NCCL derive from c10d::ProcessGroup, which holds the collectives.
+// 2.x:  they derive from c10d::Backend (same collective signatures); c10d::ProcessGroup became a
+//       dispatching front. We hold the concrete backend, so the type we call is CollectiveGroup.
+// Gloo in 1.13 throws on reduce_scatter, _reduce_scatter_base, _allgather_base and vector
+// alltoall; callers choose fallbacks by getBackendName() (see trainer/collectives.h).
+// ---------------------------------------------------------------------------------------------
+#if defined(TRACERUN_COMPAT_C10D) && !defined(TRACERUN_COMPAT_C10D_DONE)
+#define TRACERUN_COMPAT_C10D_DONE
+
+#include <chrono>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+namespace tracerun::compat {
+
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 0)
+using CollectiveGroup = c10d::Backend;
+#else
+using CollectiveGroup = c10d::ProcessGroup;
+#endif
+using CollectiveGroupPtr = c10::intrusive_ptr<CollectiveGroup>;
+
+// A Gloo group of `size` ranks over `store` (give each sub-group its own c10d::PrefixStore),
+// bound to `hostname` (loopback for single-host jobs).
+inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                        int size, const std::string& hostname,
+                                        std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+}
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_C10D
