@@ -1,0 +1,191 @@
+// tracerun's annotation API: the one header of ours that trainer/ and user programs include. Scopes,
+// steps, module scopes, counters and memory-category tags. Needs libtorch only, never libtracerun.
+//
+// How it works
+// - Scopes are libtorch RecordFunction user scopes (RecordScope::USER_SCOPE), so libtorch's own
+//   profiler (torch::autograd::profiler, torch.profiler, Kineto) shows them by name, with or
+//   without tracerun.
+// - libtracerun.so defines the weak entry points declared below. When it is loaded (linked, or
+//   LD_PRELOADed by `tracerun -- PROGRAM`) it adds what RecordFunction cannot carry: the category
+//   (user / phase / module), integer arguments, a module's type, counters and memory tags. When it
+//   is not loaded, those entry points are null and every call below is a no-op.
+//
+// Cost when nothing traces (no tracerun, no profiler): a Scope asks libtorch whether any
+// RecordFunction callback is active (the same check every ATen op makes; ~9 ns measured here) and
+// takes one predictable branch. Counters and MemoryTag cost one branch on a null pointer without
+// libtracerun, and one call when it is loaded. Names and keys are copied (interned) when recorded;
+// they only need to live until the call returns.
+//
+// Threading and pairing contract
+// - Scope, Step, PhaseScope and ModuleScope are RAII objects for the stack: construct and destroy
+//   each on the same thread, strictly nested (inner ones end first). Do not copy, move, or hand
+//   them to another thread. end() closes one early; the destructor then does nothing.
+// - MemoryTag sets the category of allocations made by the calling thread until it is destroyed;
+//   tags nest (the innermost wins) and restore the previous tag. Work that libtorch hands to its
+//   intra-op pool threads is not tagged. A free carries the category its allocation had.
+// - counter() may be called from any thread at any time; each name is one counter track.
+// - Arguments: at most kMaxArgs per scope (extra ones are ignored), keys are short ASCII names.
+#pragma once
+
+#include <ATen/record_function.h>
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+// ---- Entry points defined by libtracerun.so (weak: null when it is not loaded) -----------------
+// A stable C ABI; `kind`, `category` use the integer values of the enums below.
+extern "C" {
+struct tracerun_annotate_arg {
+  const char* key;
+  int64_t value;
+};
+// Adds a category, detail text and arguments to the user scope `record_function` just opened on
+// this thread. Ignored when that scope is not being recorded.
+__attribute__((weak)) void tracerun_annotate_attach(const void* record_function, int kind,
+                                                    const char* detail,
+                                                    const tracerun_annotate_arg* args, int n);
+__attribute__((weak)) void tracerun_annotate_counter(const char* name, double value);
+// Sets this thread's memory category; returns the previous one.
+__attribute__((weak)) int tracerun_annotate_set_memory_category(int category);
+// Non-zero while tracerun is capturing in this process.
+__attribute__((weak)) int tracerun_annotate_capturing(void);
+}
+
+namespace tracerun {
+
+// Same values as core::MemoryCategory.
+enum class MemoryCategory : int {
+  kUnknown = 0,
+  kParameter = 1,
+  kGradient = 2,
+  kOptimizerState = 3,
+  kActivation = 4,
+  kTemporary = 5,
+  kOther = 6,
+};
+
+// What a scope is; shown as the span's category in the trace.
+enum class ScopeKind : int {
+  kUser = 0,    // anything
+  kPhase = 1,   // a training phase: step, forward, backward, optimizer, all-reduce of grads...
+  kModule = 2,  // a module's forward or backward (name = module path, detail = module type)
+};
+
+struct Arg {
+  const char* key;  // e.g. "stage", "chunk", "microbatch"
+  int64_t value;
+};
+
+inline constexpr int kMaxArgs = 4;
+
+// True while tracerun is capturing in this process (e.g. to skip computing costly arguments).
+inline bool capturing() noexcept {
+  return &tracerun_annotate_capturing != nullptr && tracerun_annotate_capturing() != 0;
+}
+
+// A named span with up to kMaxArgs integer arguments:
+//   tracerun::Scope s("microbatch", {{"stage", 1}, {"chunk", 0}, {"microbatch", 3}});
+class Scope {
+ public:
+  explicit Scope(const char* name, std::initializer_list<Arg> args = {})
+      : Scope(ScopeKind::kUser, name, nullptr, args.begin(), args.size()) {}
+  ~Scope() = default;  // the RecordFunction's destructor ends the scope
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+  // Ends the scope now (idempotent).
+  void end() { rf_.reset(); }
+  // Whether anything (tracerun or a profiler) records this scope.
+  bool active() const noexcept { return rf_.has_value(); }
+
+ protected:
+  Scope(ScopeKind kind, const char* name, const char* detail, const Arg* args, size_t n) {
+    auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+    if (C10_UNLIKELY(callbacks.has_value())) begin(*callbacks, kind, name, detail, args, n);
+  }
+
+ private:
+  C10_NOINLINE void begin(at::StepCallbacks& callbacks, ScopeKind kind, const char* name,
+                          const char* detail, const Arg* args, size_t n) {
+    rf_.emplace(std::move(callbacks));
+    rf_->before(name);
+    if (&tracerun_annotate_attach == nullptr) return;
+    tracerun_annotate_arg packed[kMaxArgs];
+    int count = 0;
+    for (; count < kMaxArgs && static_cast<size_t>(count) < n; ++count) {
+      packed[count] = tracerun_annotate_arg{args[count].key, args[count].value};
+    }
+    tracerun_annotate_attach(&*rf_, static_cast<int>(kind), detail, packed, count);
+  }
+
+  c10::optional<at::RecordFunction> rf_;
+};
+
+// A training phase ("forward", "backward", "optimizer", "grad_allreduce"...), drawn as a phase.
+class PhaseScope : public Scope {
+ public:
+  explicit PhaseScope(const char* name, std::initializer_list<Arg> args = {})
+      : Scope(ScopeKind::kPhase, name, nullptr, args.begin(), args.size()) {}
+};
+
+// One training step: a phase span named "step" with argument step=<n>.
+class Step : public Scope {
+ public:
+  explicit Step(int64_t step) : Step(Arg{"step", step}) {}
+
+ private:
+  explicit Step(Arg arg) : Scope(ScopeKind::kPhase, "step", nullptr, &arg, 1) {}
+};
+
+// A module's forward (or backward) on this rank: name = module path ("layers.3.attn"), detail =
+// module type ("ParallelAttention"), arguments params (count on this rank) and shard (index of
+// this rank's shard, -1 when not sharded), plus up to two more of the caller's.
+class ModuleScope : public Scope {
+ public:
+  ModuleScope(const char* path, const char* type, int64_t params, int64_t shard = -1,
+              std::initializer_list<Arg> extra = {})
+      : ModuleScope(path, type, Packed(params, shard, extra)) {}
+
+ private:
+  struct Packed {
+    Packed(int64_t params, int64_t shard, std::initializer_list<Arg> extra)
+        : args{{"params", params}, {"shard", shard}, {nullptr, 0}, {nullptr, 0}} {
+      for (const Arg& a : extra) {
+        if (n == kMaxArgs) break;
+        args[n++] = a;
+      }
+    }
+    Arg args[kMaxArgs];
+    size_t n = 2;
+  };
+  ModuleScope(const char* path, const char* type, const Packed& p)
+      : Scope(ScopeKind::kModule, path, type, p.args, p.n) {}
+};
+
+// Tags allocations made by this thread while it lives: tracerun::MemoryTag t(kGradient);
+class MemoryTag {
+ public:
+  explicit MemoryTag(MemoryCategory category) noexcept {
+    if (&tracerun_annotate_set_memory_category != nullptr) {
+      previous_ = tracerun_annotate_set_memory_category(static_cast<int>(category));
+    }
+  }
+  ~MemoryTag() {
+    if (&tracerun_annotate_set_memory_category != nullptr) {
+      tracerun_annotate_set_memory_category(previous_);
+    }
+  }
+  MemoryTag(const MemoryTag&) = delete;
+  MemoryTag& operator=(const MemoryTag&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A sample of a counter ("loss", "tokens_per_s", "lr"); one counter track per name.
+inline void counter(const char* name, double value) noexcept {
+  if (&tracerun_annotate_counter != nullptr) tracerun_annotate_counter(name, value);
+}
+
+}  // namespace tracerun
