@@ -1,1 +1,561 @@
-// placeholder: being written (see include/tracerun/trace/reader.h)
+// TraceReader: validates a trace file before SQLite sees it, then answers the layers' queries with
+// prepared statements. Read-only; never writes, repairs or migrates a file.
+//
+// Sections: file checks (header, size) · Impl (open, strings, statements) · range queries ·
+//           whole-table queries · TraceReader forwarding
+#include "tracerun/trace/reader.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+
+#include "sqlite_util.h"
+#include "tracerun/trace/schema.h"
+
+namespace tracerun::trace {
+
+namespace {
+
+int64_t saturatingSub(int64_t a, int64_t b) {
+  if (b > 0 && a < std::numeric_limits<int64_t>::min() + b) {
+    return std::numeric_limits<int64_t>::min();
+  }
+  return a - b;
+}
+
+uint32_t bigEndian32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+// The checks SQLite itself would report vaguely or not at all: missing file, not SQLite, truncated.
+void checkFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    throw TraceError(path + ": cannot open: " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw TraceError(path + ": is a directory, not a trace file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot read: " + std::strerror(errno));
+  unsigned char header[100] = {};
+  in.read(reinterpret_cast<char*>(header), sizeof header);
+  const auto got = static_cast<size_t>(in.gcount());
+  static const char kMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
+  if (got < 16 || std::memcmp(header, kMagic, 16) != 0) {
+    throw TraceError(path + ": not an SQLite file (and so not a tracerun trace)");
+  }
+  if (got < sizeof header) {
+    throw TraceError(path + ": truncated (" + std::to_string(got) +
+                     " bytes, shorter than an SQLite header)");
+  }
+  uint32_t pageSize = (uint32_t{header[16]} << 8) | header[17];
+  if (pageSize == 1) pageSize = 65536;
+  const uint32_t pageCount = bigEndian32(header + 28);
+  // The in-header size is valid only when the change counter matches version-valid-for.
+  const bool sizeValid = pageCount != 0 && bigEndian32(header + 24) == bigEndian32(header + 92);
+  const auto expected = uint64_t{pageSize} * pageCount;
+  if (sizeValid && static_cast<uint64_t>(st.st_size) < expected) {
+    throw TraceError(path + ": truncated (" + std::to_string(st.st_size) +
+                     " bytes, the header says " + std::to_string(expected) + ")");
+  }
+}
+
+// A problem this file found itself (as opposed to an SQLite failure), passed on unchanged.
+class CheckFailed : public TraceError {
+ public:
+  using TraceError::TraceError;
+};
+
+bool isCorruption(sqlite3* db) {
+  const int code = sqlite3_errcode(db) & 0xff;
+  return code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
+}
+
+struct SpanCursorRow {
+  SpanRow row;
+  bool operator>(const SpanCursorRow& o) const {
+    const SpanRow& a = row;
+    const SpanRow& b = o.row;
+    if (a.start_ns != b.start_ns) return a.start_ns > b.start_ns;
+    if (a.depth != b.depth) return a.depth > b.depth;
+    return a.id > b.id;
+  }
+};
+
+bool spanLess(const SpanRow& a, const SpanRow& b) {
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  if (a.depth != b.depth) return a.depth < b.depth;
+  return a.id < b.id;
+}
+
+}  // namespace
+
+class TraceReader::Impl {
+ public:
+  explicit Impl(const std::string& path) : path_(path) {}
+
+  void open();
+
+  // Runs fn, turning an SQLite failure on a damaged file into "PATH: corrupted file (...)".
+  template <typename Fn>
+  auto guarded(Fn&& fn) const -> decltype(fn()) {
+    try {
+      return fn();
+    } catch (const CheckFailed&) {
+      throw;
+    } catch (const TraceError&) {
+      if (db_.get() && isCorruption(db_.get())) {
+        throw TraceError(path_ + ": corrupted file (" + sqlite3_errmsg(db_.get()) + ")");
+      }
+      throw;
+    }
+  }
+
+  int64_t longestChunk(int64_t track) const {
+    auto it = longestChunk_.find(track);
+    return it == longestChunk_.end() ? -1 : it->second;
+  }
+
+  static SpanRow spanRow(const sql::Stmt& s, int64_t track) {
+    SpanRow r;
+    r.id = s.i64(0);
+    r.track = track;
+    r.start_ns = s.i64(1);
+    r.dur_ns = s.i64(2);
+    r.depth = static_cast<int>(s.i64(3));
+    r.category = static_cast<core::Category>(s.i64(4));
+    r.name = static_cast<core::StringId>(s.i64(5));
+    r.detail = s.isNull(6) ? 0 : static_cast<core::StringId>(s.i64(6));
+    r.seq = s.isNull(7) ? -1 : s.i64(7);
+    return r;
+  }
+
+  std::vector<SpanRow> spans(int64_t track, int64_t t0, int64_t t1) const;
+  void forEachSpan(int64_t track, const std::function<void(const SpanRow&)>& fn) const;
+  std::vector<std::pair<int64_t, int64_t>> chunkRanges(int64_t track) const;
+
+  std::string path_;
+  sql::Db db_;
+  int version_ = 0;
+  std::vector<std::string> strings_;
+  std::unordered_map<int64_t, int64_t> longestChunk_;  // track -> tracks.longest_chunk_ns
+
+  // Statements reused by the frequent queries (a TraceReader is used from one thread at a time).
+  mutable sql::Stmt chunksInWindow_, spansById_, chunksOfTrack_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// open
+
+void TraceReader::Impl::open() {
+  checkFile(path_);
+  db_ = sql::Db(path_, sql::Db::Mode::kReadOnly);
+  guarded([&] {
+    sql::Stmt hasMeta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                           "'meta'");
+    if (!hasMeta.step() || hasMeta.i64(0) == 0) {
+      throw CheckFailed(path_ + ": not a tracerun trace (no meta table)");
+    }
+    sql::Stmt meta(db_, "SELECT key, value FROM meta WHERE key IN ('magic', 'schema_version', "
+                        "'complete')");
+    std::string magic, versionText, complete;
+    while (meta.step()) {
+      const std::string key = meta.text(0);
+      if (key == "magic") magic = meta.text(1);
+      if (key == "schema_version") versionText = meta.text(1);
+      if (key == "complete") complete = meta.text(1);
+    }
+    if (magic != schema::kMagic) {
+      throw CheckFailed(path_ + ": not a tracerun trace (meta magic is '" + magic + "')");
+    }
+    sql::Stmt userVersion(db_, "PRAGMA user_version");
+    userVersion.step();
+    version_ = static_cast<int>(userVersion.i64(0));
+    try {
+      version_ = std::max(version_, std::stoi(versionText));
+    } catch (const std::exception&) {
+      // a missing or garbled meta schema_version leaves PRAGMA user_version in charge
+    }
+    if (version_ > schema::kSchemaVersion) {
+      throw CheckFailed(path_ + ": written by a newer tracerun (schema " + std::to_string(version_) +
+                       ", this build reads " + std::to_string(schema::kSchemaVersion) + ")");
+    }
+    if (complete != "1") {
+      throw CheckFailed(path_ + ": incomplete trace (the writer did not finish)");
+    }
+
+    sql::Stmt count(db_, "SELECT count(*), max(id) FROM strings");
+    count.step();
+    const int64_t n = count.i64(0);
+    const int64_t maxId = count.isNull(1) ? -1 : count.i64(1);
+    if (maxId >= n * 4 + 1024) {  // ids are dense; a huge one means a damaged table
+      throw CheckFailed(path_ + ": corrupted file (string id " + std::to_string(maxId) +
+                       " out of range)");
+    }
+    strings_.assign(static_cast<size_t>(maxId + 1), std::string());
+    sql::Stmt strings(db_, "SELECT id, value FROM strings");
+    while (strings.step()) {
+      const int64_t id = strings.i64(0);
+      if (id >= 0 && id <= maxId) strings_[static_cast<size_t>(id)] = strings.text(1);
+    }
+
+    sql::Stmt tracks(db_, "SELECT id, longest_chunk_ns FROM tracks");
+    while (tracks.step()) longestChunk_[tracks.i64(0)] = tracks.i64(1);
+
+    chunksInWindow_ = sql::Stmt(db_,
+                                "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 AND "
+                                "min_start_ns BETWEEN ?2 AND ?3 AND max_end_ns >= ?4");
+    spansById_ = sql::Stmt(db_,
+                           "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq FROM "
+                           "spans WHERE id BETWEEN ?1 AND ?2");
+    chunksOfTrack_ = sql::Stmt(db_,
+                               "SELECT min_start_ns, first_id, last_id FROM span_chunks WHERE "
+                               "track = ?1 ORDER BY min_start_ns, first_id");
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// range queries
+
+std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t t1) const {
+  std::vector<SpanRow> out;
+  if (t0 > t1) return out;
+  // Chunks are indexed by their earliest start; a chunk overlapping [t0, t1] starts no earlier
+  // than t0 minus the widest chunk of the track.
+  const int64_t widest = longestChunk(track);
+  const int64_t lo =
+      widest >= 0 ? saturatingSub(t0, widest) : std::numeric_limits<int64_t>::min();
+  auto& chunks = chunksInWindow_;
+  chunks.reset();
+  chunks.bind(1, track).bind(2, lo).bind(3, t1).bind(4, t0);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  while (chunks.step()) ranges.emplace_back(chunks.i64(0), chunks.i64(1));
+  chunks.reset();
+
+  auto& rows = spansById_;
+  for (const auto& [first, last] : ranges) {
+    rows.reset();
+    rows.bind(1, first).bind(2, last);
+    while (rows.step()) {
+      const int64_t start = rows.i64(1);
+      if (start > t1) break;  // a chunk is sorted by start: nothing later can overlap
+      if (start + rows.i64(2) < t0) continue;
+      out.push_back(spanRow(rows, track));
+    }
+  }
+  rows.reset();
+  if (ranges.size() > 1 || !std::is_sorted(out.begin(), out.end(), spanLess)) {
+    std::sort(out.begin(), out.end(), spanLess);
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> TraceReader::Impl::chunkRanges(int64_t track) const {
+  auto& chunks = chunksOfTrack_;
+  chunks.reset();
+  chunks.bind(1, track);
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  while (chunks.step()) ranges.emplace_back(chunks.i64(1), chunks.i64(2));
+  chunks.reset();
+  return ranges;
+}
+
+void TraceReader::Impl::forEachSpan(int64_t track,
+                                    const std::function<void(const SpanRow&)>& fn) const {
+  // Chunks overlap in time, so this is a merge: rows wait in a heap until no chunk still to be
+  // read can start before them.
+  auto& chunks = chunksOfTrack_;
+  chunks.reset();
+  chunks.bind(1, track);
+  struct Chunk {
+    int64_t minStart, first, last;
+  };
+  std::vector<Chunk> list;
+  while (chunks.step()) list.push_back({chunks.i64(0), chunks.i64(1), chunks.i64(2)});
+  chunks.reset();
+
+  std::priority_queue<SpanCursorRow, std::vector<SpanCursorRow>, std::greater<SpanCursorRow>> heap;
+  sql::Stmt rows(db_,
+                 "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq FROM spans "
+                 "WHERE id BETWEEN ?1 AND ?2");
+  for (const Chunk& c : list) {
+    while (!heap.empty() && heap.top().row.start_ns < c.minStart) {
+      fn(heap.top().row);
+      heap.pop();
+    }
+    rows.reset();
+    rows.bind(1, c.first).bind(2, c.last);
+    while (rows.step()) heap.push({spanRow(rows, track)});
+  }
+  while (!heap.empty()) {
+    fn(heap.top().row);
+    heap.pop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TraceReader forwarding and whole-table queries
+
+TraceReader::TraceReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+TraceReader TraceReader::open(const std::string& path) {
+  auto impl = std::make_unique<Impl>(path);
+  impl->open();
+  return TraceReader(std::move(impl));
+}
+
+const std::string& TraceReader::path() const { return impl_->path_; }
+int TraceReader::schemaVersion() const { return impl_->version_; }
+size_t TraceReader::stringCount() const { return impl_->strings_.size(); }
+
+const std::string& TraceReader::str(core::StringId id) const {
+  static const std::string kEmpty;
+  return id < impl_->strings_.size() ? impl_->strings_[id] : kEmpty;
+}
+
+std::string TraceReader::meta(const std::string& key) const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_, "SELECT value FROM meta WHERE key = ?1");
+    s.bind(1, std::string_view(key));
+    return s.step() ? s.text(0) : std::string();
+  });
+}
+
+std::vector<RankInfo> TraceReader::ranks() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT rank, host, pid, clock_offset_ns, start_ns, end_ns FROM ranks ORDER BY "
+                "rank");
+    std::vector<RankInfo> out;
+    while (s.step()) {
+      RankInfo r;
+      r.rank = static_cast<int>(s.i64(0));
+      r.host = s.text(1);
+      r.pid = s.i64(2);
+      r.clock_offset_ns = s.i64(3);
+      r.start_ns = s.i64(4);
+      r.end_ns = s.i64(5);
+      out.push_back(std::move(r));
+    }
+    return out;
+  });
+}
+
+std::vector<TrackRow> TraceReader::tracks() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT id, rank, kind, tid, name, event_count, longest_span_ns FROM tracks ORDER "
+                "BY id");
+    std::vector<TrackRow> out;
+    while (s.step()) {
+      TrackRow t;
+      t.id = s.i64(0);
+      t.rank = static_cast<int>(s.i64(1));
+      t.kind = static_cast<core::TrackKind>(s.i64(2));
+      t.tid = s.i64(3);
+      t.name = s.text(4);
+      t.event_count = s.i64(5);
+      t.longest_span_ns = s.i64(6);
+      out.push_back(std::move(t));
+    }
+    return out;
+  });
+}
+
+EventCounts TraceReader::counts() const {
+  return impl_->guarded([&] {
+    auto one = [&](const char* sql) {
+      sql::Stmt s(impl_->db_, sql);
+      return s.step() ? s.i64(0) : 0;
+    };
+    EventCounts c;
+    // spans from the chunk index: counting 10M rows would take a scan.
+    c.spans = one("SELECT coalesce(sum(last_id - first_id + 1), 0) FROM span_chunks");
+    c.args = one("SELECT count(*) FROM args");
+    c.instants = one("SELECT count(*) FROM instants");
+    c.counters = one("SELECT count(*) FROM counters");
+    c.memory = one("SELECT count(*) FROM memory");
+    c.flows = one("SELECT count(*) FROM flows");
+    return c;
+  });
+}
+
+std::pair<int64_t, int64_t> TraceReader::timeRange() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_, "SELECT min(start_ns), max(end_ns) FROM ranks");
+    if (!s.step() || s.isNull(0)) return std::pair<int64_t, int64_t>(0, 0);
+    return std::pair<int64_t, int64_t>(s.i64(0), s.i64(1));
+  });
+}
+
+std::vector<SpanRow> TraceReader::spans(int64_t track, int64_t t0, int64_t t1) const {
+  return impl_->guarded([&] { return impl_->spans(track, t0, t1); });
+}
+
+void TraceReader::forEachSpan(int64_t track, const std::function<void(const SpanRow&)>& fn) const {
+  impl_->guarded([&] { impl_->forEachSpan(track, fn); });
+}
+
+std::vector<ArgRow> TraceReader::args(int64_t span) const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_, "SELECT span, key, value FROM args WHERE span = ?1 ORDER BY rowid");
+    s.bind(1, span);
+    std::vector<ArgRow> out;
+    while (s.step()) {
+      out.push_back({s.i64(0), static_cast<core::StringId>(s.i64(1)), s.i64(2)});
+    }
+    return out;
+  });
+}
+
+std::vector<ArgRow> TraceReader::argsOfTrack(int64_t track) const {
+  return impl_->guarded([&] {
+    auto ranges = impl_->chunkRanges(track);
+    std::sort(ranges.begin(), ranges.end());
+    sql::Stmt s(impl_->db_,
+                "SELECT span, key, value FROM args WHERE span BETWEEN ?1 AND ?2 ORDER BY span, "
+                "rowid");
+    std::vector<ArgRow> out;
+    for (const auto& [first, last] : ranges) {
+      s.reset();
+      s.bind(1, first).bind(2, last);
+      while (s.step()) {
+        out.push_back({s.i64(0), static_cast<core::StringId>(s.i64(1)), s.i64(2)});
+      }
+    }
+    return out;
+  });
+}
+
+std::vector<InstantRow> TraceReader::instants(int64_t track, int64_t t0, int64_t t1) const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT track, ts_ns, category, name, detail, value FROM instants WHERE track = ?1 "
+                "AND ts_ns BETWEEN ?2 AND ?3 ORDER BY ts_ns, rowid");
+    s.bind(1, track).bind(2, t0).bind(3, t1);
+    std::vector<InstantRow> out;
+    while (s.step()) {
+      InstantRow r;
+      r.track = s.i64(0);
+      r.ts_ns = s.i64(1);
+      r.category = static_cast<core::Category>(s.i64(2));
+      r.name = static_cast<core::StringId>(s.i64(3));
+      r.detail = s.isNull(4) ? 0 : static_cast<core::StringId>(s.i64(4));
+      r.value = s.i64(5);
+      out.push_back(r);
+    }
+    return out;
+  });
+}
+
+std::vector<CounterRow> TraceReader::counters(int64_t track, int64_t t0, int64_t t1) const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT track, ts_ns, value FROM counters WHERE track = ?1 AND ts_ns BETWEEN ?2 "
+                "AND ?3 ORDER BY ts_ns, rowid");
+    s.bind(1, track).bind(2, t0).bind(3, t1);
+    std::vector<CounterRow> out;
+    while (s.step()) out.push_back({s.i64(0), s.i64(1), s.f64(2)});
+    return out;
+  });
+}
+
+std::vector<MemoryRow> TraceReader::memory(int rank, int64_t t0, int64_t t1) const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT rank, ts_ns, device_type, device_index, ptr, bytes, total, category, op, "
+                "scope FROM memory WHERE rank = ?1 AND ts_ns BETWEEN ?2 AND ?3 ORDER BY ts_ns, "
+                "rowid");
+    s.bind(1, int64_t{rank}).bind(2, t0).bind(3, t1);
+    std::vector<MemoryRow> out;
+    while (s.step()) {
+      MemoryRow r;
+      r.rank = static_cast<int>(s.i64(0));
+      r.ts_ns = s.i64(1);
+      r.device_type = static_cast<int>(s.i64(2));
+      r.device_index = static_cast<int>(s.i64(3));
+      r.ptr = static_cast<uint64_t>(s.i64(4));
+      r.bytes = s.i64(5);
+      r.total = s.i64(6);
+      r.category = static_cast<core::MemoryCategory>(s.i64(7));
+      r.op = s.isNull(8) ? 0 : static_cast<core::StringId>(s.i64(8));
+      r.scope = s.isNull(9) ? 0 : static_cast<core::StringId>(s.i64(9));
+      out.push_back(r);
+    }
+    return out;
+  });
+}
+
+std::vector<FlowRow> TraceReader::flows() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT kind, src_track, src_ts_ns, dst_track, dst_ts_ns FROM flows ORDER BY "
+                "rowid");
+    std::vector<FlowRow> out;
+    while (s.step()) {
+      FlowRow r;
+      r.kind = static_cast<core::FlowKind>(s.i64(0));
+      r.src_track = s.i64(1);
+      r.src_ts_ns = s.i64(2);
+      r.dst_track = s.i64(3);
+      r.dst_ts_ns = s.i64(4);
+      out.push_back(r);
+    }
+    return out;
+  });
+}
+
+std::vector<AggregateRow> TraceReader::aggregates() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_,
+                "SELECT rank, name, category, count, total_ns, self_ns FROM aggregates ORDER BY "
+                "rank, total_ns DESC, name, category");
+    std::vector<AggregateRow> out;
+    while (s.step()) {
+      AggregateRow r;
+      r.rank = static_cast<int>(s.i64(0));
+      r.name = static_cast<core::StringId>(s.i64(1));
+      r.category = static_cast<core::Category>(s.i64(2));
+      r.count = s.i64(3);
+      r.total_ns = s.i64(4);
+      r.self_ns = s.i64(5);
+      out.push_back(r);
+    }
+    return out;
+  });
+}
+
+std::vector<StatRow> TraceReader::stats() const {
+  return impl_->guarded([&] {
+    sql::Stmt s(impl_->db_, "SELECT rank, name, value, severity FROM stats ORDER BY rank, name");
+    std::vector<StatRow> out;
+    while (s.step()) {
+      StatRow r;
+      r.rank = static_cast<int>(s.i64(0));
+      r.name = s.text(1);
+      r.value = s.i64(2);
+      r.severity = static_cast<Severity>(s.i64(3));
+      out.push_back(std::move(r));
+    }
+    return out;
+  });
+}
+
+void TraceReader::quickCheck() const {
+  impl_->guarded([&] {
+    sql::Stmt s(impl_->db_, "PRAGMA quick_check");
+    if (!s.step()) throw CheckFailed(impl_->path_ + ": corrupted file (quick_check gave no answer)");
+    const std::string first = s.text(0);
+    if (first != "ok") throw CheckFailed(impl_->path_ + ": corrupted file (" + first + ")");
+  });
+}
+
+}  // namespace tracerun::trace

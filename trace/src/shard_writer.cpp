@@ -1,1 +1,749 @@
-// placeholder: being written (see include/tracerun/trace/shard_writer.h)
+// ShardWriter: the drain thread that turns a Session's per-thread records into the rows of one
+// SQLite shard, plus what is written once at close (strings, tracks, ranks, aggregates, stats,
+// indexes). It never merges shards, never reads a trace back, and never runs SQL on the hot path.
+//
+// Sections: per-track and per-buffer state · Impl: construction · drain pass · span chunks ·
+//           transactions · close · ShardWriter forwarding
+#include "tracerun/trace/shard_writer.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "flat_map.h"
+#include "sqlite_util.h"
+#include "tracerun/core/clock.h"
+#include "tracerun/trace/schema.h"
+
+#ifndef TRACERUN_VERSION
+#define TRACERUN_VERSION "unknown"
+#endif
+
+namespace tracerun::trace {
+
+namespace {
+
+using core::EventId;
+using core::Record;
+using core::RecordKind;
+using core::StringId;
+using core::TrackId;
+
+constexpr int64_t kMaxTxnAgeNs = 1'000'000'000;  // commit at least this often while recording
+
+// A span waiting in its track's chunk. Times are relative to the origin.
+struct PendingSpan {
+  int64_t start = 0;
+  int64_t end = 0;
+  int64_t seq = -1;
+  StringId name = 0;
+  StringId detail = 0;
+  uint32_t argsBegin = 0;  // into TrackState::chunkArgs
+  uint16_t argsCount = 0;
+  uint16_t depth = 0;
+  uint8_t category = 0;
+};
+
+struct TrackState {
+  TrackId id = 0;
+  std::vector<PendingSpan> chunk;
+  std::vector<core::ArgsRecord::Arg> chunkArgs;
+  uint64_t epoch = 0;  // bumped each time the chunk is written
+  int64_t events = 0;  // spans, instants and counter samples
+  int64_t longestSpan = 0;
+  int64_t longestChunk = 0;
+};
+
+// Per producer buffer: the last span seen, so the ArgsRecord that follows can find it.
+struct BufferState {
+  EventId lastSpan = 0;
+  TrackState* lastTrack = nullptr;
+  uint64_t lastEpoch = 0;
+  uint32_t lastIndex = 0;
+};
+
+struct Aggregate {
+  int64_t count = 0;
+  int64_t total = 0;
+  int64_t self = 0;
+};
+
+struct SortKey {
+  int64_t start;
+  uint32_t depth;
+  uint32_t index;
+  bool operator<(const SortKey& o) const noexcept {
+    return start != o.start ? start < o.start
+                            : (depth != o.depth ? depth < o.depth : index < o.index);
+  }
+};
+
+std::string hostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+void removeIfExists(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    throw TraceError(path + ": cannot replace the existing file: " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+class ShardWriter::Impl {
+ public:
+  Impl(core::Session& session, ShardOptions options);
+  ~Impl();
+
+  void start();
+  void flush();
+  void close();
+  void setStat(const std::string& name, int64_t value, Severity severity);
+  void setMeta(const std::string& key, const std::string& value);
+  WriterCounts counts() const;
+  const std::string& path() const { return opt_.path; }
+
+ private:
+  void createSchema();
+  void prepare();
+  void threadMain();
+
+  // Drain pass (mu_ held): every buffer, then strings; commits when a transaction is big or old.
+  void pass();
+  void handle(core::ThreadBuffer& b, BufferState& st, const Record& r);
+  void handleSpan(core::ThreadBuffer& b, BufferState& st, const core::SpanRecord& s);
+  void handleArgs(BufferState& st, const core::ArgsRecord& a);
+  TrackState& trackState(TrackId id);
+  TrackId counterTrack(StringId name);
+  void noteTime(int64_t start, int64_t end) {
+    firstNs_ = std::min(firstNs_, start);
+    lastNs_ = std::max(lastNs_, end);
+  }
+
+  void writeChunk(TrackState& t);
+  void writeStrings();
+
+  void ensureTxn();
+  void rowWritten() {
+    if (++txnRows_ >= opt_.transaction_rows) commit();
+  }
+  void commit();
+
+  void finish();  // everything close() writes after the last pass
+  std::vector<sql::Stmt*> statements() {
+    return {&insSpan_,    &insChunk_,  &insArg_,  &insInstant_,
+            &insCounter_, &insMemory_, &insFlow_, &insString_};
+  }
+  void releaseConnection() {
+    for (sql::Stmt* s : statements()) *s = sql::Stmt();
+    db_ = sql::Db();
+  }
+
+  template <typename Fn>
+  void guarded(Fn&& fn);  // runs fn, keeping the first error; rethrows it
+
+  core::Session& session_;
+  ShardOptions opt_;
+  const int64_t origin_;
+
+  sql::Db db_;
+  sql::Stmt insSpan_, insChunk_, insArg_, insInstant_, insCounter_, insMemory_, insFlow_,
+      insString_;
+
+  mutable std::mutex mu_;  // guards everything below (and the connection)
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::exception_ptr error_;
+
+  bool inTxn_ = false;
+  size_t txnRows_ = 0;
+  int64_t txnStartNs_ = 0;
+
+  int64_t nextSpanId_ = 1;
+  size_t stringsPersisted_ = 0;
+  std::vector<std::unique_ptr<TrackState>> tracks_;  // by track id (dense)
+  std::unordered_map<TrackId, std::unique_ptr<TrackState>> farTracks_;  // ids too large for tracks_
+  std::unordered_map<uint32_t, BufferState> buffers_;  // by ThreadBuffer::index
+  std::unordered_map<StringId, TrackId> counterTracks_;
+  std::vector<SortKey> keys_;
+
+  FlatMap<Aggregate> aggregates_{1024};  // key: (name << 8 | category) + 1
+  FlatMap<int64_t> childTime_{1024};    // parent EventId -> summed child durations
+
+  int64_t firstNs_ = std::numeric_limits<int64_t>::max();
+  int64_t lastNs_ = std::numeric_limits<int64_t>::min();
+  WriterCounts counts_;
+  uint64_t clipped_ = 0;
+  uint64_t orphanArgs_ = 0;
+  std::map<std::string, std::pair<int64_t, Severity>> userStats_;
+  std::map<std::string, std::string> userMeta_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// construction
+
+ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
+    : session_(session), opt_(std::move(options)), origin_(core::nowNs()) {
+  if (opt_.path.empty()) throw TraceError("shard writer: no output path given");
+  if (opt_.host.empty()) opt_.host = hostName();
+  if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(getpid());
+  if (opt_.flush_interval_ms <= 0) opt_.flush_interval_ms = 1;
+  if (opt_.chunk_rows == 0) opt_.chunk_rows = 1;
+  if (opt_.transaction_rows == 0) opt_.transaction_rows = 1;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) removeIfExists(opt_.path + suffix);
+  db_ = sql::Db(opt_.path, sql::Db::Mode::kCreate);
+  createSchema();
+  prepare();
+}
+
+ShardWriter::Impl::~Impl() {
+  try {
+    close();
+  } catch (...) {
+    // close() already kept the error; a destructor must not throw.
+  }
+}
+
+void ShardWriter::Impl::createSchema() {
+  // The schema and meta go into the main file before WAL is switched on, so even a copy of the
+  // main file alone, taken while recording, reads as "incomplete" rather than "not a trace".
+  db_.exec("BEGIN");
+  for (const auto& sql : schema::createStatements()) db_.exec(sql);
+  sql::Stmt meta(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
+  auto put = [&](const char* k, const std::string& v) {
+    meta.bind(1, std::string_view(k)).bind(2, std::string_view(v));
+    meta.run();
+  };
+  put("magic", schema::kMagic);
+  put("schema_version", std::to_string(schema::kSchemaVersion));
+  put("kind", "shard");
+  put("complete", "0");
+  put("origin_ns", std::to_string(origin_));
+  put("world_size", std::to_string(opt_.world_size));
+  put("command", opt_.command);
+  put("created_unix_s", std::to_string(static_cast<int64_t>(std::time(nullptr))));
+  put("tracerun_version", TRACERUN_VERSION);
+  meta = sql::Stmt();
+  db_.exec("COMMIT");
+  db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
+  // synchronous=OFF: a shard is rewritten from scratch by a new run; an OS crash mid-run loses
+  // the shard either way, and an application crash cannot corrupt a WAL database.
+  db_.exec("PRAGMA journal_mode = WAL");
+  db_.exec("PRAGMA synchronous = OFF");
+}
+
+void ShardWriter::Impl::prepare() {
+  insSpan_ = sql::Stmt(db_,
+                       "INSERT INTO spans (id, track, start_ns, dur_ns, depth, category, name, "
+                       "detail, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insChunk_ = sql::Stmt(db_,
+                        "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, "
+                        "last_id) VALUES (?, ?, ?, ?, ?)");
+  insArg_ = sql::Stmt(db_, "INSERT INTO args (span, key, value) VALUES (?, ?, ?)");
+  insInstant_ = sql::Stmt(db_,
+                          "INSERT INTO instants (track, ts_ns, category, name, detail, value) "
+                          "VALUES (?, ?, ?, ?, ?, ?)");
+  insCounter_ = sql::Stmt(db_, "INSERT INTO counters (track, ts_ns, value) VALUES (?, ?, ?)");
+  insMemory_ = sql::Stmt(db_,
+                         "INSERT INTO memory (rank, ts_ns, device_type, device_index, ptr, bytes, "
+                         "total, category, op, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insFlow_ = sql::Stmt(db_,
+                       "INSERT INTO flows (kind, src_track, src_ts_ns, dst_track, dst_ts_ns) "
+                       "VALUES (?, ?, ?, ?, ?)");
+  insString_ = sql::Stmt(db_, "INSERT OR REPLACE INTO strings (id, value) VALUES (?, ?)");
+}
+
+void ShardWriter::Impl::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_ || thread_.joinable()) return;
+  thread_ = std::thread([this] { threadMain(); });
+}
+
+void ShardWriter::Impl::threadMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto interval = std::chrono::milliseconds(opt_.flush_interval_ms);
+  while (!stop_) {
+    cv_.wait_for(lock, interval, [this] { return stop_; });
+    if (stop_ || error_) continue;
+    try {
+      pass();
+    } catch (...) {
+      error_ = std::current_exception();  // kept for flush()/close(); writing stops here
+    }
+  }
+}
+
+template <typename Fn>
+void ShardWriter::Impl::guarded(Fn&& fn) {
+  if (error_) std::rethrow_exception(error_);
+  try {
+    fn();
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// drain pass
+
+void ShardWriter::Impl::pass() {
+  session_.forEachBuffer([this](core::ThreadBuffer& b) {
+    BufferState& st = buffers_[b.index];
+    b.ring.drain([&](const Record* r, size_t n) {
+      for (size_t i = 0; i < n; ++i) handle(b, st, r[i]);
+    });
+  });
+  if (session_.strings().size() > stringsPersisted_) writeStrings();
+  if (inTxn_ && core::nowNs() - txnStartNs_ > kMaxTxnAgeNs) commit();
+}
+
+TrackState& ShardWriter::Impl::trackState(TrackId id) {
+  constexpr TrackId kDenseLimit = 1u << 16;
+  if (id < kDenseLimit) {
+    if (id >= tracks_.size()) tracks_.resize(id + 1);
+    auto& slot = tracks_[id];
+    if (!slot) {
+      slot = std::make_unique<TrackState>();
+      slot->id = id;
+    }
+    return *slot;
+  }
+  auto& slot = farTracks_[id];
+  if (!slot) {
+    slot = std::make_unique<TrackState>();
+    slot->id = id;
+  }
+  return *slot;
+}
+
+TrackId ShardWriter::Impl::counterTrack(StringId name) {
+  auto it = counterTracks_.find(name);
+  if (it != counterTracks_.end()) return it->second;
+  const TrackId id =
+      session_.tracks().findOrAdd(core::TrackKind::kCounter, 0, session_.strings().get(name));
+  counterTracks_.emplace(name, id);
+  return id;
+}
+
+void ShardWriter::Impl::handle(core::ThreadBuffer& b, BufferState& st, const Record& r) {
+  switch (r.kind()) {
+    case RecordKind::kSpan:
+      handleSpan(b, st, r.as<core::SpanRecord>());
+      return;
+    case RecordKind::kArgs:
+      handleArgs(st, r.as<core::ArgsRecord>());
+      return;
+    case RecordKind::kInstant: {
+      const auto s = r.as<core::InstantRecord>();
+      const TrackId track = s.track ? s.track : b.track;
+      const int64_t ts = s.ts_ns - origin_;
+      ensureTxn();
+      insInstant_.bind(1, int64_t{track}).bind(2, ts).bind(3, int64_t(s.category));
+      insInstant_.bind(4, int64_t{s.name});
+      if (s.detail) {
+        insInstant_.bind(5, int64_t{s.detail});
+      } else {
+        insInstant_.bindNull(5);
+      }
+      insInstant_.bind(6, s.value);
+      insInstant_.run();
+      ++trackState(track).events;
+      noteTime(ts, ts);
+      ++counts_.instants;
+      rowWritten();
+      return;
+    }
+    case RecordKind::kCounter: {
+      const auto s = r.as<core::CounterRecord>();
+      const TrackId track = counterTrack(s.name);
+      const int64_t ts = s.ts_ns - origin_;
+      ensureTxn();
+      insCounter_.bind(1, int64_t{track}).bind(2, ts).bind(3, s.value);
+      insCounter_.run();
+      ++trackState(track).events;
+      noteTime(ts, ts);
+      ++counts_.counters;
+      rowWritten();
+      return;
+    }
+    case RecordKind::kMemory: {
+      const auto s = r.as<core::MemoryRecord>();
+      const int64_t ts = s.ts_ns - origin_;
+      ensureTxn();
+      insMemory_.bind(1, int64_t{opt_.rank}).bind(2, ts).bind(3, int64_t{s.device_type});
+      insMemory_.bind(4, int64_t{s.device_index}).bind(5, static_cast<int64_t>(s.ptr));
+      insMemory_.bind(6, s.bytes).bind(7, s.total).bind(8, int64_t(s.category));
+      if (s.op) {
+        insMemory_.bind(9, int64_t{s.op});
+      } else {
+        insMemory_.bindNull(9);
+      }
+      if (s.scope) {
+        insMemory_.bind(10, int64_t{s.scope});
+      } else {
+        insMemory_.bindNull(10);
+      }
+      insMemory_.run();
+      noteTime(ts, ts);
+      ++counts_.memory;
+      rowWritten();
+      return;
+    }
+    case RecordKind::kFlow: {
+      const auto s = r.as<core::FlowRecord>();
+      ensureTxn();
+      insFlow_.bind(1, int64_t(s.flow)).bind(2, int64_t{s.src_track ? s.src_track : b.track});
+      insFlow_.bind(3, s.src_ts_ns - origin_);
+      insFlow_.bind(4, int64_t{s.dst_track ? s.dst_track : b.track});
+      insFlow_.bind(5, s.dst_ts_ns - origin_);
+      insFlow_.run();
+      ++counts_.flows;
+      rowWritten();
+      return;
+    }
+    default:
+      ++counts_.unknown;
+      return;
+  }
+}
+
+void ShardWriter::Impl::handleSpan(core::ThreadBuffer& b, BufferState& st,
+                                   const core::SpanRecord& s) {
+  const TrackId track = s.track ? s.track : b.track;
+  TrackState& t = trackState(track);
+  // A full chunk is written only when the next span arrives, so the ArgsRecord that follows the
+  // last span of a chunk still finds it pending.
+  if (t.chunk.size() >= opt_.chunk_rows) writeChunk(t);
+
+  int64_t dur = s.end_ns - s.start_ns;
+  if (dur < 0) {
+    dur = 0;
+    ++clipped_;
+  }
+  // Self time: children complete before their parent, so their durations are summed under the
+  // parent's id and taken out when the parent arrives.
+  if (s.parent != 0) childTime_[s.parent] += dur;
+  const int64_t children = s.id != 0 ? childTime_.take(s.id) : 0;
+  Aggregate& agg = aggregates_[((uint64_t{s.name} << 8) | uint64_t(s.category)) + 1];
+  ++agg.count;
+  agg.total += dur;
+  agg.self += std::max<int64_t>(0, dur - children);
+
+  PendingSpan p;
+  p.start = s.start_ns - origin_;
+  p.end = p.start + dur;
+  p.seq = s.seq;
+  p.name = s.name;
+  p.detail = s.detail;
+  p.depth = s.depth;
+  p.category = static_cast<uint8_t>(s.category);
+  p.argsBegin = static_cast<uint32_t>(t.chunkArgs.size());
+  t.chunk.push_back(p);
+  ++t.events;
+  t.longestSpan = std::max(t.longestSpan, dur);
+  noteTime(p.start, p.end);
+  ++counts_.spans;
+
+  st.lastSpan = s.id;
+  st.lastTrack = &t;
+  st.lastEpoch = t.epoch;
+  st.lastIndex = static_cast<uint32_t>(t.chunk.size() - 1);
+}
+
+void ShardWriter::Impl::handleArgs(BufferState& st, const core::ArgsRecord& a) {
+  TrackState* t = st.lastTrack;
+  if (a.owner == 0 || a.owner != st.lastSpan || !t || t->epoch != st.lastEpoch) {
+    ++orphanArgs_;  // capture must push a span and its args with tryPushPair
+    return;
+  }
+  PendingSpan& p = t->chunk[st.lastIndex];
+  // Several ArgsRecords may follow one span; they stay contiguous because nothing else is added to
+  // this track's chunkArgs in between unless another span arrived (which resets lastSpan).
+  if (p.argsBegin + p.argsCount != t->chunkArgs.size()) {
+    ++orphanArgs_;
+    return;
+  }
+  const int n = std::min<int>(a.count, 3);
+  for (int i = 0; i < n; ++i) t->chunkArgs.push_back(a.args[i]);
+  p.argsCount = static_cast<uint16_t>(p.argsCount + n);
+  counts_.args += static_cast<uint64_t>(n);
+}
+
+// ---------------------------------------------------------------------------------------------
+// span chunks
+
+void ShardWriter::Impl::writeChunk(TrackState& t) {
+  if (t.chunk.empty()) return;
+  keys_.clear();
+  for (size_t i = 0; i < t.chunk.size(); ++i) {
+    keys_.push_back({t.chunk[i].start, t.chunk[i].depth, static_cast<uint32_t>(i)});
+  }
+  std::sort(keys_.begin(), keys_.end());
+  ensureTxn();
+  const int64_t firstId = nextSpanId_;
+  int64_t maxEnd = std::numeric_limits<int64_t>::min();
+  for (const SortKey& k : keys_) {
+    const PendingSpan& p = t.chunk[k.index];
+    const int64_t id = nextSpanId_++;
+    insSpan_.bind(1, id).bind(2, int64_t{t.id}).bind(3, p.start).bind(4, p.end - p.start);
+    insSpan_.bind(5, int64_t{p.depth}).bind(6, int64_t{p.category}).bind(7, int64_t{p.name});
+    if (p.detail) {
+      insSpan_.bind(8, int64_t{p.detail});
+    } else {
+      insSpan_.bindNull(8);
+    }
+    if (p.seq >= 0) {
+      insSpan_.bind(9, p.seq);
+    } else {
+      insSpan_.bindNull(9);
+    }
+    insSpan_.run();
+    for (uint32_t a = 0; a < p.argsCount; ++a) {
+      const auto& arg = t.chunkArgs[p.argsBegin + a];
+      insArg_.bind(1, id).bind(2, int64_t{arg.key}).bind(3, arg.value);
+      insArg_.run();
+    }
+    maxEnd = std::max(maxEnd, p.end);
+  }
+  const int64_t minStart = keys_.front().start;
+  insChunk_.bind(1, int64_t{t.id}).bind(2, minStart).bind(3, maxEnd).bind(4, firstId);
+  insChunk_.bind(5, nextSpanId_ - 1);
+  insChunk_.run();
+  t.longestChunk = std::max(t.longestChunk, maxEnd - minStart);
+  txnRows_ += t.chunk.size() + t.chunkArgs.size();
+  t.chunk.clear();
+  t.chunkArgs.clear();
+  ++t.epoch;
+  rowWritten();
+}
+
+void ShardWriter::Impl::writeStrings() {
+  const auto fresh = session_.strings().since(stringsPersisted_);
+  ensureTxn();
+  for (const auto& s : fresh) {
+    insString_.bind(1, static_cast<int64_t>(stringsPersisted_++)).bind(2, std::string_view(s));
+    insString_.run();
+  }
+  rowWritten();
+}
+
+// ---------------------------------------------------------------------------------------------
+// transactions
+
+void ShardWriter::Impl::ensureTxn() {
+  if (inTxn_) return;
+  db_.exec("BEGIN");
+  inTxn_ = true;
+  txnRows_ = 0;
+  txnStartNs_ = core::nowNs();
+}
+
+void ShardWriter::Impl::commit() {
+  if (!inTxn_) return;
+  db_.exec("COMMIT");
+  inTxn_ = false;
+  txnRows_ = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// flush and close
+
+void ShardWriter::Impl::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) {
+    if (error_) std::rethrow_exception(error_);
+    return;
+  }
+  guarded([&] {
+    pass();
+    for (auto& t : tracks_) {
+      if (t) writeChunk(*t);
+    }
+    for (auto& [id, t] : farTracks_) writeChunk(*t);
+    commit();
+  });
+}
+
+void ShardWriter::Impl::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      if (error_) std::rethrow_exception(error_);
+      return;
+    }
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  try {
+    guarded([&] { finish(); });
+  } catch (...) {
+    // Leave the file as it is (complete = 0); release the connection, then report.
+    releaseConnection();
+    throw;
+  }
+}
+
+void ShardWriter::Impl::finish() {
+  pass();
+  for (auto& t : tracks_) {
+    if (t) writeChunk(*t);
+  }
+  for (auto& [id, t] : farTracks_) writeChunk(*t);
+  if (session_.strings().size() > stringsPersisted_) writeStrings();
+  ensureTxn();
+
+  // tracks: every registered track, plus any id a record named that was never registered.
+  sql::Stmt insTrack(db_,
+                     "INSERT OR REPLACE INTO tracks (id, rank, kind, tid, name, event_count, "
+                     "longest_span_ns, longest_chunk_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  auto putTrack = [&](TrackId id, core::TrackKind kind, int64_t tid, const std::string& name) {
+    const TrackState* t = nullptr;
+    if (id < tracks_.size()) {
+      t = tracks_[id].get();
+    } else if (auto it = farTracks_.find(id); it != farTracks_.end()) {
+      t = it->second.get();
+    }
+    insTrack.bind(1, int64_t{id}).bind(2, int64_t{opt_.rank}).bind(3, int64_t(kind));
+    insTrack.bind(4, tid).bind(5, std::string_view(name));
+    insTrack.bind(6, t ? t->events : 0).bind(7, t ? t->longestSpan : 0);
+    insTrack.bind(8, t ? t->longestChunk : 0);
+    insTrack.run();
+  };
+  std::vector<bool> registered;
+  for (const auto& info : session_.tracks().since(0)) {
+    putTrack(info.id, info.kind, info.tid, info.name);
+    if (info.id >= registered.size()) registered.resize(info.id + 1);
+    registered[info.id] = true;
+  }
+  auto putUnregistered = [&](const TrackState& t) {
+    if (t.id == 0 || (t.id < registered.size() && registered[t.id])) return;
+    if (t.events == 0) return;
+    putTrack(t.id, core::TrackKind::kAsync, 0, "track " + std::to_string(t.id));
+  };
+  for (const auto& t : tracks_) {
+    if (t) putUnregistered(*t);
+  }
+  for (const auto& [id, t] : farTracks_) putUnregistered(*t);
+
+  sql::Stmt insRank(db_,
+                    "INSERT OR REPLACE INTO ranks (rank, host, pid, clock_offset_ns, start_ns, "
+                    "end_ns) VALUES (?, ?, ?, ?, ?, ?)");
+  insRank.bind(1, int64_t{opt_.rank}).bind(2, std::string_view(opt_.host)).bind(3, opt_.pid);
+  insRank.bind(4, opt_.clock_offset_ns);
+  if (firstNs_ <= lastNs_) {
+    insRank.bind(5, firstNs_).bind(6, lastNs_);
+  } else {
+    insRank.bindNull(5).bindNull(6);
+  }
+  insRank.run();
+
+  sql::Stmt insAgg(db_,
+                   "INSERT INTO aggregates (rank, name, category, count, total_ns, self_ns) "
+                   "VALUES (?, ?, ?, ?, ?, ?)");
+  aggregates_.forEach([&](uint64_t key, const Aggregate& a) {
+    const uint64_t k = key - 1;
+    insAgg.bind(1, int64_t{opt_.rank}).bind(2, static_cast<int64_t>(k >> 8));
+    insAgg.bind(3, static_cast<int64_t>(k & 0xff)).bind(4, a.count).bind(5, a.total);
+    insAgg.bind(6, a.self);
+    insAgg.run();
+  });
+
+  sql::Stmt insStat(db_,
+                    "INSERT OR REPLACE INTO stats (rank, name, value, severity) VALUES (?, ?, ?, "
+                    "?)");
+  auto putStat = [&](const std::string& name, int64_t value, Severity sev) {
+    insStat.bind(1, int64_t{opt_.rank}).bind(2, std::string_view(name)).bind(3, value);
+    insStat.bind(4, int64_t(sev));
+    insStat.run();
+  };
+  const auto dropped = static_cast<int64_t>(session_.dropped());
+  putStat("dropped_events", dropped, dropped > 0 ? Severity::kError : Severity::kInfo);
+  putStat("unknown_records", static_cast<int64_t>(counts_.unknown),
+          counts_.unknown > 0 ? Severity::kWarning : Severity::kInfo);
+  if (clipped_ > 0) putStat("clipped_spans", static_cast<int64_t>(clipped_), Severity::kWarning);
+  if (orphanArgs_ > 0) {
+    putStat("orphan_args", static_cast<int64_t>(orphanArgs_), Severity::kWarning);
+  }
+  for (const auto& [name, v] : userStats_) putStat(name, v.first, v.second);
+
+  sql::Stmt insMeta(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
+  for (const auto& [key, value] : userMeta_) {
+    insMeta.bind(1, std::string_view(key)).bind(2, std::string_view(value));
+    insMeta.run();
+  }
+  commit();
+
+  // Indexes once, at the end; then mark the file complete, last of all.
+  db_.exec("BEGIN");
+  for (const auto& sql : schema::indexStatements()) db_.exec(sql);
+  db_.exec("UPDATE meta SET value = '1' WHERE key = 'complete'");
+  db_.exec("COMMIT");
+  db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
+
+  insTrack = sql::Stmt();
+  insRank = sql::Stmt();
+  insAgg = sql::Stmt();
+  insStat = sql::Stmt();
+  insMeta = sql::Stmt();
+  for (sql::Stmt* s : statements()) *s = sql::Stmt();
+  db_.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  db_.exec("PRAGMA journal_mode = DELETE");  // one self-contained file from here on
+  db_ = sql::Db();
+}
+
+void ShardWriter::Impl::setStat(const std::string& name, int64_t value, Severity severity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  userStats_[name] = {value, severity};
+}
+
+void ShardWriter::Impl::setMeta(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  userMeta_[key] = value;
+}
+
+WriterCounts ShardWriter::Impl::counts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counts_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ShardWriter forwarding
+
+ShardWriter::ShardWriter(core::Session& session, ShardOptions options)
+    : impl_(std::make_unique<Impl>(session, std::move(options))) {}
+ShardWriter::~ShardWriter() = default;
+void ShardWriter::start() { impl_->start(); }
+void ShardWriter::flush() { impl_->flush(); }
+void ShardWriter::close() { impl_->close(); }
+void ShardWriter::setStat(const std::string& name, int64_t value, Severity severity) {
+  impl_->setStat(name, value, severity);
+}
+void ShardWriter::setMeta(const std::string& key, const std::string& value) {
+  impl_->setMeta(key, value);
+}
+WriterCounts ShardWriter::counts() const { return impl_->counts(); }
+const std::string& ShardWriter::path() const { return impl_->path(); }
+
+}  // namespace tracerun::trace
