@@ -1,1 +1,676 @@
-// placeholder: being written (see include/tracerun/trace/merge.h)
+// Merges per-rank shards into one trace on rank 0's clock (merge.h): strings, track ids and span
+// ids remapped, times shifted, rows copied through prepared statements in one transaction per
+// shard. Never writes to a shard; computes no analyses beyond what an incomplete shard lacks.
+//
+// Sections: statements · shards (open, check) · remapping · table copies · incomplete shards ·
+//           mergeShards
+#include "tracerun/trace/merge.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "file_check.h"
+#include "sqlite_util.h"
+#include "tracerun/core/tracks.h"
+#include "tracerun/trace/error.h"
+#include "tracerun/trace/schema.h"
+
+namespace tracerun::trace {
+
+namespace {
+
+using sql::Db;
+using sql::Stmt;
+
+constexpr int64_t kRebuiltChunkRows = 4096;  // spans per chunk when an incomplete shard lacks them
+
+// ---- statements ---------------------------------------------------------------------------------
+
+// A prepared statement for the generic copy: it binds sqlite3_value*s straight from a SELECT,
+// which sql::Stmt does not expose.
+class RawStmt {
+ public:
+  RawStmt(const Db& db, const std::string& text) : db_(&db) {
+    if (sqlite3_prepare_v2(db.get(), text.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) {
+      db.fail("cannot prepare '" + text.substr(0, 60) + "'");
+    }
+  }
+  ~RawStmt() { sqlite3_finalize(stmt_); }
+  RawStmt(const RawStmt&) = delete;
+  RawStmt& operator=(const RawStmt&) = delete;
+
+  sqlite3_stmt* get() const noexcept { return stmt_; }
+  bool step(const char* what) {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    db_->fail(what);
+  }
+  void run(const char* what) {
+    const int rc = sqlite3_step(stmt_);
+    sqlite3_reset(stmt_);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) db_->fail(what);
+  }
+
+ private:
+  const Db* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// Removes the temporary output unless the merge got as far as renaming it.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) { removeAll(); }
+  ~TempFile() {
+    if (!kept_) removeAll();
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const noexcept { return path_; }
+  void keep() noexcept { kept_ = true; }
+
+ private:
+  void removeAll() noexcept {
+    std::remove(path_.c_str());
+    std::remove((path_ + "-journal").c_str());
+    std::remove((path_ + "-wal").c_str());
+    std::remove((path_ + "-shm").c_str());
+  }
+  std::string path_;
+  bool kept_ = false;
+};
+
+// ---- shards (open, check) -----------------------------------------------------------------------
+
+struct Shard {
+  size_t index = 0;  // position in the caller's list
+  std::string path;
+  Db db;
+  std::map<std::string, std::string> meta;
+  int rank = 0;
+  bool has_rank_row = false;
+  int64_t origin_ns = 0;
+  int64_t clock_offset_ns = 0;
+  bool complete = false;
+};
+
+bool parseInt64(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno != 0 || !end || *end != '\0') return false;
+  *out = v;
+  return true;
+}
+
+Shard openShard(const MergeInput& in, size_t index) {
+  filecheck::checkFile(in.path);
+  Shard s;
+  s.index = index;
+  s.path = in.path;
+  s.db = Db(in.path, Db::Mode::kReadOnly);
+  s.meta = filecheck::readTraceMeta(s.db);
+  if (s.meta["kind"] == "merged") {
+    throw TraceError(in.path + ": already a merged trace (merge takes per-rank shards)");
+  }
+  s.complete = s.meta["complete"] == "1";
+  if (!parseInt64(s.meta["origin_ns"], &s.origin_ns)) {
+    throw TraceError(in.path + ": no valid origin_ns in meta (cannot place its times)");
+  }
+  Stmt ranks(s.db, "SELECT rank, clock_offset_ns FROM ranks");
+  int rows = 0;
+  while (ranks.step()) {
+    s.rank = static_cast<int>(ranks.i64(0));
+    s.clock_offset_ns = ranks.i64(1);
+    ++rows;
+  }
+  if (rows > 1) {
+    throw TraceError(in.path + ": holds " + std::to_string(rows) + " ranks (a shard holds one)");
+  }
+  s.has_rank_row = rows == 1;
+  if (!s.has_rank_row) {
+    if (s.complete) throw TraceError(in.path + ": no row in the ranks table");
+    s.rank = static_cast<int>(index);  // the launcher lists shards in rank order
+  }
+  if (in.has_offset) s.clock_offset_ns = in.clock_offset_ns;
+  return s;
+}
+
+// ---- remapping ----------------------------------------------------------------------------------
+
+// The merged string table: every distinct text once, ids dense from 0 ("").
+class StringMerger {
+ public:
+  explicit StringMerger(const Db& out)
+      : insert_(out, "INSERT INTO strings (id, value) VALUES (?, ?)") {
+    add("");
+  }
+  int64_t add(const std::string& s) {
+    const auto [it, inserted] = ids_.try_emplace(s, next_);
+    if (inserted) {
+      insert_.bind(1, next_).bind(2, std::string_view(s)).run();
+      ++next_;
+    }
+    return it->second;
+  }
+
+ private:
+  Stmt insert_;
+  std::unordered_map<std::string, int64_t> ids_;
+  int64_t next_ = 0;
+};
+
+enum class Xf : uint8_t {
+  kCopy,         // the value as it is
+  kTime,         // + time shift
+  kSpan,         // + span id offset
+  kTrack,        // + track id offset
+  kString,       // through the string map
+  kClockOffset,  // replaced by the offset actually applied
+};
+
+// How one shard's ids and times become the merged file's.
+struct Remap {
+  int64_t time_shift = 0;
+  int64_t span_offset = 0;
+  int64_t track_offset = 0;
+  int64_t clock_offset = 0;
+  std::vector<int64_t> strings;  // shard string id -> merged id; -1 when the shard lacks it
+  std::unordered_map<int64_t, int64_t> missing;  // ids the shard used but never stored
+  StringMerger* merger = nullptr;
+
+  int64_t str(int64_t id) {
+    if (id >= 0 && id < static_cast<int64_t>(strings.size()) && strings[id] >= 0) {
+      return strings[id];
+    }
+    const auto it = missing.find(id);
+    if (it != missing.end()) return it->second;
+    const int64_t merged = merger->add("<missing string " + std::to_string(id) + ">");
+    missing.emplace(id, merged);
+    return merged;
+  }
+  int64_t apply(Xf xf, int64_t v) {
+    switch (xf) {
+      case Xf::kTime: return v + time_shift;
+      case Xf::kSpan: return v + span_offset;
+      case Xf::kTrack: return v + track_offset;
+      case Xf::kString: return str(v);
+      case Xf::kClockOffset: return clock_offset;
+      case Xf::kCopy: break;
+    }
+    return v;
+  }
+};
+
+void loadStrings(Shard& shard, Remap& remap) {
+  Stmt range(shard.db, "SELECT MAX(id), COUNT(*) FROM strings");
+  range.step();
+  const int64_t maxId = range.isNull(0) ? -1 : range.i64(0);
+  const int64_t count = range.i64(1);
+  if (maxId > 4 * count + 4096) {
+    throw TraceError(shard.path + ": string ids out of range (largest " + std::to_string(maxId) +
+                     " for " + std::to_string(count) + " strings); the file looks corrupted");
+  }
+  remap.strings.assign(static_cast<size_t>(maxId + 1), -1);
+  Stmt all(shard.db, "SELECT id, value FROM strings");
+  while (all.step()) {
+    const int64_t id = all.i64(0);
+    if (id >= 0) remap.strings[static_cast<size_t>(id)] = remap.merger->add(all.text(1));
+  }
+}
+
+// ---- table copies -------------------------------------------------------------------------------
+
+struct CopyRule {
+  const char* table;
+  std::vector<std::pair<const char*, Xf>> columns;  // columns not listed are copied as they are
+  const char* on_conflict;                          // appended to the INSERT, or ""
+};
+
+// Every table of the schema is either copied by a rule or written by merge itself; checkRules()
+// fails loudly when the schema grows a table this list does not know.
+const std::vector<CopyRule>& copyRules() {
+  static const std::vector<CopyRule> kRules = {
+      {"ranks",
+       {{"clock_offset_ns", Xf::kClockOffset}, {"start_ns", Xf::kTime}, {"end_ns", Xf::kTime}},
+       ""},
+      {"tracks", {{"id", Xf::kTrack}}, ""},
+      {"spans",
+       {{"id", Xf::kSpan},
+        {"track", Xf::kTrack},
+        {"start_ns", Xf::kTime},
+        {"name", Xf::kString},
+        {"detail", Xf::kString}},
+       ""},
+      {"span_chunks",
+       {{"track", Xf::kTrack},
+        {"min_start_ns", Xf::kTime},
+        {"max_end_ns", Xf::kTime},
+        {"first_id", Xf::kSpan},
+        {"last_id", Xf::kSpan}},
+       ""},
+      {"args", {{"span", Xf::kSpan}, {"key", Xf::kString}}, ""},
+      {"instants",
+       {{"track", Xf::kTrack}, {"ts_ns", Xf::kTime}, {"name", Xf::kString},
+        {"detail", Xf::kString}},
+       ""},
+      {"counters", {{"track", Xf::kTrack}, {"ts_ns", Xf::kTime}}, ""},
+      {"memory", {{"ts_ns", Xf::kTime}, {"op", Xf::kString}, {"scope", Xf::kString}}, ""},
+      {"flows",
+       {{"src_track", Xf::kTrack},
+        {"src_ts_ns", Xf::kTime},
+        {"dst_track", Xf::kTrack},
+        {"dst_ts_ns", Xf::kTime}},
+       ""},
+      {"aggregates",
+       {{"name", Xf::kString}},
+       "ON CONFLICT (rank, name, category) DO UPDATE SET count = count + excluded.count, "
+       "total_ns = total_ns + excluded.total_ns, self_ns = self_ns + excluded.self_ns"},
+      {"stats",
+       {},
+       "ON CONFLICT (rank, name) DO UPDATE SET value = excluded.value, "
+       "severity = MAX(severity, excluded.severity)"},
+  };
+  return kRules;
+}
+
+bool writtenByMerge(const std::string& table) {
+  static const char* const kOwn[] = {"meta",        "strings",           "categories",
+                                     "track_kinds", "memory_categories", "flow_kinds"};
+  return std::any_of(std::begin(kOwn), std::end(kOwn),
+                     [&](const char* t) { return table == t; });
+}
+
+const schema::Table& schemaTable(const std::string& name) {
+  for (const auto& t : schema::tables()) {
+    if (name == t.name) return t;
+  }
+  throw TraceError("merge: internal error: the schema has no table '" + name + "'");
+}
+
+void checkRules() {
+  for (const auto& t : schema::tables()) {
+    const bool ruled = std::any_of(copyRules().begin(), copyRules().end(),
+                                   [&](const CopyRule& r) { return std::string(r.table) == t.name; });
+    if (!ruled && !writtenByMerge(t.name)) {
+      throw TraceError(std::string("merge: internal error: no merge rule for table '") + t.name +
+                       "'");
+    }
+  }
+  for (const auto& r : copyRules()) {
+    const auto& t = schemaTable(r.table);
+    for (const auto& [column, xf] : r.columns) {
+      const bool known = std::any_of(t.columns.begin(), t.columns.end(), [&](const auto& c) {
+        return std::string(c.name) == column;
+      });
+      if (!known) {
+        throw TraceError(std::string("merge: internal error: no column ") + r.table + "." +
+                         column);
+      }
+    }
+  }
+}
+
+// ORDER BY that reads a table in its storage order, so inserts into the merged file append.
+std::string storageOrder(const schema::Table& t) {
+  if (!t.without_rowid) return "rowid";
+  const std::string c = t.constraint;
+  const auto open = c.find('(');
+  const auto close = c.rfind(')');
+  if (c.rfind("PRIMARY KEY", 0) != 0 || open == std::string::npos || close == std::string::npos) {
+    throw TraceError(std::string("merge: internal error: no primary key for ") + t.name);
+  }
+  return c.substr(open + 1, close - open - 1);
+}
+
+int64_t copyTable(Shard& shard, const Db& out, const CopyRule& rule, Remap& remap) {
+  const auto& table = schemaTable(rule.table);
+  std::string cols, params;
+  std::vector<Xf> xfs;
+  for (const auto& c : table.columns) {
+    if (!xfs.empty()) {
+      cols += ", ";
+      params += ", ";
+    }
+    cols += c.name;
+    params += "?";
+    Xf xf = Xf::kCopy;
+    for (const auto& [name, x] : rule.columns) {
+      if (std::string(name) == c.name) xf = x;
+    }
+    xfs.push_back(xf);
+  }
+  RawStmt select(shard.db, "SELECT " + cols + " FROM " + table.name + " ORDER BY " +
+                               storageOrder(table));
+  RawStmt insert(out, std::string("INSERT INTO ") + table.name + " (" + cols + ") VALUES (" +
+                          params + ") " + rule.on_conflict);
+  sqlite3_stmt* sel = select.get();
+  sqlite3_stmt* ins = insert.get();
+  const int n = static_cast<int>(xfs.size());
+  int64_t rows = 0;
+  while (select.step("reading the shard failed")) {
+    for (int i = 0; i < n; ++i) {
+      sqlite3_value* v = sqlite3_column_value(sel, i);
+      if (xfs[i] == Xf::kClockOffset) {
+        sqlite3_bind_int64(ins, i + 1, remap.clock_offset);
+      } else if (xfs[i] == Xf::kCopy || sqlite3_value_type(v) == SQLITE_NULL) {
+        sqlite3_bind_value(ins, i + 1, v);
+      } else {
+        sqlite3_bind_int64(ins, i + 1, remap.apply(xfs[i], sqlite3_value_int64(v)));
+      }
+    }
+    insert.run("writing the merged file failed");
+    ++rows;
+  }
+  return rows;
+}
+
+// ---- incomplete shards --------------------------------------------------------------------------
+
+// Track ids referenced anywhere in a shard (an incomplete shard may lack rows in tracks).
+std::pair<int64_t, int64_t> referencedTrackRange(Shard& shard) {
+  const char* q = shard.complete
+                      ? "SELECT MIN(id), MAX(id) FROM tracks"
+                      : "SELECT MIN(t), MAX(t) FROM (SELECT id AS t FROM tracks UNION ALL "
+                        "SELECT track FROM spans UNION ALL SELECT track FROM instants UNION ALL "
+                        "SELECT track FROM counters UNION ALL SELECT src_track FROM flows UNION ALL "
+                        "SELECT dst_track FROM flows)";
+  Stmt range(shard.db, q);
+  range.step();
+  if (range.isNull(0)) return {1, 0};
+  return {range.i64(0), range.i64(1)};
+}
+
+// Rows for tracks an incomplete shard used but never described.
+int64_t addPlaceholderTracks(Shard& shard, const Db& out, Remap& remap) {
+  Stmt lost(shard.db,
+            "SELECT track, MAX(is_counter) FROM (SELECT track, 0 AS is_counter FROM spans UNION "
+            "ALL SELECT track, 0 FROM instants UNION ALL SELECT track, 1 FROM counters UNION ALL "
+            "SELECT src_track, 0 FROM flows UNION ALL SELECT dst_track, 0 FROM flows) "
+            "WHERE track NOT IN (SELECT id FROM tracks) GROUP BY track");
+  Stmt insert(out,
+              "INSERT INTO tracks (id, rank, kind, tid, name) VALUES (?, ?, ?, 0, ?)");
+  int64_t added = 0;
+  while (lost.step()) {
+    const int64_t id = lost.i64(0);
+    const auto kind = lost.i64(1) ? core::TrackKind::kCounter : core::TrackKind::kThread;
+    insert.bind(1, id + remap.track_offset)
+        .bind(2, int64_t{shard.rank})
+        .bind(3, static_cast<int64_t>(kind))
+        .bind(4, std::string_view("track " + std::to_string(id) + " (not described)"))
+        .run();
+    ++added;
+  }
+  return added;
+}
+
+struct TrackTotals {
+  int64_t events = 0, longest_span = 0, longest_chunk = 0;
+};
+
+// span_chunks for the merged spans [lo, hi] of an incomplete shard: runs of consecutive ids of
+// one track, at most kRebuiltChunkRows long.
+void rebuildChunks(const Db& out, int64_t lo, int64_t hi,
+                   std::unordered_map<int64_t, TrackTotals>& totals) {
+  Stmt select(out, "SELECT id, track, start_ns, dur_ns FROM spans WHERE id BETWEEN ? AND ? "
+                   "ORDER BY id");
+  Stmt insert(out, "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, last_id) "
+                   "VALUES (?, ?, ?, ?, ?)");
+  struct Chunk {
+    int64_t track = 0, min_start = 0, max_end = 0, first = 0, last = 0, rows = 0;
+  } chunk;
+  bool open = false;
+  auto flush = [&] {
+    if (!open) return;
+    insert.bind(1, chunk.track)
+        .bind(2, chunk.min_start)
+        .bind(3, chunk.max_end)
+        .bind(4, chunk.first)
+        .bind(5, chunk.last)
+        .run();
+    auto& t = totals[chunk.track];
+    t.longest_chunk = std::max(t.longest_chunk, chunk.max_end - chunk.min_start);
+    open = false;
+  };
+  select.bind(1, lo).bind(2, hi);
+  while (select.step()) {
+    const int64_t id = select.i64(0), track = select.i64(1);
+    const int64_t start = select.i64(2), dur = select.i64(3);
+    if (open && (track != chunk.track || id != chunk.last + 1 || chunk.rows >= kRebuiltChunkRows)) {
+      flush();
+    }
+    if (!open) {
+      chunk = Chunk{track, start, start + dur, id, id, 0};
+      open = true;
+    }
+    chunk.min_start = std::min(chunk.min_start, start);
+    chunk.max_end = std::max(chunk.max_end, start + dur);
+    chunk.last = id;
+    ++chunk.rows;
+    auto& t = totals[track];
+    ++t.events;
+    t.longest_span = std::max(t.longest_span, dur);
+  }
+  flush();
+}
+
+// What the writer computes at close and an incomplete shard may lack: chunk index, per-track
+// counts and extents, the rank's time range.
+void repairIncomplete(Shard& shard, const Db& out, Remap& remap, int64_t spanLo, int64_t spanHi) {
+  std::unordered_map<int64_t, TrackTotals> totals;
+  if (spanLo <= spanHi) rebuildChunks(out, spanLo, spanHi, totals);
+  for (const char* table : {"instants", "counters"}) {
+    Stmt count(shard.db, std::string("SELECT track, COUNT(*) FROM ") + table + " GROUP BY track");
+    while (count.step()) totals[count.i64(0) + remap.track_offset].events += count.i64(1);
+  }
+  Stmt update(out,
+              "UPDATE tracks SET event_count = MAX(event_count, ?), longest_span_ns = "
+              "MAX(longest_span_ns, ?), longest_chunk_ns = MAX(longest_chunk_ns, ?) WHERE id = ?");
+  for (const auto& [track, t] : totals) {
+    update.bind(1, t.events).bind(2, t.longest_span).bind(3, t.longest_chunk).bind(4, track).run();
+  }
+
+  Stmt range(shard.db,
+             "SELECT MIN(t0), MAX(t1) FROM (SELECT MIN(start_ns) AS t0, MAX(start_ns + dur_ns) AS "
+             "t1 FROM spans UNION ALL SELECT MIN(ts_ns), MAX(ts_ns) FROM instants UNION ALL "
+             "SELECT MIN(ts_ns), MAX(ts_ns) FROM counters UNION ALL SELECT MIN(ts_ns), MAX(ts_ns) "
+             "FROM memory)");
+  range.step();
+  const bool empty = range.isNull(0);
+  const int64_t t0 = empty ? 0 : range.i64(0) + remap.time_shift;
+  const int64_t t1 = empty ? 0 : range.i64(1) + remap.time_shift;
+  if (shard.has_rank_row) {
+    Stmt set(out, "UPDATE ranks SET start_ns = COALESCE(start_ns, ?), end_ns = COALESCE(end_ns, ?) "
+                  "WHERE rank = ?");
+    set.bind(1, t0).bind(2, t1).bind(3, int64_t{shard.rank}).run();
+  } else {
+    Stmt add(out, "INSERT INTO ranks (rank, host, pid, clock_offset_ns, start_ns, end_ns) VALUES "
+                  "(?, ?, 0, ?, ?, ?)");
+    add.bind(1, int64_t{shard.rank}).bind(2, std::string_view(shard.meta["host"]));
+    add.bind(3, remap.clock_offset);
+    if (empty) {
+      add.bindNull(4).bindNull(5);
+    } else {
+      add.bind(4, t0).bind(5, t1);
+    }
+    add.run();
+  }
+}
+
+// ---- mergeShards --------------------------------------------------------------------------------
+
+struct MergedIds {
+  int64_t max_span = 0;
+  int64_t max_track = 0;
+};
+
+void setStat(const Db& out, int rank, const std::string& name, int64_t value, Severity severity) {
+  Stmt s(out,
+         "INSERT INTO stats (rank, name, value, severity) VALUES (?, ?, ?, ?) ON CONFLICT (rank, "
+         "name) DO UPDATE SET value = value + excluded.value, severity = MAX(severity, "
+         "excluded.severity)");
+  s.bind(1, int64_t{rank}).bind(2, std::string_view(name)).bind(3, value);
+  s.bind(4, static_cast<int64_t>(severity)).run();
+}
+
+void mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t mergedOrigin,
+              MergedIds& ids, bool allowIncomplete) {
+  Remap remap;
+  remap.merger = &strings;
+  remap.clock_offset = shard.clock_offset_ns;
+  // A rank's clock reads clock_offset_ns more than rank 0's (schema: ranks.clock_offset_ns), so
+  // its local time t is t - offset on rank 0's clock.
+  remap.time_shift = shard.origin_ns - shard.clock_offset_ns - mergedOrigin;
+  loadStrings(shard, remap);
+
+  Stmt spanRange(shard.db, "SELECT MIN(id), MAX(id) FROM spans");
+  spanRange.step();
+  const bool hasSpans = !spanRange.isNull(0);
+  const int64_t spanMin = hasSpans ? spanRange.i64(0) : 0;
+  const int64_t spanMax = hasSpans ? spanRange.i64(1) : -1;
+  remap.span_offset = hasSpans ? ids.max_span + 1 - spanMin : 0;
+  const auto [trackMin, trackMax] = referencedTrackRange(shard);
+  remap.track_offset = trackMin <= trackMax ? ids.max_track + 1 - trackMin : 0;
+
+  int64_t readErrors = 0;
+  for (const auto& rule : copyRules()) {
+    const std::string table = rule.table;
+    if (table == "span_chunks" && !shard.complete) continue;  // rebuilt below
+    try {
+      copyTable(shard, out, rule, remap);
+    } catch (const TraceError&) {
+      if (!allowIncomplete) throw;
+      ++readErrors;
+    }
+    if (table == "tracks" && !shard.complete) {
+      const int64_t placeholders = addPlaceholderTracks(shard, out, remap);
+      if (placeholders) {
+        setStat(out, shard.rank, "merge_undescribed_tracks", placeholders, Severity::kWarning);
+      }
+    }
+  }
+  if (hasSpans) ids.max_span = spanMax + remap.span_offset;
+  if (trackMin <= trackMax) ids.max_track = trackMax + remap.track_offset;
+
+  if (!shard.complete) {
+    repairIncomplete(shard, out, remap, spanMin + remap.span_offset, spanMax + remap.span_offset);
+    setStat(out, shard.rank, "merge_incomplete_shard", 1, Severity::kError);
+  }
+  if (readErrors) setStat(out, shard.rank, "merge_unreadable_tables", readErrors, Severity::kError);
+  if (!remap.missing.empty()) {
+    setStat(out, shard.rank, "merge_missing_strings", static_cast<int64_t>(remap.missing.size()),
+            Severity::kWarning);
+  }
+}
+
+void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOrigin) {
+  std::map<std::string, std::string> meta;
+  for (const auto& key : schema::metaKeys()) {
+    const auto it = shards.front().meta.find(key.key);
+    if (it != shards.front().meta.end()) meta[key.key] = it->second;
+  }
+  int64_t worldSize = static_cast<int64_t>(shards.size());
+  for (const auto& s : shards) {
+    int64_t w = 0;
+    if (parseInt64(s.meta.count("world_size") ? s.meta.at("world_size") : "", &w)) {
+      worldSize = std::max(worldSize, w);
+    }
+    worldSize = std::max<int64_t>(worldSize, s.rank + 1);
+  }
+  meta["magic"] = schema::kMagic;
+  meta["schema_version"] = std::to_string(schema::kSchemaVersion);
+  meta["kind"] = "merged";
+  meta["complete"] = "1";
+  meta["origin_ns"] = std::to_string(mergedOrigin);
+  meta["world_size"] = std::to_string(worldSize);
+  meta["created_unix_s"] = std::to_string(static_cast<int64_t>(std::time(nullptr)));
+  Stmt insert(out, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
+  for (const auto& [k, v] : meta) {
+    insert.bind(1, std::string_view(k)).bind(2, std::string_view(v)).run();
+  }
+}
+
+}  // namespace
+
+void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
+                 bool allow_incomplete) {
+  if (options.output.empty()) throw TraceError("merge: no output path given");
+  if (shards.empty()) throw TraceError(options.output + ": nothing to merge (no shards given)");
+  checkRules();
+
+  struct Unreadable {
+    size_t index;
+    std::string problem;
+  };
+  std::vector<Shard> open;
+  std::vector<Unreadable> unreadable;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    try {
+      Shard s = openShard(shards[i], i);
+      if (!s.complete && !allow_incomplete) {
+        throw TraceError(s.path + ": incomplete shard (its writer never closed it); merge it "
+                                  "with allow_incomplete to keep what it holds");
+      }
+      open.push_back(std::move(s));
+    } catch (const TraceError& e) {
+      if (!allow_incomplete) throw;
+      unreadable.push_back({i, e.what()});
+    }
+  }
+  if (open.empty()) {
+    throw TraceError(options.output + ": no readable shard (first problem: " +
+                     unreadable.front().problem + ")");
+  }
+  std::stable_sort(open.begin(), open.end(),
+                   [](const Shard& a, const Shard& b) { return a.rank < b.rank; });
+  for (size_t i = 1; i < open.size(); ++i) {
+    if (open[i].rank == open[i - 1].rank) {
+      throw TraceError(open[i].path + ": rank " + std::to_string(open[i].rank) +
+                       " is also in " + open[i - 1].path);
+    }
+  }
+  // Rank 0's clock (or the lowest rank's, when rank 0 is missing) is the merged time axis.
+  const int64_t mergedOrigin = open.front().origin_ns - open.front().clock_offset_ns;
+
+  TempFile temp(options.output + ".tmp");
+  {
+    Db out(temp.path(), Db::Mode::kCreate);
+    out.exec("PRAGMA journal_mode = OFF");  // a failed merge leaves only the temp file
+    out.exec("PRAGMA synchronous = OFF");
+    out.exec("PRAGMA locking_mode = EXCLUSIVE");
+    out.exec("PRAGMA cache_size = -65536");
+    out.exec("BEGIN");
+    for (const auto& statement : schema::createStatements()) out.exec(statement);
+    out.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
+    StringMerger strings(out);
+    MergedIds ids;
+    if (options.progress) options.progress(0, open.size());
+    for (size_t i = 0; i < open.size(); ++i) {
+      mergeOne(open[i], out, strings, mergedOrigin, ids, allow_incomplete);
+      out.exec("COMMIT");
+      out.exec("BEGIN");
+      if (options.progress) options.progress(i + 1, open.size());
+    }
+    for (const auto& u : unreadable) {
+      setStat(out, static_cast<int>(u.index), "merge_unreadable_shard", 1, Severity::kError);
+    }
+    writeMeta(out, open, mergedOrigin);
+    for (const auto& statement : schema::indexStatements()) out.exec(statement);
+    out.exec("COMMIT");
+  }
+  if (std::rename(temp.path().c_str(), options.output.c_str()) != 0) {
+    throw TraceError(options.output + ": cannot write: " + std::strerror(errno));
+  }
+  temp.keep();
+}
+
+}  // namespace tracerun::trace
