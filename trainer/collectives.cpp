@@ -1,0 +1,83 @@
+// Collectives with per-backend fallbacks (see collectives.h). Blocking except allReduceAsync.
+#include "collectives.h"
+
+namespace gpttrain {
+namespace {
+
+c10::intrusive_ptr<c10d::Work> launchAllReduce(Group& g, at::Tensor& t, ReduceOp op) {
+  if (g.size == 1) return {};
+  TORCH_CHECK(t.is_contiguous(), "allReduce needs a contiguous tensor");
+  std::vector<at::Tensor> tensors{t};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+  g.count(CollectiveImpl::kAllReduce);
+  return g.pg->allreduce(tensors, options);
+}
+
+}  // namespace
+
+const char* collectiveImplName(CollectiveImpl impl) {
+  switch (impl) {
+    case CollectiveImpl::kAllReduce: return "all_reduce";
+    case CollectiveImpl::kAllGatherBase: return "all_gather_base";
+    case CollectiveImpl::kAllGatherList: return "all_gather_list+cat";
+    case CollectiveImpl::kReduceScatterBase: return "reduce_scatter_base";
+    case CollectiveImpl::kReduceScatterAllReduce: return "all_reduce+narrow";
+    case CollectiveImpl::kCount: break;
+  }
+  return "?";
+}
+
+GroupPtr makeSoloGroup(const std::string& name, int global_rank) {
+  auto g = c10::make_intrusive<Group>();
+  g->name = name;
+  g->global_ranks = {global_rank};
+  return g;
+}
+
+void allReduce(Group& g, at::Tensor& t, ReduceOp op) {
+  if (auto work = launchAllReduce(g, t, op)) work->wait();
+}
+
+c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t) {
+  return launchAllReduce(g, t, ReduceOp::kSum);
+}
+
+at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
+  if (g.size == 1) return t;
+  at::Tensor input = t.contiguous();
+  if (g.native_base_collectives) {
+    std::vector<int64_t> shape{g.size};
+    shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
+    at::Tensor stacked = at::empty(shape, input.options());
+    g.count(CollectiveImpl::kAllGatherBase);
+    g.pg->_allgather_base(stacked, input)->wait();
+    return at::cat(stacked.unbind(0), dim);
+  }
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int i = 0; i < g.size; ++i) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  g.count(CollectiveImpl::kAllGatherList);
+  g.pg->allgather(outputs, inputs)->wait();
+  return at::cat(outputs[0], dim);
+}
+
+at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
+  if (g.size == 1) return t;
+  TORCH_CHECK(t.size(dim) % g.size == 0, "reduceScatter: dimension ", dim, " of size ",
+              t.size(dim), " is not divisible by the group size ", g.size);
+  if (g.native_base_collectives) {
+    at::Tensor input = at::stack(t.chunk(g.size, dim), 0).contiguous();
+    at::Tensor output = at::empty(input.sizes().slice(1), input.options());
+    g.count(CollectiveImpl::kReduceScatterBase);
+    g.pg->_reduce_scatter_base(output, input)->wait();
+    return output;
+  }
+  at::Tensor summed = t.contiguous().clone();
+  std::vector<at::Tensor> tensors{summed};
+  g.count(CollectiveImpl::kReduceScatterAllReduce);
+  g.pg->allreduce(tensors)->wait();
+  return summed.chunk(g.size, dim)[g.rank].contiguous();
+}
+
+}  // namespace gpttrain

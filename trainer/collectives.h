@@ -1,0 +1,59 @@
+// A process group as the trainer sees it (Group) and the few collectives it needs, each choosing
+// per backend between the native call and a fallback (Gloo in libtorch 1.13 throws on
+// _allgather_base and reduce_scatter), counting which ran. No autograd here (see mappings.h).
+#pragma once
+
+#define TRACERUN_COMPAT_C10D
+#include <tracerun/torch_compat.h>
+
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpttrain {
+
+// Which implementation of a collective ran; the counts say so after a run (and in traces).
+enum class CollectiveImpl : int {
+  kAllReduce,
+  kAllGatherBase,            // native one-buffer all-gather
+  kAllGatherList,            // fallback: all-gather into a list, then cat
+  kReduceScatterBase,        // native one-buffer reduce-scatter
+  kReduceScatterAllReduce,   // fallback: all-reduce, then keep this rank's slice
+  kCount,
+};
+const char* collectiveImplName(CollectiveImpl impl);
+
+// One group of ranks. size 1 means no communication at all (pg is null): every collective below
+// is then the identity, so the single-process run takes the same code path as a parallel one.
+// Threading: collectives on one Group must be issued in the same order on all its ranks.
+struct Group : torch::CustomClassHolder {
+  std::string name;              // "world", "tp", "dp", "pp"
+  int rank = 0;                  // rank inside the group
+  int size = 1;
+  std::vector<int> global_ranks;  // member i is global rank global_ranks[i]
+  tracerun::compat::CollectiveGroupPtr pg;
+  bool native_base_collectives = false;  // _allgather_base / _reduce_scatter_base available
+  std::array<std::int64_t, static_cast<int>(CollectiveImpl::kCount)> counts{};
+
+  void count(CollectiveImpl impl) { ++counts[static_cast<int>(impl)]; }
+};
+using GroupPtr = c10::intrusive_ptr<Group>;
+
+// A Group of one rank (what every group is in a single-process run).
+GroupPtr makeSoloGroup(const std::string& name, int global_rank);
+
+enum class ReduceOp { kSum, kMax };
+
+// In place, blocking. `t` must be contiguous.
+void allReduce(Group& g, at::Tensor& t, ReduceOp op = ReduceOp::kSum);
+// In place, returns the pending work (null when g.size == 1). `t` must be contiguous.
+c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t);
+// Concatenation along `dim` of every rank's `t` (same shape on all ranks), in rank order.
+at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim);
+// Sum over ranks of `t`, split in g.size equal slices along `dim`; returns this rank's slice.
+at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim);
+
+}  // namespace gpttrain

@@ -1,0 +1,109 @@
+// Command-line parsing (CLI11) and layout validation for gpttrain. Typos are rejected, never
+// reinterpreted; features of later issues (pipeline, ZeRO, recompute) are refused clearly.
+#include "config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <sstream>
+
+namespace gpttrain {
+
+std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
+  CLI::App app{"gpttrain: a GPT with tensor, sequence and data parallelism on c10d"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--tp", c.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--pp", c.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
+  app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
+  app.add_option("--schedule", c.schedule, "pipeline schedule")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+  app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(CLI::PositiveNumber);
+  app.add_option("--global-batch", c.global_batch, "samples per step")->check(CLI::PositiveNumber);
+  app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", c.layers, "transformer layers")->check(CLI::PositiveNumber);
+  app.add_option("--hidden", c.hidden, "hidden size")->check(CLI::PositiveNumber);
+  app.add_option("--heads", c.heads, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--seq-len", c.seq_len, "tokens per sample")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", c.vocab, "vocabulary size (>= 256 with --data FILE)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_option("--recompute", c.recompute, "activation recomputation")
+      ->check(CLI::IsMember({"none", "full", "selective"}));
+  app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", c.seed, "seed of weights, data order and dropout");
+  app.add_option("--optimizer", c.optimizer, "optimizer")->check(CLI::IsMember({"adamw", "sgd"}));
+  app.add_option("--lr", c.lr, "peak learning rate");
+  app.add_option("--min-lr", c.min_lr, "final learning rate of the cosine (default lr/10)");
+  app.add_option("--warmup", c.warmup, "linear warm-up steps (default steps/10)");
+  app.add_option("--lr-decay-steps", c.lr_decay_steps, "cosine horizon (default --steps)");
+  app.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices only)");
+  app.add_option("--beta1", c.beta1, "AdamW beta1");
+  app.add_option("--beta2", c.beta2, "AdamW beta2");
+  app.add_option("--eps", c.eps, "AdamW epsilon");
+  app.add_option("--clip-grad", c.clip_grad, "global gradient-norm clip (<= 0: off)");
+  app.add_option("--data", c.data, "text file (byte-level tokens) or 'synthetic'");
+  app.add_option("--val-fraction", c.val_fraction, "tail of the text file held out")
+      ->check(CLI::Range(0.0, 0.5));
+  app.add_option("--eval-interval", c.eval_interval, "validation every K steps (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-iters", c.eval_iters, "global batches per validation")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--save", c.save, "checkpoint directory");
+  app.add_option("--save-interval", c.save_interval, "save every K steps (0: after the last)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--load", c.load, "resume from this checkpoint directory");
+  app.add_option("--log-json", c.log_json, "one JSON object per step (rank 0)");
+  app.add_option("--dump-grads", c.dump_grads, "write step 1's full gradients here (rank 0)");
+  app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS (pipeline dry run)");
+  app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "gpttrain: %s (see --help)\n", e.what());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::string layoutError(const TrainConfig& c, int world) {
+  std::ostringstream out;
+  if (world % (c.tp * c.pp) != 0) {
+    out << "WORLD_SIZE " << world << " is not divisible by tp x pp = " << c.tp * c.pp;
+  } else if (c.layers % (c.pp * c.vp) != 0) {
+    out << "--layers " << c.layers << " is not divisible by pp x vp = " << c.pp * c.vp;
+  } else if (c.heads % c.tp != 0) {
+    out << "--heads " << c.heads << " is not divisible by --tp " << c.tp;
+  } else if (c.hidden % c.heads != 0) {
+    out << "--hidden " << c.hidden << " is not divisible by --heads " << c.heads;
+  } else if (c.vocab % c.tp != 0) {
+    out << "--vocab " << c.vocab << " is not divisible by --tp " << c.tp
+        << " (the embedding is split by vocabulary)";
+  } else if (c.sp && c.seq_len % c.tp != 0) {
+    out << "--seq-len " << c.seq_len << " is not divisible by --tp " << c.tp << " (needed by --sp)";
+  } else if (c.global_batch % (c.micro_batch * c.dpSize(world)) != 0) {
+    out << "--global-batch " << c.global_batch << " is not divisible by micro-batch size x DP = "
+        << c.micro_batch << " x " << c.dpSize(world);
+  } else if (c.data != "synthetic" && c.vocab < 256) {
+    out << "--vocab " << c.vocab << " is below 256, but --data FILE uses byte tokens";
+  } else if (c.pp > 1 || c.vp > 1) {
+    out << "--pp/--vp > 1: pipeline parallelism is not implemented yet (issue 5)";
+  } else if (c.zero > 0) {
+    out << "--zero " << c.zero << ": ZeRO is not implemented yet (issue 5)";
+  } else if (c.recompute != "none") {
+    out << "--recompute " << c.recompute << ": not implemented yet (issue 5)";
+  } else if (!c.dry_run_costs.empty()) {
+    out << "--dry-run-costs: not implemented yet (issue 5)";
+  }
+  return out.str();
+}
+
+}  // namespace gpttrain

@@ -1,0 +1,70 @@
+// gpttrain's configuration: every command-line flag (DESIGN.md's contract) in one value, its
+// parser, and the layout checks. It does not touch libtorch or the environment.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace gpttrain {
+
+struct TrainConfig {
+  // Layout.
+  int tp = 1;
+  int pp = 1;
+  int zero = 0;
+  bool sp = false;
+  std::string schedule = "1f1b";
+  int vp = 1;
+  // Batch.
+  int global_batch = 8;
+  int micro_batch = 1;
+  // Model.
+  int layers = 2;
+  int hidden = 64;
+  int heads = 4;
+  int seq_len = 32;
+  int vocab = 256;
+  double dropout = 0.1;
+  std::string recompute = "none";
+  // Optimisation.
+  int steps = 10;
+  long long seed = 1234;
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  double min_lr = -1.0;  // < 0: lr / 10
+  int warmup = -1;       // < 0: steps / 10
+  int lr_decay_steps = -1;  // < 0: steps
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double clip_grad = 1.0;  // <= 0: no clipping
+  // Data and evaluation.
+  std::string data = "synthetic";
+  double val_fraction = 0.1;
+  int eval_interval = 0;  // 0: never
+  int eval_iters = 4;
+  // Checkpoints.
+  std::string save;
+  int save_interval = 0;  // 0: only after the last step
+  std::string load;
+  // Output and diagnostics.
+  std::string log_json;
+  std::string dump_grads;  // write the full gradients of step 1 here (rank 0)
+  std::string dry_run_costs;
+  int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
+  double bucket_mb = 4.0;
+  bool quiet = false;
+
+  int dpSize(int world) const { return world / (tp * pp); }
+  int microbatches(int world) const { return global_batch / (micro_batch * dpSize(world)); }
+};
+
+// Parses argv into `config`. Returns an exit code when the program should stop now (0 after
+// --help; 2 after an unknown flag or bad value, having printed one line to stderr).
+std::optional<int> parseArgs(int argc, char** argv, TrainConfig& config);
+
+// Empty when `config` can run on `world` ranks; else one line naming the problem.
+std::string layoutError(const TrainConfig& config, int world);
+
+}  // namespace gpttrain

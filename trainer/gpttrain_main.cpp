@@ -1,0 +1,58 @@
+// gpttrain's entry point: flags, layout check, thread pinning, process groups, then the trainer.
+// Exit codes: 0 done, 2 bad flags / impossible layout / unusable input, 1 anything else.
+#include "config.h"
+#include "process_groups.h"
+#include "trainer.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <exception>
+
+namespace {
+
+// Torch intra-op threads and OpenBLAS threads add up (shared/NOTES.md): pin both.
+void pinThreads(int threads) {
+  at::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(threads);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gpttrain::TrainConfig config;
+  if (auto code = gpttrain::parseArgs(argc, argv, config)) return *code;
+  gpttrain::LaunchEnv env;
+  try {
+    env = gpttrain::readLaunchEnv();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpttrain: error: %s\n", e.what());
+    return 2;
+  }
+  if (std::string problem = gpttrain::layoutError(config, env.world); !problem.empty()) {
+    std::fprintf(stderr, "gpttrain: error: %s\n", problem.c_str());
+    return 2;
+  }
+  if (config.threads > 0) {
+    pinThreads(config.threads);
+  } else if (env.local_world > 1) {
+    pinThreads(1);  // ranks share this machine
+  }
+  try {
+    gpttrain::ProcessGroups groups = gpttrain::makeProcessGroups(env, config.tp, config.pp);
+    std::unique_ptr<gpttrain::Trainer> trainer;
+    try {
+      trainer = std::make_unique<gpttrain::Trainer>(config, groups);
+    } catch (const std::runtime_error& e) {
+      std::fprintf(stderr, "gpttrain: error: %s\n", e.what());
+      return 2;
+    }
+    return trainer->run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpttrain: rank %d: %s\n", env.rank, e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,112 @@
+// GPT forward for one stage and one microbatch (see model.h).
+#include "model.h"
+
+#include <cmath>
+#include <limits>
+
+namespace gpttrain {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+std::string layerName(int index, const char* part) {
+  return "layers." + std::to_string(index) + "." + part;
+}
+
+}  // namespace
+
+TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int index, GroupPtr tp)
+    : config_(c),
+      tp_(tp),
+      local_heads_(c.heads / tp->size),
+      ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
+      ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
+      ln2_weight_(params.add(layerName(index, "ln2.weight"), {c.hidden}, -1, Init::kOnes)),
+      ln2_bias_(params.add(layerName(index, "ln2.bias"), {c.hidden}, -1, Init::kZeros)),
+      qkv_(params, layerName(index, "attn.qkv"), c.hidden, 3 * c.hidden, kInitStd, tp, c.sp),
+      proj_(params, layerName(index, "attn.proj"), c.hidden, c.hidden,
+            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
+      fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
+      fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
+           kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
+      causal_mask_(at::ones({c.seq_len, c.seq_len}, at::kBool).triu(1)) {}
+
+at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
+  const int64_t s = qkv.size(0), b = qkv.size(1);
+  const int64_t head_dim = config_.hidden / config_.heads;
+  at::Tensor split = qkv.view({s, b, local_heads_, 3, head_dim});
+  // [B, heads, S, head_dim]
+  at::Tensor q = split.select(3, 0).permute({1, 2, 0, 3});
+  at::Tensor k = split.select(3, 1).permute({1, 2, 0, 3});
+  at::Tensor v = split.select(3, 2).permute({1, 2, 0, 3});
+  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim)));
+  scores = scores.masked_fill(causal_mask_.narrow(0, 0, s).narrow(1, 0, s),
+                              -std::numeric_limits<float>::infinity());
+  at::Tensor probs = dropout(at::softmax(scores, -1), config_.dropout, rng ? &rng->sharded : nullptr);
+  return at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, local_heads_ * head_dim});
+}
+
+at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const {
+  // Residual-stream dropout: sharded generator when sp splits the sequence over TP.
+  at::Generator* residual_gen = nullptr;
+  if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
+  const std::vector<int64_t> norm_shape{config_.hidden};
+  at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
+  at::Tensor h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout,
+                             residual_gen);
+  at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
+  at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m), "tanh"));
+  return h + dropout(mlp, config_.dropout, residual_gen);
+}
+
+GptStage::GptStage(const ModelConfig& c, GroupPtr tp, int first_layer, int num_layers, bool first,
+                   bool last)
+    : config_(c),
+      tp_(tp),
+      sp_(c.sp && tp->size > 1),
+      params_(c.seed, tp->rank, tp->size),
+      last_(last) {
+  if (first || last) {
+    embedding_.emplace(params_, "embedding.word", c.vocab, c.hidden, kInitStd, tp);
+  }
+  if (first) {
+    position_ = params_.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal,
+                            kInitStd);
+  }
+  for (int i = first_layer; i < first_layer + num_layers; ++i) {
+    layers_.emplace_back(params_, c, i, tp);
+  }
+  if (last) {
+    final_ln_weight_ = params_.add("final_ln.weight", {c.hidden}, -1, Init::kOnes);
+    final_ln_bias_ = params_.add("final_ln.bias", {c.hidden}, -1, Init::kZeros);
+  }
+}
+
+at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
+                             DropoutRng* rng) const {
+  at::Tensor x = input;
+  if (position_.defined()) {
+    const int64_t s = input.size(0);
+    at::Tensor partial = embedding_->forwardPartial(input);
+    at::Tensor pos = position_.narrow(0, 0, s);
+    if (sp_) {
+      // Each rank adds its rows of the (replicated) position table: its gradient is partial
+      // over TP and summed with the other sequence-parallel gradients after backward.
+      const int64_t local = s / tp_->size;
+      x = reduceScatterToSeq(partial, tp_) + pos.narrow(0, local * tp_->rank, local).unsqueeze(1);
+    } else {
+      x = reduceFromTp(partial, tp_) + pos.unsqueeze(1);
+    }
+    x = dropout(x, config_.dropout, rng ? (sp_ ? &rng->sharded : &rng->replicated) : nullptr);
+  }
+  for (const auto& layer : layers_) x = layer.forward(x, rng);
+  if (!last_) return x;
+  at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
+  at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
+  at::Tensor logits = at::matmul(replicated, embedding_->weight().t());
+  at::Tensor losses = vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}),
+                                                targets.reshape({-1}), tp_);
+  return losses.mean();
+}
+
+}  // namespace gpttrain

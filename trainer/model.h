@@ -1,0 +1,73 @@
+// The GPT decoder (pre-LayerNorm blocks, causal self-attention, GELU MLP, final LayerNorm, output
+// projection tied to the token embedding), split into what one pipeline stage owns. It runs one
+// microbatch forward; it does not schedule microbatches or touch gradients.
+#pragma once
+
+#include "tp_layers.h"
+
+#include <optional>
+
+namespace gpttrain {
+
+struct ModelConfig {
+  int layers = 2;
+  int hidden = 64;
+  int heads = 4;
+  int seq_len = 32;
+  int vocab = 256;
+  double dropout = 0.0;
+  bool sp = false;  // sequence parallelism around LayerNorm, dropout and residuals
+  uint64_t seed = 1234;
+};
+
+class TransformerLayer {
+ public:
+  TransformerLayer(ParamSet& params, const ModelConfig& config, int index, GroupPtr tp);
+  // x: [S, B, H] (sp: [S/tp, B, H]) -> same shape.
+  at::Tensor forward(const at::Tensor& x, DropoutRng* rng) const;
+
+ private:
+  at::Tensor attention(const at::Tensor& qkv, DropoutRng* rng) const;
+
+  ModelConfig config_;
+  GroupPtr tp_;
+  int local_heads_;
+  at::Tensor ln1_weight_, ln1_bias_, ln2_weight_, ln2_bias_;
+  ColumnParallelLinear qkv_;  // output layout [heads][q,k,v][head_dim]: heads split evenly
+  RowParallelLinear proj_;
+  ColumnParallelLinear fc1_;
+  RowParallelLinear fc2_;
+  at::Tensor causal_mask_;  // [S, S], true above the diagonal
+};
+
+// The layers [first_layer, first_layer + num_layers) plus the embedding when `first` and the final
+// LayerNorm, tied output projection and loss when `last`. Without pipeline parallelism one stage
+// owns everything. (With PP the tied embedding needs its own copy on the last stage and an
+// all-reduce of its gradient between first and last stage: issue 5.)
+class GptStage {
+ public:
+  GptStage(const ModelConfig& config, GroupPtr tp, int first_layer, int num_layers, bool first,
+           bool last);
+
+  // input: tokens [S, B] (first stage) or hidden [S(/tp), B, H]; targets: [S, B] token ids (last
+  // stage). Returns the mean loss over the microbatch's tokens (last stage) or the hidden state.
+  // rng null: no dropout (evaluation).
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng) const;
+
+  ParamSet& params() { return params_; }
+  const ParamSet& params() const { return params_; }
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  ModelConfig config_;
+  GroupPtr tp_;
+  bool sp_;
+  ParamSet params_;
+  std::optional<VocabParallelEmbedding> embedding_;
+  at::Tensor position_;
+  std::vector<TransformerLayer> layers_;
+  at::Tensor final_ln_weight_, final_ln_bias_;
+  bool last_;
+};
+
+}  // namespace gpttrain

@@ -1,0 +1,48 @@
+// The model's parameters as one explicit list with what parallelism needs to know about each:
+// name, how it is split over tensor-parallel ranks, whether weight decay applies. Deterministic
+// initialisation of a rank's shard from the full tensor. It does not hold gradients' buffers.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace gpttrain {
+
+struct ParamEntry {
+  std::string name;    // "layers.0.attn.qkv.weight"
+  at::Tensor tensor;   // this rank's shard, requires_grad
+  int split_dim = -1;  // dimension split over TP ranks; -1: replicated on every TP rank
+  bool decay = false;  // AdamW weight decay applies (matrices, not biases or norms)
+};
+
+enum class Init { kNormal, kZeros, kOnes };
+
+class ParamSet {
+ public:
+  ParamSet(uint64_t seed, int tp_rank, int tp_size)
+      : seed_(seed), tp_rank_(tp_rank), tp_size_(tp_size) {}
+
+  // Creates the full tensor from a generator seeded by (seed, name) -- the same on every layout --
+  // keeps this rank's shard of `split_dim` (-1: all of it) and registers it.
+  at::Tensor add(const std::string& name, std::vector<int64_t> full_shape, int split_dim, Init init,
+                 double stddev = 0.0);
+
+  std::vector<ParamEntry>& entries() { return entries_; }
+  const std::vector<ParamEntry>& entries() const { return entries_; }
+  int tpRank() const { return tp_rank_; }
+  int tpSize() const { return tp_size_; }
+  int64_t numel() const;
+
+ private:
+  uint64_t seed_;
+  int tp_rank_;
+  int tp_size_;
+  std::vector<ParamEntry> entries_;
+};
+
+// 64-bit FNV-1a, stable across builds (std::hash is not).
+uint64_t stableHash(const std::string& text, uint64_t seed);
+
+}  // namespace gpttrain

@@ -1,0 +1,93 @@
+// Rendezvous and group construction (see process_groups.h).
+#include "process_groups.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace gpttrain {
+namespace {
+
+constexpr std::chrono::milliseconds kTimeout{std::chrono::minutes(5)};
+
+int envInt(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 1 << 30) {
+    throw std::runtime_error(std::string("environment variable ") + name + "='" + text +
+                             "' is not a non-negative integer");
+  }
+  return static_cast<int>(value);
+}
+
+bool isLoopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int global_rank,
+                   const c10::intrusive_ptr<c10d::Store>& store, const std::string& hostname) {
+  auto g = makeSoloGroup(name, global_rank);
+  g->global_ranks = members;
+  g->size = static_cast<int>(members.size());
+  for (int i = 0; i < g->size; ++i) {
+    if (members[i] == global_rank) g->rank = i;
+  }
+  if (g->size == 1) return g;
+  std::string prefix = name;
+  for (int r : members) prefix += "/" + std::to_string(r);
+  auto sub = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+  g->pg = tracerun::compat::makeGlooGroup(sub, g->rank, g->size, hostname, kTimeout);
+  g->native_base_collectives = g->pg->getBackendName() != "gloo";
+  return g;
+}
+
+}  // namespace
+
+LaunchEnv readLaunchEnv() {
+  LaunchEnv env;
+  if (std::getenv("RANK") == nullptr || std::getenv("WORLD_SIZE") == nullptr) return env;
+  env.launched = true;
+  env.rank = envInt("RANK", 0);
+  env.world = envInt("WORLD_SIZE", 1);
+  env.local_rank = envInt("LOCAL_RANK", env.rank);
+  env.local_world = envInt("LOCAL_WORLD_SIZE", env.world);
+  env.master_port = envInt("MASTER_PORT", env.master_port);
+  if (const char* addr = std::getenv("MASTER_ADDR")) env.master_addr = addr;
+  if (env.world < 1 || env.rank >= env.world) {
+    throw std::runtime_error("RANK " + std::to_string(env.rank) + " is not below WORLD_SIZE " +
+                             std::to_string(env.world));
+  }
+  return env;
+}
+
+ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp) {
+  ProcessGroups groups;
+  groups.grid = RankGrid(env.world, tp, pp);
+  groups.rank = env.rank;
+  groups.coords = groups.grid.coords(env.rank);
+  std::vector<int> everyone;
+  for (int r = 0; r < env.world; ++r) everyone.push_back(r);
+  if (env.world == 1) {
+    groups.world = makeSoloGroup("world", 0);
+    groups.tp = makeSoloGroup("tp", 0);
+    groups.dp = makeSoloGroup("dp", 0);
+    groups.pp = makeSoloGroup("pp", 0);
+    return groups;
+  }
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(env.master_port);
+  options.isServer = env.rank == 0;
+  options.numWorkers = env.world;
+  options.timeout = kTimeout;
+  groups.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  const std::string hostname = isLoopback(env.master_addr) ? "127.0.0.1" : "";
+  // Same order on every rank; each group connects only its own members.
+  groups.world = makeGroup("world", everyone, env.rank, groups.store, hostname);
+  groups.tp = makeGroup("tp", groups.grid.tpGroup(env.rank), env.rank, groups.store, hostname);
+  groups.dp = makeGroup("dp", groups.grid.dpGroup(env.rank), env.rank, groups.store, hostname);
+  groups.pp = makeGroup("pp", groups.grid.ppGroup(env.rank), env.rank, groups.store, hostname);
+  return groups;
+}
+
+}  // namespace gpttrain

@@ -1,0 +1,41 @@
+// The rank's place in the job (torchrun environment) and every process group it belongs to,
+// built once and passed explicitly: no global state. It does not decide what runs on which group.
+#pragma once
+
+#include "collectives.h"
+#include "rank_grid.h"
+
+#include <string>
+
+namespace gpttrain {
+
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Without RANK and
+// WORLD_SIZE: one process (launched == false). Throws std::runtime_error on malformed values.
+struct LaunchEnv {
+  bool launched = false;
+  int rank = 0;
+  int local_rank = 0;
+  int world = 1;
+  int local_world = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+LaunchEnv readLaunchEnv();
+
+struct ProcessGroups {
+  RankGrid grid{1, 1, 1};
+  int rank = 0;
+  RankCoords coords;
+  GroupPtr world;
+  GroupPtr tp;
+  GroupPtr dp;
+  GroupPtr pp;
+  c10::intrusive_ptr<c10d::Store> store;  // null in a single-process run
+};
+
+// Rendezvous over a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), then one Gloo group
+// per grid dimension behind its own PrefixStore; groups of one rank need no communication.
+// Blocks until every rank has joined. Requires env.world % (tp * pp) == 0.
+ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp);
+
+}  // namespace gpttrain

@@ -1,0 +1,42 @@
+// Sequence-parallel gradient sums and the TP-aware global gradient norm (see tp_grads.h).
+#include "tp_grads.h"
+
+#include <cmath>
+
+namespace gpttrain {
+
+void syncSequenceParallelGrads(ParamSet& params, Group& tp, bool sp) {
+  if (!sp || tp.size == 1) return;
+  std::vector<at::Tensor> grads;
+  for (auto& e : params.entries()) {
+    if (e.split_dim < 0) grads.push_back(e.tensor.mutable_grad());
+  }
+  if (grads.empty()) return;
+  std::vector<at::Tensor> flat_parts;
+  for (auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+  at::Tensor flat = at::cat(flat_parts);
+  allReduce(tp, flat);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat.narrow(0, offset, g.numel()).view(g.sizes()));
+    offset += g.numel();
+  }
+}
+
+double clipGradNorm(ParamSet& params, Group& tp, double max_norm) {
+  at::Tensor sum = at::zeros({1}, at::kDouble);
+  for (auto& e : params.entries()) {
+    if (e.split_dim < 0 && tp.rank != 0) continue;  // replicated: rank 0 of TP counts it
+    const at::Tensor& g = e.tensor.grad();
+    sum += g.to(at::kDouble).pow(2).sum();
+  }
+  allReduce(tp, sum);
+  const double norm = std::sqrt(sum.item<double>());
+  if (max_norm > 0 && norm > max_norm) {
+    const double scale = max_norm / (norm + 1e-6);
+    for (auto& e : params.entries()) e.tensor.mutable_grad().mul_(scale);
+  }
+  return norm;
+}
+
+}  // namespace gpttrain

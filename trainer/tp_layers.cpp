@@ -1,0 +1,110 @@
+// Tensor-parallel layers and the vocab-parallel cross-entropy (see tp_layers.h).
+#include "tp_layers.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+namespace gpttrain {
+
+DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank) {
+  const uint64_t base = seed + 1009ULL * static_cast<uint64_t>(dp_rank);
+  return DropoutRng{at::make_generator<at::CPUGeneratorImpl>(base + 101),
+                    at::make_generator<at::CPUGeneratorImpl>(base + 2718 + tp_rank)};
+}
+
+at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen) {
+  if (p <= 0.0 || gen == nullptr) return x;
+  at::Tensor keep = at::empty_like(x).bernoulli_(1.0 - p, *gen);
+  return x * keep * (1.0 / (1.0 - p));
+}
+
+ColumnParallelLinear::ColumnParallelLinear(ParamSet& params, const std::string& name, int64_t in,
+                                           int64_t out_full, double stddev, GroupPtr tp, bool sp)
+    : tp_(std::move(tp)), sp_(sp) {
+  weight_ = params.add(name + ".weight", {out_full, in}, 0, Init::kNormal, stddev);
+  bias_ = params.add(name + ".bias", {out_full}, 0, Init::kZeros);
+}
+
+at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
+  at::Tensor input = sp_ ? gatherFromSeq(x, tp_) : copyToTp(x, tp_);
+  return at::linear(input, weight_, bias_);
+}
+
+RowParallelLinear::RowParallelLinear(ParamSet& params, const std::string& name, int64_t in_full,
+                                     int64_t out, double stddev, GroupPtr tp, bool sp)
+    : tp_(std::move(tp)), sp_(sp) {
+  weight_ = params.add(name + ".weight", {out, in_full}, 1, Init::kNormal, stddev);
+  bias_ = params.add(name + ".bias", {out}, -1, Init::kZeros);
+}
+
+at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
+  at::Tensor partial = at::matmul(x, weight_.t());
+  at::Tensor summed = sp_ ? reduceScatterToSeq(partial, tp_) : reduceFromTp(partial, tp_);
+  return summed + bias_;
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(ParamSet& params, const std::string& name,
+                                               int64_t vocab, int64_t hidden, double stddev,
+                                               GroupPtr tp)
+    : tp_(std::move(tp)) {
+  weight_ = params.add(name + ".weight", {vocab, hidden}, 0, Init::kNormal, stddev);
+  const int64_t per_rank = vocab / tp_->size;
+  vocab_start_ = per_rank * tp_->rank;
+  vocab_end_ = vocab_start_ + per_rank;
+}
+
+at::Tensor VocabParallelEmbedding::forwardPartial(const at::Tensor& tokens) const {
+  if (tp_->size == 1) return at::embedding(weight_, tokens);
+  at::Tensor outside = (tokens < vocab_start_).logical_or(tokens >= vocab_end_);
+  at::Tensor local = (tokens - vocab_start_).masked_fill(outside, 0);
+  return at::embedding(weight_, local).masked_fill(outside.unsqueeze(-1), 0.0);
+}
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// loss_i = log(sum_v exp(z_iv)) - z_i,target, with the sums over v split over TP.
+struct VocabParallelCrossEntropyFn : torch::autograd::Function<VocabParallelCrossEntropyFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
+                            const at::Tensor& targets, GroupPtr tp) {
+    Group& g = *tp;
+    const int64_t local_vocab = logits.size(1);
+    const int64_t start = local_vocab * g.rank;
+    at::Tensor max = std::get<0>(logits.max(1)).contiguous();
+    allReduce(g, max, ReduceOp::kMax);
+    at::Tensor shifted = logits - max.unsqueeze(1);
+    at::Tensor outside = (targets < start).logical_or(targets >= start + local_vocab);
+    at::Tensor local_target = (targets - start).masked_fill(outside, 0);
+    at::Tensor target_logit =
+        shifted.gather(1, local_target.unsqueeze(1)).squeeze(1).masked_fill(outside, 0.0);
+    allReduce(g, target_logit);
+    at::Tensor exp = shifted.exp();
+    at::Tensor sum_exp = exp.sum(1);
+    allReduce(g, sum_exp);
+    at::Tensor softmax = exp.div_(sum_exp.unsqueeze(1));
+    ctx->save_for_backward({softmax, local_target, outside});
+    return sum_exp.log() - target_logit;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& softmax = saved[0];
+    const at::Tensor& local_target = saved[1];
+    const at::Tensor& outside = saved[2];
+    at::Tensor grad = softmax.clone();
+    grad.scatter_add_(1, local_target.unsqueeze(1),
+                      outside.logical_not().to(grad.scalar_type()).neg().unsqueeze(1));
+    grad.mul_(grads[0].unsqueeze(1));
+    return {grad, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor vocabParallelCrossEntropy(const at::Tensor& logits, const at::Tensor& targets,
+                                     const GroupPtr& tp) {
+  return VocabParallelCrossEntropyFn::apply(logits, targets, tp);
+}
+
+}  // namespace gpttrain
