@@ -16,6 +16,9 @@ add_library(tracerun_torch_pch STATIC "${CMAKE_CURRENT_LIST_DIR}/torch_pch.cpp")
 target_link_libraries(tracerun_torch_pch PUBLIC ${TORCH_LIBRARIES})
 target_compile_definitions(tracerun_torch_pch PUBLIC NDEBUG)
 target_compile_options(tracerun_torch_pch PUBLIC ${_tracerun_torch_flags} -Wno-unused-parameter)
+# The header must be compiled with the project's warning flags: -Wpedantic changes predefined
+# macros (__cpp_runtime_arrays), and GCC silently ignores a PCH whose macros differ.
+target_compile_options(tracerun_torch_pch PRIVATE -Wall -Wextra -Wpedantic)
 target_precompile_headers(tracerun_torch_pch PRIVATE <torch/torch.h>)
 
 function(tracerun_torch_target target)
