@@ -26,5 +26,11 @@ function(tracerun_torch_target target)
   target_compile_definitions(${target} PUBLIC NDEBUG)
   target_compile_options(${target} PRIVATE ${_tracerun_torch_flags})
   get_target_property(_type ${target} TYPE)
+  if(_type STREQUAL "EXECUTABLE")
+    # Executables would get -fPIE, and GCC ignores a PCH built with -fPIC. PIC code links fine
+    # into a PIE executable, so compile them like the PCH.
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+    target_compile_options(${target} PRIVATE -fPIC)
+  endif()
   target_precompile_headers(${target} REUSE_FROM tracerun_torch_pch)
 endfunction()
