@@ -11,7 +11,8 @@ namespace gpttrain {
 
 std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   CLI::App app{"gpttrain: a GPT with tensor, sequence and data parallelism on c10d"};
-  app.option_defaults()->always_capture_default();
+  app.option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
   app.add_option("--tp", c.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--pp", c.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));

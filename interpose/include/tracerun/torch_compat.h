@@ -54,12 +54,14 @@ using CollectiveGroup = c10d::ProcessGroup;
 using CollectiveGroupPtr = c10::intrusive_ptr<CollectiveGroup>;
 
 // A Gloo group of `size` ranks over `store` (give each sub-group its own c10d::PrefixStore),
-// bound to `hostname` (loopback for single-host jobs).
+// bound to `hostname` ("127.0.0.1" for single-host jobs; empty: this machine's hostname).
 inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                         int size, const std::string& hostname,
                                         std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
+  options->devices.push_back(hostname.empty()
+                                 ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                 : c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 }
 

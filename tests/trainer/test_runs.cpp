@@ -1,0 +1,133 @@
+// End-to-end runs of gpttrain other than equivalence: checkpoint/resume gives exactly the losses
+// of an uninterrupted run; a text file trains with validation; bad flags and impossible layouts
+// give one line and exit code 2.
+#include "trainer_test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+using namespace gpttrain::testing;
+
+namespace {
+
+// `losses` of a run that saves at step 3 and is resumed to step 6 equal the uninterrupted run's.
+void checkResume(const std::string& test, int ranks, const std::vector<std::string>& layout) {
+  const std::string dir = scratchDir(test);
+  const std::vector<std::string> common =
+      tinyModelArgs() + layout +
+      std::vector<std::string>{"--dropout", "0.1", "--warmup", "2", "--lr-decay-steps", "6"};
+  auto full = launchRanks(kGpttrain,
+                          common + std::vector<std::string>{"--steps", "6", "--log-json",
+                                                            dir + "/full.json"},
+                          ranks, dir + "/full");
+  INFO(full.summary());
+  REQUIRE(full.ok());
+  auto first = launchRanks(kGpttrain,
+                           common + std::vector<std::string>{"--steps", "3", "--save",
+                                                             dir + "/ckpt", "--save-interval", "3"},
+                           ranks, dir + "/first");
+  INFO(first.summary());
+  REQUIRE(first.ok());
+  auto resumed = launchRanks(kGpttrain,
+                             common + std::vector<std::string>{"--steps", "6", "--load",
+                                                               dir + "/ckpt", "--log-json",
+                                                               dir + "/resumed.json"},
+                             ranks, dir + "/resumed");
+  INFO(resumed.summary());
+  REQUIRE(resumed.ok());
+  const auto want = jsonValues(dir + "/full.json", "loss");
+  const auto got = jsonValues(dir + "/resumed.json", "loss");
+  REQUIRE(want.size() == 6);
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("step " << i + 4 << ": uninterrupted " << want[i + 3] << ", resumed " << got[i]);
+    CHECK(got[i] == want[i + 3]);  // identical, not close: same state, same order of operations
+  }
+}
+
+struct Failure {
+  int code;
+  std::string output;
+};
+Failure runExpectingFailure(const std::string& test, const std::vector<std::string>& args,
+                            int ranks = 0) {
+  auto run = launchRanks(kGpttrain, args, ranks, scratchDir(test));
+  return Failure{run.exit_codes[0], run.logs[0]};
+}
+
+int lineCount(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run continues with the losses of an uninterrupted one", "[trainer][checkpoint]") {
+  checkResume("resume_single", 0, {});
+}
+
+TEST_CASE("a resumed tp=2 x dp=... run continues with identical losses (2 ranks, tp=2 sp)",
+          "[trainer][checkpoint]") {
+  checkResume("resume_tp2_sp", 2, {"--tp", "2", "--sp"});
+}
+
+TEST_CASE("gpttrain trains on a text file with validation loss, tp=2 with sp like one process",
+          "[trainer][data]") {
+  const std::string dir = scratchDir("text_file");
+  {
+    std::ofstream text(dir + "/corpus.txt");
+    for (int i = 0; i < 400; ++i) {
+      text << "Line " << i << ": the quick brown fox jumps over the lazy dog; pack my box.\n";
+    }
+  }
+  const std::vector<std::string> args{
+      "--data", dir + "/corpus.txt", "--vocab", "256", "--layers", "2", "--hidden", "32",
+      "--heads", "4", "--seq-len", "32", "--dropout", "0", "--global-batch", "4",
+      "--micro-batch-size", "2", "--steps", "4", "--eval-interval", "2", "--eval-iters", "2",
+      "--quiet"};
+  auto single = launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json",
+                                                                        dir + "/single.json"},
+                            0, dir + "/single");
+  INFO(single.summary());
+  REQUIRE(single.ok());
+  auto parallel = launchRanks(
+      kGpttrain,
+      args + std::vector<std::string>{"--tp", "2", "--sp", "--log-json", dir + "/parallel.json"},
+      2, dir + "/parallel");
+  INFO(parallel.summary());
+  REQUIRE(parallel.ok());
+  const auto want = jsonValues(dir + "/single.json", "val_loss");
+  const auto got = jsonValues(dir + "/parallel.json", "val_loss");
+  REQUIRE(want.size() == 2);
+  REQUIRE(got.size() == 2);
+  // Byte-level model at init: loss near ln(256) = 5.55.
+  CHECK(want[0] > 3.0);
+  CHECK(want[0] < 7.0);
+  for (size_t i = 0; i < 2; ++i) CHECK(std::abs(want[i] - got[i]) <= 1e-4);
+}
+
+TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[trainer][cli]") {
+  auto unknown = runExpectingFailure("cli_unknown", {"--layerz", "4"});
+  CHECK(unknown.code == 2);
+  CHECK(lineCount(unknown.output) == 1);
+  CHECK(unknown.output.find("--layerz") != std::string::npos);
+
+  auto heads = runExpectingFailure("cli_heads", {"--heads", "4", "--tp", "3", "--hidden", "48",
+                                                 "--vocab", "96"});
+  // WORLD_SIZE 1 is not divisible by tp 3: that is named first.
+  CHECK(heads.code == 2);
+  CHECK(lineCount(heads.output) == 1);
+  CHECK(heads.output.find("WORLD_SIZE 1") != std::string::npos);
+
+  auto world = runExpectingFailure("cli_world", {"--tp", "2", "--heads", "3", "--hidden", "48"},
+                                   2);
+  CHECK(world.code == 2);
+  CHECK(lineCount(world.output) == 1);
+  CHECK(world.output.find("--heads 3 is not divisible by --tp 2") != std::string::npos);
+
+  auto missing = runExpectingFailure("cli_data", {"--data", "/nonexistent/corpus.txt"});
+  CHECK(missing.code == 2);
+  CHECK(missing.output.find("/nonexistent/corpus.txt") != std::string::npos);
+}
