@@ -1,0 +1,40 @@
+// The launcher mode of tracerun: `tracerun [-o run.db] [--capture ops,scopes,memory] [--no-shapes]
+// -- PROGRAM ARGS`. Runs PROGRAM with libtracerun.so preloaded and told (through TRACERUN_*
+// variables) to capture in PROGRAM only, waits, merges the shard(s) into the output, prints a short
+// summary, and returns PROGRAM's exit code. Single node, one process; no libtorch here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tracerun::launcher {
+
+struct LaunchOptions {
+  std::string output = "run.db";
+  std::string capture = "ops,scopes,memory";  // words: ops, scopes, memory (comm, cuda: later)
+  bool shapes = true;
+  std::string target;         // empty: PROGRAM itself (through a #! line to its interpreter)
+  std::string library;        // empty: libtracerun.so next to this binary, then the build's
+  bool keep_shards = false;   // keep OUTPUT.shards/ after merging
+  bool quiet = false;         // no summary
+  std::vector<std::string> program;  // PROGRAM ARGS...
+};
+
+// Runs the whole launch. Returns PROGRAM's exit code (128+N when it died of signal N), 127 when
+// PROGRAM cannot be found, 2 for a usage problem, 1 when PROGRAM succeeded but no trace came out.
+int launch(const LaunchOptions& options);
+
+// The words --capture accepts; an unknown word is a usage error.
+bool validCaptureList(const std::string& list, std::string* bad);
+
+// Where libtracerun.so is: `explicitPath` if given, else next to the running tracerun binary,
+// else where the build put it. Empty when none exists.
+std::string findLibrary(const std::string& explicitPath);
+
+// The program that will really run for `program` (a PATH lookup, then realpath), and the one the
+// library should capture in: the interpreter named by a #! line (through /usr/bin/env), or the
+// program itself. Empty strings when not found.
+std::string resolveProgram(const std::string& program);
+std::string captureTarget(const std::string& resolvedProgram);
+
+}  // namespace tracerun::launcher

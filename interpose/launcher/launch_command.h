@@ -1,0 +1,11 @@
+// Registers the launcher mode on tracerun's top-level CLI11 app (see interpose/tools/commands.h):
+// `tracerun [-o run.db] [--capture LIST] [--no-shapes] -- PROGRAM ARGS`.
+#pragma once
+
+#include "commands.h"
+
+namespace tracerun::tools {
+
+Command addLaunchCommand(CLI::App& app);
+
+}  // namespace tracerun::tools

@@ -1,0 +1,421 @@
+// Capture lifecycle: configuration from the environment, the Session and ShardWriter of a capture,
+// thread registration, the SIGINT/SIGTERM flush path, fork safety and stats. No libtorch: the
+// libtorch-facing parts arrive as CaptureHooks.
+//
+// Sections: configuration · process-wide state · thread registration · start/stop ·
+//           signals and fork · stats
+#include "capture.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tracerun/trace/shard_writer.h"
+
+namespace tracerun::interpose {
+
+// ---- configuration ------------------------------------------------------------------------------
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+int envInt(const char* name, int fallback) {
+  const char* v = env(name);
+  if (v == nullptr) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && x >= 0 && x <= INT_MAX ? static_cast<int>(x) : fallback;
+}
+
+std::string baseName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string commandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!all.empty() && all.back() == '\0') all.pop_back();
+  for (char& c : all) {
+    if (c == '\0') c = ' ';
+  }
+  return all;
+}
+
+}  // namespace
+
+std::string selfExecutable() {
+  char buf[PATH_MAX];
+  if (::realpath("/proc/self/exe", buf) == nullptr) return {};
+  return buf;
+}
+
+bool targetMatches(const std::string& target, const std::string& exe) {
+  if (target.empty()) return true;
+  if (exe.empty()) return false;
+  if (target.find('/') != std::string::npos) {
+    char buf[PATH_MAX];
+    const std::string resolved = ::realpath(target.c_str(), buf) != nullptr ? buf : target;
+    return resolved == exe;
+  }
+  return target == baseName(exe);
+}
+
+std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
+  const char* output = env("TRACERUN_OUTPUT");
+  if (output == nullptr) {
+    if (why) *why = "TRACERUN_OUTPUT is not set";
+    return std::nullopt;
+  }
+  CaptureConfig c;
+  if (const char* target = env("TRACERUN_TARGET")) {
+    c.target = target;
+    const std::string exe = selfExecutable();
+    if (!targetMatches(c.target, exe)) {
+      if (why) *why = exe + " is not the target " + c.target;
+      return std::nullopt;
+    }
+  }
+  c.rank = envInt("RANK", 0);
+  c.world_size = envInt("WORLD_SIZE", 1);
+  c.output = output;
+  for (auto p = c.output.find("%r"); p != std::string::npos; p = c.output.find("%r")) {
+    c.output.replace(p, 2, std::to_string(c.rank));
+  }
+  if (const char* what = env("TRACERUN_CAPTURE")) {
+    c.ops = c.scopes = c.memory = false;
+    std::stringstream list(what);
+    for (std::string word; std::getline(list, word, ',');) {
+      if (word == "ops") c.ops = true;
+      if (word == "scopes") c.scopes = true;
+      if (word == "memory") c.memory = true;
+    }
+  }
+  if (const char* shapes = env("TRACERUN_SHAPES")) c.shapes = std::strcmp(shapes, "0") != 0;
+  if (const char* claim = env("TRACERUN_CLAIM")) c.claim = std::strcmp(claim, "1") == 0;
+  c.command = commandLine();
+  return c;
+}
+
+// ---- process-wide state -------------------------------------------------------------------------
+
+std::atomic<uint64_t> gActiveGeneration{0};
+__thread ThreadState* tlsThreadState __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread uint8_t tlsMemoryCategory __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<int64_t> gLiveBytes{0};
+std::atomic<int64_t> gPeakBytes{0};
+
+namespace {
+
+// One capture. Sessions are deliberately leaked: threads still running (and frees arriving from
+// them) may touch their buffers after the capture stopped.
+struct ActiveCapture {
+  CaptureConfig config;
+  uint64_t generation = 0;
+  core::Session* session = nullptr;
+  std::unique_ptr<trace::ShardWriter> writer;
+  core::TrackId asyncTrack = 0;
+};
+
+std::mutex gLifecycleMu;
+std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
+std::vector<CaptureHooks> gHooks;
+uint64_t gNextGeneration = 1;
+std::atomic<uint64_t> gStats[static_cast<int>(Stat::kCount)];
+
+const char* statName(Stat s) {
+  switch (s) {
+    case Stat::kStackOverflow: return "capture_stack_overflow";
+    case Stat::kUnmatchedEnd: return "capture_unmatched_ends";
+    case Stat::kClosedByParent: return "capture_spans_closed_by_parent";
+    case Stat::kFlowMissing: return "capture_backward_without_forward";
+    case Stat::kMemoryUnrecorded: return "capture_memory_events_unrecorded";
+    case Stat::kCount: break;
+  }
+  return "capture_unknown";
+}
+
+}  // namespace
+
+const CaptureConfig& activeConfig() noexcept {
+  static const CaptureConfig kNone;
+  const ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  return a != nullptr ? a->config : kNone;
+}
+
+core::TrackId asyncTrack() noexcept {
+  const ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  return a != nullptr ? a->asyncTrack : 0;
+}
+
+void countStat(Stat s, uint64_t n) noexcept {
+  gStats[static_cast<int>(s)].fetch_add(n, std::memory_order_relaxed);
+}
+uint64_t statValue(Stat s) noexcept {
+  return gStats[static_cast<int>(s)].load(std::memory_order_relaxed);
+}
+
+void addCaptureHooks(CaptureHooks hooks) {
+  std::lock_guard<std::mutex> lock(gLifecycleMu);
+  gHooks.push_back(hooks);
+}
+
+// ---- thread registration ------------------------------------------------------------------------
+
+namespace {
+
+// Owns this thread's ThreadState. Touched only after Session::threadBuffer() has run on the
+// thread, so it is destroyed before the Session's own thread-local (destruction runs in reverse
+// order of construction) and never outlives the buffer it points to.
+struct ThreadOwner {
+  std::unique_ptr<ThreadState> state;
+  ~ThreadOwner();
+};
+__thread bool tlsExiting = false;
+thread_local ThreadOwner tlsOwner;
+
+ThreadOwner::~ThreadOwner() {
+  tlsExiting = true;
+  tlsThreadState = nullptr;
+}
+
+std::string threadName() {
+  char name[17] = {};
+  if (::prctl(PR_GET_NAME, name, 0, 0, 0) != 0 || name[0] == '\0') return {};
+  return name;
+}
+
+}  // namespace
+
+ThreadState* threadStateSlow() noexcept {
+  if (tlsExiting) return nullptr;
+  const uint64_t g = gActiveGeneration.load(std::memory_order_acquire);
+  ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  if (g == 0 || a == nullptr || a->generation != g) return nullptr;
+  try {
+    const std::string name = threadName();
+    core::ThreadBuffer& buffer = a->session->threadBuffer(name.empty() ? nullptr : name.c_str());
+    ThreadOwner& owner = tlsOwner;
+    if (!owner.state) owner.state = std::make_unique<ThreadState>();
+    ThreadState* t = owner.state.get();
+    // (Re)bind to this capture: ids of the old session's strings mean nothing here.
+    t->generation = g;
+    t->session = a->session;
+    t->buffer = &buffer;
+    t->depth = 0;
+    t->userTop = -1;
+    t->names = NameCache();
+    t->shapes = ShapeCache();
+    if (t->seqMap != nullptr) t->seqMap->track.store(buffer.track, std::memory_order_relaxed);
+    tlsThreadState = t;
+    return t;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+// ---- start/stop ---------------------------------------------------------------------------------
+
+namespace {
+void installSignalHandlers();
+void installForkHandler();
+}  // namespace
+
+bool startCapture(const CaptureConfig& config) {
+  std::lock_guard<std::mutex> lock(gLifecycleMu);
+  if (gActiveGeneration.load() != 0) {
+    std::fprintf(stderr, "tracerun: a capture is already running in this process\n");
+    return false;
+  }
+  if (config.claim) {
+    const std::string claim = config.output + ".claim";
+    const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return false;  // another process of the same target captures this shard
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::write(fd, pid.data(), pid.size()) < 0) { /* the claim itself is what matters */ }
+    ::close(fd);
+  }
+  auto active = std::make_unique<ActiveCapture>();
+  active->config = config;
+  active->session = new core::Session(config.ring_capacity);  // leaked: see ActiveCapture
+  trace::ShardOptions options;
+  options.path = config.output;
+  options.rank = config.rank;
+  options.world_size = config.world_size;
+  options.command = config.command;
+  try {
+    active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
+    std::string what;
+    for (const char* w : {"ops", "scopes", "memory"}) {
+      const bool on = (w[0] == 'o' && config.ops) || (w[0] == 's' && config.scopes) ||
+                      (w[0] == 'm' && config.memory);
+      if (on) what += what.empty() ? w : std::string(",") + w;
+    }
+    active->writer->setMeta("capture", what);
+    active->writer->setMeta("capture_shapes", config.shapes ? "1" : "0");
+    if (!config.target.empty()) active->writer->setMeta("capture_target", config.target);
+    active->writer->start();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: capture off: %s\n", e.what());
+    return false;
+  }
+  active->asyncTrack = active->session->tracks().add(core::TrackKind::kAsync, 0, "async");
+  active->generation = gNextGeneration++;
+  const uint64_t generation = active->generation;
+  gCurrent.store(active.release(), std::memory_order_release);  // leaked: see ActiveCapture
+  gActiveGeneration.store(generation, std::memory_order_release);
+  for (const auto& h : gHooks) {
+    if (h.start) h.start(config);
+  }
+  if (config.signal_handlers) installSignalHandlers();
+  installForkHandler();
+  return true;
+}
+
+void stopCapture() {
+  std::lock_guard<std::mutex> lock(gLifecycleMu);
+  const uint64_t generation = gActiveGeneration.exchange(0);
+  ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  if (generation == 0 || a == nullptr || a->generation != generation) return;
+  for (auto it = gHooks.rbegin(); it != gHooks.rend(); ++it) {
+    if (it->stop) it->stop();
+  }
+  try {
+    for (int i = 0; i < static_cast<int>(Stat::kCount); ++i) {
+      const auto s = static_cast<Stat>(i);
+      const auto v = static_cast<int64_t>(statValue(s));
+      const bool bad = s == Stat::kStackOverflow || s == Stat::kMemoryUnrecorded;
+      a->writer->setStat(statName(s), v,
+                         v > 0 && bad ? trace::Severity::kWarning : trace::Severity::kInfo);
+    }
+    a->writer->setStat("memory_live_bytes_at_end", gLiveBytes.load(), trace::Severity::kInfo);
+    a->writer->setStat("memory_peak_bytes", gPeakBytes.load(), trace::Severity::kInfo);
+    a->writer->close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: closing %s failed: %s\n", a->config.output.c_str(), e.what());
+  }
+}
+
+void startFromEnvironment() {
+  std::string why;
+  auto config = configFromEnvironment(&why);
+  if (!config) {
+    if (env("TRACERUN_VERBOSE")) std::fprintf(stderr, "tracerun: not capturing: %s\n", why.c_str());
+    return;
+  }
+  startCapture(*config);
+}
+
+// ---- signals and fork ---------------------------------------------------------------------------
+//
+// A signal handler may not take locks or touch SQLite. SIGINT/SIGTERM handlers (installed only
+// where the program kept the default action) write the signal number to a pipe and wait on a
+// second pipe, at most kSignalFlushMs; a watcher thread reads the first pipe, runs stopCapture()
+// and answers on the second. The handler then restores the default action and re-raises, so the
+// program dies of the same signal. If the interrupted thread held a lock the flush needs, the wait
+// times out and the shard keeps what was committed (at most ~1 s old).
+
+namespace {
+
+constexpr int kSignalFlushMs = 10000;
+int gRequestPipe[2] = {-1, -1};
+int gDonePipe[2] = {-1, -1};
+pid_t gOwnerPid = 0;  // the process whose watcher thread reads gRequestPipe
+
+void onTerminatingSignal(int sig) {
+  const int savedErrno = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) {
+    pollfd p{gDonePipe[0], POLLIN, 0};
+    ::poll(&p, 1, kSignalFlushMs);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);  // pending until this handler returns; then the default action ends the process
+  errno = savedErrno;
+}
+
+void watcherMain() {
+  for (;;) {
+    unsigned char byte = 0;
+    const ssize_t n = ::read(gRequestPipe[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    stopCapture();
+    const unsigned char done = 1;
+    for (int i = 0; i < 64; ++i) {  // one byte per waiting handler, more than enough
+      if (::write(gDonePipe[1], &done, 1) != 1) break;
+    }
+  }
+}
+
+void installSignalHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (::pipe2(gRequestPipe, O_CLOEXEC) != 0 || ::pipe2(gDonePipe, O_CLOEXEC) != 0) return;
+    ::fcntl(gDonePipe[1], F_SETFL, O_NONBLOCK);
+    gOwnerPid = ::getpid();
+    // The watcher blocks signals so the handler always runs on a program thread.
+    sigset_t all, old;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction current {};
+      if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
+      struct sigaction sa {};
+      sa.sa_handler = onTerminatingSignal;
+      ::sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESTART;
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// A forked child (DataLoader workers, subprocess helpers) does not capture: the writer thread
+// does not exist there and the shard belongs to the parent.
+void onForkChild() {
+  gActiveGeneration.store(0);
+  tlsThreadState = nullptr;
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != onTerminatingSignal) {
+      continue;
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    ::sigaction(sig, &dfl, nullptr);
+  }
+}
+
+void installForkHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, onForkChild); });
+}
+
+}  // namespace
+
+}  // namespace tracerun::interpose

@@ -1,0 +1,106 @@
+// The capture's process-wide state and lifecycle, and the small internal API every capture source
+// (ops, memory, annotations; later collectives and CUPTI) records through. No libtorch here: the
+// libtorch parts plug in as CaptureHooks. Not a public header.
+//
+// Recording from a capture source:
+//   if (ThreadState* t = threadState()) { ... t->buffer->ring.tryPush(...); }
+// threadState() is null when nothing is capturing or the thread is exiting; the first call on a
+// thread registers it with the Session (one lock, one allocation), later calls cost a TLS load
+// and a compare.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "thread_state.h"
+
+namespace tracerun::interpose {
+
+struct CaptureConfig {
+  std::string output;  // shard path; "%r" is replaced by the rank
+  bool ops = true;     // ATen ops and autograd nodes
+  bool scopes = true;  // user scopes (annotations, record_function)
+  bool memory = true;  // CPU allocations and frees
+  bool shapes = true;  // input shapes and dtypes of ops
+  int rank = 0;
+  int world_size = 1;
+  std::string command;  // for meta
+  std::string target;   // what TRACERUN_TARGET named, for meta
+  size_t ring_capacity = core::Session::kDefaultRingCapacity;
+  bool claim = false;  // capture only if `output.claim` can be created (one process per shard)
+  bool signal_handlers = true;  // flush on SIGINT/SIGTERM, then re-raise
+};
+
+// Environment variables (set by the launcher, or by hand for a program linked with the library):
+//   TRACERUN_OUTPUT   shard path, "%r" -> rank (required: nothing starts without it)
+//   TRACERUN_TARGET   capture only in this program: an absolute path compared with the realpath
+//                     of /proc/self/exe, or a bare name compared with its basename
+//   TRACERUN_CAPTURE  comma list of ops,scopes,memory (default all; unknown words are ignored)
+//   TRACERUN_SHAPES   0 to skip input shapes
+//   TRACERUN_CLAIM    1: only the first matching process per shard captures
+//   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
+// Returns the configuration, or nullopt with the reason in *why.
+std::optional<CaptureConfig> configFromEnvironment(std::string* why);
+// Whether TRACERUN_TARGET `target` names the program at `exe` (a resolved path).
+bool targetMatches(const std::string& target, const std::string& exe);
+std::string selfExecutable();  // realpath of /proc/self/exe
+
+// What the libtorch side installs when a capture starts and removes when it stops.
+struct CaptureHooks {
+  void (*start)(const CaptureConfig&) = nullptr;
+  void (*stop)() = nullptr;
+};
+void addCaptureHooks(CaptureHooks hooks);  // call before startCapture (op_capture.cpp does)
+CaptureHooks opCaptureHooks();      // op_capture.cpp: RecordFunction callbacks
+CaptureHooks memoryCaptureHooks();  // memory_capture.cpp: the tracing CPU allocator
+
+// Starts a capture writing the shard config.output. Returns false (after one line on stderr) when
+// the shard cannot be created or a capture is already running.
+bool startCapture(const CaptureConfig& config);
+// Stops recording, drains every buffer, closes the shard. Idempotent; safe from any thread except
+// a signal handler (see capture.cpp for the signal path).
+void stopCapture();
+// Reads TRACERUN_* and starts when told to; the static initializer calls it. Quiet when not told.
+void startFromEnvironment();
+
+// ---- for capture sources ------------------------------------------------------------------------
+
+// 0 when not capturing, else the current capture's generation.
+extern std::atomic<uint64_t> gActiveGeneration;
+extern __thread ThreadState* tlsThreadState __attribute__((tls_model("initial-exec")));
+// This thread's memory category (core::MemoryCategory), set by annotation MemoryTags.
+extern __thread uint8_t tlsMemoryCategory __attribute__((tls_model("initial-exec")));
+
+ThreadState* threadStateSlow() noexcept;
+
+inline ThreadState* threadState() noexcept {
+  const uint64_t g = gActiveGeneration.load(std::memory_order_relaxed);
+  if (g == 0) return nullptr;
+  ThreadState* t = tlsThreadState;
+  if (t != nullptr && t->generation == g) return t;
+  return threadStateSlow();
+}
+inline bool capturing() noexcept { return gActiveGeneration.load(std::memory_order_relaxed) != 0; }
+
+const CaptureConfig& activeConfig() noexcept;  // meaningful while capturing
+core::TrackId asyncTrack() noexcept;           // the process's track for async scopes
+
+// Rare events, counted process-wide and written to the stats table at close.
+enum class Stat : int {
+  kStackOverflow = 0,  // spans deeper than kMaxDepth (not recorded)
+  kUnmatchedEnd,       // an end with no matching start on this thread's stack
+  kClosedByParent,     // spans closed because an enclosing span ended first
+  kFlowMissing,        // backward nodes whose forward op was not found
+  kMemoryUnrecorded,   // allocations/frees on a thread that could not record (exiting)
+  kCount,
+};
+void countStat(Stat s, uint64_t n = 1) noexcept;
+uint64_t statValue(Stat s) noexcept;
+
+// Live CPU bytes allocated through the tracing allocator (all threads).
+extern std::atomic<int64_t> gLiveBytes;
+extern std::atomic<int64_t> gPeakBytes;  // highest gLiveBytes seen
+
+}  // namespace tracerun::interpose

@@ -1,0 +1,121 @@
+// Every CPU allocation and free through c10's CPU allocator: a wrapping allocator installed with
+// c10::SetCPUAllocator (process-wide, all threads). It keeps a 64-byte header in front of each
+// block (inner context, deleter, size, category) so a free needs no lookup and no allocation.
+// CUDA's caching allocator is not covered here (no CUDA in this libtorch).
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#include <new>
+
+#include "capture.h"
+#include "tracerun/core/clock.h"
+#include "tracerun/torch_compat.h"
+
+namespace tracerun::interpose {
+
+namespace {
+
+// Above the default CPU allocator's 0 so ours is used; below 255 so a program can still override.
+constexpr uint8_t kAllocatorPriority = 100;
+constexpr uint64_t kMagic = 0x7472616365727531ull;  // "traceru1"
+
+struct Header {
+  uint64_t magic;
+  void* innerContext;
+  c10::DeleterFnPtr innerDeleter;
+  int64_t bytes;
+  uint8_t category;
+};
+// The user pointer stays aligned as c10 requires (64 bytes on x86-64).
+constexpr size_t kHeaderBytes = c10::gAlignment < 64 ? 64 : c10::gAlignment;
+static_assert(sizeof(Header) <= kHeaderBytes);
+
+std::atomic<bool> gMemoryOn{false};  // this capture records memory
+
+void record(void* ptr, int64_t bytes, int64_t total, uint8_t category) noexcept {
+  ThreadState* t = threadState();
+  if (t == nullptr) {
+    if (capturing()) countStat(Stat::kMemoryUnrecorded);
+    return;
+  }
+  core::MemoryRecord m;
+  m.category = static_cast<core::MemoryCategory>(category);
+  m.device_type = 0;
+  m.device_index = -1;
+  m.ts_ns = core::nowNs();
+  m.ptr = reinterpret_cast<uint64_t>(ptr);
+  m.bytes = bytes;
+  m.total = total;
+  if (const Frame* f = t->top()) {
+    m.span = f->id;
+    if (f->category == core::Category::kOp || f->category == core::Category::kBackward) {
+      m.op = f->name;
+    }
+  }
+  if (t->userTop >= 0) m.scope = t->frames[t->userTop].name;
+  t->buffer->ring.tryPush(core::Record::from(m));
+}
+
+void tracedDelete(void* context) {
+  if (context == nullptr) return;
+  char* user = static_cast<char*>(context);
+  auto* h = reinterpret_cast<Header*>(user - kHeaderBytes);
+  const int64_t total = gLiveBytes.fetch_sub(h->bytes, std::memory_order_relaxed) - h->bytes;
+  if (gMemoryOn.load(std::memory_order_relaxed)) record(user, -h->bytes, total, h->category);
+  const c10::DeleterFnPtr innerDeleter = h->innerDeleter;
+  void* innerContext = h->innerContext;
+  h->magic = 0;
+  innerDeleter(innerContext);
+}
+
+class TracingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit TracingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) const override {
+    if (n == 0) return inner_->allocate(0);  // c10 gives a null pointer for 0 bytes: keep that
+    c10::DataPtr block = inner_->allocate(n + kHeaderBytes);
+    char* base = static_cast<char*>(block.get());
+    if (base == nullptr) return block;
+    const c10::Device device = block.device();
+    auto* h = new (base) Header{kMagic, nullptr, block.get_deleter(), static_cast<int64_t>(n),
+                                tlsMemoryCategory};
+    h->innerContext = block.release_context();
+    char* user = base + kHeaderBytes;
+    const auto bytes = static_cast<int64_t>(n);
+    const int64_t total = gLiveBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    int64_t peak = gPeakBytes.load(std::memory_order_relaxed);
+    while (total > peak &&
+           !gPeakBytes.compare_exchange_weak(peak, total, std::memory_order_relaxed)) {
+    }
+    if (gMemoryOn.load(std::memory_order_relaxed)) record(user, bytes, total, h->category);
+    return c10::DataPtr(user, user, &tracedDelete, device);  // data == context: raw_allocate works
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &tracedDelete; }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+// Installed once, on the first capture that records memory, and kept for the process: blocks it
+// handed out must still find their deleter after a capture stops.
+void startMemory(const CaptureConfig& config) {
+  if (!config.memory) return;
+  static TracingCpuAllocator* wrapper = [] {
+    auto* w = new TracingCpuAllocator(c10::GetCPUAllocator());  // process lifetime, never freed
+    c10::SetCPUAllocator(w, kAllocatorPriority);
+    return w;
+  }();
+  (void)wrapper;
+  gMemoryOn.store(true);
+}
+
+void stopMemory() { gMemoryOn.store(false); }
+
+}  // namespace
+
+CaptureHooks memoryCaptureHooks() { return CaptureHooks{&startMemory, &stopMemory}; }
+
+}  // namespace tracerun::interpose

@@ -1,0 +1,322 @@
+// Operators, autograd nodes and user scopes from libtorch's RecordFunction global callbacks, onto
+// each thread's span stack; forward->backward flows from sequence numbers; input shapes. Also the
+// library's static initializer. No allocation or lock on the hot path (see README of docs/capture.md
+// for what is measured); tensor identities (dataflow) are not recorded here.
+//
+// Sections: shapes · async scopes · start/end callbacks · hooks · library lifetime
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "capture.h"
+#include "tracerun/core/clock.h"
+#include "tracerun/torch_compat.h"
+
+namespace tracerun::interpose {
+
+namespace {
+
+constexpr int16_t kNotUser = -2;  // Frame::prevUser of frames that are not user scopes
+
+bool gShapes = false;
+std::vector<at::CallbackHandle> gHandles;  // changed only under capture.cpp's lifecycle lock
+
+core::Category categoryOf(at::RecordScope s) noexcept {
+  switch (s) {
+    case at::RecordScope::FUNCTION: return core::Category::kOp;
+    case at::RecordScope::BACKWARD_FUNCTION: return core::Category::kBackward;
+    case at::RecordScope::USER_SCOPE: return core::Category::kUser;
+    default: return core::Category::kOther;
+  }
+}
+
+// ---- shapes -------------------------------------------------------------------------------------
+// The hot path hashes dtypes and dims (no formatting); the text is built and interned only when
+// this thread has not seen the hash before.
+
+enum : uint64_t { kTagTensor = 1, kTagUndef, kTagList, kTagInt, kTagDouble, kTagBool, kTagNone,
+                  kTagString, kTagIntList, kTagOther };
+
+uint64_t hashValue(uint64_t h, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) return mix64(h, kTagUndef);
+    const auto sizes = t.sizes();
+    h = mix64(h, (kTagTensor << 32) | (uint64_t(t.scalar_type()) << 16) | sizes.size());
+    for (int64_t d : sizes) h = mix64(h, static_cast<uint64_t>(d));
+    return h;
+  }
+  if (v.isTensorList()) {
+    const auto list = v.toListRef();
+    h = mix64(h, (kTagList << 32) | list.size());
+    for (const c10::IValue& e : list) h = hashValue(h, e);
+    return h;
+  }
+  if (v.isInt()) return mix64(h, kTagInt);
+  if (v.isDouble()) return mix64(h, kTagDouble);
+  if (v.isBool()) return mix64(h, kTagBool);
+  if (v.isNone()) return mix64(h, kTagNone);
+  if (v.isString()) return mix64(h, kTagString);
+  if (v.isIntList()) return mix64(h, (kTagIntList << 32) | v.toListRef().size());
+  return mix64(h, kTagOther);
+}
+
+const char* dtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Bool: return "bool";
+    case c10::ScalarType::ComplexFloat: return "c64";
+    case c10::ScalarType::ComplexDouble: return "c128";
+    default: return c10::toString(t);
+  }
+}
+
+void formatValue(std::string& out, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      out += "undef";
+      return;
+    }
+    out += dtypeName(t.scalar_type());
+    out += '[';
+    bool first = true;
+    for (int64_t d : t.sizes()) {
+      if (!first) out += ',';
+      out += std::to_string(d);
+      first = false;
+    }
+    out += ']';
+  } else if (v.isTensorList()) {
+    out += '{';
+    bool first = true;
+    for (const c10::IValue& e : v.toListRef()) {
+      if (!first) out += ", ";
+      formatValue(out, e);
+      first = false;
+    }
+    out += '}';
+  } else if (v.isInt()) {
+    out += "int";
+  } else if (v.isDouble()) {
+    out += "float";
+  } else if (v.isBool()) {
+    out += "bool";
+  } else if (v.isNone()) {
+    out += "None";
+  } else if (v.isString()) {
+    out += "str";
+  } else if (v.isIntList()) {
+    out += "int[" + std::to_string(v.toListRef().size()) + "]";
+  } else {
+    out += v.tagKind();
+  }
+}
+
+core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
+  const auto inputs = fn.inputs();
+  if (inputs.empty()) return 0;
+  uint64_t h = inputs.size();
+  for (const c10::IValue& v : inputs) h = hashValue(h, v);
+  core::StringId id = 0;
+  if (t.shapes.find(h, &id)) return id;
+  std::string text;
+  for (const c10::IValue& v : inputs) {
+    if (!text.empty()) text += ", ";
+    formatValue(text, v);
+  }
+  id = t.session->strings().intern(text);
+  t.shapes.insert(h, id);
+  return id;
+}
+
+// ---- async scopes -------------------------------------------------------------------------------
+// Async RecordFunctions ("gloo:all_reduce"...) start and end on threads that are not nested
+// inside each other's spans: they never enter the stack; they become depth-0 spans on the
+// process's async track. Their context is the one allocation per event this file makes.
+
+struct AsyncContext : at::ObserverContext {
+  int64_t start_ns = 0;
+  core::StringId name = 0;
+  core::StringId detail = 0;
+  core::EventId id = 0;
+  int64_t seq = -1;
+  core::Category category = core::Category::kComm;
+};
+
+std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t, const at::RecordFunction& fn) {
+  auto c = std::make_unique<AsyncContext>();
+  c->name = t.intern(fn.name());
+  c->detail = gShapes ? shapesOf(t, fn) : 0;
+  c->id = t.buffer->nextId();
+  c->seq = fn.seqNr();
+  c->category = fn.scope() == at::RecordScope::USER_SCOPE ? core::Category::kComm
+                                                           : categoryOf(fn.scope());
+  c->start_ns = core::nowNs();
+  return c;
+}
+
+void endAsync(const AsyncContext& c, int64_t endNs) {
+  ThreadState* t = threadState();
+  if (t == nullptr) return;
+  core::SpanRecord s;
+  s.category = c.category;
+  s.name = c.name;
+  s.start_ns = c.start_ns;
+  s.end_ns = endNs;
+  s.id = c.id;
+  s.seq = c.seq;
+  s.detail = c.detail;
+  s.track = asyncTrack();
+  t->buffer->ring.tryPush(core::Record::from(s));
+}
+
+// ---- start/end callbacks ------------------------------------------------------------------------
+
+void noteForwardOp(ThreadState& t, const at::RecordFunction& fn, const Frame& f) {
+  if (C10_UNLIKELY(t.seqMap == nullptr)) {
+    t.seqMap = createSeqMapForThread(fn.threadId());
+    if (t.seqMap == nullptr) return;
+    t.seqMap->track.store(t.buffer->track, std::memory_order_relaxed);
+  }
+  t.seqMap->put(f.seq, f.start_ns);
+}
+
+void emitForwardBackwardFlow(ThreadState& t, const at::RecordFunction& fn, const Frame& f) {
+  const uint64_t fwdThread = fn.forwardThreadId() != 0 ? fn.forwardThreadId() : fn.threadId();
+  const SeqMap* m = seqMapForThread(fwdThread);
+  int64_t srcStart = 0;
+  if (m == nullptr || !m->get(f.seq, &srcStart)) {
+    countStat(Stat::kFlowMissing);
+    return;
+  }
+  core::FlowRecord r;
+  r.flow = core::FlowKind::kForwardBackward;
+  r.src_track = m->track.load(std::memory_order_relaxed);
+  r.dst_track = t.buffer->track;
+  r.src_ts_ns = srcStart;
+  r.dst_ts_ns = f.start_ns;
+  t.buffer->ring.tryPush(core::Record::from(r));
+}
+
+std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  ThreadState* t = threadState();
+  if (t == nullptr) return nullptr;
+  if (C10_UNLIKELY(fn.isAsync())) return startAsync(*t, fn);
+  const uint32_t d = t->depth++;
+  if (C10_UNLIKELY(d >= kMaxDepth)) {
+    countStat(Stat::kStackOverflow);
+    return nullptr;
+  }
+  Frame& f = t->frames[d];
+  f.key = &fn;
+  f.category = categoryOf(fn.scope());
+  f.name = t->intern(fn.name());
+  f.seq = fn.seqNr();
+  f.detail = gShapes ? shapesOf(*t, fn) : 0;
+  f.id = t->buffer->nextId();
+  f.nargs = 0;
+  if (f.category == core::Category::kUser) {
+    f.prevUser = t->userTop;
+    t->userTop = static_cast<int16_t>(d);
+  } else {
+    f.prevUser = kNotUser;
+  }
+  f.start_ns = core::nowNs();
+  if (f.seq >= 0 && f.category == core::Category::kOp) noteForwardOp(*t, fn, f);
+  return nullptr;
+}
+
+void popFrame(ThreadState& t, uint32_t index, int64_t endNs) {
+  const Frame& f = t.frames[index];
+  emitSpan(t, f, index, endNs);
+  if (f.prevUser != kNotUser) t.userTop = f.prevUser;
+}
+
+void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  const int64_t endNs = core::nowNs();
+  if (C10_UNLIKELY(ctx != nullptr)) {
+    endAsync(*static_cast<AsyncContext*>(ctx), endNs);
+    return;
+  }
+  ThreadState* t = threadState();
+  if (t == nullptr) return;
+  if (C10_UNLIKELY(t->depth == 0)) {
+    countStat(Stat::kUnmatchedEnd);
+    return;
+  }
+  if (C10_UNLIKELY(t->depth > kMaxDepth)) {
+    --t->depth;
+    return;
+  }
+  uint32_t i = t->depth - 1;
+  if (C10_UNLIKELY(t->frames[i].key != &fn)) {
+    // Not the innermost span: close the ones above it (their ends never came), or ignore an end
+    // whose start this thread did not see.
+    uint32_t j = i;
+    while (j > 0 && t->frames[j].key != &fn) --j;
+    if (t->frames[j].key != &fn) {
+      countStat(Stat::kUnmatchedEnd);
+      return;
+    }
+    for (uint32_t k = i; k > j; --k) popFrame(*t, k, endNs);
+    countStat(Stat::kClosedByParent, i - j);
+    i = j;
+  }
+  const Frame& f = t->frames[i];
+  popFrame(*t, i, endNs);
+  if (f.category == core::Category::kBackward && f.seq >= 0) emitForwardBackwardFlow(*t, fn, f);
+  t->depth = i;
+}
+
+// ---- hooks --------------------------------------------------------------------------------------
+
+void startOps(const CaptureConfig& config) {
+  gShapes = config.shapes && config.ops;
+  std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes;
+  if (config.ops) {
+    scopes.insert(at::RecordScope::FUNCTION);
+    scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
+  }
+  if (config.scopes) scopes.insert(at::RecordScope::USER_SCOPE);
+  if (scopes.empty()) return;
+  gHandles.push_back(at::addGlobalCallback(
+      at::RecordFunctionCallback(&onStart, &onEnd).needsInputs(gShapes).scopes(scopes)));
+}
+
+void stopOps() {
+  for (at::CallbackHandle h : gHandles) at::removeCallback(h);
+  gHandles.clear();
+}
+
+}  // namespace
+
+CaptureHooks opCaptureHooks() { return CaptureHooks{&startOps, &stopOps}; }
+
+// ---- library lifetime ---------------------------------------------------------------------------
+// Runs when libtracerun.so is loaded (after libtorch, which it links) and at normal exit.
+
+namespace {
+struct LibraryLifetime {
+  LibraryLifetime() {
+    addCaptureHooks(opCaptureHooks());
+    addCaptureHooks(memoryCaptureHooks());
+    startFromEnvironment();
+  }
+  ~LibraryLifetime() { stopCapture(); }
+};
+LibraryLifetime gLibraryLifetime;
+}  // namespace
+
+}  // namespace tracerun::interpose

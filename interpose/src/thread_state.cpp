@@ -1,0 +1,92 @@
+// The out-of-line parts of the per-thread state: hashing, cache misses (the only place a name is
+// interned), the SeqMap registry and span emission. No libtorch, no I/O.
+#include "thread_state.h"
+
+#include <mutex>
+
+namespace tracerun::interpose {
+
+uint64_t hashBytes(const char* s, size_t len) noexcept {
+  uint64_t h = 0x84222325CBF29CE4ull ^ len;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s + i, 8);
+    h = mix64(h, w);
+  }
+  if (i < len) {
+    uint64_t w = 0;
+    std::memcpy(&w, s + i, len - i);
+    h = mix64(h, w);
+  }
+  return h;
+}
+
+core::StringId NameCache::miss(Entry& e, const char* s, size_t len, uint64_t h,
+                               core::StringTable& strings) noexcept {
+  ++misses_;
+  core::StringId id = 0;
+  try {
+    id = strings.intern(std::string_view(s, len));
+  } catch (...) {
+    return 0;  // out of memory: the event keeps an empty name rather than unwinding into libtorch
+  }
+  e.hash = h;
+  e.len = static_cast<uint32_t>(len);
+  e.id = id;
+  std::memcpy(e.text, s, len < kInline ? len : kInline);
+  return id;
+}
+
+namespace {
+std::atomic<SeqMap*> gSeqMaps[kMaxSeqThreads];
+std::mutex gSeqMapsMu;
+}  // namespace
+
+SeqMap* seqMapForThread(uint64_t rfThreadId) noexcept {
+  if (rfThreadId >= kMaxSeqThreads) return nullptr;
+  return gSeqMaps[rfThreadId].load(std::memory_order_acquire);
+}
+
+SeqMap* createSeqMapForThread(uint64_t rfThreadId) {
+  if (rfThreadId >= kMaxSeqThreads) return nullptr;
+  std::lock_guard<std::mutex> lock(gSeqMapsMu);
+  SeqMap* m = gSeqMaps[rfThreadId].load(std::memory_order_relaxed);
+  if (m == nullptr) {
+    m = new SeqMap();  // process lifetime, deliberately never freed (read by other threads)
+    gSeqMaps[rfThreadId].store(m, std::memory_order_release);
+  }
+  return m;
+}
+
+void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs) noexcept {
+  core::SpanRecord s;
+  s.category = f.category;
+  s.depth = static_cast<uint16_t>(index);
+  s.name = f.name;
+  s.start_ns = f.start_ns;
+  s.end_ns = endNs;
+  s.id = f.id;
+  s.parent = index > 0 ? t.frames[index - 1].id : 0;
+  s.seq = f.seq;
+  s.detail = f.detail;
+  core::RecordRing& ring = t.buffer->ring;
+  if (f.nargs == 0) {
+    ring.tryPush(core::Record::from(s));
+    return;
+  }
+  core::ArgsRecord a;
+  a.owner = f.id;
+  a.count = static_cast<uint8_t>(f.nargs < 3 ? f.nargs : 3);
+  for (int i = 0; i < a.count; ++i) a.args[i] = f.args[i];
+  if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
+  if (f.nargs > 3) {
+    core::ArgsRecord b;
+    b.owner = f.id;
+    b.count = static_cast<uint8_t>(f.nargs - 3);
+    for (int i = 0; i < b.count; ++i) b.args[i] = f.args[3 + i];
+    ring.tryPush(core::Record::from(b));
+  }
+}
+
+}  // namespace tracerun::interpose

@@ -1,0 +1,183 @@
+// Per-thread capture state: the open-span stack, the name and shape caches, and the forward-op map
+// that links backward nodes to their forward ops. Hot-path pieces are allocation- and lock-free.
+// No libtorch here (op_capture.cpp adapts RecordFunction onto this), no I/O.
+//
+// Sections: hashing · NameCache · ShapeCache · SeqMap (+ registry) · Frame · ThreadState
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "tracerun/core/records.h"
+#include "tracerun/core/session.h"
+
+namespace tracerun::interpose {
+
+// ---- hashing ------------------------------------------------------------------------------------
+
+inline uint64_t mix64(uint64_t h, uint64_t v) noexcept {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+// A 64-bit hash of len bytes, eight at a time (names are short: ~10-60 bytes).
+uint64_t hashBytes(const char* s, size_t len) noexcept;
+
+// ---- NameCache ----------------------------------------------------------------------------------
+
+// Text -> StringId, direct-mapped on a hash of the text, so interning (a mutex) happens once per
+// name per thread. Keyed on content, never on the pointer: RecordFunction copies names into
+// std::strings whose addresses are reused for other names. Names up to kInline bytes are compared
+// in full; longer ones by their first kInline bytes plus the 64-bit hash.
+class NameCache {
+ public:
+  static constexpr size_t kSlots = 1024;
+  static constexpr size_t kInline = 48;
+
+  core::StringId lookup(const char* s, core::StringTable& strings) noexcept {
+    if (s == nullptr || *s == '\0') return 0;
+    const size_t len = std::strlen(s);
+    const uint64_t h = hashBytes(s, len);
+    Entry& e = slots_[h & (kSlots - 1)];
+    if (e.hash == h && e.len == len && std::memcmp(e.text, s, len < kInline ? len : kInline) == 0) {
+      return e.id;
+    }
+    return miss(e, s, len, h, strings);
+  }
+  uint64_t misses() const noexcept { return misses_; }
+
+ private:
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t len = 0;
+    core::StringId id = 0;
+    char text[kInline] = {};
+  };
+  static_assert(sizeof(Entry) == 64);
+  core::StringId miss(Entry& e, const char* s, size_t len, uint64_t h,
+                      core::StringTable& strings) noexcept;
+
+  Entry slots_[kSlots];
+  uint64_t misses_ = 0;
+};
+
+// ---- ShapeCache ---------------------------------------------------------------------------------
+
+// Hash of an op's input shapes and dtypes -> StringId of their text ("f32[8,8], f32[8], int").
+// The capture code hashes the dims (cheap) and formats + interns only on a miss, which happens
+// once per distinct signature per thread; a 64-bit hash collision would give the wrong text.
+class ShapeCache {
+ public:
+  static constexpr size_t kSlots = 512;
+
+  bool find(uint64_t h, core::StringId* id) const noexcept {
+    const Entry& e = slots_[h & (kSlots - 1)];
+    if (e.hash != h || e.id == 0) return false;
+    *id = e.id;
+    return true;
+  }
+  void insert(uint64_t h, core::StringId id) noexcept {
+    slots_[h & (kSlots - 1)] = Entry{h, id};
+    ++misses_;
+  }
+  uint64_t misses() const noexcept { return misses_; }
+
+ private:
+  struct Entry {
+    uint64_t hash = 0;
+    core::StringId id = 0;
+  };
+  Entry slots_[kSlots];
+  uint64_t misses_ = 0;
+};
+
+// ---- SeqMap -------------------------------------------------------------------------------------
+
+// Autograd sequence number -> start time of the forward op that carried it, for one forward
+// thread (sequence numbers count per thread). A fixed power-of-two array indexed by seq: written
+// by its thread, read by the thread running backward; each slot is a tiny seqlock so a reader
+// never mixes two writes. Old entries are overwritten kSlots sequence numbers later.
+class SeqMap {
+ public:
+  static constexpr size_t kSlots = size_t{1} << 13;
+
+  void put(int64_t seq, int64_t startNs) noexcept {
+    Slot& s = slots_[static_cast<uint64_t>(seq) & (kSlots - 1)];
+    s.seq.store(-1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    s.start.store(startNs, std::memory_order_relaxed);
+    s.seq.store(seq, std::memory_order_release);
+  }
+  bool get(int64_t seq, int64_t* startNs) const noexcept {
+    const Slot& s = slots_[static_cast<uint64_t>(seq) & (kSlots - 1)];
+    if (s.seq.load(std::memory_order_acquire) != seq) return false;
+    const int64_t start = s.start.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.seq.load(std::memory_order_relaxed) != seq) return false;
+    *startNs = start;
+    return true;
+  }
+
+  std::atomic<core::TrackId> track{0};  // the forward thread's track in the current session
+
+ private:
+  struct Slot {
+    std::atomic<int64_t> seq{-1};
+    std::atomic<int64_t> start{0};
+  };
+  Slot slots_[kSlots];
+};
+
+// SeqMaps by RecordFunction's logical thread id (RecordFunction::currentThreadId(), small and
+// dense). Maps are created on first use and live as long as the process (a backward pass may run
+// after its forward thread exited).
+inline constexpr uint64_t kMaxSeqThreads = 1024;
+SeqMap* seqMapForThread(uint64_t rfThreadId) noexcept;           // null when none or too large
+SeqMap* createSeqMapForThread(uint64_t rfThreadId);              // null when too large
+
+// ---- Frame --------------------------------------------------------------------------------------
+
+inline constexpr int kMaxFrameArgs = 4;
+
+// One open span on a thread's stack.
+struct Frame {
+  const void* key = nullptr;  // identity of the open scope (the RecordFunction's address)
+  int64_t start_ns = 0;
+  core::EventId id = 0;
+  int64_t seq = -1;
+  core::StringId name = 0;
+  core::StringId detail = 0;
+  core::Category category = core::Category::kOp;
+  uint8_t nargs = 0;
+  int16_t prevUser = -1;  // index of the enclosing user/phase/module frame, -1 for none
+  core::ArgsRecord::Arg args[kMaxFrameArgs];
+};
+
+// ---- ThreadState --------------------------------------------------------------------------------
+
+inline constexpr uint32_t kMaxDepth = 128;
+
+// Everything one thread needs to record. Created by capture.cpp on the thread's first event;
+// touched only by its thread, except seqMap (see SeqMap).
+struct ThreadState {
+  uint64_t generation = 0;  // the capture generation it is bound to
+  core::Session* session = nullptr;
+  core::ThreadBuffer* buffer = nullptr;
+  uint32_t depth = 0;  // frames open; may exceed kMaxDepth (those frames are not recorded)
+  int16_t userTop = -1;
+  SeqMap* seqMap = nullptr;  // when this thread has run a forward op carrying a sequence number
+  Frame frames[kMaxDepth];
+  NameCache names;
+  ShapeCache shapes;
+
+  Frame* top() noexcept { return depth > 0 && depth <= kMaxDepth ? &frames[depth - 1] : nullptr; }
+  core::StringId intern(const char* s) noexcept { return names.lookup(s, session->strings()); }
+};
+
+// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments.
+void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs) noexcept;
+
+}  // namespace tracerun::interpose
