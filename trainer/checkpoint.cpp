@@ -13,7 +13,9 @@ std::string rankFile(const std::string& dir, int rank) {
   return dir + "/rank_" + std::to_string(rank) + ".pt";
 }
 
-at::Tensor scalar(int64_t v) { return at::tensor({v}, at::kLong); }
+at::Tensor scalar(int64_t v) {
+  return at::tensor({v}, at::kLong);
+}
 
 int64_t readScalar(torch::serialize::InputArchive& in, const std::string& key) {
   at::Tensor t;

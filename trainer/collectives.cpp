@@ -18,12 +18,18 @@ c10::intrusive_ptr<c10d::Work> launchAllReduce(Group& g, at::Tensor& t, ReduceOp
 
 const char* collectiveImplName(CollectiveImpl impl) {
   switch (impl) {
-    case CollectiveImpl::kAllReduce: return "all_reduce";
-    case CollectiveImpl::kAllGatherBase: return "all_gather_base";
-    case CollectiveImpl::kAllGatherList: return "all_gather_list+cat";
-    case CollectiveImpl::kReduceScatterBase: return "reduce_scatter_base";
-    case CollectiveImpl::kReduceScatterAllReduce: return "all_reduce+narrow";
-    case CollectiveImpl::kCount: break;
+    case CollectiveImpl::kAllReduce:
+      return "all_reduce";
+    case CollectiveImpl::kAllGatherBase:
+      return "all_gather_base";
+    case CollectiveImpl::kAllGatherList:
+      return "all_gather_list+cat";
+    case CollectiveImpl::kReduceScatterBase:
+      return "reduce_scatter_base";
+    case CollectiveImpl::kReduceScatterAllReduce:
+      return "all_reduce+narrow";
+    case CollectiveImpl::kCount:
+      break;
   }
   return "?";
 }
@@ -51,6 +57,8 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
     shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
     at::Tensor stacked = at::empty(shape, input.options());
     g.count(CollectiveImpl::kAllGatherBase);
+    tracerun::Scope scope("all_gather[all_gather_base]",
+                          {{"bytes", static_cast<int64_t>(input.nbytes())}});
     g.pg->_allgather_base(stacked, input)->wait();
     return at::cat(stacked.unbind(0), dim);
   }
@@ -58,24 +66,30 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
   for (int i = 0; i < g.size; ++i) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
   g.count(CollectiveImpl::kAllGatherList);
+  tracerun::Scope scope("all_gather[all_gather_list+cat]",
+                        {{"bytes", static_cast<int64_t>(input.nbytes())}});
   g.pg->allgather(outputs, inputs)->wait();
   return at::cat(outputs[0], dim);
 }
 
 at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
   if (g.size == 1) return t;
-  TORCH_CHECK(t.size(dim) % g.size == 0, "reduceScatter: dimension ", dim, " of size ",
-              t.size(dim), " is not divisible by the group size ", g.size);
+  TORCH_CHECK(t.size(dim) % g.size == 0, "reduceScatter: dimension ", dim, " of size ", t.size(dim),
+              " is not divisible by the group size ", g.size);
   if (g.native_base_collectives) {
     at::Tensor input = at::stack(t.chunk(g.size, dim), 0).contiguous();
     at::Tensor output = at::empty(input.sizes().slice(1), input.options());
     g.count(CollectiveImpl::kReduceScatterBase);
+    tracerun::Scope scope("reduce_scatter[reduce_scatter_base]",
+                          {{"bytes", static_cast<int64_t>(input.nbytes())}});
     g.pg->_reduce_scatter_base(output, input)->wait();
     return output;
   }
   at::Tensor summed = t.contiguous().clone();
   std::vector<at::Tensor> tensors{summed};
   g.count(CollectiveImpl::kReduceScatterAllReduce);
+  tracerun::Scope scope("reduce_scatter[all_reduce+narrow]",
+                        {{"bytes", static_cast<int64_t>(summed.nbytes())}});
   g.pg->allreduce(tensors)->wait();
   return summed.chunk(g.size, dim)[g.rank].contiguous();
 }

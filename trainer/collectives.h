@@ -6,6 +6,8 @@
 #define TRACERUN_COMPAT_C10D
 #include <tracerun/torch_compat.h>
 
+#include <tracerun/annotate.h>
+
 #include <torch/torch.h>
 
 #include <array>
@@ -18,10 +20,10 @@ namespace gpttrain {
 // Which implementation of a collective ran; the counts say so after a run (and in traces).
 enum class CollectiveImpl : int {
   kAllReduce,
-  kAllGatherBase,            // native one-buffer all-gather
-  kAllGatherList,            // fallback: all-gather into a list, then cat
-  kReduceScatterBase,        // native one-buffer reduce-scatter
-  kReduceScatterAllReduce,   // fallback: all-reduce, then keep this rank's slice
+  kAllGatherBase,           // native one-buffer all-gather
+  kAllGatherList,           // fallback: all-gather into a list, then cat
+  kReduceScatterBase,       // native one-buffer reduce-scatter
+  kReduceScatterAllReduce,  // fallback: all-reduce, then keep this rank's slice
   kCount,
 };
 const char* collectiveImplName(CollectiveImpl impl);
@@ -30,8 +32,8 @@ const char* collectiveImplName(CollectiveImpl impl);
 // is then the identity, so the single-process run takes the same code path as a parallel one.
 // Threading: collectives on one Group must be issued in the same order on all its ranks.
 struct Group : torch::CustomClassHolder {
-  std::string name;              // "world", "tp", "dp", "pp"
-  int rank = 0;                  // rank inside the group
+  std::string name;  // "world", "tp", "dp", "pp"
+  int rank = 0;      // rank inside the group
   int size = 1;
   std::vector<int> global_ranks;  // member i is global rank global_ranks[i]
   tracerun::compat::CollectiveGroupPtr pg;

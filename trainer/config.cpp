@@ -91,8 +91,9 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (c.sp && c.seq_len % c.tp != 0) {
     out << "--seq-len " << c.seq_len << " is not divisible by --tp " << c.tp << " (needed by --sp)";
   } else if (c.global_batch % (c.micro_batch * c.dpSize(world)) != 0) {
-    out << "--global-batch " << c.global_batch << " is not divisible by micro-batch size x DP = "
-        << c.micro_batch << " x " << c.dpSize(world);
+    out << "--global-batch " << c.global_batch
+        << " is not divisible by micro-batch size x DP = " << c.micro_batch << " x "
+        << c.dpSize(world);
   } else if (c.data != "synthetic" && c.vocab < 256) {
     out << "--vocab " << c.vocab << " is below 256, but --data FILE uses byte tokens";
   } else if (c.pp > 1 || c.vp > 1) {

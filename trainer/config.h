@@ -31,8 +31,8 @@ struct TrainConfig {
   long long seed = 1234;
   std::string optimizer = "adamw";
   double lr = 1e-3;
-  double min_lr = -1.0;  // < 0: lr / 10
-  int warmup = -1;       // < 0: steps / 10
+  double min_lr = -1.0;     // < 0: lr / 10
+  int warmup = -1;          // < 0: steps / 10
   int lr_decay_steps = -1;  // < 0: steps
   double weight_decay = 0.01;
   double beta1 = 0.9;

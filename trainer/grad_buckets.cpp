@@ -39,12 +39,13 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
   if (dp_->size == 1) return;
   for (size_t i = 0; i < entries.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(entries[i].tensor);
-    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, i](const torch::autograd::variable_list& outputs,
-                  const torch::autograd::variable_list&) {
-          markReady(i);
-          return outputs;
-        })));
+    hook_keys_.push_back(
+        acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, i](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
+              markReady(i);
+              return outputs;
+            })));
     accumulators_.push_back(std::move(acc));
   }
 }
@@ -62,7 +63,9 @@ void GradBuckets::zero() {
   next_launch_ = 0;
 }
 
-void GradBuckets::setLastMicrobatch(bool last) { last_microbatch_ = last; }
+void GradBuckets::setLastMicrobatch(bool last) {
+  last_microbatch_ = last;
+}
 
 void GradBuckets::markReady(size_t param) {
   if (!last_microbatch_) return;
@@ -74,6 +77,9 @@ void GradBuckets::markReady(size_t param) {
 void GradBuckets::launchReady() {
   // Strictly in bucket order, so every DP rank issues the same sequence of collectives.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    tracerun::Scope scope("dp_bucket_allreduce",
+                          {{"bucket", static_cast<int64_t>(next_launch_)},
+                           {"bytes", static_cast<int64_t>(buckets_[next_launch_].flat.nbytes())}});
     Bucket& b = buckets_[next_launch_++];
     b.flat.div_(dp_->size);
     b.work = allReduceAsync(*dp_, b.flat);

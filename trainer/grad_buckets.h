@@ -4,8 +4,8 @@
 // It does not touch parameters or know about TP (see tp_grads.h).
 #pragma once
 
-#include "params.h"
 #include "collectives.h"
+#include "params.h"
 
 #include <memory>
 

@@ -61,7 +61,9 @@ at::Tensor applyMapping(const at::Tensor& x, const GroupPtr& g) {
 
 }  // namespace
 
-at::Tensor copyToTp(const at::Tensor& x, const GroupPtr& g) { return applyMapping<CopyToTp>(x, g); }
+at::Tensor copyToTp(const at::Tensor& x, const GroupPtr& g) {
+  return applyMapping<CopyToTp>(x, g);
+}
 at::Tensor reduceFromTp(const at::Tensor& x, const GroupPtr& g) {
   return applyMapping<ReduceFromTp>(x, g);
 }

@@ -1,6 +1,8 @@
 // GPT forward for one stage and one microbatch (see model.h).
 #include "model.h"
 
+#include <tracerun/annotate.h>
+
 #include <cmath>
 #include <limits>
 
@@ -18,6 +20,9 @@ std::string layerName(int index, const char* part) {
 TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int index, GroupPtr tp)
     : config_(c),
       tp_(tp),
+      path_("layers." + std::to_string(index)),
+      attn_path_(path_ + ".attn"),
+      mlp_path_(path_ + ".mlp"),
       local_heads_(c.heads / tp->size),
       ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
@@ -29,7 +34,14 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      causal_mask_(at::ones({c.seq_len, c.seq_len}, at::kBool).triu(1)) {}
+      causal_mask_(at::ones({c.seq_len, c.seq_len}, at::kBool).triu(1)) {
+  for (const auto& e : params.entries()) {
+    if (e.name.rfind(path_ + ".", 0) != 0) continue;
+    const bool mlp =
+        e.name.find(".mlp.") != std::string::npos || e.name.find(".ln2.") != std::string::npos;
+    (mlp ? mlp_params_ : attn_params_) += e.tensor.numel();
+  }
+}
 
 at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
   const int64_t s = qkv.size(0), b = qkv.size(1);
@@ -42,7 +54,8 @@ at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) c
   at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim)));
   scores = scores.masked_fill(causal_mask_.narrow(0, 0, s).narrow(1, 0, s),
                               -std::numeric_limits<float>::infinity());
-  at::Tensor probs = dropout(at::softmax(scores, -1), config_.dropout, rng ? &rng->sharded : nullptr);
+  at::Tensor probs =
+      dropout(at::softmax(scores, -1), config_.dropout, rng ? &rng->sharded : nullptr);
   return at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, local_heads_ * head_dim});
 }
 
@@ -51,9 +64,16 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
   at::Generator* residual_gen = nullptr;
   if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
   const std::vector<int64_t> norm_shape{config_.hidden};
-  at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
-  at::Tensor h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout,
-                             residual_gen);
+  const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
+  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer", attn_params_ + mlp_params_,
+                                    shard);
+  at::Tensor h;
+  {
+    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_, shard);
+    at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
+    h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout, residual_gen);
+  }
+  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_, shard);
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m), "tanh"));
   return h + dropout(mlp, config_.dropout, residual_gen);
@@ -70,8 +90,8 @@ GptStage::GptStage(const ModelConfig& c, GroupPtr tp, int first_layer, int num_l
     embedding_.emplace(params_, "embedding.word", c.vocab, c.hidden, kInitStd, tp);
   }
   if (first) {
-    position_ = params_.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal,
-                            kInitStd);
+    position_ =
+        params_.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal, kInitStd);
   }
   for (int i = first_layer; i < first_layer + num_layers; ++i) {
     layers_.emplace_back(params_, c, i, tp);
@@ -80,12 +100,18 @@ GptStage::GptStage(const ModelConfig& c, GroupPtr tp, int first_layer, int num_l
     final_ln_weight_ = params_.add("final_ln.weight", {c.hidden}, -1, Init::kOnes);
     final_ln_bias_ = params_.add("final_ln.bias", {c.hidden}, -1, Init::kZeros);
   }
+  for (const auto& e : params_.entries()) {
+    if (e.name.rfind("embedding.", 0) == 0) embedding_params_ += e.tensor.numel();
+    if (e.name.rfind("final_ln.", 0) == 0) head_params_ += e.tensor.numel();
+  }
 }
 
 at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
                              DropoutRng* rng) const {
   at::Tensor x = input;
+  const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
+    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard);
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -101,11 +127,13 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   }
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
+  // The tied output projection's weight is the embedding's (counted there).
+  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard);
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());
-  at::Tensor losses = vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}),
-                                                targets.reshape({-1}), tp_);
+  at::Tensor losses =
+      vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), tp_);
   return losses.mean();
 }
 

@@ -31,6 +31,8 @@ class TransformerLayer {
 
   ModelConfig config_;
   GroupPtr tp_;
+  std::string path_, attn_path_, mlp_path_;   // module paths for trace scopes
+  int64_t attn_params_ = 0, mlp_params_ = 0;  // on this rank, for trace scopes
   int local_heads_;
   at::Tensor ln1_weight_, ln1_bias_, ln2_weight_, ln2_bias_;
   ColumnParallelLinear qkv_;  // output layout [heads][q,k,v][head_dim]: heads split evenly
@@ -67,6 +69,7 @@ class GptStage {
   at::Tensor position_;
   std::vector<TransformerLayer> layers_;
   at::Tensor final_ln_weight_, final_ln_bias_;
+  int64_t embedding_params_ = 0, head_params_ = 0;  // on this rank, for trace scopes
   bool last_;
 };
 

@@ -18,8 +18,12 @@ at::Tensor ParamSet::add(const std::string& name, std::vector<int64_t> full_shap
                          Init init, double stddev) {
   at::Tensor full;
   switch (init) {
-    case Init::kZeros: full = at::zeros(full_shape); break;
-    case Init::kOnes: full = at::ones(full_shape); break;
+    case Init::kZeros:
+      full = at::zeros(full_shape);
+      break;
+    case Init::kOnes:
+      full = at::ones(full_shape);
+      break;
     case Init::kNormal: {
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(stableHash(name, seed_));
       full = at::empty(full_shape).normal_(0.0, stddev, gen);

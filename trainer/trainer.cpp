@@ -6,6 +6,8 @@
 #include "checkpoint.h"
 #include "tp_grads.h"
 
+#include <tracerun/annotate.h>
+
 #include <chrono>
 #include <stdexcept>
 
@@ -43,6 +45,17 @@ TokenSource makeSource(const TrainConfig& c) {
   return TokenSource::fromFile(c.data, c.val_fraction, c.seq_len, uint64_t(c.seed));
 }
 
+// Parameters, gradient buffers and optimizer states are allocated under their memory category.
+GptStage makeStage(const TrainConfig& c, const GroupPtr& tp) {
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
+  return GptStage(modelConfig(c), tp, 0, c.layers, true, true);
+}
+
+Optimizer makeOptimizer(ParamSet& params, const TrainConfig& c) {
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
+  return Optimizer(params, optimizerConfig(c));
+}
+
 double scalarAverage(Group& g, double value) {
   at::Tensor t = at::tensor({value}, at::kDouble);
   allReduce(g, t);
@@ -57,13 +70,16 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
     : config_(config),
       groups_(groups),
       microbatches_(config.microbatches(groups.grid.world())),
-      stage_(modelConfig(config), groups.tp, 0, config.layers, true, true),
-      optimizer_(stage_.params(), optimizerConfig(config)),
+      stage_(makeStage(config, groups.tp)),
+      optimizer_(makeOptimizer(stage_.params(), config)),
       schedule_(scheduleConfig(config)),
       source_(makeSource(config)),
       rng_(makeDropoutRng(uint64_t(config.seed), groups.coords.tp, groups.coords.dp)) {
-  buckets_ = std::make_unique<GradBuckets>(
-      stage_.params(), groups.dp, static_cast<int64_t>(config.bucket_mb * (1 << 20)));
+  {
+    tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
+    buckets_ = std::make_unique<GradBuckets>(stage_.params(), groups.dp,
+                                             static_cast<int64_t>(config.bucket_mb * (1 << 20)));
+  }
   if (!config_.load.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp, config.pp, groups.rank};
     start_step_ = loadCheckpoint(config_.load, layout, stage_.params(), optimizer_, rng_);
@@ -82,12 +98,12 @@ Trainer::~Trainer() {
 
 int Trainer::run() {
   if (groups_.rank == 0 && !config_.quiet) {
-    std::printf("gpttrain: world %d = tp %d x pp %d x dp %d%s, %lld parameters per TP rank, "
-                "%d microbatches of %d per step, %zu gradient buckets, start step %d\n",
-                groups_.grid.world(), groups_.grid.tpSize(), groups_.grid.ppSize(),
-                groups_.grid.dpSize(), config_.sp ? " (sp)" : "",
-                static_cast<long long>(stage_.params().numel()), microbatches_,
-                config_.micro_batch, buckets_->numBuckets(), start_step_);
+    std::printf(
+        "gpttrain: world %d = tp %d x pp %d x dp %d%s, %lld parameters per TP rank, "
+        "%d microbatches of %d per step, %zu gradient buckets, start step %d\n",
+        groups_.grid.world(), groups_.grid.tpSize(), groups_.grid.ppSize(), groups_.grid.dpSize(),
+        config_.sp ? " (sp)" : "", static_cast<long long>(stage_.params().numel()), microbatches_,
+        config_.micro_batch, buckets_->numBuckets(), start_step_);
     std::fflush(stdout);
   }
   for (int step = start_step_ + 1; step <= config_.steps; ++step) {
@@ -131,27 +147,43 @@ std::pair<at::Tensor, at::Tensor> Trainer::microbatch(Split split, uint64_t firs
 
 StepResult Trainer::trainStep(int step) {
   const auto start = std::chrono::steady_clock::now();
+  tracerun::Step step_scope(step);
   buckets_->zero();
   double loss_sum = 0.0;
   for (int m = 0; m < microbatches_; ++m) {
-    const uint64_t first = sampleIndex(uint64_t(step - 1), config_.global_batch,
-                                       groups_.coords.dp, microbatches_, config_.micro_batch, m, 0);
+    const uint64_t first = sampleIndex(uint64_t(step - 1), config_.global_batch, groups_.coords.dp,
+                                       microbatches_, config_.micro_batch, m, 0);
     auto [input, target] = microbatch(Split::kTrain, first);
-    at::Tensor loss = stage_.forward(input, target, &rng_);
-    buckets_->setLastMicrobatch(m == microbatches_ - 1);
-    (loss / microbatches_).backward();
+    at::Tensor loss;
+    {
+      tracerun::PhaseScope phase("forward", {{"microbatch", m}});
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
+      loss = stage_.forward(input, target, &rng_);
+    }
+    {
+      tracerun::PhaseScope phase("backward", {{"microbatch", m}});
+      buckets_->setLastMicrobatch(m == microbatches_ - 1);
+      (loss / microbatches_).backward();
+    }
     loss_sum += loss.item<double>();
   }
-  buckets_->finish();
-  syncSequenceParallelGrads(stage_.params(), *groups_.tp, config_.sp);
+  {
+    tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
+    buckets_->finish();
+    syncSequenceParallelGrads(stage_.params(), *groups_.tp, config_.sp);
+  }
   if (step == start_step_ + 1 && !config_.dump_grads.empty()) dumpGrads(config_.dump_grads);
   StepResult r;
   r.step = step;
-  r.grad_norm = clipGradNorm(stage_.params(), *groups_.tp, config_.clip_grad);
   r.lr = learningRate(schedule_, step);
-  optimizer_.step(r.lr);
+  {
+    tracerun::PhaseScope phase("optimizer");
+    r.grad_norm = clipGradNorm(stage_.params(), *groups_.tp, config_.clip_grad);
+    optimizer_.step(r.lr);
+  }
   r.loss = scalarAverage(*groups_.dp, loss_sum / microbatches_);
-  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  r.ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   r.tokens_per_s = double(config_.global_batch) * config_.seq_len / (r.ms / 1000.0);
   return r;
 }
@@ -159,6 +191,7 @@ StepResult Trainer::trainStep(int step) {
 // --- evaluation
 
 double Trainer::evaluate() {
+  tracerun::PhaseScope phase("validation");
   at::NoGradGuard no_grad;
   double sum = 0.0;
   for (int i = 0; i < config_.eval_iters; ++i) {
@@ -187,6 +220,10 @@ void Trainer::dumpGrads(const std::string& path) {
 // --- output
 
 void Trainer::report(const StepResult& r) {
+  tracerun::counter("loss", r.loss);
+  tracerun::counter("lr", r.lr);
+  tracerun::counter("grad_norm", r.grad_norm);
+  tracerun::counter("tokens_per_s", r.tokens_per_s);
   if (groups_.rank != 0) return;
   if (!config_.quiet) {
     std::printf("step %d/%d | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tokens/s | %.1f ms\n",

@@ -6,8 +6,8 @@
 #include "process_groups.h"
 #include "tp_layers.h"
 
-#include <cstdio>
 #include <ATen/CPUGeneratorImpl.h>
+#include <cstdio>
 
 #include <functional>
 #include <sstream>
@@ -61,26 +61,33 @@ int main() {
   const float v = float(r + 1);  // this rank's value: 1 or 2; their sum is 3
   auto full = [](std::vector<int64_t> shape, float value) { return at::full(shape, value); };
 
-  check("copyToTp", r, full({4, 6}, v), [&](auto& x) { return copyToTp(x, tp); },
-        full({4, 6}, 10 * v), full({4, 6}, v), full({4, 6}, 30));
-  check("reduceFromTp", r, full({4, 6}, v), [&](auto& x) { return reduceFromTp(x, tp); },
-        full({4, 6}, 10 * v), full({4, 6}, 3), full({4, 6}, 10 * v));
+  check(
+      "copyToTp", r, full({4, 6}, v), [&](auto& x) { return copyToTp(x, tp); },
+      full({4, 6}, 10 * v), full({4, 6}, v), full({4, 6}, 30));
+  check(
+      "reduceFromTp", r, full({4, 6}, v), [&](auto& x) { return reduceFromTp(x, tp); },
+      full({4, 6}, 10 * v), full({4, 6}, 3), full({4, 6}, 10 * v));
   // Last dim 6 split in 2 x 3: rank r keeps columns [3r, 3r + 3).
-  check("scatterToTp", r, colIndex(4, 6), [&](auto& x) { return scatterToTp(x, tp); },
-        full({4, 3}, 10 * v), colIndex(4, 3) + 3 * r,
-        at::cat({full({4, 3}, 10), full({4, 3}, 20)}, 1));
-  check("gatherFromTp", r, full({4, 3}, v), [&](auto& x) { return gatherFromTp(x, tp); },
-        colIndex(4, 6), at::cat({full({4, 3}, 1), full({4, 3}, 2)}, 1), colIndex(4, 3) + 3 * r);
+  check(
+      "scatterToTp", r, colIndex(4, 6), [&](auto& x) { return scatterToTp(x, tp); },
+      full({4, 3}, 10 * v), colIndex(4, 3) + 3 * r,
+      at::cat({full({4, 3}, 10), full({4, 3}, 20)}, 1));
+  check(
+      "gatherFromTp", r, full({4, 3}, v), [&](auto& x) { return gatherFromTp(x, tp); },
+      colIndex(4, 6), at::cat({full({4, 3}, 1), full({4, 3}, 2)}, 1), colIndex(4, 3) + 3 * r);
   // Dim 0 (sequence) 4 split in 2 x 2: rank r keeps rows [2r, 2r + 2).
-  check("scatterToSeq", r, rowIndex(4, 2), [&](auto& x) { return scatterToSeq(x, tp); },
-        full({2, 2}, 10 * v), rowIndex(2, 2) + 2 * r,
-        at::cat({full({2, 2}, 10), full({2, 2}, 20)}, 0));
-  check("gatherFromSeq", r, full({2, 2}, v), [&](auto& x) { return gatherFromSeq(x, tp); },
-        rowIndex(4, 2) * v, at::cat({full({2, 2}, 1), full({2, 2}, 2)}, 0),
-        (rowIndex(2, 2) + 2 * r) * 3);
-  check("reduceScatterToSeq", r, rowIndex(4, 2) * v,
-        [&](auto& x) { return reduceScatterToSeq(x, tp); }, full({2, 2}, v),
-        (rowIndex(2, 2) + 2 * r) * 3, at::cat({full({2, 2}, 1), full({2, 2}, 2)}, 0));
+  check(
+      "scatterToSeq", r, rowIndex(4, 2), [&](auto& x) { return scatterToSeq(x, tp); },
+      full({2, 2}, 10 * v), rowIndex(2, 2) + 2 * r,
+      at::cat({full({2, 2}, 10), full({2, 2}, 20)}, 0));
+  check(
+      "gatherFromSeq", r, full({2, 2}, v), [&](auto& x) { return gatherFromSeq(x, tp); },
+      rowIndex(4, 2) * v, at::cat({full({2, 2}, 1), full({2, 2}, 2)}, 0),
+      (rowIndex(2, 2) + 2 * r) * 3);
+  check(
+      "reduceScatterToSeq", r, rowIndex(4, 2) * v,
+      [&](auto& x) { return reduceScatterToSeq(x, tp); }, full({2, 2}, v),
+      (rowIndex(2, 2) + 2 * r) * 3, at::cat({full({2, 2}, 1), full({2, 2}, 2)}, 0));
 
   // Vocab-parallel cross-entropy against the full softmax: same logits on both ranks (seeded).
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(42);

@@ -22,9 +22,9 @@ extern char** environ;
 namespace gpttrain::testing {
 namespace {
 
-const char* const kRankVariables[] = {"RANK",        "LOCAL_RANK",  "WORLD_SIZE",
-                                      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                                      "GROUP_RANK",  "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+const char* const kRankVariables[] = {
+    "RANK",        "LOCAL_RANK", "WORLD_SIZE",      "LOCAL_WORLD_SIZE",    "MASTER_ADDR",
+    "MASTER_PORT", "GROUP_RANK", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
 
 std::vector<std::string> rankEnvironment(int rank, int n, int port) {
   std::vector<std::string> env;

@@ -9,7 +9,7 @@
 namespace gpttrain::testing {
 
 struct RankRun {
-  std::vector<int> exit_codes;   // per rank; -1 when killed by the hang guard or a signal
+  std::vector<int> exit_codes;    // per rank; -1 when killed by the hang guard or a signal
   std::vector<std::string> logs;  // per rank: stdout and stderr
   bool ok() const;
   // Every rank's exit code and the tail of every non-zero rank's log, for failure messages.

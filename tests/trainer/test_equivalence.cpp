@@ -3,8 +3,8 @@
 // as real multi-process jobs on loopback. The reference is always the single-process run.
 #include "trainer_test_util.h"
 
-#include <catch2/catch.hpp>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <sstream>
@@ -96,10 +96,11 @@ Outputs runLayout(const std::string& dir, const std::string& name, int ranks,
                   const std::vector<std::string>& layout,
                   const std::vector<std::string>& extra = {}) {
   Outputs o{dir + "/" + name + ".json", dir + "/" + name + ".pt", ""};
-  auto run = launchRanks(kGpttrain,
-                         tinyModelArgs() + layout + extra +
-                             std::vector<std::string>{"--log-json", o.json, "--dump-grads", o.grads},
-                         ranks, dir + "/" + name);
+  auto run =
+      launchRanks(kGpttrain,
+                  tinyModelArgs() + layout + extra +
+                      std::vector<std::string>{"--log-json", o.json, "--dump-grads", o.grads},
+                  ranks, dir + "/" + name);
   INFO(name << ":\n" << run.summary());
   REQUIRE(run.ok());
   o.log = run.logs[0];

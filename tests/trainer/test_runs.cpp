@@ -17,10 +17,10 @@ void checkResume(const std::string& test, int ranks, const std::vector<std::stri
   const std::vector<std::string> common =
       tinyModelArgs() + layout +
       std::vector<std::string>{"--dropout", "0.1", "--warmup", "2", "--lr-decay-steps", "6"};
-  auto full = launchRanks(kGpttrain,
-                          common + std::vector<std::string>{"--steps", "6", "--log-json",
-                                                            dir + "/full.json"},
-                          ranks, dir + "/full");
+  auto full = launchRanks(
+      kGpttrain,
+      common + std::vector<std::string>{"--steps", "6", "--log-json", dir + "/full.json"}, ranks,
+      dir + "/full");
   INFO(full.summary());
   REQUIRE(full.ok());
   auto first = launchRanks(kGpttrain,
@@ -29,11 +29,11 @@ void checkResume(const std::string& test, int ranks, const std::vector<std::stri
                            ranks, dir + "/first");
   INFO(first.summary());
   REQUIRE(first.ok());
-  auto resumed = launchRanks(kGpttrain,
-                             common + std::vector<std::string>{"--steps", "6", "--load",
-                                                               dir + "/ckpt", "--log-json",
-                                                               dir + "/resumed.json"},
-                             ranks, dir + "/resumed");
+  auto resumed =
+      launchRanks(kGpttrain,
+                  common + std::vector<std::string>{"--steps", "6", "--load", dir + "/ckpt",
+                                                    "--log-json", dir + "/resumed.json"},
+                  ranks, dir + "/resumed");
   INFO(resumed.summary());
   REQUIRE(resumed.ok());
   const auto want = jsonValues(dir + "/full.json", "loss");
@@ -64,11 +64,12 @@ int lineCount(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a resumed run continues with the losses of an uninterrupted one", "[trainer][checkpoint]") {
+TEST_CASE("a resumed run continues with the losses of an uninterrupted one",
+          "[trainer][checkpoint]") {
   checkResume("resume_single", 0, {});
 }
 
-TEST_CASE("a resumed tp=2 x dp=... run continues with identical losses (2 ranks, tp=2 sp)",
+TEST_CASE("a resumed tp=2 sp run (2 ranks, dropout 0.1) continues with identical losses",
           "[trainer][checkpoint]") {
   checkResume("resume_tp2_sp", 2, {"--tp", "2", "--sp"});
 }
@@ -82,20 +83,40 @@ TEST_CASE("gpttrain trains on a text file with validation loss, tp=2 with sp lik
       text << "Line " << i << ": the quick brown fox jumps over the lazy dog; pack my box.\n";
     }
   }
-  const std::vector<std::string> args{
-      "--data", dir + "/corpus.txt", "--vocab", "256", "--layers", "2", "--hidden", "32",
-      "--heads", "4", "--seq-len", "32", "--dropout", "0", "--global-batch", "4",
-      "--micro-batch-size", "2", "--steps", "4", "--eval-interval", "2", "--eval-iters", "2",
-      "--quiet"};
-  auto single = launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json",
-                                                                        dir + "/single.json"},
-                            0, dir + "/single");
+  const std::vector<std::string> args{"--data",
+                                      dir + "/corpus.txt",
+                                      "--vocab",
+                                      "256",
+                                      "--layers",
+                                      "2",
+                                      "--hidden",
+                                      "32",
+                                      "--heads",
+                                      "4",
+                                      "--seq-len",
+                                      "32",
+                                      "--dropout",
+                                      "0",
+                                      "--global-batch",
+                                      "4",
+                                      "--micro-batch-size",
+                                      "2",
+                                      "--steps",
+                                      "4",
+                                      "--eval-interval",
+                                      "2",
+                                      "--eval-iters",
+                                      "2",
+                                      "--quiet"};
+  auto single =
+      launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/single.json"}, 0,
+                  dir + "/single");
   INFO(single.summary());
   REQUIRE(single.ok());
   auto parallel = launchRanks(
       kGpttrain,
-      args + std::vector<std::string>{"--tp", "2", "--sp", "--log-json", dir + "/parallel.json"},
-      2, dir + "/parallel");
+      args + std::vector<std::string>{"--tp", "2", "--sp", "--log-json", dir + "/parallel.json"}, 2,
+      dir + "/parallel");
   INFO(parallel.summary());
   REQUIRE(parallel.ok());
   const auto want = jsonValues(dir + "/single.json", "val_loss");
@@ -114,15 +135,14 @@ TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[train
   CHECK(lineCount(unknown.output) == 1);
   CHECK(unknown.output.find("--layerz") != std::string::npos);
 
-  auto heads = runExpectingFailure("cli_heads", {"--heads", "4", "--tp", "3", "--hidden", "48",
-                                                 "--vocab", "96"});
+  auto heads = runExpectingFailure(
+      "cli_heads", {"--heads", "4", "--tp", "3", "--hidden", "48", "--vocab", "96"});
   // WORLD_SIZE 1 is not divisible by tp 3: that is named first.
   CHECK(heads.code == 2);
   CHECK(lineCount(heads.output) == 1);
   CHECK(heads.output.find("WORLD_SIZE 1") != std::string::npos);
 
-  auto world = runExpectingFailure("cli_world", {"--tp", "2", "--heads", "3", "--hidden", "48"},
-                                   2);
+  auto world = runExpectingFailure("cli_world", {"--tp", "2", "--heads", "3", "--hidden", "48"}, 2);
   CHECK(world.code == 2);
   CHECK(lineCount(world.output) == 1);
   CHECK(world.output.find("--heads 3 is not divisible by --tp 2") != std::string::npos);

@@ -14,9 +14,28 @@ std::string scratchDir(const std::string& name) {
 }
 
 std::vector<std::string> tinyModelArgs() {
-  return {"--layers",       "2", "--hidden",  "32",   "--heads",     "4",   "--seq-len", "16",
-          "--vocab",        "64", "--dropout", "0",   "--global-batch", "8", "--micro-batch-size",
-          "2",              "--steps", "5",   "--seed", "7",           "--bucket-mb", "0.02",
+  return {"--layers",
+          "2",
+          "--hidden",
+          "32",
+          "--heads",
+          "4",
+          "--seq-len",
+          "16",
+          "--vocab",
+          "64",
+          "--dropout",
+          "0",
+          "--global-batch",
+          "8",
+          "--micro-batch-size",
+          "2",
+          "--steps",
+          "5",
+          "--seed",
+          "7",
+          "--bucket-mb",
+          "0.02",
           "--quiet"};
 }
 
