@@ -209,7 +209,8 @@ void TraceReader::Impl::open() {
 
     chunksInWindow_ = sql::Stmt(db_,
                                 "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 AND "
-                                "min_start_ns BETWEEN ?2 AND ?3 AND max_end_ns >= ?4");
+                                "min_start_ns BETWEEN ?2 AND ?3 AND max_end_ns >= ?4 ORDER BY "
+                                "min_start_ns, first_id");
     spansById_ = sql::Stmt(db_,
                            "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq FROM "
                            "spans WHERE id BETWEEN ?1 AND ?2");
@@ -239,6 +240,7 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
 
   auto& rows = spansById_;
   for (const auto& [first, last] : ranges) {
+    const size_t runStart = out.size();
     rows.reset();
     rows.bind(1, first).bind(2, last);
     while (rows.step()) {
@@ -247,11 +249,14 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
       if (start + rows.i64(2) < t0) continue;
       out.push_back(spanRow(rows, track));
     }
+    // Each chunk is a sorted run; chunks come in min_start order but may overlap in time (a long
+    // span sorts first in a chunk written after its children), so merge runs rather than sort.
+    if (runStart > 0 && runStart < out.size() && spanLess(out[runStart], out[runStart - 1])) {
+      std::inplace_merge(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(runStart),
+                         out.end(), spanLess);
+    }
   }
   rows.reset();
-  if (ranges.size() > 1 || !std::is_sorted(out.begin(), out.end(), spanLess)) {
-    std::sort(out.begin(), out.end(), spanLess);
-  }
   return out;
 }
 

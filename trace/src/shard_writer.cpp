@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -44,6 +45,9 @@ using core::StringId;
 using core::TrackId;
 
 constexpr int64_t kMaxTxnAgeNs = 1'000'000'000;  // commit at least this often while recording
+// A pass that drained at least this many records goes again at once instead of sleeping: the
+// rings are filling faster than one interval's worth.
+constexpr size_t kBusyPassRecords = 16384;
 
 // A span waiting in its track's chunk. Times are relative to the origin.
 struct PendingSpan {
@@ -123,9 +127,11 @@ class ShardWriter::Impl {
   void createSchema();
   void prepare();
   void threadMain();
+  std::unique_lock<std::mutex> lockFromCaller() const;
 
   // Drain pass (mu_ held): every buffer, then strings; commits when a transaction is big or old.
-  void pass();
+  // Returns the number of records drained.
+  size_t pass();
   void handle(core::ThreadBuffer& b, BufferState& st, const Record& r);
   void handleSpan(core::ThreadBuffer& b, BufferState& st, const core::SpanRecord& s);
   void handleArgs(BufferState& st, const core::ArgsRecord& a);
@@ -167,6 +173,7 @@ class ShardWriter::Impl {
       insString_;
 
   mutable std::mutex mu_;  // guards everything below (and the connection)
+  mutable std::atomic<int> waiters_{0};  // callers blocked on mu_ (so a busy drain thread yields it)
   std::condition_variable cv_;
   std::thread thread_;
   bool stop_ = false;
@@ -280,11 +287,20 @@ void ShardWriter::Impl::start() {
 void ShardWriter::Impl::threadMain() {
   std::unique_lock<std::mutex> lock(mu_);
   const auto interval = std::chrono::milliseconds(opt_.flush_interval_ms);
+  size_t drained = 0;
   while (!stop_) {
-    cv_.wait_for(lock, interval, [this] { return stop_; });
-    if (stop_ || error_) continue;
+    if (drained < kBusyPassRecords) {
+      cv_.wait_for(lock, interval, [this] { return stop_; });
+    } else if (waiters_.load(std::memory_order_relaxed) > 0) {
+      // Busy, but flush() or close() is waiting for the lock: let it in.
+      cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stop_; });
+    }
+    if (stop_ || error_) {
+      drained = 0;
+      continue;
+    }
     try {
-      pass();
+      drained = pass();
     } catch (...) {
       error_ = std::current_exception();  // kept for flush()/close(); writing stops here
     }
@@ -305,15 +321,17 @@ void ShardWriter::Impl::guarded(Fn&& fn) {
 // ---------------------------------------------------------------------------------------------
 // drain pass
 
-void ShardWriter::Impl::pass() {
-  session_.forEachBuffer([this](core::ThreadBuffer& b) {
+size_t ShardWriter::Impl::pass() {
+  size_t drained = 0;
+  session_.forEachBuffer([&](core::ThreadBuffer& b) {
     BufferState& st = buffers_[b.index];
-    b.ring.drain([&](const Record* r, size_t n) {
+    drained += b.ring.drain([&](const Record* r, size_t n) {
       for (size_t i = 0; i < n; ++i) handle(b, st, r[i]);
     });
   });
   if (session_.strings().size() > stringsPersisted_) writeStrings();
   if (inTxn_ && core::nowNs() - txnStartNs_ > kMaxTxnAgeNs) commit();
+  return drained;
 }
 
 TrackState& ShardWriter::Impl::trackState(TrackId id) {
@@ -567,8 +585,15 @@ void ShardWriter::Impl::commit() {
 // ---------------------------------------------------------------------------------------------
 // flush and close
 
+std::unique_lock<std::mutex> ShardWriter::Impl::lockFromCaller() const {
+  waiters_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(mu_);
+  waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return lock;
+}
+
 void ShardWriter::Impl::flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  auto lock = lockFromCaller();
   if (closed_) {
     if (error_) std::rethrow_exception(error_);
     return;
@@ -585,7 +610,7 @@ void ShardWriter::Impl::flush() {
 
 void ShardWriter::Impl::close() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    auto lock = lockFromCaller();
     if (closed_) {
       if (error_) std::rethrow_exception(error_);
       return;
@@ -714,17 +739,17 @@ void ShardWriter::Impl::finish() {
 }
 
 void ShardWriter::Impl::setStat(const std::string& name, int64_t value, Severity severity) {
-  std::lock_guard<std::mutex> lock(mu_);
+  auto lock = lockFromCaller();
   userStats_[name] = {value, severity};
 }
 
 void ShardWriter::Impl::setMeta(const std::string& key, const std::string& value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  auto lock = lockFromCaller();
   userMeta_[key] = value;
 }
 
 WriterCounts ShardWriter::Impl::counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  auto lock = lockFromCaller();
   return counts_;
 }
 

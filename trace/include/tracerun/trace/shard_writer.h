@@ -28,7 +28,7 @@ struct ShardOptions {
   int64_t clock_offset_ns = 0;    // this rank's clock minus rank 0's, applied at merge
   std::string command;            // the traced command line, for meta
   int flush_interval_ms = 20;     // how often the drain thread wakes up
-  size_t chunk_rows = 4096;       // spans per track buffered before a chunk is written
+  size_t chunk_rows = 256;        // spans per track buffered before a chunk is written
   size_t transaction_rows = 100000;
 };
 
