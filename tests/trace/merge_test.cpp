@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fixture_trace.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/schema.h"
@@ -851,4 +852,69 @@ TEST_CASE("merge: an existing output is replaced") {
   mergeShards({{dir.file("a.db")}}, MergeOptions{out, {}});
   auto r = TraceReader::open(out);
   CHECK(r.counts().spans == static_cast<int64_t>(g.spans.size()));
+}
+
+TEST_CASE("merge: shards from ShardWriter land on rank 0's clock, each shifted by its offset") {
+  TempDir dir;
+  fixture::Options o;
+  o.dir = dir.file("trace");
+  o.ranks = 4;
+  o.threads = 2;
+  o.roots_per_thread = 15;
+  o.clock_offsets_ns = {0, 3'000'000, -2'000'000, 11'000'000};
+  const auto g = fixture::writeFixture(o);
+  auto merged = TraceReader::open(g.merged);
+  const int64_t origin = std::stoll(merged.meta("origin_ns"));
+  CHECK(origin == std::stoll(TraceReader::open(g.shards[0]).meta("origin_ns")));
+
+  // Generated times are global; rank R's shard holds them as global + offset[R] - its origin.
+  using Key = std::tuple<int, std::string, int64_t, std::string, int64_t, int>;
+  std::vector<Key> want, got, fromShards;
+  for (const auto& s : g.spans) {
+    want.emplace_back(s.rank, s.track, s.start - origin, s.name, s.end - s.start, s.depth);
+  }
+  for (const auto& t : merged.tracks()) {
+    merged.forEachSpan(t.id, [&](const SpanRow& s) {
+      got.emplace_back(t.rank, t.name, s.start_ns, merged.str(s.name), s.dur_ns, s.depth);
+    });
+  }
+  for (int r = 0; r < o.ranks; ++r) {
+    auto shard = TraceReader::open(g.shards[static_cast<size_t>(r)]);
+    const int64_t shardOrigin = std::stoll(shard.meta("origin_ns"));
+    CHECK(shard.ranks().at(0).clock_offset_ns == o.clock_offsets_ns[static_cast<size_t>(r)]);
+    for (const auto& t : shard.tracks()) {
+      shard.forEachSpan(t.id, [&](const SpanRow& s) {
+        const int64_t shifted = s.start_ns + shardOrigin - o.clock_offsets_ns[r] - origin;
+        fromShards.emplace_back(r, t.name, shifted, shard.str(s.name), s.dur_ns, s.depth);
+      });
+    }
+  }
+  for (auto* v : {&want, &got, &fromShards}) std::sort(v->begin(), v->end());
+  REQUIRE(got.size() == want.size());
+  CHECK(got == want);
+  CHECK(fromShards == want);
+
+  std::set<int64_t> ids;
+  size_t n = 0;
+  for (const auto& t : merged.tracks()) {
+    merged.forEachSpan(t.id, [&](const SpanRow& s) {
+      ids.insert(s.id);
+      ++n;
+    });
+  }
+  CHECK(ids.size() == n);
+  const auto ranks = merged.ranks();
+  REQUIRE(ranks.size() == 4);
+  for (int r = 0; r < 4; ++r) CHECK(ranks[r].clock_offset_ns == o.clock_offsets_ns[r]);
+  std::set<int> statRanks;
+  for (const auto& s : merged.stats()) {
+    if (s.name == "dropped_events") {
+      statRanks.insert(s.rank);
+      CHECK(s.value == 0);
+    }
+  }
+  CHECK(statRanks == std::set<int>{0, 1, 2, 3});
+  std::set<int> aggRanks;
+  for (const auto& a : merged.aggregates()) aggRanks.insert(a.rank);
+  CHECK(aggRanks == std::set<int>{0, 1, 2, 3});
 }

@@ -1,0 +1,65 @@
+// `tracerun merge -o run.db SHARD...`: rank shards into one trace on rank 0's clock, for shards a
+// launcher could not merge itself (a killed job). A thin front to trace::mergeShards.
+#include <cstdio>
+
+#include "commands.h"
+#include "tracerun/core/clock.h"
+#include "tracerun/trace/merge.h"
+#include "tracerun/trace/reader.h"
+
+namespace tracerun::tools {
+
+namespace {
+
+struct MergeCommandOptions {
+  std::string output;
+  std::vector<std::string> shards;
+  bool allow_incomplete = false;
+  bool quiet = false;
+};
+
+int runMerge(const MergeCommandOptions& o) {
+  const int64_t t0 = core::nowNs();
+  std::vector<trace::MergeInput> inputs;
+  for (const auto& s : o.shards) inputs.push_back({s});
+  Progress progress("merging", !o.quiet);
+  trace::MergeOptions options;
+  options.output = o.output;
+  options.progress = [&](size_t done, size_t total) {
+    progress.update(total ? double(done) / double(total) : 1.0);
+  };
+  trace::mergeShards(inputs, options, o.allow_incomplete);
+  progress.done();
+  if (!o.quiet) {
+    const auto reader = trace::TraceReader::open(o.output);
+    const auto c = reader.counts();
+    int errors = 0;
+    for (const auto& s : reader.stats()) errors += s.severity == trace::Severity::kError;
+    std::printf("wrote %s: %zu ranks, %lld spans, %lld events in all in %s%s\n", o.output.c_str(),
+                reader.ranks().size(), static_cast<long long>(c.spans),
+                static_cast<long long>(c.spans + c.instants + c.counters + c.memory + c.flows),
+                formatDuration(core::nowNs() - t0).c_str(),
+                errors ? " (stats with severity error: see tracerun info)" : "");
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command addMergeCommand(CLI::App& parent) {
+  auto opts = std::make_shared<MergeCommandOptions>();
+  CLI::App* app = parent.add_subcommand(
+      "merge", "Merge rank shards into one trace on rank 0's clock (the launcher does this)");
+  app->add_option("-o,--output", opts->output, "the merged trace to write")->required();
+  app->add_option("shards", opts->shards, "rank shard files")->required();
+  app->add_flag("--allow-incomplete", opts->allow_incomplete,
+                "merge shards whose writer never finished, and skip unreadable ones (recorded in "
+                "stats)");
+  app->add_flag("-q,--quiet", opts->quiet, "no progress and no summary line");
+  return {app, [opts] {
+            // Errors name the shard themselves; others are about the output.
+            return withPath(opts->output, [&] { return runMerge(*opts); });
+          }};
+}
+
+}  // namespace tracerun::tools

@@ -1,0 +1,58 @@
+// The tracerun command's subcommands. Each adds itself to the CLI11 app and hands back what runs
+// it; parsing, the one-line error format and the exit codes live in tracerun_main.cpp, not here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace tracerun::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;  // the file is missing, damaged or not a trace
+inline constexpr int kExitUsage = 2;     // unknown flag, missing argument
+
+// A registered command. `app` is its CLI11 (sub)app; run() is called after parsing succeeded and
+// returns the exit code. Failures are thrown as trace::TraceError (whose text is "PATH: problem")
+// or any std::exception; main prints them as one line.
+//
+// A command that runs without a subcommand name (the launcher: `tracerun [-o run.db] -- PROG`)
+// adds its options to the top-level app and returns Command{&app, run}; main runs it when no
+// subcommand was given.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command addInfoCommand(CLI::App& parent);
+Command addExportCommand(CLI::App& parent);
+Command addMergeCommand(CLI::App& parent);
+
+// Runs fn; any non-TraceError exception becomes a TraceError naming `path`, so every error line
+// names the file it is about.
+int withPath(const std::string& path, const std::function<int()>& fn);
+
+// "1.234 ms", "56.7 us", "12 ns": a duration for people.
+std::string formatDuration(int64_t ns);
+// "12.3 MiB"
+std::string formatBytes(double bytes);
+
+// Prints progress on stderr when it is a terminal ("label 42%"), throttled; done() clears it.
+class Progress {
+ public:
+  explicit Progress(std::string label, bool enabled);
+  ~Progress();
+  void update(double fraction);
+  void done();
+
+ private:
+  std::string label_;
+  bool enabled_;
+  bool shown_ = false;
+  int64_t startNs_ = 0;
+  int64_t lastNs_ = 0;
+};
+
+}  // namespace tracerun::tools
