@@ -232,6 +232,9 @@ ShardWriter::Impl::~Impl() {
 void ShardWriter::Impl::createSchema() {
   // The schema and meta go into the main file before WAL is switched on, so even a copy of the
   // main file alone, taken while recording, reads as "incomplete" rather than "not a trace".
+  // synchronous=OFF: a shard is rewritten from scratch by a new run; an OS crash mid-run loses
+  // the shard either way, and an application crash cannot corrupt a WAL database.
+  db_.exec("PRAGMA synchronous = OFF");
   db_.exec("BEGIN");
   for (const auto& sql : schema::createStatements()) db_.exec(sql);
   sql::Stmt meta(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
@@ -251,10 +254,7 @@ void ShardWriter::Impl::createSchema() {
   meta = sql::Stmt();
   db_.exec("COMMIT");
   db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
-  // synchronous=OFF: a shard is rewritten from scratch by a new run; an OS crash mid-run loses
-  // the shard either way, and an application crash cannot corrupt a WAL database.
   db_.exec("PRAGMA journal_mode = WAL");
-  db_.exec("PRAGMA synchronous = OFF");
 }
 
 void ShardWriter::Impl::prepare() {
