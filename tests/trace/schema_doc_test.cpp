@@ -60,10 +60,11 @@ TEST_CASE("docs/trace-format.md holds exactly the generated schema reference") {
   REQUIRE(begin != std::string::npos);
   REQUIRE(end != std::string::npos);
   REQUIRE(begin < end);
-  const std::string section = doc.substr(begin + std::string(kBegin).size(),
-                                         end - begin - std::string(kBegin).size());
-  INFO("regenerate with: cmake --build build --target trace_schema_doc && "
-       "build/bench/trace_schema_doc docs/trace-format.md");
+  const std::string section =
+      doc.substr(begin + std::string(kBegin).size(), end - begin - std::string(kBegin).size());
+  INFO(
+      "regenerate with: cmake --build build --target trace_schema_doc && "
+      "build/bench/trace_schema_doc docs/trace-format.md");
   CHECK(section == schema::markdown());
 }
 
@@ -85,8 +86,7 @@ TEST_CASE("the schema SQL creates exactly the declared tables and columns and in
   for (const auto& v : schema::views()) {
     db.exec(std::string("SELECT * FROM ") + v.name + " LIMIT 1");
   }
-  CHECK(db.column("SELECT name FROM categories WHERE id = 0", 0) ==
-        std::vector<std::string>{"op"});
+  CHECK(db.column("SELECT name FROM categories WHERE id = 0", 0) == std::vector<std::string>{"op"});
   // The meta keys the reader relies on are declared.
   std::vector<std::string> keys;
   for (const auto& k : schema::metaKeys()) keys.emplace_back(k.key);

@@ -321,7 +321,8 @@ void record(Workload& w, const std::string& path, int threads, int roots, ShardO
   const int64_t base = core::nowNs() + 1000;
   std::vector<std::unique_ptr<Producer>> producers;
   for (int t = 0; t < threads; ++t) {
-    producers.push_back(std::make_unique<Producer>(w.session, t, base, w.names, w.keys, asyncTrack));
+    producers.push_back(
+        std::make_unique<Producer>(w.session, t, base, w.names, w.keys, asyncTrack));
   }
   std::vector<std::thread> running;
   for (auto& p : producers) running.emplace_back([&p, roots] { p->run(roots); });
@@ -578,7 +579,9 @@ TEST_CASE("range queries match a brute-force overlap filter (long spans included
     int64_t hi = lo;
     for (const auto& s : all) hi = std::max(hi, s.end - origin + 100);
     for (int q = 0; q < 150; ++q) {
-      const int64_t width = q % 3 == 0 ? 0 : std::uniform_int_distribution<int64_t>(1, (hi - lo) / (q % 3 == 1 ? 200 : 5))(rng);
+      const int64_t width = q % 3 == 0 ? 0
+                                       : std::uniform_int_distribution<int64_t>(
+                                             1, (hi - lo) / (q % 3 == 1 ? 200 : 5))(rng);
       const int64_t t0 = std::uniform_int_distribution<int64_t>(lo, hi)(rng);
       const int64_t t1 = t0 + width;
       std::vector<RefSpan> want;
@@ -651,7 +654,8 @@ TEST_CASE("stats: dropped_events says what the rings refused and custom stats ar
   CHECK(stats.count("orphan_args") == 0);
 }
 
-TEST_CASE("stats: dropped events are an error while unknown records and clipped spans are warnings") {
+TEST_CASE(
+    "stats: dropped events are an error while unknown records and clipped spans are warnings") {
   TempDir dir;
   const std::string path = dir.file("drops.db");
   core::Session session(16);
@@ -767,7 +771,8 @@ TEST_CASE("writer: a write failure on the drain thread is kept and rethrown by f
       closeError = e.what();
     }
     CHECK_THROWS_AS(writer.close(), TraceError);  // still failed when asked again
-  }  // the destructor does not throw
+    // (and the destructor, next, must not throw)
+  }
   setrlimit(RLIMIT_FSIZE, &old);
   signal(SIGXFSZ, oldHandler);
   INFO("flush: " << flushError << " / close: " << closeError);

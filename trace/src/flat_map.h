@@ -1,6 +1,7 @@
-// FlatMap: a small open-addressing hash map from non-zero uint64 keys to a trivially copyable value,
-// for the shard writer's per-span bookkeeping (aggregates, child time). Not general purpose: key 0
-// is reserved as "empty", there are no iterators that survive an insert, and it never shrinks.
+// FlatMap: a small open-addressing hash map from non-zero uint64 keys to a trivially copyable
+// value, for the shard writer's per-span bookkeeping (aggregates, child time). Not general purpose:
+// key 0 is reserved as "empty", there are no iterators that survive an insert, and it never
+// shrinks.
 #pragma once
 
 #include <cstddef>

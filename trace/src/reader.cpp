@@ -156,13 +156,15 @@ void TraceReader::Impl::open() {
   checkFile(path_);
   db_ = sql::Db(path_, sql::Db::Mode::kReadOnly);
   guarded([&] {
-    sql::Stmt hasMeta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
-                           "'meta'");
+    sql::Stmt hasMeta(db_,
+                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                      "'meta'");
     if (!hasMeta.step() || hasMeta.i64(0) == 0) {
       throw CheckFailed(path_ + ": not a tracerun trace (no meta table)");
     }
-    sql::Stmt meta(db_, "SELECT key, value FROM meta WHERE key IN ('magic', 'schema_version', "
-                        "'complete')");
+    sql::Stmt meta(db_,
+                   "SELECT key, value FROM meta WHERE key IN ('magic', 'schema_version', "
+                   "'complete')");
     std::string magic, versionText, complete;
     while (meta.step()) {
       const std::string key = meta.text(0);
@@ -182,8 +184,9 @@ void TraceReader::Impl::open() {
       // a missing or garbled meta schema_version leaves PRAGMA user_version in charge
     }
     if (version_ > schema::kSchemaVersion) {
-      throw CheckFailed(path_ + ": written by a newer tracerun (schema " + std::to_string(version_) +
-                       ", this build reads " + std::to_string(schema::kSchemaVersion) + ")");
+      throw CheckFailed(path_ + ": written by a newer tracerun (schema " +
+                        std::to_string(version_) + ", this build reads " +
+                        std::to_string(schema::kSchemaVersion) + ")");
     }
     if (complete != "1") {
       throw CheckFailed(path_ + ": incomplete trace (the writer did not finish)");
@@ -195,7 +198,7 @@ void TraceReader::Impl::open() {
     const int64_t maxId = count.isNull(1) ? -1 : count.i64(1);
     if (maxId >= n * 4 + 1024) {  // ids are dense; a huge one means a damaged table
       throw CheckFailed(path_ + ": corrupted file (string id " + std::to_string(maxId) +
-                       " out of range)");
+                        " out of range)");
     }
     strings_.assign(static_cast<size_t>(maxId + 1), std::string());
     sql::Stmt strings(db_, "SELECT id, value FROM strings");
@@ -229,8 +232,7 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
   // Chunks are indexed by their earliest start; a chunk overlapping [t0, t1] starts no earlier
   // than t0 minus the widest chunk of the track.
   const int64_t widest = longestChunk(track);
-  const int64_t lo =
-      widest >= 0 ? saturatingSub(t0, widest) : std::numeric_limits<int64_t>::min();
+  const int64_t lo = widest >= 0 ? saturatingSub(t0, widest) : std::numeric_limits<int64_t>::min();
   auto& chunks = chunksInWindow_;
   chunks.reset();
   chunks.bind(1, track).bind(2, lo).bind(3, t1).bind(4, t0);
@@ -317,9 +319,15 @@ TraceReader TraceReader::open(const std::string& path) {
   return TraceReader(std::move(impl));
 }
 
-const std::string& TraceReader::path() const { return impl_->path_; }
-int TraceReader::schemaVersion() const { return impl_->version_; }
-size_t TraceReader::stringCount() const { return impl_->strings_.size(); }
+const std::string& TraceReader::path() const {
+  return impl_->path_;
+}
+int TraceReader::schemaVersion() const {
+  return impl_->version_;
+}
+size_t TraceReader::stringCount() const {
+  return impl_->strings_.size();
+}
 
 const std::string& TraceReader::str(core::StringId id) const {
   static const std::string kEmpty;
@@ -557,7 +565,8 @@ std::vector<StatRow> TraceReader::stats() const {
 void TraceReader::quickCheck() const {
   impl_->guarded([&] {
     sql::Stmt s(impl_->db_, "PRAGMA quick_check");
-    if (!s.step()) throw CheckFailed(impl_->path_ + ": corrupted file (quick_check gave no answer)");
+    if (!s.step())
+      throw CheckFailed(impl_->path_ + ": corrupted file (quick_check gave no answer)");
     const std::string first = s.text(0);
     if (first != "ok") throw CheckFailed(impl_->path_ + ": corrupted file (" + first + ")");
   });

@@ -173,7 +173,8 @@ class ShardWriter::Impl {
       insString_;
 
   mutable std::mutex mu_;  // guards everything below (and the connection)
-  mutable std::atomic<int> waiters_{0};  // callers blocked on mu_ (so a busy drain thread yields it)
+  // Callers blocked on mu_, so that a busy drain thread lets them in.
+  mutable std::atomic<int> waiters_{0};
   std::condition_variable cv_;
   std::thread thread_;
   bool stop_ = false;
@@ -186,14 +187,14 @@ class ShardWriter::Impl {
 
   int64_t nextSpanId_ = 1;
   size_t stringsPersisted_ = 0;
-  std::vector<std::unique_ptr<TrackState>> tracks_;  // by track id (dense)
+  std::vector<std::unique_ptr<TrackState>> tracks_;                     // by track id (dense)
   std::unordered_map<TrackId, std::unique_ptr<TrackState>> farTracks_;  // ids too large for tracks_
-  std::unordered_map<uint32_t, BufferState> buffers_;  // by ThreadBuffer::index
+  std::unordered_map<uint32_t, BufferState> buffers_;                   // by ThreadBuffer::index
   std::unordered_map<StringId, TrackId> counterTracks_;
   std::vector<SortKey> keys_;
 
   FlatMap<Aggregate> aggregates_{1024};  // key: (name << 8 | category) + 1
-  FlatMap<int64_t> childTime_{1024};    // parent EventId -> summed child durations
+  FlatMap<int64_t> childTime_{1024};     // parent EventId -> summed child durations
 
   int64_t firstNs_ = std::numeric_limits<int64_t>::max();
   int64_t lastNs_ = std::numeric_limits<int64_t>::min();
@@ -759,16 +760,26 @@ WriterCounts ShardWriter::Impl::counts() const {
 ShardWriter::ShardWriter(core::Session& session, ShardOptions options)
     : impl_(std::make_unique<Impl>(session, std::move(options))) {}
 ShardWriter::~ShardWriter() = default;
-void ShardWriter::start() { impl_->start(); }
-void ShardWriter::flush() { impl_->flush(); }
-void ShardWriter::close() { impl_->close(); }
+void ShardWriter::start() {
+  impl_->start();
+}
+void ShardWriter::flush() {
+  impl_->flush();
+}
+void ShardWriter::close() {
+  impl_->close();
+}
 void ShardWriter::setStat(const std::string& name, int64_t value, Severity severity) {
   impl_->setStat(name, value, severity);
 }
 void ShardWriter::setMeta(const std::string& key, const std::string& value) {
   impl_->setMeta(key, value);
 }
-WriterCounts ShardWriter::counts() const { return impl_->counts(); }
-const std::string& ShardWriter::path() const { return impl_->path(); }
+WriterCounts ShardWriter::counts() const {
+  return impl_->counts();
+}
+const std::string& ShardWriter::path() const {
+  return impl_->path();
+}
 
 }  // namespace tracerun::trace
