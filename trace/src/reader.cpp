@@ -130,7 +130,7 @@ class TraceReader::Impl {
     r.depth = static_cast<int>(s.i64(3));
     r.category = static_cast<core::Category>(s.i64(4));
     r.name = static_cast<core::StringId>(s.i64(5));
-    r.detail = s.isNull(6) ? 0 : static_cast<core::StringId>(s.i64(6));
+    r.detail = static_cast<core::StringId>(s.i64(6));  // NULL reads as 0, which means none
     r.seq = s.isNull(7) ? -1 : s.i64(7);
     return r;
   }

@@ -7,6 +7,9 @@
 // SQLite error (a corrupted page) is also turned into a TraceError, never a crash.
 //
 // Times are nanoseconds relative to the file's origin (meta origin_ns, CLOCK_MONOTONIC of rank 0).
+//
+// Threading: a TraceReader (one SQLite connection, reused statements) is used by one thread at a
+// time; open one per thread to read in parallel. fn callbacks may call back into the reader.
 #pragma once
 
 #include <cstdint>
