@@ -4,6 +4,10 @@
 namespace gpttrain {
 namespace {
 
+bool needsFp32(const Group& g, const at::Tensor& t) {
+  return g.size > 1 && !g.native_bf16 && t.scalar_type() == at::kBFloat16;
+}
+
 c10::intrusive_ptr<c10d::Work> launchAllReduce(Group& g, at::Tensor& t, ReduceOp op) {
   if (g.size == 1) return {};
   TORCH_CHECK(t.is_contiguous(), "allReduce needs a contiguous tensor");
@@ -42,15 +46,23 @@ GroupPtr makeSoloGroup(const std::string& name, int global_rank) {
 }
 
 void allReduce(Group& g, at::Tensor& t, ReduceOp op) {
+  if (needsFp32(g, t)) {
+    at::Tensor wide = t.to(at::kFloat);
+    allReduce(g, wide, op);
+    t.copy_(wide);
+    return;
+  }
   if (auto work = launchAllReduce(g, t, op)) work->wait();
 }
 
 c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t) {
+  TORCH_CHECK(!needsFp32(g, t), "allReduceAsync: bfloat16 on a ", g.name, " group without it");
   return launchAllReduce(g, t, ReduceOp::kSum);
 }
 
 at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
   if (g.size == 1) return t;
+  if (needsFp32(g, t)) return allGather(g, t.to(at::kFloat), dim).to(t.scalar_type());
   at::Tensor input = t.contiguous();
   if (g.native_base_collectives) {
     std::vector<int64_t> shape{g.size};
@@ -74,6 +86,7 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
 
 at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
   if (g.size == 1) return t;
+  if (needsFp32(g, t)) return reduceScatter(g, t.to(at::kFloat), dim).to(t.scalar_type());
   TORCH_CHECK(t.size(dim) % g.size == 0, "reduceScatter: dimension ", dim, " of size ", t.size(dim),
               " is not divisible by the group size ", g.size);
   if (g.native_base_collectives) {

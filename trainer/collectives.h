@@ -38,6 +38,7 @@ struct Group : torch::CustomClassHolder {
   std::vector<int> global_ranks;  // member i is global rank global_ranks[i]
   tracerun::compat::CollectiveGroupPtr pg;
   bool native_base_collectives = false;  // _allgather_base / _reduce_scatter_base available
+  bool native_bf16 = false;              // Gloo has no bfloat16: such tensors travel as fp32
   std::array<std::int64_t, static_cast<int>(CollectiveImpl::kCount)> counts{};
 
   void count(CollectiveImpl impl) { ++counts[static_cast<int>(impl)]; }
@@ -51,7 +52,8 @@ enum class ReduceOp { kSum, kMax };
 
 // In place, blocking. `t` must be contiguous.
 void allReduce(Group& g, at::Tensor& t, ReduceOp op = ReduceOp::kSum);
-// In place, returns the pending work (null when g.size == 1). `t` must be contiguous.
+// In place, returns the pending work (null when g.size == 1). `t` must be contiguous and, on a
+// group without native_bf16, not bfloat16.
 c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t);
 // Concatenation along `dim` of every rank's `t` (same shape on all ranks), in rank order.
 at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim);

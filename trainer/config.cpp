@@ -30,6 +30,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--vocab", c.vocab, "vocabulary size (>= 256 with --data FILE)")
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
+  app.add_flag("--bf16", c.bf16, "forward under bf16 CPU autocast (fp32 parameters)");
   app.add_option("--recompute", c.recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")

@@ -25,6 +25,7 @@ struct TrainConfig {
   int seq_len = 32;
   int vocab = 256;
   double dropout = 0.1;
+  bool bf16 = false;  // forward under CPU autocast to bfloat16 (parameters, grads stay fp32)
   std::string recompute = "none";
   // Optimisation.
   int steps = 10;

@@ -133,7 +133,8 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());
   at::Tensor losses =
-      vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}), tp_);
+      vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),  // fp32 loss
+                                targets.reshape({-1}), tp_);  // also under bf16 autocast
   return losses.mean();
 }
 

@@ -39,6 +39,7 @@ GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int
   auto sub = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   g->pg = tracerun::compat::makeGlooGroup(sub, g->rank, g->size, hostname, kTimeout);
   g->native_base_collectives = g->pg->getBackendName() != "gloo";
+  g->native_bf16 = g->pg->getBackendName() != "gloo";
   return g;
 }
 

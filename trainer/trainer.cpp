@@ -9,6 +9,7 @@
 #include <tracerun/annotate.h>
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 namespace gpttrain {
@@ -158,6 +159,8 @@ StepResult Trainer::trainStep(int step) {
     {
       tracerun::PhaseScope phase("forward", {{"microbatch", m}});
       tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
+      std::optional<tracerun::compat::CpuAutocastGuard> autocast;
+      if (config_.bf16) autocast.emplace(at::kBFloat16);
       loss = stage_.forward(input, target, &rng_);
     }
     {
@@ -199,6 +202,8 @@ double Trainer::evaluate() {
       const uint64_t first = sampleIndex(uint64_t(i), config_.global_batch, groups_.coords.dp,
                                          microbatches_, config_.micro_batch, m, 0);
       auto [input, target] = microbatch(Split::kValidation, first);
+      std::optional<tracerun::compat::CpuAutocastGuard> autocast;
+      if (config_.bf16) autocast.emplace(at::kBFloat16);
       sum += stage_.forward(input, target, nullptr).item<double>();
     }
   }

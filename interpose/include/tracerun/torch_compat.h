@@ -1,7 +1,7 @@
 // Every difference between the libtorch versions we build against (Debian's 1.13.1 and official
 // 2.x) lives here, behind small names. Include it before using the APIs it covers. Nothing else.
 //
-// Sections: build guard · version macros · c10d (added as needed) · RecordFunction (as needed)
+// Sections: build guard · version macros · c10d (opt-in) · CPU autocast · RecordFunction (as needed)
 #pragma once
 
 // Debian's libtorch was built with NDEBUG, and at::RecordFunction has an #ifndef NDEBUG member:
@@ -68,3 +68,55 @@ inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& s
 }  // namespace tracerun::compat
 
 #endif  // TRACERUN_COMPAT_C10D
+
+// ---------------------------------------------------------------------------------------------
+// CPU autocast. 1.13: at::autocast::set_cpu_enabled / set_autocast_cpu_dtype. 2.4+: the same
+// state behind set_autocast_enabled(at::kCPU, ...) / set_autocast_dtype(at::kCPU, ...) (the
+// old names are deprecated there).
+// ---------------------------------------------------------------------------------------------
+#if !defined(TRACERUN_COMPAT_AUTOCAST_DONE)
+#define TRACERUN_COMPAT_AUTOCAST_DONE
+
+#include <ATen/autocast_mode.h>
+
+namespace tracerun::compat {
+
+// While alive, ops on this thread run under CPU autocast to `dtype` (bf16 on CPU). Nests; the
+// cast cache is cleared when the outermost guard ends. Same thread for constructor and destructor.
+class CpuAutocastGuard {
+ public:
+  explicit CpuAutocastGuard(at::ScalarType dtype) {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+    was_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
+    previous_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+#else
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocastGuard() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
+    at::autocast::set_autocast_dtype(at::kCPU, previous_dtype_);
+#else
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+#endif
+  }
+  CpuAutocastGuard(const CpuAutocastGuard&) = delete;
+  CpuAutocastGuard& operator=(const CpuAutocastGuard&) = delete;
+
+ private:
+  bool was_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kBFloat16;
+};
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_AUTOCAST
