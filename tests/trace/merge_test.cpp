@@ -770,7 +770,7 @@ TEST_CASE("merge: missing and unreadable shards") {
   const std::string out = dir.file("run.db");
   inputs.push_back({dir.file("rank4.db")});  // never written
 
-  CHECK_THAT(mergeError(inputs, out), Catch::Contains(dir.file("rank4.db") + ": no such file"));
+  CHECK_THAT(mergeError(inputs, out), Catch::Contains(dir.file("rank4.db") + ": cannot open: No such file"));
   CHECK_FALSE(fs::exists(out));
 
   mergeShards(inputs, MergeOptions{out, {}}, /*allow_incomplete=*/true);

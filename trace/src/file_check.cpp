@@ -56,7 +56,7 @@ std::string describeSqliteError(int code) {
 void checkFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    fail(path, errno == ENOENT ? "no such file" : std::string("cannot open: ") + strerror(errno));
+    fail(path, std::string("cannot open: ") + strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a trace file");
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
