@@ -1,0 +1,195 @@
+// Unit tests of the capture's libtorch-free parts: name and shape caches, the forward-op map,
+// span emission, configuration from the environment, target matching. No libtorch, no files.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "capture.h"
+#include "thread_state.h"
+
+using namespace tracerun;
+using namespace tracerun::interpose;
+
+TEST_CASE("NameCache interns by content, never by pointer") {
+  core::StringTable strings;
+  auto cache = std::make_unique<NameCache>();
+  char buf[64];
+  std::strcpy(buf, "aten::add");
+  const core::StringId add = cache->lookup(buf, strings);
+  CHECK(strings.get(add) == "aten::add");
+  // The same buffer now holds another name (RecordFunction reuses std::string storage).
+  std::strcpy(buf, "aten::mul");
+  const core::StringId mul = cache->lookup(buf, strings);
+  CHECK(mul != add);
+  CHECK(strings.get(mul) == "aten::mul");
+  // The same text at another address: the same id, and no new miss.
+  const uint64_t misses = cache->misses();
+  std::string copy = "aten::add";
+  CHECK(cache->lookup(copy.c_str(), strings) == add);
+  CHECK(cache->misses() == misses);
+  CHECK(cache->lookup("", strings) == 0);
+  CHECK(cache->lookup(nullptr, strings) == 0);
+}
+
+TEST_CASE("NameCache tells apart long names that share their first 48 bytes") {
+  core::StringTable strings;
+  auto cache = std::make_unique<NameCache>();
+  const std::string prefix(60, 'x');
+  const core::StringId a = cache->lookup((prefix + "A").c_str(), strings);
+  const core::StringId b = cache->lookup((prefix + "B").c_str(), strings);
+  CHECK(a != b);
+  CHECK(strings.get(a) == prefix + "A");
+  CHECK(strings.get(b) == prefix + "B");
+  CHECK(cache->lookup((prefix + "A").c_str(), strings) == a);
+}
+
+TEST_CASE("hashBytes depends on every byte and on the length") {
+  const std::string a = "autograd::engine::evaluate_function: AddmmBackward0";
+  std::string b = a;
+  b[20] = 'X';
+  CHECK(hashBytes(a.data(), a.size()) != hashBytes(b.data(), b.size()));
+  CHECK(hashBytes(a.data(), 10) != hashBytes(a.data(), 11));
+  CHECK(hashBytes(a.data(), a.size()) == hashBytes(a.c_str(), a.size()));
+}
+
+TEST_CASE("ShapeCache finds what was inserted and counts misses") {
+  auto cache = std::make_unique<ShapeCache>();
+  core::StringId id = 0;
+  CHECK_FALSE(cache->find(12345, &id));
+  cache->insert(12345, 7);
+  REQUIRE(cache->find(12345, &id));
+  CHECK(id == 7);
+  CHECK_FALSE(cache->find(12345 + ShapeCache::kSlots, &id));  // same slot, other hash
+  CHECK(cache->misses() == 1);
+}
+
+TEST_CASE("SeqMap returns the latest start of a sequence number and forgets overwritten ones") {
+  auto m = std::make_unique<SeqMap>();
+  int64_t start = 0;
+  CHECK_FALSE(m->get(4, &start));
+  m->put(4, 100);
+  m->put(4, 150);  // a later op with the same number (the one that created the node) wins
+  REQUIRE(m->get(4, &start));
+  CHECK(start == 150);
+  m->put(4 + static_cast<int64_t>(SeqMap::kSlots), 999);  // reuses the slot
+  CHECK_FALSE(m->get(4, &start));
+}
+
+TEST_CASE("SeqMap is readable from another thread while its owner writes") {
+  auto m = std::make_unique<SeqMap>();
+  std::thread writer([&] {
+    for (int64_t s = 0; s < 200000; ++s) m->put(s, s * 10);
+  });
+  int64_t bad = 0;
+  for (int64_t s = 0; s < 200000; ++s) {
+    int64_t start = 0;
+    if (m->get(s, &start) && start != s * 10) ++bad;
+  }
+  writer.join();
+  CHECK(bad == 0);
+}
+
+TEST_CASE("seq maps are registered per RecordFunction thread id") {
+  CHECK(seqMapForThread(kMaxSeqThreads) == nullptr);
+  CHECK(createSeqMapForThread(kMaxSeqThreads + 5) == nullptr);
+  SeqMap* m = createSeqMapForThread(3);
+  REQUIRE(m != nullptr);
+  CHECK(createSeqMapForThread(3) == m);
+  CHECK(seqMapForThread(3) == m);
+}
+
+TEST_CASE("emitSpan writes the span, its parent and up to four arguments in two records") {
+  core::Session session(64);
+  auto t = std::make_unique<ThreadState>();
+  t->session = &session;
+  t->buffer = &session.threadBuffer("test");
+  Frame& outer = t->frames[0];
+  outer.id = 11;
+  Frame& f = t->frames[1];
+  f.id = 12;
+  f.name = t->intern("microbatch");
+  f.category = core::Category::kPhase;
+  f.start_ns = 1000;
+  f.nargs = 4;
+  for (int i = 0; i < 4; ++i) f.args[i] = {t->intern(("k" + std::to_string(i)).c_str()), 0, i * 10};
+  emitSpan(*t, f, 1, 2500);
+  std::vector<core::Record> got;
+  t->buffer->ring.drain([&](const core::Record* r, size_t n) { got.insert(got.end(), r, r + n); });
+  REQUIRE(got.size() == 3);
+  REQUIRE(got[0].kind() == core::RecordKind::kSpan);
+  const auto s = got[0].as<core::SpanRecord>();
+  CHECK(s.parent == 11);
+  CHECK(s.depth == 1);
+  CHECK(s.end_ns - s.start_ns == 1500);
+  CHECK(s.category == core::Category::kPhase);
+  const auto a = got[1].as<core::ArgsRecord>();
+  const auto b = got[2].as<core::ArgsRecord>();
+  CHECK(a.owner == 12);
+  CHECK(a.count == 3);
+  CHECK(b.owner == 12);
+  CHECK(b.count == 1);
+  CHECK(b.args[0].value == 30);
+  CHECK(session.strings().get(b.args[0].key) == "k3");
+}
+
+TEST_CASE("targetMatches compares paths by realpath and bare names by basename") {
+  CHECK(targetMatches("", "/usr/bin/python3.11"));
+  CHECK(targetMatches("python3.11", "/usr/bin/python3.11"));
+  CHECK_FALSE(targetMatches("python3", "/usr/bin/python3.11"));
+  CHECK_FALSE(targetMatches("timeout", "/usr/bin/python3.11"));
+  CHECK(targetMatches("/proc/self/exe", selfExecutable()));
+  CHECK_FALSE(targetMatches("/bin/true", selfExecutable()));
+  CHECK_FALSE(targetMatches("x", ""));
+}
+
+namespace {
+void clearCaptureEnv() {
+  for (const char* k : {"TRACERUN_OUTPUT", "TRACERUN_TARGET", "TRACERUN_CAPTURE",
+                        "TRACERUN_SHAPES", "TRACERUN_CLAIM", "RANK", "WORLD_SIZE"}) {
+    ::unsetenv(k);
+  }
+}
+struct EnvGuard {
+  explicit EnvGuard(const std::vector<std::pair<std::string, std::string>>& vars) {
+    clearCaptureEnv();
+    for (auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~EnvGuard() { clearCaptureEnv(); }
+};
+}  // namespace
+
+TEST_CASE("configFromEnvironment starts only when told to and only in the target") {
+  std::string why;
+  {
+    EnvGuard env({});
+    CHECK_FALSE(configFromEnvironment(&why));
+    CHECK(why.find("TRACERUN_OUTPUT") != std::string::npos);
+  }
+  {
+    EnvGuard env({{"TRACERUN_OUTPUT", "/tmp/x/rank%r.db"}, {"TRACERUN_TARGET", "/bin/true"}});
+    CHECK_FALSE(configFromEnvironment(&why));
+  }
+  {
+    EnvGuard env({{"TRACERUN_OUTPUT", "/tmp/x/rank%r.db"},
+                  {"TRACERUN_TARGET", selfExecutable()},
+                  {"TRACERUN_CAPTURE", "ops,memory,cuda"},
+                  {"TRACERUN_SHAPES", "0"},
+                  {"TRACERUN_CLAIM", "1"},
+                  {"RANK", "3"},
+                  {"WORLD_SIZE", "4"}});
+    auto c = configFromEnvironment(&why);
+    REQUIRE(c);
+    CHECK(c->output == "/tmp/x/rank3.db");
+    CHECK(c->ops);
+    CHECK_FALSE(c->scopes);
+    CHECK(c->memory);
+    CHECK_FALSE(c->shapes);
+    CHECK(c->claim);
+    CHECK(c->rank == 3);
+    CHECK(c->world_size == 4);
+  }
+}

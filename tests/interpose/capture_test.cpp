@@ -1,0 +1,487 @@
+// libtracerun in-process, checked against independent truths: libtorch's legacy profiler records
+// the same steps at the same time (op names and counts, backward links by sequence number,
+// annotation names), and a counting CPU allocator placed beneath ours sees the same bytes.
+// Each TEST_CASE runs in its own process under CTest (catch_discover_tests).
+//
+// Sections: helpers · ops and flows vs the profiler · annotations · async scopes · memory
+#include <catch2/catch.hpp>
+#include <c10/core/CPUAllocator.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "capture.h"
+#include "tracerun/annotate.h"
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+namespace prof = torch::autograd::profiler;
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+namespace {
+
+std::string tempPath(const std::string& stem) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/tracerun_capture_" + stem + "_" +
+         std::to_string(::getpid()) + ".db";
+}
+
+interpose::CaptureConfig configFor(const std::string& path) {
+  interpose::CaptureConfig c;
+  c.output = path;
+  c.signal_handlers = false;
+  return c;
+}
+
+struct Model {
+  torch::nn::Linear fc1{8, 16}, fc2{16, 1};
+  std::unique_ptr<torch::optim::Adam> opt;
+  torch::Tensor x, y;
+  Model() {
+    torch::manual_seed(0);
+    std::vector<torch::Tensor> params = fc1->parameters();
+    for (auto& p : fc2->parameters()) params.push_back(p);
+    opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-2));
+    x = torch::randn({4, 8});
+    y = torch::randn({4, 1});
+  }
+  void steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      opt->zero_grad();
+      auto loss = torch::mse_loss(fc2(torch::relu(fc1(x))), y);
+      loss.backward();
+      opt->step();
+    }
+  }
+};
+
+struct SpanInfo {
+  trace::SpanRow row;
+  std::string name;
+};
+
+// Spans of every track, with names.
+std::vector<SpanInfo> allSpans(const trace::TraceReader& r) {
+  std::vector<SpanInfo> out;
+  for (const auto& t : r.tracks()) {
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) { out.push_back({s, r.str(s.name)}); });
+  }
+  return out;
+}
+
+const SpanInfo* findSpan(const std::vector<SpanInfo>& spans, const std::string& name) {
+  for (const auto& s : spans) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+// Spans strictly inside `window` on its track.
+std::vector<SpanInfo> inside(const std::vector<SpanInfo>& spans, const SpanInfo& window) {
+  std::vector<SpanInfo> out;
+  for (const auto& s : spans) {
+    if (s.row.track == window.row.track && s.row.depth > window.row.depth &&
+        s.row.start_ns >= window.row.start_ns && s.row.end_ns() <= window.row.end_ns()) {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+std::string kindOf(core::Category c) {
+  switch (c) {
+    case core::Category::kOp: return "op";
+    case core::Category::kBackward: return "backward";
+    case core::Category::kUser:
+    case core::Category::kPhase:
+    case core::Category::kModule: return "user";
+    default: return "other";
+  }
+}
+std::string kindOfScope(uint8_t scope) {
+  switch (static_cast<at::RecordScope>(scope)) {
+    case at::RecordScope::FUNCTION: return "op";
+    case at::RecordScope::BACKWARD_FUNCTION: return "backward";
+    case at::RecordScope::USER_SCOPE: return "user";
+    default: return "other";
+  }
+}
+
+struct ProfEvent {
+  std::string name;
+  std::string kind;
+  int64_t seq;
+};
+
+// The legacy profiler's push events after the first push named `window` (nothing runs after the
+// window closes before the profiler is disabled).
+std::vector<ProfEvent> profilerEventsAfter(const prof::thread_event_lists& lists,
+                                           const std::string& window) {
+  std::vector<ProfEvent> out;
+  for (const auto& list : lists) {
+    bool in = false;
+    for (const auto& e : list) {
+      if (e.kindStr() != "push") continue;
+      if (!in) {
+        in = std::string(e.name()) == window;
+        continue;
+      }
+      out.push_back({e.name(), kindOfScope(e.scope()), e.sequenceNr()});
+    }
+  }
+  return out;
+}
+
+using Multiset = std::map<std::pair<std::string, std::string>, int>;  // (kind, name) -> count
+
+std::string firstDifferences(const Multiset& ours, const Multiset& theirs) {
+  std::string out;
+  int shown = 0;
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& [k, v] : ours) keys.insert(k);
+  for (const auto& [k, v] : theirs) keys.insert(k);
+  for (const auto& k : keys) {
+    const int a = ours.count(k) ? ours.at(k) : 0;
+    const int b = theirs.count(k) ? theirs.at(k) : 0;
+    if (a != b && shown++ < 5) {
+      out += k.first + " " + k.second + ": tracerun " + std::to_string(a) + ", profiler " +
+             std::to_string(b) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- ops and flows vs the profiler --------------------------------------------------------------
+
+TEST_CASE("ops backward nodes and scopes equal the legacy profiler name by name") {
+  at::set_num_threads(1);
+  Model m;
+  const std::string path = tempPath("ops");
+  REQUIRE(interpose::startCapture(configFor(path)));
+  prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, false, false));
+  {
+    tracerun::Scope window("test_window");
+    m.steps(3);
+  }
+  const auto lists = prof::disableProfilerLegacy();
+  interpose::stopCapture();
+
+  const auto reader = trace::TraceReader::open(path);
+  const auto spans = allSpans(reader);
+  const SpanInfo* window = findSpan(spans, "test_window");
+  REQUIRE(window != nullptr);
+  Multiset ours, theirs;
+  for (const auto& s : inside(spans, *window)) ++ours[{kindOf(s.row.category), s.name}];
+  for (const auto& e : profilerEventsAfter(lists, "test_window")) ++theirs[{e.kind, e.name}];
+  INFO(firstDifferences(ours, theirs));
+  CHECK(ours == theirs);
+  CHECK(ours[{"op", "aten::addmm"}] == 6);             // 2 linears x 3 steps
+  CHECK(ours[{"backward", "AddmmBackward0"}] == 6);  // and their backward nodes
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("forward->backward flows match the sequence numbers the profiler reports") {
+  at::set_num_threads(1);
+  Model m;
+  const std::string path = tempPath("flows");
+  REQUIRE(interpose::startCapture(configFor(path)));
+  prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, false, false));
+  {
+    tracerun::Scope window("test_window");
+    m.steps(2);
+  }
+  const auto lists = prof::disableProfilerLegacy();
+  interpose::stopCapture();
+
+  // The profiler's view: backward nodes (name, seq), and the forward op names per seq.
+  std::set<std::pair<std::string, int64_t>> profBackward;
+  std::map<int64_t, std::set<std::string>> profForwardNames;
+  for (const auto& e : profilerEventsAfter(lists, "test_window")) {
+    if (e.seq < 0) continue;
+    if (e.kind == "backward") profBackward.insert({e.name, e.seq});
+    if (e.kind == "op") profForwardNames[e.seq].insert(e.name);
+  }
+  REQUIRE(profBackward.size() >= 10);
+
+  const auto reader = trace::TraceReader::open(path);
+  const auto spans = allSpans(reader);
+  auto at = [&](int64_t track, int64_t ts) -> const SpanInfo* {
+    for (const auto& s : spans) {
+      if (s.row.track == track && s.row.start_ns == ts) return &s;
+    }
+    return nullptr;
+  };
+  std::set<std::pair<std::string, int64_t>> oursBackward;
+  for (const auto& f : reader.flows()) {
+    REQUIRE(f.kind == core::FlowKind::kForwardBackward);
+    const SpanInfo* src = at(f.src_track, f.src_ts_ns);
+    const SpanInfo* dst = at(f.dst_track, f.dst_ts_ns);
+    REQUIRE(src != nullptr);
+    REQUIRE(dst != nullptr);
+    INFO(src->name << " seq " << src->row.seq << " -> " << dst->name << " seq " << dst->row.seq);
+    CHECK(src->row.category == core::Category::kOp);
+    CHECK(dst->row.category == core::Category::kBackward);
+    CHECK(src->row.seq == dst->row.seq);
+    CHECK(src->row.start_ns < dst->row.start_ns);
+    CHECK(profForwardNames[src->row.seq].count(src->name) == 1);
+    oursBackward.insert({dst->name, dst->row.seq});
+  }
+  CHECK(oursBackward == profBackward);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("input shapes and dtypes are recorded and skipped with shapes off") {
+  at::set_num_threads(1);
+  const auto a = torch::ones({2, 3});
+  const auto b = torch::ones({2, 3}, torch::kDouble);
+  for (bool shapes : {true, false}) {
+    const std::string path = tempPath(shapes ? "shapes" : "noshapes");
+    auto config = configFor(path);
+    config.shapes = shapes;
+    REQUIRE(interpose::startCapture(config));
+    auto c = a + b;
+    interpose::stopCapture();
+    const auto reader = trace::TraceReader::open(path);
+    const auto spans = allSpans(reader);
+    const SpanInfo* add = findSpan(spans, "aten::add");
+    REQUIRE(add != nullptr);
+    CHECK(reader.str(add->row.detail) == (shapes ? "f32[2,3], f64[2,3], int" : ""));
+    ::unlink(path.c_str());
+  }
+}
+
+// ---- annotations --------------------------------------------------------------------------------
+
+TEST_CASE("annotations become phase module and user spans with arguments and counters") {
+  at::set_num_threads(1);
+  CHECK_FALSE(tracerun::capturing());
+  {
+    tracerun::Scope notTraced("before_capture", {{"x", 1}});
+    CHECK_FALSE(notTraced.active());
+  }
+  const std::string path = tempPath("annotate");
+  REQUIRE(interpose::startCapture(configFor(path)));
+  CHECK(tracerun::capturing());
+  prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, false, false));
+  {
+    tracerun::Step step(7);
+    tracerun::PhaseScope forward("forward", {{"microbatch", 2}});
+    tracerun::Scope mb("chunk_work", {{"stage", 1}, {"chunk", 2}, {"microbatch", 3}, {"phase", 4}});
+    tracerun::ModuleScope mod("layers.0.fc", "Linear", 264, 1);
+    auto t = torch::ones({3}) * 2;
+    tracerun::counter("loss", 0.5);
+    tracerun::counter("loss", 0.25);
+  }
+  const auto lists = prof::disableProfilerLegacy();
+  interpose::stopCapture();
+
+  const auto reader = trace::TraceReader::open(path);
+  const auto spans = allSpans(reader);
+  auto argsOf = [&](const SpanInfo& s) {
+    std::map<std::string, int64_t> out;
+    for (const auto& a : reader.args(s.row.id)) out[reader.str(a.key)] = a.value;
+    return out;
+  };
+  const SpanInfo* step = findSpan(spans, "step");
+  const SpanInfo* forward = findSpan(spans, "forward");
+  const SpanInfo* mb = findSpan(spans, "chunk_work");
+  const SpanInfo* mod = findSpan(spans, "layers.0.fc");
+  REQUIRE(step != nullptr);
+  REQUIRE(forward != nullptr);
+  REQUIRE(mb != nullptr);
+  REQUIRE(mod != nullptr);
+  CHECK(findSpan(spans, "before_capture") == nullptr);
+  CHECK(step->row.category == core::Category::kPhase);
+  CHECK(argsOf(*step) == std::map<std::string, int64_t>{{"step", 7}});
+  CHECK(forward->row.category == core::Category::kPhase);
+  CHECK(mb->row.category == core::Category::kUser);
+  CHECK(argsOf(*mb) ==
+        std::map<std::string, int64_t>{{"stage", 1}, {"chunk", 2}, {"microbatch", 3}, {"phase", 4}});
+  CHECK(mod->row.category == core::Category::kModule);
+  CHECK(reader.str(mod->row.detail) == "Linear");
+  CHECK(argsOf(*mod) == std::map<std::string, int64_t>{{"params", 264}, {"shard", 1}});
+  CHECK(mod->row.depth == 3);  // step > forward > chunk_work > layers.0.fc
+  // The ops ran inside the module scope.
+  const SpanInfo* mul = findSpan(spans, "aten::mul");
+  REQUIRE(mul != nullptr);
+  CHECK(mul->row.depth == 4);
+
+  std::vector<double> loss;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind == core::TrackKind::kCounter && t.name == "loss") {
+      for (const auto& c : reader.counters(t.id, INT64_MIN / 2, INT64_MAX / 2)) loss.push_back(c.value);
+    }
+  }
+  CHECK(loss == std::vector<double>{0.5, 0.25});
+
+  // libtorch's own profiler saw the annotations by name.
+  std::set<std::string> profNames;
+  for (const auto& list : lists) {
+    for (const auto& e : list) profNames.insert(e.name());
+  }
+  for (const char* n : {"step", "forward", "chunk_work", "layers.0.fc"}) CHECK(profNames.count(n));
+  ::unlink(path.c_str());
+}
+
+// ---- async scopes -------------------------------------------------------------------------------
+
+TEST_CASE("async scopes that end on another thread go to the async track and not the stack") {
+  at::set_num_threads(1);
+  const std::string path = tempPath("async");
+  REQUIRE(interpose::startCapture(configFor(path)));
+  const uint64_t unmatchedBefore = interpose::statValue(interpose::Stat::kUnmatchedEnd);
+  {
+    tracerun::Scope outer("outer");
+    auto rf = std::make_shared<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+    REQUIRE(rf->isActive());
+    std::thread([rf] {  // like Gloo: started on a worker thread...
+      rf->_setAsync();
+      rf->before("gloo:all_reduce");
+    }).join();
+    auto t = torch::ones({4}) + 1;
+    std::thread([rf] { rf->end(); }).join();  // ...and completed on another
+  }
+  interpose::stopCapture();
+  CHECK(interpose::statValue(interpose::Stat::kUnmatchedEnd) == unmatchedBefore);
+
+  const auto reader = trace::TraceReader::open(path);
+  const auto spans = allSpans(reader);
+  const SpanInfo* async = findSpan(spans, "gloo:all_reduce");
+  const SpanInfo* outer = findSpan(spans, "outer");
+  const SpanInfo* add = findSpan(spans, "aten::add");
+  REQUIRE(async != nullptr);
+  REQUIRE(outer != nullptr);
+  REQUIRE(add != nullptr);
+  int64_t asyncTrack = 0;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind == core::TrackKind::kAsync) asyncTrack = t.id;
+  }
+  CHECK(async->row.track == asyncTrack);
+  CHECK(async->row.category == core::Category::kComm);
+  CHECK(add->row.track == outer->row.track);
+  CHECK(add->row.depth == outer->row.depth + 1);
+  ::unlink(path.c_str());
+}
+
+// ---- memory -------------------------------------------------------------------------------------
+
+namespace {
+
+// Counts what reaches the allocator beneath tracerun's.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
+  c10::DataPtr allocate(size_t n) const override {
+    c10::DataPtr d = inner_->allocate(n);
+    if (n > 0) {
+      allocBytes.fetch_add(static_cast<int64_t>(n));
+      allocs.fetch_add(1);
+    }
+    auto* ctx = new Ctx{d.get_deleter(), d.release_context(), static_cast<int64_t>(n), this};
+    return c10::DataPtr(d.get(), ctx, &countingDelete, d.device());
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  mutable std::atomic<int64_t> allocBytes{0}, allocs{0}, freeBytes{0}, frees{0};
+
+ private:
+  struct Ctx {
+    c10::DeleterFnPtr deleter;
+    void* context;
+    int64_t bytes;
+    const CountingAllocator* owner;
+  };
+  static void countingDelete(void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    if (c->bytes > 0) {
+      c->owner->freeBytes.fetch_add(c->bytes);
+      c->owner->frees.fetch_add(1);
+    }
+    c->deleter(c->context);
+    delete c;
+  }
+  c10::Allocator* inner_;
+};
+
+}  // namespace
+
+TEST_CASE("memory events sum to what the allocator beneath saw with totals ops scopes and tags") {
+  at::set_num_threads(1);
+  // Beneath tracerun's allocator (which wraps whatever is current when the capture starts).
+  static CountingAllocator counting(c10::GetCPUAllocator());
+  c10::SetCPUAllocator(&counting, 50);
+  Model m;  // allocated before the capture and alive after it: never in the window
+  const std::string path = tempPath("memory");
+  const int64_t a0 = counting.allocBytes, n0 = counting.allocs;
+  const int64_t f0 = counting.freeBytes, m0 = counting.frees;
+  REQUIRE(interpose::startCapture(configFor(path)));
+  m.steps(2);
+  {
+    tracerun::Scope scope("tagged");
+    torch::Tensor grad;
+    {
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
+      grad = torch::ones({1000});
+    }
+  }  // grad freed here, outside the tag
+  interpose::stopCapture();
+  const int64_t a1 = counting.allocBytes, n1 = counting.allocs;
+  const int64_t f1 = counting.freeBytes, m1 = counting.frees;
+
+  const auto reader = trace::TraceReader::open(path);
+  const auto rows = reader.memory(0, INT64_MIN / 2, INT64_MAX / 2);
+  int64_t allocBytes = 0, allocs = 0, freeBytes = 0, frees = 0;
+  int64_t running = 0;
+  bool totalsConsistent = true;
+  std::set<uint64_t> live;
+  bool freesMatchAllocs = true;
+  const trace::MemoryRow* tagged = nullptr;
+  const trace::MemoryRow* taggedFree = nullptr;
+  for (const auto& r : rows) {
+    running += r.bytes;
+    totalsConsistent = totalsConsistent && r.total == running;
+    if (r.bytes > 0) {
+      allocBytes += r.bytes;
+      ++allocs;
+      live.insert(r.ptr);
+      if (r.bytes == 4000 && reader.str(r.scope) == "tagged") tagged = &r;
+    } else {
+      freeBytes -= r.bytes;
+      ++frees;
+      freesMatchAllocs = freesMatchAllocs && live.erase(r.ptr) == 1;
+      if (r.bytes == -4000 && tagged && r.ptr == tagged->ptr) taggedFree = &r;
+    }
+  }
+  REQUIRE(allocs > 50);
+  // tracerun's header (64 bytes per block) is what the allocator beneath sees on top.
+  CHECK(allocBytes + 64 * allocs == a1 - a0);
+  CHECK(allocs == n1 - n0);
+  CHECK(freeBytes + 64 * frees == f1 - f0);
+  CHECK(frees == m1 - m0);
+  CHECK(totalsConsistent);
+  CHECK(freesMatchAllocs);
+  REQUIRE(tagged != nullptr);
+  CHECK(tagged->category == core::MemoryCategory::kGradient);
+  CHECK(reader.str(tagged->op) == "aten::empty");
+  REQUIRE(taggedFree != nullptr);
+  CHECK(taggedFree->category == core::MemoryCategory::kGradient);
+  int64_t peakStat = -1;
+  for (const auto& s : reader.stats()) {
+    if (s.name == "memory_peak_bytes") peakStat = s.value;
+  }
+  int64_t peak = 0;
+  for (const auto& r : rows) peak = std::max(peak, r.total);
+  CHECK(peakStat == peak);
+  ::unlink(path.c_str());
+}
