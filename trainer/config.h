@@ -55,7 +55,7 @@ struct TrainConfig {
   std::string dry_run_costs;
   int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
   double bucket_mb = 4.0;
-  bool quiet = false;
+  bool quiet = false;  // no start line and no per-step lines (the end-of-run summary stays)
 
   int dpSize(int world) const { return world / (tp * pp); }
   int microbatches(int world) const { return global_batch / (micro_batch * dpSize(world)); }

@@ -83,13 +83,16 @@ void GradBuckets::launchReady() {
     Bucket& b = buckets_[next_launch_++];
     b.flat.div_(dp_->size);
     b.work = allReduceAsync(*dp_, b.flat);
+    ++(in_finish_ ? launched_after_backward_ : launched_in_backward_);
   }
 }
 
 void GradBuckets::finish() {
   if (dp_->size > 1) {
     for (auto& b : buckets_) b.pending = 0;  // parameters that got no gradient this step
+    in_finish_ = true;
     launchReady();
+    in_finish_ = false;
   }
   for (auto& b : buckets_) {
     if (b.work) b.work->wait();

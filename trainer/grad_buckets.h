@@ -29,6 +29,10 @@ class GradBuckets {
   void finish();
 
   size_t numBuckets() const { return buckets_.size(); }
+  // Bucket all-reduces launched so far from autograd hooks (overlapping backward) and from
+  // finish() (after backward). With every parameter used, all come from hooks.
+  int64_t launchedDuringBackward() const { return launched_in_backward_; }
+  int64_t launchedAfterBackward() const { return launched_after_backward_; }
 
  private:
   struct Bucket {
@@ -46,6 +50,9 @@ class GradBuckets {
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
   size_t next_launch_ = 0;
   bool last_microbatch_ = true;
+  bool in_finish_ = false;
+  int64_t launched_in_backward_ = 0;
+  int64_t launched_after_backward_ = 0;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 };

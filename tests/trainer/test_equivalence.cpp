@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -107,11 +108,31 @@ Outputs runLayout(const std::string& dir, const std::string& name, int ranks,
   return o;
 }
 
+// What the parallel run must report having done (rank 0's end-of-run summary).
+void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::string>& layout) {
+  const bool tp = std::find(layout.begin(), layout.end(), "--tp") != layout.end();
+  const bool sp = std::find(layout.begin(), layout.end(), "--sp") != layout.end();
+  const int dp = tp ? ranks / 2 : ranks;
+  INFO("rank 0 log:\n" << par.log);
+  if (sp) {  // Gloo: the sequence-parallel collectives must have taken the fallbacks
+    CHECK(par.log.find("all_gather_list+cat=") != std::string::npos);
+    CHECK(par.log.find("all_reduce+narrow=") != std::string::npos);
+  }
+  if (dp > 1) {  // every bucket's all-reduce launched from a hook, overlapping backward
+    const std::string key = "launched during backward: ";
+    const size_t at = par.log.find(key);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(par.log.substr(at + key.size())) >= 5 * 2);  // 5 steps x several buckets
+    CHECK(par.log.find("after: 0") != std::string::npos);
+  }
+}
+
 void checkEquivalent(const std::string& test, int ranks, const std::vector<std::string>& layout,
                      const std::vector<std::string>& extra = {}) {
   const std::string dir = scratchDir(test);
   Outputs ref = runLayout(dir, "single", 0, {}, extra);
   Outputs par = runLayout(dir, "parallel", ranks, layout, extra);
+  checkMechanisms(par, ranks, layout);
   Grads ref_grads = loadGrads(ref.grads), par_grads = loadGrads(par.grads);
   REQUIRE(ref_grads.names.size() > 10);
   REQUIRE(par_grads.names.size() == ref_grads.names.size());
