@@ -23,18 +23,18 @@ int runExport(const ExportOptions& o) {
   const int64_t t0 = core::nowNs();
   auto reader = trace::TraceReader::open(o.path);
   Progress progress("exporting " + o.chrome, !o.quiet);
-  const auto s =
-      trace::exportChrome(reader, o.chrome, [&](double f) { progress.update(f); });
+  const auto s = trace::exportChrome(reader, o.chrome, [&](double f) { progress.update(f); });
   progress.done();
   struct stat st;
   const double bytes = ::stat(o.chrome.c_str(), &st) == 0 ? double(st.st_size) : 0.0;
   if (!o.quiet) {
-    std::printf("wrote %s: %lld spans, %lld instants, %lld counter samples, %lld memory samples, "
-                "%lld flows (%s) in %s\n",
-                o.chrome.c_str(), static_cast<long long>(s.spans),
-                static_cast<long long>(s.instants), static_cast<long long>(s.counters),
-                static_cast<long long>(s.memory), static_cast<long long>(s.flows),
-                formatBytes(bytes).c_str(), formatDuration(core::nowNs() - t0).c_str());
+    std::printf(
+        "wrote %s: %lld spans, %lld instants, %lld counter samples, %lld memory samples, "
+        "%lld flows (%s) in %s\n",
+        o.chrome.c_str(), static_cast<long long>(s.spans), static_cast<long long>(s.instants),
+        static_cast<long long>(s.counters), static_cast<long long>(s.memory),
+        static_cast<long long>(s.flows), formatBytes(bytes).c_str(),
+        formatDuration(core::nowNs() - t0).c_str());
   }
   return kExitOk;
 }

@@ -92,11 +92,12 @@ void printText(const Info& info) {
   std::printf("  time range  %s .. %s (%s)\n", formatDuration(info.range.first).c_str(),
               formatDuration(info.range.second).c_str(),
               formatDuration(info.range.second - info.range.first).c_str());
-  std::printf("  events      %lld spans, %lld args, %lld instants, %lld counter samples, %lld "
-              "memory events, %lld flows\n",
-              static_cast<long long>(c.spans), static_cast<long long>(c.args),
-              static_cast<long long>(c.instants), static_cast<long long>(c.counters),
-              static_cast<long long>(c.memory), static_cast<long long>(c.flows));
+  std::printf(
+      "  events      %lld spans, %lld args, %lld instants, %lld counter samples, %lld "
+      "memory events, %lld flows\n",
+      static_cast<long long>(c.spans), static_cast<long long>(c.args),
+      static_cast<long long>(c.instants), static_cast<long long>(c.counters),
+      static_cast<long long>(c.memory), static_cast<long long>(c.flows));
   std::printf("  integrity   ok (PRAGMA quick_check)\n");
 
   std::printf("\nranks (%zu, world size %s)\n", info.ranks.size(),
@@ -119,8 +120,7 @@ void printText(const Info& info) {
     if (t.tid != 0) name += " (tid " + std::to_string(t.tid) + ")";
     std::printf("  %-5d %-6lld %-8s %-10lld %-13s %s\n", t.rank, static_cast<long long>(t.id),
                 core::trackKindName(t.kind), static_cast<long long>(t.event_count),
-                t.longest_span_ns ? formatDuration(t.longest_span_ns).c_str() : "-",
-                name.c_str());
+                t.longest_span_ns ? formatDuration(t.longest_span_ns).c_str() : "-", name.c_str());
   }
 
   int errors = 0;

@@ -53,7 +53,9 @@ Progress::Progress(std::string label, bool enabled)
   startNs_ = core::nowNs();
 }
 
-Progress::~Progress() { done(); }
+Progress::~Progress() {
+  done();
+}
 
 void Progress::update(double fraction) {
   if (!enabled_) return;

@@ -10,7 +10,6 @@
 
 #include "commands.h"
 #include "launch_command.h"
-#include "launch_command.h"
 
 namespace {
 
@@ -56,14 +55,15 @@ int main(int argc, char** argv) {
                "tracerun"};
   app.set_version_flag("--version", std::string("tracerun ") + TRACERUN_VERSION);
   app.require_subcommand(0, 1);
-  std::vector<Command> commands = {addInfoCommand(app), addExportCommand(app),
-                                   addMergeCommand(app), addLaunchCommand(app)};
+  std::vector<Command> commands = {addInfoCommand(app), addExportCommand(app), addMergeCommand(app),
+                                   addLaunchCommand(app)};
   // The launcher (`tracerun [-o run.db] -- PROGRAM ARGS`) registers here as one more Command
   // whose app is `app` itself; it runs when no subcommand name is given.
 
   const std::string names = commandList(commands, app);
   bool known = false;
-  for (const auto& c : commands) known = known || (c.app != &app && argc > 1 && c.app->check_name(argv[1]));
+  for (const auto& c : commands)
+    known = known || (c.app != &app && argc > 1 && c.app->check_name(argv[1]));
   if (argc > 1 && argv[1][0] != '-' && !known) {
     printError(std::string("unknown command '") + argv[1] + "' (commands: " + names +
                "; see tracerun --help)");

@@ -103,8 +103,9 @@ TEST_CASE("bad input: files that are not traces") {
   sqlite(dir.file("other.db"), "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('a')");
   requireRefused(dir.file("other.db"), "SQLite file that is not a trace", "not a tracerun trace");
 
-  sqlite(dir.file("meta-only.db"), "CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta "
-                                   "VALUES ('magic', 'something else')");
+  sqlite(dir.file("meta-only.db"),
+         "CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta "
+         "VALUES ('magic', 'something else')");
   requireRefused(dir.file("meta-only.db"), "SQLite file with another magic",
                  "not a tracerun trace");
 }
@@ -113,8 +114,9 @@ TEST_CASE("bad input: a trace from a newer tracerun") {
   ScratchDir dir("bad");
   const std::string path = dir.file("newer.db");
   copyFile(fixtureTrace().merged, path);
-  sqlite(path, "PRAGMA user_version = 99; UPDATE meta SET value = '99' WHERE key = "
-               "'schema_version'");
+  sqlite(path,
+         "PRAGMA user_version = 99; UPDATE meta SET value = '99' WHERE key = "
+         "'schema_version'");
   requireRefused(path, "newer schema", "newer");
 }
 
@@ -123,10 +125,18 @@ TEST_CASE("bad input: truncated copies of a real trace") {
   const std::string bytes = readFile(fixtureTrace().merged);
   const size_t page = pageSizeOf(bytes);
   REQUIRE(bytes.size() > 20 * page);
-  const std::vector<size_t> cuts = {1,           15,          99,        100,
-                                    page - 1,    page,        page + 100, 3 * page,
-                                    bytes.size() / 2,         bytes.size() - page,
-                                    bytes.size() - 100,       bytes.size() - 1};
+  const std::vector<size_t> cuts = {1,
+                                    15,
+                                    99,
+                                    100,
+                                    page - 1,
+                                    page,
+                                    page + 100,
+                                    3 * page,
+                                    bytes.size() / 2,
+                                    bytes.size() - page,
+                                    bytes.size() - 100,
+                                    bytes.size() - 1};
   for (size_t cut : cuts) {
     const std::string path = dir.file("cut-" + std::to_string(cut) + ".db");
     writeFile(path, bytes.substr(0, cut));
@@ -150,7 +160,8 @@ TEST_CASE("bad input: flipped bytes in the header, the schema and b-tree pages")
   // Page 1 is the root of the schema table (sqlite_schema): its b-tree header; then the SQL text
   // of some tables (the schema outgrows page 1, so the text lives on the pages it points to).
   refuse(100, "page 1 b-tree type");
-  for (const std::string text : {"CREATE TABLE spans", "CREATE TABLE meta", "CREATE TABLE strings"}) {
+  for (const std::string text :
+       {"CREATE TABLE spans", "CREATE TABLE meta", "CREATE TABLE strings"}) {
     const size_t at = bytes.find(text);
     REQUIRE(at != std::string::npos);
     refuse(at, "schema SQL '" + text + "'");

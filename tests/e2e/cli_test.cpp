@@ -57,8 +57,8 @@ TEST_CASE("tracerun info: format, ranks, tracks, event counts, stats, integrity"
       int64_t id = -1, events = -1;
       std::string kind;
       if (row >> rank >> id >> kind >> events && rank == t.rank && id == t.id) {
-        found = kind == core::trackKindName(t.kind) && events == t.event_count &&
-                contains(l, t.name);
+        found =
+            kind == core::trackKindName(t.kind) && events == t.event_count && contains(l, t.name);
       }
     }
     INFO("track " << t.id << " " << t.name);

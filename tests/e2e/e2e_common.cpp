@@ -59,6 +59,8 @@ void writeFile(const std::string& path, const std::string& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-void copyFile(const std::string& from, const std::string& to) { writeFile(to, readFile(from)); }
+void copyFile(const std::string& from, const std::string& to) {
+  writeFile(to, readFile(from));
+}
 
 }  // namespace tracerun::e2e

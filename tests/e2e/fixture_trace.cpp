@@ -76,7 +76,9 @@ void genTree(std::mt19937_64& rng, const Options& o, Span s, long parent, int64_
   }
 }
 
-std::string threadName(int t) { return t == 0 ? "main" : "worker " + std::to_string(t); }
+std::string threadName(int t) {
+  return t == 0 ? "main" : "worker " + std::to_string(t);
+}
 
 // Pushes r (and its args) into buf, waiting for the writer when the ring is full; the ring is
 // sized so that never happens, which the dropped_events stat confirms.
@@ -237,7 +239,8 @@ const std::vector<std::string>& spanNames() {
       "optimizer.step",
       "weird \"quoted\"\tname \xC3\xBC \\ end",
       "bad utf8 \xFF\xFE end",
-      "control\x01" "char",
+      "control\x01"
+      "char",
   };
   return kNames;
 }
@@ -316,8 +319,8 @@ Generated writeFixture(const Options& o) {
 
   std::vector<trace::MergeInput> inputs;
   for (const auto& p : plans) {
-    const std::string path = (std::filesystem::path(o.dir) /
-                              ("rank" + std::to_string(p.rank) + ".db")).string();
+    const std::string path =
+        (std::filesystem::path(o.dir) / ("rank" + std::to_string(p.rank) + ".db")).string();
     writeRank(o, p, g, path);
     g.shards.push_back(path);
     g.offsets.push_back(p.offset);

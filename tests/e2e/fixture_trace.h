@@ -15,8 +15,8 @@ struct Options {
   std::string dir;                // shards rank<R>.db and the merged file are written here
   std::string merged = "run.db";  // "" = do not merge
   int ranks = 3;
-  int threads = 3;                // producer threads per rank (at least 1)
-  int roots_per_thread = 30;      // root spans per thread; each has a random subtree
+  int threads = 3;            // producer threads per rank (at least 1)
+  int roots_per_thread = 30;  // root spans per thread; each has a random subtree
   int max_depth = 3;
   // Per rank: this rank's clock minus rank 0's. Missing entries are 0.
   std::vector<int64_t> clock_offsets_ns = {0, 2'000'000, -1'500'000, 7'000'000};
@@ -60,8 +60,8 @@ struct Flow {
 
 struct Generated {
   std::vector<std::string> shards;  // one per rank, in rank order
-  std::string merged;                // "" when not merged
-  std::vector<int64_t> offsets;      // per rank
+  std::string merged;               // "" when not merged
+  std::vector<int64_t> offsets;     // per rank
   std::vector<Span> spans;
   std::vector<Instant> instants;
   std::vector<Counter> counters;

@@ -51,8 +51,8 @@ std::string ProcessResult::describe() const {
 ProcessResult runProcess(const std::string& program, const std::vector<std::string>& args,
                          const std::string& scratchDir) {
   static int counter = 0;
-  const std::string base = scratchDir + "/proc" + std::to_string(getpid()) + "_" +
-                           std::to_string(counter++);
+  const std::string base =
+      scratchDir + "/proc" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   const std::string outPath = base + ".out", errPath = base + ".err";
 
   posix_spawn_file_actions_t actions;

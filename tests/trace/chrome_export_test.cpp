@@ -39,7 +39,9 @@ struct TempDir {
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
 
-int64_t ns(const json& microseconds) { return std::llround(microseconds.get<double>() * 1000.0); }
+int64_t ns(const json& microseconds) {
+  return std::llround(microseconds.get<double>() * 1000.0);
+}
 
 // One X event, times in ns.
 struct Slice {
@@ -88,8 +90,8 @@ void nest(Exported& e) {
       if (!stack.empty()) {
         const Slice& top = e.slices[stack.back()];
         INFO("pid " << s.pid << " tid " << s.tid << ": '" << s.name << "' [" << s.ts << ", "
-                    << s.end() << "] overlaps '" << top.name << "' [" << top.ts << ", "
-                    << top.end() << "] without nesting");
+                    << s.end() << "] overlaps '" << top.name << "' [" << top.ts << ", " << top.end()
+                    << "] without nesting");
         REQUIRE(s.end() <= top.end());
         s.parent = static_cast<long>(stack.back());
       }
@@ -251,7 +253,8 @@ TEST_CASE("chrome export: flows pair up and land on existing slices") {
   }
   REQUIRE(starts.size() == f.g.flows.size());
   std::multiset<std::tuple<int64_t, int64_t, int64_t>> want, got;
-  for (const auto& fl : f.g.flows) want.insert({fl.rank, fl.src_ts - f.origin, fl.dst_ts - f.origin});
+  for (const auto& fl : f.g.flows)
+    want.insert({fl.rank, fl.src_ts - f.origin, fl.dst_ts - f.origin});
   for (const auto& [id, s] : starts) {
     REQUIRE(s.size() == 1);
     REQUIRE(finishes[id].size() == 1);
@@ -263,7 +266,8 @@ TEST_CASE("chrome export: flows pair up and land on existing slices") {
     const auto onSlice = [&](const json& ev, bool exactStart) {
       const int64_t pid = ev["pid"], tid = ev["tid"], ts = ns(ev["ts"]);
       return std::any_of(e.slices.begin(), e.slices.end(), [&](const Slice& x) {
-        return x.pid == pid && x.tid == tid && (exactStart ? x.ts == ts : x.ts <= ts && ts <= x.end());
+        return x.pid == pid && x.tid == tid &&
+               (exactStart ? x.ts == ts : x.ts <= ts && ts <= x.end());
       });
     };
     CHECK(onSlice(a, true));
@@ -279,7 +283,8 @@ TEST_CASE("chrome export: names escaped, args, counters and memory carried") {
   std::set<std::string> names;
   for (const auto& s : e.slices) names.insert(s.name);
   CHECK(names.count("weird \"quoted\"\tname \xC3\xBC \\ end") == 1);
-  CHECK(names.count("control\x01" "char") == 1);
+  CHECK(names.count("control\x01"
+                    "char") == 1);
   CHECK(names.count("bad utf8 \xEF\xBF\xBD\xEF\xBF\xBD end") == 1);  // U+FFFD for bad bytes
 
   size_t withArgs = 0;
@@ -300,8 +305,8 @@ TEST_CASE("chrome export: names escaped, args, counters and memory carried") {
   for (const auto& c : f.g.counters) wantC.insert({c.rank, c.name, c.ts - f.origin, c.value});
   std::multiset<std::tuple<int64_t, std::string, int64_t, double>> wantM, gotM;
   for (const auto& m : f.g.memory) {
-    wantM.insert({m.rank, m.device_type ? "memory CUDA:0" : "memory CPU", m.ts - f.origin,
-                  double(m.total)});
+    wantM.insert(
+        {m.rank, m.device_type ? "memory CUDA:0" : "memory CPU", m.ts - f.origin, double(m.total)});
   }
   for (const auto& ev : e.doc["traceEvents"]) {
     if (ev["ph"] != "C") continue;

@@ -37,7 +37,7 @@ struct GenSpan {
   std::string track, name, detail;  // detail "" = NULL
   int64_t start = 0, dur = 0;       // global start
   int depth = 0, category = 0;
-  int64_t seq = -1;                 // -1 = NULL
+  int64_t seq = -1;  // -1 = NULL
   std::vector<std::pair<std::string, int64_t>> args;
   int64_t shard_id = 0;
 };
@@ -69,8 +69,8 @@ struct GenTrack {
 
 struct GenShard {
   int rank = 0;
-  int64_t offset = 0;       // this rank's clock minus rank 0's
-  int64_t start_global = 0; // when the rank started, global; its origin is start_global + offset
+  int64_t offset = 0;        // this rank's clock minus rank 0's
+  int64_t start_global = 0;  // when the rank started, global; its origin is start_global + offset
   bool complete = true;
   std::vector<GenTrack> tracks;
   std::vector<GenSpan> spans;
@@ -83,8 +83,8 @@ struct GenShard {
 };
 
 const std::vector<std::string> kNames = {
-    "aten::mm", "aten::add", "aten::relu", "aten::addmm", "step", "forward", "backward",
-    "gloo:all_reduce", "microbatch", "weird \"quoted\"\tname \xC3\xBC\\"};
+    "aten::mm", "aten::add", "aten::relu",      "aten::addmm", "step",
+    "forward",  "backward",  "gloo:all_reduce", "microbatch",  "weird \"quoted\"\tname \xC3\xBC\\"};
 const std::vector<std::string> kDetails = {"", "[[4, 8], [8, 16]]", "[[1]]", "dtype=float"};
 
 void genTree(std::mt19937_64& rng, const std::string& track, int depth, int64_t start, int64_t end,
@@ -142,8 +142,8 @@ GenShard generate(int rank, int64_t offset, uint64_t seed) {
     t += static_cast<int64_t>(rng() % 40000);
   }
   for (int i = 0; i < 20; ++i) {
-    g.instants.push_back({"main", "marker", i % 2 ? "" : "detail text", kGlobalBase + i * 7919,
-                          i * 3 - 10, i % 9});
+    g.instants.push_back(
+        {"main", "marker", i % 2 ? "" : "detail text", kGlobalBase + i * 7919, i * 3 - 10, i % 9});
   }
   for (int i = 0; i < 50; ++i) {
     g.counters.push_back({"loss", kGlobalBase + i * 10007, 0.25 * i + rank + 1e-3});
@@ -332,9 +332,9 @@ void writeShard(GenShard& g, const std::string& path, const ShardLayout& layout 
     }
     for (const auto& [key, value] : agg) {
       db.exec("INSERT INTO aggregates VALUES (" + std::to_string(g.rank) + ", " + sid(key.first) +
-              ", " + std::to_string(key.second) + ", " + std::to_string(std::get<0>(value)) +
-              ", " + std::to_string(std::get<1>(value)) + ", " +
-              std::to_string(std::get<1>(value) / 2) + ")");
+              ", " + std::to_string(key.second) + ", " + std::to_string(std::get<0>(value)) + ", " +
+              std::to_string(std::get<1>(value)) + ", " + std::to_string(std::get<1>(value) / 2) +
+              ")");
     }
   }
   for (const auto& [name, value, severity] : g.stats) {
@@ -349,8 +349,8 @@ void writeShard(GenShard& g, const std::string& path, const ShardLayout& layout 
     }
     db.exec("INSERT INTO ranks VALUES (" + std::to_string(g.rank) + ", 'host-" +
             std::to_string(g.rank) + "', " + std::to_string(4000 + g.rank) + ", " +
-            std::to_string(g.offset) + ", " + std::to_string(first) + ", " +
-            std::to_string(last) + ")");
+            std::to_string(g.offset) + ", " + std::to_string(first) + ", " + std::to_string(last) +
+            ")");
   }
   const std::map<std::string, std::string> meta = {
       {"magic", schema::kMagic},
@@ -563,8 +563,8 @@ TEST_CASE("merge: instants, counters, memory and flows shifted and remapped") {
 
   using InstantKey = std::tuple<int, std::string, int64_t, std::string, std::string, int64_t, int>;
   using CounterKey = std::tuple<int, std::string, int64_t, double>;
-  using MemoryKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, int, int, std::string,
-                               std::string>;
+  using MemoryKey =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, int, int, std::string, std::string>;
   using FlowKey = std::tuple<int, int, std::string, int64_t, int, std::string, int64_t>;
   std::vector<InstantKey> wantI, gotI;
   std::vector<CounterKey> wantC, gotC;
@@ -576,8 +576,8 @@ TEST_CASE("merge: instants, counters, memory and flows shifted and remapped") {
     }
     for (const auto& c : g.counters) wantC.emplace_back(g.rank, c.track, c.ts - o, c.value);
     for (const auto& m : g.memory) {
-      wantM.emplace_back(g.rank, m.ts - o, m.ptr, m.bytes, m.total, m.device_type,
-                         m.device_index, m.category, m.op, m.scope);
+      wantM.emplace_back(g.rank, m.ts - o, m.ptr, m.bytes, m.total, m.device_type, m.device_index,
+                         m.category, m.op, m.scope);
     }
     for (const auto& f : g.flows) {
       wantF.emplace_back(f.kind, g.rank, f.src_track, f.src_ts - o, g.rank, f.dst_track,
@@ -589,7 +589,8 @@ TEST_CASE("merge: instants, counters, memory and flows shifted and remapped") {
       gotI.emplace_back(t.rank, t.name, i.ts_ns, r.str(i.name), r.str(i.detail), i.value,
                         static_cast<int>(i.category));
     }
-    for (const auto& c : r.counters(id, lo, hi)) gotC.emplace_back(t.rank, t.name, c.ts_ns, c.value);
+    for (const auto& c : r.counters(id, lo, hi))
+      gotC.emplace_back(t.rank, t.name, c.ts_ns, c.value);
   }
   for (int rank = 0; rank < 4; ++rank) {
     for (const auto& m : r.memory(rank, lo, hi)) {
@@ -630,7 +631,9 @@ TEST_CASE("merge: range queries on the merged file equal brute-force filtering")
       lo = std::min(lo, s.start_ns);
       hi = std::max(hi, s.end_ns());
     }
-    std::vector<std::pair<int64_t, int64_t>> ws = {{lo, hi}, {lo - 10, lo - 1}, {hi + 1, hi + 9},
+    std::vector<std::pair<int64_t, int64_t>> ws = {{lo, hi},
+                                                   {lo - 10, lo - 1},
+                                                   {hi + 1, hi + 9},
                                                    {all[3].start_ns, all[3].start_ns},
                                                    {all[5].end_ns(), all[5].end_ns()}};
     for (int i = 0; i < 30; ++i) {
@@ -770,7 +773,8 @@ TEST_CASE("merge: missing and unreadable shards") {
   const std::string out = dir.file("run.db");
   inputs.push_back({dir.file("rank4.db")});  // never written
 
-  CHECK_THAT(mergeError(inputs, out), Catch::Contains(dir.file("rank4.db") + ": cannot open: No such file"));
+  CHECK_THAT(mergeError(inputs, out),
+             Catch::Contains(dir.file("rank4.db") + ": cannot open: No such file"));
   CHECK_FALSE(fs::exists(out));
 
   mergeShards(inputs, MergeOptions{out, {}}, /*allow_incomplete=*/true);
@@ -814,9 +818,10 @@ TEST_CASE("merge: bad inputs give one message naming the file") {
   }
   SECTION("a text file") {
     std::FILE* f = std::fopen(dir.file("notes.txt").c_str(), "w");
-    std::fputs("hello, this is not a database, but it is long enough to have a header......"
-               "...................................................................",
-               f);
+    std::fputs(
+        "hello, this is not a database, but it is long enough to have a header......"
+        "...................................................................",
+        f);
     std::fclose(f);
     CHECK_THAT(mergeError({{dir.file("notes.txt")}}, out),
                Catch::Contains(dir.file("notes.txt") + ": not an SQLite database"));

@@ -75,13 +75,27 @@ class JsonOut {
       }
       flush(i);
       switch (c) {
-        case '"': raw("\\\""); break;
-        case '\\': raw("\\\\"); break;
-        case '\n': raw("\\n"); break;
-        case '\t': raw("\\t"); break;
-        case '\r': raw("\\r"); break;
-        case '\b': raw("\\b"); break;
-        case '\f': raw("\\f"); break;
+        case '"':
+          raw("\\\"");
+          break;
+        case '\\':
+          raw("\\\\");
+          break;
+        case '\n':
+          raw("\\n");
+          break;
+        case '\t':
+          raw("\\t");
+          break;
+        case '\r':
+          raw("\\r");
+          break;
+        case '\b':
+          raw("\\b");
+          break;
+        case '\f':
+          raw("\\f");
+          break;
         default: {
           char esc[8];
           std::snprintf(esc, sizeof esc, "\\u%04x", c);
@@ -314,8 +328,8 @@ void counterEvent(JsonOut& out, const std::string& name, int rank, int64_t tid, 
   out.raw("}}");
 }
 
-void flowEvent(JsonOut& out, const char* ph, int64_t id, core::FlowKind kind, int rank,
-               int64_t tid, int64_t ts) {
+void flowEvent(JsonOut& out, const char* ph, int64_t id, core::FlowKind kind, int rank, int64_t tid,
+               int64_t ts) {
   out.nextEvent();
   out.raw("{\"ph\":\"");
   out.raw(ph);
@@ -433,7 +447,8 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
   for (const auto& t : tracks) {
     if (t.kind == core::TrackKind::kCounter) continue;  // counters are per process in Chrome
     std::string name = t.name;
-    if (t.tid != 0 && t.kind == core::TrackKind::kThread) name += " (tid " + std::to_string(t.tid) + ")";
+    if (t.tid != 0 && t.kind == core::TrackKind::kThread)
+      name += " (tid " + std::to_string(t.tid) + ")";
     metaEvent(out, "thread_name", t.rank, t.id, "name", &name, 0);
     metaEvent(out, "thread_sort_index", t.rank, t.id, "sort_index", nullptr, t.id);
   }

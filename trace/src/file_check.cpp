@@ -39,17 +39,25 @@ int64_t parseInt(const std::string& s, bool* ok) {
 
 std::string describeSqliteError(int code) {
   switch (code & 0xff) {
-    case SQLITE_NOTADB: return "not an SQLite database";
-    case SQLITE_CORRUPT: return "corrupted";
-    case SQLITE_IOERR: return "I/O error (truncated or unreadable)";
-    case SQLITE_CANTOPEN: return "cannot open";
-    case SQLITE_NOMEM: return "out of memory";
+    case SQLITE_NOTADB:
+      return "not an SQLite database";
+    case SQLITE_CORRUPT:
+      return "corrupted";
+    case SQLITE_IOERR:
+      return "I/O error (truncated or unreadable)";
+    case SQLITE_CANTOPEN:
+      return "cannot open";
+    case SQLITE_NOMEM:
+      return "out of memory";
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return "locked by another process";
+    case SQLITE_LOCKED:
+      return "locked by another process";
     case SQLITE_PERM:
     case SQLITE_AUTH:
-    case SQLITE_READONLY: return "permission denied";
-    default: return sqlite3_errstr(code);
+    case SQLITE_READONLY:
+      return "permission denied";
+    default:
+      return sqlite3_errstr(code);
   }
 }
 

@@ -200,12 +200,18 @@ struct Remap {
   }
   int64_t apply(Xf xf, int64_t v) {
     switch (xf) {
-      case Xf::kTime: return v + time_shift;
-      case Xf::kSpan: return v + span_offset;
-      case Xf::kTrack: return v + track_offset;
-      case Xf::kString: return str(v);
-      case Xf::kClockOffset: return clock_offset;
-      case Xf::kCopy: break;
+      case Xf::kTime:
+        return v + time_shift;
+      case Xf::kSpan:
+        return v + span_offset;
+      case Xf::kTrack:
+        return v + track_offset;
+      case Xf::kString:
+        return str(v);
+      case Xf::kClockOffset:
+        return clock_offset;
+      case Xf::kCopy:
+        break;
     }
     return v;
   }
@@ -260,7 +266,9 @@ const std::vector<CopyRule>& copyRules() {
        ""},
       {"args", {{"span", Xf::kSpan}, {"key", Xf::kString}}, ""},
       {"instants",
-       {{"track", Xf::kTrack}, {"ts_ns", Xf::kTime}, {"name", Xf::kString},
+       {{"track", Xf::kTrack},
+        {"ts_ns", Xf::kTime},
+        {"name", Xf::kString},
         {"detail", Xf::kString}},
        ""},
       {"counters", {{"track", Xf::kTrack}, {"ts_ns", Xf::kTime}}, ""},
@@ -286,8 +294,7 @@ const std::vector<CopyRule>& copyRules() {
 bool writtenByMerge(const std::string& table) {
   static const char* const kOwn[] = {"meta",        "strings",           "categories",
                                      "track_kinds", "memory_categories", "flow_kinds"};
-  return std::any_of(std::begin(kOwn), std::end(kOwn),
-                     [&](const char* t) { return table == t; });
+  return std::any_of(std::begin(kOwn), std::end(kOwn), [&](const char* t) { return table == t; });
 }
 
 const schema::Table& schemaTable(const std::string& name) {
@@ -299,8 +306,9 @@ const schema::Table& schemaTable(const std::string& name) {
 
 void checkRules() {
   for (const auto& t : schema::tables()) {
-    const bool ruled = std::any_of(copyRules().begin(), copyRules().end(),
-                                   [&](const CopyRule& r) { return std::string(r.table) == t.name; });
+    const bool ruled = std::any_of(copyRules().begin(), copyRules().end(), [&](const CopyRule& r) {
+      return std::string(r.table) == t.name;
+    });
     if (!ruled && !writtenByMerge(t.name)) {
       throw TraceError(std::string("merge: internal error: no merge rule for table '") + t.name +
                        "'");
@@ -309,12 +317,10 @@ void checkRules() {
   for (const auto& r : copyRules()) {
     const auto& t = schemaTable(r.table);
     for (const auto& [column, xf] : r.columns) {
-      const bool known = std::any_of(t.columns.begin(), t.columns.end(), [&](const auto& c) {
-        return std::string(c.name) == column;
-      });
+      const bool known = std::any_of(t.columns.begin(), t.columns.end(),
+                                     [&](const auto& c) { return std::string(c.name) == column; });
       if (!known) {
-        throw TraceError(std::string("merge: internal error: no column ") + r.table + "." +
-                         column);
+        throw TraceError(std::string("merge: internal error: no column ") + r.table + "." + column);
       }
     }
   }
@@ -366,8 +372,8 @@ int64_t copyTable(Shard& shard, const Db& out, const CopyRule& rule, Remap& rema
     xfs.push_back(xf);
   }
   const size_t n = xfs.size();
-  RawStmt select(shard.db, "SELECT " + cols + " FROM " + table.name + " ORDER BY " +
-                               storageOrder(table));
+  RawStmt select(shard.db,
+                 "SELECT " + cols + " FROM " + table.name + " ORDER BY " + storageOrder(table));
   RawStmt batch(out, insertSql(table, cols, n, kBatchRows, rule.on_conflict));
   sqlite3_stmt* sel = select.get();
 
@@ -439,12 +445,12 @@ int64_t copyTable(Shard& shard, const Db& out, const CopyRule& rule, Remap& rema
 
 // Track ids referenced anywhere in a shard (an incomplete shard may lack rows in tracks).
 std::pair<int64_t, int64_t> referencedTrackRange(Shard& shard) {
-  const char* q = shard.complete
-                      ? "SELECT MIN(id), MAX(id) FROM tracks"
-                      : "SELECT MIN(t), MAX(t) FROM (SELECT id AS t FROM tracks UNION ALL "
-                        "SELECT track FROM spans UNION ALL SELECT track FROM instants UNION ALL "
-                        "SELECT track FROM counters UNION ALL SELECT src_track FROM flows UNION ALL "
-                        "SELECT dst_track FROM flows)";
+  const char* q =
+      shard.complete ? "SELECT MIN(id), MAX(id) FROM tracks"
+                     : "SELECT MIN(t), MAX(t) FROM (SELECT id AS t FROM tracks UNION ALL "
+                       "SELECT track FROM spans UNION ALL SELECT track FROM instants UNION ALL "
+                       "SELECT track FROM counters UNION ALL SELECT src_track FROM flows UNION ALL "
+                       "SELECT dst_track FROM flows)";
   Stmt range(shard.db, q);
   range.step();
   if (range.isNull(0)) return {1, 0};
@@ -458,8 +464,7 @@ int64_t addPlaceholderTracks(Shard& shard, const Db& out, Remap& remap) {
             "ALL SELECT track, 0 FROM instants UNION ALL SELECT track, 1 FROM counters UNION ALL "
             "SELECT src_track, 0 FROM flows UNION ALL SELECT dst_track, 0 FROM flows) "
             "WHERE track NOT IN (SELECT id FROM tracks) GROUP BY track");
-  Stmt insert(out,
-              "INSERT INTO tracks (id, rank, kind, tid, name) VALUES (?, ?, ?, 0, ?)");
+  Stmt insert(out, "INSERT INTO tracks (id, rank, kind, tid, name) VALUES (?, ?, ?, 0, ?)");
   int64_t added = 0;
   while (lost.step()) {
     const int64_t id = lost.i64(0);
@@ -482,10 +487,12 @@ struct TrackTotals {
 // one track, at most kRebuiltChunkRows long.
 void rebuildChunks(const Db& out, int64_t lo, int64_t hi,
                    std::unordered_map<int64_t, TrackTotals>& totals) {
-  Stmt select(out, "SELECT id, track, start_ns, dur_ns FROM spans WHERE id BETWEEN ? AND ? "
-                   "ORDER BY id");
-  Stmt insert(out, "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, last_id) "
-                   "VALUES (?, ?, ?, ?, ?)");
+  Stmt select(out,
+              "SELECT id, track, start_ns, dur_ns FROM spans WHERE id BETWEEN ? AND ? "
+              "ORDER BY id");
+  Stmt insert(out,
+              "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, last_id) "
+              "VALUES (?, ?, ?, ?, ?)");
   struct Chunk {
     int64_t track = 0, min_start = 0, max_end = 0, first = 0, last = 0, rows = 0;
   } chunk;
@@ -550,12 +557,14 @@ void repairIncomplete(Shard& shard, const Db& out, Remap& remap, int64_t spanLo,
   const int64_t t0 = empty ? 0 : range.i64(0) + remap.time_shift;
   const int64_t t1 = empty ? 0 : range.i64(1) + remap.time_shift;
   if (shard.has_rank_row) {
-    Stmt set(out, "UPDATE ranks SET start_ns = COALESCE(start_ns, ?), end_ns = COALESCE(end_ns, ?) "
-                  "WHERE rank = ?");
+    Stmt set(out,
+             "UPDATE ranks SET start_ns = COALESCE(start_ns, ?), end_ns = COALESCE(end_ns, ?) "
+             "WHERE rank = ?");
     set.bind(1, t0).bind(2, t1).bind(3, int64_t{shard.rank}).run();
   } else {
-    Stmt add(out, "INSERT INTO ranks (rank, host, pid, clock_offset_ns, start_ns, end_ns) VALUES "
-                  "(?, ?, 0, ?, ?, ?)");
+    Stmt add(out,
+             "INSERT INTO ranks (rank, host, pid, clock_offset_ns, start_ns, end_ns) VALUES "
+             "(?, ?, 0, ?, ?, ?)");
     add.bind(1, int64_t{shard.rank}).bind(2, std::string_view(shard.meta["host"]));
     add.bind(3, remap.clock_offset);
     if (empty) {
@@ -678,8 +687,9 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     try {
       Shard s = openShard(shards[i], i);
       if (!s.complete && !allow_incomplete) {
-        throw TraceError(s.path + ": incomplete shard (its writer never closed it); merge it "
-                                  "with allow_incomplete to keep what it holds");
+        throw TraceError(s.path +
+                         ": incomplete shard (its writer never closed it); merge it "
+                         "with allow_incomplete to keep what it holds");
       }
       open.push_back(std::move(s));
     } catch (const TraceError& e) {
@@ -688,15 +698,15 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     }
   }
   if (open.empty()) {
-    throw TraceError(options.output + ": no readable shard (first problem: " +
-                     unreadable.front().problem + ")");
+    throw TraceError(options.output +
+                     ": no readable shard (first problem: " + unreadable.front().problem + ")");
   }
   std::stable_sort(open.begin(), open.end(),
                    [](const Shard& a, const Shard& b) { return a.rank < b.rank; });
   for (size_t i = 1; i < open.size(); ++i) {
     if (open[i].rank == open[i - 1].rank) {
-      throw TraceError(open[i].path + ": rank " + std::to_string(open[i].rank) +
-                       " is also in " + open[i - 1].path);
+      throw TraceError(open[i].path + ": rank " + std::to_string(open[i].rank) + " is also in " +
+                       open[i - 1].path);
     }
   }
   // Rank 0's clock (or the lowest rank's, when rank 0 is missing) is the merged time axis.
