@@ -141,6 +141,15 @@ void checkEquivalent(const std::string& test, int ranks, const std::vector<std::
   INFO("first-step gradients: relative error " << error << "\n" << report);
   CHECK(error <= 1e-5);
   checkLosses(jsonValues(ref.json, "loss"), jsonValues(par.json, "loss"));
+  // The global gradient norm counts TP shards once each and replicated parameters once.
+  const auto ref_norms = jsonValues(ref.json, "grad_norm");
+  const auto par_norms = jsonValues(par.json, "grad_norm");
+  REQUIRE(par_norms.size() == ref_norms.size());
+  for (size_t i = 0; i < ref_norms.size(); ++i) {
+    INFO("step " << i + 1 << ": single-process grad_norm " << ref_norms[i] << ", parallel "
+                 << par_norms[i]);
+    CHECK(std::abs(ref_norms[i] - par_norms[i]) <= 1e-4 * ref_norms[i]);
+  }
 }
 
 }  // namespace

@@ -127,6 +127,11 @@ TEST_CASE("gpttrain trains on a text file with validation loss, tp=2 with sp lik
   CHECK(want[0] > 3.0);
   CHECK(want[0] < 7.0);
   for (size_t i = 0; i < 2; ++i) CHECK(std::abs(want[i] - got[i]) <= 1e-4);
+  const auto want_train = jsonValues(dir + "/single.json", "loss");
+  const auto got_train = jsonValues(dir + "/parallel.json", "loss");
+  REQUIRE(want_train.size() == 4);
+  REQUIRE(got_train.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(std::abs(want_train[i] - got_train[i]) <= 1e-4);
 }
 
 TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[trainer][cli]") {
