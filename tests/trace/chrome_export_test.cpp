@@ -341,6 +341,14 @@ TEST_CASE("chrome export: an unwritable destination fails naming it, leaving not
     CHECK_THAT(err.what(), Catch::StartsWith(bad + ": cannot write"));
   }
   CHECK_FALSE(fs::exists(f.dir.file("missing-dir")));
+  // Exporting over the trace itself is refused before anything is written.
+  const std::string copy = f.dir.file("copy.db");
+  fs::copy_file(f.g.merged, copy);
+  {
+    auto copyReader = trace::TraceReader::open(copy);
+    CHECK_THROWS_WITH(trace::exportChrome(copyReader, copy), Catch::Contains("is the trace"));
+  }
+  CHECK(trace::TraceReader::open(copy).counts().spans == f.counts.spans);
   // Writing to /dev/full fails at the end and says so.
   if (fs::exists("/dev/full")) {
     CHECK_THROWS_AS(trace::exportChrome(reader, "/dev/full"), trace::TraceError);

@@ -836,6 +836,11 @@ TEST_CASE("merge: bad inputs give one message naming the file") {
     mergeShards({{dir.file("a.db")}, {dir.file("b.db")}}, MergeOptions{out, {}});
     CHECK_THAT(mergeError({{out}}, dir.file("again.db")), Catch::Contains("already a merged"));
   }
+  SECTION("the output is one of the shards") {
+    CHECK_THAT(mergeError({{dir.file("a.db")}, {dir.file("b.db")}}, dir.file("b.db")),
+               Catch::Contains("is also a shard"));
+    CHECK(TraceReader::open(dir.file("b.db")).meta("kind") == "shard");
+  }
   SECTION("no shards, or an output that cannot be written") {
     CHECK_THAT(mergeError({}, out), Catch::Contains("nothing to merge"));
     const std::string bad = dir.file("no/such/dir/run.db");

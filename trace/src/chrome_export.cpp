@@ -415,6 +415,11 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
       1 + std::max({counts.instants, counts.counters, counts.memory}) / (int64_t{1} << 18);
   const auto timeWindows = windows(first, last, nWindows);
 
+  struct stat source, target;
+  if (::stat(reader.path().c_str(), &source) == 0 && ::stat(outPath.c_str(), &target) == 0 &&
+      source.st_dev == target.st_dev && source.st_ino == target.st_ino) {
+    throw TraceError(outPath + ": is the trace being exported; choose another output file");
+  }
   Destination dest(outPath);
   JsonOut out(dest.writing(), outPath);
   ChromeExportStats stats;

@@ -7,6 +7,7 @@
 #include "tracerun/trace/merge.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -676,6 +677,16 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
   if (options.output.empty()) throw TraceError("merge: no output path given");
   if (shards.empty()) throw TraceError(options.output + ": nothing to merge (no shards given)");
   checkRules();
+  struct stat outStat;
+  if (::stat(options.output.c_str(), &outStat) == 0) {
+    for (const auto& s : shards) {
+      struct stat in;
+      if (::stat(s.path.c_str(), &in) == 0 && in.st_dev == outStat.st_dev &&
+          in.st_ino == outStat.st_ino) {
+        throw TraceError(options.output + ": is also a shard to merge; choose another output");
+      }
+    }
+  }
 
   struct Unreadable {
     size_t index;
