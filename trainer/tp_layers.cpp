@@ -78,13 +78,14 @@ struct VocabParallelCrossEntropyFn : torch::autograd::Function<VocabParallelCros
     at::Tensor local_target = (targets - start).masked_fill(outside, 0);
     at::Tensor target_logit =
         shifted.gather(1, local_target.unsqueeze(1)).squeeze(1).masked_fill(outside, 0.0);
-    allReduce(g, target_logit);
     at::Tensor exp = shifted.exp();
-    at::Tensor sum_exp = exp.sum(1);
-    allReduce(g, sum_exp);
+    // One all-reduce for both sums: [target logit; sum of exp] per row.
+    at::Tensor sums = at::stack({target_logit, exp.sum(1)});
+    allReduce(g, sums);
+    at::Tensor sum_exp = sums[1];
     at::Tensor softmax = exp.div_(sum_exp.unsqueeze(1));
     ctx->save_for_backward({softmax, local_target, outside});
-    return sum_exp.log() - target_logit;
+    return sum_exp.log() - sums[0];
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
