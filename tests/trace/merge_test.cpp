@@ -3,6 +3,7 @@
 // queries equal brute force, aggregates and stats carried per rank, bad shards refused.
 // Sections: the generated model · writing a shard with SQL · reading the merged file back · tests
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,9 +19,11 @@
 #include <vector>
 
 #include "fixture_trace.h"
+#include "tracerun/core/session.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/schema.h"
+#include "tracerun/trace/shard_writer.h"
 
 namespace fs = std::filesystem;
 using namespace tracerun;
@@ -927,4 +930,73 @@ TEST_CASE("merge: shards from ShardWriter land on rank 0's clock, each shifted b
   std::set<int> aggRanks;
   for (const auto& a : merged.aggregates()) aggRanks.insert(a.rank);
   CHECK(aggRanks == std::set<int>{0, 1, 2, 3});
+}
+
+TEST_CASE("merge: a shard whose process died before closing it (WAL left behind)") {
+  TempDir dir;
+  const std::string path = dir.file("rank1.db");
+  constexpr int kSpans = 500;
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The "rank": writes and commits some spans, then dies without closing the shard.
+    int code = 0;
+    try {
+      core::Session session;
+      ShardOptions o;
+      o.path = path;
+      o.rank = 1;
+      o.world_size = 2;
+      o.clock_offset_ns = 1'000'000;
+      ShardWriter writer(session, o);
+      writer.start();
+      auto& buf = session.threadBuffer("main");
+      const auto name = session.strings().intern("aten::mm");
+      for (int i = 0; i < kSpans; ++i) {
+        core::SpanRecord r;
+        r.name = name;
+        r.start_ns = 1'000'000 + i * 1000;
+        r.end_ns = r.start_ns + 500;
+        r.id = buf.nextId();
+        if (!buf.ring.tryPush(core::Record::from(r))) code = 3;
+      }
+      writer.flush();
+      _exit(code);  // here, inside the writer's scope: no destructor runs, the shard stays open
+    } catch (...) {
+      _exit(2);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(fs::exists(path));
+
+  GenShard g0 = generate(0, 0, 3);
+  writeShard(g0, dir.file("rank0.db"));
+  const auto sizeBefore = fs::file_size(path);
+  const bool walBefore = fs::exists(path + "-wal");
+  CHECK(walBefore);  // what a killed writer leaves: committed rows still in the WAL
+  const std::vector<MergeInput> inputs = {{dir.file("rank0.db")}, {path, true, 1'000'000}};
+  const std::string out = dir.file("run.db");
+  CHECK_THAT(mergeError(inputs, out), Catch::Contains(path + ": incomplete"));
+  mergeShards(inputs, MergeOptions{out, {}}, /*allow_incomplete=*/true);
+  CHECK(fs::file_size(path) == sizeBefore);  // the shard was only read
+  CHECK(fs::exists(path + "-wal") == walBefore);
+
+  auto r = TraceReader::open(out);
+  int64_t rank1Spans = 0;
+  for (const auto& t : r.tracks()) {
+    if (t.rank != 1) continue;
+    r.forEachSpan(t.id, [&](const SpanRow& s) {
+      ++rank1Spans;
+      CHECK(r.str(s.name) == "aten::mm");
+    });
+  }
+  CHECK(rank1Spans == kSpans);
+  bool flagged = false;
+  for (const auto& s : r.stats()) {
+    flagged = flagged || (s.rank == 1 && s.name == "merge_incomplete_shard");
+  }
+  CHECK(flagged);
 }
