@@ -123,7 +123,7 @@ int Trainer::run() {
       save(step);
     }
   }
-  if (groups_.rank == 0) {  // also with --quiet: tests read it
+  if (groups_.rank == 0 && groups_.tp->size > 1) {  // also with --quiet: tests read it
     std::printf("gpttrain: collectives (tp group):");
     for (int i = 0; i < static_cast<int>(CollectiveImpl::kCount); ++i) {
       if (groups_.tp->counts[i] > 0) {
@@ -132,11 +132,11 @@ int Trainer::run() {
       }
     }
     std::printf("\n");
-    if (groups_.dp->size > 1) {
-      std::printf("gpttrain: dp bucket all-reduces launched during backward: %lld, after: %lld\n",
-                  static_cast<long long>(buckets_->launchedDuringBackward()),
-                  static_cast<long long>(buckets_->launchedAfterBackward()));
-    }
+  }
+  if (groups_.rank == 0 && groups_.dp->size > 1) {
+    std::printf("gpttrain: dp bucket all-reduces launched during backward: %lld, after: %lld\n",
+                static_cast<long long>(buckets_->launchedDuringBackward()),
+                static_cast<long long>(buckets_->launchedAfterBackward()));
   }
   return 0;
 }
