@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -23,6 +24,7 @@
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/schema.h"
+#include "tracerun/trace/shard_writer.h"
 
 namespace tracerun::trace {
 
@@ -31,7 +33,8 @@ namespace {
 using sql::Db;
 using sql::Stmt;
 
-constexpr int64_t kRebuiltChunkRows = 4096;  // spans per chunk when an incomplete shard lacks them
+// Spans per chunk when an incomplete shard lacks its chunk index: what the writer uses.
+const int64_t kRebuiltChunkRows = static_cast<int64_t>(ShardOptions{}.chunk_rows);
 
 // ---- statements ---------------------------------------------------------------------------------
 
