@@ -1,6 +1,7 @@
 // A rank program for the mapping tests: run as 2 ranks (tp group of 2), it applies every autograd
 // mapping to rank-valued tensors and checks forward values and gradients against exact closed
-// forms, and the vocab-parallel cross-entropy against at::cross_entropy on the full logits.
+// forms, the vocab-parallel cross-entropy against at::cross_entropy on the full logits, and the
+// TP-aware dropout generators (same mask where replicated, different where sharded).
 // Prints each mismatch; exit code 0 only when everything matched.
 #include "mappings.h"
 #include "process_groups.h"
@@ -102,6 +103,17 @@ int main() {
   losses.sum().backward();
   expectEqual("vocabParallelCrossEntropy backward", local.grad(), full_logits.grad().chunk(2, 1)[r],
               r, 1e-6);
+
+  // Dropout generators: the replicated one draws the same mask on both TP ranks, the sharded one
+  // different masks.
+  DropoutRng rng = makeDropoutRng(5, r, 0);
+  at::Tensor replicated = allGather(*tp, dropout(at::ones({1, 256}), 0.5, &rng.replicated), 0);
+  at::Tensor sharded = allGather(*tp, dropout(at::ones({1, 256}), 0.5, &rng.sharded), 0);
+  expectEqual("replicated dropout mask equal on both ranks", replicated[1], replicated[0], r);
+  if (at::equal(sharded[0], sharded[1])) {
+    ++failures;
+    std::fprintf(stderr, "rank %d MISMATCH: sharded dropout masks are equal on both ranks\n", r);
+  }
 
   // Which implementations ran: Gloo must have used the fallbacks.
   const auto& counts = tp->counts;
