@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -134,7 +136,43 @@ struct ActiveCapture {
   core::Session* session = nullptr;
   std::unique_ptr<trace::ShardWriter> writer;
   core::TrackId asyncTrack = 0;
+  // Flushes the writer's pending span chunks every kFlushPeriod, so a process that dies or calls
+  // _exit loses at most that much (the drain thread alone commits rows but holds spans back).
+  std::thread flusher;
+  std::mutex flushMu;
+  std::condition_variable flushCv;
+  bool stopFlusher = false;
 };
+
+constexpr auto kFlushPeriod = std::chrono::milliseconds(1000);
+
+// Blocks every signal on this thread while it lives: threads started meanwhile inherit the mask,
+// so SIGINT/SIGTERM handlers always run on the program's own threads.
+struct BlockSignals {
+  sigset_t old;
+  BlockSignals() {
+    sigset_t all;
+    ::sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  }
+  ~BlockSignals() { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+  BlockSignals(const BlockSignals&) = delete;
+  BlockSignals& operator=(const BlockSignals&) = delete;
+};
+
+void flusherMain(ActiveCapture* a) {
+  std::unique_lock<std::mutex> lock(a->flushMu);
+  while (!a->flushCv.wait_for(lock, kFlushPeriod, [a] { return a->stopFlusher; })) {
+    lock.unlock();
+    try {
+      a->writer->flush();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: writing %s failed: %s\n", a->config.output.c_str(), e.what());
+      return;
+    }
+    lock.lock();
+  }
+}
 
 std::mutex gLifecycleMu;
 std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
@@ -273,6 +311,7 @@ bool startCapture(const CaptureConfig& config) {
     active->writer->setMeta("capture", what);
     active->writer->setMeta("capture_shapes", config.shapes ? "1" : "0");
     if (!config.target.empty()) active->writer->setMeta("capture_target", config.target);
+    const BlockSignals block;  // the drain thread inherits it
     active->writer->start();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: capture off: %s\n", e.what());
@@ -281,6 +320,10 @@ bool startCapture(const CaptureConfig& config) {
   active->asyncTrack = active->session->tracks().add(core::TrackKind::kAsync, 0, "async");
   active->generation = gNextGeneration++;
   const uint64_t generation = active->generation;
+  {
+    const BlockSignals block;
+    active->flusher = std::thread(flusherMain, active.get());
+  }
   gCurrent.store(active.release(), std::memory_order_release);  // leaked: see ActiveCapture
   gActiveGeneration.store(generation, std::memory_order_release);
   for (const auto& h : gHooks) {
@@ -299,6 +342,12 @@ void stopCapture() {
   for (auto it = gHooks.rbegin(); it != gHooks.rend(); ++it) {
     if (it->stop) it->stop();
   }
+  {
+    std::lock_guard<std::mutex> flushLock(a->flushMu);
+    a->stopFlusher = true;
+  }
+  a->flushCv.notify_all();
+  if (a->flusher.joinable()) a->flusher.join();
   try {
     for (int i = 0; i < static_cast<int>(Stat::kCount); ++i) {
       const auto s = static_cast<Stat>(i);
@@ -376,12 +425,10 @@ void installSignalHandlers() {
     if (::pipe2(gRequestPipe, O_CLOEXEC) != 0 || ::pipe2(gDonePipe, O_CLOEXEC) != 0) return;
     ::fcntl(gDonePipe[1], F_SETFL, O_NONBLOCK);
     gOwnerPid = ::getpid();
-    // The watcher blocks signals so the handler always runs on a program thread.
-    sigset_t all, old;
-    ::sigfillset(&all);
-    ::pthread_sigmask(SIG_SETMASK, &all, &old);
-    std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    {
+      const BlockSignals block;
+      std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
+    }
     for (int sig : {SIGINT, SIGTERM}) {
       struct sigaction current {};
       if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;

@@ -1,0 +1,216 @@
+// Per-op cost of capture on a tiny op (at::add of two 8-element tensors), and the cost on a small
+// training step: configurations interleaved in random order in one process, medians over many
+// repetitions, ratios against baselines measured in the same run. Not a test: prints a table.
+//
+// Usage: capture_bench [repetitions=15] [iterations=200000] [step_reps=5]
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "capture.h"
+#include "tracerun/trace/reader.h"
+
+namespace prof = torch::autograd::profiler;
+using tracerun::interpose::CaptureConfig;
+
+namespace {
+
+int64_t clockNs(clockid_t id) {
+  timespec ts;
+  clock_gettime(id, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+int64_t nowNs() { return clockNs(CLOCK_MONOTONIC); }
+// CPU time of the calling (traced) thread, and of the whole process (adds the writer thread).
+int64_t threadCpuNs() { return clockNs(CLOCK_THREAD_CPUTIME_ID); }
+int64_t processCpuNs() { return clockNs(CLOCK_PROCESS_CPUTIME_ID); }
+
+struct Sample {
+  double wall = 0, thread = 0, process = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+std::string scratch() {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/tracerun_capture_bench_" + std::to_string(::getpid()) +
+         ".db";
+}
+
+// One configuration: what to switch on before the timed loop and off after it.
+struct Config {
+  std::string name;
+  std::function<void()> on, off;
+};
+
+at::CallbackHandle gEmpty = 0;
+int64_t gDropped = 0;  // records dropped over all tracerun runs (full per-thread buffers)
+int64_t gCaptured = 0;
+
+std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) { return nullptr; }
+void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
+
+Config tracerunConfig(const std::string& name, bool shapes, bool memory) {
+  return {name,
+          [=] {
+            CaptureConfig c;
+            c.output = scratch();
+            c.shapes = shapes;
+            c.memory = memory;
+            c.signal_handlers = false;
+            if (!tracerun::interpose::startCapture(c)) std::exit(1);
+          },
+          [] {
+            tracerun::interpose::stopCapture();
+            const auto reader = tracerun::trace::TraceReader::open(scratch());
+            for (const auto& st : reader.stats()) {
+              if (st.name == "dropped_events") gDropped += st.value;
+            }
+            const auto counts = reader.counts();
+            gCaptured += counts.spans + counts.memory;
+            ::unlink(scratch().c_str());
+          }};
+}
+
+std::vector<Config> configs() {
+  return {
+      {"nothing", [] {}, [] {}},
+      {"empty RecordFunction callback",
+       [] { gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&emptyStart, &emptyEnd)); },
+       [] { at::removeCallback(gEmpty); }},
+      tracerunConfig("tracerun ops, shapes", true, false),
+      tracerunConfig("tracerun ops, no shapes", false, false),
+      tracerunConfig("tracerun ops+memory, shapes", true, true),
+      {"legacy profiler, shapes",
+       [] {
+         prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, true, false));
+       },
+       [] { prof::disableProfilerLegacy(); }},
+  };
+}
+
+struct Mlp {
+  torch::nn::Linear fc1{256, 256}, fc2{256, 256}, fc3{256, 1};
+  std::unique_ptr<torch::optim::Adam> opt;
+  torch::Tensor x, y;
+  Mlp() {
+    std::vector<torch::Tensor> params;
+    for (auto* l : {&fc1, &fc2, &fc3}) {
+      for (auto& p : (*l)->parameters()) params.push_back(p);
+    }
+    opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(1e-3));
+    x = torch::randn({64, 256});
+    y = torch::randn({64, 1});
+  }
+  void step() {
+    opt->zero_grad();
+    auto loss = torch::mse_loss(fc3(torch::relu(fc2(torch::relu(fc1(x))))), y);
+    loss.backward();
+    opt->step();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 200000;
+  const int stepReps = argc > 3 ? std::atoi(argv[3]) : 5;
+  at::set_num_threads(1);
+  std::mt19937 rng(12345);
+
+  // ---- per-op cost
+  const auto a = at::ones({8});
+  const auto b = at::ones({8});
+  auto cs = configs();
+  std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<size_t> order(cs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      cs[i].on();
+      for (int k = 0; k < 2000; ++k) at::add(a, b);  // warm caches (names, shapes)
+      const int64_t t0 = nowNs(), c0 = threadCpuNs(), p0 = processCpuNs();
+      for (int k = 0; k < iters; ++k) at::add(a, b);
+      const int64_t t1 = nowNs(), c1 = threadCpuNs();
+      cs[i].off();  // a tracerun capture's writer drains the rest here: counted as process CPU
+      const int64_t p1 = processCpuNs();
+      perOp[cs[i].name].push_back(double(t1 - t0) / iters);
+      perOpCpu[cs[i].name].push_back(double(c1 - c0) / iters);
+      perOpProc[cs[i].name].push_back(double(p1 - p0) / iters);
+    }
+  }
+  std::printf("per-op cost: at::add on 8 floats, %d iterations, median of %d interleaved runs\n",
+              iters, reps);
+  std::printf("  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
+              "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
+  std::printf("%-30s %8s %8s %8s %8s %9s %10s %10s\n", "configuration", "wall", "+wall",
+              "thread", "+thread", "process", "+thr/empty", "+thr/legacy");
+  const double baseWall = median(perOp["nothing"]);
+  const double baseCpu = median(perOpCpu["nothing"]);
+  const double emptyAdded = median(perOpCpu["empty RecordFunction callback"]) - baseCpu;
+  const double legacyAdded = median(perOpCpu["legacy profiler, shapes"]) - baseCpu;
+  for (const auto& c : cs) {
+    const double wall = median(perOp[c.name]);
+    const double cpu = median(perOpCpu[c.name]);
+    const double added = cpu - baseCpu;
+    std::printf("%-30s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f\n", c.name.c_str(), wall,
+                wall - baseWall, cpu, added, median(perOpProc[c.name]),
+                emptyAdded > 0 ? added / emptyAdded : 0.0, legacyAdded > 0 ? added / legacyAdded : 0.0);
+  }
+
+  // ---- a small training step (3-layer MLP 256 wide, batch 64, Adam)
+  Mlp mlp;
+  std::vector<Config> stepConfigs = {{"untraced", [] {}, [] {}},
+                                     tracerunConfig("tracerun ops+memory, shapes", true, true),
+                                     tracerunConfig("tracerun ops, no shapes", false, false)};
+  std::map<std::string, std::vector<double>> perStep, perStepCpu;
+  for (int k = 0; k < 5; ++k) mlp.step();
+  for (int r = 0; r < stepReps * 3; ++r) {
+    std::vector<size_t> order = {0, 1, 2};
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) {
+      stepConfigs[i].on();
+      mlp.step();
+      const int64_t t0 = nowNs(), c0 = threadCpuNs();
+      for (int k = 0; k < 20; ++k) mlp.step();
+      const int64_t t1 = nowNs(), c1 = threadCpuNs();
+      stepConfigs[i].off();
+      perStep[stepConfigs[i].name].push_back(double(t1 - t0) / 20 / 1e3);
+      perStepCpu[stepConfigs[i].name].push_back(double(c1 - c0) / 20 / 1e3);
+    }
+  }
+  const double stepBase = median(perStep["untraced"]);
+  const double stepBaseCpu = median(perStepCpu["untraced"]);
+  std::printf("\ntraining step: MLP 256-256-256-1, batch 64, Adam; median of %d interleaved runs "
+              "of 20 steps\n", stepReps * 3);
+  std::printf("%-30s %9s %9s %11s %9s\n", "configuration", "us/step", "ratio", "thread us", "ratio");
+  for (const auto& c : stepConfigs) {
+    const double med = median(perStep[c.name]);
+    const double cpu = median(perStepCpu[c.name]);
+    std::printf("%-30s %9.1f %9.3f %11.1f %9.3f\n", c.name.c_str(), med, med / stepBase, cpu,
+                cpu / stepBaseCpu);
+  }
+  std::printf("\nrecords written over all tracerun runs: %lld, dropped (buffers full): %lld\n",
+              static_cast<long long>(gCaptured), static_cast<long long>(gDropped));
+  return 0;
+}
