@@ -34,10 +34,16 @@ int64_t clockNs(clockid_t id) {
   clock_gettime(id, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
-int64_t nowNs() { return clockNs(CLOCK_MONOTONIC); }
+int64_t nowNs() {
+  return clockNs(CLOCK_MONOTONIC);
+}
 // CPU time of the calling (traced) thread, and of the whole process (adds the writer thread).
-int64_t threadCpuNs() { return clockNs(CLOCK_THREAD_CPUTIME_ID); }
-int64_t processCpuNs() { return clockNs(CLOCK_PROCESS_CPUTIME_ID); }
+int64_t threadCpuNs() {
+  return clockNs(CLOCK_THREAD_CPUTIME_ID);
+}
+int64_t processCpuNs() {
+  return clockNs(CLOCK_PROCESS_CPUTIME_ID);
+}
 
 struct Sample {
   double wall = 0, thread = 0, process = 0;
@@ -65,7 +71,9 @@ at::CallbackHandle gEmpty = 0;
 int64_t gDropped = 0;  // records dropped over all tracerun runs (full per-thread buffers)
 int64_t gCaptured = 0;
 
-std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) { return nullptr; }
+std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
+  return nullptr;
+}
 void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
 
 Config tracerunConfig(const std::string& name, bool shapes, bool memory) {
@@ -161,10 +169,11 @@ int main(int argc, char** argv) {
   }
   std::printf("per-op cost: at::add on 8 floats, %d iterations, median of %d interleaved runs\n",
               iters, reps);
-  std::printf("  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
-              "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
-  std::printf("%-30s %8s %8s %8s %8s %9s %10s %10s\n", "configuration", "wall", "+wall",
-              "thread", "+thread", "process", "+thr/empty", "+thr/legacy");
+  std::printf(
+      "  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
+      "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
+  std::printf("%-30s %8s %8s %8s %8s %9s %10s %10s\n", "configuration", "wall", "+wall", "thread",
+              "+thread", "process", "+thr/empty", "+thr/legacy");
   const double baseWall = median(perOp["nothing"]);
   const double baseCpu = median(perOpCpu["nothing"]);
   const double emptyAdded = median(perOpCpu["empty RecordFunction callback"]) - baseCpu;
@@ -175,7 +184,8 @@ int main(int argc, char** argv) {
     const double added = cpu - baseCpu;
     std::printf("%-30s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f\n", c.name.c_str(), wall,
                 wall - baseWall, cpu, added, median(perOpProc[c.name]),
-                emptyAdded > 0 ? added / emptyAdded : 0.0, legacyAdded > 0 ? added / legacyAdded : 0.0);
+                emptyAdded > 0 ? added / emptyAdded : 0.0,
+                legacyAdded > 0 ? added / legacyAdded : 0.0);
   }
 
   // ---- a small training step (3-layer MLP 256 wide, batch 64, Adam)
@@ -201,9 +211,12 @@ int main(int argc, char** argv) {
   }
   const double stepBase = median(perStep["untraced"]);
   const double stepBaseCpu = median(perStepCpu["untraced"]);
-  std::printf("\ntraining step: MLP 256-256-256-1, batch 64, Adam; median of %d interleaved runs "
-              "of 20 steps\n", stepReps * 3);
-  std::printf("%-30s %9s %9s %11s %9s\n", "configuration", "us/step", "ratio", "thread us", "ratio");
+  std::printf(
+      "\ntraining step: MLP 256-256-256-1, batch 64, Adam; median of %d interleaved runs "
+      "of 20 steps\n",
+      stepReps * 3);
+  std::printf("%-30s %9s %9s %11s %9s\n", "configuration", "us/step", "ratio", "thread us",
+              "ratio");
   for (const auto& c : stepConfigs) {
     const double med = median(perStep[c.name]);
     const double cpu = median(perStepCpu[c.name]);

@@ -188,7 +188,8 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
 
   // The terminal sends SIGINT/SIGQUIT to the whole foreground group: the program decides; the
   // launcher waits for it to finish and still merges. SIGTERM/SIGHUP sent to us go to it.
-  struct sigaction ignore {}, forward {}, oldInt {}, oldQuit {}, oldTerm {}, oldHup {};
+  struct sigaction ignore {
+  }, forward{}, oldInt{}, oldQuit{}, oldTerm{}, oldHup{};
   ignore.sa_handler = SIG_IGN;
   forward.sa_handler = forwardSignal;
   ::sigemptyset(&ignore.sa_mask);
@@ -268,7 +269,8 @@ void printSummary(const std::string& path) {
   std::fprintf(stderr, "  events:  %s memory, %s flows, %s counter samples, %s instants\n",
                withCommas(counts.memory).c_str(), withCommas(counts.flows).c_str(),
                withCommas(counts.counters).c_str(), withCommas(counts.instants).c_str());
-  std::fprintf(stderr, "  memory:  peak %s live (CPU)\n", bytesText(static_cast<double>(peak)).c_str());
+  std::fprintf(stderr, "  memory:  peak %s live (CPU)\n",
+               bytesText(static_cast<double>(peak)).c_str());
   std::fprintf(stderr, "  dropped: %s events%s\n", withCommas(dropped).c_str(),
                errors ? " (stats with severity error: see tracerun info)" : "");
 }

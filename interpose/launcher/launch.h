@@ -13,10 +13,10 @@ struct LaunchOptions {
   std::string output = "run.db";
   std::string capture = "ops,scopes,memory";  // words: ops, scopes, memory (comm, cuda: later)
   bool shapes = true;
-  std::string target;         // empty: PROGRAM itself (through a #! line to its interpreter)
-  std::string library;        // empty: libtracerun.so next to this binary, then the build's
-  bool keep_shards = false;   // keep OUTPUT.shards/ after merging
-  bool quiet = false;         // no summary
+  std::string target;                // empty: PROGRAM itself (through a #! line to its interpreter)
+  std::string library;               // empty: libtracerun.so next to this binary, then the build's
+  bool keep_shards = false;          // keep OUTPUT.shards/ after merging
+  bool quiet = false;                // no summary
   std::vector<std::string> program;  // PROGRAM ARGS...
 };
 

@@ -12,8 +12,9 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("-o,--output", o->output, "trace to write when running a PROGRAM (run.db)");
   app.add_option("--capture", o->capture,
                  "what to record, comma-separated: ops,scopes,memory (default all)");
-  app.add_flag("--no-shapes", [o](int64_t) { o->shapes = false; },
-               "do not record input shapes and dtypes of ops (cheaper)");
+  app.add_flag(
+      "--no-shapes", [o](int64_t) { o->shapes = false; },
+      "do not record input shapes and dtypes of ops (cheaper)");
   app.add_option("--target", o->target,
                  "capture in this program (path or name) instead of PROGRAM: for wrappers and "
                  "scripts that start the real program");

@@ -22,9 +22,15 @@ __attribute__((visibility("default"))) void tracerun_annotate_attach(
   Frame* f = t->top();
   if (f == nullptr || f->key != record_function) return;  // this scope is not being recorded
   switch (kind) {
-    case 1: f->category = tracerun::core::Category::kPhase; break;
-    case 2: f->category = tracerun::core::Category::kModule; break;
-    default: f->category = tracerun::core::Category::kUser; break;
+    case 1:
+      f->category = tracerun::core::Category::kPhase;
+      break;
+    case 2:
+      f->category = tracerun::core::Category::kModule;
+      break;
+    default:
+      f->category = tracerun::core::Category::kUser;
+      break;
   }
   if (detail != nullptr) f->detail = t->intern(detail);
   int count = 0;
@@ -38,7 +44,7 @@ __attribute__((visibility("default"))) void tracerun_annotate_attach(
 }
 
 __attribute__((visibility("default"))) void tracerun_annotate_counter(const char* name,
-                                                                        double value) {
+                                                                      double value) {
   using namespace tracerun::interpose;
   ThreadState* t = threadState();
   if (t == nullptr || name == nullptr) return;

@@ -182,12 +182,18 @@ std::atomic<uint64_t> gStats[static_cast<int>(Stat::kCount)];
 
 const char* statName(Stat s) {
   switch (s) {
-    case Stat::kStackOverflow: return "capture_stack_overflow";
-    case Stat::kUnmatchedEnd: return "capture_unmatched_ends";
-    case Stat::kClosedByParent: return "capture_spans_closed_by_parent";
-    case Stat::kFlowMissing: return "capture_backward_without_forward";
-    case Stat::kMemoryUnrecorded: return "capture_memory_events_unrecorded";
-    case Stat::kCount: break;
+    case Stat::kStackOverflow:
+      return "capture_stack_overflow";
+    case Stat::kUnmatchedEnd:
+      return "capture_unmatched_ends";
+    case Stat::kClosedByParent:
+      return "capture_spans_closed_by_parent";
+    case Stat::kFlowMissing:
+      return "capture_backward_without_forward";
+    case Stat::kMemoryUnrecorded:
+      return "capture_memory_events_unrecorded";
+    case Stat::kCount:
+      break;
   }
   return "capture_unknown";
 }
@@ -289,7 +295,8 @@ bool startCapture(const CaptureConfig& config) {
     const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0) return false;  // another process of the same target captures this shard
     const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::write(fd, pid.data(), pid.size()) < 0) { /* the claim itself is what matters */ }
+    if (::write(fd, pid.data(), pid.size()) < 0) { /* the claim itself is what matters */
+    }
     ::close(fd);
   }
   auto active = std::make_unique<ActiveCapture>();

@@ -53,8 +53,8 @@ struct CaptureHooks {
   void (*stop)() = nullptr;
 };
 void addCaptureHooks(CaptureHooks hooks);  // call before startCapture (op_capture.cpp does)
-CaptureHooks opCaptureHooks();      // op_capture.cpp: RecordFunction callbacks
-CaptureHooks memoryCaptureHooks();  // memory_capture.cpp: the tracing CPU allocator
+CaptureHooks opCaptureHooks();             // op_capture.cpp: RecordFunction callbacks
+CaptureHooks memoryCaptureHooks();         // memory_capture.cpp: the tracing CPU allocator
 
 // Starts a capture writing the shard config.output. Returns false (after one line on stderr) when
 // the shard cannot be created or a capture is already running.
@@ -82,7 +82,9 @@ inline ThreadState* threadState() noexcept {
   if (t != nullptr && t->generation == g) return t;
   return threadStateSlow();
 }
-inline bool capturing() noexcept { return gActiveGeneration.load(std::memory_order_relaxed) != 0; }
+inline bool capturing() noexcept {
+  return gActiveGeneration.load(std::memory_order_relaxed) != 0;
+}
 
 const CaptureConfig& activeConfig() noexcept;  // meaningful while capturing
 core::TrackId asyncTrack() noexcept;           // the process's track for async scopes

@@ -79,8 +79,8 @@ class TracingCpuAllocator final : public c10::Allocator {
     char* base = static_cast<char*>(block.get());
     if (base == nullptr) return block;
     const c10::Device device = block.device();
-    auto* h = new (base) Header{kMagic, nullptr, block.get_deleter(), static_cast<int64_t>(n),
-                                tlsMemoryCategory};
+    auto* h = new (base)
+        Header{kMagic, nullptr, block.get_deleter(), static_cast<int64_t>(n), tlsMemoryCategory};
     h->innerContext = block.release_context();
     char* user = base + kHeaderBytes;
     const auto bytes = static_cast<int64_t>(n);
@@ -112,10 +112,14 @@ void startMemory(const CaptureConfig& config) {
   gMemoryOn.store(true);
 }
 
-void stopMemory() { gMemoryOn.store(false); }
+void stopMemory() {
+  gMemoryOn.store(false);
+}
 
 }  // namespace
 
-CaptureHooks memoryCaptureHooks() { return CaptureHooks{&startMemory, &stopMemory}; }
+CaptureHooks memoryCaptureHooks() {
+  return CaptureHooks{&startMemory, &stopMemory};
+}
 
 }  // namespace tracerun::interpose

@@ -1,7 +1,7 @@
 // Operators, autograd nodes and user scopes from libtorch's RecordFunction global callbacks, onto
 // each thread's span stack; forward->backward flows from sequence numbers; input shapes. Also the
-// library's static initializer. No allocation or lock on the hot path (see README of docs/capture.md
-// for what is measured); tensor identities (dataflow) are not recorded here.
+// library's static initializer. No allocation or lock on the hot path (costs measured in
+// docs/capture.md for what is measured); tensor identities (dataflow) are not recorded here.
 //
 // Sections: shapes · async scopes · start/end callbacks · hooks · library lifetime
 #include <ATen/core/ivalue.h>
@@ -26,10 +26,14 @@ std::vector<at::CallbackHandle> gHandles;  // changed only under capture.cpp's l
 
 core::Category categoryOf(at::RecordScope s) noexcept {
   switch (s) {
-    case at::RecordScope::FUNCTION: return core::Category::kOp;
-    case at::RecordScope::BACKWARD_FUNCTION: return core::Category::kBackward;
-    case at::RecordScope::USER_SCOPE: return core::Category::kUser;
-    default: return core::Category::kOther;
+    case at::RecordScope::FUNCTION:
+      return core::Category::kOp;
+    case at::RecordScope::BACKWARD_FUNCTION:
+      return core::Category::kBackward;
+    case at::RecordScope::USER_SCOPE:
+      return core::Category::kUser;
+    default:
+      return core::Category::kOther;
   }
 }
 
@@ -37,8 +41,18 @@ core::Category categoryOf(at::RecordScope s) noexcept {
 // The hot path hashes dtypes and dims (no formatting); the text is built and interned only when
 // this thread has not seen the hash before.
 
-enum : uint64_t { kTagTensor = 1, kTagUndef, kTagList, kTagInt, kTagDouble, kTagBool, kTagNone,
-                  kTagString, kTagIntList, kTagOther };
+enum : uint64_t {
+  kTagTensor = 1,
+  kTagUndef,
+  kTagList,
+  kTagInt,
+  kTagDouble,
+  kTagBool,
+  kTagNone,
+  kTagString,
+  kTagIntList,
+  kTagOther
+};
 
 uint64_t hashValue(uint64_t h, const c10::IValue& v) {
   if (v.isTensor()) {
@@ -66,19 +80,32 @@ uint64_t hashValue(uint64_t h, const c10::IValue& v) {
 
 const char* dtypeName(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Double: return "f64";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Short: return "i16";
-    case c10::ScalarType::Char: return "i8";
-    case c10::ScalarType::Byte: return "u8";
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::ComplexFloat: return "c64";
-    case c10::ScalarType::ComplexDouble: return "c128";
-    default: return c10::toString(t);
+    case c10::ScalarType::Float:
+      return "f32";
+    case c10::ScalarType::Double:
+      return "f64";
+    case c10::ScalarType::Half:
+      return "f16";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::Long:
+      return "i64";
+    case c10::ScalarType::Int:
+      return "i32";
+    case c10::ScalarType::Short:
+      return "i16";
+    case c10::ScalarType::Char:
+      return "i8";
+    case c10::ScalarType::Byte:
+      return "u8";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::ComplexFloat:
+      return "c64";
+    case c10::ScalarType::ComplexDouble:
+      return "c128";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -161,8 +188,8 @@ std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t, const at::Record
   c->detail = gShapes ? shapesOf(t, fn) : 0;
   c->id = t.buffer->nextId();
   c->seq = fn.seqNr();
-  c->category = fn.scope() == at::RecordScope::USER_SCOPE ? core::Category::kComm
-                                                           : categoryOf(fn.scope());
+  c->category =
+      fn.scope() == at::RecordScope::USER_SCOPE ? core::Category::kComm : categoryOf(fn.scope());
   c->start_ns = core::nowNs();
   return c;
 }
@@ -302,7 +329,9 @@ void stopOps() {
 
 }  // namespace
 
-CaptureHooks opCaptureHooks() { return CaptureHooks{&startOps, &stopOps}; }
+CaptureHooks opCaptureHooks() {
+  return CaptureHooks{&startOps, &stopOps};
+}
 
 // ---- library lifetime ---------------------------------------------------------------------------
 // Runs when libtracerun.so is loaded (after libtorch, which it links) and at normal exit.

@@ -135,8 +135,8 @@ class SeqMap {
 // dense). Maps are created on first use and live as long as the process (a backward pass may run
 // after its forward thread exited).
 inline constexpr uint64_t kMaxSeqThreads = 1024;
-SeqMap* seqMapForThread(uint64_t rfThreadId) noexcept;           // null when none or too large
-SeqMap* createSeqMapForThread(uint64_t rfThreadId);              // null when too large
+SeqMap* seqMapForThread(uint64_t rfThreadId) noexcept;  // null when none or too large
+SeqMap* createSeqMapForThread(uint64_t rfThreadId);     // null when too large
 
 // ---- Frame --------------------------------------------------------------------------------------
 

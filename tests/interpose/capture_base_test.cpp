@@ -148,8 +148,8 @@ TEST_CASE("targetMatches compares paths by realpath and bare names by basename")
 
 namespace {
 void clearCaptureEnv() {
-  for (const char* k : {"TRACERUN_OUTPUT", "TRACERUN_TARGET", "TRACERUN_CAPTURE",
-                        "TRACERUN_SHAPES", "TRACERUN_CLAIM", "RANK", "WORLD_SIZE"}) {
+  for (const char* k : {"TRACERUN_OUTPUT", "TRACERUN_TARGET", "TRACERUN_CAPTURE", "TRACERUN_SHAPES",
+                        "TRACERUN_CLAIM", "RANK", "WORLD_SIZE"}) {
     ::unsetenv(k);
   }
 }

@@ -4,10 +4,10 @@
 // Each TEST_CASE runs in its own process under CTest (catch_discover_tests).
 //
 // Sections: helpers · ops and flows vs the profiler · annotations · async scopes · memory
-#include <catch2/catch.hpp>
 #include <c10/core/CPUAllocator.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <catch2/catch.hpp>
 
 #include <unistd.h>
 
@@ -99,20 +99,28 @@ std::vector<SpanInfo> inside(const std::vector<SpanInfo>& spans, const SpanInfo&
 
 std::string kindOf(core::Category c) {
   switch (c) {
-    case core::Category::kOp: return "op";
-    case core::Category::kBackward: return "backward";
+    case core::Category::kOp:
+      return "op";
+    case core::Category::kBackward:
+      return "backward";
     case core::Category::kUser:
     case core::Category::kPhase:
-    case core::Category::kModule: return "user";
-    default: return "other";
+    case core::Category::kModule:
+      return "user";
+    default:
+      return "other";
   }
 }
 std::string kindOfScope(uint8_t scope) {
   switch (static_cast<at::RecordScope>(scope)) {
-    case at::RecordScope::FUNCTION: return "op";
-    case at::RecordScope::BACKWARD_FUNCTION: return "backward";
-    case at::RecordScope::USER_SCOPE: return "user";
-    default: return "other";
+    case at::RecordScope::FUNCTION:
+      return "op";
+    case at::RecordScope::BACKWARD_FUNCTION:
+      return "backward";
+    case at::RecordScope::USER_SCOPE:
+      return "user";
+    default:
+      return "other";
   }
 }
 
@@ -186,7 +194,7 @@ TEST_CASE("ops backward nodes and scopes equal the legacy profiler name by name"
   for (const auto& e : profilerEventsAfter(lists, "test_window")) ++theirs[{e.kind, e.name}];
   INFO(firstDifferences(ours, theirs));
   CHECK(ours == theirs);
-  CHECK(ours[{"op", "aten::addmm"}] == 6);             // 2 linears x 3 steps
+  CHECK(ours[{"op", "aten::addmm"}] == 6);           // 2 linears x 3 steps
   CHECK(ours[{"backward", "AddmmBackward0"}] == 6);  // and their backward nodes
   ::unlink(path.c_str());
 }
@@ -306,8 +314,8 @@ TEST_CASE("annotations become phase module and user spans with arguments and cou
   CHECK(argsOf(*step) == std::map<std::string, int64_t>{{"step", 7}});
   CHECK(forward->row.category == core::Category::kPhase);
   CHECK(mb->row.category == core::Category::kUser);
-  CHECK(argsOf(*mb) ==
-        std::map<std::string, int64_t>{{"stage", 1}, {"chunk", 2}, {"microbatch", 3}, {"phase", 4}});
+  CHECK(argsOf(*mb) == std::map<std::string, int64_t>{
+                           {"stage", 1}, {"chunk", 2}, {"microbatch", 3}, {"phase", 4}});
   CHECK(mod->row.category == core::Category::kModule);
   CHECK(reader.str(mod->row.detail) == "Linear");
   CHECK(argsOf(*mod) == std::map<std::string, int64_t>{{"params", 264}, {"shard", 1}});
@@ -320,7 +328,8 @@ TEST_CASE("annotations become phase module and user spans with arguments and cou
   std::vector<double> loss;
   for (const auto& t : reader.tracks()) {
     if (t.kind == core::TrackKind::kCounter && t.name == "loss") {
-      for (const auto& c : reader.counters(t.id, INT64_MIN / 2, INT64_MAX / 2)) loss.push_back(c.value);
+      for (const auto& c : reader.counters(t.id, INT64_MIN / 2, INT64_MAX / 2))
+        loss.push_back(c.value);
     }
   }
   CHECK(loss == std::vector<double>{0.5, 0.25});
@@ -348,7 +357,8 @@ TEST_CASE("async scopes that end on another thread go to the async track and not
     std::thread([rf] {  // like Gloo: started on a worker thread...
       rf->_setAsync();
       rf->before("gloo:all_reduce");
-    }).join();
+    })
+        .join();
     auto t = torch::ones({4}) + 1;
     std::thread([rf] { rf->end(); }).join();  // ...and completed on another
   }

@@ -1,15 +1,15 @@
-// End-to-end: `tracerun -- PROGRAM` on programs nobody here instrumented (the plain libtorch sample,
-// the PyTorch script, shells and wrappers), read back with TraceReader; the Python run compared
-// with libtorch's own profiler in the same process. No libtorch in this test binary.
+// End-to-end: `tracerun -- PROGRAM` on programs nobody here instrumented (the plain libtorch
+// sample, the PyTorch script, shells and wrappers), read back with TraceReader; the Python run
+// compared with libtorch's own profiler in the same process. No libtorch in this test binary.
 //
 // Sections: running processes · reading traces · C++ sample · Python · wrappers and targets ·
 //           exits and signals
-#include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -57,7 +57,8 @@ bool exists(const std::string& path) {
 const std::string& scratch() {
   static const std::string dir = [] {
     const char* t = std::getenv("TMPDIR");
-    std::string d = std::string(t ? t : "/tmp") + "/tracerun_launcher_" + std::to_string(::getpid());
+    std::string d =
+        std::string(t ? t : "/tmp") + "/tracerun_launcher_" + std::to_string(::getpid());
     ::mkdir(d.c_str(), 0755);
     // One intra-op thread, one BLAS thread: quick and deterministic on a small machine.
     ::setenv("OMP_NUM_THREADS", "1", 1);
@@ -107,7 +108,9 @@ class Child {
   std::string out_, err_;
 };
 
-Result run(const std::vector<std::string>& argv) { return Child(argv).wait(); }
+Result run(const std::vector<std::string>& argv) {
+  return Child(argv).wait();
+}
 
 std::vector<std::string> tracerunArgs(const std::string& output, std::vector<std::string> rest) {
   std::vector<std::string> argv = {TRACERUN_BIN, "-o", output};
@@ -162,8 +165,8 @@ TEST_CASE("tracerun runs the plain libtorch sample and records ops backward link
   CHECK(countNamed(spans, "aten::addmm", core::Category::kOp) == 6);
   CHECK(countNamed(spans, "AddmmBackward0", core::Category::kBackward) == 6);
   int backwardWithSeq = 0;
-  for (const auto& s : spans) backwardWithSeq += s.row.category == core::Category::kBackward &&
-                                                 s.row.seq >= 0;
+  for (const auto& s : spans)
+    backwardWithSeq += s.row.category == core::Category::kBackward && s.row.seq >= 0;
   const auto counts = reader.counts();
   CHECK(counts.flows == backwardWithSeq);
   CHECK(counts.memory > 100);
@@ -187,7 +190,8 @@ TEST_CASE("tracerun runs the plain libtorch sample and records ops backward link
 
 TEST_CASE("no-shapes and capture lists reach the library") {
   const std::string db = scratch() + "/noshapes.db";
-  const Result r = run(tracerunArgs(db, {"--no-shapes", "--capture", "ops", "--", SAMPLE_BIN, "1"}));
+  const Result r =
+      run(tracerunArgs(db, {"--no-shapes", "--capture", "ops", "--", SAMPLE_BIN, "1"}));
   INFO(r.describe());
   REQUIRE(r.code == 0);
   const auto reader = trace::TraceReader::open(db);
@@ -206,7 +210,8 @@ TEST_CASE("no-shapes and capture lists reach the library") {
 #ifdef TRACERUN_TEST_PYTHON
 TEST_CASE("tracerun runs an ordinary PyTorch script through Debian's python3") {
   const std::string db = scratch() + "/py.db";
-  const Result r = run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, PYTHON_SAMPLE, "--steps", "2"}));
+  const Result r =
+      run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, PYTHON_SAMPLE, "--steps", "2"}));
   INFO(r.describe());
   REQUIRE(r.code == 0);
   CHECK(r.out.find("step 1 loss") != std::string::npos);
@@ -220,7 +225,8 @@ TEST_CASE("tracerun runs an ordinary PyTorch script through Debian's python3") {
   CHECK(stat(reader, "dropped_events") == 0);
 }
 
-TEST_CASE("ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
+TEST_CASE(
+    "ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
   const std::string db = scratch() + "/pycheck.db";
   const std::string json = scratch() + "/pycheck.json";
   const Result r = run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, PYTHON_CHECK, json}));
@@ -234,12 +240,16 @@ TEST_CASE("ops and backward links under tracerun equal libtorch's profiler in th
   };
   auto kindOf = [](core::Category c) {
     switch (c) {
-      case core::Category::kOp: return "op";
-      case core::Category::kBackward: return "backward";
+      case core::Category::kOp:
+        return "op";
+      case core::Category::kBackward:
+        return "backward";
       case core::Category::kUser:
       case core::Category::kPhase:
-      case core::Category::kModule: return "user";
-      default: return "other";
+      case core::Category::kModule:
+        return "user";
+      default:
+        return "other";
     }
   };
   std::map<std::pair<std::string, std::string>, int> theirs, ours;
@@ -270,8 +280,9 @@ TEST_CASE("ops and backward links under tracerun equal libtorch's profiler in th
   std::string diff;
   for (const auto& [k, v] : theirs) {
     const int o = ours.count(k) ? ours.at(k) : 0;
-    if (o != v) diff += k.first + " " + k.second + ": profiler " + std::to_string(v) +
-                        ", tracerun " + std::to_string(o) + "\n";
+    if (o != v)
+      diff += k.first + " " + k.second + ": profiler " + std::to_string(v) + ", tracerun " +
+              std::to_string(o) + "\n";
   }
   INFO(diff);
   CHECK(ours == theirs);
@@ -327,8 +338,9 @@ TEST_CASE("wrappers do not capture and the target option names the real program"
   }
   {
     const std::string db = scratch() + "/timeout.db";
-    const Result r = run(tracerunArgs(db, {"--target", "plain_libtorch_mlp", "--", "/usr/bin/timeout",
-                                       "120", "/bin/sh", "-c", sample + " 2"}));
+    const Result r =
+        run(tracerunArgs(db, {"--target", "plain_libtorch_mlp", "--", "/usr/bin/timeout", "120",
+                              "/bin/sh", "-c", sample + " 2"}));
     INFO(r.describe());
     REQUIRE(r.code == 0);
     const auto reader = trace::TraceReader::open(db);

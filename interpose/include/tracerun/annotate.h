@@ -1,5 +1,6 @@
-// tracerun's annotation API: the one header of ours that trainer/ and user programs include. Scopes,
-// steps, module scopes, counters and memory-category tags. Needs libtorch only, never libtracerun.
+// tracerun's annotation API: the one header of ours that trainer/ and user programs include.
+// Scopes, steps, module scopes, counters and memory-category tags. Needs libtorch only, never
+// libtracerun.
 //
 // How it works
 // - Scopes are libtorch RecordFunction user scopes (RecordScope::USER_SCOPE), so libtorch's own
