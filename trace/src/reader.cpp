@@ -146,7 +146,7 @@ class TraceReader::Impl {
   std::unordered_map<int64_t, int64_t> longestChunk_;  // track -> tracks.longest_chunk_ns
 
   // Statements reused by the frequent queries (a TraceReader is used from one thread at a time).
-  mutable sql::Stmt chunksInWindow_, spansById_, chunksOfTrack_;
+  mutable sql::Stmt chunksInWindow_, spansInWindow_, chunksOfTrack_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -214,9 +214,10 @@ void TraceReader::Impl::open() {
                                 "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 AND "
                                 "min_start_ns BETWEEN ?2 AND ?3 AND max_end_ns >= ?4 ORDER BY "
                                 "min_start_ns, first_id");
-    spansById_ = sql::Stmt(db_,
-                           "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq FROM "
-                           "spans WHERE id BETWEEN ?1 AND ?2");
+    spansInWindow_ = sql::Stmt(db_,
+                               "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq "
+                               "FROM spans WHERE id BETWEEN ?1 AND ?2 AND start_ns <= ?3 AND "
+                               "start_ns + dur_ns >= ?4");
     chunksOfTrack_ = sql::Stmt(db_,
                                "SELECT min_start_ns, first_id, last_id FROM span_chunks WHERE "
                                "track = ?1 ORDER BY min_start_ns, first_id");
@@ -240,22 +241,19 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
   while (chunks.step()) ranges.emplace_back(chunks.i64(0), chunks.i64(1));
   chunks.reset();
 
-  auto& rows = spansById_;
+  auto& rows = spansInWindow_;
   for (const auto& [first, last] : ranges) {
     const size_t runStart = out.size();
     rows.reset();
-    rows.bind(1, first).bind(2, last);
-    while (rows.step()) {
-      const int64_t start = rows.i64(1);
-      if (start > t1) break;  // a chunk is sorted by start: nothing later can overlap
-      if (start + rows.i64(2) < t0) continue;
-      out.push_back(spanRow(rows, track));
-    }
-    // Each chunk is a sorted run; chunks come in min_start order but may overlap in time (a long
-    // span sorts first in a chunk written after its children), so merge runs rather than sort.
+    rows.bind(1, first).bind(2, last).bind(3, t1).bind(4, t0);
+    while (rows.step()) out.push_back(spanRow(rows, track));
+    // A chunk the writer made is sorted by (start, depth); one rebuilt by a merge of an incomplete
+    // shard may not be, so check. Chunks come in min_start order but overlap in time (a long span
+    // sorts first in a chunk written after its children): merge the runs rather than sort all.
+    const auto runBegin = out.begin() + static_cast<std::ptrdiff_t>(runStart);
+    if (!std::is_sorted(runBegin, out.end(), spanLess)) std::sort(runBegin, out.end(), spanLess);
     if (runStart > 0 && runStart < out.size() && spanLess(out[runStart], out[runStart - 1])) {
-      std::inplace_merge(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(runStart),
-                         out.end(), spanLess);
+      std::inplace_merge(out.begin(), runBegin, out.end(), spanLess);
     }
   }
   rows.reset();
