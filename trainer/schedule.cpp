@@ -1,0 +1,182 @@
+// Building the per-rank action lists (see schedule.h). Every schedule is the same three phases
+// over "virtual microbatches" k in [0, m * v): warm-up forwards, a steady state of one forward and
+// one backward, and cool-down backwards; schedules differ only in the warm-up length and in which
+// (microbatch, chunk) the k-th forward and backward are.
+#include "schedule.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace gpttrain {
+namespace {
+
+struct Slot {
+  int microbatch;
+  int chunk;
+};
+
+// Megatron's order: groups of p microbatches go through chunk 0, then chunk 1, ...; backwards
+// visit the chunks in reverse. With v == 1 the k-th forward and backward are microbatch k.
+Slot forwardSlot(const PipelineShape& s, int k) {
+  const int group = s.stages * s.chunks;
+  const int in_group = k % group;
+  return Slot{(k / group) * s.stages + in_group % s.stages, in_group / s.stages};
+}
+
+Slot backwardSlot(const PipelineShape& s, int k) {
+  Slot slot = forwardSlot(s, k);
+  slot.chunk = s.chunks - 1 - slot.chunk;
+  return slot;
+}
+
+Action compute(ActionKind kind, Slot slot) {
+  return Action{kind, slot.microbatch, slot.chunk, -1, -1};
+}
+
+int totalSteps(const PipelineShape& s) {
+  return s.microbatches * s.chunks;
+}
+
+void appendWarmUp(std::vector<Action>& out, const PipelineShape& s, int warmup) {
+  for (int k = 0; k < warmup; ++k) out.push_back(compute(ActionKind::kForward, forwardSlot(s, k)));
+}
+
+void appendSteady(std::vector<Action>& out, const PipelineShape& s, int warmup) {
+  for (int k = 0; k < totalSteps(s) - warmup; ++k) {
+    out.push_back(compute(ActionKind::kForward, forwardSlot(s, warmup + k)));
+    out.push_back(compute(ActionKind::kBackward, backwardSlot(s, k)));
+  }
+}
+
+void appendCoolDown(std::vector<Action>& out, const PipelineShape& s, int warmup) {
+  for (int k = totalSteps(s) - warmup; k < totalSteps(s); ++k) {
+    out.push_back(compute(ActionKind::kBackward, backwardSlot(s, k)));
+  }
+}
+
+// Tag of the message leaving virtual stage `from` for `microbatch` (forward: its activation,
+// backward: the gradient of its input). Unique within a step.
+int messageTag(bool forward, int from, int microbatch, const PipelineShape& s) {
+  return (from * s.microbatches + microbatch) * 2 + (forward ? 0 : 1);
+}
+
+}  // namespace
+
+ScheduleKind parseScheduleKind(const std::string& name) {
+  if (name == "gpipe") return ScheduleKind::kGpipe;
+  if (name == "1f1b") return ScheduleKind::kOneFOneB;
+  if (name == "interleaved") return ScheduleKind::kInterleaved;
+  throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
+}
+
+const char* scheduleName(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      return "gpipe";
+    case ScheduleKind::kOneFOneB:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
+  }
+  return "?";
+}
+
+const char* actionName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kRecvForward:
+      return "recv_forward";
+    case ActionKind::kForward:
+      return "forward";
+    case ActionKind::kSendForward:
+      return "send_forward";
+    case ActionKind::kRecvBackward:
+      return "recv_backward";
+    case ActionKind::kBackward:
+      return "backward";
+    case ActionKind::kSendBackward:
+      return "send_backward";
+  }
+  return "?";
+}
+
+std::string scheduleError(ScheduleKind kind, const PipelineShape& s) {
+  if (s.stages < 1 || s.chunks < 1 || s.microbatches < 1) return "empty pipeline";
+  if (kind != ScheduleKind::kInterleaved && s.chunks != 1) {
+    return "--vp " + std::to_string(s.chunks) + " needs --schedule interleaved";
+  }
+  if (kind == ScheduleKind::kInterleaved && s.microbatches % s.stages != 0) {
+    return "--schedule interleaved needs the microbatches per step (" +
+           std::to_string(s.microbatches) + ") to be a multiple of --pp " +
+           std::to_string(s.stages);
+  }
+  return "";
+}
+
+int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
+  int warmup = 0;
+  switch (kind) {
+    case ScheduleKind::kGpipe:
+      warmup = totalSteps(s);
+      break;
+    case ScheduleKind::kOneFOneB:
+      warmup = s.stages - rank - 1;
+      break;
+    case ScheduleKind::kInterleaved:
+      warmup = (s.stages - rank - 1) * 2 + (s.chunks - 1) * s.stages;
+      break;
+  }
+  return std::min(warmup, totalSteps(s));
+}
+
+int inFlightBound(ScheduleKind kind, const PipelineShape& s, int rank) {
+  return std::min(warmUpForwards(kind, s, rank) + 1, totalSteps(s));
+}
+
+std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& s, int rank) {
+  const int warmup = warmUpForwards(kind, s, rank);
+  std::vector<Action> out;
+  appendWarmUp(out, s, warmup);
+  appendSteady(out, s, warmup);
+  appendCoolDown(out, s, warmup);
+  return out;
+}
+
+std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+  const int p = s.stages, last = s.virtualStages() - 1;
+  const int next = (rank + 1) % p, prev = (rank + p - 1) % p;
+  std::vector<Action> out;
+  for (const Action& a : computeOrder(kind, s, rank)) {
+    const int stage = a.chunk * p + rank;
+    const int mb = a.microbatch;
+    if (a.kind == ActionKind::kForward) {
+      if (stage > 0) {
+        out.push_back(Action{ActionKind::kRecvForward, mb, a.chunk, prev,
+                             messageTag(true, stage - 1, mb, s)});
+      }
+      out.push_back(a);
+      if (stage < last) {
+        out.push_back(
+            Action{ActionKind::kSendForward, mb, a.chunk, next, messageTag(true, stage, mb, s)});
+      }
+    } else {
+      if (stage < last) {
+        out.push_back(Action{ActionKind::kRecvBackward, mb, a.chunk, next,
+                             messageTag(false, stage + 1, mb, s)});
+      }
+      out.push_back(a);
+      if (stage > 0) {
+        out.push_back(
+            Action{ActionKind::kSendBackward, mb, a.chunk, prev, messageTag(false, stage, mb, s)});
+      }
+    }
+  }
+  return out;
+}
+
+double idealBubbleFraction(ScheduleKind kind, const PipelineShape& s) {
+  const double p = s.stages, m = s.microbatches;
+  const double v = kind == ScheduleKind::kInterleaved ? s.chunks : 1.0;
+  return ((p - 1) / v) / (m + (p - 1) / v);
+}
+
+}  // namespace gpttrain

@@ -1,0 +1,74 @@
+// Pipeline schedules as data: for one pipeline rank, the ordered list of actions one training step
+// runs (forward / backward of a microbatch on a model chunk, and the sends and receives around
+// them). Pure integers: no tensors, no communication, no clocks (see pipeline_executor.h).
+//
+// Conventions (Megatron's): p pipeline ranks, v model chunks per rank, m microbatches per step.
+// Chunk c on rank r is virtual stage c * p + r; virtual stage s feeds s + 1, so the last rank's
+// chunk c feeds rank 0's chunk c + 1. Without interleaving v == 1 and virtual stage == rank.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gpttrain {
+
+enum class ScheduleKind {
+  kGpipe,        // all forwards, then all backwards
+  kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
+  kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
+};
+// "gpipe", "1f1b", "interleaved"; throws std::invalid_argument on anything else.
+ScheduleKind parseScheduleKind(const std::string& name);
+const char* scheduleName(ScheduleKind kind);
+
+struct PipelineShape {
+  int stages = 1;        // p
+  int chunks = 1;        // v (1 unless interleaved)
+  int microbatches = 1;  // m
+  int virtualStages() const { return stages * chunks; }
+};
+
+enum class ActionKind {
+  kRecvForward,   // receive the activation this forward consumes from the previous virtual stage
+  kForward,       // run the chunk's forward of the microbatch
+  kSendForward,   // send its output activation to the next virtual stage (non-blocking)
+  kRecvBackward,  // receive the gradient of that output from the next virtual stage
+  kBackward,      // run the chunk's backward of the microbatch
+  kSendBackward,  // send the gradient of its input to the previous virtual stage (non-blocking)
+};
+const char* actionName(ActionKind kind);
+
+struct Action {
+  ActionKind kind = ActionKind::kForward;
+  int microbatch = 0;
+  int chunk = 0;  // model chunk on this rank
+  int peer = -1;  // pipeline rank sent to / received from; -1 for compute
+  int tag = -1;   // message tag, equal on sender and receiver; -1 for compute
+  bool operator==(const Action& o) const {
+    return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk && peer == o.peer &&
+           tag == o.tag;
+  }
+};
+
+// Empty when `shape` can run `kind`; else one line naming the problem (interleaved needs m a
+// multiple of p; v > 1 only with interleaved).
+std::string scheduleError(ScheduleKind kind, const PipelineShape& shape);
+
+// Forwards this rank runs before its first backward (the warm-up), capped at m * v.
+int warmUpForwards(ScheduleKind kind, const PipelineShape& shape, int rank);
+
+// The most microbatch-chunks whose forward has run and whose backward has not, as the schedule
+// promises it (GPipe m; 1F1B min(p - rank, m); interleaved warm-up + 1, capped at m * v).
+int inFlightBound(ScheduleKind kind, const PipelineShape& shape, int rank);
+
+// Only forward and backward actions, in this rank's order: warm-up, steady state, cool-down.
+std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& shape, int rank);
+
+// computeOrder with communication: each forward preceded by its receive and followed by its send,
+// each backward likewise, wherever the neighbouring virtual stage exists.
+std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& shape, int rank);
+
+// The closed-form idle fraction of every stage: (p-1)/(m+p-1), interleaved ((p-1)/v)/(m+(p-1)/v).
+double idealBubbleFraction(ScheduleKind kind, const PipelineShape& shape);
+
+}  // namespace gpttrain
