@@ -192,6 +192,10 @@ const char* statName(Stat s) {
       return "capture_backward_without_forward";
     case Stat::kMemoryUnrecorded:
       return "capture_memory_events_unrecorded";
+    case Stat::kNameCacheMisses:
+      return "capture_names_interned";
+    case Stat::kShapeCacheMisses:
+      return "capture_shapes_interned";
     case Stat::kCount:
       break;
   }

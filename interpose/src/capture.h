@@ -96,6 +96,8 @@ enum class Stat : int {
   kClosedByParent,     // spans closed because an enclosing span ended first
   kFlowMissing,        // backward nodes whose forward op was not found
   kMemoryUnrecorded,   // allocations/frees on a thread that could not record (exiting)
+  kNameCacheMisses,    // names interned (once per distinct name per thread when caches work)
+  kShapeCacheMisses,   // shape signatures formatted and interned
   kCount,
 };
 void countStat(Stat s, uint64_t n = 1) noexcept;

@@ -165,6 +165,7 @@ core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
   }
   id = t.session->strings().intern(text);
   t.shapes.insert(h, id);
+  countStat(Stat::kShapeCacheMisses);
   return id;
 }
 

@@ -2,6 +2,8 @@
 // interned), the SeqMap registry and span emission. No libtorch, no I/O.
 #include "thread_state.h"
 
+#include "capture.h"
+
 #include <mutex>
 
 namespace tracerun::interpose {
@@ -22,15 +24,18 @@ uint64_t hashBytes(const char* s, size_t len) noexcept {
   return h;
 }
 
-core::StringId NameCache::miss(Entry& e, const char* s, size_t len, uint64_t h,
+core::StringId NameCache::miss(Entry* set, const char* s, size_t len, uint64_t h,
                                core::StringTable& strings) noexcept {
   ++misses_;
+  countStat(Stat::kNameCacheMisses);
   core::StringId id = 0;
   try {
     id = strings.intern(std::string_view(s, len));
   } catch (...) {
     return 0;  // out of memory: the event keeps an empty name rather than unwinding into libtorch
   }
+  set[1] = set[0];
+  Entry& e = set[0];
   e.hash = h;
   e.len = static_cast<uint32_t>(len);
   e.id = id;

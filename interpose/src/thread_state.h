@@ -28,24 +28,28 @@ uint64_t hashBytes(const char* s, size_t len) noexcept;
 
 // ---- NameCache ----------------------------------------------------------------------------------
 
-// Text -> StringId, direct-mapped on a hash of the text, so interning (a mutex) happens once per
-// name per thread. Keyed on content, never on the pointer: RecordFunction copies names into
-// std::strings whose addresses are reused for other names. Names up to kInline bytes are compared
-// in full; longer ones by their first kInline bytes plus the 64-bit hash.
+// Text -> StringId, so interning (a mutex) happens once per name per thread: a two-way set-
+// associative table on a hash of the text. Keyed on content, never on the pointer: RecordFunction
+// copies names into std::strings whose addresses are reused for other names. Names up to kInline
+// bytes are compared in full; longer ones by their first kInline bytes plus the 64-bit hash.
 class NameCache {
  public:
-  static constexpr size_t kSlots = 1024;
+  static constexpr size_t kSlots = 1024;  // 512 sets of 2
   static constexpr size_t kInline = 48;
 
   core::StringId lookup(const char* s, core::StringTable& strings) noexcept {
     if (s == nullptr || *s == '\0') return 0;
     const size_t len = std::strlen(s);
     const uint64_t h = hashBytes(s, len);
-    Entry& e = slots_[h & (kSlots - 1)];
-    if (e.hash == h && e.len == len && std::memcmp(e.text, s, len < kInline ? len : kInline) == 0) {
-      return e.id;
+    Entry* set = &slots_[(h & (kSlots / 2 - 1)) * 2];
+    for (int way = 0; way < 2; ++way) {
+      const Entry& e = set[way];
+      if (e.hash == h && e.len == len &&
+          std::memcmp(e.text, s, len < kInline ? len : kInline) == 0) {
+        return e.id;
+      }
     }
-    return miss(e, s, len, h, strings);
+    return miss(set, s, len, h, strings);
   }
   uint64_t misses() const noexcept { return misses_; }
 
@@ -57,7 +61,8 @@ class NameCache {
     char text[kInline] = {};
   };
   static_assert(sizeof(Entry) == 64);
-  core::StringId miss(Entry& e, const char* s, size_t len, uint64_t h,
+  // Interns s and puts it in way 0 of `set`, moving way 0 to way 1.
+  core::StringId miss(Entry* set, const char* s, size_t len, uint64_t h,
                       core::StringTable& strings) noexcept;
 
   Entry slots_[kSlots];
@@ -68,19 +73,26 @@ class NameCache {
 
 // Hash of an op's input shapes and dtypes -> StringId of their text ("f32[8,8], f32[8], int").
 // The capture code hashes the dims (cheap) and formats + interns only on a miss, which happens
-// once per distinct signature per thread; a 64-bit hash collision would give the wrong text.
+// once per distinct signature per thread (two-way set-associative, so signatures that share a set
+// do not evict each other); a 64-bit hash collision would give the wrong text.
 class ShapeCache {
  public:
-  static constexpr size_t kSlots = 512;
+  static constexpr size_t kSlots = 2048;  // 1024 sets of 2
 
   bool find(uint64_t h, core::StringId* id) const noexcept {
-    const Entry& e = slots_[h & (kSlots - 1)];
-    if (e.hash != h || e.id == 0) return false;
-    *id = e.id;
-    return true;
+    const Entry* set = &slots_[(h & (kSlots / 2 - 1)) * 2];
+    for (int way = 0; way < 2; ++way) {
+      if (set[way].hash == h && set[way].id != 0) {
+        *id = set[way].id;
+        return true;
+      }
+    }
+    return false;
   }
   void insert(uint64_t h, core::StringId id) noexcept {
-    slots_[h & (kSlots - 1)] = Entry{h, id};
+    Entry* set = &slots_[(h & (kSlots / 2 - 1)) * 2];
+    set[1] = set[0];
+    set[0] = Entry{h, id};
     ++misses_;
   }
   uint64_t misses() const noexcept { return misses_; }

@@ -63,8 +63,17 @@ TEST_CASE("ShapeCache finds what was inserted and counts misses") {
   cache->insert(12345, 7);
   REQUIRE(cache->find(12345, &id));
   CHECK(id == 7);
-  CHECK_FALSE(cache->find(12345 + ShapeCache::kSlots, &id));  // same slot, other hash
-  CHECK(cache->misses() == 1);
+  // Two hashes of the same set both stay; a third evicts the oldest.
+  const uint64_t sets = ShapeCache::kSlots / 2;
+  CHECK_FALSE(cache->find(12345 + sets, &id));
+  cache->insert(12345 + sets, 8);
+  REQUIRE(cache->find(12345, &id));
+  CHECK(id == 7);
+  REQUIRE(cache->find(12345 + sets, &id));
+  CHECK(id == 8);
+  cache->insert(12345 + 2 * sets, 9);
+  CHECK_FALSE(cache->find(12345, &id));
+  CHECK(cache->misses() == 3);
 }
 
 TEST_CASE("SeqMap returns the latest start of a sequence number and forgets overwritten ones") {
