@@ -107,4 +107,18 @@ at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
   return summed.chunk(g.size, dim)[g.rank].contiguous();
 }
 
+c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer, int tag) {
+  TORCH_CHECK(g.size > 1, "sendAsync on a group of one rank");
+  std::vector<at::Tensor> tensors{t.scalar_type() == at::kFloat ? t.contiguous()
+                                                                : t.to(at::kFloat).contiguous()};
+  return g.pg->send(tensors, peer, tag);
+}
+
+at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag) {
+  TORCH_CHECK(g.size > 1, "recv on a group of one rank");
+  std::vector<at::Tensor> tensors{at::empty(shape, at::kFloat)};
+  g.pg->recv(tensors, peer, tag)->wait();
+  return tensors[0];
+}
+
 }  // namespace gpttrain

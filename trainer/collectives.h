@@ -60,4 +60,11 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim);
 // Sum over ranks of `t`, split in g.size equal slices along `dim`; returns this rank's slice.
 at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim);
 
+// Point-to-point (pipeline stages). Messages between two ranks are matched by `tag`, not by order.
+// Non-blocking send of `t` to group rank `peer`: returns the pending work, which keeps the sent
+// buffer alive; wait on it before the step ends. bfloat16 travels as fp32 on Gloo.
+c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer, int tag);
+// Blocking receive of a tensor of `shape` (fp32) from group rank `peer`.
+at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag);
+
 }  // namespace gpttrain

@@ -2,6 +2,8 @@
 // reinterpreted; features of later issues (pipeline, ZeRO, recompute) are refused clearly.
 #include "config.h"
 
+#include "schedule.h"
+
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -76,8 +78,23 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   return std::nullopt;
 }
 
+bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backward_ms) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos) return false;
+  try {
+    size_t used_f = 0, used_b = 0;
+    const std::string f = text.substr(0, comma), b = text.substr(comma + 1);
+    *forward_ms = std::stod(f, &used_f);
+    *backward_ms = std::stod(b, &used_b);
+    return used_f == f.size() && used_b == b.size() && *forward_ms >= 0 && *backward_ms >= 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::string layoutError(const TrainConfig& c, int world) {
   std::ostringstream out;
+  double f_ms = 0, b_ms = 0;
   if (world % (c.tp * c.pp) != 0) {
     out << "WORLD_SIZE " << world << " is not divisible by tp x pp = " << c.tp * c.pp;
   } else if (c.layers % (c.pp * c.vp) != 0) {
@@ -97,14 +114,18 @@ std::string layoutError(const TrainConfig& c, int world) {
         << c.dpSize(world);
   } else if (c.data != "synthetic" && c.vocab < 256) {
     out << "--vocab " << c.vocab << " is below 256, but --data FILE uses byte tokens";
-  } else if (c.pp > 1 || c.vp > 1) {
-    out << "--pp/--vp > 1: pipeline parallelism is not implemented yet (issue 5)";
+  } else if (c.vp > 1 && c.pp == 1) {
+    out << "--vp " << c.vp << " needs --pp > 1";
+  } else if (std::string e = scheduleError(parseScheduleKind(c.schedule),
+                                           PipelineShape{c.pp, c.vp, c.microbatches(world)});
+             !e.empty()) {
+    out << e;
+  } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms)) {
+    out << "--dry-run-costs '" << c.dry_run_costs << "' is not F_MS,B_MS (two numbers >= 0)";
   } else if (c.zero > 0) {
     out << "--zero " << c.zero << ": ZeRO is not implemented yet (issue 5)";
   } else if (c.recompute != "none") {
     out << "--recompute " << c.recompute << ": not implemented yet (issue 5)";
-  } else if (!c.dry_run_costs.empty()) {
-    out << "--dry-run-costs: not implemented yet (issue 5)";
   }
   return out.str();
 }

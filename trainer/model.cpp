@@ -79,28 +79,26 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
-GptStage::GptStage(const ModelConfig& c, GroupPtr tp, int first_layer, int num_layers, bool first,
-                   bool last)
-    : config_(c),
-      tp_(tp),
-      sp_(c.sp && tp->size > 1),
-      params_(c.seed, tp->rank, tp->size),
-      last_(last) {
+GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int first_layer,
+                   int num_layers, bool first, bool last)
+    : config_(c), tp_(tp), sp_(c.sp && tp->size > 1), last_(last) {
+  const size_t first_entry = params.entries().size();
   if (first || last) {
-    embedding_.emplace(params_, "embedding.word", c.vocab, c.hidden, kInitStd, tp);
+    embedding_.emplace(params, "embedding.word", c.vocab, c.hidden, kInitStd, tp);
   }
   if (first) {
     position_ =
-        params_.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal, kInitStd);
+        params.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal, kInitStd);
   }
   for (int i = first_layer; i < first_layer + num_layers; ++i) {
-    layers_.emplace_back(params_, c, i, tp);
+    layers_.emplace_back(params, c, i, tp);
   }
   if (last) {
-    final_ln_weight_ = params_.add("final_ln.weight", {c.hidden}, -1, Init::kOnes);
-    final_ln_bias_ = params_.add("final_ln.bias", {c.hidden}, -1, Init::kZeros);
+    final_ln_weight_ = params.add("final_ln.weight", {c.hidden}, -1, Init::kOnes);
+    final_ln_bias_ = params.add("final_ln.bias", {c.hidden}, -1, Init::kZeros);
   }
-  for (const auto& e : params_.entries()) {
+  for (size_t i = first_entry; i < params.entries().size(); ++i) {
+    const ParamEntry& e = params.entries()[i];
     if (e.name.rfind("embedding.", 0) == 0) embedding_params_ += e.tensor.numel();
     if (e.name.rfind("final_ln.", 0) == 0) head_params_ += e.tensor.numel();
   }

@@ -44,27 +44,28 @@ class TransformerLayer {
 
 // The layers [first_layer, first_layer + num_layers) plus the embedding when `first` and the final
 // LayerNorm, tied output projection and loss when `last`. Without pipeline parallelism one stage
-// owns everything. (With PP the tied embedding needs its own copy on the last stage and an
-// all-reduce of its gradient between first and last stage: issue 5.)
+// owns everything. With PP the last stage holds its own copy of the tied embedding
+// ("embedding.word", initialised alike); the trainer sums its gradient with the first stage's.
+// Parameters are registered in `params` (which must outlive the stage): one ParamSet may hold
+// several stages (the chunks of an interleaved pipeline).
 class GptStage {
  public:
-  GptStage(const ModelConfig& config, GroupPtr tp, int first_layer, int num_layers, bool first,
-           bool last);
+  GptStage(ParamSet& params, const ModelConfig& config, GroupPtr tp, int first_layer,
+           int num_layers, bool first, bool last);
 
   // input: tokens [S, B] (first stage) or hidden [S(/tp), B, H]; targets: [S, B] token ids (last
   // stage). Returns the mean loss over the microbatch's tokens (last stage) or the hidden state.
   // rng null: no dropout (evaluation).
   at::Tensor forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng) const;
 
-  ParamSet& params() { return params_; }
-  const ParamSet& params() const { return params_; }
   const ModelConfig& config() const { return config_; }
+  bool first() const { return position_.defined(); }
+  bool last() const { return last_; }
 
  private:
   ModelConfig config_;
   GroupPtr tp_;
   bool sp_;
-  ParamSet params_;
   std::optional<VocabParallelEmbedding> embedding_;
   at::Tensor position_;
   std::vector<TransformerLayer> layers_;

@@ -37,7 +37,7 @@ at::Tensor ParamSet::add(const std::string& name, std::vector<int64_t> full_shap
     shard = full.chunk(tp_size_, split_dim)[tp_rank_].clone();
   }
   shard.set_requires_grad(true);
-  entries_.push_back(ParamEntry{name, shard, split_dim, full.dim() >= 2});
+  entries_.push_back(ParamEntry{name, shard, split_dim, full.dim() >= 2, false});
   return shard;
 }
 

@@ -15,6 +15,9 @@ struct ParamEntry {
   at::Tensor tensor;   // this rank's shard, requires_grad
   int split_dim = -1;  // dimension split over TP ranks; -1: replicated on every TP rank
   bool decay = false;  // AdamW weight decay applies (matrices, not biases or norms)
+  // A copy of a parameter another pipeline stage also holds (the last stage's tied embedding):
+  // updated alike, but counted once in the gradient norm and in gradient dumps.
+  bool duplicate = false;
 };
 
 enum class Init { kNormal, kZeros, kOnes };

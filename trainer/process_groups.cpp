@@ -74,6 +74,7 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp) {
     groups.tp = makeSoloGroup("tp", 0);
     groups.dp = makeSoloGroup("dp", 0);
     groups.pp = makeSoloGroup("pp", 0);
+    groups.embedding = makeSoloGroup("embedding", 0);
     return groups;
   }
   c10d::TCPStoreOptions options;
@@ -88,6 +89,11 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp) {
   groups.tp = makeGroup("tp", groups.grid.tpGroup(env.rank), env.rank, groups.store, hostname);
   groups.dp = makeGroup("dp", groups.grid.dpGroup(env.rank), env.rank, groups.store, hostname);
   groups.pp = makeGroup("pp", groups.grid.ppGroup(env.rank), env.rank, groups.store, hostname);
+  const std::vector<int> stages = groups.grid.ppGroup(env.rank);
+  const bool ends = pp > 1 && (groups.coords.pp == 0 || groups.coords.pp == pp - 1);
+  groups.embedding = ends ? makeGroup("embedding", {stages.front(), stages.back()}, env.rank,
+                                      groups.store, hostname)
+                          : makeSoloGroup("embedding", env.rank);
   return groups;
 }
 

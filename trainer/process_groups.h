@@ -30,6 +30,9 @@ struct ProcessGroups {
   GroupPtr tp;
   GroupPtr dp;
   GroupPtr pp;
+  // The first and the last pipeline stage of this (tp, dp) position, which both hold the tied
+  // embedding; a group of one on the other stages and without pipeline parallelism.
+  GroupPtr embedding;
   c10::intrusive_ptr<c10d::Store> store;  // null in a single-process run
 };
 

@@ -141,11 +141,15 @@ std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& s, int 
   return out;
 }
 
-std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+namespace {
+
+// Each forward preceded by its receive and followed by its send; each backward likewise.
+std::vector<Action> withMessages(const std::vector<Action>& order, const PipelineShape& s,
+                                 int rank) {
   const int p = s.stages, last = s.virtualStages() - 1;
   const int next = (rank + 1) % p, prev = (rank + p - 1) % p;
   std::vector<Action> out;
-  for (const Action& a : computeOrder(kind, s, rank)) {
+  for (const Action& a : order) {
     const int stage = a.chunk * p + rank;
     const int mb = a.microbatch;
     if (a.kind == ActionKind::kForward) {
@@ -171,6 +175,20 @@ std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+  return withMessages(computeOrder(kind, s, rank), s, rank);
+}
+
+std::vector<Action> buildForwardOnlySchedule(const PipelineShape& s, int rank) {
+  std::vector<Action> order;
+  for (int mb = 0; mb < s.microbatches; ++mb) {
+    for (int c = 0; c < s.chunks; ++c) order.push_back(Action{ActionKind::kForward, mb, c, -1, -1});
+  }
+  return withMessages(order, s, rank);
 }
 
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& s) {

@@ -68,6 +68,9 @@ std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& shape, 
 // each backward likewise, wherever the neighbouring virtual stage exists.
 std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& shape, int rank);
 
+// Forwards only (evaluation): microbatch by microbatch, chunk by chunk, with their messages.
+std::vector<Action> buildForwardOnlySchedule(const PipelineShape& shape, int rank);
+
 // The closed-form idle fraction of every stage: (p-1)/(m+p-1), interleaved ((p-1)/v)/(m+(p-1)/v).
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& shape);
 

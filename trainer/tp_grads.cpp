@@ -23,14 +23,23 @@ void syncSequenceParallelGrads(ParamSet& params, Group& tp, bool sp) {
   }
 }
 
-double clipGradNorm(ParamSet& params, Group& tp, double max_norm) {
+void syncTiedEmbeddingGrads(ParamSet& params, Group& embedding) {
+  if (embedding.size == 1) return;
+  for (auto& e : params.entries()) {
+    if (e.name == "embedding.word.weight") allReduce(embedding, e.tensor.mutable_grad());
+  }
+}
+
+double clipGradNorm(ParamSet& params, Group& tp, Group& pp, double max_norm) {
   at::Tensor sum = at::zeros({1}, at::kDouble);
   for (auto& e : params.entries()) {
+    if (e.duplicate) continue;
     if (e.split_dim < 0 && tp.rank != 0) continue;  // replicated: rank 0 of TP counts it
     const at::Tensor& g = e.tensor.grad();
     sum += g.to(at::kDouble).pow(2).sum();
   }
   allReduce(tp, sum);
+  allReduce(pp, sum);
   const double norm = std::sqrt(sum.item<double>());
   if (max_norm > 0 && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);

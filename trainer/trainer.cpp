@@ -4,11 +4,14 @@
 #include "trainer.h"
 
 #include "checkpoint.h"
+#include "dry_run.h"
 #include "tp_grads.h"
 
 #include <tracerun/annotate.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 
@@ -46,21 +49,107 @@ TokenSource makeSource(const TrainConfig& c) {
   return TokenSource::fromFile(c.data, c.val_fraction, c.seq_len, uint64_t(c.seed));
 }
 
-// Parameters, gradient buffers and optimizer states are allocated under their memory category.
-GptStage makeStage(const TrainConfig& c, const GroupPtr& tp) {
-  tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
-  return GptStage(modelConfig(c), tp, 0, c.layers, true, true);
+PipelineShape pipelineShape(const TrainConfig& c, int world) {
+  return PipelineShape{c.pp, c.vp, c.microbatches(world)};
 }
+
+// Parameters, gradient buffers and optimizer states are allocated under their memory category.
+// Chunk c of pipeline rank r is virtual stage c * p + r with layers / (p * v) layers.
+std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
+                                 const ProcessGroups& g) {
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
+  const int per_stage = c.layers / s.virtualStages();
+  std::vector<GptStage> chunks;
+  for (int chunk = 0; chunk < s.chunks; ++chunk) {
+    const int stage = chunk * s.stages + g.coords.pp;
+    chunks.emplace_back(params, modelConfig(c), g.tp, stage * per_stage, per_stage, stage == 0,
+                        stage == s.virtualStages() - 1);
+  }
+  // The last stage's copy of the tied embedding: its gradient is summed with the first stage's,
+  // and it is counted once (on the first stage) in the gradient norm.
+  if (s.stages > 1 && g.coords.pp == s.stages - 1) {
+    for (auto& e : params.entries()) {
+      if (e.name == "embedding.word.weight") e.duplicate = true;
+    }
+  }
+  return chunks;
+}
+
+// Input [S, B] and target [S, B] token ids of the `b` samples from `first_index`.
+std::pair<at::Tensor, at::Tensor> samples(const TokenSource& source, Split split,
+                                          uint64_t first_index, int b, int s) {
+  at::Tensor tokens = at::empty({b, s + 1}, at::kLong);
+  int64_t* data = tokens.data_ptr<int64_t>();
+  for (int i = 0; i < b; ++i) source.sample(split, first_index + i, s, data + i * (s + 1));
+  return {tokens.narrow(1, 0, s).t().contiguous(), tokens.narrow(1, 1, s).t().contiguous()};
+}
+
+// The real forward and backward of this rank's chunks, for the executor. Sums the last stage's
+// microbatch losses.
+class ModelCompute : public PipelineCompute {
+ public:
+  // `batch_index`: the global batch (step - 1 when training, the evaluation iteration otherwise).
+  // rng null: evaluation (no dropout, no backward).
+  ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& config, const TokenSource& source,
+               Split split, uint64_t batch_index, int dp_rank, int microbatches, DropoutRng* rng,
+               GradBuckets* buckets)
+      : chunks_(chunks),
+        config_(config),
+        source_(source),
+        split_(split),
+        batch_index_(batch_index),
+        dp_rank_(dp_rank),
+        microbatches_(microbatches),
+        rng_(rng),
+        buckets_(buckets) {}
+
+  at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override {
+    GptStage& stage = chunks_[chunk];
+    at::Tensor x = input, targets;
+    if (stage.first() || stage.last()) {
+      const uint64_t first = sampleIndex(batch_index_, config_.global_batch, dp_rank_,
+                                         microbatches_, config_.micro_batch, microbatch, 0);
+      auto [tokens, target] = samples(source_, split_, first, config_.micro_batch, config_.seq_len);
+      if (stage.first()) x = tokens;
+      targets = target;
+    }
+    tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
+    std::optional<tracerun::compat::CpuAutocastGuard> autocast;
+    if (config_.bf16) autocast.emplace(at::kBFloat16);
+    at::Tensor out = stage.forward(x, targets, rng_);
+    if (stage.last()) loss_sum_ += out.item<double>();
+    return out;
+  }
+
+  at::Tensor backward(int, int microbatch, const at::Tensor& input, const at::Tensor& output,
+                      const at::Tensor& grad) override {
+    buckets_->setLastMicrobatch(microbatch == microbatches_ - 1);
+    if (grad.defined()) {
+      torch::autograd::backward({output}, {grad});
+    } else {
+      (output / microbatches_).backward();
+    }
+    return input.defined() ? input.grad() : at::Tensor();
+  }
+
+  double lossSum() const { return loss_sum_; }
+
+ private:
+  std::vector<GptStage>& chunks_;
+  const TrainConfig& config_;
+  const TokenSource& source_;
+  Split split_;
+  uint64_t batch_index_;
+  int dp_rank_;
+  int microbatches_;
+  DropoutRng* rng_;
+  GradBuckets* buckets_;
+  double loss_sum_ = 0.0;
+};
 
 Optimizer makeOptimizer(ParamSet& params, const TrainConfig& c) {
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
   return Optimizer(params, optimizerConfig(c));
-}
-
-double scalarAverage(Group& g, double value) {
-  at::Tensor t = at::tensor({value}, at::kDouble);
-  allReduce(g, t);
-  return t.item<double>() / g.size;
 }
 
 }  // namespace
@@ -71,19 +160,27 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
     : config_(config),
       groups_(groups),
       microbatches_(config.microbatches(groups.grid.world())),
-      stage_(makeStage(config, groups.tp)),
-      optimizer_(makeOptimizer(stage_.params(), config)),
+      kind_(parseScheduleKind(config.schedule)),
+      shape_(pipelineShape(config, groups.grid.world())),
+      actions_(buildSchedule(kind_, shape_, groups.coords.pp)),
+      params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize()),
+      chunks_(makeChunks(params_, config, shape_, groups)),
+      optimizer_(makeOptimizer(params_, config)),
       schedule_(scheduleConfig(config)),
       source_(makeSource(config)),
-      rng_(makeDropoutRng(uint64_t(config.seed), groups.coords.tp, groups.coords.dp)) {
+      rng_(makeDropoutRng(uint64_t(config.seed) + 7919ULL * uint64_t(groups.coords.pp),
+                          groups.coords.tp, groups.coords.dp)) {
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
-    buckets_ = std::make_unique<GradBuckets>(stage_.params(), groups.dp,
+    buckets_ = std::make_unique<GradBuckets>(params_, groups.dp,
                                              static_cast<int64_t>(config.bucket_mb * (1 << 20)));
+  }
+  if (!config_.dry_run_costs.empty()) {
+    parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_);
   }
   if (!config_.load.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp, config.pp, groups.rank};
-    start_step_ = loadCheckpoint(config_.load, layout, stage_.params(), optimizer_, rng_);
+    start_step_ = loadCheckpoint(config_.load, layout, params_, optimizer_, rng_);
   }
   if (groups_.rank == 0 && !config_.log_json.empty()) {
     log_json_ = std::fopen(config_.log_json.c_str(), start_step_ > 0 ? "a" : "w");
@@ -100,11 +197,12 @@ Trainer::~Trainer() {
 int Trainer::run() {
   if (groups_.rank == 0 && !config_.quiet) {
     std::printf(
-        "gpttrain: world %d = tp %d x pp %d x dp %d%s, %lld parameters per TP rank, "
-        "%d microbatches of %d per step, %zu gradient buckets, start step %d\n",
+        "gpttrain: world %d = tp %d x pp %d x dp %d%s, schedule %s (v %d), %lld parameters on "
+        "rank 0, %d microbatches of %d per step, %zu gradient buckets, start step %d%s\n",
         groups_.grid.world(), groups_.grid.tpSize(), groups_.grid.ppSize(), groups_.grid.dpSize(),
-        config_.sp ? " (sp)" : "", static_cast<long long>(stage_.params().numel()), microbatches_,
-        config_.micro_batch, buckets_->numBuckets(), start_step_);
+        config_.sp ? " (sp)" : "", scheduleName(kind_), shape_.chunks,
+        static_cast<long long>(params_.numel()), microbatches_, config_.micro_batch,
+        buckets_->numBuckets(), start_step_, dry_forward_ms_ >= 0 ? " (dry run)" : "");
     std::fflush(stdout);
   }
   for (int step = start_step_ + 1; step <= config_.steps; ++step) {
@@ -133,6 +231,13 @@ int Trainer::run() {
     }
     std::printf("\n");
   }
+  if (groups_.rank == 0 && shape_.stages > 1) {
+    std::printf(
+        "gpttrain: pipeline: schedule %s, stages %d, chunks %d, microbatches %d, most in flight "
+        "on rank 0: %d (promised %d)\n",
+        scheduleName(kind_), shape_.stages, shape_.chunks, shape_.microbatches, max_in_flight_,
+        inFlightBound(kind_, shape_, 0));
+  }
   if (groups_.rank == 0 && groups_.dp->size > 1) {
     std::printf("gpttrain: dp bucket all-reduces launched during backward: %lld, after: %lld\n",
                 static_cast<long long>(buckets_->launchedDuringBackward()),
@@ -143,42 +248,33 @@ int Trainer::run() {
 
 // --- one step
 
-std::pair<at::Tensor, at::Tensor> Trainer::microbatch(Split split, uint64_t first_index) const {
-  const int b = config_.micro_batch, s = config_.seq_len;
-  at::Tensor tokens = at::empty({b, s + 1}, at::kLong);
-  int64_t* data = tokens.data_ptr<int64_t>();
-  for (int i = 0; i < b; ++i) source_.sample(split, first_index + i, s, data + i * (s + 1));
-  return {tokens.narrow(1, 0, s).t().contiguous(), tokens.narrow(1, 1, s).t().contiguous()};
+std::vector<int64_t> Trainer::activationShape() const {
+  const bool sp = config_.sp && config_.tp > 1;
+  return {sp ? config_.seq_len / config_.tp : config_.seq_len, config_.micro_batch, config_.hidden};
+}
+
+double Trainer::lastStageAverage(double value) {
+  at::Tensor t = at::tensor({groups_.coords.pp == shape_.stages - 1 ? value : 0.0}, at::kDouble);
+  allReduce(*groups_.pp, t);
+  allReduce(*groups_.dp, t);
+  return t.item<double>() / groups_.dp->size;
 }
 
 StepResult Trainer::trainStep(int step) {
+  if (dry_forward_ms_ >= 0) return dryRunStep(step);
   const auto start = std::chrono::steady_clock::now();
   tracerun::Step step_scope(step);
   buckets_->zero();
-  double loss_sum = 0.0;
-  for (int m = 0; m < microbatches_; ++m) {
-    const uint64_t first = sampleIndex(uint64_t(step - 1), config_.global_batch, groups_.coords.dp,
-                                       microbatches_, config_.micro_batch, m, 0);
-    auto [input, target] = microbatch(Split::kTrain, first);
-    at::Tensor loss;
-    {
-      tracerun::PhaseScope phase("forward", {{"microbatch", m}});
-      tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
-      std::optional<tracerun::compat::CpuAutocastGuard> autocast;
-      if (config_.bf16) autocast.emplace(at::kBFloat16);
-      loss = stage_.forward(input, target, &rng_);
-    }
-    {
-      tracerun::PhaseScope phase("backward", {{"microbatch", m}});
-      buckets_->setLastMicrobatch(m == microbatches_ - 1);
-      (loss / microbatches_).backward();
-    }
-    loss_sum += loss.item<double>();
-  }
+  ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
+                       groups_.coords.dp, microbatches_, &rng_, buckets_.get());
+  const PipelineStepStats stats =
+      runPipelineStep(actions_, shape_, *groups_.pp, activationShape(), compute);
+  max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
     buckets_->finish();
-    syncSequenceParallelGrads(stage_.params(), *groups_.tp, config_.sp);
+    syncSequenceParallelGrads(params_, *groups_.tp, config_.sp);
+    syncTiedEmbeddingGrads(params_, *groups_.embedding);
   }
   if (step == start_step_ + 1 && !config_.dump_grads.empty()) dumpGrads(config_.dump_grads);
   StepResult r;
@@ -186,13 +282,37 @@ StepResult Trainer::trainStep(int step) {
   r.lr = learningRate(schedule_, step);
   {
     tracerun::PhaseScope phase("optimizer");
-    r.grad_norm = clipGradNorm(stage_.params(), *groups_.tp, config_.clip_grad);
+    r.grad_norm = clipGradNorm(params_, *groups_.tp, *groups_.pp, config_.clip_grad);
     optimizer_.step(r.lr);
   }
-  r.loss = scalarAverage(*groups_.dp, loss_sum / microbatches_);
+  r.loss = lastStageAverage(compute.lossSum() / microbatches_);
   r.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   r.tokens_per_s = double(config_.global_batch) * config_.seq_len / (r.ms / 1000.0);
+  return r;
+}
+
+// A dry run's step: the schedule with sleeping compute between two barriers of the pipeline
+// group; each stage's idle fraction is 1 - (its compute time) / (the step's time).
+StepResult Trainer::dryRunStep(int step) {
+  tracerun::Step step_scope(step);
+  DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
+                        activationShape());
+  at::Tensor sync = at::zeros({1});
+  allReduce(*groups_.pp, sync);
+  const auto start = std::chrono::steady_clock::now();
+  const PipelineStepStats stats =
+      runPipelineStep(actions_, shape_, *groups_.pp, activationShape(), compute);
+  allReduce(*groups_.pp, sync);
+  const auto end = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(end - start).count();
+  at::Tensor idle = at::tensor({1.0 - stats.compute_ns / 1e6 / ms}, at::kDouble);
+  idle = allGather(*groups_.pp, idle, 0);
+  StepResult r;
+  r.step = step;
+  r.ms = ms;
+  r.tokens_per_s = double(config_.global_batch) * config_.seq_len / (r.ms / 1000.0);
+  for (int i = 0; i < idle.size(0); ++i) r.stage_idle.push_back(idle[i].item<double>());
   return r;
 }
 
@@ -201,30 +321,48 @@ StepResult Trainer::trainStep(int step) {
 double Trainer::evaluate() {
   tracerun::PhaseScope phase("validation");
   at::NoGradGuard no_grad;
+  const std::vector<Action> actions = buildForwardOnlySchedule(shape_, groups_.coords.pp);
   double sum = 0.0;
   for (int i = 0; i < config_.eval_iters; ++i) {
-    for (int m = 0; m < microbatches_; ++m) {
-      const uint64_t first = sampleIndex(uint64_t(i), config_.global_batch, groups_.coords.dp,
-                                         microbatches_, config_.micro_batch, m, 0);
-      auto [input, target] = microbatch(Split::kValidation, first);
-      std::optional<tracerun::compat::CpuAutocastGuard> autocast;
-      if (config_.bf16) autocast.emplace(at::kBFloat16);
-      sum += stage_.forward(input, target, nullptr).item<double>();
-    }
+    ModelCompute compute(chunks_, config_, source_, Split::kValidation, uint64_t(i),
+                         groups_.coords.dp, microbatches_, nullptr, buckets_.get());
+    runPipelineStep(actions, shape_, *groups_.pp, activationShape(), compute);
+    sum += compute.lossSum();
   }
-  return scalarAverage(*groups_.dp, sum / (double(microbatches_) * config_.eval_iters));
+  return lastStageAverage(sum / (double(microbatches_) * config_.eval_iters));
 }
 
 // --- gradient dump (tests compare it across layouts)
 
+// Each pipeline stage's first TP/DP rank writes its stage's full (TP-gathered) gradients to
+// PATH.stage<k>; rank 0 then merges them into PATH (the last stage's tied-embedding copy, whose
+// gradient equals the first stage's, is left out).
 void Trainer::dumpGrads(const std::string& path) {
   torch::serialize::OutputArchive out;
-  for (auto& e : stage_.params().entries()) {
+  for (auto& e : params_.entries()) {
     at::Tensor g = e.tensor.grad();
     if (e.split_dim >= 0) g = allGather(*groups_.tp, g, e.split_dim);
-    out.write(e.name, g.clone());
+    if (!e.duplicate) out.write(e.name, g.clone());
   }
-  if (groups_.rank == 0) out.save_to(path);
+  const std::string stage_path = path + ".stage" + std::to_string(groups_.coords.pp);
+  if (groups_.coords.tp == 0 && groups_.coords.dp == 0) out.save_to(stage_path);
+  barrier();
+  if (groups_.rank != 0) return;
+  torch::serialize::OutputArchive merged;
+  for (int k = 0; k < shape_.stages; ++k) {
+    const std::string part = path + ".stage" + std::to_string(k);
+    torch::serialize::InputArchive in;
+    in.load_from(part);
+    for (const auto& key : in.keys()) {
+      at::Tensor t;
+      in.read(key, t);
+      merged.write(key, t);
+    }
+  }
+  merged.save_to(path);
+  for (int k = 0; k < shape_.stages; ++k) {
+    std::filesystem::remove(path + ".stage" + std::to_string(k));
+  }
 }
 
 // --- output
@@ -235,6 +373,10 @@ void Trainer::report(const StepResult& r) {
   tracerun::counter("grad_norm", r.grad_norm);
   tracerun::counter("tokens_per_s", r.tokens_per_s);
   if (groups_.rank != 0) return;
+  for (size_t k = 0; k < r.stage_idle.size() && !config_.quiet; ++k) {
+    std::printf("step %d | stage %zu idle %.4f (closed form %.4f)\n", r.step, k, r.stage_idle[k],
+                idealBubbleFraction(kind_, shape_));
+  }
   if (!config_.quiet) {
     std::printf("step %d/%d | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tokens/s | %.1f ms\n",
                 r.step, config_.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.ms);
@@ -245,6 +387,11 @@ void Trainer::report(const StepResult& r) {
                  "{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
                  "\"tokens_per_s\":%.1f,\"ms\":%.3f}\n",
                  r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.ms);
+    for (size_t k = 0; k < r.stage_idle.size(); ++k) {
+      std::fprintf(log_json_,
+                   "{\"step\":%d,\"stage\":%zu,\"idle_fraction\":%.6f,\"closed_form\":%.6f}\n",
+                   r.step, k, r.stage_idle[k], idealBubbleFraction(kind_, shape_));
+    }
     std::fflush(log_json_);
   }
 }
@@ -258,7 +405,7 @@ void Trainer::barrier() {
 
 void Trainer::save(int step) {
   CheckpointLayout layout{groups_.grid.world(), config_.tp, config_.pp, groups_.rank};
-  saveCheckpoint(config_.save, layout, step, stage_.params(), optimizer_, rng_);
+  saveCheckpoint(config_.save, layout, step, params_, optimizer_, rng_);
   barrier();
   if (groups_.rank == 0) writeLatest(config_.save, step);
 }

@@ -1,6 +1,6 @@
-// The training loop of one rank: microbatches with gradient accumulation, the DP/SP gradient
-// reductions, clipping, the optimizer step, logging, validation and checkpoints. It runs one
-// pipeline stage that owns the whole model (pipeline schedules: issue 5).
+// The training loop of one rank: its model chunks run one pipeline schedule per step (through the
+// executor, pipeline_executor.h), then the DP/SP/tied-embedding gradient reductions, clipping, the
+// optimizer step, logging, validation and checkpoints. Without PP one chunk owns the whole model.
 #pragma once
 
 #include "config.h"
@@ -8,7 +8,9 @@
 #include "grad_buckets.h"
 #include "model.h"
 #include "optimizer.h"
+#include "pipeline_executor.h"
 #include "process_groups.h"
+#include "schedule.h"
 
 #include <cstdio>
 #include <memory>
@@ -22,6 +24,7 @@ struct StepResult {
   double grad_norm = 0.0;
   double ms = 0.0;
   double tokens_per_s = 0.0;
+  std::vector<double> stage_idle;  // dry run: idle fraction of each pipeline stage (rank 0)
 };
 
 class Trainer {
@@ -35,9 +38,12 @@ class Trainer {
 
  private:
   StepResult trainStep(int step);
+  StepResult dryRunStep(int step);
   double evaluate();
-  // Input [S, B] and target [S, B] token ids of one microbatch.
-  std::pair<at::Tensor, at::Tensor> microbatch(Split split, uint64_t first_index) const;
+  // The shape of the activations (and gradients) exchanged between pipeline stages.
+  std::vector<int64_t> activationShape() const;
+  // `value` held by the last pipeline stage, averaged over DP (on every rank).
+  double lastStageAverage(double value);
   void dumpGrads(const std::string& path);
   void report(const StepResult& r);
   void save(int step);
@@ -46,13 +52,19 @@ class Trainer {
   TrainConfig config_;
   ProcessGroups& groups_;
   int microbatches_;
-  GptStage stage_;
+  ScheduleKind kind_;
+  PipelineShape shape_;
+  std::vector<Action> actions_;   // this rank's schedule for one step
+  ParamSet params_;               // every parameter of this rank's chunks
+  std::vector<GptStage> chunks_;  // model chunks (v with the interleaved schedule)
   std::unique_ptr<GradBuckets> buckets_;
   Optimizer optimizer_;
   ScheduleConfig schedule_;
   TokenSource source_;
   DropoutRng rng_;
   int start_step_ = 0;
+  int max_in_flight_ = 0;  // the most microbatch-chunks this rank held, over all steps
+  double dry_forward_ms_ = -1.0, dry_backward_ms_ = -1.0;  // --dry-run-costs; < 0: off
   std::FILE* log_json_ = nullptr;
 };
 

@@ -109,11 +109,29 @@ Outputs runLayout(const std::string& dir, const std::string& name, int ranks,
 }
 
 // What the parallel run must report having done (rank 0's end-of-run summary).
+int flagValue(const std::vector<std::string>& layout, const std::string& flag, int fallback) {
+  auto it = std::find(layout.begin(), layout.end(), flag);
+  return it == layout.end() || it + 1 == layout.end() ? fallback : std::stoi(*(it + 1));
+}
+
 void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::string>& layout) {
-  const bool tp = std::find(layout.begin(), layout.end(), "--tp") != layout.end();
+  const int tp = flagValue(layout, "--tp", 1), pp = flagValue(layout, "--pp", 1);
   const bool sp = std::find(layout.begin(), layout.end(), "--sp") != layout.end();
-  const int dp = tp ? ranks / 2 : ranks;
+  const int dp = ranks / (tp * pp);
   INFO("rank 0 log:\n" << par.log);
+  if (pp > 1) {  // rank 0 ran its schedule and held as many microbatches as it promises
+    const std::string key = "most in flight on rank 0: ";
+    const size_t at = par.log.find(key);
+    REQUIRE(at != std::string::npos);
+    const int m = 8 / (2 * dp);  // tiny model: global batch 8, micro-batch 2
+    const int v = flagValue(layout, "--vp", 1);
+    const auto it = std::find(layout.begin(), layout.end(), "--schedule");
+    const std::string schedule = it == layout.end() ? "1f1b" : *(it + 1);
+    const int want = schedule == "gpipe"  ? m
+                     : schedule == "1f1b" ? std::min(pp, m)
+                                          : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);
+    CHECK(std::stoi(par.log.substr(at + key.size())) == want);
+  }
   if (sp) {  // Gloo: the sequence-parallel collectives must have taken the fallbacks
     CHECK(par.log.find("all_gather_list+cat=") != std::string::npos);
     CHECK(par.log.find("all_reduce+narrow=") != std::string::npos);
@@ -181,4 +199,38 @@ TEST_CASE("sgd weights after one step: tp=2 with sp gives the single-process gra
   // Plain SGD, no clipping: the second step's loss depends linearly on the first update.
   checkEquivalent("equiv_sgd_tp2_sp", 2, {"--tp", "2", "--sp"},
                   {"--optimizer", "sgd", "--clip-grad", "0", "--lr", "0.5"});
+}
+
+TEST_CASE("pp=2 gpipe reproduces the single-process run", "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp2_gpipe", 2, {"--pp", "2", "--schedule", "gpipe"});
+}
+
+TEST_CASE("pp=2 1f1b reproduces the single-process run", "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp2_1f1b", 2, {"--pp", "2", "--schedule", "1f1b"});
+}
+
+TEST_CASE("pp=2 interleaved v=2 (4 layers) reproduces the single-process run",
+          "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp2_interleaved", 2,
+                  {"--pp", "2", "--schedule", "interleaved", "--vp", "2"}, {"--layers", "4"});
+}
+
+TEST_CASE("pp=4 gpipe (4 layers) reproduces the single-process run", "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp4_gpipe", 4, {"--pp", "4", "--schedule", "gpipe"}, {"--layers", "4"});
+}
+
+TEST_CASE("pp=4 1f1b (4 layers) reproduces the single-process run", "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp4_1f1b", 4, {"--pp", "4", "--schedule", "1f1b"}, {"--layers", "4"});
+}
+
+TEST_CASE("pp=4 interleaved v=2 (8 layers) reproduces the single-process run",
+          "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_pp4_interleaved", 4,
+                  {"--pp", "4", "--schedule", "interleaved", "--vp", "2"}, {"--layers", "8"});
+}
+
+TEST_CASE("tp=2 x pp=2 x dp=2 with sp, micro-batch 1, reproduces the single-process run",
+          "[trainer][equivalence][pp]") {
+  checkEquivalent("equiv_tp2_pp2_dp2_sp", 8, {"--tp", "2", "--pp", "2", "--sp"},
+                  {"--micro-batch-size", "1"});
 }

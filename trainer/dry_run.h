@@ -1,0 +1,27 @@
+// --dry-run-costs F_MS,B_MS: a PipelineCompute that sleeps instead of computing (each chunk F/v
+// and B/v per microbatch) and hands on zeros of the real shapes, so the real schedule and real
+// messages show a schedule's bubbles apart from machine load. It trains nothing.
+#pragma once
+
+#include "pipeline_executor.h"
+
+namespace gpttrain {
+
+class DryRunCompute : public PipelineCompute {
+ public:
+  // Per-microbatch costs of the whole rank (split over its shape.chunks chunks) and the exchanged
+  // shape. The last virtual stage returns a scalar zero "loss".
+  DryRunCompute(double forward_ms, double backward_ms, const PipelineShape& shape, int pp_rank,
+                std::vector<int64_t> activation_shape);
+  at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
+  at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
+                      const at::Tensor& grad) override;
+
+ private:
+  double forward_ms_, backward_ms_;
+  PipelineShape shape_;
+  int pp_rank_;
+  std::vector<int64_t> activation_shape_;
+};
+
+}  // namespace gpttrain

@@ -1,0 +1,99 @@
+// The pipeline executor (see pipeline_executor.h): one switch over the action kinds.
+#include "pipeline_executor.h"
+
+#include <tracerun/annotate.h>
+
+#include <chrono>
+#include <map>
+
+namespace gpttrain {
+namespace {
+
+// What one (chunk, microbatch) holds between its actions; dropped after its backward.
+struct Slot {
+  at::Tensor input, output, grad, input_grad;
+};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const PipelineShape& shape,
+                                  Group& pp, const std::vector<int64_t>& activation_shape,
+                                  PipelineCompute& compute) {
+  PipelineStepStats stats;
+  std::map<std::pair<int, int>, Slot> slots;
+  std::vector<c10::intrusive_ptr<c10d::Work>> sends;
+  const int64_t bytes = [&] {
+    int64_t n = 4;
+    for (int64_t d : activation_shape) n *= d;
+    return n;
+  }();
+  int live = 0;
+  for (const Action& a : actions) {
+    Slot& slot = slots[{a.chunk, a.microbatch}];
+    const int64_t stage = a.chunk * shape.stages + pp.rank;
+    const int64_t peer = a.peer >= 0 ? pp.global_ranks[a.peer] : -1;
+    switch (a.kind) {
+      case ActionKind::kRecvForward:
+      case ActionKind::kRecvBackward: {
+        tracerun::Scope scope(
+            actionName(a.kind),
+            {{"peer", peer}, {"bytes", bytes}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
+        const int64_t start = nowNs();
+        at::Tensor t = recv(pp, activation_shape, a.peer, a.tag);
+        stats.recv_wait_ns += nowNs() - start;
+        if (a.kind == ActionKind::kRecvForward) {
+          slot.input = t.requires_grad_(true);
+        } else {
+          slot.grad = t;
+        }
+        break;
+      }
+      case ActionKind::kSendForward:
+      case ActionKind::kSendBackward: {
+        tracerun::Scope scope(
+            actionName(a.kind),
+            {{"peer", peer}, {"bytes", bytes}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
+        const at::Tensor& t =
+            a.kind == ActionKind::kSendForward ? slot.output.detach() : slot.input_grad;
+        sends.push_back(sendAsync(pp, t, a.peer, a.tag));
+        if (a.kind == ActionKind::kSendBackward) slots.erase({a.chunk, a.microbatch});
+        break;
+      }
+      case ActionKind::kForward: {
+        tracerun::PhaseScope phase(
+            "forward", {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.microbatch}});
+        const int64_t start = nowNs();
+        slot.output = compute.forward(a.chunk, a.microbatch, slot.input);
+        stats.compute_ns += nowNs() - start;
+        stats.max_in_flight = std::max(stats.max_in_flight, ++live);
+        break;
+      }
+      case ActionKind::kBackward: {
+        tracerun::PhaseScope phase(
+            "backward", {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.microbatch}});
+        const int64_t start = nowNs();
+        slot.input_grad =
+            compute.backward(a.chunk, a.microbatch, slot.input, slot.output, slot.grad);
+        stats.compute_ns += nowNs() - start;
+        --live;
+        slot.output = at::Tensor();
+        slot.grad = at::Tensor();
+        if (stage == 0) slots.erase({a.chunk, a.microbatch});
+        break;
+      }
+    }
+  }
+  {
+    tracerun::Scope scope("pipeline_send_wait", {{"sends", static_cast<int64_t>(sends.size())}});
+    for (auto& work : sends) work->wait();
+  }
+  return stats;
+}
+
+}  // namespace gpttrain
