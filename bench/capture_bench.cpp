@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "capture.h"
@@ -68,6 +69,9 @@ struct Config {
 };
 
 at::CallbackHandle gEmpty = 0;
+// The scopes tracerun registers for: ops, backward nodes, user scopes.
+const std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> kCaptureScopes = {
+    at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE};
 int64_t gDropped = 0;  // records dropped over all tracerun runs (full per-thread buffers)
 int64_t gCaptured = 0;
 
@@ -76,13 +80,16 @@ std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
 }
 void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
 
-Config tracerunConfig(const std::string& name, bool shapes, bool memory) {
+// idleWriter: the writer does not drain during the timed loop (only when the capture stops), to
+// separate the traced thread's own cost from the writer's competition for the CPU.
+Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool idleWriter = false) {
   return {name,
           [=] {
             CaptureConfig c;
             c.output = scratch();
             c.shapes = shapes;
             c.memory = memory;
+            if (idleWriter) c.drain_interval_ms = 600000;
             c.signal_handlers = false;
             if (!tracerun::interpose::startCapture(c)) std::exit(1);
           },
@@ -101,8 +108,14 @@ Config tracerunConfig(const std::string& name, bool shapes, bool memory) {
 std::vector<Config> configs() {
   return {
       {"nothing", [] {}, [] {}},
-      {"empty RecordFunction callback",
+      {"empty callback, all scopes",
        [] { gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&emptyStart, &emptyEnd)); },
+       [] { at::removeCallback(gEmpty); }},
+      {"empty callback, tracerun scopes",
+       [] {
+         gEmpty = at::addGlobalCallback(
+             at::RecordFunctionCallback(&emptyStart, &emptyEnd).scopes(kCaptureScopes));
+       },
        [] { at::removeCallback(gEmpty); }},
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
@@ -176,7 +189,7 @@ int main(int argc, char** argv) {
               "+thread", "process", "+thr/empty", "+thr/legacy");
   const double baseWall = median(perOp["nothing"]);
   const double baseCpu = median(perOpCpu["nothing"]);
-  const double emptyAdded = median(perOpCpu["empty RecordFunction callback"]) - baseCpu;
+  const double emptyAdded = median(perOpCpu["empty callback, tracerun scopes"]) - baseCpu;
   const double legacyAdded = median(perOpCpu["legacy profiler, shapes"]) - baseCpu;
   for (const auto& c : cs) {
     const double wall = median(perOp[c.name]);
@@ -188,15 +201,35 @@ int main(int argc, char** argv) {
                 legacyAdded > 0 ? added / legacyAdded : 0.0);
   }
 
+  std::printf("records written by these tracerun runs: %lld, dropped (buffers full): %lld\n",
+              static_cast<long long>(gCaptured), static_cast<long long>(gDropped));
+  gCaptured = gDropped = 0;
+
   // ---- a small training step (3-layer MLP 256 wide, batch 64, Adam)
   Mlp mlp;
-  std::vector<Config> stepConfigs = {{"untraced", [] {}, [] {}},
-                                     tracerunConfig("tracerun ops+memory, shapes", true, true),
-                                     tracerunConfig("tracerun ops, no shapes", false, false)};
+  std::vector<Config> stepConfigs = {
+      {"untraced", [] {}, [] {}},
+      {"empty callback, tracerun scopes",
+       [] {
+         gEmpty = at::addGlobalCallback(
+             at::RecordFunctionCallback(&emptyStart, &emptyEnd).scopes(kCaptureScopes));
+       },
+       [] { at::removeCallback(gEmpty); }},
+      {"same, needing inputs",
+       [] {
+         gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&emptyStart, &emptyEnd)
+                                            .scopes(kCaptureScopes)
+                                            .needsInputs(true));
+       },
+       [] { at::removeCallback(gEmpty); }},
+      tracerunConfig("tracerun ops+memory, shapes", true, true),
+      tracerunConfig("tracerun ops, no shapes", false, false),
+      tracerunConfig("same, writer idle while timed", true, true, true)};
   std::map<std::string, std::vector<double>> perStep, perStepCpu;
   for (int k = 0; k < 5; ++k) mlp.step();
   for (int r = 0; r < stepReps * 3; ++r) {
-    std::vector<size_t> order = {0, 1, 2};
+    std::vector<size_t> order(stepConfigs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
       stepConfigs[i].on();
@@ -223,7 +256,7 @@ int main(int argc, char** argv) {
     std::printf("%-30s %9.1f %9.3f %11.1f %9.3f\n", c.name.c_str(), med, med / stepBase, cpu,
                 cpu / stepBaseCpu);
   }
-  std::printf("\nrecords written over all tracerun runs: %lld, dropped (buffers full): %lld\n",
+  std::printf("records written by these tracerun runs: %lld, dropped (buffers full): %lld\n",
               static_cast<long long>(gCaptured), static_cast<long long>(gDropped));
   return 0;
 }

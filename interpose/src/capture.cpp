@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -114,6 +115,9 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   }
   if (const char* shapes = env("TRACERUN_SHAPES")) c.shapes = std::strcmp(shapes, "0") != 0;
   if (const char* claim = env("TRACERUN_CLAIM")) c.claim = std::strcmp(claim, "1") == 0;
+  if (const int mb = envInt("TRACERUN_BUFFER_MB", 0); mb > 0) {
+    c.ring_capacity = (size_t{static_cast<unsigned>(mb)} << 20) / sizeof(core::Record);
+  }
   c.command = commandLine();
   return c;
 }
@@ -136,6 +140,7 @@ struct ActiveCapture {
   core::Session* session = nullptr;
   std::unique_ptr<trace::ShardWriter> writer;
   core::TrackId asyncTrack = 0;
+  std::once_flag asyncTrackOnce;
   // Flushes the writer's pending span chunks every kFlushPeriod, so a process that dies or calls
   // _exit loses at most that much (the drain thread alone commits rows but holds spans back).
   std::thread flusher;
@@ -162,7 +167,9 @@ struct BlockSignals {
 
 void flusherMain(ActiveCapture* a) {
   std::unique_lock<std::mutex> lock(a->flushMu);
-  while (!a->flushCv.wait_for(lock, kFlushPeriod, [a] { return a->stopFlusher; })) {
+  const auto period = std::max<std::chrono::milliseconds>(
+      kFlushPeriod, std::chrono::milliseconds(a->config.drain_interval_ms));
+  while (!a->flushCv.wait_for(lock, period, [a] { return a->stopFlusher; })) {
     lock.unlock();
     try {
       a->writer->flush();
@@ -211,8 +218,16 @@ const CaptureConfig& activeConfig() noexcept {
 }
 
 core::TrackId asyncTrack() noexcept {
-  const ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
-  return a != nullptr ? a->asyncTrack : 0;
+  ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  if (a == nullptr) return 0;
+  // Made on the first async span, so traces without any have no empty "async" track.
+  std::call_once(a->asyncTrackOnce, [a] {
+    try {
+      a->asyncTrack = a->session->tracks().add(core::TrackKind::kAsync, 0, "async");
+    } catch (...) {
+    }
+  });
+  return a->asyncTrack;
 }
 
 void countStat(Stat s, uint64_t n) noexcept {
@@ -311,6 +326,7 @@ bool startCapture(const CaptureConfig& config) {
   options.rank = config.rank;
   options.world_size = config.world_size;
   options.command = config.command;
+  options.flush_interval_ms = config.drain_interval_ms;
   try {
     active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
     std::string what;
@@ -328,7 +344,6 @@ bool startCapture(const CaptureConfig& config) {
     std::fprintf(stderr, "tracerun: capture off: %s\n", e.what());
     return false;
   }
-  active->asyncTrack = active->session->tracks().add(core::TrackKind::kAsync, 0, "async");
   active->generation = gNextGeneration++;
   const uint64_t generation = active->generation;
   {

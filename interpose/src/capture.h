@@ -28,9 +28,12 @@ struct CaptureConfig {
   int world_size = 1;
   std::string command;  // for meta
   std::string target;   // what TRACERUN_TARGET named, for meta
-  size_t ring_capacity = core::Session::kDefaultRingCapacity;
+  // Records per thread buffer: 16 MiB absorbs a burst of tiny ops (~2-4M records/s here) for
+  // ~70-150 ms while the writer catches up; 4 MiB (core's default) overflowed on a small MLP.
+  size_t ring_capacity = size_t{1} << 18;
   bool claim = false;  // capture only if `output.claim` can be created (one process per shard)
   bool signal_handlers = true;  // flush on SIGINT/SIGTERM, then re-raise
+  int drain_interval_ms = 10;   // how often the writer drains the buffers (benchmarks raise it)
 };
 
 // Environment variables (set by the launcher, or by hand for a program linked with the library):
@@ -40,6 +43,7 @@ struct CaptureConfig {
 //   TRACERUN_CAPTURE  comma list of ops,scopes,memory (default all; unknown words are ignored)
 //   TRACERUN_SHAPES   0 to skip input shapes
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
+//   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
 //   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
 // Returns the configuration, or nullopt with the reason in *why.
 std::optional<CaptureConfig> configFromEnvironment(std::string* why);
