@@ -73,7 +73,7 @@ class TracingCpuAllocator final : public c10::Allocator {
  public:
   explicit TracingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) TRACERUN_ALLOCATE_CONST override {
     if (n == 0) return inner_->allocate(0);  // c10 gives a null pointer for 0 bytes: keep that
     c10::DataPtr block = inner_->allocate(n + kHeaderBytes);
     char* base = static_cast<char*>(block.get());
@@ -94,6 +94,11 @@ class TracingCpuAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &tracedDelete; }
+#if TRACERUN_ALLOCATOR_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+#endif
 
  private:
   c10::Allocator* inner_;

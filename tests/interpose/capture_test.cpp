@@ -21,6 +21,7 @@
 #include "capture.h"
 #include "tracerun/annotate.h"
 #include "tracerun/trace/reader.h"
+#include "tracerun/torch_compat.h"
 
 using namespace tracerun;
 namespace prof = torch::autograd::profiler;
@@ -392,7 +393,7 @@ namespace {
 class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) TRACERUN_ALLOCATE_CONST override {
     c10::DataPtr d = inner_->allocate(n);
     if (n > 0) {
       allocBytes.fetch_add(static_cast<int64_t>(n));
@@ -402,6 +403,11 @@ class CountingAllocator final : public c10::Allocator {
     return c10::DataPtr(d.get(), ctx, &countingDelete, d.device());
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+#if TRACERUN_ALLOCATOR_HAS_COPY_DATA
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+#endif
 
   mutable std::atomic<int64_t> allocBytes{0}, allocs{0}, freeBytes{0}, frees{0};
 

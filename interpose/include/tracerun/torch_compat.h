@@ -1,7 +1,8 @@
 // Every difference between the libtorch versions we build against (Debian's 1.13.1 and official
 // 2.x) lives here, behind small names. Include it before using the APIs it covers. Nothing else.
 //
-// Sections: build guard · version macros · c10d (opt-in) · CPU autocast · RecordFunction (as needed)
+// Sections: build guard · version macros · c10d (opt-in) · CPU autocast · RecordFunction and the
+//           CPU allocator
 #pragma once
 
 // Debian's libtorch was built with NDEBUG, and at::RecordFunction has an #ifndef NDEBUG member:
@@ -120,3 +121,28 @@ class CpuAutocastGuard {
 }  // namespace tracerun::compat
 
 #endif  // TRACERUN_COMPAT_AUTOCAST
+
+// ---------------------------------------------------------------------------------------------
+// RecordFunction and the CPU allocator (libtracerun; interpose/src/*_capture.cpp).
+//
+// RecordFunction: what capture and annotate.h use -- at::addGlobalCallback, RecordFunctionCallback
+// ::needsInputs/::scopes, name(), inputs() (start callback only), seqNr(), forwardThreadId(),
+// threadId(), isAsync(), at::getStepCallbacksUnlessEmpty, RecordFunction(StepCallbacks&&),
+// before(const char*) -- has the same signatures in 1.13 and 2.x. Remember the NDEBUG guard
+// above: inputs() and seqNr() are inline reads of a layout that depends on it.
+//
+// c10::Allocator: 1.13 declares `DataPtr allocate(size_t) const`; 2.3+ `DataPtr allocate(size_t)`
+// (not const) plus a pure virtual `copy_data(dest, src, count) const`. A wrapping allocator
+// writes `DataPtr allocate(size_t n) TRACERUN_ALLOCATE_CONST override` and defines copy_data when
+// TRACERUN_ALLOCATOR_HAS_COPY_DATA. (Only 1.13 is built on this machine.)
+// ---------------------------------------------------------------------------------------------
+#if !defined(TRACERUN_COMPAT_ALLOCATOR_DONE)
+#define TRACERUN_COMPAT_ALLOCATOR_DONE
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 3)
+#define TRACERUN_ALLOCATE_CONST
+#define TRACERUN_ALLOCATOR_HAS_COPY_DATA 1
+#else
+#define TRACERUN_ALLOCATE_CONST const
+#define TRACERUN_ALLOCATOR_HAS_COPY_DATA 0
+#endif
+#endif  // TRACERUN_COMPAT_ALLOCATOR
