@@ -292,27 +292,37 @@ StepResult Trainer::trainStep(int step) {
   return r;
 }
 
-// A dry run's step: the schedule with sleeping compute between two barriers of the pipeline
-// group; each stage's idle fraction is 1 - (its compute time) / (the step's time).
+// A dry run's step: the schedule with sleeping compute, started after a barrier of the pipeline
+// group. The step lasts from pipeline rank 0's start to the last rank's end, read on the host's
+// one monotonic clock (single host: every rank's steady_clock is CLOCK_MONOTONIC); each stage's
+// idle fraction is 1 - (its compute time) / (the step's time). No closing barrier: its latency
+// would count as idle time.
 StepResult Trainer::dryRunStep(int step) {
   tracerun::Step step_scope(step);
   DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
                         activationShape());
   at::Tensor sync = at::zeros({1});
   allReduce(*groups_.pp, sync);
-  const auto start = std::chrono::steady_clock::now();
+  auto nowMs = [] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const double start = nowMs();
   const PipelineStepStats stats =
       runPipelineStep(actions_, shape_, *groups_.pp, activationShape(), compute);
-  allReduce(*groups_.pp, sync);
-  const auto end = std::chrono::steady_clock::now();
-  const double ms = std::chrono::duration<double, std::milli>(end - start).count();
-  at::Tensor idle = at::tensor({1.0 - stats.compute_ns / 1e6 / ms}, at::kDouble);
-  idle = allGather(*groups_.pp, idle, 0);
+  const double end = nowMs();
+  at::Tensor times = allGather(
+      *groups_.pp, at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}), 0);
+  const double step_start = times[0][0].item<double>();
+  const double step_end = times.select(1, 1).max().item<double>();
   StepResult r;
   r.step = step;
-  r.ms = ms;
+  r.ms = step_end - step_start;
   r.tokens_per_s = double(config_.global_batch) * config_.seq_len / (r.ms / 1000.0);
-  for (int i = 0; i < idle.size(0); ++i) r.stage_idle.push_back(idle[i].item<double>());
+  for (int k = 0; k < times.size(0); ++k) {
+    r.stage_idle.push_back(1.0 - times[k][2].item<double>() / r.ms);
+  }
   return r;
 }
 
