@@ -480,13 +480,19 @@ std::vector<CounterRow> TraceReader::counters(int64_t track, int64_t t0, int64_t
 }
 
 std::vector<MemoryRow> TraceReader::memory(int rank, int64_t t0, int64_t t1) const {
-  return impl_->guarded([&] {
+  std::vector<MemoryRow> out;
+  forEachMemory(rank, t0, t1, [&](const MemoryRow& r) { out.push_back(r); });
+  return out;
+}
+
+void TraceReader::forEachMemory(int rank, int64_t t0, int64_t t1,
+                                const std::function<void(const MemoryRow&)>& fn) const {
+  impl_->guarded([&] {
     sql::Stmt s(impl_->db_,
                 "SELECT rank, ts_ns, device_type, device_index, ptr, bytes, total, category, op, "
                 "scope FROM memory WHERE rank = ?1 AND ts_ns BETWEEN ?2 AND ?3 ORDER BY ts_ns, "
                 "rowid");
     s.bind(1, int64_t{rank}).bind(2, t0).bind(3, t1);
-    std::vector<MemoryRow> out;
     while (s.step()) {
       MemoryRow r;
       r.rank = static_cast<int>(s.i64(0));
@@ -499,9 +505,8 @@ std::vector<MemoryRow> TraceReader::memory(int rank, int64_t t0, int64_t t1) con
       r.category = static_cast<core::MemoryCategory>(s.i64(7));
       r.op = s.isNull(8) ? 0 : static_cast<core::StringId>(s.i64(8));
       r.scope = s.isNull(9) ? 0 : static_cast<core::StringId>(s.i64(9));
-      out.push_back(r);
+      fn(r);
     }
-    return out;
   });
 }
 

@@ -132,6 +132,10 @@ class TraceReader {
   std::vector<InstantRow> instants(int64_t track, int64_t t0, int64_t t1) const;
   std::vector<CounterRow> counters(int64_t track, int64_t t0, int64_t t1) const;
   std::vector<MemoryRow> memory(int rank, int64_t t0, int64_t t1) const;
+  // The same rows streamed, in the same order (time, then the order they were recorded), without
+  // holding them all: for analyses over traces with millions of memory events.
+  void forEachMemory(int rank, int64_t t0, int64_t t1,
+                     const std::function<void(const MemoryRow&)>& fn) const;
   std::vector<FlowRow> flows() const;
   std::vector<AggregateRow> aggregates() const;
   std::vector<StatRow> stats() const;

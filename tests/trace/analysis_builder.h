@@ -1,0 +1,81 @@
+// Hand-built traces for the analysis tests: the test lists spans (with args), memory events and
+// flows per rank with exact times; the builder writes them through the real path (core::Session
+// buffers -> ShardWriter per rank -> mergeShards) so the analyses read an ordinary trace file.
+// Not a generator of random data (tests/e2e/fixture_trace.h is) and no clocks: times are given.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tracerun/core/records.h"
+#include "tracerun/trace/error.h"
+
+namespace tracerun::testing {
+
+struct BSpan {
+  std::string track = "main";  // thread name; "async" puts it on the rank's async track
+  std::string name;
+  core::Category category = core::Category::kOp;
+  int64_t start = 0, end = 0;
+  int depth = 0;
+  std::vector<std::pair<std::string, int64_t>> args = {};  // at most three
+  std::string detail = {};
+  int64_t seq = -1;
+};
+
+struct BMemory {
+  int64_t ts = 0;
+  uint64_t ptr = 0;
+  int64_t bytes = 0;  // > 0 allocation, < 0 free
+  core::MemoryCategory category = core::MemoryCategory::kUnknown;
+  std::string op, scope;
+  int device_type = 0, device_index = -1;
+};
+
+struct BFlow {
+  core::FlowKind kind = core::FlowKind::kForwardBackward;
+  std::string src_track = "main", dst_track = "main";
+  int64_t src_ts = 0, dst_ts = 0;
+};
+
+struct BStat {
+  std::string name;
+  int64_t value = 0;
+  trace::Severity severity = trace::Severity::kInfo;
+};
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(int ranks = 1) : ranks_(static_cast<size_t>(ranks)) {}
+
+  void span(int rank, BSpan s) { at(rank).spans.push_back(std::move(s)); }
+  void memory(int rank, BMemory m) { at(rank).memory.push_back(std::move(m)); }
+  void flow(int rank, BFlow f) { at(rank).flows.push_back(std::move(f)); }
+  void stat(int rank, BStat s) { at(rank).stats.push_back(std::move(s)); }
+
+  // Writes rank shards into `dir` and merges them into dir/run.db; returns its path. Times given
+  // to the builder come back from the reader shifted by offset() (the file's own origin).
+  std::string write(const std::string& dir);
+  int64_t offset() const { return offset_; }
+
+ private:
+  struct Rank {
+    std::vector<BSpan> spans;
+    std::vector<BMemory> memory;
+    std::vector<BFlow> flows;
+    std::vector<BStat> stats;
+  };
+  Rank& at(int rank) {
+    if (static_cast<size_t>(rank) >= ranks_.size()) ranks_.resize(static_cast<size_t>(rank) + 1);
+    return ranks_[static_cast<size_t>(rank)];
+  }
+  std::vector<Rank> ranks_;
+  int64_t offset_ = 0;
+};
+
+// A fresh scratch directory for one test (under TMPDIR).
+std::string scratchDir(const std::string& name);
+
+}  // namespace tracerun::testing

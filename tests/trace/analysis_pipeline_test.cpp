@@ -1,0 +1,271 @@
+// Pipeline analysis on hand-built traces of known schedules: the test builds GPipe, 1F1B and
+// interleaved 1F1B action lists itself (Megatron's ordering), runs them in a small simulation
+// (a receive waits for its send; forward costs F/v, backward B/v; messages cost nothing), writes
+// the resulting spans as a real trace, and compares the analysis with the closed forms.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "analysis_builder.h"
+#include "tracerun/trace/analysis/pipeline.h"
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+using namespace tracerun::testing;
+using trace::analysis::analyzePipeline;
+using trace::analysis::closedFormBubble;
+
+namespace {
+
+enum Kind { kRecvF, kF, kSendF, kRecvB, kB, kSendB };
+
+struct Act {
+  Kind kind;
+  int mb, chunk;
+};
+
+// Compute order of pipeline rank r (forwards and backwards only).
+std::vector<Act> computeOrder(const std::string& schedule, int p, int v, int m, int r) {
+  std::vector<Act> out;
+  const int total = m * v;
+  auto fwd = [&](int k) {  // k-th forward of this rank: Megatron's chunk / microbatch order
+    return Act{kF, (k / (p * v)) * p + k % p, v == 1 ? 0 : (k / p) % v};
+  };
+  auto bwd = [&](int k) {
+    return Act{kB, (k / (p * v)) * p + k % p, v == 1 ? 0 : v - 1 - (k / p) % v};
+  };
+  int warmup = total;
+  if (schedule == "1f1b") warmup = std::min(p - r - 1, total);
+  if (schedule == "interleaved") warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+  for (int k = 0; k < warmup; ++k) out.push_back(fwd(k));
+  for (int k = 0; k < total - warmup; ++k) {
+    out.push_back(fwd(warmup + k));
+    out.push_back(bwd(k));
+  }
+  for (int k = total - warmup; k < total; ++k) out.push_back(bwd(k));
+  return out;
+}
+
+// With messages: each forward preceded by its receive and followed by its send (where the
+// neighbouring virtual stage exists), each backward likewise.
+std::vector<Act> withMessages(const std::vector<Act>& order, int p, int v, int r) {
+  std::vector<Act> out;
+  const int last = p * v - 1;
+  for (const Act& a : order) {
+    const int stage = a.chunk * p + r;
+    if (a.kind == kF) {
+      if (stage > 0) out.push_back({kRecvF, a.mb, a.chunk});
+      out.push_back(a);
+      if (stage < last) out.push_back({kSendF, a.mb, a.chunk});
+    } else {
+      if (stage < last) out.push_back({kRecvB, a.mb, a.chunk});
+      out.push_back(a);
+      if (stage > 0) out.push_back({kSendB, a.mb, a.chunk});
+    }
+  }
+  return out;
+}
+
+struct Sim {
+  std::string schedule = "1f1b";
+  int p = 4, v = 1, m = 8, steps = 2, replicas = 1;
+  int64_t f = 3000, b = 6000;  // per model (all chunks): a chunk costs f / v, b / v
+  // Extra cost of one compute action: (step, global rank, index among its computes) -> ns.
+  std::map<std::tuple<int, int, int>, int64_t> extra;
+  // Jitter: forward k of a stage costs f/v + jitter * ((microbatch % 3) - 1).
+  int64_t jitter = 0;
+};
+
+// Runs the simulation and records every rank's spans; returns the merged trace's path.
+std::string buildTrace(const Sim& s, const std::string& name) {
+  TraceBuilder tb(s.p * s.replicas);
+  const int64_t fc = s.f / s.v, bc = s.b / s.v;
+  int64_t stepStart = 1000;
+  for (int step = 1; step <= s.steps; ++step) {
+    int64_t stepEnd = stepStart;
+    for (int rep = 0; rep < s.replicas; ++rep) {
+      const int n = s.p;
+      std::vector<std::vector<Act>> lists;
+      for (int r = 0; r < n; ++r) {
+        lists.push_back(withMessages(computeOrder(s.schedule, s.p, s.v, s.m, r), s.p, s.v, r));
+      }
+      std::vector<size_t> next(n, 0);
+      std::vector<int64_t> clock(n, stepStart + 50);
+      std::vector<int> computes(n, 0);
+      // (consumer virtual stage, microbatch, direction) -> time the message was posted
+      std::map<std::tuple<int, int, int>, int64_t> posted;
+      bool moved = true;
+      while (moved) {
+        moved = false;
+        for (int r = 0; r < n; ++r) {
+          const int g = rep * s.p + r;  // global rank
+          while (next[r] < lists[r].size()) {
+            const Act& a = lists[r][next[r]];
+            const int stage = a.chunk * s.p + r;
+            BSpan sp;
+            sp.depth = 1;
+            if (a.kind == kRecvF || a.kind == kRecvB) {
+              const int dir = a.kind == kRecvF ? 0 : 1;
+              auto it = posted.find({stage, a.mb, dir});
+              if (it == posted.end()) break;
+              const int from = dir == 0 ? stage - 1 : stage + 1;
+              sp.name = dir == 0 ? "recv_forward" : "recv_backward";
+              sp.category = core::Category::kUser;
+              sp.start = clock[r];
+              sp.end = std::max(clock[r], it->second);
+              sp.args = {
+                  {"peer", rep * s.p + from % s.p}, {"microbatch", a.mb}, {"chunk", a.chunk}};
+              clock[r] = sp.end;
+            } else if (a.kind == kSendF || a.kind == kSendB) {
+              const int dir = a.kind == kSendF ? 0 : 1;
+              const int to = dir == 0 ? stage + 1 : stage - 1;
+              posted[{to, a.mb, dir}] = clock[r];
+              sp.name = dir == 0 ? "send_forward" : "send_backward";
+              sp.category = core::Category::kUser;
+              sp.start = sp.end = clock[r];
+              sp.args = {{"peer", rep * s.p + to % s.p}, {"microbatch", a.mb}, {"chunk", a.chunk}};
+            } else {
+              sp.name = a.kind == kF ? "forward" : "backward";
+              sp.category = core::Category::kPhase;
+              int64_t d = a.kind == kF ? fc + s.jitter * ((a.mb % 3) - 1) : bc;
+              auto ex = s.extra.find({step, g, computes[r]});
+              const int64_t gap = ex == s.extra.end() ? 0 : ex->second;
+              ++computes[r];
+              sp.start = clock[r] + gap;
+              sp.end = sp.start + d;
+              sp.args = {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.mb}};
+              clock[r] = sp.end;
+            }
+            tb.span(g, sp);
+            ++next[r];
+            moved = true;
+          }
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        REQUIRE(next[r] == lists[r].size());  // the schedule ran to completion
+        stepEnd = std::max(stepEnd, clock[r]);
+      }
+    }
+    for (int g = 0; g < s.p * s.replicas; ++g) {
+      tb.span(g, BSpan{"main",
+                       "step",
+                       core::Category::kPhase,
+                       stepStart,
+                       stepEnd + 500,
+                       0,
+                       {{"step", step}}});
+      tb.span(g,
+              BSpan{"main", "optimizer", core::Category::kPhase, stepEnd + 100, stepEnd + 400, 1});
+    }
+    stepStart = stepEnd + 1000;
+  }
+  return tb.write(scratchDir(name));
+}
+
+}  // namespace
+
+TEST_CASE("closed forms of the bubble", "[analysis][pipeline]") {
+  CHECK(closedFormBubble("1f1b", 4, 8, 1) == Approx(3.0 / 11));
+  CHECK(closedFormBubble("gpipe", 2, 6, 1) == Approx(1.0 / 7));
+  CHECK(closedFormBubble("interleaved", 4, 8, 2) == Approx(1.5 / 9.5));
+  CHECK(closedFormBubble("1f1b", 1, 8, 1) == 0);
+}
+
+TEST_CASE("gpipe, 1f1b and interleaved: measured and modeled bubbles equal the closed form",
+          "[analysis][pipeline]") {
+  struct Case {
+    std::string schedule;
+    int p, v, m;
+  };
+  const std::vector<Case> cases = {{"gpipe", 4, 1, 8},       {"1f1b", 4, 1, 8},
+                                   {"1f1b", 2, 1, 5},        {"1f1b", 3, 1, 2},
+                                   {"interleaved", 4, 2, 8}, {"interleaved", 2, 3, 4}};
+  for (const Case& c : cases) {
+    INFO(c.schedule << " p " << c.p << " v " << c.v << " m " << c.m);
+    Sim s;
+    s.schedule = c.schedule;
+    s.p = c.p;
+    s.v = c.v;
+    s.m = c.m;
+    const std::string path = buildTrace(s, c.schedule + std::to_string(c.p) + std::to_string(c.m));
+    const auto a = analyzePipeline(trace::TraceReader::open(path));
+    REQUIRE(a.present);
+    CHECK(a.schedule == c.schedule);
+    CHECK(a.stages == c.p);
+    CHECK(a.virtual_stages == c.v);
+    CHECK(a.microbatches == c.m);
+    CHECK(a.steps == 2);
+    CHECK(a.replicas.size() == 1);
+    CHECK(a.unmatched_recvs == 0);
+    const double theory = closedFormBubble(c.schedule, c.p, c.m, c.v);
+    CHECK(a.bubble_theory == Approx(theory));
+    CHECK(a.bubble_measured == Approx(theory).margin(1e-9));
+    CHECK(a.bubble_modeled == Approx(theory).margin(1e-9));
+    REQUIRE(a.per_stage.size() == size_t(c.p));
+    const double compute = double(c.m) * (s.f / c.v + s.b / c.v) * c.v;
+    for (const auto& st : a.per_stage) {
+      INFO("stage " << st.stage);
+      CHECK(st.ranks == std::vector<int>{st.stage});
+      CHECK(st.forward_ns + st.backward_ns == Approx(compute));
+      CHECK(st.bubble == Approx(theory).margin(1e-9));
+      // Every nanosecond of the window is accounted for.
+      CHECK(st.forward_ns + st.backward_ns + st.send_ns + st.recv_wait_ns + st.idle_ns ==
+            Approx(st.window_ns));
+    }
+  }
+}
+
+TEST_CASE("jitter and a stall change the measured bubble, not the modeled one",
+          "[analysis][pipeline]") {
+  Sim s;
+  s.steps = 3;
+  s.jitter = 400;              // forwards of 2600, 3000, 3400 ns: the median stays 3000
+  s.extra[{2, 2, 5}] = 20000;  // step 2: rank 2 stalls 20 us before its 6th compute
+  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "jitter")));
+  REQUIRE(a.present);
+  const double theory = closedFormBubble("1f1b", 4, 8, 1);
+  CHECK(a.bubble_modeled == Approx(theory).margin(1e-9));
+  REQUIRE(a.per_step.size() == 3);
+  for (const auto& st : a.per_step) CHECK(st.modeled_bubble == Approx(theory).margin(1e-9));
+  // The stalled step is the worst; the measured median is neither the stall nor the theory.
+  CHECK(a.per_step[1].bubble > a.per_step[0].bubble + 0.05);
+  CHECK(a.bubble_measured == Approx(std::max(a.per_step[0].bubble, a.per_step[2].bubble)));
+  CHECK(std::abs(a.bubble_measured - theory) > 1e-3);
+}
+
+TEST_CASE("replicas: two pipelines found from their messages, stages averaged over both",
+          "[analysis][pipeline]") {
+  Sim s;
+  s.p = 2;
+  s.m = 4;
+  s.replicas = 2;
+  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "replicas")));
+  REQUIRE(a.present);
+  CHECK(a.stages == 2);
+  REQUIRE(a.replicas.size() == 2);
+  CHECK(a.replicas[0] == std::vector<int>{0, 1});
+  CHECK(a.replicas[1] == std::vector<int>{2, 3});
+  CHECK(a.per_stage[0].ranks == std::vector<int>{0, 2});
+  CHECK(a.per_stage[1].ranks == std::vector<int>{1, 3});
+  CHECK(a.per_step.size() == 4);  // 2 steps x 2 replicas
+  CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
+}
+
+TEST_CASE("no pipeline: one stage, or phases without stage arguments", "[analysis][pipeline]") {
+  TraceBuilder tb;
+  tb.span(0, BSpan{"main", "step", core::Category::kPhase, 0, 10000, 0, {{"step", 1}}});
+  tb.span(0, BSpan{"main",
+                   "forward",
+                   core::Category::kPhase,
+                   100,
+                   3000,
+                   1,
+                   {{"stage", 0}, {"chunk", 0}, {"microbatch", 0}}});
+  tb.span(0, BSpan{"main", "backward", core::Category::kPhase, 3000, 9000, 1, {{"microbatch", 0}}});
+  const auto a = analyzePipeline(trace::TraceReader::open(tb.write(scratchDir("nopipe"))));
+  CHECK_FALSE(a.present);
+  CHECK(a.per_stage.empty());
+}

@@ -1,0 +1,67 @@
+// Pipeline analysis: from the recorded actions of a pipeline-parallel run (forward/backward phases
+// with stage, chunk, microbatch; send/recv scopes with peer), each stage's time per step split into
+// forward, backward, send, receive wait and idle; the measured bubble; the closed form for the
+// recorded schedule; and a modeled bubble (the recorded dependency graph replayed with median
+// durations). Reads the trace through TraceReader only; never guesses from a command line.
+//
+// What the trace must hold (what gpttrain's pipeline executor records, see docs/report.md):
+// - phase spans "step" (arg step), "forward" / "backward" (args stage = virtual stage,
+//   chunk, microbatch);
+// - user scopes "recv_forward", "recv_backward", "send_forward", "send_backward" (args peer =
+//   global rank of the other side, microbatch, chunk, bytes).
+// Threading: one call uses the reader from the calling thread only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tracerun/trace/reader.h"
+
+namespace tracerun::trace::analysis {
+
+// One pipeline rank (stage index 0..p-1), summed over the analysed steps and averaged over the
+// replicas of that stage (data/tensor-parallel copies), all in nanoseconds per step.
+struct PipelineStage {
+  int stage = 0;           // pipeline rank: virtual stage modulo p
+  std::vector<int> ranks;  // global ranks that ran this stage
+  double window_ns = 0;    // the step's pipeline span: first action start to last action end
+  double forward_ns = 0, backward_ns = 0;
+  double send_ns = 0;       // inside send scopes (posting non-blocking sends)
+  double recv_wait_ns = 0;  // inside receive scopes (waiting for and receiving data)
+  double idle_ns = 0;       // window minus all of the above
+  double bubble = 0;        // 1 - (forward + backward) / window
+};
+
+// One step of one pipeline replica.
+struct PipelineStep {
+  int step = 0;
+  int replica = 0;  // index into PipelineAnalysis::replicas
+  int64_t start_ns = 0, end_ns = 0;
+  double bubble = 0;          // 1 - compute of all its ranks / (ranks x window)
+  double modeled_bubble = 0;  // the same step replayed with median durations
+};
+
+struct PipelineAnalysis {
+  bool present = false;    // false: the trace has no pipeline with more than one virtual stage
+  std::string schedule;    // "gpipe", "1f1b" or "interleaved", inferred from the action order
+  int stages = 0;          // p
+  int microbatches = 0;    // m
+  int virtual_stages = 1;  // v: model chunks per pipeline rank
+  int steps = 0;           // steps analysed
+  std::vector<std::vector<int>> replicas;  // each pipeline's global ranks, by stage
+  double bubble_measured = 0;  // median over steps of the per-step bubble (replicas averaged)
+  double bubble_theory = 0;    // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v)
+  double bubble_modeled = 0;   // median over steps of the modeled bubble
+  std::vector<PipelineStage> per_stage;
+  std::vector<PipelineStep> per_step;
+  int64_t unmatched_recvs = 0;     // receives whose send is not in the trace (model: no dependency)
+  std::vector<std::string> notes;  // anything the analysis had to assume
+};
+
+// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved").
+double closedFormBubble(const std::string& schedule, int p, int m, int v);
+
+PipelineAnalysis analyzePipeline(const TraceReader& reader);
+
+}  // namespace tracerun::trace::analysis

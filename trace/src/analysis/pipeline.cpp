@@ -1,0 +1,466 @@
+// Pipeline analysis (see pipeline.h): collect the actions, infer the shape and the schedule, split
+// each stage's step time, then replay the dependency graph with median durations.
+//
+// Sections: collecting actions · shape and schedule · measured split · model replay · entry point
+#include "tracerun/trace/analysis/pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "span_select.h"
+
+namespace tracerun::trace::analysis {
+
+namespace {
+
+enum Code : int {
+  kNone = 0,
+  kStep,
+  kForward,
+  kBackward,
+  kRecvForward,
+  kRecvBackward,
+  kSendForward,
+  kSendBackward,
+};
+
+bool isCompute(int k) {
+  return k == kForward || k == kBackward;
+}
+bool isRecv(int k) {
+  return k == kRecvForward || k == kRecvBackward;
+}
+bool isSend(int k) {
+  return k == kSendForward || k == kSendBackward;
+}
+// Forward messages (activations) are 0, backward ones (gradients) 1.
+int direction(int k) {
+  return (k == kRecvForward || k == kSendForward) ? 0 : 1;
+}
+
+struct Action {
+  int rank = 0;
+  int kind = kNone;
+  int stage = -1;  // virtual stage (compute actions)
+  int chunk = 0, microbatch = 0;
+  int peer = -1;  // global rank on the other side (messages)
+  int step = 0;   // the step number it belongs to
+  int64_t start = 0, end = 0;
+  long match = -1;  // receives: index of the matching send in the step's action list
+  int64_t dur() const { return end - start; }
+};
+
+struct StepSpan {
+  int step = 0;
+  int64_t start = 0, end = 0;
+};
+
+struct Collected {
+  std::map<int, std::vector<Action>> by_rank;  // in start order
+};
+
+// ---------------------------------------------------------------------------------------------
+// collecting actions
+
+Collected collect(const TraceReader& reader) {
+  NameCodes codes(reader, [](const std::string& s) -> int {
+    if (s == "step") return kStep;
+    if (s == "forward") return kForward;
+    if (s == "backward") return kBackward;
+    if (s == "recv_forward") return kRecvForward;
+    if (s == "recv_backward") return kRecvBackward;
+    if (s == "send_forward") return kSendForward;
+    if (s == "send_backward") return kSendBackward;
+    return kNone;
+  });
+  const core::StringId kStepKey = NameCodes::find(reader, "step");
+  const core::StringId kStage = NameCodes::find(reader, "stage");
+  const core::StringId kChunk = NameCodes::find(reader, "chunk");
+  const core::StringId kMicrobatch = NameCodes::find(reader, "microbatch");
+  const core::StringId kPeer = NameCodes::find(reader, "peer");
+
+  Collected out;
+  if (kStage == 0 && kPeer == 0) return out;  // nothing pipeline-shaped was ever recorded
+  std::map<int, std::vector<StepSpan>> steps;
+  std::map<int, std::vector<PickedSpan>> picked;
+  for (const TrackRow& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    auto spans = pickSpans(reader, t, [&](const SpanRow& s) -> int {
+      const int c = codes(s.name);
+      if (c == kStep || isCompute(c)) return s.category == core::Category::kPhase ? c : kNone;
+      if (isRecv(c) || isSend(c)) return s.category == core::Category::kUser ? c : kNone;
+      return kNone;
+    });
+    auto& dst = picked[t.rank];
+    for (auto& p : spans) {
+      if (p.code == kStep) {
+        steps[t.rank].push_back(
+            {static_cast<int>(p.arg(kStepKey, static_cast<int64_t>(steps[t.rank].size()) + 1)),
+             p.span.start_ns, p.span.end_ns()});
+      } else {
+        dst.push_back(std::move(p));
+      }
+    }
+  }
+  for (auto& [rank, spans] : picked) {
+    auto& st = steps[rank];
+    std::sort(st.begin(), st.end(),
+              [](const StepSpan& a, const StepSpan& b) { return a.start < b.start; });
+    auto& actions = out.by_rank[rank];
+    for (const PickedSpan& p : spans) {
+      // The innermost step containing the action; actions outside steps (validation) are skipped.
+      auto it = std::upper_bound(st.begin(), st.end(), p.span.start_ns,
+                                 [](int64_t t, const StepSpan& s) { return t < s.start; });
+      if (it == st.begin()) continue;
+      --it;
+      if (p.span.end_ns() > it->end) continue;
+      Action a;
+      a.rank = rank;
+      a.kind = p.code;
+      a.step = it->step;
+      a.start = p.span.start_ns;
+      a.end = p.span.end_ns();
+      a.chunk = static_cast<int>(p.arg(kChunk, 0));
+      a.microbatch = static_cast<int>(p.arg(kMicrobatch, 0));
+      if (isCompute(a.kind)) {
+        a.stage = static_cast<int>(p.arg(kStage, -1));
+        if (a.stage < 0) continue;  // a phase without pipeline arguments
+      } else {
+        a.peer = static_cast<int>(p.arg(kPeer, -1));
+        if (a.peer < 0) continue;
+      }
+      actions.push_back(a);
+    }
+    // Ties keep the reader's order (start, depth, id: ids follow the order actions began), so a
+    // zero-length send stays before the receive that starts at the same nanosecond.
+    std::stable_sort(actions.begin(), actions.end(),
+                     [](const Action& a, const Action& b) { return a.start < b.start; });
+    if (actions.empty()) out.by_rank.erase(rank);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// shape and schedule
+
+int findRoot(std::map<int, int>& parent, int x) {
+  while (parent[x] != x) x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+// Pipelines (replicas) are the ranks connected by messages.
+std::vector<std::vector<int>> replicasOf(const Collected& c, int p,
+                                         std::map<int, int>* pipelineRank) {
+  std::map<int, int> parent;
+  for (const auto& [rank, actions] : c.by_rank) parent[rank] = rank;
+  for (const auto& [rank, actions] : c.by_rank) {
+    for (const Action& a : actions) {
+      if (a.peer >= 0 && parent.count(a.peer)) {
+        parent[findRoot(parent, a.peer)] = findRoot(parent, rank);
+      }
+    }
+  }
+  for (const auto& [rank, actions] : c.by_rank) {
+    int prank = -1;
+    for (const Action& a : actions) {
+      if (isCompute(a.kind)) {
+        prank = a.stage % p;
+        break;
+      }
+    }
+    (*pipelineRank)[rank] = prank;
+  }
+  std::map<int, std::vector<int>> groups;
+  for (const auto& [rank, actions] : c.by_rank) groups[findRoot(parent, rank)].push_back(rank);
+  std::vector<std::vector<int>> out;
+  for (auto& [root, ranks] : groups) {
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+      return std::make_pair((*pipelineRank)[a], a) < std::make_pair((*pipelineRank)[b], b);
+    });
+    out.push_back(ranks);
+  }
+  return out;
+}
+
+std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
+  if (v > 1) return "interleaved";
+  bool backwardBeforeForward = false;
+  for (const auto& [rank, actions] : c.by_rank) {
+    std::map<int, bool> sawBackward;  // per step
+    for (const Action& a : actions) {
+      if (a.kind == kBackward) sawBackward[a.step] = true;
+      if (a.kind == kForward && sawBackward[a.step]) backwardBeforeForward = true;
+    }
+  }
+  if (backwardBeforeForward) return "1f1b";
+  if (m <= 1) {
+    notes->push_back("one microbatch per step: gpipe and 1f1b are the same schedule");
+    return "1f1b";
+  }
+  return "gpipe";
+}
+
+// ---------------------------------------------------------------------------------------------
+// measured split and send/receive matching
+
+struct RankStep {
+  int64_t forward = 0, backward = 0, send = 0, recv = 0;
+};
+
+// Gives each receive the index of its send: k-th message from src to dst in one direction for one
+// microbatch pairs with the k-th receive of it. `all` holds one step's actions of every rank.
+void matchMessages(std::vector<Action>& all, int64_t* unmatched) {
+  std::map<std::tuple<int, int, int, int>, std::vector<long>> sends, recvs;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Action& a = all[i];
+    if (isSend(a.kind)) sends[{a.rank, a.peer, direction(a.kind), a.microbatch}].push_back(long(i));
+    if (isRecv(a.kind)) recvs[{a.peer, a.rank, direction(a.kind), a.microbatch}].push_back(long(i));
+  }
+  for (auto& [key, list] : recvs) {
+    auto it = sends.find(key);
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (it != sends.end() && k < it->second.size()) {
+        all[static_cast<size_t>(list[k])].match = it->second[k];
+      } else {
+        ++*unmatched;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// model replay
+
+struct MedianCosts {
+  std::map<std::pair<int, int>, int64_t> compute;   // (virtual stage, kind)
+  std::map<std::pair<int, int>, int64_t> send;      // (pipeline rank, direction)
+  std::map<std::pair<int, int>, int64_t> transfer;  // (pipeline rank, direction) of receives
+  int64_t cost(const Action& a, int prank) const {
+    const std::map<std::pair<int, int>, int64_t>* m = nullptr;
+    std::pair<int, int> key;
+    if (isCompute(a.kind)) {
+      m = &compute;
+      key = {a.stage, a.kind};
+    } else {
+      m = isSend(a.kind) ? &send : &transfer;
+      key = {prank, direction(a.kind)};
+    }
+    auto it = m->find(key);
+    return it == m->end() ? 0 : it->second;
+  }
+};
+
+// Replays one step of one replica: each rank runs its recorded order; a receive waits for the
+// modeled end of its send. Returns the modeled bubble.
+double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
+              const MedianCosts& costs, const std::map<int, int>& prank) {
+  std::map<int, std::vector<size_t>> lists;
+  for (size_t i = 0; i < all.size(); ++i) lists[all[i].rank].push_back(i);
+  std::vector<int64_t> end(all.size(), -1);
+  std::map<int, size_t> next;
+  std::map<int, int64_t> clock;
+  int64_t compute = 0;
+  bool moved = true, forced = false;
+  while (true) {
+    moved = false;
+    for (int r : ranks) {
+      auto& list = lists[r];
+      size_t& n = next[r];
+      while (n < list.size()) {
+        const Action& a = all[list[n]];
+        int64_t ready = clock[r];
+        if (isRecv(a.kind) && a.match >= 0) {
+          const int64_t sent = end[static_cast<size_t>(a.match)];
+          if (sent < 0 && !forced) break;  // blocks until its send ran
+          ready = std::max(ready, sent);
+        }
+        forced = false;
+        const int64_t d = costs.cost(a, prank.at(r));
+        end[list[n]] = ready + d;
+        clock[r] = ready + d;
+        if (isCompute(a.kind)) compute += d;
+        ++n;
+        moved = true;
+      }
+    }
+    bool done = true;
+    for (int r : ranks) done = done && next[r] >= lists[r].size();
+    if (done) break;
+    if (!moved) forced = true;  // a cycle in the recorded order (damaged trace): break it
+  }
+  int64_t makespan = 0;
+  for (int r : ranks) makespan = std::max(makespan, clock[r]);
+  if (makespan <= 0 || ranks.empty()) return 0;
+  return 1.0 - double(compute) / (double(ranks.size()) * double(makespan));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// entry point
+
+double closedFormBubble(const std::string& schedule, int p, int m, int v) {
+  if (p <= 0 || m <= 0) return 0;
+  if (schedule == "interleaved" && v > 0) {
+    const double x = double(p - 1) / v;
+    return x / (m + x);
+  }
+  return double(p - 1) / double(m + p - 1);
+}
+
+PipelineAnalysis analyzePipeline(const TraceReader& reader) {
+  PipelineAnalysis out;
+  Collected c = collect(reader);
+  int maxStage = -1, maxChunk = 0, maxMicrobatch = 0;
+  for (const auto& [rank, actions] : c.by_rank) {
+    for (const Action& a : actions) {
+      if (!isCompute(a.kind)) continue;
+      maxStage = std::max(maxStage, a.stage);
+      maxChunk = std::max(maxChunk, a.chunk);
+      maxMicrobatch = std::max(maxMicrobatch, a.microbatch);
+    }
+  }
+  if (maxStage < 1) return out;  // no pipeline, or one stage only
+  const int v = maxChunk + 1;
+  const int vstages = maxStage + 1;
+  int p = vstages / v;
+  if (p * v != vstages) {
+    out.notes.push_back("virtual stages (" + std::to_string(vstages) +
+                        ") not a multiple of the chunks per rank (" + std::to_string(v) + ")");
+    p = std::max(1, p);
+  }
+  out.present = true;
+  out.stages = p;
+  out.virtual_stages = v;
+  out.microbatches = maxMicrobatch + 1;
+  out.schedule = inferSchedule(c, v, out.microbatches, &out.notes);
+  out.bubble_theory = closedFormBubble(out.schedule, p, out.microbatches, v);
+
+  std::map<int, int> prank;
+  out.replicas = replicasOf(c, p, &prank);
+
+  // One step of one replica at a time: its actions of every rank, messages matched.
+  std::set<int> stepNumbers;
+  for (const auto& [rank, actions] : c.by_rank) {
+    for (const Action& a : actions) stepNumbers.insert(a.step);
+  }
+  struct Unit {
+    int step, replica;
+    std::vector<Action> all;
+  };
+  std::vector<Unit> units;
+  for (int step : stepNumbers) {
+    for (size_t ri = 0; ri < out.replicas.size(); ++ri) {
+      Unit u{step, static_cast<int>(ri), {}};
+      for (int r : out.replicas[ri]) {
+        for (const Action& a : c.by_rank[r]) {
+          if (a.step == step) u.all.push_back(a);
+        }
+      }
+      if (u.all.empty()) continue;
+      matchMessages(u.all, &out.unmatched_recvs);
+      units.push_back(std::move(u));
+    }
+  }
+  if (out.unmatched_recvs > 0) {
+    out.notes.push_back(std::to_string(out.unmatched_recvs) +
+                        " receives without their send in the trace (modeled without a dependency)");
+  }
+
+  // Median costs over every step and replica.
+  std::map<std::pair<int, int>, std::vector<int64_t>> computeD, sendD, transferD;
+  for (const Unit& u : units) {
+    for (const Action& a : u.all) {
+      const int pr = prank[a.rank];
+      if (isCompute(a.kind)) computeD[{a.stage, a.kind}].push_back(a.dur());
+      if (isSend(a.kind)) sendD[{pr, direction(a.kind)}].push_back(a.dur());
+      if (isRecv(a.kind) && a.match >= 0) {
+        const Action& s = u.all[static_cast<size_t>(a.match)];
+        transferD[{pr, direction(a.kind)}].push_back(a.end - std::max(a.start, s.start));
+      }
+    }
+  }
+  MedianCosts costs;
+  for (auto& [k, d] : computeD) costs.compute[k] = median(d);
+  for (auto& [k, d] : sendD) costs.send[k] = median(d);
+  for (auto& [k, d] : transferD) costs.transfer[k] = std::max<int64_t>(0, median(d));
+
+  // Measured split per unit, accumulated per pipeline rank.
+  std::vector<PipelineStage> stages(static_cast<size_t>(p));
+  std::vector<int> samples(static_cast<size_t>(p), 0);
+  for (int k = 0; k < p; ++k) stages[static_cast<size_t>(k)].stage = k;
+  for (const auto& [rank, pr] : prank) {
+    if (pr >= 0 && pr < p) stages[static_cast<size_t>(pr)].ranks.push_back(rank);
+  }
+  std::map<int, std::vector<double>> bubblesOfStep, modeledOfStep;
+  for (const Unit& u : units) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    std::map<int, RankStep> per;
+    for (const Action& a : u.all) {
+      lo = std::min(lo, a.start);
+      hi = std::max(hi, a.end);
+      RankStep& rs = per[a.rank];
+      if (a.kind == kForward) rs.forward += a.dur();
+      if (a.kind == kBackward) rs.backward += a.dur();
+      if (isSend(a.kind)) rs.send += a.dur();
+      if (isRecv(a.kind)) rs.recv += a.dur();
+    }
+    const int64_t window = hi - lo;
+    if (window <= 0) continue;
+    const auto& ranks = out.replicas[static_cast<size_t>(u.replica)];
+    int64_t compute = 0;
+    for (int r : ranks) {
+      const RankStep& rs = per[r];
+      compute += rs.forward + rs.backward;
+      const int pr = prank[r];
+      if (pr < 0 || pr >= p) continue;
+      PipelineStage& st = stages[static_cast<size_t>(pr)];
+      st.window_ns += double(window);
+      st.forward_ns += double(rs.forward);
+      st.backward_ns += double(rs.backward);
+      st.send_ns += double(rs.send);
+      st.recv_wait_ns += double(rs.recv);
+      ++samples[static_cast<size_t>(pr)];
+    }
+    PipelineStep ps;
+    ps.step = u.step;
+    ps.replica = u.replica;
+    ps.start_ns = lo;
+    ps.end_ns = hi;
+    ps.bubble = 1.0 - double(compute) / (double(ranks.size()) * double(window));
+    ps.modeled_bubble = replay(u.all, ranks, costs, prank);
+    bubblesOfStep[u.step].push_back(ps.bubble);
+    modeledOfStep[u.step].push_back(ps.modeled_bubble);
+    out.per_step.push_back(ps);
+  }
+  for (size_t k = 0; k < stages.size(); ++k) {
+    PipelineStage& st = stages[k];
+    const double n = samples[k];
+    if (n > 0) {
+      st.window_ns /= n;
+      st.forward_ns /= n;
+      st.backward_ns /= n;
+      st.send_ns /= n;
+      st.recv_wait_ns /= n;
+    }
+    st.idle_ns =
+        std::max(0.0, st.window_ns - st.forward_ns - st.backward_ns - st.send_ns - st.recv_wait_ns);
+    st.bubble = st.window_ns > 0 ? 1.0 - (st.forward_ns + st.backward_ns) / st.window_ns : 0;
+  }
+  out.per_stage = std::move(stages);
+  std::vector<double> measured, modeled;
+  auto mean = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+  };
+  for (const auto& [step, b] : bubblesOfStep) measured.push_back(mean(b));
+  for (const auto& [step, b] : modeledOfStep) modeled.push_back(mean(b));
+  out.steps = static_cast<int>(measured.size());
+  out.bubble_measured = median(measured);
+  out.bubble_modeled = median(modeled);
+  return out;
+}
+
+}  // namespace tracerun::trace::analysis
