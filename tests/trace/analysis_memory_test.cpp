@@ -1,0 +1,188 @@
+// Memory analysis on a hand-built trace whose live set is known in closed form: tagged state
+// (parameters, gradients, optimizer state), per-layer activations freed in backward, temporaries
+// freed inside their op, one untagged block that is never freed, an unmatched free, a CUDA device.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "analysis_builder.h"
+#include "tracerun/trace/analysis/memory.h"
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+using namespace tracerun::testing;
+using core::MemoryCategory;
+using trace::analysis::analyzeMemory;
+using trace::analysis::at;
+
+namespace {
+
+constexpr int kLayers = 4;
+constexpr int kSteps = 2;
+constexpr int64_t kStepLength = 10000;
+constexpr int64_t kActivation = 1000;  // layer l's output: (l + 1) * kActivation bytes
+constexpr int64_t kForwardTemp = 300, kBackwardTemp = 200, kTaggedTemp = 50, kLeftover = 500;
+
+int64_t stepBase(int s) {
+  return 1000 + s * kStepLength;
+}
+
+// Layer l's forward op starts here; its backward op (layers in reverse) there.
+int64_t forwardOp(int s, int l) {
+  return stepBase(s) + 100 + l * 900;
+}
+int64_t backwardOp(int s, int l) {
+  return stepBase(s) + 4100 + (kLayers - 1 - l) * 1000;
+}
+
+std::string buildTrace(TraceBuilder& tb) {
+  uint64_t next = 0x1000;
+  auto alloc = [&](int64_t ts, int64_t bytes, MemoryCategory c, const std::string& op) {
+    const uint64_t ptr = next += 0x100;
+    tb.memory(0, BMemory{ts, ptr, bytes, c, op, ""});
+    return ptr;
+  };
+  auto release = [&](int64_t ts, uint64_t ptr, int64_t bytes, MemoryCategory c) {
+    tb.memory(0, BMemory{ts, ptr, -bytes, c, "", ""});
+  };
+  tb.memory(0, BMemory{5, 0xdead, -999, MemoryCategory::kUnknown, "", ""});  // unmatched free
+  alloc(10, 1000, MemoryCategory::kParameter, "aten::empty");
+  alloc(20, 2000, MemoryCategory::kParameter, "aten::empty");
+  alloc(30, 4000, MemoryCategory::kParameter, "aten::empty");
+  alloc(40, 7000, MemoryCategory::kGradient, "aten::zeros");
+  alloc(50, 7000, MemoryCategory::kOptimizerState, "aten::zeros");
+  alloc(60, 7000, MemoryCategory::kOptimizerState, "aten::zeros");
+  tb.memory(0, BMemory{70, 0xc0de, 1 << 20, MemoryCategory::kParameter, "aten::empty", "", 1, 0});
+
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t b = stepBase(s);
+    tb.span(0, BSpan{"main", "step", core::Category::kPhase, b, b + 9800, 0, {{"step", s + 1}}});
+    tb.span(0, BSpan{"main", "forward", core::Category::kPhase, b, b + 4000, 1});
+    tb.span(0, BSpan{"main", "backward", core::Category::kPhase, b + 4000, b + 9000, 1});
+    std::vector<uint64_t> act(kLayers);
+    for (int l = 0; l < kLayers; ++l) {
+      const int64_t t = forwardOp(s, l);
+      tb.span(0, BSpan{"main", "aten::linear", core::Category::kOp, t, t + 800, 2});
+      tb.span(0, BSpan{"main", "aten::mm", core::Category::kOp, t + 90, t + 510, 3});
+      const uint64_t tmp = alloc(t + 100, kForwardTemp, MemoryCategory::kUnknown, "aten::mm");
+      if (l == 0) {  // tagged as activation, but freed inside its op: a temporary
+        release(t + 200, alloc(t + 150, kTaggedTemp, MemoryCategory::kActivation, "aten::mm"),
+                kTaggedTemp, MemoryCategory::kActivation);
+      }
+      release(t + 500, tmp, kForwardTemp, MemoryCategory::kUnknown);
+      // The last layer's output is tagged; the others are found from their lifetimes.
+      act[l] = alloc(t + 600, (l + 1) * kActivation,
+                     l == kLayers - 1 ? MemoryCategory::kActivation : MemoryCategory::kUnknown,
+                     "aten::linear");
+    }
+    for (int l = kLayers - 1; l >= 0; --l) {
+      const int64_t t = backwardOp(s, l);
+      tb.span(0, BSpan{"main", "autograd::engine::evaluate_function: MmBackward0",
+                       core::Category::kOp, t, t + 900, 2});
+      tb.span(0, BSpan{"main", "MmBackward0", core::Category::kBackward, t + 50, t + 850, 3});
+      tb.span(0, BSpan{"main", "aten::mm", core::Category::kOp, t + 60, t + 350, 4});
+      const uint64_t g = alloc(t + 100, kBackwardTemp, MemoryCategory::kUnknown, "aten::mm");
+      release(t + 300, g, kBackwardTemp, MemoryCategory::kUnknown);
+      const MemoryCategory tag =
+          l == kLayers - 1 ? MemoryCategory::kActivation : MemoryCategory::kUnknown;
+      release(t + 400, act[l], (l + 1) * kActivation, tag);
+    }
+    if (s == 0) alloc(b + 9500, kLeftover, MemoryCategory::kUnknown, "aten::zeros");  // kept
+  }
+  return tb.write(scratchDir("memory"));
+}
+
+}  // namespace
+
+TEST_CASE("memory: peak, live set by category and largest blocks in closed form",
+          "[analysis][memory]") {
+  TraceBuilder tb;
+  const std::string path = buildTrace(tb);
+  const auto reader = trace::TraceReader::open(path);
+  const auto a = analyzeMemory(reader, {-1, 64, 5});
+  REQUIRE(a.devices.size() == 2);
+  const auto& cpu = a.devices[0];
+  REQUIRE(cpu.device_type == 0);
+  const int64_t params = 1000 + 2000 + 4000, grads = 7000, opt = 14000;
+  int64_t activations = 0;
+  for (int l = 0; l < kLayers; ++l) activations += (l + 1) * kActivation;
+  // The peak: the last step's first backward op holds its temporary while every activation of
+  // the step, the state and the block left over from step 1 are live.
+  const int64_t peak = params + grads + opt + activations + kBackwardTemp + kLeftover;
+  CHECK(cpu.peak_bytes == peak);
+  CHECK(cpu.peak_ts_ns == backwardOp(kSteps - 1, kLayers - 1) + 100 + tb.offset());
+  CHECK(at(cpu.at_peak, MemoryCategory::kParameter) == params);
+  CHECK(at(cpu.at_peak, MemoryCategory::kGradient) == grads);
+  CHECK(at(cpu.at_peak, MemoryCategory::kOptimizerState) == opt);
+  CHECK(at(cpu.at_peak, MemoryCategory::kActivation) == activations);
+  CHECK(at(cpu.at_peak, MemoryCategory::kTemporary) == kBackwardTemp);
+  CHECK(at(cpu.at_peak, MemoryCategory::kOther) == kLeftover);
+  CHECK(at(cpu.at_peak, MemoryCategory::kUnknown) == 0);
+  CHECK(at(cpu.category_peaks, MemoryCategory::kActivation) == activations);
+  // Layer 0 holds its forward temporary and the tagged one at once.
+  CHECK(at(cpu.category_peaks, MemoryCategory::kTemporary) == kForwardTemp + kTaggedTemp);
+
+  // Classification counts: untagged temporaries (forward and backward, every layer and step),
+  // untagged activations (all layers but the tagged last one).
+  CHECK(cpu.inferred_temporaries == 2 * kLayers * kSteps);
+  CHECK(cpu.inferred_activations == (kLayers - 1) * kSteps);
+  CHECK(at(cpu.allocated, MemoryCategory::kTemporary) ==
+        kSteps * (kLayers * (kForwardTemp + kBackwardTemp) + kTaggedTemp));
+  CHECK(at(cpu.allocated, MemoryCategory::kActivation) == kSteps * activations);
+  CHECK(cpu.unmatched_frees == 1);
+  CHECK(cpu.reused_pointers == 0);
+  CHECK(cpu.allocations == 6 + kSteps * (3 * kLayers + 1) + 1);
+  CHECK(cpu.live_at_end == params + grads + opt + kLeftover);
+
+  // Largest at the peak: size, then allocation time.
+  REQUIRE(cpu.largest_at_peak.size() == 5);
+  const auto& top = cpu.largest_at_peak;
+  CHECK(top[0].bytes == 7000);
+  CHECK(top[0].category == MemoryCategory::kGradient);
+  CHECK(top[1].category == MemoryCategory::kOptimizerState);
+  CHECK(top[2].category == MemoryCategory::kOptimizerState);
+  CHECK(top[3].bytes == 4000);
+  CHECK(top[3].category == MemoryCategory::kParameter);
+  CHECK(top[4].bytes == 4000);
+  CHECK(top[4].category == MemoryCategory::kActivation);
+  CHECK(reader.str(top[4].op) == "aten::linear");
+
+  // The timeline holds the peak, stays under it, and ends at the live bytes at the end.
+  REQUIRE(!cpu.timeline.empty());
+  CHECK(cpu.timeline.size() <= 64);
+  int64_t highest = 0;
+  for (size_t i = 0; i < cpu.timeline.size(); ++i) {
+    const auto& p = cpu.timeline[i];
+    int64_t sum = 0;
+    for (int64_t v : p.by_category) sum += v;
+    CHECK(sum == p.total);
+    highest = std::max(highest, p.total);
+    if (i > 0) CHECK(p.ts_ns > cpu.timeline[i - 1].ts_ns);
+  }
+  CHECK(highest == peak);
+
+  // The CUDA device is the rank's primary one.
+  const auto* primary = a.primary(0);
+  REQUIRE(primary != nullptr);
+  CHECK(primary->device_type == 1);
+  CHECK(primary->peak_bytes == (1 << 20));
+  CHECK(at(primary->at_peak, MemoryCategory::kParameter) == (1 << 20));
+  CHECK(a.primary(1) == nullptr);
+}
+
+TEST_CASE("memory: forEachMemory streams the rows memory() returns", "[analysis][memory]") {
+  TraceBuilder tb;
+  const auto reader = trace::TraceReader::open(buildTrace(tb));
+  const auto rows = reader.memory(0, INT64_MIN, INT64_MAX);
+  size_t i = 0;
+  bool same = true;
+  const int64_t t0 = rows[10].ts_ns, t1 = rows[40].ts_ns;
+  reader.forEachMemory(0, t0, t1, [&](const trace::MemoryRow& m) {
+    while (i < rows.size() && rows[i].ts_ns < t0) ++i;
+    same = same && i < rows.size() && rows[i].ptr == m.ptr && rows[i].bytes == m.bytes &&
+           rows[i].ts_ns == m.ts_ns;
+    ++i;
+  });
+  CHECK(same);
+  CHECK(rows.size() > 40);
+}
