@@ -1,7 +1,7 @@
 // Operators, autograd nodes and user scopes from libtorch's RecordFunction global callbacks, onto
 // each thread's span stack; forward->backward flows from sequence numbers; input shapes. Also the
-// library's static initializer. No allocation or lock on the hot path (costs measured in
-// docs/capture.md for what is measured); tensor identities (dataflow) are not recorded here.
+// library's static initializer. No allocation or lock on the hot path (docs/capture.md;
+// costs in docs/performance.md); tensor identities (dataflow) are not recorded here.
 //
 // Sections: shapes · async scopes · start/end callbacks · hooks · library lifetime
 #include <ATen/core/ivalue.h>
