@@ -1,0 +1,219 @@
+// Call graph (see callgraph.h): one streamed pass per track with a depth-indexed stack; the rank's
+// allocations are walked alongside each thread track to find the span they happened in.
+#include "tracerun/trace/analysis/callgraph.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+namespace tracerun::trace::analysis {
+
+namespace {
+
+struct Alloc {
+  int64_t ts = 0, bytes = 0;
+  core::StringId op = 0, scope = 0;
+  bool attributed = false;
+};
+
+struct FlowEnd {
+  size_t flow = 0;
+  bool source = false;
+};
+
+struct Open {
+  int node = 0;
+  int64_t end = 0;
+  core::StringId name = 0;
+};
+
+uint64_t trackTimeKey(int64_t track, int64_t ts) {
+  return static_cast<uint64_t>(track) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(ts);
+}
+
+class Builder {
+ public:
+  Builder(const TraceReader& reader, const CallGraphOptions& o) : reader_(reader), o_(o) {
+    CallNode root;
+    root.name = 0;
+    g_.nodes.push_back(root);
+  }
+
+  CallGraph run() {
+    const auto tracks = reader_.tracks();
+    std::vector<int64_t> chosen;
+    for (const TrackRow& t : tracks) {
+      if (o_.rank >= 0 && t.rank != o_.rank) continue;
+      if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
+      chosen.push_back(t.id);
+    }
+    indexFlows(chosen);
+    std::map<int, std::vector<const TrackRow*>> byRank;
+    for (const TrackRow& t : tracks) {
+      if (std::find(chosen.begin(), chosen.end(), t.id) != chosen.end()) {
+        byRank[t.rank].push_back(&t);
+      }
+    }
+    for (auto& [rank, list] : byRank) {
+      std::vector<Alloc> allocs;
+      if (o_.attribute_memory) {
+        reader_.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
+          if (m.bytes > 0) allocs.push_back({m.ts_ns, m.bytes, m.op, m.scope, false});
+        });
+      }
+      for (const TrackRow* t : list)
+        walk(*t, t->kind == core::TrackKind::kThread ? &allocs : nullptr);
+      for (const Alloc& a : allocs) {
+        if (a.attributed) continue;
+        g_.unattributed_bytes += a.bytes;
+        ++g_.unattributed_allocs;
+      }
+    }
+    finishLinks();
+    return std::move(g_);
+  }
+
+ private:
+  int child(int parent, core::StringId name, core::Category category, int depth) {
+    const uint64_t key = (static_cast<uint64_t>(parent) << 36) |
+                         (static_cast<uint64_t>(category) << 32) | static_cast<uint64_t>(name);
+    auto [it, inserted] = index_.try_emplace(key, static_cast<int>(g_.nodes.size()));
+    if (inserted) {
+      CallNode n;
+      n.parent = parent;
+      n.name = name;
+      n.category = category;
+      n.depth = depth;
+      g_.nodes.push_back(n);
+      g_.nodes[static_cast<size_t>(parent)].children.push_back(it->second);
+    }
+    return it->second;
+  }
+
+  void indexFlows(const std::vector<int64_t>& tracks) {
+    flows_ = reader_.flows();
+    ends_.assign(flows_.size() * 2, -1);
+    endSeq_.assign(flows_.size() * 2, false);
+    relevant_.assign(flows_.size(), false);
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      const FlowRow& f = flows_[i];
+      const bool src = std::find(tracks.begin(), tracks.end(), f.src_track) != tracks.end();
+      const bool dst = std::find(tracks.begin(), tracks.end(), f.dst_track) != tracks.end();
+      if (!src && !dst) continue;  // another rank's
+      relevant_[i] = true;
+      if (src) byEnd_.emplace(trackTimeKey(f.src_track, f.src_ts_ns), FlowEnd{i, true});
+      if (dst) byEnd_.emplace(trackTimeKey(f.dst_track, f.dst_ts_ns), FlowEnd{i, false});
+    }
+  }
+
+  void resolveFlows(const TrackRow& t, const SpanRow& s, int node) {
+    if (byEnd_.empty()) return;
+    auto range = byEnd_.equal_range(trackTimeKey(t.id, s.start_ns));
+    for (auto it = range.first; it != range.second; ++it) {
+      const FlowRow& f = flows_[it->second.flow];
+      const bool src = it->second.source;
+      if ((src ? f.src_track : f.dst_track) != t.id) continue;
+      if ((src ? f.src_ts_ns : f.dst_ts_ns) != s.start_ns) continue;
+      const size_t slot = it->second.flow * 2 + (src ? 0 : 1);
+      // Several spans may start at the same nanosecond: prefer one with a sequence number (the
+      // forward op and its autograd node carry one), else the outermost.
+      const bool seq = s.seq >= 0;
+      if (ends_[slot] < 0 || (seq && !endSeq_[slot])) {
+        ends_[slot] = node;
+        endSeq_[slot] = seq;
+      }
+    }
+  }
+
+  // Attributes the allocations before `until` (exclusive) to the open spans on this track.
+  void attribute(std::vector<Alloc>& allocs, size_t& next, int64_t until,
+                 std::vector<Open>& stack) {
+    for (; next < allocs.size() && allocs[next].ts < until; ++next) {
+      Alloc& a = allocs[next];
+      if (a.attributed) continue;
+      while (!stack.empty() && stack.back().end < a.ts) stack.pop_back();
+      const core::StringId want = a.op != 0 ? a.op : a.scope;
+      if (want == 0) continue;
+      for (size_t k = stack.size(); k-- > 0;) {
+        if (stack[k].name != want) continue;
+        CallNode& n = g_.nodes[static_cast<size_t>(stack[k].node)];
+        n.alloc_bytes += a.bytes;
+        ++n.alloc_count;
+        a.attributed = true;
+        break;
+      }
+    }
+  }
+
+  void walk(const TrackRow& t, std::vector<Alloc>* allocs) {
+    std::vector<Open> stack;
+    size_t next = 0;
+    reader_.forEachSpan(t.id, [&](const SpanRow& s) {
+      if (allocs) attribute(*allocs, next, s.start_ns, stack);
+      const size_t depth = static_cast<size_t>(std::max(0, s.depth));
+      if (stack.size() > depth) stack.resize(depth);
+      const int parent = stack.empty() ? 0 : stack.back().node;
+      const int node = child(parent, s.name, s.category, static_cast<int>(stack.size()));
+      CallNode& n = g_.nodes[static_cast<size_t>(node)];
+      ++n.count;
+      n.inclusive_ns += s.dur_ns;
+      n.exclusive_ns += s.dur_ns;
+      if (!stack.empty()) g_.nodes[static_cast<size_t>(parent)].exclusive_ns -= s.dur_ns;
+      stack.push_back({node, s.end_ns(), s.name});
+      resolveFlows(t, s, node);
+    });
+    if (allocs) attribute(*allocs, next, INT64_MAX, stack);
+  }
+
+  void finishLinks() {
+    std::map<std::tuple<int, int, int>, int64_t> counts;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      if (!relevant_[i]) continue;
+      const int from = ends_[i * 2], to = ends_[i * 2 + 1];
+      if (from < 0 || to < 0) {
+        ++g_.unresolved_flows;
+        continue;
+      }
+      ++counts[{from, to, static_cast<int>(flows_[i].kind)}];
+    }
+    for (const auto& [key, n] : counts) {
+      g_.links.push_back(
+          {std::get<0>(key), std::get<1>(key), static_cast<core::FlowKind>(std::get<2>(key)), n});
+    }
+  }
+
+  const TraceReader& reader_;
+  CallGraphOptions o_;
+  CallGraph g_;
+  std::unordered_map<uint64_t, int> index_;
+  std::vector<FlowRow> flows_;
+  std::unordered_multimap<uint64_t, FlowEnd> byEnd_;
+  std::vector<int> ends_;  // per flow: source node, destination node (-1 unresolved)
+  std::vector<bool> endSeq_;
+  std::vector<bool> relevant_;  // the flow touches a track in the graph
+};
+
+}  // namespace
+
+std::string CallGraph::path(int node, const TraceReader& reader, const std::string& sep) const {
+  std::vector<int> chain;
+  for (int n = node; n > 0; n = nodes[static_cast<size_t>(n)].parent) chain.push_back(n);
+  std::string out;
+  for (size_t i = chain.size(); i-- > 0;) {
+    if (!out.empty()) out += sep;
+    out += reader.str(nodes[static_cast<size_t>(chain[i])].name);
+  }
+  return out;
+}
+
+int64_t CallGraph::subtreeBytes(int node) const {
+  int64_t n = nodes[static_cast<size_t>(node)].alloc_bytes;
+  for (int c : nodes[static_cast<size_t>(node)].children) n += subtreeBytes(c);
+  return n;
+}
+
+CallGraph buildCallGraph(const TraceReader& reader, const CallGraphOptions& options) {
+  return Builder(reader, options).run();
+}
+
+}  // namespace tracerun::trace::analysis
