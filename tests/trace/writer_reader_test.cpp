@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -960,6 +961,51 @@ TEST_CASE("reader errors: one line naming the file and the problem") {
     fs::resize_file(p, 60);
     CHECK(openError(p).find(": truncated (60 bytes") != std::string::npos);
   }
+}
+
+TEST_CASE("a shard whose process died names its rank and holds spans older than a second") {
+  TempDir dir;
+  const std::string live = dir.file("live.db");
+  const std::string copy = dir.file("crashed.db");
+  core::Session session;
+  ShardOptions o = optionsFor(live);
+  o.rank = 5;
+  o.clock_offset_ns = 777;
+  ShardWriter writer(session, o);
+  writer.start();
+  auto& b = session.threadBuffer();
+  core::SpanRecord s;
+  s.id = b.nextId();
+  s.start_ns = core::nowNs();
+  s.end_ns = s.start_ns + 5;
+  REQUIRE(b.ring.tryPush(core::Record::from(s)));
+  // No flush(): the drain thread alone must write the pending chunk and commit within ~1 s.
+  // Wait up to 10 s for it (a loaded machine may be slow); what is checked is the content.
+  auto countIn = [](const std::string& path, const char* sql) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+  };
+  int64_t spans = 0;
+  for (int i = 0; i < 100 && spans != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fs::copy_file(live, copy, fs::copy_options::overwrite_existing);
+    if (fs::exists(live + "-wal")) {
+      fs::copy_file(live + "-wal", copy + "-wal", fs::copy_options::overwrite_existing);
+    }
+    spans = countIn(copy, "SELECT count(*) FROM spans");
+  }
+  CHECK(spans == 1);
+  CHECK(countIn(copy, "SELECT rank FROM ranks") == 5);
+  CHECK(countIn(copy, "SELECT clock_offset_ns FROM ranks WHERE rank = 5") == 777);
+  CHECK(openError(copy) == copy + ": incomplete trace (the writer did not finish)");
+  writer.close();
 }
 
 TEST_CASE("reader errors: byte-flipped copies give TraceErrors or data and never a crash") {

@@ -206,6 +206,9 @@ const std::vector<MetaKey>& metaKeys() {
       {"command", "the traced command line"},
       {"created_unix_s", "wall-clock time the file was created"},
       {"tracerun_version", "version of the tool that wrote the file"},
+      {"capture", "what libtracerun captured: a comma list of ops, scopes, memory, comm, cuda"},
+      {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
+      {"capture_target", "the program the launcher told libtracerun to capture in"},
   };
   return kKeys;
 }

@@ -143,6 +143,7 @@ class ShardWriter::Impl {
   }
 
   void writeChunk(TrackState& t);
+  void writePendingChunks();
   void writeStrings();
 
   void ensureTxn();
@@ -184,6 +185,7 @@ class ShardWriter::Impl {
   bool inTxn_ = false;
   size_t txnRows_ = 0;
   int64_t txnStartNs_ = 0;
+  int64_t lastChunkFlushNs_ = core::nowNs();
 
   int64_t nextSpanId_ = 1;
   size_t stringsPersisted_ = 0;
@@ -253,6 +255,15 @@ void ShardWriter::Impl::createSchema() {
   put("created_unix_s", std::to_string(static_cast<int64_t>(std::time(nullptr))));
   put("tracerun_version", TRACERUN_VERSION);
   meta = sql::Stmt();
+  // The ranks row goes in now (times filled at close), so a shard whose process died still says
+  // which rank wrote it and with what clock offset.
+  sql::Stmt rank(db_,
+                 "INSERT INTO ranks (rank, host, pid, clock_offset_ns, start_ns, end_ns) "
+                 "VALUES (?, ?, ?, ?, NULL, NULL)");
+  rank.bind(1, int64_t{opt_.rank}).bind(2, std::string_view(opt_.host)).bind(3, opt_.pid);
+  rank.bind(4, opt_.clock_offset_ns);
+  rank.run();
+  rank = sql::Stmt();
   db_.exec("COMMIT");
   db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
   db_.exec("PRAGMA journal_mode = WAL");
@@ -330,8 +341,15 @@ size_t ShardWriter::Impl::pass() {
       for (size_t i = 0; i < n; ++i) handle(b, st, r[i]);
     });
   });
+  // Chunks of quiet tracks would otherwise wait for chunk_rows spans: write them out at least
+  // every kMaxTxnAgeNs, so a process that dies loses at most about that much.
+  const int64_t now = core::nowNs();
+  if (now - lastChunkFlushNs_ > kMaxTxnAgeNs) {
+    writePendingChunks();
+    lastChunkFlushNs_ = now;
+  }
   if (session_.strings().size() > stringsPersisted_) writeStrings();
-  if (inTxn_ && core::nowNs() - txnStartNs_ > kMaxTxnAgeNs) commit();
+  if (inTxn_ && now - txnStartNs_ > kMaxTxnAgeNs) commit();
   return drained;
 }
 
@@ -555,6 +573,13 @@ void ShardWriter::Impl::writeChunk(TrackState& t) {
   rowWritten();
 }
 
+void ShardWriter::Impl::writePendingChunks() {
+  for (auto& t : tracks_) {
+    if (t) writeChunk(*t);
+  }
+  for (auto& [id, t] : farTracks_) writeChunk(*t);
+}
+
 void ShardWriter::Impl::writeStrings() {
   const auto fresh = session_.strings().since(stringsPersisted_);
   ensureTxn();
@@ -601,10 +626,7 @@ void ShardWriter::Impl::flush() {
   }
   guarded([&] {
     pass();
-    for (auto& t : tracks_) {
-      if (t) writeChunk(*t);
-    }
-    for (auto& [id, t] : farTracks_) writeChunk(*t);
+    writePendingChunks();
     commit();
   });
 }
@@ -633,10 +655,7 @@ void ShardWriter::Impl::close() {
 
 void ShardWriter::Impl::finish() {
   pass();
-  for (auto& t : tracks_) {
-    if (t) writeChunk(*t);
-  }
-  for (auto& [id, t] : farTracks_) writeChunk(*t);
+  writePendingChunks();
   if (session_.strings().size() > stringsPersisted_) writeStrings();
   ensureTxn();
 
