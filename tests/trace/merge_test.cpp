@@ -827,7 +827,7 @@ TEST_CASE("merge: bad inputs give one message naming the file") {
         f);
     std::fclose(f);
     CHECK_THAT(mergeError({{dir.file("notes.txt")}}, out),
-               Catch::Contains(dir.file("notes.txt") + ": not an SQLite database"));
+               Catch::Contains(dir.file("notes.txt") + ": not an SQLite file"));
   }
   SECTION("a truncated shard") {
     fs::copy_file(dir.file("b.db"), dir.file("cut.db"));

@@ -69,7 +69,7 @@ void checkFile(const std::string& path) {
   if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a trace file");
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
   const auto size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) fail(path, "empty file (not a tracerun trace)");
+  if (size == 0) fail(path, "not an SQLite file (empty)");
 
   unsigned char header[kHeaderSize] = {};
   std::ifstream in(path, std::ios::binary);
@@ -78,27 +78,29 @@ void checkFile(const std::string& path) {
   const auto got = static_cast<size_t>(in.gcount());
   const size_t magicLen = sizeof(kSqliteMagic);  // includes the NUL, as in the file
   if (std::memcmp(header, kSqliteMagic, got < magicLen ? got : magicLen) != 0) {
-    fail(path, "not an SQLite database (not a tracerun trace)");
+    fail(path, "not an SQLite file (and so not a tracerun trace)");
   }
-  if (got < kHeaderSize) fail(path, "truncated (shorter than the SQLite header)");
+  if (got < kHeaderSize) {
+    fail(path, "truncated (" + std::to_string(got) + " bytes, shorter than an SQLite header)");
+  }
 
   uint32_t pageSize = (uint32_t{header[16]} << 8) | header[17];
   if (pageSize == 1) pageSize = 65536;
   if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) != 0) {
     fail(path, "corrupted SQLite header (page size " + std::to_string(pageSize) + ")");
   }
-  if (size % pageSize != 0) {
-    fail(path, "truncated (" + std::to_string(size) + " bytes is not a whole number of " +
-                   std::to_string(pageSize) + "-byte pages)");
-  }
   // The in-header page count is valid only when its change counter matches (SQLite's rule).
   const uint32_t pages = be32(header + 28);
   if (pages != 0 && be32(header + 24) == be32(header + 92)) {
     const uint64_t expected = uint64_t{pages} * pageSize;
     if (size < expected) {
-      fail(path, "truncated (" + std::to_string(size) + " bytes; the header says " +
-                     std::to_string(pages) + " pages, " + std::to_string(expected) + " bytes)");
+      fail(path, "truncated (" + std::to_string(size) + " bytes, the header says " +
+                     std::to_string(expected) + ")");
     }
+  }
+  if (size % pageSize != 0) {
+    fail(path, "truncated (" + std::to_string(size) + " bytes, not a whole number of " +
+                   std::to_string(pageSize) + "-byte pages)");
   }
 }
 
@@ -143,8 +145,8 @@ std::map<std::string, std::string> readTraceMeta(const sql::Db& db) {
   }
   const int64_t newest = version > userVersion ? version : userVersion;
   if (newest > schema::kSchemaVersion) {
-    fail(path, "written by a newer tracerun (schema version " + std::to_string(newest) +
-                   "; this build reads up to " + std::to_string(schema::kSchemaVersion) + ")");
+    fail(path, "written by a newer tracerun (schema " + std::to_string(newest) +
+                   ", this build reads " + std::to_string(schema::kSchemaVersion) + ")");
   }
   if (userVersion != version) {
     fail(path, "inconsistent schema version (meta says " + std::to_string(version) +

@@ -15,6 +15,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "file_check.h"
 #include "sqlite_util.h"
 #include "tracerun/trace/schema.h"
 
@@ -27,42 +28,6 @@ int64_t saturatingSub(int64_t a, int64_t b) {
     return std::numeric_limits<int64_t>::min();
   }
   return a - b;
-}
-
-uint32_t bigEndian32(const unsigned char* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-}
-
-// The checks SQLite itself would report vaguely or not at all: missing file, not SQLite, truncated.
-void checkFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    throw TraceError(path + ": cannot open: " + std::strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) throw TraceError(path + ": is a directory, not a trace file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(path + ": cannot read: " + std::strerror(errno));
-  unsigned char header[100] = {};
-  in.read(reinterpret_cast<char*>(header), sizeof header);
-  const auto got = static_cast<size_t>(in.gcount());
-  static const char kMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
-  if (got < 16 || std::memcmp(header, kMagic, 16) != 0) {
-    throw TraceError(path + ": not an SQLite file (and so not a tracerun trace)");
-  }
-  if (got < sizeof header) {
-    throw TraceError(path + ": truncated (" + std::to_string(got) +
-                     " bytes, shorter than an SQLite header)");
-  }
-  uint32_t pageSize = (uint32_t{header[16]} << 8) | header[17];
-  if (pageSize == 1) pageSize = 65536;
-  const uint32_t pageCount = bigEndian32(header + 28);
-  // The in-header size is valid only when the change counter matches version-valid-for.
-  const bool sizeValid = pageCount != 0 && bigEndian32(header + 24) == bigEndian32(header + 92);
-  const auto expected = uint64_t{pageSize} * pageCount;
-  if (sizeValid && static_cast<uint64_t>(st.st_size) < expected) {
-    throw TraceError(path + ": truncated (" + std::to_string(st.st_size) +
-                     " bytes, the header says " + std::to_string(expected) + ")");
-  }
 }
 
 // A problem this file found itself (as opposed to an SQLite failure), passed on unchanged.
@@ -153,42 +118,17 @@ class TraceReader::Impl {
 // open
 
 void TraceReader::Impl::open() {
-  checkFile(path_);
+  filecheck::checkFile(path_);
   db_ = sql::Db(path_, sql::Db::Mode::kReadOnly);
   guarded([&] {
-    sql::Stmt hasMeta(db_,
-                      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
-                      "'meta'");
-    if (!hasMeta.step() || hasMeta.i64(0) == 0) {
-      throw CheckFailed(path_ + ": not a tracerun trace (no meta table)");
-    }
-    sql::Stmt meta(db_,
-                   "SELECT key, value FROM meta WHERE key IN ('magic', 'schema_version', "
-                   "'complete')");
-    std::string magic, versionText, complete;
-    while (meta.step()) {
-      const std::string key = meta.text(0);
-      if (key == "magic") magic = meta.text(1);
-      if (key == "schema_version") versionText = meta.text(1);
-      if (key == "complete") complete = meta.text(1);
-    }
-    if (magic != schema::kMagic) {
-      throw CheckFailed(path_ + ": not a tracerun trace (meta magic is '" + magic + "')");
-    }
-    sql::Stmt userVersion(db_, "PRAGMA user_version");
-    userVersion.step();
-    version_ = static_cast<int>(userVersion.i64(0));
+    std::map<std::string, std::string> meta;
     try {
-      version_ = std::max(version_, std::stoi(versionText));
-    } catch (const std::exception&) {
-      // a missing or garbled meta schema_version leaves PRAGMA user_version in charge
+      meta = filecheck::readTraceMeta(db_);
+    } catch (const TraceError& e) {
+      throw CheckFailed(e.what());
     }
-    if (version_ > schema::kSchemaVersion) {
-      throw CheckFailed(path_ + ": written by a newer tracerun (schema " +
-                        std::to_string(version_) + ", this build reads " +
-                        std::to_string(schema::kSchemaVersion) + ")");
-    }
-    if (complete != "1") {
+    version_ = std::stoi(meta["schema_version"]);  // readTraceMeta checked it is a number
+    if (meta["complete"] != "1") {
       throw CheckFailed(path_ + ": incomplete trace (the writer did not finish)");
     }
 
