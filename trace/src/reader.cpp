@@ -5,12 +5,9 @@
 //           whole-table queries · TraceReader forwarding
 #include "tracerun/trace/reader.h"
 
-#include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <queue>
 #include <unordered_map>
