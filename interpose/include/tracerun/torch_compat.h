@@ -68,6 +68,22 @@ inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& s
 
 }  // namespace tracerun::compat
 
+// Coalescing changed shape: 1.13 and 2.0 have `void startCoalescing()` and
+// `void endCoalescing(std::vector<intrusive_ptr<Work>>&)`; 2.1+ Backend has `void startCoalescing()`
+// and `intrusive_ptr<Work> endCoalescing()`. A decorator (tracerun/traced_group.h) writes
+// TRACERUN_C10D_FORWARD_COALESCING(inner_) in its class body to forward both to `inner_`.
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 1)
+#define TRACERUN_C10D_FORWARD_COALESCING(inner)                                  \
+  void startCoalescing() override { (inner)->startCoalescing(); }               \
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override { return (inner)->endCoalescing(); }
+#else
+#define TRACERUN_C10D_FORWARD_COALESCING(inner)                                        \
+  void startCoalescing() override { (inner)->startCoalescing(); }                     \
+  void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override { \
+    (inner)->endCoalescing(reqs);                                                     \
+  }
+#endif
+
 #endif  // TRACERUN_COMPAT_C10D
 
 // ---------------------------------------------------------------------------------------------

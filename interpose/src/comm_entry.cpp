@@ -1,0 +1,122 @@
+// The C entry points through which the collective decorator (tracerun/traced_group.h) and the NCCL
+// interposer (interpose/nccl/) record communication: one span per call on a named async track.
+// No libtorch, no NCCL here; it does not decide what is a collective.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "capture.h"
+#include "tracerun/core/records.h"
+
+extern "C" {
+
+// Same layout as in tracerun/traced_group.h and interpose/nccl/nccl_interpose.cpp.
+struct tracerun_comm_event {
+  const char* op;
+  const char* group;
+  const char* track;
+  int64_t start_ns;
+  int64_t end_ns;
+  int64_t bytes;
+  int64_t peer;
+  int64_t root;
+  int64_t group_size;
+  int64_t group_rank;
+  int64_t seq;
+  int64_t dtype;
+  int64_t tag;
+};
+
+}  // extern "C"
+
+namespace tracerun::interpose {
+namespace {
+
+// Communication is recorded unless TRACERUN_CAPTURE is set and lacks the word "comm" (read once;
+// capture.cpp's CaptureConfig knows ops, scopes and memory only).
+bool commWanted() noexcept {
+  static const bool wanted = [] {
+    const char* what = std::getenv("TRACERUN_CAPTURE");
+    if (what == nullptr) return true;
+    const std::string list = std::string(",") + what + ",";
+    return list.find(",comm,") != std::string::npos;
+  }();
+  return wanted;
+}
+
+// Emits span s followed by its arguments (three per ArgsRecord; the first pair pushed together).
+void pushSpanWithArgs(ThreadState& t, const core::SpanRecord& s, const core::ArgsRecord::Arg* args,
+                      int n) noexcept {
+  core::RecordRing& ring = t.buffer->ring;
+  if (n == 0) {
+    ring.tryPush(core::Record::from(s));
+    return;
+  }
+  for (int first = 0; first < n; first += 3) {
+    core::ArgsRecord a;
+    a.owner = s.id;
+    a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
+    for (int i = 0; i < a.count; ++i) a.args[i] = args[first + i];
+    if (first == 0) {
+      if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
+    } else {
+      ring.tryPush(core::Record::from(a));
+    }
+  }
+}
+
+}  // namespace
+
+bool recordComm(const tracerun_comm_event& e) noexcept {
+  if (!commWanted()) return false;
+  ThreadState* t = threadState();
+  if (t == nullptr || e.op == nullptr) return false;
+  core::SpanRecord s;
+  s.category = core::Category::kComm;
+  s.name = t->intern(e.op);
+  s.detail = e.group != nullptr ? t->intern(e.group) : 0;
+  s.start_ns = e.start_ns;
+  s.end_ns = e.end_ns < e.start_ns ? e.start_ns : e.end_ns;
+  s.id = t->buffer->nextId();
+  if (e.track != nullptr && e.track[0] != '\0') {
+    try {
+      s.track = t->session->tracks().findOrAdd(core::TrackKind::kAsync, 0, e.track);
+    } catch (...) {
+      s.track = asyncTrack();
+    }
+  } else {
+    s.track = asyncTrack();
+  }
+  core::ArgsRecord::Arg args[9];
+  int n = 0;
+  auto add = [&](const char* key, int64_t value, bool always) {
+    if (!always && value < 0) return;
+    args[n].key = t->intern(key);
+    args[n].value = value;
+    ++n;
+  };
+  add("bytes", e.bytes, true);
+  add("peer", e.peer, false);
+  add("root", e.root, false);
+  add("group_size", e.group_size, false);
+  add("group_rank", e.group_rank, false);
+  add("seq", e.seq, false);
+  add("dtype", e.dtype, false);
+  add("tag", e.tag, false);
+  pushSpanWithArgs(*t, s, args, n);
+  return true;
+}
+
+}  // namespace tracerun::interpose
+
+extern "C" {
+
+__attribute__((visibility("default"))) int tracerun_comm_record(const tracerun_comm_event* e) {
+  return e != nullptr && tracerun::interpose::recordComm(*e) ? 1 : 0;
+}
+
+__attribute__((visibility("default"))) int tracerun_comm_capturing(void) {
+  return tracerun::interpose::capturing() && tracerun::interpose::commWanted() ? 1 : 0;
+}
+
+}  // extern "C"
