@@ -85,6 +85,8 @@ std::string bytesText(double bytes) {
   return b;
 }
 
+}  // namespace
+
 void removeShardFiles(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
@@ -110,8 +112,6 @@ std::vector<std::string> shardFiles(const std::string& dir) {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 // ---- finding things -----------------------------------------------------------------------------
 
@@ -238,6 +238,8 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
   return status;
 }
 
+}  // namespace
+
 // ---- merge and summary --------------------------------------------------------------------------
 
 void printSummary(const std::string& path) {
@@ -275,8 +277,6 @@ void printSummary(const std::string& path) {
                errors ? " (stats with severity error: see tracerun info)" : "");
 }
 
-}  // namespace
-
 // ---- launch -------------------------------------------------------------------------------------
 
 int launch(const LaunchOptions& o) {
@@ -311,7 +311,7 @@ int launch(const LaunchOptions& o) {
                  std::strerror(errno));
     return 2;
   }
-  removeShardFiles(shardDir);
+  if (o.nproc_per_node <= 0 && o.nnodes <= 1) removeShardFiles(shardDir);
 
   std::string preload = library;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
@@ -323,6 +323,7 @@ int launch(const LaunchOptions& o) {
   ::setenv("TRACERUN_CAPTURE", o.capture.c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
+  if (o.nproc_per_node > 0 || o.nnodes > 1) return launchGroup(o, executable, shardDir);
 
   const int status = runChild(executable, o.program);
   if (status < 0) {

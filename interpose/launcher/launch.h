@@ -1,7 +1,8 @@
 // The launcher mode of tracerun: `tracerun [-o run.db] [--capture ops,scopes,memory] [--no-shapes]
 // -- PROGRAM ARGS`. Runs PROGRAM with libtracerun.so preloaded and told (through TRACERUN_*
 // variables) to capture in PROGRAM only, waits, merges the shard(s) into the output, prints a short
-// summary, and returns PROGRAM's exit code. Single node, one process; no libtorch here.
+// summary, and returns PROGRAM's exit code. With --nproc-per-node/--nnodes it starts a group of
+// ranks with the torchrun environment instead (group.cpp). No libtorch here.
 #pragma once
 
 #include <string>
@@ -18,11 +19,30 @@ struct LaunchOptions {
   bool keep_shards = false;          // keep OUTPUT.shards/ after merging
   bool quiet = false;                // no summary
   std::vector<std::string> program;  // PROGRAM ARGS...
+  // The multi-rank mode (group.cpp); nproc_per_node 0 and nnodes 1: one process, no torchrun env.
+  int nproc_per_node = 0;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr;  // empty: 127.0.0.1 (the rendezvous store stays on loopback)
+  int master_port = 0;      // 0: a free port (one node only)
+  int max_restarts = 0;
+  double grace_s = 5;          // SIGTERM -> SIGKILL when stopping ranks
+  std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off
 };
 
 // Runs the whole launch. Returns PROGRAM's exit code (128+N when it died of signal N), 127 when
 // PROGRAM cannot be found, 2 for a usage problem, 1 when PROGRAM succeeded but no trace came out.
 int launch(const LaunchOptions& options);
+
+// The multi-rank launch (group.cpp), called by launch() once the program, the library and the
+// preload environment are settled. Returns the exit code (see group.cpp).
+int launchGroup(const LaunchOptions& options, const std::string& executable,
+                const std::string& shardDir);
+
+// Shared with group.cpp: the rank*.db files in `dir` (sorted), removing rank* files, the summary.
+std::vector<std::string> shardFiles(const std::string& dir);
+void removeShardFiles(const std::string& dir);
+void printSummary(const std::string& path);
 
 // The words --capture accepts; an unknown word is a usage error.
 bool validCaptureList(const std::string& list, std::string* bad);

@@ -20,6 +20,27 @@ Command addLaunchCommand(CLI::App& app) {
                  "scripts that start the real program");
   app.add_flag("--keep-shards", o->keep_shards, "keep OUTPUT.shards/ after merging");
   app.add_flag("-q,--quiet", o->quiet, "no summary after the run");
+  app.add_option("--nproc-per-node", o->nproc_per_node,
+                 "ranks to start on this node, with the torchrun environment (RANK, WORLD_SIZE...)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--nnodes", o->nnodes, "nodes in the job (one tracerun per node)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--node-rank", o->node_rank, "this node's index (0: the master node)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr", o->master_addr,
+                 "rendezvous host (default 127.0.0.1: the store stays on loopback)");
+  app.add_option("--master-port", o->master_port,
+                 "rendezvous port (default: a free one; port+1 is the agents' clock exchange)")
+      ->check(CLI::Range(1, 65534));
+  app.add_option("--max-restarts", o->max_restarts,
+                 "restart the whole group this many times after a rank fails")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stop-grace", o->grace_s,
+                 "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--status", o->status,
+                 "status line: auto (in place on a terminal, plain lines otherwise), plain, off")
+      ->check(CLI::IsMember({"auto", "plain", "off"}));
   app.add_option("program", o->program, "-- PROGRAM ARGS...: the program to run and trace");
   return {&app, [o] { return launcher::launch(*o); }};
 }

@@ -1,5 +1,5 @@
 // Registers the launcher mode on tracerun's top-level CLI11 app (see interpose/tools/commands.h):
-// `tracerun [-o run.db] [--capture LIST] [--no-shapes] -- PROGRAM ARGS`.
+// `tracerun [-o run.db] [--capture LIST] [--no-shapes] [--nproc-per-node N ...] -- PROGRAM ARGS`.
 #pragma once
 
 #include "commands.h"

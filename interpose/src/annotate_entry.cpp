@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "capture.h"
+#include "status_file.h"
 #include "tracerun/core/clock.h"
 
 extern "C" {
@@ -53,6 +54,7 @@ __attribute__((visibility("default"))) void tracerun_annotate_counter(const char
   c.ts_ns = tracerun::core::nowNs();
   c.value = value;
   t->buffer->ring.tryPush(tracerun::core::Record::from(c));
+  noteStatusCounter(name, value);  // the launcher's status line (TRACERUN_STATUS)
 }
 
 __attribute__((visibility("default"))) int tracerun_annotate_set_memory_category(int category) {

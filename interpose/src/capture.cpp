@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "tracerun/core/clock.h"
 #include "tracerun/trace/shard_writer.h"
 
 namespace tracerun::interpose {
@@ -118,6 +119,10 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   if (const int mb = envInt("TRACERUN_BUFFER_MB", 0); mb > 0) {
     c.ring_capacity = (size_t{static_cast<unsigned>(mb)} << 20) / sizeof(core::Record);
   }
+  if (const char* offset = env("TRACERUN_CLOCK_OFFSET_NS")) {
+    c.clock_offset_ns = std::strtoll(offset, nullptr, 10);
+  }
+  c.restart = envInt("TRACERUN_RESTART", 0);
   c.command = commandLine();
   return c;
 }
@@ -327,6 +332,7 @@ bool startCapture(const CaptureConfig& config) {
   options.world_size = config.world_size;
   options.command = config.command;
   options.flush_interval_ms = config.drain_interval_ms;
+  options.clock_offset_ns = config.clock_offset_ns;
   try {
     active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
     std::string what;
@@ -338,6 +344,7 @@ bool startCapture(const CaptureConfig& config) {
     active->writer->setMeta("capture", what);
     active->writer->setMeta("capture_shapes", config.shapes ? "1" : "0");
     if (!config.target.empty()) active->writer->setMeta("capture_target", config.target);
+    if (config.restart > 0) active->writer->setMeta("restart", std::to_string(config.restart));
     const BlockSignals block;  // the drain thread inherits it
     active->writer->start();
   } catch (const std::exception& e) {
@@ -357,6 +364,16 @@ bool startCapture(const CaptureConfig& config) {
   }
   if (config.signal_handlers) installSignalHandlers();
   installForkHandler();
+  if (config.restart > 0) {  // the launcher restarted the group: mark where this run begins
+    if (ThreadState* t = threadState()) {
+      core::InstantRecord r;
+      r.category = core::Category::kPhase;
+      r.name = t->intern("restart");
+      r.ts_ns = core::nowNs();
+      r.value = config.restart;
+      t->buffer->ring.tryPush(core::Record::from(r));
+    }
+  }
   return true;
 }
 

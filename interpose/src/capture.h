@@ -34,6 +34,8 @@ struct CaptureConfig {
   bool claim = false;  // capture only if `output.claim` can be created (one process per shard)
   bool signal_handlers = true;  // flush on SIGINT/SIGTERM, then re-raise
   int drain_interval_ms = 10;   // how often the writer drains the buffers (benchmarks raise it)
+  int64_t clock_offset_ns = 0;  // this host's CLOCK_MONOTONIC minus rank 0's (launcher-measured)
+  int restart = 0;              // which restart of the group this process belongs to (0: first run)
 };
 
 // Environment variables (set by the launcher, or by hand for a program linked with the library):
@@ -45,6 +47,9 @@ struct CaptureConfig {
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
 //   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
 //   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
+//   TRACERUN_CLOCK_OFFSET_NS  this host's clock minus rank 0's, stored in the shard's ranks row
+//   TRACERUN_RESTART  restart count of the group (the launcher's); > 0 adds a "restart" instant
+//   TRACERUN_STATUS   per-rank status file for the launcher's status line (status_file.cpp)
 // Returns the configuration, or nullopt with the reason in *why.
 std::optional<CaptureConfig> configFromEnvironment(std::string* why);
 // Whether TRACERUN_TARGET `target` names the program at `exe` (a resolved path).

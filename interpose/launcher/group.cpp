@@ -1,0 +1,612 @@
+// The multi-rank launch: `tracerun --nproc-per-node N [--nnodes ...] [--max-restarts R] -- PROGRAM`.
+// Starts N ranks with the torchrun environment, passes their output through with [rank N]
+// prefixes, draws the status line from the ranks' status files, stops the group on the first
+// failure or on Ctrl-C, restarts it when allowed, and merges the shards. It does not host the
+// rendezvous store (rank 0 of the program does, as under torchrun) and does not coordinate
+// failures or restarts across nodes.
+//
+// Sections: helpers · workers · status line · one attempt · launchGroup
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clock_sync.h"
+#include "launch.h"
+#include "tracerun/trace/merge.h"
+
+namespace tracerun::launcher {
+
+namespace {
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+void writeFd(int fd, const std::string& s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  while (n > 0) {
+    const ssize_t r = ::write(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by " + signalName(WTERMSIG(status));
+  return "stopped";
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+
+// run.db -> run.attempt0.db: the merged trace of an attempt that was restarted.
+std::string attemptOutput(const std::string& output, int attempt) {
+  const auto dot = output.rfind('.');
+  const auto slash = output.rfind('/');
+  const bool hasExt = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string tag = ".attempt" + std::to_string(attempt);
+  return hasExt ? output.substr(0, dot) + tag + output.substr(dot) : output + tag;
+}
+
+// Self-pipe: signal handlers only write a byte; the loop polls the read end.
+int gWake[2] = {-1, -1};
+volatile sig_atomic_t gStopSignal = 0;
+
+void onSignal(int sig) {
+  const int saved = errno;
+  if (sig != SIGCHLD && gStopSignal == 0) gStopSignal = sig;
+  const char b = 0;
+  if (::write(gWake[1], &b, 1) < 0) {
+  }
+  errno = saved;
+}
+
+// Installs the launcher's handlers for its lifetime and restores the old ones after.
+class SignalScope {
+ public:
+  SignalScope() {
+    if (gWake[0] < 0 && ::pipe2(gWake, O_CLOEXEC | O_NONBLOCK) != 0) gWake[0] = gWake[1] = -1;
+    gStopSignal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    ::sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+  static constexpr std::array<int, 5> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
+
+ private:
+  struct sigaction old_[5] {};
+};
+
+// ---- workers ------------------------------------------------------------------------------------
+
+struct Worker {
+  int rank = 0;
+  int local = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  int fds[2] = {-1, -1};  // the rank's stdout and stderr (read ends)
+  std::string pending[2];
+};
+
+// One child per rank, in its own process group (so terminal signals reach only the launcher,
+// which decides), stdin from /dev/null, dying with the launcher (PR_SET_PDEATHSIG).
+bool spawn(Worker& w, const std::string& executable, const std::vector<std::string>& args,
+           const std::vector<std::pair<std::string, std::string>>& env) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return false;
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return false;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    for (int sig : SignalScope::kSignals) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(executable.c_str(), argv.data());
+    const std::string msg =
+        "tracerun: " + executable + ": cannot run: " + std::strerror(errno) + "\n";
+    if (::write(2, msg.data(), msg.size()) < 0) {
+    }
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return false;
+  }
+  ::setpgid(pid, pid);  // also here: no race with a kill(-pid) before the child ran
+  w.pid = pid;
+  w.running = true;
+  w.fds[0] = out[0];
+  w.fds[1] = err[0];
+  return true;
+}
+
+// ---- status line --------------------------------------------------------------------------------
+
+struct RankStatus {
+  bool seen = false;
+  double step = 0, loss = 0, tokens_per_s = 0;
+};
+
+RankStatus readStatus(const std::string& path) {
+  RankStatus s;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return s;
+  long samples = 0;
+  s.seen = std::sscanf(line.c_str(), "step=%lf samples=%ld loss=%lf tokens_per_s=%lf", &s.step,
+                       &samples, &s.loss, &s.tokens_per_s) == 4;
+  return s;
+}
+
+class StatusLine {
+ public:
+  StatusLine(const std::string& mode, const std::string& dir, const std::vector<Worker>& workers,
+             int restart)
+      : dir_(dir), workers_(workers), restart_(restart), start_(Clock::now()) {
+    tty_ = ::isatty(1) == 1;
+    on_ = mode != "off";
+    inPlace_ = on_ && tty_ && mode != "plain";
+  }
+
+  // Before a pass-through line: take the in-place line off the screen.
+  void hide() {
+    if (shown_) writeFd(1, "\r\033[K");
+    shown_ = false;
+  }
+  void show() {
+    if (inPlace_ && !text_.empty()) {
+      writeFd(1, text_);
+      shown_ = true;
+    }
+  }
+  // Called every ~0.5 s from the loop.
+  void update() {
+    if (!on_) return;
+    double minStep = -1, loss = 0, tps = 0;
+    bool haveLoss = false;
+    std::string ranks;
+    for (const auto& w : workers_) {
+      const RankStatus s = readStatus(dir_ + "/status.rank" + std::to_string(w.rank));
+      ranks += " " + (s.seen ? std::to_string(static_cast<long>(s.step)) : std::string("-"));
+      if (!s.seen) continue;
+      minStep = minStep < 0 ? s.step : std::min(minStep, s.step);
+      if (!haveLoss) {  // the lowest rank that reports a loss (gpttrain: every rank, same value)
+        loss = s.loss;
+        tps = s.tokens_per_s;
+        haveLoss = true;
+      }
+    }
+    const long elapsed = static_cast<long>(
+        std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_).count());
+    char head[200];
+    if (minStep < 0) {
+      std::snprintf(head, sizeof head, "[tracerun] starting | %ld:%02ld", elapsed / 60,
+                    elapsed % 60);
+    } else {
+      std::snprintf(head, sizeof head, "[tracerun] step %.0f | loss %.4f | %.0f tok/s | %ld:%02ld",
+                    minStep, loss, tps, elapsed / 60, elapsed % 60);
+    }
+    std::string text = std::string(head) + " | ranks" + ranks;
+    if (restart_ > 0) text += " | restart " + std::to_string(restart_);
+    if (inPlace_) {
+      text_ = "\r\033[K" + text;
+      writeFd(1, text_);
+      shown_ = true;
+    } else if (minStep >= 0 && minStep != lastPlainStep_ &&
+               Clock::now() - lastPlain_ >= std::chrono::seconds(2)) {
+      lastPlainStep_ = minStep;
+      lastPlain_ = Clock::now();
+      writeFd(1, text + "\n");
+    }
+  }
+  void finish() {
+    if (shown_) writeFd(1, "\n");
+    shown_ = false;
+  }
+
+ private:
+  std::string dir_;
+  const std::vector<Worker>& workers_;
+  int restart_;
+  Clock::time_point start_, lastPlain_{};
+  double lastPlainStep_ = -1;
+  bool tty_ = false, on_ = true, inPlace_ = false, shown_ = false;
+  std::string text_;
+};
+
+// ---- one attempt --------------------------------------------------------------------------------
+
+struct AttemptResult {
+  int failed_rank = -1;  // the first rank that failed, -1 when none did
+  pid_t failed_pid = -1;
+  int failed_status = 0;
+  int stop_signal = 0;  // SIGINT/SIGTERM/... that the launcher received
+};
+
+void emitLines(Worker& w, int stream, const char* data, size_t n, StatusLine& status, bool flush) {
+  std::string& buf = w.pending[stream];
+  buf.append(data, n);
+  std::string out;
+  const std::string prefix = "[rank " + std::to_string(w.rank) + "] ";
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out += prefix + buf.substr(start, nl + 1 - start);
+  }
+  buf.erase(0, start);
+  if (flush && !buf.empty()) {
+    out += prefix + buf + "\n";
+    buf.clear();
+  }
+  if (out.empty()) return;
+  status.hide();
+  writeFd(stream == 0 ? 1 : 2, out);
+  status.show();
+}
+
+void signalAll(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers) {
+    if (w.running) ::kill(-w.pid, sig);
+  }
+}
+
+AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
+                         const std::string& dir,
+                         const std::vector<std::pair<std::string, std::string>>& commonEnv,
+                         int restart) {
+  AttemptResult result;
+  std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
+  const int world = o.nnodes * o.nproc_per_node;
+  for (int local = 0; local < o.nproc_per_node; ++local) {
+    Worker& w = workers[static_cast<size_t>(local)];
+    w.local = local;
+    w.rank = o.node_rank * o.nproc_per_node + local;
+    auto env = commonEnv;
+    env.emplace_back("RANK", std::to_string(w.rank));
+    env.emplace_back("LOCAL_RANK", std::to_string(local));
+    env.emplace_back("ROLE_RANK", std::to_string(w.rank));
+    env.emplace_back("GROUP_RANK", std::to_string(o.node_rank));
+    env.emplace_back("WORLD_SIZE", std::to_string(world));
+    env.emplace_back("ROLE_WORLD_SIZE", std::to_string(world));
+    if (!spawn(w, executable, o.program, env)) {
+      std::fprintf(stderr, "tracerun: cannot start rank %d: %s\n", w.rank, std::strerror(errno));
+      result.failed_rank = w.rank;
+      result.failed_status = 127 << 8;
+      signalAll(workers, SIGKILL);
+      break;
+    }
+  }
+
+  StatusLine status(o.status, dir, workers, restart);
+  bool stopping = result.failed_rank >= 0;
+  Clock::time_point killAt = Clock::now() + std::chrono::milliseconds(
+                                                static_cast<int64_t>(o.grace_s * 1000));
+  bool killed = false;
+  Clock::time_point nextStatus = Clock::now();
+  Clock::time_point drainUntil{};
+  bool draining = false;
+  char buf[65536];
+
+  for (;;) {
+    const bool anyRunning =
+        std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
+    std::vector<pollfd> pfds;
+    std::vector<std::pair<Worker*, int>> owners;
+    pfds.push_back({gWake[0], POLLIN, 0});
+    owners.emplace_back(nullptr, 0);
+    for (auto& w : workers) {
+      for (int s = 0; s < 2; ++s) {
+        if (w.fds[s] >= 0) {
+          pfds.push_back({w.fds[s], POLLIN, 0});
+          owners.emplace_back(&w, s);
+        }
+      }
+    }
+    if (!anyRunning) {
+      // Everyone is reaped; read what is left, but do not wait on a grandchild that keeps a
+      // pipe open for longer than a second.
+      if (pfds.size() == 1) break;
+      if (!draining) {
+        draining = true;
+        drainUntil = Clock::now() + std::chrono::seconds(1);
+      } else if (Clock::now() >= drainUntil) {
+        break;
+      }
+    }
+    ::poll(pfds.data(), pfds.size(), 200);
+
+    char sink[64];
+    while (::read(gWake[0], sink, sizeof sink) > 0) {
+    }
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      auto [w, s] = owners[i];
+      const ssize_t n = ::read(w->fds[s], buf, sizeof buf);
+      if (n > 0) {
+        emitLines(*w, s, buf, static_cast<size_t>(n), status, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        emitLines(*w, s, buf, 0, status, true);
+        ::close(w->fds[s]);
+        w->fds[s] = -1;
+      }
+    }
+
+    int st = 0;
+    for (pid_t pid; (pid = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+      for (auto& w : workers) {
+        if (w.pid != pid || !w.running) continue;
+        w.running = false;
+        w.status = st;
+        if (!succeeded(st) && !stopping) {
+          result.failed_rank = w.rank;
+          result.failed_pid = pid;
+          result.failed_status = st;
+          status.hide();
+          std::fprintf(stderr, "tracerun: rank %d (pid %d) %s; stopping the other ranks\n",
+                       w.rank, static_cast<int>(pid), describeStatus(st).c_str());
+          stopping = true;
+          killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+          signalAll(workers, SIGTERM);
+        }
+      }
+    }
+    if (gStopSignal != 0 && result.stop_signal == 0) {
+      result.stop_signal = gStopSignal;
+      status.hide();
+      std::fprintf(stderr, "tracerun: %s: stopping all ranks (they flush their traces)\n",
+                   signalName(gStopSignal).c_str());
+      if (!stopping) killAt = Clock::now() + std::chrono::milliseconds(
+                                                 static_cast<int64_t>(o.grace_s * 1000));
+      stopping = true;
+      signalAll(workers, SIGTERM);
+    }
+    if (stopping && !killed && Clock::now() >= killAt) {
+      killed = true;
+      signalAll(workers, SIGKILL);
+    }
+    if (Clock::now() >= nextStatus && anyRunning) {
+      status.update();
+      nextStatus = Clock::now() + std::chrono::milliseconds(500);
+    }
+  }
+  status.finish();
+  for (auto& w : workers) {
+    for (int& fd : w.fds) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  return result;
+}
+
+// Shards of one attempt in rank order (numeric: rank10 after rank9).
+std::vector<std::string> attemptShards(const std::string& dir) {
+  auto files = shardFiles(dir);
+  auto rankOf = [](const std::string& p) {
+    const auto at = p.rfind("/rank");
+    return std::atoi(p.c_str() + (at == std::string::npos ? 0 : at + 5));
+  };
+  std::sort(files.begin(), files.end(),
+            [&](const std::string& a, const std::string& b) { return rankOf(a) < rankOf(b); });
+  return files;
+}
+
+bool mergeAttempt(const std::string& dir, const std::string& output, int64_t offset,
+                  bool haveOffset) {
+  const auto shards = attemptShards(dir);
+  if (shards.empty()) {
+    std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
+                 dir.c_str());
+    return false;
+  }
+  try {
+    std::vector<trace::MergeInput> inputs;
+    for (const auto& s : shards) inputs.push_back({s, haveOffset, offset});
+    trace::MergeOptions mo;
+    mo.output = output;
+    trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s\n", dir.c_str(), e.what());
+    return false;
+  }
+}
+
+void removeAttemptDir(const std::string& dir) {
+  removeShardFiles(dir);
+  for (int r = 0; r < 4096; ++r) {
+    const std::string p = dir + "/status.rank" + std::to_string(r);
+    if (::unlink(p.c_str()) != 0 && errno == ENOENT && r > 1024) break;
+    ::unlink((p + ".tmp").c_str());
+  }
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
+// ---- launchGroup --------------------------------------------------------------------------------
+
+int launchGroup(const LaunchOptions& o, const std::string& executable,
+                const std::string& shardDir) {
+  LaunchOptions opts = o;
+  if (opts.nproc_per_node <= 0) opts.nproc_per_node = 1;
+  if (opts.nnodes < 1 || opts.node_rank < 0 || opts.node_rank >= opts.nnodes) {
+    std::fprintf(stderr, "tracerun: --node-rank %d is outside 0..%d (--nnodes %d)\n",
+                 opts.node_rank, opts.nnodes - 1, opts.nnodes);
+    return 2;
+  }
+  if (opts.nnodes > 1 && (opts.master_port <= 0 || opts.master_addr.empty())) {
+    std::fprintf(stderr,
+                 "tracerun: --nnodes %d needs --master-addr and --master-port (the same on every "
+                 "node)\n",
+                 opts.nnodes);
+    return 2;
+  }
+  if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
+  try {
+    if (opts.master_port <= 0) opts.master_port = freePort(opts.master_addr);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: no free port for the rendezvous: %s\n", e.what());
+    return 2;
+  }
+
+  // Clock offsets: one host shares CLOCK_MONOTONIC; across hosts the agents measure (port+1).
+  ClockEstimate clock;
+  std::string clockSource = "same host (CLOCK_MONOTONIC shared)";
+  if (opts.nnodes > 1) {
+    try {
+      if (opts.node_rank == 0) {
+        serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300);
+        clockSource = "node 0 (reference)";
+      } else {
+        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300);
+        clockSource = "measured: " + std::to_string(clock.rounds) + " round trips, min RTT " +
+                      std::to_string(clock.rtt_ns) + " ns";
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: %s\n", e.what());
+      return 1;
+    }
+  }
+
+  const bool severalHere = opts.nproc_per_node > 1;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"MASTER_ADDR", opts.master_addr},
+      {"MASTER_PORT", std::to_string(opts.master_port)},
+      {"LOCAL_WORLD_SIZE", std::to_string(opts.nproc_per_node)},
+      {"ROLE_NAME", "default"},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(opts.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", "tracerun-" + std::to_string(::getpid())},
+      {"TRACERUN_CLOCK_OFFSET_NS", std::to_string(clock.offset_ns)},
+      {"TRACERUN_CLOCK_RTT_NS", std::to_string(clock.rtt_ns)},
+      {"TRACERUN_CLOCK_SOURCE", clockSource},
+  };
+  // Several ranks on one machine: one intra-op thread and one BLAS thread each, unless the user
+  // set them (torchrun does the same for OMP_NUM_THREADS).
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    if (severalHere && std::getenv(var) == nullptr) env.emplace_back(var, "1");
+  }
+
+  ::mkdir(shardDir.c_str(), 0755);
+  const SignalScope signals;
+  int code = 0;
+  int attempt = 0;
+  std::string lastDir;
+  for (;; ++attempt) {
+    const std::string dir = shardDir + "/attempt" + std::to_string(attempt);
+    ::mkdir(dir.c_str(), 0755);
+    removeAttemptDir(dir);
+    ::mkdir(dir.c_str(), 0755);
+    lastDir = dir;
+    auto attemptEnv = env;
+    attemptEnv.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
+    attemptEnv.emplace_back("TRACERUN_RESTART", std::to_string(attempt));
+    attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
+    attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
+
+    const AttemptResult r = runAttempt(opts, executable, dir, attemptEnv, attempt);
+    if (r.stop_signal != 0) {
+      code = 128 + r.stop_signal;
+      break;
+    }
+    if (r.failed_rank < 0) {
+      code = 0;
+      break;
+    }
+    code = exitCodeOf(r.failed_status);
+    if (attempt >= opts.max_restarts) {
+      std::fprintf(stderr, "tracerun: rank %d (pid %d) %s%s\n", r.failed_rank,
+                   static_cast<int>(r.failed_pid), describeStatus(r.failed_status).c_str(),
+                   opts.max_restarts > 0 ? " (no restarts left)" : "");
+      break;
+    }
+    const std::string kept = attemptOutput(opts.output, attempt);
+    if (mergeAttempt(dir, kept, clock.offset_ns, true)) {
+      std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt, kept.c_str());
+    }
+    if (!opts.keep_shards) removeAttemptDir(dir);
+    std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
+                 opts.nproc_per_node, attempt + 1, opts.max_restarts);
+  }
+
+  const bool merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, true);
+  if (merged && !opts.quiet) {
+    try {
+      printSummary(opts.output);
+      if (attempt > 0) {
+        std::fprintf(stderr, "  restarts: %d (earlier attempts: %s ...)\n", attempt,
+                     attemptOutput(opts.output, 0).c_str());
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: %s: %s\n", opts.output.c_str(), e.what());
+    }
+  }
+  if (merged && !opts.keep_shards) {
+    removeAttemptDir(lastDir);
+    ::rmdir(shardDir.c_str());
+  }
+  if (!merged && code == 0) code = 1;
+  return code;
+}
+
+}  // namespace tracerun::launcher

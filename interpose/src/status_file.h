@@ -1,0 +1,12 @@
+// The per-rank status file the launcher's status line reads (TRACERUN_STATUS, "%r" -> rank):
+// the latest step, loss and tokens/s from the annotation counters. Not part of the trace.
+#pragma once
+
+namespace tracerun::interpose {
+
+// Called by tracerun_annotate_counter for every sample while capturing. Stores the value when the
+// name is one the status line shows (step, loss, tokens_per_s); never does I/O itself (a
+// background thread rewrites the file every 0.5 s). A no-op when TRACERUN_STATUS is not set.
+void noteStatusCounter(const char* name, double value) noexcept;
+
+}  // namespace tracerun::interpose
