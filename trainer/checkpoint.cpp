@@ -26,22 +26,17 @@ int64_t readScalar(torch::serialize::InputArchive& in, const std::string& key) {
 }  // namespace
 
 void saveCheckpoint(const std::string& dir, const CheckpointLayout& layout, int step,
-                    const ParamSet& params, Optimizer& optimizer, const DropoutRng& rng) {
+                    const NamedTensors& tensors, int64_t optimizer_steps, const DropoutRng& rng) {
   std::filesystem::create_directories(dir);
   torch::serialize::OutputArchive out;
   out.write("meta.step", scalar(step));
   out.write("meta.world", scalar(layout.world));
   out.write("meta.tp", scalar(layout.tp));
   out.write("meta.pp", scalar(layout.pp));
-  out.write("optimizer.steps", scalar(optimizer.stepCount()));
-  const auto& entries = params.entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    out.write("param." + entries[i].name, entries[i].tensor.detach());
-    if (!optimizer.expAvg().empty()) {
-      out.write("exp_avg." + entries[i].name, optimizer.expAvg()[i]);
-      out.write("exp_avg_sq." + entries[i].name, optimizer.expAvgSq()[i]);
-    }
-  }
+  out.write("meta.vp", scalar(layout.vp));
+  out.write("meta.zero", scalar(layout.zero));
+  out.write("optimizer.steps", scalar(optimizer_steps));
+  for (const auto& [name, tensor] : tensors) out.write(name, tensor.detach());
   out.write("rng.replicated", rng.replicated.get_state());
   out.write("rng.sharded", rng.sharded.get_state());
   const std::string path = rankFile(dir, layout.rank);
@@ -57,8 +52,8 @@ void writeLatest(const std::string& dir, int step) {
   std::filesystem::rename(dir + "/latest.tmp", dir + "/latest");
 }
 
-int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout, ParamSet& params,
-                   Optimizer& optimizer, DropoutRng& rng) {
+int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
+                   const NamedTensors& tensors, int64_t& optimizer_steps, DropoutRng& rng) {
   const std::string path = rankFile(dir, layout.rank);
   if (!std::filesystem::exists(dir + "/latest") || !std::filesystem::exists(path)) {
     throw std::runtime_error("--load " + dir + ": no complete checkpoint (missing latest or " +
@@ -66,32 +61,34 @@ int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout, Param
   }
   torch::serialize::InputArchive in;
   in.load_from(path);
-  const int64_t world = readScalar(in, "meta.world"), tp = readScalar(in, "meta.tp"),
-                pp = readScalar(in, "meta.pp");
-  if (world != layout.world || tp != layout.tp || pp != layout.pp) {
-    throw std::runtime_error("--load " + dir + ": saved with world " + std::to_string(world) +
-                             " tp " + std::to_string(tp) + " pp " + std::to_string(pp) +
-                             "; this run has world " + std::to_string(layout.world) + " tp " +
-                             std::to_string(layout.tp) + " pp " + std::to_string(layout.pp));
+  const CheckpointLayout saved{
+      static_cast<int>(readScalar(in, "meta.world")), static_cast<int>(readScalar(in, "meta.tp")),
+      static_cast<int>(readScalar(in, "meta.pp")),    static_cast<int>(readScalar(in, "meta.vp")),
+      static_cast<int>(readScalar(in, "meta.zero")),  layout.rank};
+  auto describe = [](const CheckpointLayout& l) {
+    return "world " + std::to_string(l.world) + " tp " + std::to_string(l.tp) + " pp " +
+           std::to_string(l.pp) + " vp " + std::to_string(l.vp) + " zero " + std::to_string(l.zero);
+  };
+  if (describe(saved) != describe(layout)) {
+    throw std::runtime_error("--load " + dir + ": saved with " + describe(saved) +
+                             "; this run has " + describe(layout));
   }
   at::NoGradGuard no_grad;
-  auto& entries = params.entries();
-  for (size_t i = 0; i < entries.size(); ++i) {
+  for (const auto& [name, tensor] : tensors) {
     at::Tensor t;
-    in.read("param." + entries[i].name, t);
-    if (!t.sizes().equals(entries[i].tensor.sizes())) {
-      throw std::runtime_error("--load " + dir + ": parameter " + entries[i].name +
+    try {
+      in.read(name, t);
+    } catch (const c10::Error&) {
+      throw std::runtime_error("--load " + dir + ": " + name + " is missing in " + path);
+    }
+    if (!t.sizes().equals(tensor.sizes())) {
+      throw std::runtime_error("--load " + dir + ": " + name +
                                " has another shape in the checkpoint");
     }
-    entries[i].tensor.copy_(t);
-    if (!optimizer.expAvg().empty()) {
-      in.read("exp_avg." + entries[i].name, t);
-      optimizer.expAvg()[i].copy_(t);
-      in.read("exp_avg_sq." + entries[i].name, t);
-      optimizer.expAvgSq()[i].copy_(t);
-    }
+    at::Tensor target = tensor;
+    target.copy_(t);
   }
-  optimizer.stepCount() = readScalar(in, "optimizer.steps");
+  optimizer_steps = readScalar(in, "optimizer.steps");
   at::Tensor state;
   in.read("rng.replicated", state);
   rng.replicated.set_state(state);

@@ -122,8 +122,8 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << e;
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms)) {
     out << "--dry-run-costs '" << c.dry_run_costs << "' is not F_MS,B_MS (two numbers >= 0)";
-  } else if (c.zero > 0) {
-    out << "--zero " << c.zero << ": ZeRO is not implemented yet (issue 5)";
+  } else if (c.zero > 2) {
+    out << "--zero " << c.zero << ": ZeRO-3 is not implemented yet (issue 5)";
   } else if (c.recompute != "none") {
     out << "--recompute " << c.recompute << ": not implemented yet (issue 5)";
   }

@@ -1,12 +1,17 @@
-// Bucketed, hook-driven gradient all-reduce (see grad_buckets.h).
+// Bucketed, hook-driven gradient reduction, with ZeRO's shard layout (see grad_buckets.h).
 #include "grad_buckets.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 namespace gpttrain {
+namespace {
 
-GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
-    : params_(params), dp_(std::move(dp)) {
+constexpr const char* kTiedEmbedding = "embedding.word.weight";
+
+}  // namespace
+
+GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage)
+    : params_(params), dp_(std::move(dp)), zero_stage_(zero_stage) {
   auto& entries = params_.entries();
   bucket_of_.assign(entries.size(), 0);
   // Group parameters, last registered first, into buckets of about bucket_bytes.
@@ -14,26 +19,40 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
   int64_t bytes = 0;
   for (size_t i = entries.size(); i-- > 0;) {
     const int64_t n = entries[i].tensor.numel() * entries[i].tensor.element_size();
-    if (!groups.back().empty() && bytes + n > bucket_bytes) {
+    const bool alone = entries[i].name == kTiedEmbedding;
+    if (!groups.back().empty() && (bytes + n > bucket_bytes || alone)) {
       groups.emplace_back();
       bytes = 0;
     }
     groups.back().push_back(i);
-    bytes += n;
+    bytes += alone ? bucket_bytes + 1 : n;  // nothing joins the embedding's bucket
   }
+  const int64_t shards = zero_stage_ >= 1 ? dp_->size : 1;
   for (auto& group : groups) {
-    int64_t numel = 0;
-    for (size_t i : group) numel += entries[i].tensor.numel();
     Bucket bucket;
-    bucket.flat = at::zeros({numel}, entries[group.front()].tensor.options().requires_grad(false));
-    int64_t offset = 0;
     for (size_t i : group) {
-      at::Tensor& p = entries[i].tensor;
-      p.mutable_grad() = bucket.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      offset += p.numel();
+      bucket.members.push_back(Member{i, bucket.numel, entries[i].tensor.numel()});
+      bucket.numel += entries[i].tensor.numel();
       bucket_of_[i] = buckets_.size();
     }
-    bucket.params = group;
+    bucket.padded = (bucket.numel + shards - 1) / shards * shards;
+    bucket.shard_size = bucket.padded / shards;
+    bucket.shard_begin = zero_stage_ >= 1 ? bucket.shard_size * dp_->rank : 0;
+    const auto options = entries[group.front()].tensor.options().requires_grad(false);
+    if (zero_stage_ >= 1) {
+      // Parameters become views of one flat buffer with the gradients' layout.
+      at::NoGradGuard no_grad;
+      bucket.params = at::zeros({bucket.padded}, options);
+      for (const Member& m : bucket.members) {
+        at::Tensor& p = entries[m.param].tensor;
+        at::Tensor view = bucket.params.narrow(0, m.offset, m.numel).view(p.sizes());
+        view.copy_(p);
+        p.set_data(view);
+      }
+    }
+    if (zero_stage_ >= 2) bucket.grad_shard = at::zeros({bucket.shard_size}, options);
+    bucket.flat = at::zeros({bucket.padded}, options);
+    attachGrads(bucket);
     buckets_.push_back(std::move(bucket));
   }
   if (dp_->size == 1) return;
@@ -54,11 +73,23 @@ GradBuckets::~GradBuckets() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 
+void GradBuckets::attachGrads(Bucket& b) {
+  for (const Member& m : b.members) {
+    at::Tensor& p = params_.entries()[m.param].tensor;
+    p.mutable_grad() = b.flat.narrow(0, m.offset, m.numel).view(p.sizes());
+  }
+}
+
 void GradBuckets::zero() {
   for (auto& b : buckets_) {
-    TORCH_CHECK(!b.work, "GradBuckets::zero while an all-reduce is in flight");
-    b.flat.zero_();
-    b.pending = b.params.size();
+    TORCH_CHECK(!b.work, "GradBuckets::zero while a reduction is in flight");
+    if (b.flat.defined()) {
+      b.flat.zero_();
+    } else {
+      b.flat = at::zeros({b.padded}, b.grad_shard.options());
+      attachGrads(b);
+    }
+    b.pending = b.members.size();
   }
   next_launch_ = 0;
 }
@@ -77,12 +108,20 @@ void GradBuckets::markReady(size_t param) {
 void GradBuckets::launchReady() {
   // Strictly in bucket order, so every DP rank issues the same sequence of collectives.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    tracerun::Scope scope("dp_bucket_allreduce",
+    const bool scatter = zero_stage_ >= 2;
+    tracerun::Scope scope(scatter ? "dp_bucket_reduce_scatter" : "dp_bucket_allreduce",
                           {{"bucket", static_cast<int64_t>(next_launch_)},
                            {"bytes", static_cast<int64_t>(buckets_[next_launch_].flat.nbytes())}});
     Bucket& b = buckets_[next_launch_++];
     b.flat.div_(dp_->size);
-    b.work = allReduceAsync(*dp_, b.flat);
+    if (scatter && dp_->native_base_collectives) {
+      dp_->count(CollectiveImpl::kReduceScatterBase);
+      b.work = dp_->pg->_reduce_scatter_base(b.grad_shard, b.flat);
+    } else {
+      // Gloo has no reduce-scatter: all-reduce, and keep this rank's slice in finish().
+      if (scatter) dp_->count(CollectiveImpl::kReduceScatterAllReduce);
+      b.work = allReduceAsync(*dp_, b.flat);
+    }
     ++(in_finish_ ? launched_after_backward_ : launched_in_backward_);
   }
 }
@@ -97,7 +136,40 @@ void GradBuckets::finish() {
   for (auto& b : buckets_) {
     if (b.work) b.work->wait();
     b.work.reset();
+    if (zero_stage_ < 2) continue;
+    if (!dp_->native_base_collectives) {
+      b.grad_shard.copy_(b.flat.narrow(0, b.shard_begin, b.shard_size));
+    }
+    // Free the full buffer: only the shard is kept until the optimizer step.
+    b.flat = at::Tensor();
+    for (const Member& m : b.members) params_.entries()[m.param].tensor.mutable_grad().reset();
   }
+}
+
+at::Tensor GradBuckets::gradShard(size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  if (zero_stage_ >= 2) return b.grad_shard;
+  return b.flat.narrow(0, b.shard_begin, b.shard_size);
+}
+
+at::Tensor GradBuckets::fullGrad(size_t param) {
+  const at::Tensor& p = params_.entries()[param].tensor;
+  if (zero_stage_ < 1) return p.grad();
+  Bucket& b = buckets_[bucket_of_[param]];
+  at::Tensor flat = allGather(*dp_, gradShard(bucket_of_[param]), 0);
+  for (const Member& m : b.members) {
+    if (m.param == param) return flat.narrow(0, m.offset, m.numel).view(p.sizes()).clone();
+  }
+  return {};
+}
+
+int64_t GradBuckets::gradientBytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_) {
+    if (b.flat.defined()) bytes += b.flat.nbytes();
+    if (b.grad_shard.defined()) bytes += b.grad_shard.nbytes();
+  }
+  return bytes;
 }
 
 }  // namespace gpttrain

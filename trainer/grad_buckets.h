@@ -1,7 +1,11 @@
 // Data parallelism: every parameter's gradient lives in a flat bucket buffer; when a bucket's
-// last gradient has been accumulated during the last microbatch's backward, its all-reduce (an
-// average over DP) is launched from the autograd hook, overlapping the rest of backward.
-// It does not touch parameters or know about TP (see tp_grads.h).
+// last gradient has been accumulated during the last microbatch's backward, its reduction over DP
+// (an average) is launched from the autograd hook, overlapping the rest of backward.
+// With ZeRO (stage >= 1) each bucket is padded to a multiple of the DP size and split in equal
+// shards, one per DP rank, and the parameters live in a flat buffer of the same layout (each
+// parameter a view of it); stage >= 2 reduce-scatters instead of all-reducing and frees the full
+// gradient buffer once reduced, keeping only this rank's shard.
+// It does not update parameters (see optimizer.h, zero_optimizer.h) or know about TP.
 #pragma once
 
 #include "collectives.h"
@@ -13,39 +17,67 @@ namespace gpttrain {
 
 class GradBuckets {
  public:
+  // One parameter's place in a bucket.
+  struct Member {
+    size_t param;    // index in the ParamSet
+    int64_t offset;  // first element in the bucket's flat buffers
+    int64_t numel;
+  };
+  struct Bucket {
+    at::Tensor flat;        // gradients [padded]; undefined between finish() and zero() (stage 2)
+    at::Tensor params;      // parameters [padded] (stage >= 1)
+    at::Tensor grad_shard;  // stage >= 2: this rank's reduced slice [shard_size]
+    int64_t numel = 0, padded = 0, shard_begin = 0, shard_size = 0;
+    std::vector<Member> members;
+    size_t pending = 0;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+
   // Buckets are filled in reverse registration order (about the order backward produces them)
-  // up to `bucket_bytes` each. Hooks are registered only when dp->size > 1.
-  GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes);
+  // up to `bucket_bytes` each; the tied embedding ("embedding.word.weight") gets a bucket of its
+  // own so that its shards line up between the first and last pipeline stage. Hooks are
+  // registered only when dp->size > 1. zero_stage 0..2 (stage 3 shards parameters elsewhere and
+  // uses stage 2's buckets).
+  GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage);
   ~GradBuckets();
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
-  // Zeroes every gradient; call before a step's first microbatch.
+  // Zeroes every gradient (stage 2: allocates the full buffers again); call before a step's first
+  // microbatch.
   void zero();
-  // Whether the coming backward is the step's last (only then are all-reduces launched).
+  // Whether the coming backward is the step's last (only then are reductions launched).
   void setLastMicrobatch(bool last);
-  // After the last backward: launches what is left (parameters without gradient) and waits
-  // for every bucket's all-reduce. Gradients are then averaged over DP.
+  // After the last backward: launches what is left (parameters without gradient) and waits for
+  // every bucket's reduction. Gradients are then averaged over DP: in full (stage 0, 1) or in this
+  // rank's shard only (stage 2, whose full buffers are freed).
   void finish();
 
+  // This rank's slice of a bucket's reduced gradient (stage >= 1).
+  at::Tensor gradShard(size_t bucket);
+  // The full averaged gradient of a parameter (stage >= 1: all-gathered from the shards, which
+  // alone receive the later SP / tied-embedding sums and clipping -- a collective over DP: every
+  // DP rank must call it in the same order).
+  at::Tensor fullGrad(size_t param);
+
+  std::vector<Bucket>& buckets() { return buckets_; }
   size_t numBuckets() const { return buckets_.size(); }
-  // Bucket all-reduces launched so far from autograd hooks (overlapping backward) and from
+  int zeroStage() const { return zero_stage_; }
+  // Bytes of gradient buffers held now.
+  int64_t gradientBytes() const;
+  // Bucket reductions launched so far from autograd hooks (overlapping backward) and from
   // finish() (after backward). With every parameter used, all come from hooks.
   int64_t launchedDuringBackward() const { return launched_in_backward_; }
   int64_t launchedAfterBackward() const { return launched_after_backward_; }
 
  private:
-  struct Bucket {
-    at::Tensor flat;
-    std::vector<size_t> params;
-    size_t pending = 0;
-    c10::intrusive_ptr<c10d::Work> work;
-  };
   void markReady(size_t param);
   void launchReady();
+  void attachGrads(Bucket& b);
 
   ParamSet& params_;
   GroupPtr dp_;
+  int zero_stage_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
   size_t next_launch_ = 0;

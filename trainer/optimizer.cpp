@@ -43,4 +43,20 @@ void Optimizer::step(double lr) {
   }
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Optimizer::namedState() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    out.emplace_back("exp_avg." + params_.entries()[i].name, exp_avg_[i]);
+    out.emplace_back("exp_avg_sq." + params_.entries()[i].name, exp_avg_sq_[i]);
+  }
+  return out;
+}
+
+int64_t Optimizer::stateBytes() const {
+  int64_t bytes = 0;
+  for (size_t i = 0; i < exp_avg_.size(); ++i)
+    bytes += exp_avg_[i].nbytes() + exp_avg_sq_[i].nbytes();
+  return bytes;
+}
+
 }  // namespace gpttrain

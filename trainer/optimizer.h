@@ -4,6 +4,9 @@
 
 #include "params.h"
 
+#include <string>
+#include <utility>
+
 namespace gpttrain {
 
 struct ScheduleConfig {
@@ -31,10 +34,10 @@ class Optimizer {
   // One update of every parameter from its .grad(), at learning rate lr.
   void step(double lr);
 
-  // State, for checkpoints: per parameter (ParamSet order) first and second moments.
-  std::vector<at::Tensor>& expAvg() { return exp_avg_; }
-  std::vector<at::Tensor>& expAvgSq() { return exp_avg_sq_; }
+  // State, for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" (AdamW only).
+  std::vector<std::pair<std::string, at::Tensor>> namedState();
   int64_t& stepCount() { return steps_; }
+  int64_t stateBytes() const;
 
  private:
   ParamSet& params_;

@@ -147,11 +147,6 @@ class ModelCompute : public PipelineCompute {
   double loss_sum_ = 0.0;
 };
 
-Optimizer makeOptimizer(ParamSet& params, const TrainConfig& c) {
-  tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
-  return Optimizer(params, optimizerConfig(c));
-}
-
 }  // namespace
 
 // --- construction
@@ -165,22 +160,31 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
       actions_(buildSchedule(kind_, shape_, groups.coords.pp)),
       params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize()),
       chunks_(makeChunks(params_, config, shape_, groups)),
-      optimizer_(makeOptimizer(params_, config)),
       schedule_(scheduleConfig(config)),
       source_(makeSource(config)),
       rng_(makeDropoutRng(uint64_t(config.seed) + 7919ULL * uint64_t(groups.coords.pp),
                           groups.coords.tp, groups.coords.dp)) {
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
-    buckets_ = std::make_unique<GradBuckets>(params_, groups.dp,
-                                             static_cast<int64_t>(config.bucket_mb * (1 << 20)));
+    buckets_ = std::make_unique<GradBuckets>(
+        params_, groups.dp, static_cast<int64_t>(config.bucket_mb * (1 << 20)), config.zero);
+  }
+  {
+    tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
+    if (config.zero >= 1) {
+      sharded_ = std::make_unique<ShardedOptimizer>(params_, *buckets_, groups.dp,
+                                                    optimizerConfig(config));
+    } else {
+      optimizer_ = std::make_unique<Optimizer>(params_, optimizerConfig(config));
+    }
   }
   if (!config_.dry_run_costs.empty()) {
     parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_);
   }
   if (!config_.load.empty()) {
-    CheckpointLayout layout{groups.grid.world(), config.tp, config.pp, groups.rank};
-    start_step_ = loadCheckpoint(config_.load, layout, params_, optimizer_, rng_);
+    CheckpointLayout layout{groups.grid.world(), config.tp,   config.pp,
+                            config.vp,           config.zero, groups.rank};
+    start_step_ = loadCheckpoint(config_.load, layout, checkpointTensors(), optimizerSteps(), rng_);
   }
   if (groups_.rank == 0 && !config_.log_json.empty()) {
     log_json_ = std::fopen(config_.log_json.c_str(), start_step_ > 0 ? "a" : "w");
@@ -231,6 +235,26 @@ int Trainer::run() {
     }
     std::printf("\n");
   }
+  // Every rank (tests read each rank's log): what it held at the last optimizer step.
+  if (config_.steps > start_step_ && dry_forward_ms_ < 0) {
+    std::printf(
+        "gpttrain: rank %d at the optimizer step holds parameters %lld B, gradients %lld B, "
+        "optimizer states %lld B (zero %d, dp %d, psi %lld)\n",
+        groups_.rank, static_cast<long long>(at_optimizer_step_.parameters),
+        static_cast<long long>(at_optimizer_step_.gradients),
+        static_cast<long long>(at_optimizer_step_.optimizer_states), config_.zero, groups_.dp->size,
+        static_cast<long long>(params_.numel()));
+  }
+  if (groups_.rank == 0 && groups_.dp->size > 1 && config_.zero >= 1) {
+    std::printf("gpttrain: collectives (dp group):");
+    for (int i = 0; i < static_cast<int>(CollectiveImpl::kCount); ++i) {
+      if (groups_.dp->counts[i] > 0) {
+        std::printf(" %s=%lld", collectiveImplName(static_cast<CollectiveImpl>(i)),
+                    static_cast<long long>(groups_.dp->counts[i]));
+      }
+    }
+    std::printf("\n");
+  }
   if (groups_.rank == 0 && shape_.stages > 1) {
     std::printf(
         "gpttrain: pipeline: schedule %s, stages %d, chunks %d, microbatches %d, most in flight "
@@ -273,8 +297,13 @@ StepResult Trainer::trainStep(int step) {
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
     buckets_->finish();
-    syncSequenceParallelGrads(params_, *groups_.tp, config_.sp);
-    syncTiedEmbeddingGrads(params_, *groups_.embedding);
+    if (sharded_) {
+      sharded_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
+      sharded_->syncTiedEmbeddingGrads(*groups_.embedding);
+    } else {
+      syncSequenceParallelGrads(params_, *groups_.tp, config_.sp);
+      syncTiedEmbeddingGrads(params_, *groups_.embedding);
+    }
   }
   if (step == start_step_ + 1 && !config_.dump_grads.empty()) dumpGrads(config_.dump_grads);
   StepResult r;
@@ -282,8 +311,14 @@ StepResult Trainer::trainStep(int step) {
   r.lr = learningRate(schedule_, step);
   {
     tracerun::PhaseScope phase("optimizer");
-    r.grad_norm = clipGradNorm(params_, *groups_.tp, *groups_.pp, config_.clip_grad);
-    optimizer_.step(r.lr);
+    if (step == config_.steps) at_optimizer_step_ = memoryAccount();
+    if (sharded_) {
+      r.grad_norm = sharded_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
+      sharded_->step(r.lr);
+    } else {
+      r.grad_norm = clipGradNorm(params_, *groups_.tp, *groups_.pp, config_.clip_grad);
+      optimizer_->step(r.lr);
+    }
   }
   r.loss = lastStageAverage(compute.lossSum() / microbatches_);
   r.ms =
@@ -349,8 +384,9 @@ double Trainer::evaluate() {
 // gradient equals the first stage's, is left out).
 void Trainer::dumpGrads(const std::string& path) {
   torch::serialize::OutputArchive out;
-  for (auto& e : params_.entries()) {
-    at::Tensor g = e.tensor.grad();
+  for (size_t i = 0; i < params_.entries().size(); ++i) {
+    const ParamEntry& e = params_.entries()[i];
+    at::Tensor g = buckets_->fullGrad(i);
     if (e.split_dim >= 0) g = allGather(*groups_.tp, g, e.split_dim);
     if (!e.duplicate) out.write(e.name, g.clone());
   }
@@ -414,10 +450,38 @@ void Trainer::barrier() {
 }
 
 void Trainer::save(int step) {
-  CheckpointLayout layout{groups_.grid.world(), config_.tp, config_.pp, groups_.rank};
-  saveCheckpoint(config_.save, layout, step, params_, optimizer_, rng_);
+  CheckpointLayout layout{groups_.grid.world(), config_.tp,   config_.pp,
+                          config_.vp,           config_.zero, groups_.rank};
+  saveCheckpoint(config_.save, layout, step, checkpointTensors(), optimizerSteps(), rng_);
   barrier();
   if (groups_.rank == 0) writeLatest(config_.save, step);
+}
+
+NamedTensors Trainer::checkpointTensors() {
+  NamedTensors tensors;
+  for (auto& e : params_.entries()) tensors.emplace_back("param." + e.name, e.tensor);
+  for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+int64_t& Trainer::optimizerSteps() {
+  return sharded_ ? sharded_->stepCount() : optimizer_->stepCount();
+}
+
+// --- memory accounting
+
+MemoryAccount Trainer::memoryAccount() const {
+  MemoryAccount a;
+  if (config_.zero >= 1) {
+    for (const auto& b : buckets_->buckets()) a.parameters += b.params.nbytes();
+  } else {
+    a.parameters = params_.numel() * int64_t(sizeof(float));
+  }
+  a.gradients = buckets_->gradientBytes();
+  a.optimizer_states = sharded_ ? sharded_->stateBytes() : optimizer_->stateBytes();
+  return a;
 }
 
 }  // namespace gpttrain

@@ -3,6 +3,7 @@
 // optimizer step, logging, validation and checkpoints. Without PP one chunk owns the whole model.
 #pragma once
 
+#include "checkpoint.h"
 #include "config.h"
 #include "data.h"
 #include "grad_buckets.h"
@@ -11,11 +12,16 @@
 #include "pipeline_executor.h"
 #include "process_groups.h"
 #include "schedule.h"
+#include "zero_optimizer.h"
 
 #include <cstdio>
 #include <memory>
 
 namespace gpttrain {
+
+struct MemoryAccount {
+  int64_t parameters = 0, gradients = 0, optimizer_states = 0;
+};
 
 struct StepResult {
   int step = 0;
@@ -45,6 +51,11 @@ class Trainer {
   // `value` held by the last pipeline stage, averaged over DP (on every rank).
   double lastStageAverage(double value);
   void dumpGrads(const std::string& path);
+  // Everything this rank checkpoints: parameters (their shards) and optimizer states.
+  NamedTensors checkpointTensors();
+  int64_t& optimizerSteps();
+  // Bytes of parameters, gradients and optimizer states this rank holds now.
+  MemoryAccount memoryAccount() const;
   void report(const StepResult& r);
   void save(int step);
   void barrier();
@@ -58,12 +69,15 @@ class Trainer {
   ParamSet params_;               // every parameter of this rank's chunks
   std::vector<GptStage> chunks_;  // model chunks (v with the interleaved schedule)
   std::unique_ptr<GradBuckets> buckets_;
-  Optimizer optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;       // ZeRO 0
+  std::unique_ptr<ShardedOptimizer> sharded_;  // ZeRO >= 1
   ScheduleConfig schedule_;
   TokenSource source_;
   DropoutRng rng_;
   int start_step_ = 0;
-  int max_in_flight_ = 0;  // the most microbatch-chunks this rank held, over all steps
+  int max_in_flight_ = 0;
+  MemoryAccount at_optimizer_step_;  // measured just before the last optimizer step  // the most
+                                     // microbatch-chunks this rank held, over all steps
   double dry_forward_ms_ = -1.0, dry_backward_ms_ = -1.0;  // --dry-run-costs; < 0: off
   std::FILE* log_json_ = nullptr;
 };

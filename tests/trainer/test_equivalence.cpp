@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 using namespace gpttrain::testing;
@@ -91,12 +92,13 @@ void checkLosses(const std::vector<double>& ref, const std::vector<double>& got)
 
 struct Outputs {
   std::string json, grads, log;
+  std::vector<std::string> logs;  // every rank's
 };
 
 Outputs runLayout(const std::string& dir, const std::string& name, int ranks,
                   const std::vector<std::string>& layout,
                   const std::vector<std::string>& extra = {}) {
-  Outputs o{dir + "/" + name + ".json", dir + "/" + name + ".pt", ""};
+  Outputs o{dir + "/" + name + ".json", dir + "/" + name + ".pt", "", {}};
   auto run =
       launchRanks(kGpttrain,
                   tinyModelArgs() + layout + extra +
@@ -105,6 +107,7 @@ Outputs runLayout(const std::string& dir, const std::string& name, int ranks,
   INFO(name << ":\n" << run.summary());
   REQUIRE(run.ok());
   o.log = run.logs[0];
+  o.logs = run.logs;
   return o;
 }
 
@@ -114,16 +117,59 @@ int flagValue(const std::vector<std::string>& layout, const std::string& flag, i
   return it == layout.end() || it + 1 == layout.end() ? fallback : std::stoi(*(it + 1));
 }
 
+// The trainer's own accounting of what each rank holds at the optimizer step against ZeRO's closed
+// forms for fp32 AdamW (psi parameters per model-parallel rank, N data-parallel ranks): stage 0
+// 16psi, 1 8psi+8psi/N, 2 4psi+12psi/N, 3 16psi/N -- each category within 1% (bucket padding).
+void checkMemory(const Outputs& par, int zero, int dp) {
+  const std::string key = "at the optimizer step holds parameters ";
+  for (size_t r = 0; r < par.logs.size(); ++r) {
+    const std::string& log = par.logs[r];
+    const size_t at = log.find(key);
+    INFO("rank " << r << " log:\n" << log);
+    REQUIRE(at != std::string::npos);
+    long long params = 0, grads = 0, states = 0, psi = 0;
+    int z = -1, n = 0;
+    REQUIRE(
+        std::sscanf(log.c_str() + at + key.size(),
+                    "%lld B, gradients %lld B, optimizer states %lld B (zero %d, dp %d, psi %lld)",
+                    &params, &grads, &states, &z, &n, &psi) == 6);
+    CHECK(z == zero);
+    CHECK(n == dp);
+    const double p = 4.0 * psi;  // bytes of one fp32 copy
+    const double want_params = zero >= 3 ? p / dp : p;
+    const double want_grads = zero >= 2 ? p / dp : p;
+    const double want_states = zero >= 1 ? 2 * p / dp : 2 * p;
+    INFO("rank " << r << ": parameters " << params << " B (want " << want_params << "), gradients "
+                 << grads << " B (want " << want_grads << "), optimizer states " << states
+                 << " B (want " << want_states << "), psi " << psi);
+    CHECK(std::abs(params - want_params) <= 0.01 * want_params);
+    CHECK(std::abs(grads - want_grads) <= 0.01 * want_grads);
+    CHECK(std::abs(states - want_states) <= 0.01 * want_states);
+    const double forms[] = {16.0 * psi, 8.0 * psi + 8.0 * psi / dp, 4.0 * psi + 12.0 * psi / dp,
+                            16.0 * psi / dp};
+    CHECK(std::abs(double(params + grads + states) - forms[zero]) <= 0.01 * forms[zero]);
+  }
+}
+
 void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::string>& layout) {
   const int tp = flagValue(layout, "--tp", 1), pp = flagValue(layout, "--pp", 1);
   const bool sp = std::find(layout.begin(), layout.end(), "--sp") != layout.end();
   const int dp = ranks / (tp * pp);
   INFO("rank 0 log:\n" << par.log);
+  if (flagValue(layout, "--zero", 0) >= 1 && dp > 1) {  // Gloo: parameters gathered by list + cat
+    CHECK(par.log.find("collectives (dp group):") != std::string::npos);
+    CHECK(par.log.find("all_gather_list+cat=") != std::string::npos);
+  }
+  if (flagValue(layout, "--zero", 0) >= 2 && dp > 1) {  // Gloo: reduce-scatter by all-reduce
+    CHECK(par.log.find("all_reduce+narrow=") != std::string::npos);
+  }
   if (pp > 1) {  // rank 0 ran its schedule and held as many microbatches as it promises
     const std::string key = "most in flight on rank 0: ";
     const size_t at = par.log.find(key);
     REQUIRE(at != std::string::npos);
-    const int m = 8 / (2 * dp);  // tiny model: global batch 8, micro-batch 2
+    const size_t mb_at = par.log.find("microbatches ");
+    REQUIRE(mb_at != std::string::npos);
+    const int m = std::stoi(par.log.substr(mb_at + 13));
     const int v = flagValue(layout, "--vp", 1);
     const auto it = std::find(layout.begin(), layout.end(), "--schedule");
     const std::string schedule = it == layout.end() ? "1f1b" : *(it + 1);
@@ -151,6 +197,10 @@ void checkEquivalent(const std::string& test, int ranks, const std::vector<std::
   Outputs ref = runLayout(dir, "single", 0, {}, extra);
   Outputs par = runLayout(dir, "parallel", ranks, layout, extra);
   checkMechanisms(par, ranks, layout);
+  if (std::find(extra.begin(), extra.end(), "sgd") == extra.end()) {  // the forms are AdamW's
+    checkMemory(par, flagValue(layout, "--zero", 0),
+                ranks / (flagValue(layout, "--tp", 1) * flagValue(layout, "--pp", 1)));
+  }
   Grads ref_grads = loadGrads(ref.grads), par_grads = loadGrads(par.grads);
   REQUIRE(ref_grads.names.size() > 10);
   REQUIRE(par_grads.names.size() == ref_grads.names.size());
@@ -233,4 +283,33 @@ TEST_CASE("tp=2 x pp=2 x dp=2 with sp, micro-batch 1, reproduces the single-proc
           "[trainer][equivalence][pp]") {
   checkEquivalent("equiv_tp2_pp2_dp2_sp", 8, {"--tp", "2", "--pp", "2", "--sp"},
                   {"--micro-batch-size", "1"});
+}
+
+TEST_CASE("zero-1 with dp=2 reproduces the single-process run", "[trainer][equivalence][zero]") {
+  checkEquivalent("equiv_zero1_dp2", 2, {"--zero", "1"});
+}
+
+TEST_CASE("zero-2 with dp=2 reproduces the single-process run", "[trainer][equivalence][zero]") {
+  checkEquivalent("equiv_zero2_dp2", 2, {"--zero", "2"});
+}
+
+TEST_CASE("zero-1 with dp=4 reproduces the single-process run", "[trainer][equivalence][zero]") {
+  checkEquivalent("equiv_zero1_dp4", 4, {"--zero", "1"});
+}
+
+TEST_CASE("zero-2 with dp=4 reproduces the single-process run", "[trainer][equivalence][zero]") {
+  checkEquivalent("equiv_zero2_dp4", 4, {"--zero", "2"});
+}
+
+TEST_CASE("tp=2 x pp=2 x dp=2 with zero-1 reproduces the single-process run",
+          "[trainer][equivalence][zero][pp]") {
+  checkEquivalent("equiv_tp2_pp2_dp2_zero1", 8, {"--tp", "2", "--pp", "2", "--zero", "1"});
+}
+
+TEST_CASE("tp=2 x pp=2 x dp=2 with zero-2 and sp, interleaved, reproduces the single-process run",
+          "[trainer][equivalence][zero][pp]") {
+  checkEquivalent(
+      "equiv_tp2_pp2_dp2_zero2_sp", 8,
+      {"--tp", "2", "--pp", "2", "--zero", "2", "--sp", "--schedule", "interleaved", "--vp", "2"},
+      {"--layers", "4", "--global-batch", "16"});
 }

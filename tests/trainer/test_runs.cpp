@@ -74,6 +74,16 @@ TEST_CASE("a resumed tp=2 sp run (2 ranks, dropout 0.1) continues with identical
   checkResume("resume_tp2_sp", 2, {"--tp", "2", "--sp"});
 }
 
+TEST_CASE("a resumed pp=2 x dp=2 zero-2 run (4 ranks, dropout 0.1) continues with identical losses",
+          "[trainer][checkpoint][pp][zero]") {
+  checkResume("resume_pp2_dp2_zero2", 4, {"--pp", "2", "--zero", "2"});
+}
+
+TEST_CASE("a resumed pp=2 x dp=2 zero-1 gpipe run continues with identical losses",
+          "[trainer][checkpoint][pp][zero]") {
+  checkResume("resume_pp2_dp2_zero1", 4, {"--pp", "2", "--zero", "1", "--schedule", "gpipe"});
+}
+
 TEST_CASE("gpttrain trains on a text file with validation loss, tp=2 with sp like one process",
           "[trainer][data]") {
   const std::string dir = scratchDir("text_file");
