@@ -1,0 +1,307 @@
+// libtracerun_nccl.so: NCCL host calls by symbol interposition. Preloaded before libnccl, each
+// function records one comm span (host call: issue to return) and forwards to the real symbol found
+// with dlsym(RTLD_NEXT). It does not see device-side completion (that is CUPTI's NCCL kernels),
+// and it never changes an argument or a result. Records through libtracerun's weak
+// tracerun_comm_record: with no libtracerun loaded it only forwards.
+#include <dlfcn.h>
+#include <nccl.h>
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+extern "C" {
+// Same layout as in tracerun/traced_group.h.
+struct tracerun_comm_event {
+  const char* op;
+  const char* group;
+  const char* track;
+  int64_t start_ns;
+  int64_t end_ns;
+  int64_t bytes;
+  int64_t peer;
+  int64_t root;
+  int64_t group_size;
+  int64_t group_rank;
+  int64_t seq;
+  int64_t dtype;
+  int64_t tag;
+};
+__attribute__((weak)) int tracerun_comm_record(const struct tracerun_comm_event* e);
+__attribute__((weak)) int tracerun_comm_capturing(void);
+}
+
+namespace {
+
+int64_t nowNs() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool capturing() noexcept {
+  return &tracerun_comm_record != nullptr && &tracerun_comm_capturing != nullptr &&
+         tracerun_comm_capturing() != 0;
+}
+
+int64_t dtypeSize(ncclDataType_t t) noexcept {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+#if NCCL_VERSION_CODE >= 21000
+    case ncclBfloat16:
+#endif
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 1;  // fp8 types and anything newer: one byte or unknown
+  }
+}
+
+// What tracerun knows of a communicator: learned at ncclCommInitRank*, else asked of NCCL.
+struct CommInfo {
+  std::string name;   // "nccl <16 hex digits of the unique id>" (equal on every rank)
+  std::string track;  // the same name: one async track per communicator
+  int rank = -1;
+  int nranks = -1;
+  int64_t seq = 0;
+};
+
+std::mutex gMu;
+std::unordered_map<const void*, CommInfo>& comms() {
+  static auto* m = new std::unordered_map<const void*, CommInfo>();  // outlives static dtors
+  return *m;
+}
+
+template <typename Fn>
+Fn realSymbol(const char* name) noexcept {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (p == nullptr) std::fprintf(stderr, "tracerun: %s not found after libtracerun_nccl\n", name);
+  return reinterpret_cast<Fn>(p);
+}
+#define TRACERUN_REAL(fn) \
+  static const auto real = realSymbol<decltype(&fn)>(#fn); \
+  if (real == nullptr) return ncclSystemError
+
+std::string idName(const ncclUniqueId& id) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the whole id
+  for (unsigned char c : id.internal) h = (h ^ c) * 1099511628211ull;
+  char text[32];
+  std::snprintf(text, sizeof text, "nccl %016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+void rememberComm(ncclComm_t comm, const ncclUniqueId& id, int rank, int nranks) {
+  std::lock_guard<std::mutex> lock(gMu);
+  CommInfo& c = comms()[comm];
+  c.name = c.track = idName(id);
+  c.rank = rank;
+  c.nranks = nranks;
+  c.seq = 0;
+}
+
+// Copies what is known of comm into e (group, track, rank, size, seq); asks NCCL when unknown.
+void describeComm(ncclComm_t comm, tracerun_comm_event& e, std::string& name) {
+  std::lock_guard<std::mutex> lock(gMu);
+  auto it = comms().find(comm);
+  if (it == comms().end()) {
+    CommInfo c;
+    char text[40];
+    std::snprintf(text, sizeof text, "nccl comm@%p", static_cast<void*>(comm));
+    c.name = c.track = text;
+    using CountFn = ncclResult_t (*)(const ncclComm_t, int*);
+    static const auto count = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommCount"));
+    static const auto userRank = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommUserRank"));
+    if (count != nullptr) count(comm, &c.nranks);
+    if (userRank != nullptr) userRank(comm, &c.rank);
+    it = comms().emplace(comm, c).first;
+  }
+  name = it->second.name;
+  e.group_rank = it->second.rank;
+  e.group_size = it->second.nranks;
+  e.seq = it->second.seq++;
+}
+
+// One host call being recorded (constructed before forwarding, recorded after).
+class HostCall {
+ public:
+  HostCall(const char* op, ncclComm_t comm, int64_t bytes, int64_t dtype, int64_t peer,
+           int64_t root)
+      : on_(capturing()) {
+    if (!on_) return;
+    e_.op = op;
+    e_.bytes = bytes;
+    e_.dtype = dtype;
+    e_.peer = peer;
+    e_.root = root;
+    e_.tag = -1;
+    e_.group_rank = e_.group_size = e_.seq = -1;
+    if (comm != nullptr) describeComm(comm, e_, name_);
+    e_.start_ns = nowNs();
+  }
+  ~HostCall() {
+    if (!on_) return;
+    e_.end_ns = nowNs();
+    e_.group = name_.empty() ? nullptr : name_.c_str();
+    e_.track = name_.empty() ? "nccl" : name_.c_str();
+    tracerun_comm_record(&e_);
+  }
+  HostCall(const HostCall&) = delete;
+  HostCall& operator=(const HostCall&) = delete;
+
+ private:
+  bool on_;
+  tracerun_comm_event e_{};
+  std::string name_;
+};
+
+int nranksOf(ncclComm_t comm) {
+  std::lock_guard<std::mutex> lock(gMu);
+  auto it = comms().find(comm);
+  return it == comms().end() ? -1 : it->second.nranks;
+}
+
+}  // namespace
+
+#define TRACERUN_EXPORT extern "C" __attribute__((visibility("default")))
+
+TRACERUN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                              int rank) {
+  TRACERUN_REAL(ncclCommInitRank);
+  ncclResult_t r;
+  {
+    HostCall call("nccl:CommInitRank", nullptr, 0, -1, -1, -1);
+    r = real(comm, nranks, commId, rank);
+  }
+  if (r == ncclSuccess && comm != nullptr) rememberComm(*comm, commId, rank, nranks);
+  return r;
+}
+
+TRACERUN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
+                                                    ncclUniqueId commId, int rank,
+                                                    ncclConfig_t* config) {
+  TRACERUN_REAL(ncclCommInitRankConfig);
+  ncclResult_t r;
+  {
+    HostCall call("nccl:CommInitRankConfig", nullptr, 0, -1, -1, -1);
+    r = real(comm, nranks, commId, rank, config);
+  }
+  if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr) {
+    rememberComm(*comm, commId, rank, nranks);
+  }
+  return r;
+}
+
+TRACERUN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  TRACERUN_REAL(ncclCommDestroy);
+  ncclResult_t r;
+  {
+    HostCall call("nccl:CommDestroy", comm, 0, -1, -1, -1);
+    r = real(comm);
+  }
+  std::lock_guard<std::mutex> lock(gMu);
+  comms().erase(comm);
+  return r;
+}
+
+TRACERUN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  TRACERUN_REAL(ncclCommAbort);
+  ncclResult_t r;
+  {
+    HostCall call("nccl:CommAbort", comm, 0, -1, -1, -1);
+    r = real(comm);
+  }
+  std::lock_guard<std::mutex> lock(gMu);
+  comms().erase(comm);
+  return r;
+}
+
+TRACERUN_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                           ncclDataType_t datatype, ncclRedOp_t op,
+                                           ncclComm_t comm, cudaStream_t stream) {
+  TRACERUN_REAL(ncclAllReduce);
+  HostCall call("nccl:AllReduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, -1);
+  return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                           ncclDataType_t datatype, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  TRACERUN_REAL(ncclAllGather);
+  HostCall call("nccl:AllGather", comm, static_cast<int64_t>(sendcount) * dtypeSize(datatype),
+                datatype, -1, -1);
+  return real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
+                                               size_t recvcount, ncclDataType_t datatype,
+                                               ncclRedOp_t op, ncclComm_t comm,
+                                               cudaStream_t stream) {
+  TRACERUN_REAL(ncclReduceScatter);
+  // bytes: this rank's input (recvcount x nranks elements), as for the c10d decorator.
+  const int n = nranksOf(comm);
+  HostCall call("nccl:ReduceScatter", comm,
+                static_cast<int64_t>(recvcount) * dtypeSize(datatype) * (n > 0 ? n : 1), datatype,
+                -1, -1);
+  return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  TRACERUN_REAL(ncclBroadcast);
+  HostCall call("nccl:Broadcast", comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, root);
+  return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                        ncclComm_t comm, cudaStream_t stream) {
+  TRACERUN_REAL(ncclReduce);
+  HostCall call("nccl:Reduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
+                -1, root);
+  return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
+                                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  TRACERUN_REAL(ncclSend);
+  HostCall call("nccl:Send", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
+                peer, -1);
+  return real(sendbuff, count, datatype, peer, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  TRACERUN_REAL(ncclRecv);
+  HostCall call("nccl:Recv", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
+                peer, -1);
+  return real(recvbuff, count, datatype, peer, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclGroupStart() {
+  TRACERUN_REAL(ncclGroupStart);
+  HostCall call("nccl:GroupStart", nullptr, 0, -1, -1, -1);
+  return real();
+}
+
+TRACERUN_EXPORT ncclResult_t ncclGroupEnd() {
+  TRACERUN_REAL(ncclGroupEnd);
+  HostCall call("nccl:GroupEnd", nullptr, 0, -1, -1, -1);
+  return real();
+}

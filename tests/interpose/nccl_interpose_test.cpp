@@ -1,0 +1,132 @@
+// The NCCL interposer (libtracerun_nccl.so) preloaded into nccl_caller, which links a stand-in
+// libnccl: the stand-in still receives every call with the same arguments (its own log), and the
+// trace holds one span per call with bytes = count x dtype size, peer, root and the communicator.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+
+namespace {
+
+std::string tempPath(const std::string& stem) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/tracerun_nccl_" + stem + "_" +
+         std::to_string(::getpid());
+}
+
+std::vector<std::string> lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// What nccl_caller issues, as the stand-in logs it (ncclFloat32=7, Int64=4, Float16=6,
+// Float64=8, Int32=2, Uint8=1, Bfloat16=9; ncclSum=0, Prod=1, Max=2).
+const std::vector<std::string> kIssued{
+    "GetUniqueId",
+    "CommInitRank nranks=4 id=fake-nccl-id rank=2",
+    "GroupStart",
+    "AllReduce send=0x1000 recv=0x2000 count=1000 dtype=7 op=0 stream=0x77",
+    "Broadcast send=0x1000 recv=0x1000 count=10 dtype=4 root=1 stream=0x77",
+    "AllGather send=0x1000 recv=0x3000 count=256 dtype=6 stream=0x77",
+    "ReduceScatter send=0x3000 recv=0x1000 count=64 dtype=8 op=2 stream=0x77",
+    "Reduce send=0x1000 recv=0x2000 count=7 dtype=2 op=1 root=3 stream=0x77",
+    "Send send=0x1000 count=100 dtype=1 peer=3 stream=0x77",
+    "Recv recv=0x2000 count=50 dtype=9 peer=1 stream=0x77",
+    "GroupEnd",
+    "CommDestroy comm=2",
+};
+
+struct Expected {
+  std::string op;
+  int64_t bytes, dtype, peer, root;
+};
+
+int run(const std::string& env) {
+  const std::string cmd = env + " " + NCCL_CALLER;
+  return std::system(cmd.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("NCCL interposer: stand-in gets every call unchanged; spans carry bytes, peer, comm") {
+  const std::string log = tempPath("calls") + ".log";
+  const std::string db = tempPath("trace") + ".db";
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+  REQUIRE(run("FAKE_NCCL_LOG=" + log + " TRACERUN_OUTPUT=" + db +
+              " LD_PRELOAD=" + NCCL_INTERPOSER) == 0);
+  CHECK(lines(log) == kIssued);
+
+  const std::vector<Expected> expected{
+      {"nccl:CommInitRank", 0, -1, -1, -1}, {"nccl:GroupStart", 0, -1, -1, -1},
+      {"nccl:AllReduce", 4000, 7, -1, -1},  {"nccl:Broadcast", 80, 4, -1, 1},
+      {"nccl:AllGather", 512, 6, -1, -1},   {"nccl:ReduceScatter", 64 * 8 * 4, 8, -1, -1},
+      {"nccl:Reduce", 28, 2, -1, 3},        {"nccl:Send", 100, 1, 3, -1},
+      {"nccl:Recv", 100, 9, 1, -1},         {"nccl:GroupEnd", 0, -1, -1, -1},
+      {"nccl:CommDestroy", 0, -1, -1, -1},
+  };
+  auto r = trace::TraceReader::open(db);
+  std::vector<trace::SpanRow> spans;
+  std::map<int64_t, std::map<std::string, int64_t>> args;
+  std::map<int64_t, std::string> trackOf;
+  for (const auto& t : r.tracks()) {
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (r.str(s.name).rfind("nccl:", 0) == 0) {
+        spans.push_back(s);
+        trackOf[s.id] = t.name;
+      }
+    });
+    for (const auto& a : r.argsOfTrack(t.id)) args[a.span][r.str(a.key)] = a.value;
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  REQUIRE(spans.size() == expected.size());
+  std::string commName;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const auto& s = spans[i];
+    const auto& want = expected[i];
+    INFO(want.op);
+    CHECK(r.str(s.name) == want.op);
+    CHECK(s.category == core::Category::kComm);
+    CHECK(s.dur_ns >= 0);
+    auto& a = args[s.id];
+    CHECK(a["bytes"] == want.bytes);
+    CHECK((a.count("dtype") ? a["dtype"] : -1) == want.dtype);
+    CHECK((a.count("peer") ? a["peer"] : -1) == want.peer);
+    CHECK((a.count("root") ? a["root"] : -1) == want.root);
+    const bool onComm = want.op != "nccl:CommInitRank" && want.op != "nccl:GroupStart" &&
+                        want.op != "nccl:GroupEnd";
+    if (onComm) {
+      CHECK(a["group_size"] == 4);
+      CHECK(a["group_rank"] == 2);
+      if (commName.empty()) commName = r.str(s.detail);
+      CHECK(r.str(s.detail) == commName);
+      CHECK(trackOf[s.id] == commName);
+    } else {
+      CHECK(trackOf[s.id] == "nccl");
+    }
+  }
+  CHECK(commName.rfind("nccl ", 0) == 0);
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+}
+
+TEST_CASE("NCCL interposer without a capture only forwards") {
+  const std::string log = tempPath("plain") + ".log";
+  ::unlink(log.c_str());
+  REQUIRE(run("FAKE_NCCL_LOG=" + log + " LD_PRELOAD=" + NCCL_INTERPOSER) == 0);
+  CHECK(lines(log) == kIssued);
+  ::unlink(log.c_str());
+}
