@@ -29,6 +29,7 @@ struct Command {
 Command addInfoCommand(CLI::App& parent);
 Command addExportCommand(CLI::App& parent);
 Command addMergeCommand(CLI::App& parent);
+Command addReportCommand(CLI::App& parent);
 
 // Runs fn; any non-TraceError exception becomes a TraceError naming `path`, so every error line
 // names the file it is about.

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tracerun ") + TRACERUN_VERSION);
   app.require_subcommand(0, 1);
   std::vector<Command> commands = {addInfoCommand(app), addExportCommand(app), addMergeCommand(app),
-                                   addLaunchCommand(app)};
+                                   addReportCommand(app), addLaunchCommand(app)};
   // The launcher (`tracerun [-o run.db] -- PROGRAM ARGS`) registers here as one more Command
   // whose app is `app` itself; it runs when no subcommand name is given.
 

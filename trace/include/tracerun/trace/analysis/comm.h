@@ -1,0 +1,78 @@
+// Communication analysis: per collective and process group, calls, bytes, time, algorithm
+// bandwidth and bus bandwidth (nccl-tests' factors); point-to-point traffic with the time a
+// receive spent waiting for its send versus transferring; and per rank, how much communication
+// overlapped computation. Reads through TraceReader only; never guesses from a command line.
+//
+// What it reads (docs/report.md):
+// - collectives: comm-category spans ("gloo:all_reduce", "nccl:all_gather"...; bytes from a
+//   "bytes" argument or the input shapes in the detail text); the caller's implementation from
+//   the innermost user scope enclosing the call ("reduce_scatter[all_reduce+narrow]");
+// - groups: a "group_size" argument on the span when the capture records one; otherwise
+//   matched across ranks: ranks that made the same calls (op and shapes) the same number of
+//   times, every k-th call overlapping in time, form one group (single-rank traces: unknown);
+// - point-to-point: user scopes "send_*" / "recv_*" with a "peer" argument (gpttrain's pipeline)
+//   paired in order; without them, comm spans named send / recv (peer unknown);
+// - computation: leaf op spans (ops with no child span) on thread tracks, so a node that only
+//   waits for a collective is not counted as computing.
+// Threading: one call uses the reader from the calling thread only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tracerun/trace/reader.h"
+
+namespace tracerun::trace::analysis {
+
+struct CollectiveStats {
+  std::string op;   // all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all...
+  std::string via;  // the enclosing caller scope, "" when none
+  std::vector<int> ranks;    // the group; the one rank alone when the group is unknown
+  int group_size = 0;        // 0: unknown
+  std::string group_source;  // "annotated", "matched" or "unknown"
+  int64_t calls = 0;         // collective calls, each counted once for the whole group
+  int64_t bytes = 0;         // nccl-tests' size per call (all_gather: the gathered output)
+  int64_t time_ns = 0;       // per call the mean over members of the span's length, summed
+  double algbw_gbps = 0;     // bytes / time
+  double busbw_gbps = 0;     // algbw x factor(op, group size); 0 when the size is unknown
+};
+
+struct PointToPointStats {
+  int src = -1, dst = -1;  // global ranks; -1 unknown
+  std::string kind;        // "forward", "backward" (pipeline messages) or the span's name
+  int64_t messages = 0, bytes = 0;
+  int64_t recv_ns = 0;      // inside the receiver's receive spans
+  int64_t wait_ns = 0;      // of which before the matching send started
+  int64_t transfer_ns = 0;  // of which after (recv_ns - wait_ns for matched receives)
+  int64_t matched = 0;      // receives paired with their send
+};
+
+struct RankCommStats {
+  int rank = 0;
+  int64_t comm_ns = 0;     // union of collective and receive spans (a send's span is the time
+                           // until the peer received, so sends are left out)
+  int64_t compute_ns = 0;  // union of leaf op spans
+  int64_t overlap_ns = 0;  // intersection of the two
+  int64_t recv_ns = 0, recv_wait_ns = 0, recv_transfer_ns = 0;
+  int64_t unmatched_recvs = 0;
+};
+
+struct CommAnalysis {
+  std::vector<CollectiveStats> collectives;  // by op, then group, then via
+  std::vector<PointToPointStats> p2p;        // by src, dst, kind
+  std::vector<RankCommStats> ranks;
+};
+
+// nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all
+// (n-1)/n; broadcast, reduce 1; 0 for an unknown op or n < 1.
+double busBandwidthFactor(const std::string& op, int n);
+// "gloo:all_reduce", "c10d::allreduce_", "nccl:AllReduce" -> "all_reduce"; "" if not a collective
+// or point-to-point name.
+std::string normalizeCommName(const std::string& name);
+// Bytes of the tensors in a shapes text such as "f32[32,1,64], i64[8]" (0 when none).
+int64_t bytesOfShapes(const std::string& detail);
+
+CommAnalysis analyzeComm(const TraceReader& reader);
+
+}  // namespace tracerun::trace::analysis

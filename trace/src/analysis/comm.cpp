@@ -1,0 +1,542 @@
+// Communication analysis (see comm.h): one streamed pass per track collects comm spans, caller
+// scopes, point-to-point scopes and leaf-op compute time; then collectives are grouped across
+// ranks, receives paired with sends, and overlap measured per rank.
+//
+// Sections: names and bytes · collecting · groups · collectives · point-to-point · entry point
+#include "tracerun/trace/analysis/comm.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "span_select.h"
+
+namespace tracerun::trace::analysis {
+
+// ---------------------------------------------------------------------------------------------
+// names and bytes
+
+std::string normalizeCommName(const std::string& name) {
+  std::string base = name;
+  const size_t colon = base.rfind(':');
+  if (colon != std::string::npos) base = base.substr(colon + 1);
+  std::string s;
+  for (char c : base) {
+    if (std::isalpha(static_cast<unsigned char>(c))) {
+      s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  static const std::vector<std::pair<const char*, const char*>> kPrefixes = {
+      {"allreduce", "all_reduce"},
+      {"allgather", "all_gather"},
+      {"reducescatter", "reduce_scatter"},
+      {"alltoall", "all_to_all"},
+      {"broadcast", "broadcast"},
+      {"barrier", "barrier"},
+      {"reduce", "reduce"},
+      {"gather", "gather"},
+      {"scatter", "scatter"},
+      {"send", "send"},
+      {"recv", "recv"},
+  };
+  for (const auto& [prefix, op] : kPrefixes) {
+    if (s.rfind(prefix, 0) == 0) return op;
+  }
+  return "";
+}
+
+double busBandwidthFactor(const std::string& op, int n) {
+  if (n < 1) return 0;
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return double(n - 1) / n;
+  if (op == "broadcast" || op == "reduce") return 1.0;
+  return 0;
+}
+
+int64_t bytesOfShapes(const std::string& d) {
+  static const std::map<std::string, int64_t> kSize = {
+      {"f32", 4}, {"f64", 8}, {"f16", 2}, {"bf16", 2}, {"i64", 8}, {"i32", 4},
+      {"i16", 2}, {"i8", 1},  {"u8", 1},  {"bool", 1}, {"c64", 8}, {"c128", 16}};
+  int64_t total = 0;
+  for (size_t open = d.find('['); open != std::string::npos; open = d.find('[', open + 1)) {
+    size_t b = open;
+    while (b > 0 && std::isalnum(static_cast<unsigned char>(d[b - 1]))) --b;
+    auto it = kSize.find(d.substr(b, open - b));
+    const size_t close = d.find(']', open);
+    if (it == kSize.end() || close == std::string::npos) continue;
+    int64_t numel = 1, cur = 0;
+    bool digits = false;
+    for (size_t i = open + 1; i <= close; ++i) {
+      if (std::isdigit(static_cast<unsigned char>(d[i]))) {
+        cur = cur * 10 + (d[i] - '0');
+        digits = true;
+      } else if (d[i] == ',' || d[i] == ']') {
+        if (digits) numel *= cur;
+        cur = 0;
+        digits = false;
+      }
+    }
+    total += numel * it->second;
+  }
+  return total;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// collecting
+
+enum Code : int { kNone = 0, kComm, kUserScope };
+
+struct CommSpan {
+  int rank = 0;
+  std::string op;
+  std::string signature;  // op and shapes: what must match across a group
+  int64_t start = 0, end = 0, bytes = 0;
+  int group_size = 0;        // from an argument, 0 when none
+  std::vector<int> members;  // from the decorator's track name, empty when unknown
+  bool decorator = false;    // recorded by tracerun's c10d decorator (traced_group.h)
+  int64_t peer = -1, tag = -1;
+  std::string via;
+  int64_t dur() const { return end - start; }
+};
+
+// "c10d dp [0,2]" (tracerun/traced_group.h's track names) -> {0, 2}; false for other names.
+bool decoratorTrack(const std::string& name, std::vector<int>* members) {
+  if (name.rfind("c10d ", 0) != 0) return false;
+  const size_t open = name.rfind('['), close = name.rfind(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return true;
+  int cur = 0;
+  bool digits = false;
+  for (size_t i = open + 1; i <= close; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
+      cur = cur * 10 + (name[i] - '0');
+      digits = true;
+    } else {
+      if (digits) members->push_back(cur);
+      cur = 0;
+      digits = false;
+    }
+  }
+  return true;
+}
+
+struct Scope {
+  core::StringId name = 0;
+  int64_t start = 0, end = 0;
+};
+
+struct P2P {
+  int rank = 0, peer = -1;
+  bool send = false;
+  std::string kind;
+  int64_t microbatch = -1, chunk = -1, bytes = 0;
+  int64_t start = 0, end = 0;
+};
+
+struct RankData {
+  std::vector<CommSpan> comm;     // collectives
+  std::vector<CommSpan> p2pComm;  // comm spans that are sends / receives
+  std::vector<Scope> scopes;      // user scopes on thread tracks
+  std::vector<P2P> p2p;           // pipeline-style scopes with a peer
+  Intervals compute, commTime;
+};
+
+struct Keys {
+  core::StringId bytes, groupSize, peer, microbatch, chunk, tag;
+};
+
+// Leaf op spans of a track: an op span with no child span on the track.
+class LeafTracker {
+ public:
+  explicit LeafTracker(Intervals& out) : out_(out) {}
+  void add(const SpanRow& s) {
+    const size_t depth = static_cast<size_t>(std::max(0, s.depth));
+    while (stack_.size() > depth) pop();
+    if (!stack_.empty()) stack_.back().has_child = true;
+    const bool op = s.category == core::Category::kOp || s.category == core::Category::kBackward ||
+                    s.category == core::Category::kKernel;
+    stack_.push_back({s.start_ns, s.end_ns(), op, false});
+  }
+  ~LeafTracker() {
+    while (!stack_.empty()) pop();
+  }
+
+ private:
+  struct Open {
+    int64_t start, end;
+    bool op, has_child;
+  };
+  void pop() {
+    const Open o = stack_.back();
+    stack_.pop_back();
+    if (!o.op || o.has_child) return;
+    if (!out_.empty() && o.start <= out_.back().second) {
+      out_.back().second = std::max(out_.back().second, o.end);
+    } else {
+      out_.emplace_back(o.start, o.end);
+    }
+  }
+  Intervals& out_;
+  std::vector<Open> stack_;
+};
+
+void collectTrack(const TraceReader& reader, const TrackRow& t, const Keys& keys,
+                  const NameCodes& p2pNames, RankData& d) {
+  const bool thread = t.kind == core::TrackKind::kThread;
+  std::vector<int> members;
+  const bool decorator = decoratorTrack(t.name, &members);
+  Intervals leaves;
+  {
+    LeafTracker leaf(leaves);
+    auto picked = pickSpans(reader, t, [&](const SpanRow& s) -> int {
+      if (thread) leaf.add(s);
+      if (s.category == core::Category::kComm) return kComm;
+      if (thread && s.category == core::Category::kUser) return kUserScope;
+      return kNone;
+    });
+    for (const PickedSpan& p : picked) {
+      const SpanRow& s = p.span;
+      if (p.code == kUserScope) {
+        d.scopes.push_back({s.name, s.start_ns, s.end_ns()});
+        const int code = p2pNames(s.name);
+        const int64_t peer = p.arg(keys.peer, -1);
+        if (code != 0 && peer >= 0) {
+          P2P m;
+          m.rank = t.rank;
+          m.peer = static_cast<int>(peer);
+          m.send = code <= 2;
+          m.kind = (code == 1 || code == 3) ? "forward" : "backward";
+          m.microbatch = p.arg(keys.microbatch, -1);
+          m.chunk = p.arg(keys.chunk, -1);
+          m.bytes = p.arg(keys.bytes, 0);
+          m.start = s.start_ns;
+          m.end = s.end_ns();
+          d.p2p.push_back(m);
+        }
+        continue;
+      }
+      CommSpan c;
+      c.rank = t.rank;
+      c.op = normalizeCommName(reader.str(s.name));
+      if (c.op.empty()) c.op = reader.str(s.name);
+      const std::string& detail = reader.str(s.detail);
+      c.start = s.start_ns;
+      c.end = s.end_ns();
+      c.bytes = p.arg(keys.bytes, -1);
+      if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
+      c.signature = c.op + "|" + detail + "|" + std::to_string(c.bytes);
+      c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
+      c.members = members;
+      c.decorator = decorator;
+      c.peer = p.arg(keys.peer, -1);
+      c.tag = p.arg(keys.tag, -1);
+      if (c.op == "recv" && c.peer < 0 && decorator) c.peer = -2;  // any source: not pairable
+      // A posted send's span lasts until the receiver took the data: its length is the peer's
+      // delay, not communication work, so sends stay out of the overlap measure.
+      if (c.op != "send") d.commTime.emplace_back(c.start, c.end);
+      (c.op == "send" || c.op == "recv" ? d.p2pComm : d.comm).push_back(std::move(c));
+    }
+  }
+  d.compute.insert(d.compute.end(), leaves.begin(), leaves.end());
+}
+
+// The innermost user scope containing t (the latest-starting one that contains it).
+std::string viaOf(const TraceReader& reader, const std::vector<Scope>& scopes, int64_t t) {
+  const Scope* best = nullptr;
+  auto it = std::upper_bound(scopes.begin(), scopes.end(), t,
+                             [](int64_t x, const Scope& s) { return x < s.start; });
+  // Scopes nest on a thread, so walking back from the last one starting at or before t finds
+  // the innermost container quickly; stop after a bounded number of candidates.
+  int budget = 64;
+  while (it != scopes.begin() && budget-- > 0) {
+    --it;
+    if (it->end >= t) {
+      best = &*it;
+      break;
+    }
+  }
+  return best ? reader.str(best->name) : std::string();
+}
+
+// ---------------------------------------------------------------------------------------------
+// groups: ranks whose calls of one signature pair up in time
+
+// Calls of one group overlap in time (no member finishes before all started); the slack absorbs
+// the clock alignment error between hosts.
+constexpr int64_t kOverlapSlackNs = 10'000;
+
+bool sameCalls(const std::vector<const CommSpan*>& a, const std::vector<const CommSpan*>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k]->start > b[k]->end + kOverlapSlackNs || b[k]->start > a[k]->end + kOverlapSlackNs)
+      return false;
+  }
+  return true;
+}
+
+// Per signature: the groups (sorted rank lists) its calls form.
+std::map<std::string, std::vector<std::vector<int>>> matchGroups(
+    const std::map<int, RankData>& data) {
+  std::map<std::string, std::map<int, std::vector<const CommSpan*>>> calls;
+  for (const auto& [rank, d] : data) {
+    for (const CommSpan& c : d.comm) calls[c.signature][rank].push_back(&c);
+  }
+  std::map<std::string, std::vector<std::vector<int>>> out;
+  for (auto& [sig, byRank] : calls) {
+    std::vector<int> ranks;
+    for (auto& [r, list] : byRank) {
+      std::sort(list.begin(), list.end(),
+                [](const CommSpan* a, const CommSpan* b) { return a->start < b->start; });
+      ranks.push_back(r);
+    }
+    std::map<int, int> component;
+    for (int r : ranks) component[r] = r;
+    auto root = [&](int x) {
+      while (component[x] != x) x = component[x];
+      return x;
+    };
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      for (size_t j = i + 1; j < ranks.size(); ++j) {
+        if (sameCalls(byRank[ranks[i]], byRank[ranks[j]])) {
+          component[root(ranks[j])] = root(ranks[i]);
+        }
+      }
+    }
+    std::map<int, std::vector<int>> groups;
+    for (int r : ranks) groups[root(r)].push_back(r);
+    for (auto& [k, g] : groups) out[sig].push_back(g);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// collectives
+
+void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
+  const auto groups = matchGroups(data);
+  struct Acc {
+    int64_t spans = 0, bytes = 0, time = 0;
+    int size = 0;
+    std::string source;
+    std::set<int> contributors;  // members present in the trace
+  };
+  // (op, group, via) -> sums over member spans
+  std::map<std::tuple<std::string, std::vector<int>, std::string>, Acc> acc;
+  for (auto& [rank, d] : data) {
+    std::sort(d.scopes.begin(), d.scopes.end(),
+              [](const Scope& a, const Scope& b) { return a.start < b.start; });
+    for (CommSpan& c : d.comm) {
+      c.via = viaOf(reader, d.scopes, c.start);
+      std::vector<int> members{rank};
+      std::string source = "unknown";
+      int size = 0;
+      if (!c.members.empty()) {
+        members = c.members;
+        size = c.group_size > 0 ? c.group_size : static_cast<int>(c.members.size());
+        source = "annotated";
+      } else if (c.group_size > 0) {
+        size = c.group_size;
+        source = "annotated";
+      }
+      auto it = groups.find(c.signature);
+      if (c.members.empty() && it != groups.end()) {
+        for (const auto& g : it->second) {
+          if (std::find(g.begin(), g.end(), rank) == g.end() || g.size() < 2) continue;
+          members = g;
+          if (size == 0) {
+            size = static_cast<int>(g.size());
+            source = "matched";
+          }
+        }
+      }
+      Acc& a = acc[{c.op, members, c.via}];
+      ++a.spans;
+      a.bytes += c.bytes;
+      a.time += c.dur();
+      a.size = size;
+      a.source = source;
+      a.contributors.insert(rank);
+    }
+  }
+  for (const auto& [key, a] : acc) {
+    CollectiveStats s;
+    s.op = std::get<0>(key);
+    s.ranks = std::get<1>(key);
+    s.via = std::get<2>(key);
+    s.group_size = a.size;
+    s.group_source = a.source;
+    // Each call appears once per member present in the trace.
+    const auto members = std::max<int64_t>(1, static_cast<int64_t>(a.contributors.size()));
+    s.calls = a.spans / members;
+    const int64_t perCallBytes = a.bytes / members;
+    s.bytes = s.op == "all_gather" && s.group_size > 0 ? perCallBytes * s.group_size : perCallBytes;
+    s.time_ns = a.time / members;
+    s.algbw_gbps = s.time_ns > 0 ? double(s.bytes) / double(s.time_ns) : 0;  // bytes/ns = GB/s
+    s.busbw_gbps = s.algbw_gbps * busBandwidthFactor(s.op, s.group_size);
+    out.collectives.push_back(s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// point-to-point
+
+void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
+  std::map<std::tuple<int, int, std::string>, PointToPointStats> stats;
+  // Paired in order per (src, dst, kind, microbatch). Not by chunk: a message from the last stage
+  // of one model chunk reaches the first stage of the next chunk.
+  using Key = std::tuple<int, int, std::string, int64_t>;
+  std::map<Key, std::vector<const P2P*>> sends, recvs;
+  bool anyScopes = false;
+  for (auto& [rank, d] : data) {
+    for (const P2P& m : d.p2p) {
+      anyScopes = true;
+      const int src = m.send ? m.rank : m.peer, dst = m.send ? m.peer : m.rank;
+      (m.send ? sends : recvs)[{src, dst, m.kind, m.microbatch}].push_back(&m);
+      PointToPointStats& s = stats[{src, dst, m.kind}];
+      s.src = src;
+      s.dst = dst;
+      s.kind = m.kind;
+      if (m.send) {
+        ++s.messages;
+        s.bytes += m.bytes;
+      } else {
+        s.recv_ns += m.end - m.start;
+      }
+    }
+  }
+  std::map<int, RankCommStats*> byRank;
+  for (auto& r : out.ranks) byRank[r.rank] = &r;
+  for (auto& [key, list] : recvs) {
+    auto byStart = [](const P2P* a, const P2P* b) { return a->start < b->start; };
+    std::sort(list.begin(), list.end(), byStart);
+    auto it = sends.find(key);
+    std::vector<const P2P*> matched;
+    if (it != sends.end()) {
+      matched = it->second;
+      std::sort(matched.begin(), matched.end(), byStart);
+    }
+    PointToPointStats& s = stats[{std::get<0>(key), std::get<1>(key), std::get<2>(key)}];
+    RankCommStats* rs = byRank.count(std::get<1>(key)) ? byRank[std::get<1>(key)] : nullptr;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const P2P& r = *list[k];
+      const int64_t dur = r.end - r.start;
+      if (rs) rs->recv_ns += dur;
+      if (k >= matched.size()) {
+        if (rs) ++rs->unmatched_recvs;
+        continue;
+      }
+      const int64_t wait = std::clamp<int64_t>(matched[k]->start - r.start, 0, dur);
+      s.wait_ns += wait;
+      s.transfer_ns += dur - wait;
+      ++s.matched;
+      if (rs) {
+        rs->recv_wait_ns += wait;
+        rs->recv_transfer_ns += dur - wait;
+      }
+    }
+  }
+  if (!anyScopes) {
+    // No pipeline scopes: the comm spans of sends and receives, paired by (src, dst, tag) when
+    // they name their peer (the c10d decorator), else counted per rank.
+    std::map<std::tuple<int, int, int64_t>, std::vector<const CommSpan*>> cs, cr;
+    for (auto& [rank, d] : data) {
+      for (const CommSpan& c : d.p2pComm) {
+        const bool send = c.op == "send";
+        const int peer = static_cast<int>(c.peer);
+        const int src = send ? rank : (peer >= 0 ? peer : -1);
+        const int dst = send ? (peer >= 0 ? peer : -1) : rank;
+        PointToPointStats& s = stats[{src, dst, "p2p"}];
+        s.src = src;
+        s.dst = dst;
+        s.kind = "p2p";
+        if (send) {
+          ++s.messages;
+          s.bytes += c.bytes;
+          if (peer >= 0) cs[{src, dst, c.tag}].push_back(&c);
+        } else {
+          s.recv_ns += c.dur();
+          if (byRank.count(rank)) byRank[rank]->recv_ns += c.dur();
+          if (peer >= 0) cr[{src, dst, c.tag}].push_back(&c);
+        }
+      }
+    }
+    for (auto& [key, list] : cr) {
+      auto byStart = [](const CommSpan* a, const CommSpan* b) { return a->start < b->start; };
+      std::sort(list.begin(), list.end(), byStart);
+      std::vector<const CommSpan*> sent;
+      if (auto it = cs.find(key); it != cs.end()) sent = it->second;
+      std::sort(sent.begin(), sent.end(), byStart);
+      PointToPointStats& s = stats[{std::get<0>(key), std::get<1>(key), "p2p"}];
+      RankCommStats* rs = byRank.count(std::get<1>(key)) ? byRank[std::get<1>(key)] : nullptr;
+      for (size_t k = 0; k < list.size(); ++k) {
+        const int64_t dur = list[k]->dur();
+        if (k >= sent.size()) {
+          if (rs) ++rs->unmatched_recvs;
+          continue;
+        }
+        const int64_t wait = std::clamp<int64_t>(sent[k]->start - list[k]->start, 0, dur);
+        s.wait_ns += wait;
+        s.transfer_ns += dur - wait;
+        ++s.matched;
+        if (rs) {
+          rs->recv_wait_ns += wait;
+          rs->recv_transfer_ns += dur - wait;
+        }
+      }
+    }
+  }
+  for (auto& [key, s] : stats) out.p2p.push_back(s);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// entry point
+
+CommAnalysis analyzeComm(const TraceReader& reader) {
+  CommAnalysis out;
+  Keys keys{NameCodes::find(reader, "bytes"), NameCodes::find(reader, "group_size"),
+            NameCodes::find(reader, "peer"),  NameCodes::find(reader, "microbatch"),
+            NameCodes::find(reader, "chunk"), NameCodes::find(reader, "tag")};
+  // 1 send_forward, 2 send_backward, 3 recv_forward, 4 recv_backward
+  NameCodes p2pNames(reader, [](const std::string& s) {
+    if (s == "send_forward") return 1;
+    if (s == "send_backward") return 2;
+    if (s == "recv_forward") return 3;
+    if (s == "recv_backward") return 4;
+    return 0;
+  });
+  std::map<int, RankData> data;
+  for (const TrackRow& t : reader.tracks()) {
+    if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
+    collectTrack(reader, t, keys, p2pNames, data[t.rank]);
+  }
+  for (auto& [rank, d] : data) {
+    // Where tracerun's c10d decorator recorded the calls (with their group), the same calls seen
+    // from below (Gloo's own scopes on the async track) are not counted again.
+    auto fromDecorator = [](const CommSpan& c) { return c.decorator; };
+    for (auto* list : {&d.comm, &d.p2pComm}) {
+      if (std::any_of(list->begin(), list->end(), fromDecorator)) {
+        list->erase(std::remove_if(list->begin(), list->end(),
+                                   [](const CommSpan& c) { return !c.decorator; }),
+                    list->end());
+      }
+    }
+    normalize(d.compute);
+    normalize(d.commTime);
+    RankCommStats r;
+    r.rank = rank;
+    r.comm_ns = totalLength(d.commTime);
+    r.compute_ns = totalLength(d.compute);
+    r.overlap_ns = overlapLength(d.commTime, d.compute);
+    out.ranks.push_back(r);
+  }
+  collectives(reader, data, out);
+  pointToPoint(data, out);
+  return out;
+}
+
+}  // namespace tracerun::trace::analysis
