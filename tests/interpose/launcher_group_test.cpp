@@ -1,0 +1,498 @@
+// End-to-end: the multi-rank launcher (`tracerun --nproc-per-node N ... -- PROGRAM`) on real
+// processes: the torchrun environment, [rank N] pass-through and the status line, a failing or
+// killed rank, restarts, Ctrl-C, the agents' clock exchange, and gpttrain under it (a merged trace,
+// and a killed rank resumed to the uninterrupted losses). No libtorch in this test binary; no
+// timed assertions.
+//
+// Sections: running processes · environment and output · faults · restarts · clock · gpttrain
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+
+// ---- running processes --------------------------------------------------------------------------
+
+namespace {
+
+struct Result {
+  bool exited = false;
+  int code = -1;
+  std::string out, err;
+  std::string describe() const {
+    return "exit " + std::to_string(code) + "\nstdout:\n" + out + "\nstderr:\n" + err;
+  }
+};
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+const std::string& scratch() {
+  static const std::string dir = [] {
+    const char* t = std::getenv("TMPDIR");
+    std::string d =
+        std::string(t ? t : "/tmp") + "/tracerun_group_" + std::to_string(::getpid());
+    ::mkdir(d.c_str(), 0755);
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    return d;
+  }();
+  return dir;
+}
+
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& argv) {
+    static int counter = 0;
+    const std::string stem = scratch() + "/proc" + std::to_string(++counter);
+    out_ = stem + ".out";
+    err_ = stem + ".err";
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int o = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int e = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(126);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0 && !waited_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  std::string out() const { return readFile(out_); }
+  Result wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0) {
+    }
+    waited_ = true;
+    Result r;
+    r.exited = WIFEXITED(status);
+    r.code = r.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = readFile(out_);
+    r.err = readFile(err_);
+    return r;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool waited_ = false;
+  std::string out_, err_;
+};
+
+Result run(const std::vector<std::string>& argv) { return Child(argv).wait(); }
+
+std::vector<std::string> group(const std::string& output, std::vector<std::string> flags,
+                               std::vector<std::string> program) {
+  std::vector<std::string> argv = {TRACERUN_BIN, "-q", "-o", output};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+std::vector<std::string> worker(std::vector<std::string> args) {
+  args.insert(args.begin(), WORKER_BIN);
+  return args;
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+// The value of "[rank R] env NAME=" in a launcher's stdout.
+std::string envOf(const std::string& out, int rank, const std::string& name) {
+  const std::string key = "[rank " + std::to_string(rank) + "] env " + name + "=";
+  const auto at = out.find(key);
+  if (at == std::string::npos) return "<absent>";
+  const auto end = out.find('\n', at);
+  return out.substr(at + key.size(), end - at - key.size());
+}
+
+// Waits (no time limit: ctest's timeout is the limit) until `child`'s stdout contains `what`.
+void waitForOutput(const Child& child, const std::string& what) {
+  while (!contains(child.out(), what)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+int64_t countSpans(const trace::TraceReader& r, int rank, const std::string& name) {
+  int64_t n = 0;
+  for (const auto& t : r.tracks()) {
+    if (t.rank != rank) continue;
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) { n += r.str(s.name) == name; });
+  }
+  return n;
+}
+
+// Ranks with a "restart" instant of value `restart` (written by libtracerun at start-up).
+std::set<int> restartedRanks(const trace::TraceReader& r, int64_t restart) {
+  std::set<int> out;
+  for (const auto& t : r.tracks()) {
+    for (const auto& i : r.instants(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+      if (r.str(i.name) == "restart" && i.value == restart) out.insert(t.rank);
+    }
+  }
+  return out;
+}
+
+// How many "[rank R] step N" lines the launcher passed through.
+int64_t stepLines(const std::string& out, int rank) {
+  int64_t n = 0;
+  const std::string key = "[rank " + std::to_string(rank) + "] step ";
+  for (auto at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) ++n;
+  return n;
+}
+
+std::set<int> ranksOf(const trace::TraceReader& r) {
+  std::set<int> out;
+  for (const auto& k : r.ranks()) out.insert(k.rank);
+  return out;
+}
+
+}  // namespace
+
+// ---- environment and output ---------------------------------------------------------------------
+
+TEST_CASE("every rank gets the torchrun environment; output is prefixed; one merged trace",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/env.db";
+  // Without OMP_NUM_THREADS in the environment the launcher pins each rank to one thread.
+  auto argv = group(db, {"--nproc-per-node", "2", "--status", "off"}, worker({"--steps", "3"}));
+  argv.insert(argv.begin(), {"/usr/bin/env", "-u", "OMP_NUM_THREADS", "-u", "OPENBLAS_NUM_THREADS"});
+  const Result r = run(argv);
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  for (int rank : {0, 1}) {
+    CHECK(envOf(r.out, rank, "RANK") == std::to_string(rank));
+    CHECK(envOf(r.out, rank, "LOCAL_RANK") == std::to_string(rank));
+    CHECK(envOf(r.out, rank, "WORLD_SIZE") == "2");
+    CHECK(envOf(r.out, rank, "LOCAL_WORLD_SIZE") == "2");
+    CHECK(envOf(r.out, rank, "GROUP_RANK") == "0");
+    CHECK(envOf(r.out, rank, "MASTER_ADDR") == "127.0.0.1");
+    CHECK(envOf(r.out, rank, "TORCHELASTIC_RESTART_COUNT") == "0");
+    CHECK(envOf(r.out, rank, "OMP_NUM_THREADS") == "1");
+    CHECK(envOf(r.out, rank, "OPENBLAS_NUM_THREADS") == "1");
+    CHECK(envOf(r.out, rank, "intra_op_threads") == "1");
+    CHECK(envOf(r.out, rank, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+    CHECK(contains(r.out, "[rank " + std::to_string(rank) + "] done\n"));
+  }
+  const std::string port = envOf(r.out, 0, "MASTER_PORT");
+  CHECK(std::atoi(port.c_str()) > 0);
+  CHECK(envOf(r.out, 1, "MASTER_PORT") == port);
+
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{0, 1});
+  CHECK(countSpans(reader, 0, "step") == 3);
+  CHECK(countSpans(reader, 1, "step") == 3);
+  CHECK_FALSE(exists(db + ".shards"));
+}
+
+TEST_CASE("the status line comes from the ranks' counters; plain lines when not a terminal",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/status.db";
+  const Result r = run(group(db, {"--nproc-per-node", "2"},
+                             worker({"--steps", "8", "--sleep-ms", "300"})));
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  // The worker prints "step N" but never "loss": the loss in the line came from its counters.
+  CHECK(contains(r.out, "[tracerun] step "));
+  CHECK(contains(r.out, "| loss "));
+  CHECK(contains(r.out, "tok/s"));
+  CHECK_FALSE(contains(r.out, "\r"));  // stdout is a file: no in-place redraws
+}
+
+// ---- faults -------------------------------------------------------------------------------------
+
+TEST_CASE("a rank killed by SIGKILL stops the others; the exit code and message name it",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/killed.db";
+  // Rank 1 dies after ~1.5 s (past the capture's 1 s flush); rank 0 would run for ~40 s.
+  const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off"},
+                             worker({"--steps", "400", "--sleep-ms", "100", "--fail-rank", "1",
+                                     "--fail-step", "15", "--fail-signal", "9"})));
+  INFO(r.describe());
+  CHECK(r.code == 128 + SIGKILL);
+  CHECK(contains(r.err, "tracerun: rank 1 (pid "));
+  CHECK(contains(r.err, "was killed by SIGKILL"));
+  CHECK_FALSE(contains(r.out, "[rank 0] done"));
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{0, 1});
+  // Rank 0, stopped by SIGTERM, flushed every step it printed; rank 1, killed, what it had
+  // flushed before the fault (the capture flushes every second).
+  CHECK(countSpans(reader, 0, "step") == stepLines(r.out, 0));
+  CHECK(countSpans(reader, 1, "step") >= 1);
+  CHECK(countSpans(reader, 1, "step") <= 15);
+}
+
+TEST_CASE("a rank that exits non-zero: the launcher exits with its code", "[launcher_group]") {
+  const std::string db = scratch() + "/failed.db";
+  const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off"},
+                             worker({"--steps", "400", "--sleep-ms", "50", "--fail-rank", "0",
+                                     "--fail-step", "3", "--fail-code", "3"})));
+  INFO(r.describe());
+  CHECK(r.code == 3);
+  CHECK(contains(r.err, "tracerun: rank 0 (pid "));
+  CHECK(contains(r.err, "exited with code 3"));
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{0, 1});
+  CHECK(countSpans(reader, 0, "step") == 3);
+  CHECK(countSpans(reader, 1, "step") == stepLines(r.out, 1));
+}
+
+TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_group]") {
+  const std::string db = scratch() + "/interrupted.db";
+  Child c(group(db, {"--nproc-per-node", "2", "--status", "off"},
+                worker({"--steps", "400", "--sleep-ms", "50"})));
+  waitForOutput(c, "[rank 1] step 3\n");
+  ::kill(c.pid(), SIGINT);
+  const Result r = c.wait();
+  INFO(r.describe());
+  CHECK(r.code == 130);
+  CHECK_FALSE(contains(r.out, "done"));
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{0, 1});
+  CHECK(countSpans(reader, 0, "step") == stepLines(r.out, 0));
+  CHECK(countSpans(reader, 1, "step") == stepLines(r.out, 1));
+}
+
+// ---- restarts -----------------------------------------------------------------------------------
+
+TEST_CASE("--max-restarts restarts the whole group; the restart is in the trace",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/restart.db";
+  const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
+                             worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2",
+                                     "--fail-code", "5"})));
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "restarting all 2 ranks (restart 1 of 1)"));
+  CHECK(contains(r.out, "[rank 1] env TORCHELASTIC_RESTART_COUNT=1"));
+  CHECK(contains(r.out, "[rank 0] env TRACERUN_RESTART=1"));
+  const std::string first = scratch() + "/restart.attempt0.db";
+  REQUIRE(exists(first));
+  CHECK(ranksOf(trace::TraceReader::open(first)) == std::set<int>{0, 1});
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(restartedRanks(reader, 1) == std::set<int>{0, 1});
+  CHECK(countSpans(reader, 1, "step") == 4);
+
+  // No restarts left: the second failure is the exit code.
+  const Result again =
+      run(group(scratch() + "/restart2.db",
+                {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
+                worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2", "--fail-code", "5",
+                        "--fail-every-attempt"})));
+  INFO(again.describe());
+  CHECK(again.code == 5);
+  CHECK(contains(again.err, "(no restarts left)"));
+}
+
+// ---- clock --------------------------------------------------------------------------------------
+
+namespace {
+
+int freePort() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  socklen_t len = sizeof sa;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(s);
+  return ntohs(sa.sin_port);
+}
+
+// Two node agents on loopback; node 1's clock reads `skew` ns more. Returns node 1's estimate and
+// the round trip it came from.
+std::pair<int64_t, int64_t> twoAgents(int64_t skew) {
+  const std::string port = std::to_string(freePort());
+  const std::vector<std::string> common = {"--nproc-per-node", "1", "--nnodes", "2",
+                                           "--master-addr", "127.0.0.1", "--master-port", port,
+                                           "--status", "off"};
+  auto flags0 = common, flags1 = common;
+  flags0.insert(flags0.end(), {"--node-rank", "0"});
+  flags1.insert(flags1.end(), {"--node-rank", "1"});
+  Child node0(group(scratch() + "/node0.db", flags0, worker({"--steps", "1"})));
+  auto argv1 = group(scratch() + "/node1.db", flags1, worker({"--steps", "1"}));
+  argv1.insert(argv1.begin(),
+               {"/usr/bin/env", "TRACERUN_TEST_CLOCK_SKEW_NS=" + std::to_string(skew)});
+  Child node1(argv1);
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r1.describe());
+  REQUIRE(r0.code == 0);
+  REQUIRE(r1.code == 0);
+  CHECK(envOf(r0.out, 0, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+  CHECK(envOf(r1.out, 1, "RANK") == "1");
+  CHECK(envOf(r1.out, 1, "WORLD_SIZE") == "2");
+  CHECK(envOf(r1.out, 1, "GROUP_RANK") == "1");
+  const auto reader = trace::TraceReader::open(scratch() + "/node1.db");
+  REQUIRE(reader.ranks().size() == 1);
+  const int64_t offset = std::atoll(envOf(r1.out, 1, "TRACERUN_CLOCK_OFFSET_NS").c_str());
+  CHECK(reader.ranks()[0].clock_offset_ns == offset);  // stored in the shard, kept by the merge
+  return {offset, std::atoll(envOf(r1.out, 1, "TRACERUN_CLOCK_RTT_NS").c_str())};
+}
+
+}  // namespace
+
+TEST_CASE("node agents measure their clock offset: within half the best round trip",
+          "[launcher_group]") {
+  const auto [same, rtt0] = twoAgents(0);
+  CHECK(rtt0 > 0);
+  CHECK(std::llabs(same) <= rtt0 / 2 + 1);
+  const int64_t skew = 2500000000;  // 2.5 s
+  const auto [offset, rtt] = twoAgents(skew);
+  CHECK(rtt > 0);
+  CHECK(std::llabs(offset - skew) <= rtt / 2 + 1);
+}
+
+// ---- gpttrain -----------------------------------------------------------------------------------
+
+#ifdef GPTTRAIN_BIN
+namespace {
+
+std::vector<std::string> tinyGpt() {
+  return {GPTTRAIN_BIN, "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
+          "--vocab", "64", "--dropout", "0", "--global-batch", "8", "--micro-batch-size", "2",
+          "--seed", "7", "--bucket-mb", "0.02", "--quiet", "--tp", "2", "--warmup", "2"};
+}
+
+std::map<int, double> lossesByStep(const std::string& path) {
+  std::map<int, double> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    out[j.at("step").get<int>()] = j.at("loss").get<double>();
+  }
+  return out;
+}
+
+// The child of `parent` whose environment has RANK=rank, or -1.
+pid_t childWithRank(pid_t parent, int rank) {
+  DIR* d = ::opendir("/proc");
+  pid_t found = -1;
+  while (dirent* e = d != nullptr ? ::readdir(d) : nullptr) {
+    const pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    const std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::string environ = readFile("/proc/" + std::to_string(pid) + "/environ");
+    for (char& c : environ) c = c == '\0' ? '\n' : c;
+    if (contains("\n" + environ, "\nRANK=" + std::to_string(rank) + "\n")) found = pid;
+  }
+  if (d != nullptr) ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("gpttrain --tp 2 under the launcher: one trace with both ranks", "[launcher_group]") {
+  const std::string db = scratch() + "/gpt.db";
+  auto program = tinyGpt();
+  program.insert(program.end(), {"--steps", "3"});
+  const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off"}, program));
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{0, 1});
+  CHECK(countSpans(reader, 0, "step") == 3);
+  CHECK(countSpans(reader, 1, "step") == 3);
+}
+
+TEST_CASE("gpttrain: a rank killed mid-run, restarted from its checkpoint, gives the same losses",
+          "[launcher_group]") {
+  const std::string dir = scratch() + "/gpt_restart";
+  ::mkdir(dir.c_str(), 0755);
+  auto args = tinyGpt();
+  args.insert(args.end(), {"--steps", "30", "--lr-decay-steps", "30"});
+  auto full = args;
+  full.insert(full.end(), {"--log-json", dir + "/full.json"});
+  const Result ref = run(group(dir + "/full.db", {"--nproc-per-node", "2", "--status", "off"}, full));
+  INFO(ref.describe());
+  REQUIRE(ref.code == 0);
+
+  // Restart count 0: a plain run that saves every step; later: resume from the checkpoint.
+  std::string cmd = "exec";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " --save '" + dir + "/ckpt' --save-interval 1 --log-json \"" + dir +
+         "/run$TORCHELASTIC_RESTART_COUNT.json\"";
+  cmd = "if [ \"$TORCHELASTIC_RESTART_COUNT\" -gt 0 ]; then " + cmd + " --load '" + dir +
+        "/ckpt'; else " + cmd + "; fi";
+  Child c(group(dir + "/run.db",
+                {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1", "--target",
+                 GPTTRAIN_BIN},
+                {"/bin/sh", "-c", cmd}));
+  // Kill rank 1 once rank 0 has logged a few steps (each step also saved a checkpoint).
+  while (lossesByStep(dir + "/run0.json").size() < 5) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pid_t victim = -1;
+  while ((victim = childWithRank(c.pid(), 1)) < 0) {
+  }
+  ::kill(victim, SIGKILL);
+  const Result r = c.wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.err, "was killed by SIGKILL"));
+  CHECK(contains(r.err, "restarting all 2 ranks"));
+  const auto want = lossesByStep(dir + "/full.json");
+  const auto before = lossesByStep(dir + "/run0.json");
+  const auto after = lossesByStep(dir + "/run1.json");
+  REQUIRE(want.size() == 30);
+  REQUIRE_FALSE(after.empty());
+  CHECK(after.rbegin()->first == 30);
+  CHECK(after.begin()->first > 1);  // resumed, not started over
+  for (const auto& [step, loss] : before) CHECK(loss == Approx(want.at(step)).epsilon(1e-6));
+  for (const auto& [step, loss] : after) {
+    INFO("step " << step);
+    CHECK(loss == Approx(want.at(step)).epsilon(1e-6));
+  }
+  const auto reader = trace::TraceReader::open(dir + "/run.db");
+  CHECK(restartedRanks(reader, 1) == std::set<int>{0, 1});
+  CHECK(exists(dir + "/run.attempt0.db"));
+}
+#endif

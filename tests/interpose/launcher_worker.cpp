@@ -1,0 +1,75 @@
+// A small libtorch worker for the multi-rank launcher tests: prints its torchrun environment, runs
+// annotated steps (a few ATen ops, "loss" and "step" counters) and fails on request (a signal or
+// an exit code at a given rank and step, only in the first attempt). Not a training program.
+//
+// launcher_worker [--steps N] [--sleep-ms M] [--fail-rank R --fail-step S
+//                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "tracerun/annotate.h"
+
+namespace {
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 5, sleepMs = 0, failRank = -1, failStep = -1, failSignal = 0, failCode = 0;
+  bool everyAttempt = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
+    if (a == "--steps") steps = next();
+    if (a == "--sleep-ms") sleepMs = next();
+    if (a == "--fail-rank") failRank = next();
+    if (a == "--fail-step") failStep = next();
+    if (a == "--fail-signal") failSignal = next();
+    if (a == "--fail-code") failCode = next();
+    if (a == "--fail-every-attempt") everyAttempt = true;
+  }
+  for (const char* name :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+        "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TRACERUN_RESTART", "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS", "TRACERUN_CLOCK_OFFSET_NS", "TRACERUN_CLOCK_RTT_NS"}) {
+    const char* v = std::getenv(name);
+    std::printf("env %s=%s\n", name, v != nullptr ? v : "");
+  }
+  std::printf("env intra_op_threads=%d\n", at::get_num_threads());
+  std::fflush(stdout);
+  const int rank = envInt("RANK", 0);
+  const int restart = envInt("TORCHELASTIC_RESTART_COUNT", 0);
+  at::Tensor w = at::ones({32, 32});
+  for (int step = 1; step <= steps; ++step) {
+    {
+      tracerun::Step s(step);
+      at::Tensor x = at::ones({32, 32}) * static_cast<double>(step);
+      w = (w + at::mm(x, w) * 1e-4).contiguous();
+      tracerun::counter("loss", 1.0 / step);
+      tracerun::counter("tokens_per_s", 1000.0);
+      tracerun::counter("step", step);
+    }
+    std::printf("step %d\n", step);
+    std::fflush(stdout);
+    if (rank == failRank && step == failStep && (restart == 0 || everyAttempt)) {
+      if (failSignal != 0) ::raise(failSignal);
+      if (failCode != 0) return failCode;
+    }
+    if (sleepMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleepMs));
+  }
+  std::printf("done\n");
+  return 0;
+}
