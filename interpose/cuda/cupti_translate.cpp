@@ -1,0 +1,191 @@
+// CUPTI activity records -> core records (see cupti_translate.h). Only CUDA 13's record versions
+// (Kernel10, Memcpy6, Memset4, Synchronization2, ExternalCorrelation); no CUPTI calls.
+#include "cupti_translate.h"
+
+#include <cstring>
+
+namespace tracerun::interpose::cuda {
+namespace {
+
+struct ArgList {
+  core::ArgsRecord::Arg args[6];
+  int n = 0;
+  void add(core::StringId key, int64_t value) {
+    if (n < 6) args[n++] = core::ArgsRecord::Arg{key, 0, value};
+  }
+};
+
+void emit(const core::SpanRecord& s, const ArgList& a, std::vector<core::Record>& out) {
+  out.push_back(core::Record::from(s));
+  for (int first = 0; first < a.n; first += 3) {
+    core::ArgsRecord r;
+    r.owner = s.id;
+    r.count = static_cast<uint8_t>(a.n - first < 3 ? a.n - first : 3);
+    for (int i = 0; i < r.count; ++i) r.args[i] = a.args[first + i];
+    out.push_back(core::Record::from(r));
+  }
+}
+
+void flowFromOp(uint32_t correlationId, const core::SpanRecord& s, TranslateContext& ctx,
+                std::vector<core::Record>& out) {
+  auto ext = ctx.external.find(correlationId);
+  if (ext == ctx.external.end()) {
+    ++ctx.without_op;
+    return;
+  }
+  auto op = ctx.ops.find(ext->second);
+  if (op == ctx.ops.end()) {
+    ++ctx.without_op;
+    return;
+  }
+  core::FlowRecord f;
+  f.flow = core::FlowKind::kOpKernel;
+  f.src_track = op->second.track;
+  f.src_ts_ns = op->second.start_ns;
+  f.dst_track = s.track;
+  f.dst_ts_ns = s.start_ns;
+  out.push_back(core::Record::from(f));
+}
+
+core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, const std::string& name,
+                        uint64_t start, uint64_t end, uint32_t device, uint32_t stream) {
+  core::SpanRecord s;
+  s.category = c;
+  s.name = ctx.intern(name);
+  s.start_ns = static_cast<int64_t>(start) + ctx.clock_offset_ns;
+  s.end_ns = static_cast<int64_t>(end < start ? start : end) + ctx.clock_offset_ns;
+  s.id = ctx.next_id();
+  s.track = ctx.stream_track(device, stream);
+  return s;
+}
+
+}  // namespace
+
+std::string memcpyKindName(uint8_t copyKind) {
+  switch (copyKind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "memcpy HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "memcpy DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+      return "memcpy HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+      return "memcpy AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+      return "memcpy AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+      return "memcpy AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+      return "memcpy DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "memcpy DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "memcpy HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "memcpy PtoP";
+    default:
+      return "memcpy";
+  }
+}
+
+std::string syncTypeName(uint32_t type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
+      return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+      return "cudaStreamWaitEvent";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
+      return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
+      return "cudaDeviceSynchronize";
+    default:
+      return "cuda sync";
+  }
+}
+
+bool isNcclKernel(const char* name) noexcept {
+  if (name == nullptr) return false;
+  return std::strncmp(name, "ncclKernel", 10) == 0 || std::strncmp(name, "ncclDevKernel", 13) == 0;
+}
+
+void translate(const CUpti_Activity& record, TranslateContext& ctx,
+               std::vector<core::Record>& out) {
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+      const bool nccl = isNcclKernel(k.name);
+      auto s = spanOn(ctx, core::Category::kKernel, k.name ? k.name : "kernel", k.start, k.end,
+                      k.deviceId, k.streamId);
+      s.detail = ctx.intern("grid=(" + std::to_string(k.gridX) + "," + std::to_string(k.gridY) +
+                            "," + std::to_string(k.gridZ) + ") block=(" +
+                            std::to_string(k.blockX) + "," + std::to_string(k.blockY) + "," +
+                            std::to_string(k.blockZ) + ")");
+      ArgList a;
+      a.add(ctx.intern("correlation"), k.correlationId);
+      a.add(ctx.intern("device"), k.deviceId);
+      a.add(ctx.intern("stream"), k.streamId);
+      a.add(ctx.intern("registers"), k.registersPerThread);
+      a.add(ctx.intern("shared_bytes"),
+            int64_t{k.staticSharedMemory} + int64_t{k.dynamicSharedMemory});
+      if (nccl) a.add(ctx.intern("nccl"), 1);
+      emit(s, a, out);
+      flowFromOp(k.correlationId, s, ctx, out);
+      ++ctx.kernels;
+      if (nccl) ++ctx.nccl_kernels;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+      auto s = spanOn(ctx, core::Category::kMemcpy, memcpyKindName(m.copyKind), m.start, m.end,
+                      m.deviceId, m.streamId);
+      ArgList a;
+      a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
+      a.add(ctx.intern("correlation"), m.correlationId);
+      a.add(ctx.intern("device"), m.deviceId);
+      a.add(ctx.intern("stream"), m.streamId);
+      emit(s, a, out);
+      flowFromOp(m.correlationId, s, ctx, out);
+      ++ctx.copies;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+      auto s = spanOn(ctx, core::Category::kMemcpy, "memset", m.start, m.end, m.deviceId,
+                      m.streamId);
+      ArgList a;
+      a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
+      a.add(ctx.intern("value"), m.value);
+      a.add(ctx.intern("correlation"), m.correlationId);
+      a.add(ctx.intern("device"), m.deviceId);
+      a.add(ctx.intern("stream"), m.streamId);
+      emit(s, a, out);
+      flowFromOp(m.correlationId, s, ctx, out);
+      ++ctx.copies;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& y = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
+      // Device-wide syncs have no stream: they go to the context's track (stream kNoStream).
+      auto s = spanOn(ctx, core::Category::kOther, syncTypeName(y.type), y.start, y.end,
+                      y.contextId, y.streamId);
+      ArgList a;
+      a.add(ctx.intern("correlation"), y.correlationId);
+      a.add(ctx.intern("context"), y.contextId);
+      if (y.streamId != kNoStream) a.add(ctx.intern("stream"), y.streamId);
+      emit(s, a, out);
+      ++ctx.syncs;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto& e = reinterpret_cast<const CUpti_ActivityExternalCorrelation&>(record);
+      ctx.external[e.correlationId] = e.externalId;
+      return;
+    }
+    default:
+      ++ctx.unknown;
+      return;
+  }
+}
+
+}  // namespace tracerun::interpose::cuda
