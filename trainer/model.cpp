@@ -1,6 +1,8 @@
 // GPT forward for one stage and one microbatch (see model.h).
 #include "model.h"
 
+#include "recompute.h"
+
 #include <tracerun/annotate.h>
 
 #include <cmath>
@@ -20,6 +22,7 @@ std::string layerName(int index, const char* part) {
 TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int index, GroupPtr tp)
     : config_(c),
       tp_(tp),
+      index_(index),
       path_("layers." + std::to_string(index)),
       attn_path_(path_ + ".attn"),
       mlp_path_(path_ + ".mlp"),
@@ -44,6 +47,14 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
 }
 
 at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
+  if (config_.recompute != ModelConfig::Recompute::kSelective) return attentionCore(qkv, rng);
+  return recomputed(
+      "attention_core", index_, qkv,
+      [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rng, config_.bf16,
+      recomputes_);
+}
+
+at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rng) const {
   const int64_t s = qkv.size(0), b = qkv.size(1);
   const int64_t head_dim = config_.hidden / config_.heads;
   at::Tensor split = qkv.view({s, b, local_heads_, 3, head_dim});
@@ -60,6 +71,13 @@ at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) c
 }
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const {
+  if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
+  return recomputed(
+      "layer", index_, x, [this, rng](const at::Tensor& t) { return forwardLayer(t, rng); }, rng,
+      config_.bf16, recomputes_);
+}
+
+at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) const {
   // Residual-stream dropout: sharded generator when sp splits the sequence over TP.
   at::Generator* residual_gen = nullptr;
   if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
@@ -134,6 +152,12 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
       vocabParallelCrossEntropy(logits.reshape({-1, logits.size(-1)}).to(at::kFloat),  // fp32 loss
                                 targets.reshape({-1}), tp_);  // also under bf16 autocast
   return losses.mean();
+}
+
+int64_t GptStage::recomputedForwards() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_) n += layer.recomputedForwards();
+  return n;
 }
 
 }  // namespace gpttrain

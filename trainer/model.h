@@ -5,6 +5,7 @@
 
 #include "tp_layers.h"
 
+#include <memory>
 #include <optional>
 
 namespace gpttrain {
@@ -18,6 +19,10 @@ struct ModelConfig {
   double dropout = 0.0;
   bool sp = false;  // sequence parallelism around LayerNorm, dropout and residuals
   uint64_t seed = 1234;
+  bool bf16 = false;  // forwards run under bf16 autocast (recomputation repeats it)
+  // Activation recomputation: kFull re-runs each transformer layer from its input in backward;
+  // kSelective only the attention core (QK^T, softmax, dropout, x V).
+  enum class Recompute { kNone, kFull, kSelective } recompute = Recompute::kNone;
 };
 
 class TransformerLayer {
@@ -27,10 +32,13 @@ class TransformerLayer {
   at::Tensor forward(const at::Tensor& x, DropoutRng* rng) const;
 
  private:
+  at::Tensor forwardLayer(const at::Tensor& x, DropoutRng* rng) const;
   at::Tensor attention(const at::Tensor& qkv, DropoutRng* rng) const;
+  at::Tensor attentionCore(const at::Tensor& qkv, DropoutRng* rng) const;
 
   ModelConfig config_;
   GroupPtr tp_;
+  int index_;
   std::string path_, attn_path_, mlp_path_;   // module paths for trace scopes
   int64_t attn_params_ = 0, mlp_params_ = 0;  // on this rank, for trace scopes
   int local_heads_;
@@ -40,6 +48,11 @@ class TransformerLayer {
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
   at::Tensor causal_mask_;  // [S, S], true above the diagonal
+  std::shared_ptr<int64_t> recomputes_ = std::make_shared<int64_t>(0);
+
+ public:
+  // Forwards re-run in backward so far (recomputation).
+  int64_t recomputedForwards() const { return *recomputes_; }
 };
 
 // The layers [first_layer, first_layer + num_layers) plus the embedding when `first` and the final
@@ -60,6 +73,7 @@ class GptStage {
 
   const ModelConfig& config() const { return config_; }
   bool first() const { return position_.defined(); }
+  int64_t recomputedForwards() const;
   bool last() const { return last_; }
 
  private:

@@ -28,6 +28,10 @@ ModelConfig modelConfig(const TrainConfig& c) {
   m.dropout = c.dropout;
   m.sp = c.sp;
   m.seed = static_cast<uint64_t>(c.seed);
+  m.bf16 = c.bf16;
+  m.recompute = c.recompute == "full"        ? ModelConfig::Recompute::kFull
+                : c.recompute == "selective" ? ModelConfig::Recompute::kSelective
+                                             : ModelConfig::Recompute::kNone;
   return m;
 }
 
@@ -244,6 +248,12 @@ int Trainer::run() {
         static_cast<long long>(at_optimizer_step_.gradients),
         static_cast<long long>(at_optimizer_step_.optimizer_states), config_.zero, groups_.dp->size,
         static_cast<long long>(params_.numel()));
+  }
+  if (groups_.rank == 0 && config_.recompute != "none") {
+    int64_t n = 0;
+    for (const auto& chunk : chunks_) n += chunk.recomputedForwards();
+    std::printf("gpttrain: recompute %s: forwards re-run in backward on rank 0: %lld\n",
+                config_.recompute.c_str(), static_cast<long long>(n));
   }
   if (groups_.rank == 0 && groups_.dp->size > 1 && config_.zero >= 1) {
     std::printf("gpttrain: collectives (dp group):");

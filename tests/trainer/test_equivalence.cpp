@@ -156,6 +156,13 @@ void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::strin
   const bool sp = std::find(layout.begin(), layout.end(), "--sp") != layout.end();
   const int dp = ranks / (tp * pp);
   INFO("rank 0 log:\n" << par.log);
+  const auto recompute = std::find(layout.begin(), layout.end(), "--recompute");
+  if (recompute != layout.end()) {  // forwards were re-run: layers x microbatches x steps
+    const std::string key = "forwards re-run in backward on rank 0: ";
+    const size_t at = par.log.find(key);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stol(par.log.substr(at + key.size())) > 0);
+  }
   if (flagValue(layout, "--zero", 0) >= 1 && dp > 1) {  // Gloo: parameters gathered by list + cat
     CHECK(par.log.find("collectives (dp group):") != std::string::npos);
     CHECK(par.log.find("all_gather_list+cat=") != std::string::npos);
@@ -312,4 +319,16 @@ TEST_CASE("tp=2 x pp=2 x dp=2 with zero-2 and sp, interleaved, reproduces the si
       "equiv_tp2_pp2_dp2_zero2_sp", 8,
       {"--tp", "2", "--pp", "2", "--zero", "2", "--sp", "--schedule", "interleaved", "--vp", "2"},
       {"--layers", "4", "--global-batch", "16"});
+}
+
+TEST_CASE("recompute full, tp=2 x pp=2 with sp, reproduces the single-process run",
+          "[trainer][equivalence][recompute]") {
+  checkEquivalent("equiv_recompute_full", 4,
+                  {"--tp", "2", "--pp", "2", "--sp", "--recompute", "full"});
+}
+
+TEST_CASE("recompute selective, pp=2 x dp=2 zero-1, reproduces the single-process run",
+          "[trainer][equivalence][recompute]") {
+  checkEquivalent("equiv_recompute_selective", 4,
+                  {"--pp", "2", "--zero", "1", "--recompute", "selective"});
 }

@@ -84,6 +84,26 @@ TEST_CASE("a resumed pp=2 x dp=2 zero-1 gpipe run continues with identical losse
   checkResume("resume_pp2_dp2_zero1", 4, {"--pp", "2", "--zero", "1", "--schedule", "gpipe"});
 }
 
+TEST_CASE("recomputation with dropout 0.1 repeats the masks: losses identical to no recompute",
+          "[trainer][recompute]") {
+  const std::string dir = scratchDir("recompute_dropout");
+  std::vector<std::vector<double>> losses;
+  for (const char* mode : {"none", "full", "selective"}) {
+    const std::string json = dir + "/" + mode + ".json";
+    auto run =
+        launchRanks(kGpttrain,
+                    tinyModelArgs() + std::vector<std::string>{"--dropout", "0.1", "--recompute",
+                                                               mode, "--log-json", json},
+                    0, dir + "/" + mode);
+    INFO(mode << "\n" << run.summary());
+    REQUIRE(run.ok());
+    losses.push_back(jsonValues(json, "loss"));
+    REQUIRE(losses.back().size() == 5);
+  }
+  CHECK(losses[1] == losses[0]);  // same masks, same order of operations: bit-identical
+  CHECK(losses[2] == losses[0]);
+}
+
 TEST_CASE("gpttrain trains on a text file with validation loss, tp=2 with sp like one process",
           "[trainer][data]") {
   const std::string dir = scratchDir("text_file");
