@@ -1,5 +1,5 @@
-// The multi-rank launch: `tracerun --nproc-per-node N [--nnodes ...] [--max-restarts R] -- PROGRAM`.
-// Starts N ranks with the torchrun environment, passes their output through with [rank N]
+// The multi-rank launch: `tracerun --nproc-per-node N [--nnodes ...] [--max-restarts R] --
+// PROGRAM`. Starts N ranks with the torchrun environment, passes their output through with [rank N]
 // prefixes, draws the status line from the ranks' status files, stops the group on the first
 // failure or on Ctrl-C, restarts it when allowed, and merges the shards. It does not host the
 // rendezvous store (rank 0 of the program does, as under torchrun) and does not coordinate
@@ -68,7 +68,9 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+bool succeeded(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 // run.db -> run.attempt0.db: the merged trace of an attempt that was restarted.
 std::string attemptOutput(const std::string& output, int attempt) {
@@ -112,7 +114,7 @@ class SignalScope {
   static constexpr std::array<int, 5> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
 
  private:
-  struct sigaction old_[5] {};
+  struct sigaction old_[5]{};
 };
 
 // ---- workers ------------------------------------------------------------------------------------
@@ -339,8 +341,8 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
 
   StatusLine status(o.status, dir, workers, restart);
   bool stopping = result.failed_rank >= 0;
-  Clock::time_point killAt = Clock::now() + std::chrono::milliseconds(
-                                                static_cast<int64_t>(o.grace_s * 1000));
+  Clock::time_point killAt =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
   bool killed = false;
   Clock::time_point nextStatus = Clock::now();
   Clock::time_point drainUntil{};
@@ -402,8 +404,8 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
           result.failed_pid = pid;
           result.failed_status = st;
           status.hide();
-          std::fprintf(stderr, "tracerun: rank %d (pid %d) %s; stopping the other ranks\n",
-                       w.rank, static_cast<int>(pid), describeStatus(st).c_str());
+          std::fprintf(stderr, "tracerun: rank %d (pid %d) %s; stopping the other ranks\n", w.rank,
+                       static_cast<int>(pid), describeStatus(st).c_str());
           stopping = true;
           killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
           signalAll(workers, SIGTERM);
@@ -415,8 +417,8 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
       status.hide();
       std::fprintf(stderr, "tracerun: %s: stopping all ranks (they flush their traces)\n",
                    signalName(gStopSignal).c_str());
-      if (!stopping) killAt = Clock::now() + std::chrono::milliseconds(
-                                                 static_cast<int64_t>(o.grace_s * 1000));
+      if (!stopping)
+        killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
       stopping = true;
       signalAll(workers, SIGTERM);
     }

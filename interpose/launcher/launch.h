@@ -26,7 +26,7 @@ struct LaunchOptions {
   std::string master_addr;  // empty: 127.0.0.1 (the rendezvous store stays on loopback)
   int master_port = 0;      // 0: a free port (one node only)
   int max_restarts = 0;
-  double grace_s = 5;          // SIGTERM -> SIGKILL when stopping ranks
+  double grace_s = 5;           // SIGTERM -> SIGKILL when stopping ranks
   std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off
 };
 

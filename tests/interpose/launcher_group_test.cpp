@@ -60,8 +60,7 @@ bool exists(const std::string& path) {
 const std::string& scratch() {
   static const std::string dir = [] {
     const char* t = std::getenv("TMPDIR");
-    std::string d =
-        std::string(t ? t : "/tmp") + "/tracerun_group_" + std::to_string(::getpid());
+    std::string d = std::string(t ? t : "/tmp") + "/tracerun_group_" + std::to_string(::getpid());
     ::mkdir(d.c_str(), 0755);
     ::setenv("OMP_NUM_THREADS", "1", 1);
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
@@ -119,7 +118,9 @@ class Child {
   std::string out_, err_;
 };
 
-Result run(const std::vector<std::string>& argv) { return Child(argv).wait(); }
+Result run(const std::vector<std::string>& argv) {
+  return Child(argv).wait();
+}
 
 std::vector<std::string> group(const std::string& output, std::vector<std::string> flags,
                                std::vector<std::string> program) {
@@ -196,7 +197,8 @@ TEST_CASE("every rank gets the torchrun environment; output is prefixed; one mer
   const std::string db = scratch() + "/env.db";
   // Without OMP_NUM_THREADS in the environment the launcher pins each rank to one thread.
   auto argv = group(db, {"--nproc-per-node", "2", "--status", "off"}, worker({"--steps", "3"}));
-  argv.insert(argv.begin(), {"/usr/bin/env", "-u", "OMP_NUM_THREADS", "-u", "OPENBLAS_NUM_THREADS"});
+  argv.insert(argv.begin(),
+              {"/usr/bin/env", "-u", "OMP_NUM_THREADS", "-u", "OPENBLAS_NUM_THREADS"});
   const Result r = run(argv);
   INFO(r.describe());
   REQUIRE(r.code == 0);
@@ -228,8 +230,8 @@ TEST_CASE("every rank gets the torchrun environment; output is prefixed; one mer
 TEST_CASE("the status line comes from the ranks' counters; plain lines when not a terminal",
           "[launcher_group]") {
   const std::string db = scratch() + "/status.db";
-  const Result r = run(group(db, {"--nproc-per-node", "2"},
-                             worker({"--steps", "8", "--sleep-ms", "300"})));
+  const Result r =
+      run(group(db, {"--nproc-per-node", "2"}, worker({"--steps", "8", "--sleep-ms", "300"})));
   INFO(r.describe());
   REQUIRE(r.code == 0);
   // The worker prints "step N" but never "loss": the loss in the line came from its counters.
@@ -298,9 +300,9 @@ TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_g
 TEST_CASE("--max-restarts restarts the whole group; the restart is in the trace",
           "[launcher_group]") {
   const std::string db = scratch() + "/restart.db";
-  const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
-                             worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2",
-                                     "--fail-code", "5"})));
+  const Result r = run(
+      group(db, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
+            worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2", "--fail-code", "5"})));
   INFO(r.describe());
   REQUIRE(r.code == 0);
   CHECK(contains(r.err, "restarting all 2 ranks (restart 1 of 1)"));
@@ -344,9 +346,9 @@ int freePort() {
 // the round trip it came from.
 std::pair<int64_t, int64_t> twoAgents(int64_t skew) {
   const std::string port = std::to_string(freePort());
-  const std::vector<std::string> common = {"--nproc-per-node", "1", "--nnodes", "2",
-                                           "--master-addr", "127.0.0.1", "--master-port", port,
-                                           "--status", "off"};
+  const std::vector<std::string> common = {"--nproc-per-node", "1",         "--nnodes",      "2",
+                                           "--master-addr",    "127.0.0.1", "--master-port", port,
+                                           "--status",         "off"};
   auto flags0 = common, flags1 = common;
   flags0.insert(flags0.end(), {"--node-rank", "0"});
   flags1.insert(flags1.end(), {"--node-rank", "1"});
@@ -389,9 +391,19 @@ TEST_CASE("node agents measure their clock offset: within half the best round tr
 namespace {
 
 std::vector<std::string> tinyGpt() {
-  return {GPTTRAIN_BIN, "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
-          "--vocab", "64", "--dropout", "0", "--global-batch", "8", "--micro-batch-size", "2",
-          "--seed", "7", "--bucket-mb", "0.02", "--quiet", "--tp", "2", "--warmup", "2"};
+  return {GPTTRAIN_BIN, "--layers",
+          "2",          "--hidden",
+          "32",         "--heads",
+          "4",          "--seq-len",
+          "16",         "--vocab",
+          "64",         "--dropout",
+          "0",          "--global-batch",
+          "8",          "--micro-batch-size",
+          "2",          "--seed",
+          "7",          "--bucket-mb",
+          "0.02",       "--quiet",
+          "--tp",       "2",
+          "--warmup",   "2"};
 }
 
 std::map<int, double> lossesByStep(const std::string& path) {
@@ -451,7 +463,8 @@ TEST_CASE("gpttrain: a rank killed mid-run, restarted from its checkpoint, gives
   args.insert(args.end(), {"--steps", "30", "--lr-decay-steps", "30"});
   auto full = args;
   full.insert(full.end(), {"--log-json", dir + "/full.json"});
-  const Result ref = run(group(dir + "/full.db", {"--nproc-per-node", "2", "--status", "off"}, full));
+  const Result ref =
+      run(group(dir + "/full.db", {"--nproc-per-node", "2", "--status", "off"}, full));
   INFO(ref.describe());
   REQUIRE(ref.code == 0);
 
@@ -462,10 +475,10 @@ TEST_CASE("gpttrain: a rank killed mid-run, restarted from its checkpoint, gives
          "/run$TORCHELASTIC_RESTART_COUNT.json\"";
   cmd = "if [ \"$TORCHELASTIC_RESTART_COUNT\" -gt 0 ]; then " + cmd + " --load '" + dir +
         "/ckpt'; else " + cmd + "; fi";
-  Child c(group(dir + "/run.db",
-                {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1", "--target",
-                 GPTTRAIN_BIN},
-                {"/bin/sh", "-c", cmd}));
+  Child c(group(
+      dir + "/run.db",
+      {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1", "--target", GPTTRAIN_BIN},
+      {"/bin/sh", "-c", cmd}));
   // Kill rank 1 once rank 0 has logged a few steps (each step also saved a checkpoint).
   while (lossesByStep(dir + "/run0.json").size() < 5) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
