@@ -23,7 +23,9 @@ std::vector<std::vector<std::string>> readers(const std::string& path) {
   return {{"info", path},
           {"info", "--json", path},
           {"export", path, "--chrome", scratch().file("bad-export.json")},
-          {"merge", "-o", scratch().file("bad-merge.db"), path}};
+          {"merge", "-o", scratch().file("bad-merge.db"), path},
+          {"report", path},
+          {"report", "--json", path}};
 }
 
 std::string commandLine(const std::vector<std::string>& args) {

@@ -16,6 +16,8 @@ namespace tracerun::trace::analysis {
 
 namespace {
 
+constexpr int kMaxVirtualStages = 1 << 14;  // beyond this the arguments are not a pipeline's
+
 enum Code : int {
   kNone = 0,
   kStep,
@@ -324,6 +326,10 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     }
   }
   if (maxStage < 1) return out;  // no pipeline, or one stage only
+  if (maxStage >= kMaxVirtualStages || maxChunk >= kMaxVirtualStages) {
+    out.notes.push_back("stage arguments out of range (damaged trace?): no pipeline analysed");
+    return out;
+  }
   const int v = maxChunk + 1;
   const int vstages = maxStage + 1;
   int p = vstages / v;
