@@ -46,7 +46,8 @@ struct Context {
 Context contextOf(const TraceReader& reader, int rank) {
   enum { kOther = 1, kForwardPhase, kBackwardPhase };
   NameCodes codes(reader, [](const std::string& s) {
-    if (s == "forward") return int(kForwardPhase);
+    // Recomputation re-runs a forward inside backward: its outputs are activations too.
+    if (s == "forward" || s == "recompute_forward") return int(kForwardPhase);
     if (s == "backward") return int(kBackwardPhase);
     return int(kOther);
   });
