@@ -58,14 +58,24 @@ std::string TraceBuilder::write(const std::string& dir) {
     const core::TrackId asyncTrack =
         session.tracks().findOrAdd(core::TrackKind::kAsync, 0, "async");
 
+    // Tracks named "async" or "async:NAME" are async lanes (NAME: a lane of that name, such as
+    // the c10d decorator's "c10d dp [0,2]"); their spans are pushed from main.
+    auto isAsync = [](const std::string& t) { return t.rfind("async", 0) == 0; };
+    std::map<std::string, core::TrackId> asyncTracks{{"async", asyncTrack}};
+    for (const BSpan& s : R.spans) {
+      if (isAsync(s.track) && !asyncTracks.count(s.track)) {
+        asyncTracks[s.track] =
+            session.tracks().findOrAdd(core::TrackKind::kAsync, 0, s.track.substr(6));
+      }
+    }
     std::vector<std::string> threads = {"main"};
     for (const BSpan& s : R.spans) {
-      if (s.track != "async" && std::find(threads.begin(), threads.end(), s.track) == threads.end())
+      if (!isAsync(s.track) && std::find(threads.begin(), threads.end(), s.track) == threads.end())
         threads.push_back(s.track);
     }
     for (const BFlow& f : R.flows) {
       for (const std::string& t : {f.src_track, f.dst_track}) {
-        if (t != "async" && std::find(threads.begin(), threads.end(), t) == threads.end())
+        if (!isAsync(t) && std::find(threads.begin(), threads.end(), t) == threads.end())
           threads.push_back(t);
       }
     }
@@ -80,7 +90,7 @@ std::string TraceBuilder::write(const std::string& dir) {
       std::vector<size_t> mine;
       for (size_t i = 0; i < R.spans.size(); ++i) {
         const std::string& t = R.spans[i].track;
-        if (t == name || (name == "main" && t == "async")) mine.push_back(i);
+        if (t == name || (name == "main" && isAsync(t))) mine.push_back(i);
       }
       std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) {
         const BSpan& x = R.spans[a];
@@ -100,7 +110,7 @@ std::string TraceBuilder::write(const std::string& dir) {
         for (size_t i : mine) {
           id[i] = buf.nextId();
           const BSpan& s = R.spans[i];
-          if (s.track == "async") continue;
+          if (isAsync(s.track)) continue;
           stack.resize(std::min(stack.size(), static_cast<size_t>(s.depth)));
           parent[i] = stack.empty() ? 0 : id[stack.back()];
           stack.push_back(i);
@@ -126,7 +136,7 @@ std::string TraceBuilder::write(const std::string& dir) {
             r.parent = parent.count(i) ? parent[i] : 0;
             r.seq = s.seq;
             r.detail = s.detail.empty() ? 0 : strings.intern(s.detail);
-            r.track = s.track == "async" ? asyncTrack : 0;
+            r.track = isAsync(s.track) ? asyncTracks.at(s.track) : 0;
             out.push_back(core::Record::from(r));
             if (s.args.empty()) continue;
             core::ArgsRecord a;

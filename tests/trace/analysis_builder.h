@@ -15,7 +15,9 @@
 namespace tracerun::testing {
 
 struct BSpan {
-  std::string track = "main";  // thread name; "async" puts it on the rank's async track
+  // Thread name; "async" puts the span on the rank's async track, "async:NAME" on an async
+  // track named NAME.
+  std::string track = "main";
   std::string name;
   core::Category category = core::Category::kOp;
   int64_t start = 0, end = 0;

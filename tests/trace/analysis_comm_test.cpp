@@ -137,3 +137,70 @@ TEST_CASE("comm: groups, bandwidth, receive waits and overlap in closed form", "
   CHECK(fwd->wait_ns == 1000);
   CHECK(fwd->transfer_ns == 700);
 }
+
+TEST_CASE("comm: the c10d decorator's tracks name the groups, and replace Gloo's own spans",
+          "[analysis][comm]") {
+  // Two data-parallel groups {0, 2} and {1, 3} in lockstep: matching by time alone could not tell
+  // them apart; the decorator's track names can. Gloo's scopes of the same calls are dropped.
+  TraceBuilder tb(4);
+  for (int k = 0; k < 4; ++k) {
+    const int64_t t = 1000 + 20000 * k;
+    for (int r = 0; r < 4; ++r) {
+      const std::string track = r % 2 == 0 ? "async:c10d dp [0,2]" : "async:c10d dp [1,3]";
+      tb.span(r, BSpan{track,
+                       "c10d:allreduce",
+                       core::Category::kComm,
+                       t,
+                       t + 3000,
+                       0,
+                       {{"bytes", 8192}, {"group_size", 2}, {"seq", k}},
+                       "dp"});
+      tb.span(r, BSpan{"async",
+                       "gloo:all_reduce",
+                       core::Category::kComm,
+                       t + 100,
+                       t + 2900,
+                       0,
+                       {},
+                       "f32[2048]"});
+    }
+  }
+  // A send and its receive through the decorator (no pipeline scopes): paired by tag.
+  tb.span(0, BSpan{"async:c10d pp [0,1]",
+                   "c10d:send",
+                   core::Category::kComm,
+                   100000,
+                   100100,
+                   0,
+                   {{"bytes", 64}, {"peer", 1}, {"tag", 7}},
+                   "pp"});
+  tb.span(1, BSpan{"async:c10d pp [0,1]",
+                   "c10d:recv",
+                   core::Category::kComm,
+                   99000,
+                   100600,
+                   0,
+                   {{"bytes", 64}, {"peer", 0}, {"tag", 7}},
+                   "pp"});
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_decorator")));
+  const CommAnalysis a = analyzeComm(reader);
+  REQUIRE(a.collectives.size() == 2);
+  for (const auto& c : a.collectives) {
+    INFO(c.op << " " << c.ranks.size());
+    CHECK(c.op == "all_reduce");
+    CHECK((c.ranks == std::vector<int>{0, 2} || c.ranks == std::vector<int>{1, 3}));
+    CHECK(c.group_source == "annotated");
+    CHECK(c.group_size == 2);
+    CHECK(c.calls == 4);
+    CHECK(c.bytes == 4 * 8192);
+    CHECK(c.time_ns == 4 * 3000);
+    CHECK(c.busbw_gbps == Approx(4.0 * 8192 / (4 * 3000)));
+  }
+  REQUIRE(a.p2p.size() == 1);
+  CHECK(a.p2p[0].src == 0);
+  CHECK(a.p2p[0].dst == 1);
+  CHECK(a.p2p[0].messages == 1);
+  CHECK(a.p2p[0].matched == 1);
+  CHECK(a.p2p[0].wait_ns == 1000);
+  CHECK(a.p2p[0].transfer_ns == 600);
+}

@@ -233,8 +233,9 @@ std::string reportText(const Report& r, const TraceReader& reader) {
   line("communication: collectives (bus bandwidth with nccl-tests' factors)");
   if (r.comm.collectives.empty()) line("  (none)");
   for (const CollectiveStats& c : r.comm.collectives) {
-    const std::string group =
-        c.group_size > 0 ? "[" + rankList(c.ranks) + "] (" + c.group_source + ")" : "unknown";
+    const std::string group = c.group_size > 0
+                                  ? "[" + rankList(c.ranks) + "] (" + c.group_source + ")"
+                                  : "? (rank " + rankList(c.ranks) + ")";
     line(fmt("  %-14s %-22s calls %6lld  %10s  %12s  algbw %8.3f GB/s  busbw %s", c.op.c_str(),
              group.c_str(), static_cast<long long>(c.calls), bytes(double(c.bytes)).c_str(),
              duration(double(c.time_ns)).c_str(), c.algbw_gbps,
