@@ -1,5 +1,5 @@
 // Command-line parsing (CLI11) and layout validation for gpttrain. Typos are rejected, never
-// reinterpreted; what is not built yet (ZeRO-3) is refused clearly.
+// reinterpreted.
 #include "config.h"
 
 #include "schedule.h"
@@ -122,8 +122,6 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << e;
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms)) {
     out << "--dry-run-costs '" << c.dry_run_costs << "' is not F_MS,B_MS (two numbers >= 0)";
-  } else if (c.zero > 2) {
-    out << "--zero " << c.zero << ": ZeRO-3 is not implemented yet (issue 5)";
   }
   return out.str();
 }

@@ -8,6 +8,12 @@ namespace {
 
 constexpr const char* kTiedEmbedding = "embedding.word.weight";
 
+// "layers.<i>...." -> i; anything else -> -1 (the root).
+int unitOf(const std::string& name) {
+  if (name.rfind("layers.", 0) != 0) return -1;
+  return std::stoi(name.substr(7));
+}
+
 }  // namespace
 
 GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage)
@@ -20,7 +26,10 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
   for (size_t i = entries.size(); i-- > 0;) {
     const int64_t n = entries[i].tensor.numel() * entries[i].tensor.element_size();
     const bool alone = entries[i].name == kTiedEmbedding;
-    if (!groups.back().empty() && (bytes + n > bucket_bytes || alone)) {
+    const bool new_unit = zero_stage_ >= 3 && !groups.back().empty() &&
+                          unitOf(entries[groups.back().back()].name) != unitOf(entries[i].name);
+    const bool split = unitOf(entries[i].name) < 0 || zero_stage_ < 3;  // units stay whole
+    if (!groups.back().empty() && ((split && bytes + n > bucket_bytes) || alone || new_unit)) {
       groups.emplace_back();
       bytes = 0;
     }
@@ -31,7 +40,8 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
   for (auto& group : groups) {
     Bucket bucket;
     for (size_t i : group) {
-      bucket.members.push_back(Member{i, bucket.numel, entries[i].tensor.numel()});
+      bucket.members.push_back(
+          Member{i, bucket.numel, entries[i].tensor.numel(), entries[i].tensor.sizes().vec()});
       bucket.numel += entries[i].tensor.numel();
       bucket_of_[i] = buckets_.size();
     }
@@ -53,9 +63,17 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
     if (zero_stage_ >= 2) bucket.grad_shard = at::zeros({bucket.shard_size}, options);
     bucket.flat = at::zeros({bucket.padded}, options);
     attachGrads(bucket);
+    if (zero_stage_ >= 3) {
+      bucket.unit = unitOf(entries[group.front()].name);
+      bucket.param_shard = bucket.params.narrow(0, bucket.shard_begin, bucket.shard_size).clone();
+      if (bucket.unit >= 0) unit_bucket_[bucket.unit] = buckets_.size();
+      releaseBucket(bucket);
+      bucket.flat = at::Tensor();
+      for (const Member& m : bucket.members) entries[m.param].tensor.mutable_grad().reset();
+    }
     buckets_.push_back(std::move(bucket));
   }
-  if (dp_->size == 1) return;
+  if (dp_->size == 1 || zero_stage_ >= 3) return;  // stage 3 reduces in reduceGrads / finish
   for (size_t i = 0; i < entries.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(entries[i].tensor);
     hook_keys_.push_back(
@@ -76,13 +94,15 @@ GradBuckets::~GradBuckets() {
 void GradBuckets::attachGrads(Bucket& b) {
   for (const Member& m : b.members) {
     at::Tensor& p = params_.entries()[m.param].tensor;
-    p.mutable_grad() = b.flat.narrow(0, m.offset, m.numel).view(p.sizes());
+    p.mutable_grad() = b.flat.narrow(0, m.offset, m.numel).view(m.shape);
   }
 }
 
 void GradBuckets::zero() {
   for (auto& b : buckets_) {
     TORCH_CHECK(!b.work, "GradBuckets::zero while a reduction is in flight");
+    if (b.grad_shard.defined()) b.grad_shard.zero_();
+    if (b.unit >= 0) continue;  // stage 3 units: full gradients exist only in their backward
     if (b.flat.defined()) {
       b.flat.zero_();
     } else {
@@ -108,6 +128,10 @@ void GradBuckets::markReady(size_t param) {
 void GradBuckets::launchReady() {
   // Strictly in bucket order, so every DP rank issues the same sequence of collectives.
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    if (buckets_[next_launch_].unit >= 0) {  // stage 3 units were reduced in reduceGrads
+      ++next_launch_;
+      continue;
+    }
     const bool scatter = zero_stage_ >= 2;
     tracerun::Scope scope(scatter ? "dp_bucket_reduce_scatter" : "dp_bucket_allreduce",
                           {{"bucket", static_cast<int64_t>(next_launch_)},
@@ -136,7 +160,7 @@ void GradBuckets::finish() {
   for (auto& b : buckets_) {
     if (b.work) b.work->wait();
     b.work.reset();
-    if (zero_stage_ < 2) continue;
+    if (zero_stage_ < 2 || !b.flat.defined()) continue;
     if (!dp_->native_base_collectives) {
       b.grad_shard.copy_(b.flat.narrow(0, b.shard_begin, b.shard_size));
     }
@@ -158,7 +182,7 @@ at::Tensor GradBuckets::fullGrad(size_t param) {
   Bucket& b = buckets_[bucket_of_[param]];
   at::Tensor flat = allGather(*dp_, gradShard(bucket_of_[param]), 0);
   for (const Member& m : b.members) {
-    if (m.param == param) return flat.narrow(0, m.offset, m.numel).view(p.sizes()).clone();
+    if (m.param == param) return flat.narrow(0, m.offset, m.numel).view(m.shape).clone();
   }
   return {};
 }
@@ -170,6 +194,110 @@ int64_t GradBuckets::gradientBytes() const {
     if (b.grad_shard.defined()) bytes += b.grad_shard.nbytes();
   }
   return bytes;
+}
+
+int64_t GradBuckets::numel() const {
+  int64_t n = 0;
+  for (const auto& b : buckets_) n += b.numel;
+  return n;
+}
+
+int64_t GradBuckets::parameterBytes() const {
+  int64_t bytes = 0;
+  for (const auto& b : buckets_) {
+    if (b.params.defined()) bytes += b.params.nbytes();
+    if (b.param_shard.defined()) bytes += b.param_shard.nbytes();
+  }
+  if (zero_stage_ == 0) bytes = numel() * int64_t(sizeof(float));
+  return bytes;
+}
+
+// --- stage 3: parameter units
+
+void GradBuckets::startGather(Bucket& b) {
+  if (b.params.defined() || b.gather_work || dp_->size == 1) return;
+  tracerun::Scope scope(
+      "zero3_gather_start",
+      {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.param_shard.nbytes())}});
+  b.gather_out.assign(1, {});
+  for (int i = 0; i < dp_->size; ++i) b.gather_out[0].push_back(at::empty_like(b.param_shard));
+  std::vector<at::Tensor> inputs{b.param_shard};
+  dp_->count(CollectiveImpl::kAllGatherList);
+  b.gather_work = dp_->pg->allgather(b.gather_out, inputs);
+}
+
+void GradBuckets::finishGather(Bucket& b) {
+  if (b.params.defined()) return;
+  if (dp_->size == 1) {
+    b.params = b.param_shard;
+  } else {
+    startGather(b);
+    tracerun::Scope scope("zero3_gather_wait", {{"unit", b.unit}});
+    b.gather_work->wait();
+    b.gather_work.reset();
+    b.params = at::cat(b.gather_out[0]);
+    b.gather_out.clear();
+  }
+  at::NoGradGuard no_grad;
+  for (const Member& m : b.members) {
+    params_.entries()[m.param].tensor.set_data(b.params.narrow(0, m.offset, m.numel).view(m.shape));
+  }
+}
+
+void GradBuckets::releaseBucket(Bucket& b) {
+  at::NoGradGuard no_grad;
+  for (const Member& m : b.members) {
+    at::Tensor& p = params_.entries()[m.param].tensor;
+    p.set_data(at::empty({0}, p.options().requires_grad(false)));
+  }
+  b.params = at::Tensor();
+}
+
+void GradBuckets::gather(int layer, bool backward) {
+  auto it = unit_bucket_.find(layer);
+  if (it == unit_bucket_.end()) return;
+  Bucket& b = buckets_[it->second];
+  finishGather(b);
+  if (backward) {  // the re-run's backward accumulates into full gradients
+    b.flat = at::zeros({b.padded}, b.param_shard.options());
+    attachGrads(b);
+  }
+  // Prefetch the unit this rank runs next: forward goes up the layers, backward down.
+  auto next = unit_bucket_.find(backward ? layer - 1 : layer + 1);
+  if (next != unit_bucket_.end()) startGather(buckets_[next->second]);
+}
+
+void GradBuckets::release(int layer) {
+  auto it = unit_bucket_.find(layer);
+  if (it != unit_bucket_.end()) releaseBucket(buckets_[it->second]);
+}
+
+void GradBuckets::reduceGrads(int layer) {
+  auto it = unit_bucket_.find(layer);
+  if (it == unit_bucket_.end()) return;
+  Bucket& b = buckets_[it->second];
+  tracerun::Scope scope("zero3_reduce_scatter",
+                        {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
+  b.flat.div_(dp_->size);
+  if (dp_->size > 1) {
+    dp_->count(CollectiveImpl::kReduceScatterAllReduce);  // Gloo: all-reduce, keep the slice
+    allReduceAsync(*dp_, b.flat)->wait();
+  }
+  b.grad_shard.add_(b.flat.narrow(0, b.shard_begin, b.shard_size));
+  b.flat = at::Tensor();
+  for (const Member& m : b.members) params_.entries()[m.param].tensor.mutable_grad().reset();
+}
+
+void GradBuckets::gatherRoot() {
+  for (auto& b : buckets_) {
+    if (zero_stage_ >= 3 && b.unit < 0) finishGather(b);
+  }
+}
+
+void GradBuckets::releaseRoot() {
+  for (auto& b : buckets_) {
+    if (zero_stage_ >= 3 && b.unit < 0) releaseBucket(b);
+  }
 }
 
 }  // namespace gpttrain

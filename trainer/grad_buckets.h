@@ -4,29 +4,40 @@
 // With ZeRO (stage >= 1) each bucket is padded to a multiple of the DP size and split in equal
 // shards, one per DP rank, and the parameters live in a flat buffer of the same layout (each
 // parameter a view of it); stage >= 2 reduce-scatters instead of all-reducing and frees the full
-// gradient buffer once reduced, keeping only this rank's shard.
+// gradient buffer once reduced, keeping only this rank's shard. Stage 3 (FSDP full shard) also
+// keeps only this rank's shard of the parameters: each transformer layer is one bucket (a unit),
+// gathered before its forward and its backward and freed after (ParamUnits), the next unit's
+// gather prefetched; the rest (embedding, final LayerNorm: the root) is gathered for a whole step.
 // It does not update parameters (see optimizer.h, zero_optimizer.h) or know about TP.
 #pragma once
 
 #include "collectives.h"
+#include "param_units.h"
 #include "params.h"
+
+#include <map>
 
 #include <memory>
 
 namespace gpttrain {
 
-class GradBuckets {
+class GradBuckets : public ParamUnits {
  public:
   // One parameter's place in a bucket.
   struct Member {
     size_t param;    // index in the ParamSet
     int64_t offset;  // first element in the bucket's flat buffers
     int64_t numel;
+    std::vector<int64_t> shape;
   };
   struct Bucket {
-    at::Tensor flat;        // gradients [padded]; undefined between finish() and zero() (stage 2)
-    at::Tensor params;      // parameters [padded] (stage >= 1)
-    at::Tensor grad_shard;  // stage >= 2: this rank's reduced slice [shard_size]
+    at::Tensor flat;         // gradients [padded]; undefined between finish() and zero() (stage 2)
+    at::Tensor params;       // parameters [padded] (stage >= 1)
+    at::Tensor grad_shard;   // stage >= 2: this rank's reduced slice [shard_size]
+    at::Tensor param_shard;  // stage 3: this rank's slice of the parameters [shard_size]
+    int unit = -1;           // stage 3: the transformer layer it holds; -1: root
+    c10::intrusive_ptr<c10d::Work> gather_work;  // stage 3: a prefetched all-gather
+    std::vector<std::vector<at::Tensor>> gather_out;
     int64_t numel = 0, padded = 0, shard_begin = 0, shard_size = 0;
     std::vector<Member> members;
     size_t pending = 0;
@@ -39,7 +50,7 @@ class GradBuckets {
   // registered only when dp->size > 1. zero_stage 0..2 (stage 3 shards parameters elsewhere and
   // uses stage 2's buckets).
   GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage);
-  ~GradBuckets();
+  ~GradBuckets() override;
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
@@ -60,7 +71,20 @@ class GradBuckets {
   // DP rank must call it in the same order).
   at::Tensor fullGrad(size_t param);
 
+  // Stage 3 (ParamUnits): see param_units.h.
+  void gather(int layer, bool backward) override;
+  void release(int layer) override;
+  void reduceGrads(int layer) override;
+  // Stage 3: gather the root buckets' parameters for a step (or an evaluation); release them.
+  void gatherRoot();
+  void releaseRoot();
+
   std::vector<Bucket>& buckets() { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // Parameters in all buckets (psi of this model-parallel rank), also while sharded.
+  int64_t numel() const;
+  // Bytes of parameters held now (stage 3: shards plus whatever is gathered).
+  int64_t parameterBytes() const;
   size_t numBuckets() const { return buckets_.size(); }
   int zeroStage() const { return zero_stage_; }
   // Bytes of gradient buffers held now.
@@ -74,12 +98,16 @@ class GradBuckets {
   void markReady(size_t param);
   void launchReady();
   void attachGrads(Bucket& b);
+  void startGather(Bucket& b);
+  void finishGather(Bucket& b);
+  void releaseBucket(Bucket& b);
 
   ParamSet& params_;
   GroupPtr dp_;
   int zero_stage_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;  // parameter index -> bucket
+  std::vector<size_t> bucket_of_;      // parameter index -> bucket
+  std::map<int, size_t> unit_bucket_;  // stage 3: layer -> bucket
   size_t next_launch_ = 0;
   bool last_microbatch_ = true;
   bool in_finish_ = false;

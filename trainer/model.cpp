@@ -71,10 +71,20 @@ at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rn
 }
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const {
+  auto run = [this, rng](const at::Tensor& t) { return forwardLayer(t, rng); };
+  if (units_ != nullptr) {
+    ParamUnits* u = units_;
+    const int i = index_;
+    RecomputeHooks hooks{[u, i] { u->gather(i, false); }, [u, i] { u->release(i); },
+                         [u, i] { u->gather(i, true); },
+                         [u, i] {
+                           u->reduceGrads(i);
+                           u->release(i);
+                         }};
+    return recomputed("layer", index_, x, run, rng, config_.bf16, recomputes_, std::move(hooks));
+  }
   if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
-  return recomputed(
-      "layer", index_, x, [this, rng](const at::Tensor& t) { return forwardLayer(t, rng); }, rng,
-      config_.bf16, recomputes_);
+  return recomputed("layer", index_, x, run, rng, config_.bf16, recomputes_);
 }
 
 at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) const {
@@ -158,6 +168,10 @@ int64_t GptStage::recomputedForwards() const {
   int64_t n = 0;
   for (const auto& layer : layers_) n += layer.recomputedForwards();
   return n;
+}
+
+void GptStage::setParamUnits(ParamUnits* units) {
+  for (auto& layer : layers_) layer.setParamUnits(units);
 }
 
 }  // namespace gpttrain

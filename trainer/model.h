@@ -3,6 +3,7 @@
 // microbatch forward; it does not schedule microbatches or touch gradients.
 #pragma once
 
+#include "param_units.h"
 #include "tp_layers.h"
 
 #include <memory>
@@ -30,6 +31,9 @@ class TransformerLayer {
   TransformerLayer(ParamSet& params, const ModelConfig& config, int index, GroupPtr tp);
   // x: [S, B, H] (sp: [S/tp, B, H]) -> same shape.
   at::Tensor forward(const at::Tensor& x, DropoutRng* rng) const;
+  // ZeRO-3: gather / free this layer's parameters through `units` (the layer is then always
+  // recomputed in backward: nothing refers to the freed parameters between forward and backward).
+  void setParamUnits(ParamUnits* units) { units_ = units; }
 
  private:
   at::Tensor forwardLayer(const at::Tensor& x, DropoutRng* rng) const;
@@ -49,6 +53,7 @@ class TransformerLayer {
   RowParallelLinear fc2_;
   at::Tensor causal_mask_;  // [S, S], true above the diagonal
   std::shared_ptr<int64_t> recomputes_ = std::make_shared<int64_t>(0);
+  ParamUnits* units_ = nullptr;
 
  public:
   // Forwards re-run in backward so far (recomputation).
@@ -74,6 +79,7 @@ class GptStage {
   const ModelConfig& config() const { return config_; }
   bool first() const { return position_.defined(); }
   int64_t recomputedForwards() const;
+  void setParamUnits(ParamUnits* units);
   bool last() const { return last_; }
 
  private:

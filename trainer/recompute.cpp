@@ -21,7 +21,12 @@ struct Closure : torch::CustomClassHolder {
   at::Tensor replicated_state, sharded_state;  // generators before the forward
   bool autocast = false;
   std::shared_ptr<int64_t> count;
+  RecomputeHooks hooks;
 };
+
+void call(const std::function<void()>& f) {
+  if (f) f();
+}
 
 // Restores `closure`'s generator states for the re-run, and the current ones after it.
 class RngRewind {
@@ -51,7 +56,10 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
                             c10::intrusive_ptr<Closure> closure) {
     ctx->save_for_backward({input});
     ctx->saved_data["closure"] = c10::IValue::make_capsule(closure);
-    return closure->fn(input);  // grad mode is off here: nothing inside is kept
+    call(closure->hooks.before_forward);
+    at::Tensor out = closure->fn(input);  // grad mode is off here: nothing inside is kept
+    call(closure->hooks.after_forward);
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -59,6 +67,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
         c10::static_intrusive_pointer_cast<Closure>(ctx->saved_data["closure"].toCapsule());
     at::Tensor input = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     at::Tensor output;
+    call(closure->hooks.before_rerun);
     {
       tracerun::PhaseScope phase("recompute_forward", {{closure->what, closure->index}});
       tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
@@ -70,6 +79,7 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
       if (closure->count) ++*closure->count;
     }
     torch::autograd::backward({output}, {grads[0]});
+    call(closure->hooks.after_backward);
     return {input.grad(), at::Tensor()};
   }
 };
@@ -78,8 +88,13 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
 
 at::Tensor recomputed(const char* what, int64_t index, const at::Tensor& input,
                       std::function<at::Tensor(const at::Tensor&)> fn, DropoutRng* rng,
-                      bool bf16_autocast, std::shared_ptr<int64_t> count) {
-  if (!at::GradMode::is_enabled()) return fn(input);
+                      bool bf16_autocast, std::shared_ptr<int64_t> count, RecomputeHooks hooks) {
+  if (!at::GradMode::is_enabled()) {
+    call(hooks.before_forward);
+    at::Tensor out = fn(input);
+    call(hooks.after_forward);
+    return out;
+  }
   auto closure = c10::make_intrusive<Closure>();
   closure->what = what;
   closure->index = index;
@@ -91,6 +106,7 @@ at::Tensor recomputed(const char* what, int64_t index, const at::Tensor& input,
   }
   closure->autocast = bf16_autocast;
   closure->count = std::move(count);
+  closure->hooks = std::move(hooks);
   return RecomputeFn::apply(input, closure);
 }
 

@@ -173,6 +173,9 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
     buckets_ = std::make_unique<GradBuckets>(
         params_, groups.dp, static_cast<int64_t>(config.bucket_mb * (1 << 20)), config.zero);
   }
+  if (config.zero >= 3) {
+    for (auto& chunk : chunks_) chunk.setParamUnits(buckets_.get());
+  }
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
     if (config.zero >= 1) {
@@ -209,7 +212,7 @@ int Trainer::run() {
         "rank 0, %d microbatches of %d per step, %zu gradient buckets, start step %d%s\n",
         groups_.grid.world(), groups_.grid.tpSize(), groups_.grid.ppSize(), groups_.grid.dpSize(),
         config_.sp ? " (sp)" : "", scheduleName(kind_), shape_.chunks,
-        static_cast<long long>(params_.numel()), microbatches_, config_.micro_batch,
+        static_cast<long long>(buckets_->numel()), microbatches_, config_.micro_batch,
         buckets_->numBuckets(), start_step_, dry_forward_ms_ >= 0 ? " (dry run)" : "");
     std::fflush(stdout);
   }
@@ -247,7 +250,7 @@ int Trainer::run() {
         groups_.rank, static_cast<long long>(at_optimizer_step_.parameters),
         static_cast<long long>(at_optimizer_step_.gradients),
         static_cast<long long>(at_optimizer_step_.optimizer_states), config_.zero, groups_.dp->size,
-        static_cast<long long>(params_.numel()));
+        static_cast<long long>(buckets_->numel()));
   }
   if (groups_.rank == 0 && config_.recompute != "none") {
     int64_t n = 0;
@@ -299,6 +302,7 @@ StepResult Trainer::trainStep(int step) {
   const auto start = std::chrono::steady_clock::now();
   tracerun::Step step_scope(step);
   buckets_->zero();
+  buckets_->gatherRoot();
   ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
                        groups_.coords.dp, microbatches_, &rng_, buckets_.get());
   const PipelineStepStats stats =
@@ -307,6 +311,7 @@ StepResult Trainer::trainStep(int step) {
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
     buckets_->finish();
+    buckets_->releaseRoot();
     if (sharded_) {
       sharded_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
       sharded_->syncTiedEmbeddingGrads(*groups_.embedding);
@@ -377,6 +382,7 @@ double Trainer::evaluate() {
   tracerun::PhaseScope phase("validation");
   at::NoGradGuard no_grad;
   const std::vector<Action> actions = buildForwardOnlySchedule(shape_, groups_.coords.pp);
+  buckets_->gatherRoot();
   double sum = 0.0;
   for (int i = 0; i < config_.eval_iters; ++i) {
     ModelCompute compute(chunks_, config_, source_, Split::kValidation, uint64_t(i),
@@ -384,6 +390,7 @@ double Trainer::evaluate() {
     runPipelineStep(actions, shape_, *groups_.pp, activationShape(), compute);
     sum += compute.lossSum();
   }
+  buckets_->releaseRoot();
   return lastStageAverage(sum / (double(microbatches_) * config_.eval_iters));
 }
 
@@ -469,7 +476,14 @@ void Trainer::save(int step) {
 
 NamedTensors Trainer::checkpointTensors() {
   NamedTensors tensors;
-  for (auto& e : params_.entries()) tensors.emplace_back("param." + e.name, e.tensor);
+  if (config_.zero >= 3) {  // only the shards exist between steps
+    auto& buckets = buckets_->buckets();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      tensors.emplace_back("zero.param_shard." + std::to_string(b), buckets[b].param_shard);
+    }
+  } else {
+    for (auto& e : params_.entries()) tensors.emplace_back("param." + e.name, e.tensor);
+  }
   for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
     tensors.push_back(std::move(t));
   }
@@ -484,11 +498,7 @@ int64_t& Trainer::optimizerSteps() {
 
 MemoryAccount Trainer::memoryAccount() const {
   MemoryAccount a;
-  if (config_.zero >= 1) {
-    for (const auto& b : buckets_->buckets()) a.parameters += b.params.nbytes();
-  } else {
-    a.parameters = params_.numel() * int64_t(sizeof(float));
-  }
+  a.parameters = buckets_->parameterBytes();
   a.gradients = buckets_->gradientBytes();
   a.optimizer_states = sharded_ ? sharded_->stateBytes() : optimizer_->stateBytes();
   return a;

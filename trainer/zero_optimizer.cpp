@@ -17,8 +17,9 @@ ShardedOptimizer::ShardedOptimizer(ParamSet& params, GradBuckets& buckets, Group
     }
     segments_.push_back(std::move(segments));
     if (config_.adamw) {
-      exp_avg_.push_back(at::zeros({b.shard_size}, b.params.options()));
-      exp_avg_sq_.push_back(at::zeros({b.shard_size}, b.params.options()));
+      const auto options = b.params.defined() ? b.params.options() : b.param_shard.options();
+      exp_avg_.push_back(at::zeros({b.shard_size}, options));
+      exp_avg_sq_.push_back(at::zeros({b.shard_size}, options));
     }
   }
 }
@@ -83,7 +84,10 @@ void ShardedOptimizer::step(double lr) {
   const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
   auto& buckets = buckets_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
-    at::Tensor shard = buckets[b].params.narrow(0, buckets[b].shard_begin, buckets[b].shard_size);
+    const bool sharded = buckets[b].param_shard.defined();  // stage 3: no full parameters
+    at::Tensor shard =
+        sharded ? buckets[b].param_shard
+                : buckets[b].params.narrow(0, buckets[b].shard_begin, buckets[b].shard_size);
     at::Tensor grad = buckets_.gradShard(b);
     for (const Segment& s : segments_[b]) {
       at::Tensor p = shard.narrow(0, s.shard_offset, s.length);
@@ -102,7 +106,7 @@ void ShardedOptimizer::step(double lr) {
       at::Tensor denom = (v.sqrt() / std::sqrt(bias2)).add_(config_.eps);
       p.addcdiv_(m, denom, -lr / bias1);
     }
-    if (dp_->size > 1) {
+    if (dp_->size > 1 && !sharded) {
       tracerun::Scope scope(
           "zero_param_allgather",
           {{"bucket", static_cast<int64_t>(b)}, {"bytes", static_cast<int64_t>(shard.nbytes())}});

@@ -1,8 +1,9 @@
-// ZeRO's optimizer over the data-parallel group (stages 1 and 2): each DP rank keeps AdamW moments
+// ZeRO's optimizer over the data-parallel group (stages 1-3): each DP rank keeps AdamW moments
 // for its shard of every gradient bucket only (grad_buckets.h), updates that shard of the flat
-// parameters, then all-gathers the parameters over DP. The gradient steps that must see shards
+// parameters, then all-gathers the parameters over DP (stage 3: it does not; the shards are all
+// it keeps). The gradient steps that must see shards
 // live here too: SP sums over TP, the tied embedding's sum, the global norm and clipping.
-// It does not reduce gradients (GradBuckets does) or shard parameters between steps (stage 3).
+// It does not reduce gradients or gather parameters for compute (GradBuckets does).
 #pragma once
 
 #include "grad_buckets.h"

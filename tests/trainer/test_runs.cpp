@@ -84,6 +84,11 @@ TEST_CASE("a resumed pp=2 x dp=2 zero-1 gpipe run continues with identical losse
   checkResume("resume_pp2_dp2_zero1", 4, {"--pp", "2", "--zero", "1", "--schedule", "gpipe"});
 }
 
+TEST_CASE("a resumed pp=2 x dp=2 zero-3 run continues with identical losses",
+          "[trainer][checkpoint][pp][zero]") {
+  checkResume("resume_pp2_dp2_zero3", 4, {"--pp", "2", "--zero", "3"});
+}
+
 TEST_CASE("recomputation with dropout 0.1 repeats the masks: losses identical to no recompute",
           "[trainer][recompute]") {
   const std::string dir = scratchDir("recompute_dropout");
