@@ -9,6 +9,8 @@
 
 #include <tracerun/annotate.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +19,13 @@
 
 namespace gpttrain {
 namespace {
+
+// The process's peak resident set (Linux: ru_maxrss in KiB).
+long peakRssKiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
 
 ModelConfig modelConfig(const TrainConfig& c) {
   ModelConfig m;
@@ -246,11 +255,11 @@ int Trainer::run() {
   if (config_.steps > start_step_ && dry_forward_ms_ < 0) {
     std::printf(
         "gpttrain: rank %d at the optimizer step holds parameters %lld B, gradients %lld B, "
-        "optimizer states %lld B (zero %d, dp %d, psi %lld)\n",
+        "optimizer states %lld B (zero %d, dp %d, psi %lld); peak RSS %ld KiB\n",
         groups_.rank, static_cast<long long>(at_optimizer_step_.parameters),
         static_cast<long long>(at_optimizer_step_.gradients),
         static_cast<long long>(at_optimizer_step_.optimizer_states), config_.zero, groups_.dp->size,
-        static_cast<long long>(buckets_->numel()));
+        static_cast<long long>(buckets_->numel()), peakRssKiB());
   }
   if (groups_.rank == 0 && config_.recompute != "none") {
     int64_t n = 0;

@@ -187,6 +187,27 @@ TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[train
   CHECK(lineCount(world.output) == 1);
   CHECK(world.output.find("--heads 3 is not divisible by --tp 2") != std::string::npos);
 
+  auto layers = runExpectingFailure("cli_pp_layers", {"--pp", "2", "--layers", "3"}, 2);
+  CHECK(layers.code == 2);
+  CHECK(lineCount(layers.output) == 1);
+  CHECK(layers.output.find("--layers 3 is not divisible by pp x vp = 2") != std::string::npos);
+
+  auto interleaved =
+      runExpectingFailure("cli_interleaved",
+                          {"--pp", "2", "--schedule", "interleaved", "--vp", "2", "--layers", "4",
+                           "--global-batch", "6", "--micro-batch-size", "2"},
+                          2);
+  CHECK(interleaved.code == 2);
+  CHECK(interleaved.output.find("(3) to be a multiple of --pp 2") != std::string::npos);
+
+  auto vp = runExpectingFailure("cli_vp", {"--vp", "2", "--layers", "4"});
+  CHECK(vp.code == 2);
+  CHECK(vp.output.find("--vp 2 needs --pp > 1") != std::string::npos);
+
+  auto costs = runExpectingFailure("cli_costs", {"--dry-run-costs", "5"});
+  CHECK(costs.code == 2);
+  CHECK(costs.output.find("is not F_MS,B_MS") != std::string::npos);
+
   auto missing = runExpectingFailure("cli_data", {"--data", "/nonexistent/corpus.txt"});
   CHECK(missing.code == 2);
   CHECK(missing.output.find("/nonexistent/corpus.txt") != std::string::npos);

@@ -1,0 +1,213 @@
+// gpttrain's pipeline and ZeRO benchmark: step time and tokens/s for PP=2 with each schedule and
+// for DP=2 with ZeRO 0-3, beside the single-process figure from the same run, plus each rank's
+// bytes held at the optimizer step (the trainer's own accounting) and peak RSS. It prints a
+// table; it asserts nothing.
+//
+// Usage: parallel_bench [--quick] [--steps N]   (GPTTRAIN_EXE: the gpttrain binary)
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+struct Result {
+  double ms = -1;                        // median step time after the first step
+  std::vector<long long> held, rss_kib;  // per rank: bytes at the optimizer step, peak RSS
+};
+
+// Runs gpttrain as `ranks` processes (0: one process without the rank environment), one thread
+// each, and reads the step times (rank 0's --log-json) and every rank's end-of-run line.
+Result run(const std::vector<std::string>& model, const std::vector<std::string>& layout,
+           int ranks) {
+  const std::string base = "/tmp/parallel_bench_" + std::to_string(getpid());
+  const std::string json = base + ".json";
+  std::vector<std::string> args{GPTTRAIN_EXE, "--quiet", "--threads", "1", "--log-json", json};
+  args.insert(args.end(), model.begin(), model.end());
+  args.insert(args.end(), layout.begin(), layout.end());
+  const int port = freePort();
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  for (int r = 0; r < std::max(1, ranks); ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      if (std::strncmp(*e, "RANK=", 5) && std::strncmp(*e, "WORLD_SIZE=", 11)) env.emplace_back(*e);
+    }
+    env.emplace_back("OPENBLAS_NUM_THREADS=1");
+    env.emplace_back("OMP_NUM_THREADS=1");
+    if (ranks > 0) {
+      for (std::string v :
+           {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+            "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
+            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)}) {
+        env.push_back(v);
+      }
+    }
+    logs.push_back(base + ".rank" + std::to_string(r) + ".log");
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0) return {};
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  Result res;
+  std::vector<double> ms;
+  std::istringstream lines(slurp(json));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t at = line.find("\"ms\":");
+    if (at != std::string::npos) ms.push_back(std::stod(line.substr(at + 5)));
+  }
+  std::remove(json.c_str());
+  for (const auto& path : logs) {
+    const std::string log = slurp(path);
+    std::remove(path.c_str());
+    long long p = 0, g = 0, o = 0, rss = 0;
+    const size_t at = log.find("holds parameters ");
+    const size_t rss_at = log.find("peak RSS ");
+    if (at == std::string::npos || rss_at == std::string::npos) continue;
+    std::sscanf(log.c_str() + at,
+                "holds parameters %lld B, gradients %lld B, optimizer states %lld", &p, &g, &o);
+    std::sscanf(log.c_str() + rss_at, "peak RSS %lld", &rss);
+    res.held.push_back(p + g + o);
+    res.rss_kib.push_back(rss);
+  }
+  if (!ok || ms.size() < 2) return res;
+  ms.erase(ms.begin());  // first step: allocation and warm-up
+  std::sort(ms.begin(), ms.end());
+  res.ms = ms[ms.size() / 2];
+  return res;
+}
+
+std::string join(const std::vector<long long>& v, double scale) {
+  std::string out;
+  for (long long x : v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%s%.0f", out.empty() ? "" : " / ", x * scale);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  int steps = 4;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
+      steps = std::max(2, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "parallel_bench: unknown argument %s (use --quick, --steps N)\n",
+                   argv[i]);
+      return 2;
+    }
+  }
+  // 4 layers, hidden 384, 6 heads, seq 128, vocab 256; global batch 16 of micro-batches of 2:
+  // 8 microbatches per step on one pipeline, 4 per DP rank. fp32, dropout 0, synthetic data.
+  const int layers = 4, hidden = quick ? 128 : 384, seq = 128, global = 16;
+  const std::vector<std::string> model{"--layers",
+                                       std::to_string(layers),
+                                       "--hidden",
+                                       std::to_string(hidden),
+                                       "--heads",
+                                       "6",
+                                       "--seq-len",
+                                       std::to_string(seq),
+                                       "--vocab",
+                                       "256",
+                                       "--dropout",
+                                       "0",
+                                       "--global-batch",
+                                       std::to_string(global),
+                                       "--micro-batch-size",
+                                       "2",
+                                       "--steps",
+                                       std::to_string(steps)};
+  struct Case {
+    const char* name;
+    int ranks;
+    std::vector<std::string> flags;
+  };
+  const std::vector<Case> cases{
+      {"1 process", 0, {}},
+      {"pp=2 gpipe", 2, {"--pp", "2", "--schedule", "gpipe"}},
+      {"pp=2 1f1b", 2, {"--pp", "2", "--schedule", "1f1b"}},
+      {"pp=2 interleaved v=2", 2, {"--pp", "2", "--schedule", "interleaved", "--vp", "2"}},
+      {"dp=2 zero-0", 2, {}},
+      {"dp=2 zero-1", 2, {"--zero", "1"}},
+      {"dp=2 zero-2", 2, {"--zero", "2"}},
+      {"dp=2 zero-3", 2, {"--zero", "3"}},
+  };
+  std::printf(
+      "gpttrain, %d layers, hidden %d, seq %d, global batch %d x micro-batch 2, %d steps, "
+      "1 thread per process\n\n",
+      layers, hidden, seq, global, steps);
+  std::printf("%-22s %9s %10s %8s  %-28s %s\n", "layout", "ms/step", "tokens/s", "vs 1 proc",
+              "MiB held at step (per rank)", "peak RSS MiB (per rank)");
+  double single = -1;
+  for (const Case& c : cases) {
+    const Result r = run(model, c.flags, c.ranks);
+    if (r.ms < 0) {
+      std::printf("%-22s failed\n", c.name);
+      continue;
+    }
+    if (single < 0) single = r.ms;
+    const double tokens = double(global) * seq / (r.ms / 1e3);
+    std::printf("%-22s %9.1f %10.0f %7.2fx  %-28s %s\n", c.name, r.ms, tokens, single / r.ms,
+                join(r.held, 1.0 / (1 << 20)).c_str(), join(r.rss_kib, 1.0 / 1024).c_str());
+    std::fflush(stdout);
+  }
+  std::printf(
+      "\n'vs 1 proc' = single-process ms/step / this layout's (2 processes share the "
+      "machine's 2 cores).\n");
+  return 0;
+}
