@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds tracerun, traces an unmodified libtorch program, an unmodified PyTorch
-# script and a gpttrain run, then reads the traces back (info) and exports one for Perfetto.
+# script and an 8-rank gpttrain run (TP x PP x DP), then reads the traces back: info, the report
+# (bubbles, memory, ops, communication) and an export for Perfetto.
 # Everything it writes lands in out/ (override with OUT_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,20 +21,25 @@ step "1. an unmodified C++ libtorch program, traced"
 step "2. an ordinary PyTorch script run by Debian's python3, traced"
 "$TRACERUN" -o "$OUT_DIR/python_mlp.db" -- /usr/bin/python3 samples/python/train_mlp.py
 
-step "3. gpttrain (GPT, one process) learning from README.md, traced"
-"$TRACERUN" -o "$OUT_DIR/gpttrain.db" -- "$BUILD_DIR/trainer/gpttrain" \
-  --layers 2 --hidden 64 --heads 4 --seq-len 32 --global-batch 8 --micro-batch-size 2 \
-  --steps 10 --data README.md --log-json "$OUT_DIR/gpttrain_log.jsonl"
+step "3. gpttrain: TP=2 x PP=2 x DP=2 (8 ranks, 1F1B, ZeRO-1) learning from README.md, traced"
+"$TRACERUN" --nproc-per-node 8 -o "$OUT_DIR/gpttrain.db" -- "$BUILD_DIR/trainer/gpttrain" \
+  --tp 2 --pp 2 --zero 1 --schedule 1f1b --layers 4 --hidden 64 --heads 4 --seq-len 32 \
+  --global-batch 16 --micro-batch-size 2 --steps 6 --data README.md \
+  --log-json "$OUT_DIR/gpttrain_log.jsonl"
 
 step "4. what the gpttrain trace holds"
-"$TRACERUN" info "$OUT_DIR/gpttrain.db"
+"$TRACERUN" info "$OUT_DIR/gpttrain.db" | head -40
 
-step "5. export for Perfetto / chrome://tracing"
+step "5. the report: pipeline bubbles, memory by category, top ops, communication"
+"$TRACERUN" report "$OUT_DIR/gpttrain.db"
+"$TRACERUN" report "$OUT_DIR/gpttrain.db" --json > "$OUT_DIR/gpttrain_report.json"
+
+step "6. export for Perfetto / chrome://tracing"
 "$TRACERUN" export "$OUT_DIR/gpttrain.db" --chrome "$OUT_DIR/gpttrain.json"
 
-step "6. the same trace from the plain sqlite3 shell: top ops by self time"
+step "7. the same trace from the plain sqlite3 shell: top ops by self time on rank 0"
 sqlite3 -header -column "$OUT_DIR/gpttrain.db" \
   "SELECT name, count, total_ns/1000 AS total_us, self_ns/1000 AS self_us
-     FROM aggregate_names WHERE category = 'op' ORDER BY self_ns DESC LIMIT 10"
+     FROM aggregate_names WHERE category = 'op' AND rank = 0 ORDER BY self_ns DESC LIMIT 10"
 
-printf '\ndemo done: traces, log and export are in %s/\n' "$OUT_DIR"
+printf '\ndemo done: traces, logs, report and export are in %s/\n' "$OUT_DIR"
