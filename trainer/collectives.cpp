@@ -115,10 +115,16 @@ c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer
 }
 
 at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag) {
+  PostedRecv posted = postRecv(g, shape, peer, tag);
+  posted.work->wait();
+  return posted.buffer;
+}
+
+PostedRecv postRecv(Group& g, at::IntArrayRef shape, int peer, int tag) {
   TORCH_CHECK(g.size > 1, "recv on a group of one rank");
   std::vector<at::Tensor> tensors{at::empty(shape, at::kFloat)};
-  g.pg->recv(tensors, peer, tag)->wait();
-  return tensors[0];
+  auto work = g.pg->recv(tensors, peer, tag);
+  return PostedRecv{tensors[0], std::move(work)};
 }
 
 }  // namespace gpttrain

@@ -66,5 +66,11 @@ at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim);
 c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer, int tag);
 // Blocking receive of a tensor of `shape` (fp32) from group rank `peer`.
 at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag);
+// A receive posted now and waited for later (so a message can land while this rank computes).
+struct PostedRecv {
+  at::Tensor buffer;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+PostedRecv postRecv(Group& g, at::IntArrayRef shape, int peer, int tag);
 
 }  // namespace gpttrain

@@ -14,6 +14,14 @@ struct Slot {
   at::Tensor input, output, grad, input_grad;
 };
 
+// Receives are posted this many receive actions ahead of the one being waited for, so a message
+// can arrive while the rank still computes (each holds one activation-sized buffer).
+constexpr size_t kRecvLookahead = 2;
+
+bool isRecv(const Action& a) {
+  return a.kind == ActionKind::kRecvForward || a.kind == ActionKind::kRecvBackward;
+}
+
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -34,7 +42,23 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const Pipe
     return n;
   }();
   int live = 0;
-  for (const Action& a : actions) {
+  // Receives posted ahead, by action index; next_post: the next action to consider posting.
+  std::map<size_t, PostedRecv> posted;
+  size_t next_post = 0;
+  auto postAhead = [&](size_t current) {
+    size_t ahead = 0;
+    for (const auto& entry : posted) ahead += entry.first >= current;
+    while (next_post < actions.size() && ahead < kRecvLookahead + 1) {
+      const Action& a = actions[next_post];
+      if (isRecv(a)) {
+        posted.emplace(next_post, postRecv(pp, activation_shape, a.peer, a.tag));
+        ++ahead;
+      }
+      ++next_post;
+    }
+  };
+  for (size_t index = 0; index < actions.size(); ++index) {
+    const Action& a = actions[index];
     Slot& slot = slots[{a.chunk, a.microbatch}];
     const int64_t stage = a.chunk * shape.stages + pp.rank;
     const int64_t peer = a.peer >= 0 ? pp.global_ranks[a.peer] : -1;
@@ -44,9 +68,13 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const Pipe
         tracerun::Scope scope(
             actionName(a.kind),
             {{"peer", peer}, {"bytes", bytes}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
+        postAhead(index);
+        auto it = posted.find(index);
         const int64_t start = nowNs();
-        at::Tensor t = recv(pp, activation_shape, a.peer, a.tag);
+        it->second.work->wait();
         stats.recv_wait_ns += nowNs() - start;
+        at::Tensor t = it->second.buffer;
+        posted.erase(it);
         if (a.kind == ActionKind::kRecvForward) {
           slot.input = t.requires_grad_(true);
         } else {
