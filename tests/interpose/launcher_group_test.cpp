@@ -99,11 +99,18 @@ class Child {
   Child& operator=(const Child&) = delete;
   pid_t pid() const { return pid_; }
   std::string out() const { return readFile(out_); }
+  // False once the child has ended (it is then reaped; wait() still reports it).
+  bool running() {
+    if (waited_) return false;
+    if (::waitpid(pid_, &status_, WNOHANG) != pid_) return true;
+    waited_ = true;
+    return false;
+  }
   Result wait() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0) {
+    while (!waited_ && ::waitpid(pid_, &status_, 0) < 0) {
     }
     waited_ = true;
+    const int status = status_;
     Result r;
     r.exited = WIFEXITED(status);
     r.code = r.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -115,6 +122,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   bool waited_ = false;
+  int status_ = 0;
   std::string out_, err_;
 };
 
@@ -149,9 +157,14 @@ std::string envOf(const std::string& out, int rank, const std::string& name) {
   return out.substr(at + key.size(), end - at - key.size());
 }
 
-// Waits (no time limit: ctest's timeout is the limit) until `child`'s stdout contains `what`.
-void waitForOutput(const Child& child, const std::string& what) {
-  while (!contains(child.out(), what)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+// Waits (no time limit: ctest's timeout is the limit) until `child`'s stdout contains `what`;
+// false when the child ended first.
+bool waitForOutput(Child& child, const std::string& what) {
+  while (!contains(child.out(), what)) {
+    if (!child.running()) return contains(child.out(), what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 int64_t countSpans(const trace::TraceReader& r, int rank, const std::string& name) {
@@ -283,7 +296,9 @@ TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_g
   const std::string db = scratch() + "/interrupted.db";
   Child c(group(db, {"--nproc-per-node", "2", "--status", "off"},
                 worker({"--steps", "400", "--sleep-ms", "50"})));
-  waitForOutput(c, "[rank 1] step 3\n");
+  const bool started = waitForOutput(c, "[rank 1] step 3\n");
+  if (!started) UNSCOPED_INFO(c.wait().describe());
+  REQUIRE(started);
   ::kill(c.pid(), SIGINT);
   const Result r = c.wait();
   INFO(r.describe());
@@ -480,12 +495,14 @@ TEST_CASE("gpttrain: a rank killed mid-run, restarted from its checkpoint, gives
       {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1", "--target", GPTTRAIN_BIN},
       {"/bin/sh", "-c", cmd}));
   // Kill rank 1 once rank 0 has logged a few steps (each step also saved a checkpoint).
-  while (lossesByStep(dir + "/run0.json").size() < 5) {
+  while (lossesByStep(dir + "/run0.json").size() < 5 && c.running()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   pid_t victim = -1;
-  while ((victim = childWithRank(c.pid(), 1)) < 0) {
+  while (c.running() && (victim = childWithRank(c.pid(), 1)) < 0) {
   }
+  if (victim < 0) UNSCOPED_INFO(c.wait().describe());
+  REQUIRE(victim > 0);
   ::kill(victim, SIGKILL);
   const Result r = c.wait();
   INFO(r.describe());
