@@ -60,7 +60,7 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const Pipe
   for (size_t index = 0; index < actions.size(); ++index) {
     const Action& a = actions[index];
     Slot& slot = slots[{a.chunk, a.microbatch}];
-    const int64_t stage = a.chunk * shape.stages + pp.rank;
+    const int64_t stage = pp.rank;  // annotated: the pipeline rank; with chunk, the virtual stage
     const int64_t peer = a.peer >= 0 ? pp.global_ranks[a.peer] : -1;
     switch (a.kind) {
       case ActionKind::kRecvForward:
@@ -112,7 +112,7 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const Pipe
         --live;
         slot.output = at::Tensor();
         slot.grad = at::Tensor();
-        if (stage == 0) slots.erase({a.chunk, a.microbatch});
+        if (a.chunk == 0 && pp.rank == 0) slots.erase({a.chunk, a.microbatch});  // sends nothing
         break;
       }
     }

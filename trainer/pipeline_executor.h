@@ -2,8 +2,8 @@
 // receiving and sending activations and gradients over the pipeline group and calling a
 // PipelineCompute for each forward and backward. It knows neither the model nor the optimizer.
 //
-// Annotated: every forward/backward as a phase scope with (stage, chunk, microbatch); every send
-// and receive as a scope with (peer global rank, bytes, microbatch, chunk).
+// Annotated: every forward/backward as a phase scope with (stage = pipeline rank, chunk,
+// microbatch); every send and receive as a scope with (peer global rank, bytes, microbatch, chunk).
 #pragma once
 
 #include "collectives.h"
