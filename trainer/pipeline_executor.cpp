@@ -30,8 +30,8 @@ int64_t nowNs() {
 
 }  // namespace
 
-PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const PipelineShape& shape,
-                                  Group& pp, const std::vector<int64_t>& activation_shape,
+PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
+                                  const std::vector<int64_t>& activation_shape,
                                   PipelineCompute& compute) {
   PipelineStepStats stats;
   std::map<std::pair<int, int>, Slot> slots;

@@ -33,11 +33,11 @@ struct PipelineStepStats {
   int max_in_flight = 0;     // microbatch-chunks forwarded and not yet backwarded
 };
 
-// Runs `actions` (this rank's list for `shape`) to the end, then waits for its sends.
+// Runs `actions` (this rank's list, schedule.h) to the end, then waits for its sends.
 // `activation_shape`: the shape of every activation and gradient exchanged. Requires every rank
 // of `pp` to run its own list for the same shape and schedule.
-PipelineStepStats runPipelineStep(const std::vector<Action>& actions, const PipelineShape& shape,
-                                  Group& pp, const std::vector<int64_t>& activation_shape,
+PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
+                                  const std::vector<int64_t>& activation_shape,
                                   PipelineCompute& compute);
 
 }  // namespace gpttrain

@@ -315,7 +315,7 @@ StepResult Trainer::trainStep(int step) {
   ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
                        groups_.coords.dp, microbatches_, &rng_, buckets_.get());
   const PipelineStepStats stats =
-      runPipelineStep(actions_, shape_, *groups_.pp, activationShape(), compute);
+      runPipelineStep(actions_, *groups_.pp, activationShape(), compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
@@ -369,7 +369,7 @@ StepResult Trainer::dryRunStep(int step) {
   };
   const double start = nowMs();
   const PipelineStepStats stats =
-      runPipelineStep(actions_, shape_, *groups_.pp, activationShape(), compute);
+      runPipelineStep(actions_, *groups_.pp, activationShape(), compute);
   const double end = nowMs();
   at::Tensor times = allGather(
       *groups_.pp, at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}), 0);
@@ -396,7 +396,7 @@ double Trainer::evaluate() {
   for (int i = 0; i < config_.eval_iters; ++i) {
     ModelCompute compute(chunks_, config_, source_, Split::kValidation, uint64_t(i),
                          groups_.coords.dp, microbatches_, nullptr, buckets_.get());
-    runPipelineStep(actions, shape_, *groups_.pp, activationShape(), compute);
+    runPipelineStep(actions, *groups_.pp, activationShape(), compute);
     sum += compute.lossSum();
   }
   buckets_->releaseRoot();
