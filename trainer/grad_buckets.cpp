@@ -133,7 +133,12 @@ void GradBuckets::launchReady() {
       continue;
     }
     const bool scatter = zero_stage_ >= 2;
-    tracerun::Scope scope(scatter ? "dp_bucket_reduce_scatter" : "dp_bucket_allreduce",
+    // The scope names the implementation that runs (Gloo has no reduce-scatter).
+    const char* name = !scatter ? "dp_bucket_allreduce"
+                       : dp_->native_base_collectives
+                           ? "dp_bucket_reduce_scatter[reduce_scatter_base]"
+                           : "dp_bucket_reduce_scatter[all_reduce+narrow]";
+    tracerun::Scope scope(name,
                           {{"bucket", static_cast<int64_t>(next_launch_)},
                            {"bytes", static_cast<int64_t>(buckets_[next_launch_].flat.nbytes())}});
     Bucket& b = buckets_[next_launch_++];
@@ -217,7 +222,7 @@ int64_t GradBuckets::parameterBytes() const {
 void GradBuckets::startGather(Bucket& b) {
   if (b.params.defined() || b.gather_work || dp_->size == 1) return;
   tracerun::Scope scope(
-      "zero3_gather_start",
+      "zero3_gather_start[all_gather_list+cat]",
       {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.param_shard.nbytes())}});
   b.gather_out.assign(1, {});
   for (int i = 0; i < dp_->size; ++i) b.gather_out[0].push_back(at::empty_like(b.param_shard));
@@ -276,7 +281,7 @@ void GradBuckets::reduceGrads(int layer) {
   auto it = unit_bucket_.find(layer);
   if (it == unit_bucket_.end()) return;
   Bucket& b = buckets_[it->second];
-  tracerun::Scope scope("zero3_reduce_scatter",
+  tracerun::Scope scope("zero3_reduce_scatter[all_reduce+narrow]",
                         {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
   b.flat.div_(dp_->size);
   if (dp_->size > 1) {
