@@ -1,0 +1,64 @@
+// The model's forward and backward for the pipeline executor (see model_compute.h).
+#include "model_compute.h"
+
+#include <tracerun/annotate.h>
+
+#include <optional>
+
+namespace gpttrain {
+namespace {
+
+// Input [S, B] and target [S, B] token ids of the `b` samples from `first_index`.
+std::pair<at::Tensor, at::Tensor> samples(const TokenSource& source, Split split,
+                                          uint64_t first_index, int b, int s) {
+  at::Tensor tokens = at::empty({b, s + 1}, at::kLong);
+  int64_t* data = tokens.data_ptr<int64_t>();
+  for (int i = 0; i < b; ++i) source.sample(split, first_index + i, s, data + i * (s + 1));
+  return {tokens.narrow(1, 0, s).t().contiguous(), tokens.narrow(1, 1, s).t().contiguous()};
+}
+
+}  // namespace
+
+ModelCompute::ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& config,
+                           const TokenSource& source, Split split, uint64_t batch_index,
+                           int dp_rank, int microbatches, DropoutRng* rng, GradBuckets* buckets)
+    : chunks_(chunks),
+      config_(config),
+      source_(source),
+      split_(split),
+      batch_index_(batch_index),
+      dp_rank_(dp_rank),
+      microbatches_(microbatches),
+      rng_(rng),
+      buckets_(buckets) {}
+
+at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& input) {
+  GptStage& stage = chunks_[chunk];
+  at::Tensor x = input, targets;
+  if (stage.first() || stage.last()) {
+    const uint64_t first = sampleIndex(batch_index_, config_.global_batch, dp_rank_, microbatches_,
+                                       config_.micro_batch, microbatch, 0);
+    auto [tokens, target] = samples(source_, split_, first, config_.micro_batch, config_.seq_len);
+    if (stage.first()) x = tokens;
+    targets = target;
+  }
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
+  std::optional<tracerun::compat::CpuAutocastGuard> autocast;
+  if (config_.bf16) autocast.emplace(at::kBFloat16);
+  at::Tensor out = stage.forward(x, targets, rng_);
+  if (stage.last()) loss_sum_ += out.item<double>();
+  return out;
+}
+
+at::Tensor ModelCompute::backward(int, int microbatch, const at::Tensor& input,
+                                  const at::Tensor& output, const at::Tensor& grad) {
+  buckets_->setLastMicrobatch(microbatch == microbatches_ - 1);
+  if (grad.defined()) {
+    torch::autograd::backward({output}, {grad});
+  } else {
+    (output / microbatches_).backward();
+  }
+  return input.defined() ? input.grad() : at::Tensor();
+}
+
+}  // namespace gpttrain

@@ -1,0 +1,44 @@
+// The real forward and backward of one rank's model chunks for the pipeline executor: each
+// microbatch's samples (first and last virtual stage), dropout, bf16 autocast, the loss scaled by
+// 1/M into backward, and the sum of the last stage's losses. It does not schedule or communicate.
+#pragma once
+
+#include "config.h"
+#include "data.h"
+#include "grad_buckets.h"
+#include "model.h"
+#include "pipeline_executor.h"
+
+#include <vector>
+
+namespace gpttrain {
+
+class ModelCompute : public PipelineCompute {
+ public:
+  // `batch_index`: the global batch (step - 1 when training, the evaluation iteration otherwise).
+  // rng null: evaluation (no dropout, no backward). All references must outlive this object.
+  ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& config, const TokenSource& source,
+               Split split, uint64_t batch_index, int dp_rank, int microbatches, DropoutRng* rng,
+               GradBuckets* buckets);
+
+  at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
+  at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
+                      const at::Tensor& grad) override;
+
+  // Sum of the losses the last virtual stage computed (0 on other ranks).
+  double lossSum() const { return loss_sum_; }
+
+ private:
+  std::vector<GptStage>& chunks_;
+  const TrainConfig& config_;
+  const TokenSource& source_;
+  Split split_;
+  uint64_t batch_index_;
+  int dp_rank_;
+  int microbatches_;
+  DropoutRng* rng_;
+  GradBuckets* buckets_;
+  double loss_sum_ = 0.0;
+};
+
+}  // namespace gpttrain
