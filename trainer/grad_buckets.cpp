@@ -156,6 +156,7 @@ void GradBuckets::launchReady() {
 }
 
 void GradBuckets::finish() {
+  completeUnitReduce();
   if (dp_->size > 1) {
     for (auto& b : buckets_) b.pending = 0;  // parameters that got no gradient this step
     in_finish_ = true;
@@ -264,6 +265,7 @@ void GradBuckets::gather(int layer, bool backward) {
   Bucket& b = buckets_[it->second];
   finishGather(b);
   if (backward) {  // the re-run's backward accumulates into full gradients
+    if (pending_unit_ == it->second) completeUnitReduce();  // its buffer is about to be reused
     b.flat = at::zeros({b.padded}, b.param_shard.options());
     attachGrads(b);
   }
@@ -280,17 +282,31 @@ void GradBuckets::release(int layer) {
 void GradBuckets::reduceGrads(int layer) {
   auto it = unit_bucket_.find(layer);
   if (it == unit_bucket_.end()) return;
+  completeUnitReduce();  // at most one layer's reduction in flight
   Bucket& b = buckets_[it->second];
   tracerun::Scope scope("zero3_reduce_scatter[all_reduce+narrow]",
                         {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
   b.flat.div_(dp_->size);
+  for (const Member& m : b.members) params_.entries()[m.param].tensor.mutable_grad().reset();
   if (dp_->size > 1) {
-    dp_->count(CollectiveImpl::kReduceScatterAllReduce);  // Gloo: all-reduce, keep the slice
-    allReduceAsync(*dp_, b.flat)->wait();
+    // Gloo: all-reduce, keep the slice. Completed while the layer below runs its backward.
+    dp_->count(CollectiveImpl::kReduceScatterAllReduce);
+    b.work = allReduceAsync(*dp_, b.flat);
+  }
+  pending_unit_ = it->second;
+}
+
+void GradBuckets::completeUnitReduce() {
+  if (!pending_unit_) return;
+  Bucket& b = buckets_[*pending_unit_];
+  pending_unit_.reset();
+  if (b.work) {
+    tracerun::Scope scope("zero3_reduce_wait", {{"unit", b.unit}});
+    b.work->wait();
+    b.work.reset();
   }
   b.grad_shard.add_(b.flat.narrow(0, b.shard_begin, b.shard_size));
   b.flat = at::Tensor();
-  for (const Member& m : b.members) params_.entries()[m.param].tensor.mutable_grad().reset();
 }
 
 void GradBuckets::gatherRoot() {

@@ -16,6 +16,7 @@
 #include "params.h"
 
 #include <map>
+#include <optional>
 
 #include <memory>
 
@@ -101,13 +102,15 @@ class GradBuckets : public ParamUnits {
   void startGather(Bucket& b);
   void finishGather(Bucket& b);
   void releaseBucket(Bucket& b);
+  void completeUnitReduce();
 
   ParamSet& params_;
   GroupPtr dp_;
   int zero_stage_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;      // parameter index -> bucket
-  std::map<int, size_t> unit_bucket_;  // stage 3: layer -> bucket
+  std::vector<size_t> bucket_of_;       // parameter index -> bucket
+  std::map<int, size_t> unit_bucket_;   // stage 3: layer -> bucket
+  std::optional<size_t> pending_unit_;  // stage 3: the unit whose reduction is in flight
   size_t next_launch_ = 0;
   bool last_microbatch_ = true;
   bool in_finish_ = false;
