@@ -84,6 +84,12 @@ TEST_CASE("a resumed pp=2 x dp=2 zero-1 gpipe run continues with identical losse
   checkResume("resume_pp2_dp2_zero1", 4, {"--pp", "2", "--zero", "1", "--schedule", "gpipe"});
 }
 
+TEST_CASE("a resumed pp=2 interleaved v=2 run (4 layers) continues with identical losses",
+          "[trainer][checkpoint][pp]") {
+  checkResume("resume_pp2_interleaved", 2,
+              {"--pp", "2", "--schedule", "interleaved", "--vp", "2", "--layers", "4"});
+}
+
 TEST_CASE("a resumed pp=2 x dp=2 zero-3 run continues with identical losses",
           "[trainer][checkpoint][pp][zero]") {
   checkResume("resume_pp2_dp2_zero3", 4, {"--pp", "2", "--zero", "3"});
