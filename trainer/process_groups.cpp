@@ -1,6 +1,8 @@
 // Rendezvous and group construction (see process_groups.h).
 #include "process_groups.h"
 
+#include <tracerun/traced_group.h>
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -37,7 +39,9 @@ GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int
   std::string prefix = name;
   for (int r : members) prefix += "/" + std::to_string(r);
   auto sub = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
-  g->pg = tracerun::compat::makeGlooGroup(sub, g->rank, g->size, hostname, kTimeout);
+  // The decorator records each collective when libtracerun is loaded (else: the group itself).
+  g->pg = tracerun::traceGroup(
+      tracerun::compat::makeGlooGroup(sub, g->rank, g->size, hostname, kTimeout), name, members);
   g->native_base_collectives = g->pg->getBackendName() != "gloo";
   g->native_bf16 = g->pg->getBackendName() != "gloo";
   return g;
