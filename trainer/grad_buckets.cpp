@@ -50,7 +50,9 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
     bucket.shard_begin = zero_stage_ >= 1 ? bucket.shard_size * dp_->rank : 0;
     const auto options = entries[group.front()].tensor.options().requires_grad(false);
     if (zero_stage_ >= 1) {
-      // Parameters become views of one flat buffer with the gradients' layout.
+      // Parameters become views of one flat buffer with the gradients' layout. The constructor
+      // runs under a gradient memory tag; the buffer is counted as parameters.
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
       at::NoGradGuard no_grad;
       bucket.params = at::zeros({bucket.padded}, options);
       for (const Member& m : bucket.members) {
@@ -65,7 +67,10 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
     attachGrads(bucket);
     if (zero_stage_ >= 3) {
       bucket.unit = unitOf(entries[group.front()].name);
-      bucket.param_shard = bucket.params.narrow(0, bucket.shard_begin, bucket.shard_size).clone();
+      {
+        tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
+        bucket.param_shard = bucket.params.narrow(0, bucket.shard_begin, bucket.shard_size).clone();
+      }
       if (bucket.unit >= 0) unit_bucket_[bucket.unit] = buckets_.size();
       releaseBucket(bucket);
       bucket.flat = at::Tensor();
