@@ -370,6 +370,7 @@ void Trainer::dumpGrads(const std::string& path) {
 // --- output
 
 void Trainer::report(const StepResult& r) {
+  tracerun::counter("step", r.step);  // the true step after a restart (launcher status line)
   tracerun::counter("loss", r.loss);
   tracerun::counter("lr", r.lr);
   tracerun::counter("grad_norm", r.grad_norm);
