@@ -68,6 +68,16 @@ PipelineShape pipelineShape(const TrainConfig& c, int world) {
   return PipelineShape{c.pp, c.vp, c.microbatches(world)};
 }
 
+// The checkpoint to resume from: --load, or, in a process the launcher restarted
+// (TORCHELASTIC_RESTART_COUNT > 0), --save when it holds a complete checkpoint (DIR/latest is
+// written only after every rank saved); empty: start fresh.
+std::string resumeDir(const TrainConfig& c) {
+  if (!c.load.empty() || c.save.empty()) return c.load;
+  const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  if (restarts == nullptr || std::strtol(restarts, nullptr, 10) <= 0) return "";
+  return std::filesystem::exists(c.save + "/latest") ? c.save : "";
+}
+
 // Parameters, gradient buffers and optimizer states are allocated under their memory category.
 // Chunk c of pipeline rank r is virtual stage c * p + r with layers / (p * v) layers.
 std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
@@ -127,10 +137,10 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
   if (!config_.dry_run_costs.empty()) {
     parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_);
   }
-  if (!config_.load.empty()) {
+  if (const std::string resume = resumeDir(config_); !resume.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp,   config.pp,
                             config.vp,           config.zero, groups.rank};
-    start_step_ = loadCheckpoint(config_.load, layout, checkpointTensors(), optimizerSteps(), rng_);
+    start_step_ = loadCheckpoint(resume, layout, checkpointTensors(), optimizerSteps(), rng_);
   }
   if (groups_.rank == 0 && !config_.log_json.empty()) {
     log_json_ = std::fopen(config_.log_json.c_str(), start_step_ > 0 ? "a" : "w");
