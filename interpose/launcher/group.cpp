@@ -505,6 +505,9 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     return 2;
   }
   if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
+  // A port we chose ourselves is chosen again for every restart: the previous attempt's store
+  // and Gloo connections may still linger on the old one (seen as "connection reset by peer").
+  const bool ownPort = opts.master_port <= 0 && opts.nnodes == 1;
   try {
     if (opts.master_port <= 0) opts.master_port = freePort(opts.master_addr);
   } catch (const std::exception& e) {
@@ -561,6 +564,17 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     ::mkdir(dir.c_str(), 0755);
     lastDir = dir;
     auto attemptEnv = env;
+    if (ownPort && attempt > 0) {
+      try {
+        const int port = freePort(opts.master_addr);
+        for (auto& [key, value] : attemptEnv) {
+          if (key == "MASTER_PORT") value = std::to_string(port);
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tracerun: no free port for the restart, keeping %d: %s\n",
+                     opts.master_port, e.what());
+      }
+    }
     attemptEnv.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
     attemptEnv.emplace_back("TRACERUN_RESTART", std::to_string(attempt));
     attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");

@@ -12,7 +12,7 @@ namespace tracerun::launcher {
 
 struct LaunchOptions {
   std::string output = "run.db";
-  std::string capture = "ops,scopes,memory";  // words: ops, scopes, memory (comm, cuda: later)
+  std::string capture = "ops,scopes,memory,comm";  // words: ops, scopes, memory, comm, cuda
   bool shapes = true;
   std::string target;                // empty: PROGRAM itself (through a #! line to its interpreter)
   std::string library;               // empty: libtracerun.so next to this binary, then the build's
