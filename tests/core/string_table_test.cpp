@@ -8,7 +8,7 @@
 
 using namespace tracerun::core;
 
-TEST_CASE("interning gives dense, stable ids; 0 is the empty string") {
+TEST_CASE("interning gives dense, stable ids, 0 is the empty string") {
   StringTable t;
   CHECK(t.intern("") == 0);
   const auto a = t.intern("aten::addmm");

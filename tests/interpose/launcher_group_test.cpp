@@ -205,7 +205,7 @@ std::set<int> ranksOf(const trace::TraceReader& r) {
 
 // ---- environment and output ---------------------------------------------------------------------
 
-TEST_CASE("every rank gets the torchrun environment; output is prefixed; one merged trace",
+TEST_CASE("every rank gets the torchrun environment, output is prefixed, one merged trace",
           "[launcher_group]") {
   const std::string db = scratch() + "/env.db";
   // Without OMP_NUM_THREADS in the environment the launcher pins each rank to one thread.
@@ -240,7 +240,7 @@ TEST_CASE("every rank gets the torchrun environment; output is prefixed; one mer
   CHECK_FALSE(exists(db + ".shards"));
 }
 
-TEST_CASE("the status line comes from the ranks' counters; plain lines when not a terminal",
+TEST_CASE("the status line comes from the ranks' counters, plain lines when not a terminal",
           "[launcher_group]") {
   const std::string db = scratch() + "/status.db";
   const Result r =
@@ -256,7 +256,7 @@ TEST_CASE("the status line comes from the ranks' counters; plain lines when not 
 
 // ---- faults -------------------------------------------------------------------------------------
 
-TEST_CASE("a rank killed by SIGKILL stops the others; the exit code and message name it",
+TEST_CASE("a rank killed by SIGKILL stops the others, the exit code and message name it",
           "[launcher_group]") {
   const std::string db = scratch() + "/killed.db";
   // Rank 1 dies after ~1.5 s (past the capture's 1 s flush); rank 0 would run for ~40 s.
@@ -312,7 +312,7 @@ TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_g
 
 // ---- restarts -----------------------------------------------------------------------------------
 
-TEST_CASE("--max-restarts restarts the whole group; the restart is in the trace",
+TEST_CASE("max-restarts restarts the whole group, the restart is in the trace",
           "[launcher_group]") {
   const std::string db = scratch() + "/restart.db";
   const Result r = run(

@@ -225,8 +225,7 @@ TEST_CASE("tracerun runs an ordinary PyTorch script through Debian's python3") {
   CHECK(stat(reader, "dropped_events") == 0);
 }
 
-TEST_CASE(
-    "ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
+TEST_CASE("ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
   const std::string db = scratch() + "/pycheck.db";
   const std::string json = scratch() + "/pycheck.json";
   const Result r = run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, PYTHON_CHECK, json}));

@@ -60,7 +60,7 @@ int run(const std::string& env) {
 
 }  // namespace
 
-TEST_CASE("NCCL interposer: stand-in gets every call unchanged; spans carry bytes, peer, comm") {
+TEST_CASE("NCCL interposer: stand-in gets every call unchanged, spans carry bytes, peer, comm") {
   const std::string log = tempPath("calls") + ".log";
   const std::string db = tempPath("trace") + ".db";
   ::unlink(log.c_str());

@@ -743,8 +743,7 @@ TEST_CASE("stats: dropped_events says what the rings refused and custom stats ar
   CHECK(stats.count("orphan_args") == 0);
 }
 
-TEST_CASE(
-    "stats: dropped events are an error while unknown records and clipped spans are warnings") {
+TEST_CASE("stats: dropped events are an error while unknown records and clipped spans are warnings") {
   TempDir dir;
   const std::string path = dir.file("drops.db");
   core::Session session(16);

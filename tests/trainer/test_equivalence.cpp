@@ -343,8 +343,7 @@ TEST_CASE("zero-3 with dp=4 reproduces the single-process run", "[trainer][equiv
   checkEquivalent("equiv_zero3_dp4", 4, {"--zero", "3"});
 }
 
-TEST_CASE(
-    "tp=2 x pp=2 x dp=2 with zero-3, sp and selective recompute reproduces the "
+TEST_CASE("tp=2 x pp=2 x dp=2 with zero-3, sp and selective recompute reproduces the "
     "single-process run",
     "[trainer][equivalence][zero][pp][recompute]") {
   checkEquivalent("equiv_tp2_pp2_dp2_zero3_sp", 8,
