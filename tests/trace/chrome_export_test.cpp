@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fixture_trace.h"
+#include "../support/temp_dir.h"
 #include "tracerun/trace/chrome_export.h"
 #include "tracerun/trace/reader.h"
 
@@ -25,18 +26,8 @@ using namespace tracerun;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tracerun-chrome-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("tracerun-chrome") {}
 };
 
 int64_t ns(const json& microseconds) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fixture_trace.h"
+#include "../support/temp_dir.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
@@ -437,19 +438,8 @@ void requireSameSpans(const std::vector<SpanKey>& expected, const std::vector<Sp
   }
 }
 
-// A fresh directory per test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tracerun-merge-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("tracerun-merge") {}
 };
 
 const std::vector<int64_t> kOffsets = {0, 5'000'000, -3'000'000, 123'456'789};

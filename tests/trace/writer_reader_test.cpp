@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/temp_dir.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/reader.h"
@@ -41,18 +42,8 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tracerun-wr-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+struct TempDir : testing::TempDir {
+  TempDir() : testing::TempDir("tracerun-wr") {}
 };
 
 void execSql(const std::string& path, const std::string& sql) {
