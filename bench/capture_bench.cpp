@@ -152,6 +152,13 @@ struct Mlp {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf(
+        "capture_bench: per-op cost of at::add on 8 elements under each capture configuration,\n"
+        "interleaved in random order, and a small training step traced vs untraced.\n"
+        "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n");
+    return 0;
+  }
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 200000;
   const int stepReps = argc > 3 ? std::atoi(argv[3]) : 5;
