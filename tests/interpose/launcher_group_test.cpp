@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/child_process.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -36,26 +37,10 @@ using namespace tracerun;
 
 namespace {
 
-struct Result {
-  bool exited = false;
-  int code = -1;
-  std::string out, err;
-  std::string describe() const {
-    return "exit " + std::to_string(code) + "\nstdout:\n" + out + "\nstderr:\n" + err;
-  }
-};
+using Result = testing::ProcessResult;
+using testing::readFile;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
+bool exists(const std::string& path) { return testing::fileExists(path); }
 
 const std::string& scratch() {
   static const std::string dir = [] {
@@ -69,61 +54,9 @@ const std::string& scratch() {
   return dir;
 }
 
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& argv) {
-    static int counter = 0;
-    const std::string stem = scratch() + "/proc" + std::to_string(++counter);
-    out_ = stem + ".out";
-    err_ = stem + ".err";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int o = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(126);
-    }
-  }
-  ~Child() {
-    if (pid_ > 0 && !waited_) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  pid_t pid() const { return pid_; }
-  std::string out() const { return readFile(out_); }
-  // False once the child has ended (it is then reaped; wait() still reports it).
-  bool running() {
-    if (waited_) return false;
-    if (::waitpid(pid_, &status_, WNOHANG) != pid_) return true;
-    waited_ = true;
-    return false;
-  }
-  Result wait() {
-    while (!waited_ && ::waitpid(pid_, &status_, 0) < 0) {
-    }
-    waited_ = true;
-    const int status = status_;
-    Result r;
-    r.exited = WIFEXITED(status);
-    r.code = r.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = readFile(out_);
-    r.err = readFile(err_);
-    return r;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool waited_ = false;
-  int status_ = 0;
-  std::string out_, err_;
+// A child whose output goes to this test process's scratch directory.
+struct Child : testing::Child {
+  explicit Child(const std::vector<std::string>& argv) : testing::Child(argv, scratch()) {}
 };
 
 Result run(const std::vector<std::string>& argv) {

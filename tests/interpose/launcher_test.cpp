@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/child_process.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -30,28 +31,10 @@ using namespace tracerun;
 
 namespace {
 
-struct Result {
-  bool exited = false;
-  int code = -1;
-  int signal = 0;
-  std::string out, err;
-  std::string describe() const {
-    return (exited ? "exit " + std::to_string(code) : "signal " + std::to_string(signal)) +
-           "\nstdout:\n" + out + "\nstderr:\n" + err;
-  }
-};
+using Result = testing::ProcessResult;
+using testing::readFile;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
+bool exists(const std::string& path) { return testing::fileExists(path); }
 
 // A scratch directory per test process.
 const std::string& scratch() {
@@ -68,44 +51,9 @@ const std::string& scratch() {
   return dir;
 }
 
-class Child {
- public:
-  explicit Child(const std::vector<std::string>& argv) {
-    static int counter = 0;
-    const std::string stem = scratch() + "/proc" + std::to_string(++counter);
-    out_ = stem + ".out";
-    err_ = stem + ".err";
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int o = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(126);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  std::string out() const { return readFile(out_); }
-  Result wait() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0) {
-    }
-    Result r;
-    r.exited = WIFEXITED(status);
-    r.code = r.exited ? WEXITSTATUS(status) : -1;
-    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    r.out = readFile(out_);
-    r.err = readFile(err_);
-    return r;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::string out_, err_;
+// A child whose output goes to this test process's scratch directory.
+struct Child : testing::Child {
+  explicit Child(const std::vector<std::string>& argv) : testing::Child(argv, scratch()) {}
 };
 
 Result run(const std::vector<std::string>& argv) {
