@@ -14,26 +14,7 @@
 #include <string>
 #include <unordered_map>
 
-extern "C" {
-// Same layout as in tracerun/traced_group.h.
-struct tracerun_comm_event {
-  const char* op;
-  const char* group;
-  const char* track;
-  int64_t start_ns;
-  int64_t end_ns;
-  int64_t bytes;
-  int64_t peer;
-  int64_t root;
-  int64_t group_size;
-  int64_t group_rank;
-  int64_t seq;
-  int64_t dtype;
-  int64_t tag;
-};
-__attribute__((weak)) int tracerun_comm_record(const struct tracerun_comm_event* e);
-__attribute__((weak)) int tracerun_comm_capturing(void);
-}
+#include "tracerun/comm_event.h"
 
 namespace {
 

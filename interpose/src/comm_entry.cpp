@@ -8,26 +8,8 @@
 #include "capture.h"
 #include "tracerun/core/records.h"
 
-extern "C" {
-
-// Same layout as in tracerun/traced_group.h and interpose/nccl/nccl_interpose.cpp.
-struct tracerun_comm_event {
-  const char* op;
-  const char* group;
-  const char* track;
-  int64_t start_ns;
-  int64_t end_ns;
-  int64_t bytes;
-  int64_t peer;
-  int64_t root;
-  int64_t group_size;
-  int64_t group_rank;
-  int64_t seq;
-  int64_t dtype;
-  int64_t tag;
-};
-
-}  // extern "C"
+#define TRACERUN_COMM_WEAK  // the definitions below are the strong ones
+#include "tracerun/comm_event.h"
 
 namespace tracerun::interpose {
 namespace {

@@ -30,30 +30,8 @@
 #include <utility>
 #include <vector>
 
-// ---- Entry points defined by libtracerun.so (weak: null when it is not loaded) -----------------
-extern "C" {
-// One completed communication. Strings need to live only during the call. Fields < 0 are absent
-// (except bytes, always recorded). Same layout in interpose/src/comm_entry.cpp.
-struct tracerun_comm_event {
-  const char* op;     // span name: "c10d:allreduce", "nccl:AllReduce"
-  const char* group;  // group name (the span's detail)
-  const char* track;  // track name; null: the process's async track
-  int64_t start_ns;   // issue, CLOCK_MONOTONIC
-  int64_t end_ns;     // completion (or the host call's return)
-  int64_t bytes;
-  int64_t peer;        // global rank of the other side of a send/recv
-  int64_t root;        // global rank of the root of broadcast/reduce/gather/scatter
-  int64_t group_size;
-  int64_t group_rank;
-  int64_t seq;    // call index within the group (per process)
-  int64_t dtype;  // c10::ScalarType value (c10d) or ncclDataType_t (nccl)
-  int64_t tag;    // send/recv tag
-};
-// Records e as a span on its track; returns 1 when recorded (0: not capturing).
-__attribute__((weak)) int tracerun_comm_record(const struct tracerun_comm_event* e);
-// Non-zero while tracerun captures communication in this process.
-__attribute__((weak)) int tracerun_comm_capturing(void);
-}
+// Entry points defined by libtracerun.so (weak): tracerun/comm_event.h.
+#include "tracerun/comm_event.h"
 
 namespace tracerun {
 
