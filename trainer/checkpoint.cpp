@@ -9,8 +9,22 @@
 namespace gpttrain {
 namespace {
 
-std::string rankFile(const std::string& dir, int rank) {
-  return dir + "/rank_" + std::to_string(rank) + ".pt";
+// Each save goes to its own folder, so a rank that dies mid-save can never leave a mix of two
+// steps behind the step DIR/latest names: latest moves only after every rank's file is complete.
+std::string stepDir(const std::string& dir, int step) {
+  return dir + "/step_" + std::to_string(step);
+}
+
+std::string rankFile(const std::string& dir, int step, int rank) {
+  return stepDir(dir, step) + "/rank_" + std::to_string(rank) + ".pt";
+}
+
+// The step DIR/latest names, or -1 when there is none (or it is unreadable).
+int readLatest(const std::string& dir) {
+  std::ifstream latest(dir + "/latest");
+  int step = -1;
+  if (!(latest >> step)) return -1;
+  return step;
 }
 
 at::Tensor scalar(int64_t v) {
@@ -27,7 +41,7 @@ int64_t readScalar(torch::serialize::InputArchive& in, const std::string& key) {
 
 void saveCheckpoint(const std::string& dir, const CheckpointLayout& layout, int step,
                     const NamedTensors& tensors, int64_t optimizer_steps, const DropoutRng& rng) {
-  std::filesystem::create_directories(dir);
+  std::filesystem::create_directories(stepDir(dir, step));
   torch::serialize::OutputArchive out;
   out.write("meta.step", scalar(step));
   out.write("meta.world", scalar(layout.world));
@@ -39,7 +53,7 @@ void saveCheckpoint(const std::string& dir, const CheckpointLayout& layout, int 
   for (const auto& [name, tensor] : tensors) out.write(name, tensor.detach());
   out.write("rng.replicated", rng.replicated.get_state());
   out.write("rng.sharded", rng.sharded.get_state());
-  const std::string path = rankFile(dir, layout.rank);
+  const std::string path = rankFile(dir, step, layout.rank);
   out.save_to(path + ".tmp");
   std::filesystem::rename(path + ".tmp", path);
 }
@@ -50,14 +64,27 @@ void writeLatest(const std::string& dir, int step) {
     latest << step << "\n";
   }
   std::filesystem::rename(dir + "/latest.tmp", dir + "/latest");
+  // Older steps are garbage once latest has moved; a failure to remove them costs only disk.
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("step_", 0) == 0 && name != "step_" + std::to_string(step)) {
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
 }
 
 int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
                    const NamedTensors& tensors, int64_t& optimizer_steps, DropoutRng& rng) {
-  const std::string path = rankFile(dir, layout.rank);
-  if (!std::filesystem::exists(dir + "/latest") || !std::filesystem::exists(path)) {
-    throw std::runtime_error("--load " + dir + ": no complete checkpoint (missing latest or " +
-                             path + ")");
+  const int latest = readLatest(dir);
+  if (latest < 0) {
+    throw std::runtime_error("--load " + dir + ": no complete checkpoint (" + dir +
+                             "/latest is missing or unreadable)");
+  }
+  const std::string path = rankFile(dir, latest, layout.rank);
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error("--load " + dir + ": latest names step " + std::to_string(latest) +
+                             " but " + path + " is missing");
   }
   torch::serialize::InputArchive in;
   in.load_from(path);
@@ -94,7 +121,13 @@ int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
   rng.replicated.set_state(state);
   in.read("rng.sharded", state);
   rng.sharded.set_state(state);
-  return static_cast<int>(readScalar(in, "meta.step"));
+  const int saved_step = static_cast<int>(readScalar(in, "meta.step"));
+  if (saved_step != latest) {
+    throw std::runtime_error("--load " + dir + ": " + path + " holds step " +
+                             std::to_string(saved_step) + ", latest names " +
+                             std::to_string(latest));
+  }
+  return saved_step;
 }
 
 }  // namespace gpttrain

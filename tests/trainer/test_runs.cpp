@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 
 using namespace gpttrain::testing;
@@ -29,6 +30,10 @@ void checkResume(const std::string& test, int ranks, const std::vector<std::stri
                            ranks, dir + "/first");
   INFO(first.summary());
   REQUIRE(first.ok());
+  // What a rank killed in the middle of a later save leaves behind: a partial file of step 5.
+  // DIR/latest still names step 3, so the resume must not see it.
+  std::filesystem::create_directories(dir + "/ckpt/step_5");
+  std::ofstream(dir + "/ckpt/step_5/rank_0.pt") << "partial";
   auto resumed =
       launchRanks(kGpttrain,
                   common + std::vector<std::string>{"--steps", "6", "--load", dir + "/ckpt",
@@ -217,6 +222,14 @@ TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[train
   auto missing = runExpectingFailure("cli_data", {"--data", "/nonexistent/corpus.txt"});
   CHECK(missing.code == 2);
   CHECK(missing.output.find("/nonexistent/corpus.txt") != std::string::npos);
+
+  // DIR/latest names a step whose files are not there (a copy that lost them, say).
+  const std::string ckpt = scratchDir("cli_ckpt_dir");
+  std::ofstream(ckpt + "/latest") << "7\n";
+  auto lost = runExpectingFailure("cli_ckpt", {"--load", ckpt});
+  CHECK(lost.code == 2);
+  CHECK(lineCount(lost.output) == 1);
+  CHECK(lost.output.find("latest names step 7") != std::string::npos);
 }
 
 TEST_CASE("bf16 autocast trains in every layout and tracks the fp32 losses", "[trainer][bf16]") {
