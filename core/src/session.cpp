@@ -13,7 +13,9 @@ namespace {
 
 std::atomic<uint64_t> gNextGeneration{1};
 
-int64_t osThreadId() { return static_cast<int64_t>(syscall(SYS_gettid)); }
+int64_t osThreadId() {
+  return static_cast<int64_t>(syscall(SYS_gettid));
+}
 
 // The buffers this thread registered, by session generation. Marks them retired at thread exit.
 struct ThreadBuffers {
@@ -82,6 +84,19 @@ uint64_t Session::dropped() const {
   uint64_t total = droppedByForgotten_;
   for (const auto& b : buffers_) total += b->ring.dropped();
   return total;
+}
+
+void Session::setStat(const std::string& name, int64_t value, StatSeverity severity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_[name] = SessionStat{name, value, severity};
+}
+
+std::vector<SessionStat> Session::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SessionStat> out;
+  out.reserve(stats_.size());
+  for (const auto& [name, stat] : stats_) out.push_back(stat);
+  return out;
 }
 
 }  // namespace tracerun::core

@@ -731,6 +731,11 @@ void ShardWriter::Impl::finish() {
   if (orphanArgs_ > 0) {
     putStat("orphan_args", static_cast<int64_t>(orphanArgs_), Severity::kWarning);
   }
+  // Capture sources' stats (Session::setStat), then the writer's own callers' (which win).
+  static_assert(static_cast<int>(core::StatSeverity::kError) == static_cast<int>(Severity::kError));
+  for (const auto& st : session_.stats()) {
+    putStat(st.name, st.value, static_cast<Severity>(static_cast<int>(st.severity)));
+  }
   for (const auto& [name, v] : userStats_) putStat(name, v.first, v.second);
 
   sql::Stmt insMeta(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");

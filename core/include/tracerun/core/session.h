@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,16 @@ class ThreadBuffer {
   uint64_t counter_ = 0;
 };
 
+// How bad a stat is; the same values as trace::Severity (core does not depend on trace/).
+enum class StatSeverity : int { kInfo = 0, kWarning = 1, kError = 2 };
+
+// A row for the shard's stats table, reported by a capture source (e.g. CUPTI's dropped records).
+struct SessionStat {
+  std::string name;
+  int64_t value = 0;
+  StatSeverity severity = StatSeverity::kInfo;
+};
+
 class Session {
  public:
   static constexpr size_t kDefaultRingCapacity = size_t{1} << 16;  // 4 MiB of records per thread
@@ -65,6 +76,11 @@ class Session {
   uint64_t dropped() const;
   uint64_t generation() const noexcept { return generation_; }
 
+  // Named stats from capture sources, written to the stats table when the shard closes (a stat
+  // set before ShardWriter::close() is written; name is unique, the last value wins). Locks.
+  void setStat(const std::string& name, int64_t value, StatSeverity severity);
+  std::vector<SessionStat> stats() const;  // sorted by name
+
  private:
   std::shared_ptr<ThreadBuffer> registerThread(const char* threadName);
 
@@ -75,6 +91,7 @@ class Session {
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers_;
   uint64_t droppedByForgotten_ = 0;
+  std::map<std::string, SessionStat> stats_;  // guarded by mu_
 };
 
 }  // namespace tracerun::core
