@@ -76,6 +76,8 @@ struct Sim {
   std::map<std::tuple<int, int, int>, int64_t> extra;
   // Jitter: forward k of a stage costs f/v + jitter * ((microbatch % 3) - 1).
   int64_t jitter = 0;
+  // gpttrain's convention: the `stage` argument is the pipeline rank, not the virtual stage.
+  bool stage_is_pipeline_rank = false;
 };
 
 // Runs the simulation and records every rank's spans; returns the merged trace's path.
@@ -135,7 +137,9 @@ std::string buildTrace(const Sim& s, const std::string& name) {
               ++computes[r];
               sp.start = clock[r] + gap;
               sp.end = sp.start + d;
-              sp.args = {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.mb}};
+              sp.args = {{"stage", s.stage_is_pipeline_rank ? r : stage},
+                         {"chunk", a.chunk},
+                         {"microbatch", a.mb}};
               clock[r] = sp.end;
             }
             tb.span(g, sp);
@@ -216,6 +220,42 @@ TEST_CASE("gpipe, 1f1b and interleaved: measured and modeled bubbles equal the c
             Approx(st.window_ns));
     }
   }
+}
+
+TEST_CASE("interleaved with stage = pipeline rank (gpttrain's annotation): same shape and bubbles",
+          "[analysis][pipeline]") {
+  struct Case {
+    int p, v, m;
+  };
+  for (const Case& c : {Case{4, 2, 8}, Case{2, 3, 4}}) {
+    INFO("p " << c.p << " v " << c.v << " m " << c.m);
+    Sim s;
+    s.schedule = "interleaved";
+    s.p = c.p;
+    s.v = c.v;
+    s.m = c.m;
+    s.stage_is_pipeline_rank = true;
+    const auto a = analyzePipeline(trace::TraceReader::open(
+        buildTrace(s, "rank-stage" + std::to_string(c.p) + std::to_string(c.v))));
+    REQUIRE(a.present);
+    CHECK(a.schedule == "interleaved");
+    CHECK(a.stages == c.p);
+    CHECK(a.virtual_stages == c.v);
+    CHECK(a.microbatches == c.m);
+    const double theory = closedFormBubble("interleaved", c.p, c.m, c.v);
+    CHECK(a.bubble_theory == Approx(theory));
+    CHECK(a.bubble_measured == Approx(theory).margin(1e-9));
+    CHECK(a.bubble_modeled == Approx(theory).margin(1e-9));
+    REQUIRE(a.per_stage.size() == size_t(c.p));
+    for (const auto& st : a.per_stage) CHECK(st.ranks == std::vector<int>{st.stage});
+  }
+  // One chunk per rank: both conventions are the same numbers, nothing is rewritten.
+  Sim s;
+  s.stage_is_pipeline_rank = true;
+  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "rank-stage-1f1b")));
+  CHECK(a.stages == 4);
+  CHECK(a.virtual_stages == 1);
+  CHECK(a.notes.empty());
 }
 
 TEST_CASE("jitter and a stall change the measured bubble, not the modeled one",

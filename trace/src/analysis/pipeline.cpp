@@ -187,6 +187,39 @@ std::vector<std::vector<int>> replicasOf(const Collected& c, int p,
   return out;
 }
 
+// Programs record `stage` either as the virtual stage (chunk x p + pipeline rank) or as the
+// pipeline rank itself (gpttrain). With one chunk per rank the two agree; with several, the
+// pipeline rank is the same on every chunk of a rank while the virtual stage is not. Rewrites the
+// pipeline-rank form to virtual stages (p = highest stage + 1) and says whether it did.
+bool stageIsPipelineRank(Collected& c) {
+  int maxStage = -1;
+  bool severalChunks = false;
+  for (const auto& [rank, actions] : c.by_rank) {
+    int stage = -1, chunk = -1;
+    for (const Action& a : actions) {
+      if (!isCompute(a.kind)) continue;
+      maxStage = std::max(maxStage, a.stage);
+      if (stage < 0) {
+        stage = a.stage;
+        chunk = a.chunk;
+        continue;
+      }
+      if (a.stage != stage) return false;  // a rank with two stage values: virtual stages
+      severalChunks = severalChunks || a.chunk != chunk;
+    }
+  }
+  if (!severalChunks || maxStage < 0 || maxStage >= kMaxVirtualStages) return false;
+  const int p = maxStage + 1;
+  for (auto& [rank, actions] : c.by_rank) {
+    for (Action& a : actions) {
+      if (isCompute(a.kind) && a.chunk >= 0 && a.chunk < kMaxVirtualStages) {
+        a.stage = a.chunk * p + a.stage;
+      }
+    }
+  }
+  return true;
+}
+
 std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
   if (v > 1) return "interleaved";
   bool backwardBeforeForward = false;
@@ -316,6 +349,9 @@ double closedFormBubble(const std::string& schedule, int p, int m, int v) {
 PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   PipelineAnalysis out;
   Collected c = collect(reader);
+  if (stageIsPipelineRank(c)) {
+    out.notes.push_back("stage arguments are pipeline ranks (equal for every chunk of a rank)");
+  }
   int maxStage = -1, maxChunk = 0, maxMicrobatch = 0;
   for (const auto& [rank, actions] : c.by_rank) {
     for (const Action& a : actions) {
