@@ -144,6 +144,20 @@ std::string findLibrary(const std::string& explicitPath) {
   return {};
 }
 
+namespace {
+
+// libtracerun_nccl.so (the NCCL host-call interposer) beside `library`, when the capture words ask
+// for collectives or CUDA; empty when not asked for or not built (no nccl.h at build time).
+std::string ncclInterposer(const std::string& library, const std::string& capture) {
+  bool wanted = false;
+  std::stringstream words(capture);
+  for (std::string w; std::getline(words, w, ',');) wanted = wanted || w == "comm" || w == "cuda";
+  const std::string candidate = dirName(library) + "/libtracerun_nccl.so";
+  return wanted && isFile(candidate) ? candidate : std::string();
+}
+
+}  // namespace
+
 std::string resolveProgram(const std::string& program) {
   if (program.empty()) return {};
   if (program.find('/') != std::string::npos) {
@@ -314,6 +328,9 @@ int launch(const LaunchOptions& o) {
   if (o.nproc_per_node <= 0 && o.nnodes <= 1) removeShardFiles(shardDir);
 
   std::string preload = library;
+  if (const std::string nccl = ncclInterposer(library, o.capture); !nccl.empty()) {
+    preload += ":" + nccl;  // after libtracerun (it records through it), before any libnccl
+  }
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
     preload += std::string(":") + old;
   }

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -130,3 +132,62 @@ TEST_CASE("NCCL interposer without a capture only forwards") {
   CHECK(lines(log) == kIssued);
   ::unlink(log.c_str());
 }
+
+#ifdef TRACERUN_BIN
+namespace {
+
+// Runs nccl_caller through `tracerun --capture words`; returns the names of its nccl: spans and
+// fills *err with the launcher's and the program's stderr.
+std::vector<std::string> ncclSpansThroughLauncher(const std::string& words, std::string* err) {
+  const std::string stem = tempPath("launch_" + std::to_string(std::hash<std::string>{}(words)));
+  const std::string log = stem + ".log", db = stem + ".db", errFile = stem + ".err";
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+  const std::string cmd = "FAKE_NCCL_LOG=" + log + " " + TRACERUN_BIN + " -q -o " + db +
+                          " --capture " + words + " -- " + NCCL_CALLER + " 2>" + errFile;
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(errFile);
+  err->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  INFO(*err);
+  REQUIRE(rc == 0);
+  CHECK(lines(log) == kIssued);  // the stand-in got every call, interposed or not
+  std::vector<std::string> names;
+  auto r = trace::TraceReader::open(db);
+  for (const auto& t : r.tracks()) {
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (r.str(s.name).rfind("nccl:", 0) == 0) names.push_back(r.str(s.name));
+    });
+  }
+  for (const auto& f : {log, db, errFile}) ::unlink(f.c_str());
+  return names;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: --capture comm preloads the NCCL interposer and records every call") {
+  std::string err;
+  const auto names = ncclSpansThroughLauncher("comm", &err);
+  CHECK(names.size() == 11);  // the calls of the first case, GetUniqueId excepted
+  CHECK(std::count(names.begin(), names.end(), "nccl:AllReduce") == 1);
+  CHECK(count(err, "CUDA capture off") == 0);
+}
+
+TEST_CASE("launcher: --capture with cuda says once that CUDA capture is off, NCCL calls recorded") {
+  std::string err;
+  const auto names = ncclSpansThroughLauncher("ops,comm,cuda", &err);
+  INFO(err);
+  CHECK(names.size() == 11);
+  CHECK(count(err, "tracerun: CUDA capture off: ") == 1);
+}
+
+TEST_CASE("launcher: without comm the NCCL calls are not recorded") {
+  std::string err;
+  CHECK(ncclSpansThroughLauncher("ops,memory", &err).empty());
+}
+#endif
