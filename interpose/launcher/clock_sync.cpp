@@ -1,6 +1,12 @@
-// The agents' clock exchange (clock_sync.h): 8-byte requests, 8-byte answers (node 0's clock in
-// ns, little-endian host order: agents of one job run the same build). No authentication and no
-// encryption: it runs on the job's own network, like the rendezvous store.
+// The agents' exchanges (clock_sync.h). Clock: 8-byte requests, 8-byte answers (node 0's clock in
+// ns, host byte order: agents of one job run the same build). Shard transfer: the sender's first
+// 8 bytes are kShardsHello instead of a time; node 0 answers kReady when it is collecting shards
+// (after its own ranks ended), or kNotReady while it still serves clocks, and the sender retries.
+// Then: node rank, clock offset, file count; per file a name length, the name, the size, the bytes
+// in 1 MiB chunks and their FNV-1a 64 checksum; node 0 answers with the count of files it verified.
+// No authentication and no encryption: it runs on the job's own network, like the rendezvous store.
+//
+// Sections: sockets · clock · shard transfer
 #include "clock_sync.h"
 
 #include <arpa/inet.h>
@@ -9,13 +15,17 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <thread>
@@ -23,6 +33,10 @@
 namespace tracerun::launcher {
 
 namespace {
+
+// ---- sockets ------------------------------------------------------------------------------------
+
+using SteadyClock = std::chrono::steady_clock;
 
 class Fd {
  public:
@@ -81,7 +95,23 @@ void noDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// Blocking reads and writes give up after `seconds` without progress (a stalled peer).
+void ioTimeout(int fd, int seconds) {
+  timeval tv{};
+  tv.tv_sec = seconds;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// A first request that is not a time: the sender wants to deliver shards (no clock reads this
+// many ns, 7.5e18, ~240 years of uptime).
+constexpr int64_t kShardsHello = 0x6874726163657273;
+constexpr int64_t kReady = 1;
+constexpr int64_t kNotReady = -1;
+
 }  // namespace
+
+// ---- clock --------------------------------------------------------------------------------------
 
 int64_t agentClockNs() {
   static const int64_t skew = [] {
@@ -134,7 +164,16 @@ void serveClock(const std::string& addr, int port, int clients, int timeout_s) {
     }
     noDelay(c.get());
     int64_t request = 0;
+    bool first = true;
     while (readAll(c.get(), &request, sizeof request)) {
+      if (first && request == kShardsHello) {
+        // A node whose ranks already ended, early: not a clock client; it retries later.
+        const int64_t notReady = kNotReady;
+        writeAll(c.get(), &notReady, sizeof notReady);
+        --served;
+        break;
+      }
+      first = false;
       const int64_t now = agentClockNs();
       if (!writeAll(c.get(), &now, sizeof now)) break;
     }
@@ -171,6 +210,227 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+// ---- shard transfer -----------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kChunk = size_t{1} << 20;
+constexpr int kIoTimeoutS = 60;  // no progress for this long: the peer is gone
+
+uint64_t fnv1a(uint64_t h, const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+std::string baseName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Only rankN.db: a name from the network never becomes a path elsewhere.
+bool validShardName(const std::string& name) {
+  if (name.size() < 8 || name.size() > 64 || name.rfind("rank", 0) != 0) return false;
+  if (name.compare(name.size() - 3, 3, ".db") != 0) return false;
+  return std::all_of(name.begin() + 4, name.end() - 3, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool writeI64(int fd, int64_t v) {
+  return writeAll(fd, &v, sizeof v);
+}
+bool readI64(int fd, int64_t* v) {
+  return readAll(fd, v, sizeof *v);
+}
+
+void sendFile(int fd, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  in.seekg(0);
+  const std::string name = baseName(path);
+  if (!writeI64(fd, static_cast<int64_t>(name.size())) || !writeAll(fd, name.data(), name.size()) ||
+      !writeI64(fd, size)) {
+    throw std::runtime_error(std::string("connection lost: ") + std::strerror(errno));
+  }
+  std::vector<char> buf(kChunk);
+  uint64_t sum = kFnvBasis;
+  for (int64_t left = size; left > 0;) {
+    const auto n = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(kChunk)));
+    if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {
+      throw std::runtime_error(path + " shrank while it was sent");
+    }
+    sum = fnv1a(sum, buf.data(), n);
+    if (!writeAll(fd, buf.data(), n)) {
+      throw std::runtime_error(std::string("connection lost: ") + std::strerror(errno));
+    }
+    left -= static_cast<int64_t>(n);
+  }
+  if (!writeAll(fd, &sum, sizeof sum)) {
+    throw std::runtime_error(std::string("connection lost: ") + std::strerror(errno));
+  }
+}
+
+// Receives one file into dir; returns its path, or throws saying what was wrong.
+std::string receiveFile(int fd, const std::string& dir, int64_t* bytes) {
+  int64_t nameLen = 0, size = 0;
+  if (!readI64(fd, &nameLen) || nameLen <= 0 || nameLen > 64) {
+    throw std::runtime_error("bad file header");
+  }
+  std::string name(static_cast<size_t>(nameLen), '\0');
+  if (!readAll(fd, name.data(), name.size()) || !validShardName(name)) {
+    throw std::runtime_error("bad file name");
+  }
+  if (!readI64(fd, &size) || size < 0) throw std::runtime_error(name + ": bad size");
+  const std::string path = dir + "/" + name;
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + part);
+    std::vector<char> buf(kChunk);
+    uint64_t sum = kFnvBasis;
+    for (int64_t left = size; left > 0;) {
+      const auto n = static_cast<size_t>(std::min<int64_t>(left, static_cast<int64_t>(kChunk)));
+      if (!readAll(fd, buf.data(), n)) {
+        throw std::runtime_error(name + ": connection lost after " + std::to_string(size - left) +
+                                 " of " + std::to_string(size) + " bytes");
+      }
+      sum = fnv1a(sum, buf.data(), n);
+      out.write(buf.data(), static_cast<std::streamsize>(n));
+      left -= static_cast<int64_t>(n);
+    }
+    uint64_t expected = 0;
+    if (!readAll(fd, &expected, sizeof expected)) {
+      throw std::runtime_error(name + ": connection lost before the checksum");
+    }
+    if (expected != sum) throw std::runtime_error(name + ": checksum mismatch");
+    if (!out.flush()) throw std::runtime_error("cannot write " + part + " (disk full?)");
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error("cannot rename " + part + ": " + std::strerror(errno));
+  }
+  *bytes += size;
+  return path;
+}
+
+// One sender's connection, after its hello: header, files, the answer.
+NodeShards receiveNode(int fd, int nnodes, const std::string& dir, std::vector<bool>& done) {
+  const int64_t ready = kReady;
+  if (!writeAll(fd, &ready, sizeof ready)) throw std::runtime_error("connection lost");
+  int64_t node = 0, offset = 0, count = 0;
+  if (!readI64(fd, &node) || !readI64(fd, &offset) || !readI64(fd, &count)) {
+    throw std::runtime_error("connection lost in the header");
+  }
+  if (node < 1 || node >= nnodes || done[static_cast<size_t>(node)] || count < 0 ||
+      count > 1 << 16) {
+    throw std::runtime_error("unexpected header (node " + std::to_string(node) + ", " +
+                             std::to_string(count) + " files)");
+  }
+  NodeShards got;
+  got.node_rank = static_cast<int>(node);
+  got.clock_offset_ns = offset;
+  const std::string nodeDir = dir + "/node" + std::to_string(node);
+  ::mkdir(nodeDir.c_str(), 0755);
+  try {
+    for (int64_t i = 0; i < count; ++i) got.paths.push_back(receiveFile(fd, nodeDir, &got.bytes));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("node " + std::to_string(node) + ": " + e.what());
+  }
+  writeI64(fd, count);  // every file verified
+  return got;
+}
+
+}  // namespace
+
+int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, int timeout_s,
+                   const CancelCheck& cancelled) {
+  const sockaddr_in sa = resolve(addr, port);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    if (cancelled && cancelled()) throw std::runtime_error("stopped while waiting for node 0");
+    if (SteadyClock::now() > deadline) {
+      throw std::runtime_error("node 0's agent at " + addr + ":" + std::to_string(port) +
+                               " did not take the shards within " + std::to_string(timeout_s) +
+                               " s");
+    }
+    const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    ioTimeout(s.get(), kIoTimeoutS);
+    int64_t answer = 0;
+    if (!writeI64(s.get(), kShardsHello) || !readI64(s.get(), &answer) || answer == kNotReady) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;  // node 0 still serves clocks, or was between its two services
+    }
+    if (answer != kReady) throw std::runtime_error("node 0's agent gave an unexpected answer");
+    if (!writeI64(s.get(), shards.node_rank) || !writeI64(s.get(), shards.clock_offset_ns) ||
+        !writeI64(s.get(), static_cast<int64_t>(shards.paths.size()))) {
+      throw std::runtime_error(std::string("connection lost: ") + std::strerror(errno));
+    }
+    int64_t bytes = 0;
+    for (const auto& p : shards.paths) {
+      sendFile(s.get(), p);
+      struct stat st {};
+      if (::stat(p.c_str(), &st) == 0) bytes += st.st_size;
+    }
+    int64_t verified = -1;
+    if (!readI64(s.get(), &verified) || verified != static_cast<int64_t>(shards.paths.size())) {
+      throw std::runtime_error("node 0 did not confirm the shards (see its output)");
+    }
+    return bytes;
+  }
+}
+
+ReceiveResult receiveShards(int port, int nnodes, const std::string& dir, int timeout_s,
+                            const CancelCheck& cancelled) {
+  ReceiveResult result;
+  const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(s.get(), nnodes) != 0) {
+    throw std::runtime_error("shard transfer: cannot listen on port " + std::to_string(port) +
+                             ": " + std::strerror(errno));
+  }
+  std::vector<bool> done(static_cast<size_t>(nnodes), false);
+  int left = nnodes - 1;
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(timeout_s);
+  while (left > 0 && SteadyClock::now() < deadline && !(cancelled && cancelled())) {
+    pollfd p{s.get(), POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (c.get() < 0) continue;
+    ioTimeout(c.get(), kIoTimeoutS);
+    int64_t hello = 0;
+    if (!readI64(c.get(), &hello) || hello != kShardsHello) continue;  // not a shard sender
+    try {
+      NodeShards got = receiveNode(c.get(), nnodes, dir, done);
+      done[static_cast<size_t>(got.node_rank)] = true;
+      --left;
+      result.delivered.push_back(std::move(got));
+    } catch (const std::exception& e) {
+      result.errors.push_back(e.what());
+    }
+  }
+  for (int n = 1; n < nnodes; ++n) {
+    if (!done[static_cast<size_t>(n)]) result.missing.push_back(n);
+  }
+  std::sort(result.delivered.begin(), result.delivered.end(),
+            [](const NodeShards& a, const NodeShards& b) { return a.node_rank < b.node_rank; });
+  return result;
 }
 
 }  // namespace tracerun::launcher

@@ -1,11 +1,16 @@
-// Clock offsets between launcher agents on different hosts (--nnodes > 1): node 0's agent answers
-// time requests on a TCP port; every other agent asks several times and keeps the estimate from the
-// round trip with the smallest RTT (NTP's rule). Not used on one host: all ranks there share
-// CLOCK_MONOTONIC (offset 0). No libtorch, no c10d.
+// The launcher agents' exchanges across hosts (--nnodes > 1), both on node 0's MASTER_PORT + 1:
+// - clock offsets: node 0's agent answers time requests; every other agent asks several times and
+//   keeps the estimate from the round trip with the smallest RTT (NTP's rule). Not used on one
+//   host: all ranks there share CLOCK_MONOTONIC (offset 0).
+// - the shard transfer at the end: every other agent sends its ranks' shards to node 0's agent
+//   (chunked, a size header and a checksum per file), which merges all nodes into one trace.
+// No libtorch, no c10d.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace tracerun::launcher {
 
@@ -25,6 +30,36 @@ void serveClock(const std::string& addr, int port, int clients, int timeout_s);
 // Other nodes: connects to addr:port (retrying until timeout_s), does `rounds` round trips.
 // Throws std::runtime_error when node 0 cannot be reached.
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s);
+
+// ---- shard transfer (node K -> node 0) ----
+
+// One node's delivery: its shards (on node 0's disk after receiveShards) and its clock offset.
+struct NodeShards {
+  int node_rank = 0;
+  int64_t clock_offset_ns = 0;  // that node's clock minus node 0's, to apply when merging
+  std::vector<std::string> paths;
+  int64_t bytes = 0;
+};
+
+// Returns true when the caller wants the wait abandoned (e.g. a second Ctrl-C).
+using CancelCheck = std::function<bool()>;
+
+// Node K: sends `shard` paths (files named rankR.db) to node 0's agent at addr:port, retrying the
+// connection until node 0 is ready or timeout_s passes. Returns the bytes sent once node 0 has
+// confirmed every file's size and checksum; throws std::runtime_error saying why otherwise.
+int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, int timeout_s,
+                   const CancelCheck& cancelled);
+
+struct ReceiveResult {
+  std::vector<NodeShards> delivered;  // in node order
+  std::vector<int> missing;           // nodes that delivered nothing valid
+  std::vector<std::string> errors;    // one line per failed delivery
+};
+
+// Node 0: listens on port, takes one delivery from each of nodes 1..nnodes-1 into dir/nodeK/
+// until all came, timeout_s passed or `cancelled` says so.
+ReceiveResult receiveShards(int port, int nnodes, const std::string& dir, int timeout_s,
+                            const CancelCheck& cancelled);
 
 // A free TCP port on addr (bind port 0, read it, close): the rendezvous port when none is given.
 int freePort(const std::string& addr);

@@ -1,11 +1,12 @@
 // The multi-rank launch: `tracerun --nproc-per-node N [--nnodes ...] [--max-restarts R] --
 // PROGRAM`. Starts N ranks with the torchrun environment, passes their output through with [rank N]
 // prefixes, draws the status line from the ranks' status files, stops the group on the first
-// failure or on Ctrl-C, restarts it when allowed, and merges the shards. It does not host the
-// rendezvous store (rank 0 of the program does, as under torchrun) and does not coordinate
+// failure or on Ctrl-C, restarts it when allowed, and merges the shards; with several nodes every
+// other node ships its shards to node 0, whose output becomes the trace of all ranks. It does not
+// host the rendezvous store (rank 0 of the program does, as under torchrun) and does not coordinate
 // failures or restarts across nodes.
 //
-// Sections: helpers · workers · status line · one attempt · launchGroup
+// Sections: helpers · workers · status line · one attempt · merge · nodes · launchGroup
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -84,10 +85,12 @@ std::string attemptOutput(const std::string& output, int attempt) {
 // Self-pipe: signal handlers only write a byte; the loop polls the read end.
 int gWake[2] = {-1, -1};
 volatile sig_atomic_t gStopSignal = 0;
+volatile sig_atomic_t gStopSignals = 0;  // how many arrived: a later one cancels the node wait
 
 void onSignal(int sig) {
   const int saved = errno;
   if (sig != SIGCHLD && gStopSignal == 0) gStopSignal = sig;
+  if (sig != SIGCHLD) gStopSignals = gStopSignals + 1;
   const char b = 0;
   if (::write(gWake[1], &b, 1) < 0) {
   }
@@ -441,29 +444,32 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
   return result;
 }
 
-// Shards of one attempt in rank order (numeric: rank10 after rank9).
-std::vector<std::string> attemptShards(const std::string& dir) {
-  auto files = shardFiles(dir);
-  auto rankOf = [](const std::string& p) {
-    const auto at = p.rfind("/rank");
-    return std::atoi(p.c_str() + (at == std::string::npos ? 0 : at + 5));
-  };
-  std::sort(files.begin(), files.end(),
-            [&](const std::string& a, const std::string& b) { return rankOf(a) < rankOf(b); });
-  return files;
+// ---- merge --------------------------------------------------------------------------------------
+
+int rankOfShard(const std::string& path) {
+  const auto at = path.rfind("/rank");
+  return std::atoi(path.c_str() + (at == std::string::npos ? 0 : at + 5));
 }
 
+// `dir`'s shards (this node's ranks, on this node's clock offset) and `others` (shards received
+// from other nodes, with their offsets), merged in rank order (numeric: rank10 after rank9).
 bool mergeAttempt(const std::string& dir, const std::string& output, int64_t offset,
-                  bool haveOffset) {
-  const auto shards = attemptShards(dir);
-  if (shards.empty()) {
+                  const std::vector<NodeShards>& others = {}) {
+  std::vector<trace::MergeInput> inputs;
+  for (const auto& s : shardFiles(dir)) inputs.push_back({s, true, offset});
+  for (const auto& node : others) {
+    for (const auto& s : node.paths) inputs.push_back({s, true, node.clock_offset_ns});
+  }
+  if (inputs.empty()) {
     std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
                  dir.c_str());
     return false;
   }
+  std::stable_sort(inputs.begin(), inputs.end(),
+                   [](const trace::MergeInput& a, const trace::MergeInput& b) {
+                     return rankOfShard(a.path) < rankOfShard(b.path);
+                   });
   try {
-    std::vector<trace::MergeInput> inputs;
-    for (const auto& s : shards) inputs.push_back({s, haveOffset, offset});
     trace::MergeOptions mo;
     mo.output = output;
     trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
@@ -482,6 +488,90 @@ void removeAttemptDir(const std::string& dir) {
     ::unlink((p + ".tmp").c_str());
   }
   ::rmdir(dir.c_str());
+}
+
+// ---- nodes --------------------------------------------------------------------------------------
+
+// How long node 0 waits for the other nodes' shards after its own ranks ended, and how long the
+// other nodes try to deliver them.
+int transferTimeoutS() {
+  const char* v = std::getenv("TRACERUN_NODE_TRANSFER_TIMEOUT_S");
+  const int s = v != nullptr ? std::atoi(v) : 0;
+  return s > 0 ? s : 300;
+}
+
+// A stop signal that arrives after `seen` ended the wait (the first one stopped the ranks).
+CancelCheck signalSince(sig_atomic_t seen) {
+  return [seen] { return gStopSignals > seen; };
+}
+
+// Node 0: the other nodes' shards, into shardDir/received/nodeK/. Says which node did not deliver.
+ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDir) {
+  const int timeout = transferTimeoutS();
+  ::mkdir(receivedDir.c_str(), 0755);
+  if (!o.quiet) {
+    std::fprintf(stderr, "tracerun: waiting up to %d s for the shards of nodes 1..%d\n", timeout,
+                 o.nnodes - 1);
+  }
+  ReceiveResult got;
+  try {
+    got =
+        receiveShards(o.master_port + 1, o.nnodes, receivedDir, timeout, signalSince(gStopSignals));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: %s\n", e.what());
+    for (int n = 1; n < o.nnodes; ++n) got.missing.push_back(n);
+    return got;
+  }
+  for (const auto& e : got.errors)
+    std::fprintf(stderr, "tracerun: shard transfer: %s\n", e.c_str());
+  for (const auto& node : got.delivered) {
+    if (!o.quiet) {
+      std::fprintf(stderr, "tracerun: node %d: %zu shard(s), %.1f MB received\n", node.node_rank,
+                   node.paths.size(), static_cast<double>(node.bytes) / 1e6);
+    }
+  }
+  for (int n : got.missing) {
+    std::fprintf(stderr,
+                 "tracerun: node %d did not deliver its shards within %d s; %s lacks its ranks "
+                 "(node %d keeps them)\n",
+                 n, timeout, o.output.c_str(), n);
+  }
+  return got;
+}
+
+void removeReceived(const std::string& receivedDir, const std::vector<NodeShards>& nodes) {
+  for (const auto& node : nodes) {
+    const std::string dir = receivedDir + "/node" + std::to_string(node.node_rank);
+    removeShardFiles(dir);
+    ::rmdir(dir.c_str());
+  }
+  ::rmdir(receivedDir.c_str());
+}
+
+// Node K > 0: its shards to node 0. Returns false (after saying so) when they did not get there.
+bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offset) {
+  NodeShards mine;
+  mine.node_rank = o.node_rank;
+  mine.clock_offset_ns = offset;
+  mine.paths = shardFiles(dir);
+  try {
+    const int64_t bytes = sendShards(o.master_addr, o.master_port + 1, mine, transferTimeoutS(),
+                                     signalSince(gStopSignals));
+    if (!o.quiet) {
+      std::fprintf(stderr,
+                   "tracerun: node %d: %zu shard(s), %.1f MB sent to node 0, whose output holds "
+                   "every node's ranks; this node's own ranks are also in %s\n",
+                   o.node_rank, mine.paths.size(), static_cast<double>(bytes) / 1e6,
+                   o.output.c_str());
+    }
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "tracerun: node %d: the shards did not reach node 0: %s; this node's ranks are in "
+                 "%s, its shards kept in %s\n",
+                 o.node_rank, e.what(), o.output.c_str(), dir.c_str());
+    return false;
+  }
 }
 
 }  // namespace
@@ -597,7 +687,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       break;
     }
     const std::string kept = attemptOutput(opts.output, attempt);
-    if (mergeAttempt(dir, kept, clock.offset_ns, true)) {
+    if (mergeAttempt(dir, kept, clock.offset_ns)) {
       std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt, kept.c_str());
     }
     if (!opts.keep_shards) removeAttemptDir(dir);
@@ -605,7 +695,22 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
                  opts.nproc_per_node, attempt + 1, opts.max_restarts);
   }
 
-  const bool merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, true);
+  // Several nodes: node 0 merges every node's shards into its output; the others merge their own
+  // (their "node file") and ship their shards to node 0, keeping them when that fails.
+  const bool severalNodes = opts.nnodes > 1;
+  const std::string receivedDir = shardDir + "/received";
+  ReceiveResult others;
+  if (severalNodes && opts.node_rank == 0) others = collectNodes(opts, receivedDir);
+  const bool merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, others.delivered);
+  bool keep = opts.keep_shards;
+  if (severalNodes && opts.node_rank == 0 && !others.missing.empty()) {
+    keep = true;
+    std::fprintf(stderr, "tracerun: node 0's shards kept in %s (for `tracerun merge`)\n",
+                 lastDir.c_str());
+  }
+  if (severalNodes && opts.node_rank > 0 && !deliverToNode0(opts, lastDir, clock.offset_ns)) {
+    keep = true;
+  }
   if (merged && !opts.quiet) {
     try {
       printSummary(opts.output);
@@ -617,8 +722,9 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       std::fprintf(stderr, "tracerun: %s: %s\n", opts.output.c_str(), e.what());
     }
   }
-  if (merged && !opts.keep_shards) {
+  if (merged && !keep) {
     removeAttemptDir(lastDir);
+    removeReceived(receivedDir, others.delivered);
     ::rmdir(shardDir.c_str());
   }
   if (!merged && code == 0) code = 1;

@@ -1,10 +1,11 @@
 // End-to-end: the multi-rank launcher (`tracerun --nproc-per-node N ... -- PROGRAM`) on real
 // processes: the torchrun environment, [rank N] pass-through and the status line, a failing or
-// killed rank, restarts, Ctrl-C, the agents' clock exchange, and gpttrain under it (a merged trace,
-// and a killed rank resumed to the uninterrupted losses). No libtorch in this test binary; no
-// timed assertions.
+// killed rank, restarts, Ctrl-C, the agents' clock exchange, several nodes merged on node 0, and
+// gpttrain under it (a merged trace, and a killed rank resumed to the uninterrupted losses). No
+// libtorch in this test binary; no timed assertions.
 //
-// Sections: running processes · environment and output · faults · restarts · clock · gpttrain
+// Sections: running processes · environment and output · faults · restarts · clock · several
+//           nodes · gpttrain
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -40,7 +41,9 @@ namespace {
 using Result = testing::ProcessResult;
 using testing::readFile;
 
-bool exists(const std::string& path) { return testing::fileExists(path); }
+bool exists(const std::string& path) {
+  return testing::fileExists(path);
+}
 
 const std::string& scratch() {
   static const std::string dir = [] {
@@ -331,6 +334,110 @@ TEST_CASE("node agents measure their clock offset: within half the best round tr
   const auto [offset, rtt] = twoAgents(skew);
   CHECK(rtt > 0);
   CHECK(std::llabs(offset - skew) <= rtt / 2 + 1);
+}
+
+// ---- several nodes: one trace on node 0 ---------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> nodeFlags(const std::string& port, int nodeRank) {
+  return {"--nproc-per-node", "2",  "--nnodes", "2",   "--master-addr", "127.0.0.1",
+          "--master-port",    port, "--status", "off", "--node-rank",   std::to_string(nodeRank)};
+}
+
+// "[rank R] clock step S BEGIN END" lines: step -> (begin, end) on the rank's real clock.
+std::map<int, std::pair<int64_t, int64_t>> stepClocks(const std::string& out, int rank) {
+  std::map<int, std::pair<int64_t, int64_t>> steps;
+  std::istringstream in(out);
+  const std::string key = "[rank " + std::to_string(rank) + "] clock step ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    int step = 0;
+    long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str() + key.size(), "%d %lld %lld", &step, &begin, &end) == 3) {
+      steps[step] = {begin, end};
+    }
+  }
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("several nodes: node 0's output holds every node's ranks, on node 0's clock",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const int64_t skew = 1500000000;  // node 1's agent clock reads 1.5 s more
+  const std::string out0 = scratch() + "/nodes0.db", out1 = scratch() + "/nodes1.db";
+  const auto program = worker({"--steps", "3", "--print-clock"});
+  Child node0(group(out0, nodeFlags(port, 0), program));
+  auto argv1 = group(out1, nodeFlags(port, 1), program);
+  argv1.insert(argv1.begin(),
+               {"/usr/bin/env", "TRACERUN_TEST_CLOCK_SKEW_NS=" + std::to_string(skew)});
+  Child node1(argv1);
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r0.err + "\n" + r1.describe() + "\n" + r1.err);
+  REQUIRE(r0.code == 0);
+  REQUIRE(r1.code == 0);
+  CHECK_FALSE(contains(r1.err, "did not reach node 0"));
+  CHECK_FALSE(exists(out0 + ".shards"));  // delivered and merged: nothing left behind
+  CHECK_FALSE(exists(out1 + ".shards"));
+
+  // Node 1 keeps its own node file with its two ranks.
+  CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{2, 3});
+
+  const auto merged = trace::TraceReader::open(out0);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  const int64_t origin = std::atoll(merged.meta("origin_ns").c_str());
+  const int64_t node1Offset = std::atoll(envOf(r1.out, 2, "TRACERUN_CLOCK_OFFSET_NS").c_str());
+  CHECK(std::llabs(node1Offset - skew) <= 1000000000);  // measured (exactly: test above)
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& out = rank < 2 ? r0.out : r1.out;
+    // Merged time = the rank's clock - its node's offset: every step span lies between the
+    // clock readings the rank printed around it, shifted by exactly that offset. 1 ms of slack
+    // for the capture's TSC clock (fitted to CLOCK_MONOTONIC); a missing shift is 1.5 s.
+    const int64_t offset = rank < 2 ? 0 : node1Offset;
+    const int64_t slack = 1000000;
+    const auto truth = stepClocks(out, rank);
+    REQUIRE(truth.size() == 3);
+    std::vector<trace::SpanRow> steps;
+    for (const auto& t : merged.tracks()) {
+      if (t.rank != rank) continue;
+      merged.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+        if (merged.str(s.name) == "step") steps.push_back(s);
+      });
+    }
+    REQUIRE(steps.size() == 3);
+    std::sort(steps.begin(), steps.end(),
+              [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    for (int step = 1; step <= 3; ++step) {
+      INFO("rank " << rank << " step " << step);
+      const auto& span = steps[static_cast<size_t>(step - 1)];
+      const auto [begin, end] = truth.at(step);
+      CHECK(span.start_ns + origin >= begin - offset - slack);
+      CHECK(span.start_ns + span.dur_ns + origin <= end - offset + slack);
+    }
+  }
+}
+
+TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps its shards",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/lost0.db", out1 = scratch() + "/lost1.db";
+  auto argv0 = group(out0, nodeFlags(port, 0), worker({"--steps", "2"}));
+  argv0.insert(argv0.begin(), {"/usr/bin/env", "TRACERUN_NODE_TRANSFER_TIMEOUT_S=2"});
+  Child node0(argv0);
+  // Node 1's ranks run long; its agent is killed once they have started (it never delivers).
+  Child node1(group(out1, nodeFlags(port, 1), worker({"--steps", "1000", "--sleep-ms", "50"})));
+  REQUIRE(waitForOutput(node1, "[rank 2] step 1"));
+  const Result r0 = node0.wait();
+  ::kill(node1.pid(), SIGKILL);
+  node1.wait();
+  INFO(r0.describe() + "\n" + r0.err);
+  CHECK(r0.code == 0);
+  CHECK(contains(r0.err, "node 1 did not deliver its shards within 2 s"));
+  CHECK(contains(r0.err, "node 0's shards kept in"));
+  CHECK(ranksOf(trace::TraceReader::open(out0)) == std::set<int>{0, 1});
+  CHECK(exists(out0 + ".shards/attempt0/rank0.db"));
 }
 
 // ---- gpttrain -----------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 // A small libtorch worker for the multi-rank launcher tests: prints its torchrun environment, runs
 // annotated steps (a few ATen ops, "loss" and "step" counters) and fails on request (a signal or
 // an exit code at a given rank and step, only in the first attempt). Not a training program.
+// With --print-clock each step also prints "clock step N BEGIN END": CLOCK_MONOTONIC ns read just
+// before the step's scope opened and just after it closed (the truth the merged times are checked
+// against).
 //
 // launcher_worker [--steps N] [--sleep-ms M] [--fail-rank R --fail-step S
-//                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt]
+//                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt] [--print-clock]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <signal.h>
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 
@@ -25,11 +29,17 @@ int envInt(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
+long long monotonicNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 5, sleepMs = 0, failRank = -1, failStep = -1, failSignal = 0, failCode = 0;
-  bool everyAttempt = false;
+  bool everyAttempt = false, printClock = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -40,6 +50,7 @@ int main(int argc, char** argv) {
     if (a == "--fail-signal") failSignal = next();
     if (a == "--fail-code") failCode = next();
     if (a == "--fail-every-attempt") everyAttempt = true;
+    if (a == "--print-clock") printClock = true;
   }
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
@@ -54,6 +65,7 @@ int main(int argc, char** argv) {
   const int restart = envInt("TORCHELASTIC_RESTART_COUNT", 0);
   at::Tensor w = at::ones({32, 32});
   for (int step = 1; step <= steps; ++step) {
+    const long long begin = monotonicNs();
     {
       tracerun::Step s(step);
       at::Tensor x = at::ones({32, 32}) * static_cast<double>(step);
@@ -62,6 +74,8 @@ int main(int argc, char** argv) {
       tracerun::counter("tokens_per_s", 1000.0);
       tracerun::counter("step", step);
     }
+    const long long end = monotonicNs();
+    if (printClock) std::printf("clock step %d %lld %lld\n", step, begin, end);
     std::printf("step %d\n", step);
     std::fflush(stdout);
     if (rank == failRank && step == failStep && (restart == 0 || everyAttempt)) {
