@@ -64,6 +64,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS (pipeline dry run)");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
+      ->check(CLI::IsMember({"gloo", "nccl"}));
   app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
       ->check(CLI::PositiveNumber);
   app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");

@@ -54,6 +54,7 @@ struct TrainConfig {
   std::string dump_grads;  // write the full gradients of step 1 here (rank 0)
   std::string dry_run_costs;
   int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
+  std::string backend = "gloo";  // process groups: gloo, or nccl (a libtorch with CUDA only)
   double bucket_mb = 4.0;
   bool quiet = false;  // no start line and no per-step lines (the end-of-run summary stays)
 

@@ -36,13 +36,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpttrain: error: %s\n", problem.c_str());
     return 2;
   }
+  if (std::string problem = gpttrain::backendError(config.backend); !problem.empty()) {
+    std::fprintf(stderr, "gpttrain: %s\n", problem.c_str());
+    return 2;
+  }
+  const auto backend =
+      config.backend == "nccl" ? gpttrain::CommBackend::kNccl : gpttrain::CommBackend::kGloo;
   if (config.threads > 0) {
     pinThreads(config.threads);
   } else if (env.local_world > 1) {
     pinThreads(1);  // ranks share this machine
   }
   try {
-    gpttrain::ProcessGroups groups = gpttrain::makeProcessGroups(env, config.tp, config.pp);
+    gpttrain::ProcessGroups groups =
+        gpttrain::makeProcessGroups(env, config.tp, config.pp, backend);
     std::unique_ptr<gpttrain::Trainer> trainer;
     try {
       trainer = std::make_unique<gpttrain::Trainer>(config, groups);

@@ -1,6 +1,7 @@
 // Rendezvous and group construction (see process_groups.h).
 #include "process_groups.h"
 
+#include <torch/cuda.h>
 #include <tracerun/traced_group.h>
 
 #include <cstdlib>
@@ -27,8 +28,24 @@ bool isLoopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+tracerun::compat::CollectiveGroupPtr makeBackend(CommBackend backend,
+                                                 const c10::intrusive_ptr<c10d::Store>& store,
+                                                 int rank, int size, const std::string& hostname) {
+#if defined(TRACERUN_TORCH_HAS_NCCL)
+  if (backend == CommBackend::kNccl) {
+    return tracerun::compat::makeNcclGroup(store, rank, size, kTimeout);
+  }
+#else
+  if (backend == CommBackend::kNccl) {
+    throw std::runtime_error("--backend nccl needs a libtorch built with CUDA");
+  }
+#endif
+  return tracerun::compat::makeGlooGroup(store, rank, size, hostname, kTimeout);
+}
+
 GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int global_rank,
-                   const c10::intrusive_ptr<c10d::Store>& store, const std::string& hostname) {
+                   const c10::intrusive_ptr<c10d::Store>& store, const std::string& hostname,
+                   CommBackend backend) {
   auto g = makeSoloGroup(name, global_rank);
   g->global_ranks = members;
   g->size = static_cast<int>(members.size());
@@ -40,14 +57,27 @@ GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int
   for (int r : members) prefix += "/" + std::to_string(r);
   auto sub = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
   // The decorator records each collective when libtracerun is loaded (else: the group itself).
-  g->pg = tracerun::traceGroup(
-      tracerun::compat::makeGlooGroup(sub, g->rank, g->size, hostname, kTimeout), name, members);
+  g->pg =
+      tracerun::traceGroup(makeBackend(backend, sub, g->rank, g->size, hostname), name, members);
   g->native_base_collectives = g->pg->getBackendName() != "gloo";
   g->native_bf16 = g->pg->getBackendName() != "gloo";
   return g;
 }
 
 }  // namespace
+
+std::string backendError(const std::string& backend) {
+  if (backend != "nccl") return "";
+#if defined(TRACERUN_TORCH_HAS_NCCL)
+  if (!torch::cuda::is_available()) return "--backend nccl needs a CUDA device (none is visible)";
+  // The groups can be NCCL (makeProcessGroups), but the model, the data and every buffer the
+  // collectives see are still CPU tensors, which NCCL rejects: refuse instead of failing at the
+  // first collective. See docs/trainer.md.
+  return "--backend nccl: the model and data are not moved to CUDA yet (docs/trainer.md)";
+#else
+  return "--backend nccl needs a libtorch built with CUDA";
+#endif
+}
 
 LaunchEnv readLaunchEnv() {
   LaunchEnv env;
@@ -66,7 +96,7 @@ LaunchEnv readLaunchEnv() {
   return env;
 }
 
-ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp) {
+ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBackend backend) {
   ProcessGroups groups;
   groups.grid = RankGrid(env.world, tp, pp);
   groups.rank = env.rank;
@@ -89,14 +119,16 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp) {
   groups.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   const std::string hostname = isLoopback(env.master_addr) ? "127.0.0.1" : "";
   // Same order on every rank; each group connects only its own members.
-  groups.world = makeGroup("world", everyone, env.rank, groups.store, hostname);
-  groups.tp = makeGroup("tp", groups.grid.tpGroup(env.rank), env.rank, groups.store, hostname);
-  groups.dp = makeGroup("dp", groups.grid.dpGroup(env.rank), env.rank, groups.store, hostname);
-  groups.pp = makeGroup("pp", groups.grid.ppGroup(env.rank), env.rank, groups.store, hostname);
+  auto group = [&](const std::string& name, const std::vector<int>& members) {
+    return makeGroup(name, members, env.rank, groups.store, hostname, backend);
+  };
+  groups.world = group("world", everyone);
+  groups.tp = group("tp", groups.grid.tpGroup(env.rank));
+  groups.dp = group("dp", groups.grid.dpGroup(env.rank));
+  groups.pp = group("pp", groups.grid.ppGroup(env.rank));
   const std::vector<int> stages = groups.grid.ppGroup(env.rank);
   const bool ends = pp > 1 && (groups.coords.pp == 0 || groups.coords.pp == pp - 1);
-  groups.embedding = ends ? makeGroup("embedding", {stages.front(), stages.back()}, env.rank,
-                                      groups.store, hostname)
+  groups.embedding = ends ? group("embedding", {stages.front(), stages.back()})
                           : makeSoloGroup("embedding", env.rank);
   return groups;
 }

@@ -36,9 +36,19 @@ struct ProcessGroups {
   c10::intrusive_ptr<c10d::Store> store;  // null in a single-process run
 };
 
-// Rendezvous over a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), then one Gloo group
-// per grid dimension behind its own PrefixStore; groups of one rank need no communication.
-// Blocks until every rank has joined. Requires env.world % (tp * pp) == 0.
-ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp);
+// Which c10d backend the multi-rank groups use. kNccl exists only in a build against a libtorch
+// with CUDA and c10d NCCL (TRACERUN_TORCH_HAS_NCCL); backendError() says when it cannot run.
+enum class CommBackend { kGloo, kNccl };
+
+// Empty when `backend` ("gloo" or "nccl", as --backend takes it) can run in this build on this
+// machine; else one line for the user (without the "gpttrain: " prefix).
+std::string backendError(const std::string& backend);
+
+// Rendezvous over a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), then one group per
+// grid dimension (Gloo, or NCCL when asked and compiled) behind its own PrefixStore; groups of one
+// rank need no communication. Blocks until every rank has joined. Requires env.world % (tp * pp)
+// == 0.
+ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp,
+                                CommBackend backend = CommBackend::kGloo);
 
 }  // namespace gpttrain

@@ -265,3 +265,20 @@ TEST_CASE("bf16 autocast trains in every layout and tracks the fp32 losses", "[t
     }
   }
 }
+
+TEST_CASE("the backend flag: gloo by default, nccl refused with one line where it cannot run",
+          "[trainer][cli]") {
+  auto nccl = runExpectingFailure("cli_backend_nccl", {"--backend", "nccl"});
+  CHECK(nccl.code == 2);
+  CHECK(lineCount(nccl.output) == 1);
+#if defined(TRACERUN_TORCH_HAS_NCCL)
+  CHECK(nccl.output.find("gpttrain: --backend nccl") != std::string::npos);
+#else
+  CHECK(nccl.output.find("gpttrain: --backend nccl needs a libtorch built with CUDA") !=
+        std::string::npos);
+#endif
+  auto typo = runExpectingFailure("cli_backend_typo", {"--backend", "mpi"});
+  CHECK(typo.code == 2);
+  CHECK(lineCount(typo.output) == 1);
+  CHECK(typo.output.find("--backend") != std::string::npos);
+}

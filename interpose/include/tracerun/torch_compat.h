@@ -68,19 +68,48 @@ inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& s
 
 }  // namespace tracerun::compat
 
+// ProcessGroupNCCL, only where the build found a libtorch with CUDA and c10d NCCL
+// (TRACERUN_TORCH_HAS_NCCL, set by trainer/CMakeLists.txt from cmake/TracerunOptions.cmake). The
+// constructor (store, rank, size, intrusive_ptr<Options>) and Options::create(bool
+// is_high_priority_stream) are the same in 1.13 and 2.x; the timeout is a field of the options'
+// base (ProcessGroup::Options in 1.13, Backend::Options in 2.x). Never compiled on this machine.
+#if defined(TRACERUN_TORCH_HAS_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+namespace tracerun::compat {
+
+// An NCCL group of `size` ranks over `store` (a PrefixStore per sub-group, as for Gloo). It creates
+// no communicator yet: NCCL does that at the first collective, on the device of its tensors.
+inline CollectiveGroupPtr makeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                        int size, std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+}
+
+}  // namespace tracerun::compat
+#endif  // TRACERUN_TORCH_HAS_NCCL
+
 // Coalescing changed shape: 1.13 and 2.0 have `void startCoalescing()` and
-// `void endCoalescing(std::vector<intrusive_ptr<Work>>&)`; 2.1+ Backend has `void startCoalescing()`
-// and `intrusive_ptr<Work> endCoalescing()`. A decorator (tracerun/traced_group.h) writes
-// TRACERUN_C10D_FORWARD_COALESCING(inner_) in its class body to forward both to `inner_`.
+// `void endCoalescing(std::vector<intrusive_ptr<Work>>&)`; 2.1+ Backend has `void
+// startCoalescing()` and `intrusive_ptr<Work> endCoalescing()`. A decorator
+// (tracerun/traced_group.h) writes TRACERUN_C10D_FORWARD_COALESCING(inner_) in its class body to
+// forward both to `inner_`.
 #if TRACERUN_TORCH_VERSION_AT_LEAST(2, 1)
-#define TRACERUN_C10D_FORWARD_COALESCING(inner)                                  \
-  void startCoalescing() override { (inner)->startCoalescing(); }               \
-  c10::intrusive_ptr<c10d::Work> endCoalescing() override { return (inner)->endCoalescing(); }
+#define TRACERUN_C10D_FORWARD_COALESCING(inner)             \
+  void startCoalescing() override {                         \
+    (inner)->startCoalescing();                             \
+  }                                                         \
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override { \
+    return (inner)->endCoalescing();                        \
+  }
 #else
-#define TRACERUN_C10D_FORWARD_COALESCING(inner)                                        \
-  void startCoalescing() override { (inner)->startCoalescing(); }                     \
+#define TRACERUN_C10D_FORWARD_COALESCING(inner)                                    \
+  void startCoalescing() override {                                                \
+    (inner)->startCoalescing();                                                    \
+  }                                                                                \
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override { \
-    (inner)->endCoalescing(reqs);                                                     \
+    (inner)->endCoalescing(reqs);                                                  \
   }
 #endif
 
