@@ -10,8 +10,10 @@ namespace tracerun::tools {
 Command addLaunchCommand(CLI::App& app) {
   auto o = std::make_shared<launcher::LaunchOptions>();
   app.add_option("-o,--output", o->output, "trace to write when running a PROGRAM (run.db)");
-  app.add_option("--capture", o->capture,
-                 "what to record, comma-separated: ops,scopes,memory,comm,cuda (default all but cuda)");
+  app.add_option(
+      "--capture", o->capture,
+      "what to record, comma-separated: ops,scopes,memory,comm,cuda,tensors (default all but "
+      "cuda and tensors)");
   app.add_flag(
       "--no-shapes", [o](int64_t) { o->shapes = false; },
       "do not record input shapes and dtypes of ops (cheaper)");

@@ -112,6 +112,7 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
       if (word == "ops") c.ops = true;
       if (word == "scopes") c.scopes = true;
       if (word == "memory") c.memory = true;
+      if (word == "tensors") c.tensors = true;
     }
   }
   if (const char* shapes = env("TRACERUN_SHAPES")) c.shapes = std::strcmp(shapes, "0") != 0;
@@ -209,6 +210,8 @@ const char* statName(Stat s) {
       return "capture_names_interned";
     case Stat::kShapeCacheMisses:
       return "capture_shapes_interned";
+    case Stat::kTensorIdsDropped:
+      return "capture_tensor_ids_dropped";
     case Stat::kCount:
       break;
   }
@@ -338,9 +341,9 @@ bool startCapture(const CaptureConfig& config) {
   try {
     active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
     std::string what;
-    for (const char* w : {"ops", "scopes", "memory"}) {
+    for (const char* w : {"ops", "scopes", "memory", "tensors"}) {
       const bool on = (w[0] == 'o' && config.ops) || (w[0] == 's' && config.scopes) ||
-                      (w[0] == 'm' && config.memory);
+                      (w[0] == 'm' && config.memory) || (w[0] == 't' && config.tensors);
       if (on) what += what.empty() ? w : std::string(",") + w;
     }
     active->writer->setMeta("capture", what);

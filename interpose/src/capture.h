@@ -19,11 +19,12 @@
 namespace tracerun::interpose {
 
 struct CaptureConfig {
-  std::string output;  // shard path; "%r" is replaced by the rank
-  bool ops = true;     // ATen ops and autograd nodes
-  bool scopes = true;  // user scopes (annotations, record_function)
-  bool memory = true;  // CPU allocations and frees
-  bool shapes = true;  // input shapes and dtypes of ops
+  std::string output;    // shard path; "%r" is replaced by the rank
+  bool ops = true;       // ATen ops and autograd nodes
+  bool scopes = true;    // user scopes (annotations, record_function)
+  bool memory = true;    // CPU allocations and frees
+  bool shapes = true;    // input shapes and dtypes of ops
+  bool tensors = false;  // input/output tensor identities of ops (dataflow; costs, so opt-in)
   int rank = 0;
   int world_size = 1;
   std::string command;  // for meta
@@ -42,7 +43,8 @@ struct CaptureConfig {
 //   TRACERUN_OUTPUT   shard path, "%r" -> rank (required: nothing starts without it)
 //   TRACERUN_TARGET   capture only in this program: an absolute path compared with the realpath
 //                     of /proc/self/exe, or a bare name compared with its basename
-//   TRACERUN_CAPTURE  comma list of ops,scopes,memory (default all; unknown words are ignored)
+//   TRACERUN_CAPTURE  comma list of ops,scopes,memory,tensors (default ops,scopes,memory;
+//                     unknown words are ignored)
 //   TRACERUN_SHAPES   0 to skip input shapes
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
 //   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
@@ -107,6 +109,7 @@ enum class Stat : int {
   kMemoryUnrecorded,   // allocations/frees on a thread that could not record (exiting)
   kNameCacheMisses,    // names interned (once per distinct name per thread when caches work)
   kShapeCacheMisses,   // shape signatures formatted and interned
+  kTensorIdsDropped,   // tensor identities beyond kMaxTensorInputs/Outputs of an op (tensors)
   kCount,
 };
 void countStat(Stat s, uint64_t n = 1) noexcept;

@@ -1,9 +1,11 @@
 // Operators, autograd nodes and user scopes from libtorch's RecordFunction global callbacks, onto
 // each thread's span stack; forward->backward flows from sequence numbers; input shapes. Also the
 // library's static initializer. No allocation or lock on the hot path (docs/capture.md;
-// costs in docs/performance.md); tensor identities (dataflow) are not recorded here.
+// costs in docs/performance.md). With the opt-in `tensors` category, each op's input and output
+// tensor identities too (dataflow), as the span's arguments.
 //
-// Sections: shapes · async scopes · start/end callbacks · hooks · library lifetime
+// Sections: shapes · tensor identities · async scopes · start/end callbacks · hooks ·
+//           library lifetime
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 
@@ -22,6 +24,7 @@ namespace {
 constexpr int16_t kNotUser = -2;  // Frame::prevUser of frames that are not user scopes
 
 bool gShapes = false;
+bool gTensors = false;  // record tensor identities (needs inputs and outputs from libtorch)
 std::vector<at::CallbackHandle> gHandles;  // changed only under capture.cpp's lifecycle lock
 
 core::Category categoryOf(at::RecordScope s) noexcept {
@@ -169,6 +172,52 @@ core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
   return id;
 }
 
+// ---- tensor identities -------------------------------------------------------------------------
+// A tensor's identity: the address of its storage's data (views share it) with the low 16 bits of
+// its version counter in the top 16 bits (an in-place op's output differs from its input; user-
+// space addresses on x86-64 fit in 47 bits). An address reused after a free gives the same
+// identity again: a reader takes the latest producer that ended before the consumer started
+// (docs/capture.md). 0: no identity (undefined, no storage, or empty).
+// Measured against a boxed fallback on the Fake key (performance.md): RecordFunction's boxed
+// inputs and captured outputs cost less, and the fallback would need the callback anyway.
+
+int64_t tensorIdentity(const at::Tensor& t) noexcept {
+  if (!t.defined()) return 0;
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (!storage) return 0;
+  const auto data = reinterpret_cast<uint64_t>(storage.data());
+  if (data == 0) return 0;
+  const c10::VariableVersion& version = impl->version_counter();
+  const uint64_t v = version.enabled() ? version.current_version() & 0xFFFFu : 0;
+  return static_cast<int64_t>((data & ((uint64_t{1} << 48) - 1)) | (v << 48));
+}
+
+// Appends the identities of the tensors in `values` (tensor lists flattened) to ids[n..max);
+// returns the new n. Those beyond max are counted.
+template <typename Values>  // ArrayRef of the inputs, vector of the outputs
+int collectIdentities(const Values& values, int64_t* ids, int n, int max) noexcept {
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) {
+      if (n == max) {
+        countStat(Stat::kTensorIdsDropped);
+        continue;
+      }
+      ids[n++] = tensorIdentity(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (!e.isTensor()) continue;
+        if (n == max) {
+          countStat(Stat::kTensorIdsDropped);
+          continue;
+        }
+        ids[n++] = tensorIdentity(e.toTensor());
+      }
+    }
+  }
+  return n;
+}
+
 // ---- async scopes -------------------------------------------------------------------------------
 // Async RecordFunctions ("gloo:all_reduce"...) start and end on threads that are not nested
 // inside each other's spans: they never enter the stack; they become depth-0 spans on the
@@ -255,6 +304,10 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   f.detail = gShapes ? shapesOf(*t, fn) : 0;
   f.id = t->buffer->nextId();
   f.nargs = 0;
+  f.ninputs = 0;
+  if (C10_UNLIKELY(gTensors) && f.category == core::Category::kOp) {
+    f.ninputs = static_cast<uint8_t>(collectIdentities(fn.inputs(), f.inputs, 0, kMaxTensorInputs));
+  }
   if (f.category == core::Category::kUser) {
     f.prevUser = t->userTop;
     t->userTop = static_cast<int16_t>(d);
@@ -303,7 +356,14 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     i = j;
   }
   const Frame& f = t->frames[i];
-  popFrame(*t, i, endNs);
+  if (C10_UNLIKELY(gTensors) && f.category == core::Category::kOp) {
+    int64_t outputs[kMaxTensorOutputs];
+    const int n = collectIdentities(fn.outputs(), outputs, 0, kMaxTensorOutputs);
+    emitSpan(*t, f, i, endNs, outputs, n);
+    if (f.prevUser != kNotUser) t->userTop = f.prevUser;
+  } else {
+    popFrame(*t, i, endNs);
+  }
   if (f.category == core::Category::kBackward && f.seq >= 0) emitForwardBackwardFlow(*t, fn, f);
   t->depth = i;
 }
@@ -312,6 +372,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 void startOps(const CaptureConfig& config) {
   gShapes = config.shapes && config.ops;
+  gTensors = config.tensors && config.ops;
   std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes;
   if (config.ops) {
     scopes.insert(at::RecordScope::FUNCTION);
@@ -319,8 +380,10 @@ void startOps(const CaptureConfig& config) {
   }
   if (config.scopes) scopes.insert(at::RecordScope::USER_SCOPE);
   if (scopes.empty()) return;
-  gHandles.push_back(at::addGlobalCallback(
-      at::RecordFunctionCallback(&onStart, &onEnd).needsInputs(gShapes).scopes(scopes)));
+  gHandles.push_back(at::addGlobalCallback(at::RecordFunctionCallback(&onStart, &onEnd)
+                                               .needsInputs(gShapes || gTensors)
+                                               .needsOutputs(gTensors)
+                                               .scopes(scopes)));
 }
 
 void stopOps() {

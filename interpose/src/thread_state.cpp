@@ -5,6 +5,7 @@
 #include "capture.h"
 
 #include <mutex>
+#include <string>
 
 namespace tracerun::interpose {
 
@@ -64,7 +65,19 @@ SeqMap* createSeqMapForThread(uint64_t rfThreadId) {
   return m;
 }
 
-void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs) noexcept {
+core::StringId ThreadState::tensorKey(int slot) noexcept {
+  core::StringId& id = tensorKeys_[slot];
+  if (id == 0) {
+    const std::string key = slot < kMaxTensorInputs
+                                ? "in" + std::to_string(slot)
+                                : "out" + std::to_string(slot - kMaxTensorInputs);
+    id = intern(key.c_str());
+  }
+  return id;
+}
+
+void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs, const int64_t* outputs,
+              int noutputs) noexcept {
   core::SpanRecord s;
   s.category = f.category;
   s.depth = static_cast<uint16_t>(index);
@@ -76,21 +89,28 @@ void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs) noe
   s.seq = f.seq;
   s.detail = f.detail;
   core::RecordRing& ring = t.buffer->ring;
-  if (f.nargs == 0) {
+  const int total = f.nargs + f.ninputs + noutputs;
+  if (total == 0) [[likely]] {
     ring.tryPush(core::Record::from(s));
     return;
   }
-  core::ArgsRecord a;
-  a.owner = f.id;
-  a.count = static_cast<uint8_t>(f.nargs < 3 ? f.nargs : 3);
-  for (int i = 0; i < a.count; ++i) a.args[i] = f.args[i];
-  if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
-  if (f.nargs > 3) {
-    core::ArgsRecord b;
-    b.owner = f.id;
-    b.count = static_cast<uint8_t>(f.nargs - 3);
-    for (int i = 0; i < b.count; ++i) b.args[i] = f.args[3 + i];
-    ring.tryPush(core::Record::from(b));
+  core::ArgsRecord::Arg all[kMaxFrameArgs + kMaxTensorInputs + kMaxTensorOutputs];
+  int n = 0;
+  for (int i = 0; i < f.nargs; ++i) all[n++] = f.args[i];
+  for (int i = 0; i < f.ninputs; ++i) all[n++] = {t.inputKey(i), 0, f.inputs[i]};
+  for (int i = 0; i < noutputs; ++i) all[n++] = {t.outputKey(i), 0, outputs[i]};
+  // The span and its first ArgsRecord go in as a pair (a drop never separates them); the writer
+  // appends the following ArgsRecords to the same span.
+  for (int first = 0; first < n; first += 3) {
+    core::ArgsRecord a;
+    a.owner = f.id;
+    a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
+    for (int i = 0; i < a.count; ++i) a.args[i] = all[first + i];
+    if (first == 0) {
+      if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
+    } else {
+      ring.tryPush(core::Record::from(a));
+    }
   }
 }
 

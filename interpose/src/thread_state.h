@@ -153,6 +153,10 @@ SeqMap* createSeqMapForThread(uint64_t rfThreadId);     // null when too large
 // ---- Frame --------------------------------------------------------------------------------------
 
 inline constexpr int kMaxFrameArgs = 4;
+// Tensor identities kept per op when the `tensors` category is on (inputs at the start; outputs
+// are read at the end): the first ones only, the rest are counted in capture_tensor_ids_dropped.
+inline constexpr int kMaxTensorInputs = 8;
+inline constexpr int kMaxTensorOutputs = 4;
 
 // One open span on a thread's stack.
 struct Frame {
@@ -165,7 +169,9 @@ struct Frame {
   core::Category category = core::Category::kOp;
   uint8_t nargs = 0;
   int16_t prevUser = -1;  // index of the enclosing user/phase/module frame, -1 for none
+  uint8_t ninputs = 0;    // tensor identities in `inputs` (only with the tensors category)
   core::ArgsRecord::Arg args[kMaxFrameArgs];
+  int64_t inputs[kMaxTensorInputs];
 };
 
 // ---- ThreadState --------------------------------------------------------------------------------
@@ -187,9 +193,18 @@ struct ThreadState {
 
   Frame* top() noexcept { return depth > 0 && depth <= kMaxDepth ? &frames[depth - 1] : nullptr; }
   core::StringId intern(const char* s) noexcept { return names.lookup(s, session->strings()); }
+  // Argument keys "in0".."in7" and "out0".."out3" of tensor identities, interned on first use.
+  core::StringId inputKey(int i) noexcept { return tensorKey(i); }
+  core::StringId outputKey(int i) noexcept { return tensorKey(kMaxTensorInputs + i); }
+
+ private:
+  core::StringId tensorKey(int slot) noexcept;
+  core::StringId tensorKeys_[kMaxTensorInputs + kMaxTensorOutputs] = {};
 };
 
-// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments.
-void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs) noexcept;
+// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments: the
+// frame's own, then its tensor identities (inputs, then the `noutputs` in `outputs`).
+void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
+              const int64_t* outputs = nullptr, int noutputs = 0) noexcept;
 
 }  // namespace tracerun::interpose

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -20,8 +21,8 @@
 
 #include "capture.h"
 #include "tracerun/annotate.h"
-#include "tracerun/trace/reader.h"
 #include "tracerun/torch_compat.h"
+#include "tracerun/trace/reader.h"
 
 using namespace tracerun;
 namespace prof = torch::autograd::profiler;
@@ -266,6 +267,107 @@ TEST_CASE("input shapes and dtypes are recorded and skipped with shapes off") {
     const SpanInfo* add = findSpan(spans, "aten::add");
     REQUIRE(add != nullptr);
     CHECK(reader.str(add->row.detail) == (shapes ? "f32[2,3], f64[2,3], int" : ""));
+    ::unlink(path.c_str());
+  }
+}
+
+// ---- tensor identities (the opt-in `tensors` category) -----------------------------------------
+
+namespace {
+
+// A tensor's identity as docs/capture.md defines it, computed here from the tensor itself: its
+// storage's data address, its version counter in the top 16 bits.
+int64_t identityOf(const at::Tensor& t, uint32_t version) {
+  return static_cast<int64_t>(reinterpret_cast<uint64_t>(t.storage().data()) |
+                              (uint64_t{version} << 48));
+}
+
+struct OpIds {
+  std::string label;  // name#k: the k-th top-level op of that name
+  int64_t start = 0, end = 0;
+  std::vector<int64_t> in, out;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "tensor identities give a dataflow edge add to mul through y and none for unrelated ops") {
+  at::set_num_threads(1);
+  const auto a = torch::ones({4}), b = torch::ones({4}), c = torch::full({4}, 2.0);
+  const auto d = torch::ones({3}), e = torch::ones({3});
+  for (bool tensors : {true, false}) {
+    const std::string path = tempPath(tensors ? "tensors" : "notensors");
+    auto config = configFor(path);
+    config.tensors = tensors;
+    REQUIRE(interpose::startCapture(config));
+    auto y = a + b;  // aten::add#0 writes y
+    auto z = y * c;  // aten::mul#0 reads y
+    auto w = d - e;  // aten::sub#0: unrelated tensors
+    y.add_(1);       // aten::add_#0 reads y, writes y's next version
+    auto u = y * c;  // aten::mul#1 reads the new y
+    interpose::stopCapture();
+
+    const auto reader = trace::TraceReader::open(path);
+    std::vector<OpIds> ops;
+    std::map<std::string, int> seen;
+    for (const auto& s : allSpans(reader)) {
+      if (s.row.category != core::Category::kOp || s.row.depth != 0) continue;
+      OpIds op{
+          s.name + "#" + std::to_string(seen[s.name]++), s.row.start_ns, s.row.end_ns(), {}, {}};
+      for (const auto& arg : reader.args(s.row.id)) {
+        const std::string key = reader.str(arg.key);
+        if (key.rfind("in", 0) == 0) op.in.push_back(arg.value);
+        if (key.rfind("out", 0) == 0) op.out.push_back(arg.value);
+      }
+      ops.push_back(op);
+    }
+    auto find = [&](const std::string& label) -> const OpIds* {
+      for (const auto& op : ops) {
+        if (op.label == label) return &op;
+      }
+      return nullptr;
+    };
+    for (const char* label :
+         {"aten::add#0", "aten::mul#0", "aten::sub#0", "aten::add_#0", "aten::mul#1"}) {
+      INFO(label);
+      REQUIRE(find(label) != nullptr);
+    }
+    if (!tensors) {  // off by default: no identities, no arguments
+      for (const auto& op : ops) CHECK((op.in.empty() && op.out.empty()));
+      ::unlink(path.c_str());
+      continue;
+    }
+    // The identities are the tensors' own (independent truth: the tensors' storage and version).
+    CHECK(find("aten::add#0")->in == std::vector<int64_t>{identityOf(a, 0), identityOf(b, 0)});
+    CHECK(find("aten::add#0")->out == std::vector<int64_t>{identityOf(y, 0)});
+    CHECK(find("aten::mul#0")->in == std::vector<int64_t>{identityOf(y, 0), identityOf(c, 0)});
+    CHECK(find("aten::mul#0")->out == std::vector<int64_t>{identityOf(z, 0)});
+    CHECK(find("aten::sub#0")->out == std::vector<int64_t>{identityOf(w, 0)});
+    CHECK(find("aten::add_#0")->in.at(0) == identityOf(y, 0));
+    CHECK(find("aten::add_#0")->out == std::vector<int64_t>{identityOf(y, 1)});
+    CHECK(find("aten::mul#1")->in == std::vector<int64_t>{identityOf(y, 1), identityOf(c, 0)});
+    CHECK(find("aten::mul#1")->out == std::vector<int64_t>{identityOf(u, 0)});
+
+    // Edges by the documented rule: an input's producer is the latest op that output that
+    // identity and ended before the consumer started.
+    std::set<std::pair<std::string, std::string>> edges;
+    for (const auto& consumer : ops) {
+      for (int64_t id : consumer.in) {
+        const OpIds* producer = nullptr;
+        for (const auto& p : ops) {
+          if (&p == &consumer || p.end > consumer.start) continue;
+          if (std::find(p.out.begin(), p.out.end(), id) == p.out.end()) continue;
+          if (producer == nullptr || p.end > producer->end) producer = &p;
+        }
+        if (producer != nullptr) edges.insert({producer->label, consumer.label});
+      }
+    }
+    const std::set<std::pair<std::string, std::string>> expected = {
+        {"aten::add#0", "aten::mul#0"},
+        {"aten::add#0", "aten::add_#0"},
+        {"aten::add_#0", "aten::mul#1"},
+    };
+    CHECK(edges == expected);
     ::unlink(path.c_str());
   }
 }
