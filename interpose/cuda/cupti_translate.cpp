@@ -26,25 +26,57 @@ void emit(const core::SpanRecord& s, const ArgList& a, std::vector<core::Record>
   }
 }
 
+void emitFlow(const LaunchingOp& op, core::TrackId dstTrack, int64_t dstStart,
+              TranslateContext& ctx, std::vector<core::Record>& out) {
+  core::FlowRecord f;
+  f.flow = core::FlowKind::kOpKernel;
+  f.src_track = op.track;
+  f.src_ts_ns = op.start_ns;
+  f.dst_track = dstTrack;
+  f.dst_ts_ns = dstStart;
+  out.push_back(core::Record::from(f));
+  ++ctx.flows;
+}
+
+// A device span launched by the API call `correlationId`: a flow from its op when the external
+// record was seen, else wait for it.
 void flowFromOp(uint32_t correlationId, const core::SpanRecord& s, TranslateContext& ctx,
                 std::vector<core::Record>& out) {
   auto ext = ctx.external.find(correlationId);
   if (ext == ctx.external.end()) {
-    ++ctx.without_op;
+    ctx.pending[correlationId] = PendingDeviceSpan{s.track, s.start_ns};
+    if (ctx.pending.size() > TranslateContext::kMaxPending) {
+      ctx.pending.erase(ctx.pending.begin());
+      ++ctx.without_op;
+    }
     return;
   }
-  auto op = ctx.ops.find(ext->second);
-  if (op == ctx.ops.end()) {
-    ++ctx.without_op;
+  LaunchingOp op;
+  if (launchingOp(ext->second, ctx.op_base_ns, &op)) {
+    emitFlow(op, s.track, s.start_ns, ctx, out);
+  } else {
+    ++ctx.without_op;  // launched inside an op the capture could not name (id 0)
+  }
+  ctx.external.erase(ext);
+}
+
+void noteExternal(const CUpti_ActivityExternalCorrelation& e, TranslateContext& ctx,
+                  std::vector<core::Record>& out) {
+  if (e.externalKind != kOpCorrelationKind) return;  // another tool's ids
+  auto waiting = ctx.pending.find(e.correlationId);
+  if (waiting == ctx.pending.end()) {
+    ctx.external[e.correlationId] = e.externalId;
+    if (ctx.external.size() > TranslateContext::kMaxExternal)
+      ctx.external.erase(ctx.external.begin());
     return;
   }
-  core::FlowRecord f;
-  f.flow = core::FlowKind::kOpKernel;
-  f.src_track = op->second.track;
-  f.src_ts_ns = op->second.start_ns;
-  f.dst_track = s.track;
-  f.dst_ts_ns = s.start_ns;
-  out.push_back(core::Record::from(f));
+  LaunchingOp op;
+  if (launchingOp(e.externalId, ctx.op_base_ns, &op)) {
+    emitFlow(op, waiting->second.track, waiting->second.start_ns, ctx, out);
+  } else {
+    ++ctx.without_op;
+  }
+  ctx.pending.erase(waiting);
 }
 
 core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, const std::string& name,
@@ -118,9 +150,8 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
       auto s = spanOn(ctx, core::Category::kKernel, k.name ? k.name : "kernel", k.start, k.end,
                       k.deviceId, k.streamId);
       s.detail = ctx.intern("grid=(" + std::to_string(k.gridX) + "," + std::to_string(k.gridY) +
-                            "," + std::to_string(k.gridZ) + ") block=(" +
-                            std::to_string(k.blockX) + "," + std::to_string(k.blockY) + "," +
-                            std::to_string(k.blockZ) + ")");
+                            "," + std::to_string(k.gridZ) + ") block=(" + std::to_string(k.blockX) +
+                            "," + std::to_string(k.blockY) + "," + std::to_string(k.blockZ) + ")");
       ArgList a;
       a.add(ctx.intern("correlation"), k.correlationId);
       a.add(ctx.intern("device"), k.deviceId);
@@ -151,8 +182,8 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
-      auto s = spanOn(ctx, core::Category::kMemcpy, "memset", m.start, m.end, m.deviceId,
-                      m.streamId);
+      auto s =
+          spanOn(ctx, core::Category::kMemcpy, "memset", m.start, m.end, m.deviceId, m.streamId);
       ArgList a;
       a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
       a.add(ctx.intern("value"), m.value);
@@ -177,15 +208,74 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
       ++ctx.syncs;
       return;
     }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto& e = reinterpret_cast<const CUpti_ActivityExternalCorrelation&>(record);
-      ctx.external[e.correlationId] = e.externalId;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      noteExternal(reinterpret_cast<const CUpti_ActivityExternalCorrelation&>(record), ctx, out);
       return;
-    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      // Enabled only because CUPTI emits external correlation records with API records.
+      ++ctx.api_records;
+      return;
     default:
       ++ctx.unknown;
       return;
   }
+}
+
+void finish(TranslateContext& ctx) {
+  ctx.without_op += ctx.pending.size();
+  ctx.pending.clear();
+  ctx.external.clear();
+}
+
+uint64_t opExternalId(core::TrackId track, int64_t start_ns, int64_t base_ns) noexcept {
+  constexpr int64_t kSpan = int64_t{1} << 48;
+  if (track >= (core::TrackId{1} << 16) || start_ns <= base_ns || start_ns - base_ns >= kSpan) {
+    return 0;
+  }
+  return (uint64_t{track} << 48) | static_cast<uint64_t>(start_ns - base_ns);
+}
+
+bool launchingOp(uint64_t externalId, int64_t base_ns, LaunchingOp* op) noexcept {
+  if (externalId == 0) return false;
+  op->track = static_cast<core::TrackId>(externalId >> 48);
+  op->start_ns = base_ns + static_cast<int64_t>(externalId & ((uint64_t{1} << 48) - 1));
+  return true;
+}
+
+int64_t clockOffset(const std::vector<ClockSample>& samples) noexcept {
+  const ClockSample* best = nullptr;
+  for (const auto& s : samples) {
+    if (s.host_after < s.host_before) continue;
+    if (best == nullptr || s.host_after - s.host_before < best->host_after - best->host_before) {
+      best = &s;
+    }
+  }
+  if (best == nullptr) return 0;
+  const int64_t mid = best->host_before + (best->host_after - best->host_before) / 2;
+  return mid - static_cast<int64_t>(best->cupti);
+}
+
+std::vector<core::SessionStat> cuptiStats(const TranslateContext& ctx, uint64_t dropped,
+                                          uint64_t buffers, uint64_t records) {
+  auto info = [](const char* name, uint64_t v) {
+    return core::SessionStat{name, static_cast<int64_t>(v), core::StatSeverity::kInfo};
+  };
+  std::vector<core::SessionStat> out{
+      core::SessionStat{"cupti_dropped_records", static_cast<int64_t>(dropped),
+                        dropped > 0 ? core::StatSeverity::kError : core::StatSeverity::kInfo},
+      info("cupti_buffers", buffers),
+      info("cupti_records", records),
+      info("cupti_kernels", ctx.kernels),
+      info("cupti_nccl_kernels", ctx.nccl_kernels),
+      info("cupti_copies", ctx.copies),
+      info("cupti_syncs", ctx.syncs),
+      info("cupti_api_records", ctx.api_records),
+      info("cupti_kernel_op_flows", ctx.flows),
+      info("cupti_records_without_op", ctx.without_op),
+      info("cupti_unknown_records", ctx.unknown),
+  };
+  return out;
 }
 
 }  // namespace tracerun::interpose::cuda

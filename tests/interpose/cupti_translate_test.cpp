@@ -20,6 +20,7 @@ struct Fixture {
   core::EventId ids = 0;
   Fixture() {
     ctx.clock_offset_ns = 100;
+    ctx.op_base_ns = 400;
     ctx.intern = [this](const std::string& s) {
       for (size_t i = 0; i < strings.size(); ++i) {
         if (strings[i] == s) return static_cast<core::StringId>(i);
@@ -51,16 +52,44 @@ const CUpti_Activity& asActivity(const T& r) {
   return reinterpret_cast<const CUpti_Activity&>(r);
 }
 
+CUpti_ActivityExternalCorrelation externalRecord(
+    uint32_t correlationId, uint64_t externalId,
+    CUpti_ExternalCorrelationKind kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+  CUpti_ActivityExternalCorrelation e{};
+  e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+  e.externalKind = kind;
+  e.externalId = externalId;
+  e.correlationId = correlationId;
+  return e;
+}
+
+CUpti_ActivityKernel10 kernelRecord(uint32_t correlationId, uint64_t start, uint32_t stream) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = "volta_sgemm_128x64_nn";
+  k.start = start;
+  k.end = start + 500;
+  k.streamId = stream;
+  k.correlationId = correlationId;
+  return k;
+}
+
+std::vector<core::FlowRecord> flowsIn(const std::vector<core::Record>& out) {
+  std::vector<core::FlowRecord> flows;
+  for (const auto& r : out) {
+    if (r.kind() == core::RecordKind::kFlow) flows.push_back(r.as<core::FlowRecord>());
+  }
+  return flows;
+}
+
 }  // namespace
 
-TEST_CASE("kernel records: span on the stream track, shifted clock, args, flow to the launching op") {
+TEST_CASE(
+    "kernel records: span on the stream track, shifted clock, args, flow to the launching op") {
   Fixture f;
-  f.ctx.ops[99] = LaunchingOp{5, 900};
-  CUpti_ActivityExternalCorrelation ext{};
-  ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  ext.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-  ext.externalId = 99;
-  ext.correlationId = 42;
+  // The op span (track 5, host time 900) as the op capture encodes it.
+  CUpti_ActivityExternalCorrelation ext =
+      externalRecord(42, opExternalId(5, 900, f.ctx.op_base_ns));
   std::vector<core::Record> out;
   translate(asActivity(ext), f.ctx, out);
   CHECK(out.empty());
@@ -88,16 +117,21 @@ TEST_CASE("kernel records: span on the stream track, shifted clock, args, flow t
   CHECK(s.end_ns == 3100);
   CHECK(s.track == f.tracks.at({0, 7}));
   const auto args = f.argsOf(out, s.id);
-  CHECK(args == std::map<std::string, int64_t>{{"correlation", 42}, {"device", 0}, {"stream", 7},
-                                               {"registers", 32}, {"shared_bytes", 1536},
+  CHECK(args == std::map<std::string, int64_t>{{"correlation", 42},
+                                               {"device", 0},
+                                               {"stream", 7},
+                                               {"registers", 32},
+                                               {"shared_bytes", 1536},
                                                {"nccl", 1}});
   REQUIRE(out[3].kind() == core::RecordKind::kFlow);
   const auto flow = out[3].as<core::FlowRecord>();
   CHECK(flow.flow == core::FlowKind::kOpKernel);
   CHECK(flow.src_track == 5);
-  CHECK(flow.src_ts_ns == 900);
+  CHECK(flow.src_ts_ns == 900);  // the op's host time, not shifted by the CUPTI clock offset
   CHECK(flow.dst_track == s.track);
-  CHECK(flow.dst_ts_ns == 1100);
+  CHECK(flow.dst_ts_ns == 1100);  // the kernel's CUPTI start + offset: the span's own start
+  CHECK(f.ctx.flows == 1);
+  CHECK(f.ctx.external.empty());  // used once, forgotten
   CHECK(f.ctx.kernels == 1);
   CHECK(f.ctx.nccl_kernels == 1);
   CHECK(f.ctx.without_op == 0);
@@ -114,7 +148,7 @@ TEST_CASE("memcpy, memset and synchronization records") {
   m.end = 20;
   m.deviceId = 1;
   m.streamId = 3;
-  m.correlationId = 7;  // no external correlation known: no flow, counted
+  m.correlationId = 7;  // no external correlation known (yet): no flow, waits
   translate(asActivity(m), f.ctx, out);
   REQUIRE(out.size() == 3);
   auto s = out[0].as<core::SpanRecord>();
@@ -124,7 +158,8 @@ TEST_CASE("memcpy, memset and synchronization records") {
   CHECK(s.end_ns == 120);
   CHECK(s.track == f.tracks.at({1, 3}));
   CHECK(f.argsOf(out, s.id).at("bytes") == 4096);
-  CHECK(f.ctx.without_op == 1);
+  CHECK(f.ctx.pending.count(7) == 1);
+  CHECK(f.ctx.without_op == 0);
 
   out.clear();
   CUpti_ActivityMemset4 z{};
@@ -163,4 +198,173 @@ TEST_CASE("memcpy, memset and synchronization records") {
   translate(other, f.ctx, out);
   CHECK(out.empty());
   CHECK(f.ctx.unknown == 1);
+  finish(f.ctx);  // neither the copy's nor the memset's launch named an op
+  CHECK(f.ctx.without_op == 2);
+}
+
+TEST_CASE("op external ids: track and host start survive the round trip, out-of-range ids are 0") {
+  const int64_t base = 1'000'000'000'000;  // ~17 minutes of uptime
+  LaunchingOp op;
+  for (auto [track, start] : {std::pair<core::TrackId, int64_t>{1, base + 1},
+                              {7, base + 123'456'789},
+                              {65535, base + (int64_t{1} << 48) - 1}}) {
+    const uint64_t id = opExternalId(track, start, base);
+    REQUIRE(id != 0);
+    REQUIRE(launchingOp(id, base, &op));
+    CHECK(op.track == track);
+    CHECK(op.start_ns == start);
+  }
+  CHECK(opExternalId(65536, base + 10, base) == 0);  // track does not fit in 16 bits
+  CHECK(opExternalId(3, base, base) == 0);           // not after the base
+  CHECK(opExternalId(3, base - 5, base) == 0);
+  CHECK(opExternalId(3, base + (int64_t{1} << 48), base) == 0);  // 78 hours after the base
+  CHECK_FALSE(launchingOp(0, base, &op));
+  CHECK(opExternalId(2, base + 5, base) != opExternalId(3, base + 5, base));
+  CHECK(opExternalId(2, base + 5, base) != opExternalId(2, base + 6, base));
+}
+
+TEST_CASE("kernel record before its external correlation record: the flow comes with the latter") {
+  Fixture f;
+  std::vector<core::Record> out;
+  const auto k = kernelRecord(77, 5000, 2);
+  translate(asActivity(k), f.ctx, out);
+  CHECK(flowsIn(out).empty());
+  CHECK(f.ctx.pending.size() == 1);
+  const auto span = out[0].as<core::SpanRecord>();
+
+  out.clear();
+  const auto ext = externalRecord(77, opExternalId(9, 4321, f.ctx.op_base_ns));
+  translate(asActivity(ext), f.ctx, out);
+  const auto flows = flowsIn(out);
+  REQUIRE(flows.size() == 1);
+  CHECK(out.size() == 1);
+  CHECK(flows[0].flow == core::FlowKind::kOpKernel);
+  CHECK(flows[0].src_track == 9);
+  CHECK(flows[0].src_ts_ns == 4321);
+  CHECK(flows[0].dst_track == span.track);
+  CHECK(flows[0].dst_ts_ns == 5100);
+  CHECK(span.start_ns == 5100);
+  CHECK(f.ctx.pending.empty());
+  CHECK(f.ctx.external.empty());
+  finish(f.ctx);
+  CHECK(f.ctx.without_op == 0);
+  CHECK(f.ctx.flows == 1);
+}
+
+TEST_CASE("nested ops: each device record goes to the op its launch was correlated with") {
+  // aten::linear (track 3, t=1000) contains aten::addmm (t=1010) which launches a kernel and a
+  // memset; aten::relu (t=2000) launches one kernel. CUPTI reports the innermost id per launch.
+  Fixture f;
+  const int64_t base = f.ctx.op_base_ns;
+  std::vector<core::Record> out;
+  for (const auto& e : {externalRecord(1, opExternalId(3, 1010, base)),
+                        externalRecord(2, opExternalId(3, 1010, base)),
+                        externalRecord(3, opExternalId(3, 2000, base))}) {
+    translate(asActivity(e), f.ctx, out);
+  }
+  // API records of the launches (counted only) and a CUSTOM1 id of some other tool.
+  CUpti_ActivityAPI api{};
+  api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  api.correlationId = 1;
+  translate(asActivity(api), f.ctx, out);
+  translate(asActivity(externalRecord(3, 555, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1)), f.ctx,
+            out);
+  CHECK(out.empty());
+  CHECK(f.ctx.api_records == 1);
+
+  CUpti_ActivityMemset4 z{};
+  z.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  z.bytes = 64;
+  z.start = 3000;
+  z.end = 3010;
+  z.streamId = 1;
+  z.correlationId = 2;
+  translate(asActivity(kernelRecord(3, 4000, 1)), f.ctx, out);
+  translate(asActivity(z), f.ctx, out);
+  translate(asActivity(kernelRecord(1, 2500, 1)), f.ctx, out);
+  translate(asActivity(kernelRecord(9, 6000, 1)), f.ctx, out);  // launched outside any op
+  std::map<int64_t, int64_t> opOfDeviceStart;
+  for (const auto& fl : flowsIn(out)) {
+    CHECK(fl.src_track == 3);
+    opOfDeviceStart[fl.dst_ts_ns] = fl.src_ts_ns;
+  }
+  CHECK(opOfDeviceStart == std::map<int64_t, int64_t>{{4100, 2000}, {3100, 1010}, {2600, 1010}});
+  finish(f.ctx);
+  CHECK(f.ctx.flows == 3);
+  CHECK(f.ctx.without_op == 1);
+}
+
+TEST_CASE("an op the capture could not name (id 0) and bounded waiting lists") {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(externalRecord(5, 0)), f.ctx, out);
+  translate(asActivity(kernelRecord(5, 100, 1)), f.ctx, out);
+  CHECK(flowsIn(out).empty());
+  CHECK(f.ctx.without_op == 1);
+
+  // Device records whose launch never reports an op: the oldest are forgotten past the bound.
+  CUpti_ActivityMemcpy6 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  m.streamId = 1;
+  for (uint32_t c = 100; c < 100 + TranslateContext::kMaxPending + 1; ++c) {
+    m.correlationId = c;
+    out.clear();
+    translate(asActivity(m), f.ctx, out);
+  }
+  CHECK(f.ctx.pending.size() == TranslateContext::kMaxPending);
+  CHECK(f.ctx.pending.count(100) == 0);  // the oldest went
+  CHECK(f.ctx.without_op == 2);
+  // Correlation records of API calls that launch nothing are bounded too.
+  for (uint32_t c = 1'000'000; c < 1'000'000 + TranslateContext::kMaxExternal + 3; ++c) {
+    translate(asActivity(externalRecord(c, 1)), f.ctx, out);
+  }
+  CHECK(f.ctx.external.size() == TranslateContext::kMaxExternal);
+  CHECK(f.ctx.external.count(1'000'000) == 0);
+  finish(f.ctx);
+  CHECK(f.ctx.without_op == 2 + TranslateContext::kMaxPending);
+  CHECK(f.ctx.pending.empty());
+  CHECK(f.ctx.external.empty());
+}
+
+TEST_CASE("clock alignment: the tightest host bracket around a CUPTI read gives the offset") {
+  // CUPTI's default clock is CLOCK_REALTIME: here 1.7e18 ns ahead of the host's monotonic clock.
+  const int64_t ahead = 1'700'000'000'000'000'000;
+  auto sample = [&](int64_t before, int64_t after, int64_t cuptiAtHost) {
+    return ClockSample{before, static_cast<uint64_t>(cuptiAtHost + ahead), after};
+  };
+  const std::vector<ClockSample> samples{
+      sample(1000, 1400, 1390),  // wide bracket (preempted): midpoint 1200 is 190 ns off
+      sample(2000, 2040, 2020),  // tight: midpoint exact
+      sample(3000, 3090, 3010), sample(5000, 4000, 4500),  // host clock went back: ignored
+  };
+  CHECK(clockOffset(samples) == -ahead);
+  CHECK(clockOffset({}) == 0);
+}
+
+TEST_CASE("CUPTI stats: dropped records are lost data, the rest is information") {
+  Fixture f;
+  f.ctx.kernels = 10;
+  f.ctx.nccl_kernels = 2;
+  f.ctx.copies = 3;
+  f.ctx.flows = 9;
+  f.ctx.without_op = 4;
+  auto byName = [](const std::vector<core::SessionStat>& v) {
+    std::map<std::string, core::SessionStat> m;
+    for (const auto& s : v) m[s.name] = s;
+    return m;
+  };
+  auto clean = byName(cuptiStats(f.ctx, 0, 3, 40));
+  CHECK(clean.at("cupti_dropped_records").value == 0);
+  CHECK(clean.at("cupti_dropped_records").severity == core::StatSeverity::kInfo);
+  CHECK(clean.at("cupti_buffers").value == 3);
+  CHECK(clean.at("cupti_records").value == 40);
+  CHECK(clean.at("cupti_kernels").value == 10);
+  CHECK(clean.at("cupti_nccl_kernels").value == 2);
+  CHECK(clean.at("cupti_copies").value == 3);
+  CHECK(clean.at("cupti_kernel_op_flows").value == 9);
+  CHECK(clean.at("cupti_records_without_op").value == 4);
+  for (const auto& [name, s] : clean) CHECK(s.severity == core::StatSeverity::kInfo);
+  auto lossy = byName(cuptiStats(f.ctx, 17, 3, 40));
+  CHECK(lossy.at("cupti_dropped_records").value == 17);
+  CHECK(lossy.at("cupti_dropped_records").severity == core::StatSeverity::kError);
 }
