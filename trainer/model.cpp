@@ -7,6 +7,11 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace gpttrain {
 namespace {
@@ -16,6 +21,54 @@ constexpr double kInitStd = 0.02;
 std::string layerName(int index, const char* part) {
   return "layers." + std::to_string(index) + "." + part;
 }
+
+// Every microbatch frees its activations and allocates them again at the same sizes. By default
+// glibc gives each block over its dynamic mmap threshold (at most 32 MiB) its own mapping, unmapped
+// on free, and trims the heap top after a large free: each page of such a tensor then costs a page
+// fault and a zero-fill on first touch, every microbatch (some 40,000 faults, 4% of a step at the
+// benchmark's target size; docs/performance.md). So large blocks come from the heap and the heap
+// keeps its pages. Process-wide, once; glibc only.
+void keepFreedMemoryMapped() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    constexpr int kOneGiB = 1 << 30;
+    mallopt(M_MMAP_THRESHOLD, kOneGiB);
+    mallopt(M_TRIM_THRESHOLD, kOneGiB);
+  });
+#endif
+}
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// qkv [S, B * heads, 3, head_dim] -> q, k, v as [B * heads, S, head_dim] strided views (batch and
+// heads merge into one stride; bmm takes the row stride as its leading dimension, so nothing is
+// copied). Backward copies the three gradients into one buffer in qkv's layout: autograd's own
+// backward of select or unbind (zero-filled buffers and sums, or a cat of transposed tensors) takes
+// about 5x as long.
+struct SplitQkv : torch::autograd::Function<SplitQkv> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv) {
+    ctx->saved_data["sizes"] = qkv.sizes();
+    return {qkv.select(2, 0).transpose(0, 1), qkv.select(2, 1).transpose(0, 1),
+            qkv.select(2, 2).transpose(0, 1)};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor& any = grads[0].defined()   ? grads[0]
+                            : grads[1].defined() ? grads[1]
+                                                 : grads[2];
+    at::Tensor grad = at::empty(ctx->saved_data["sizes"].toIntVector(), any.options());
+    for (int64_t i = 0; i < 3; ++i) {
+      at::Tensor part = grad.select(2, i);
+      if (grads[i].defined()) {
+        part.copy_(grads[i].transpose(0, 1));
+      } else {
+        part.zero_();
+      }
+    }
+    return {grad};
+  }
+};
 
 }  // namespace
 
@@ -37,7 +90,8 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      causal_mask_(at::ones({c.seq_len, c.seq_len}, at::kBool).triu(1)) {
+      causal_mask_(
+          at::full({c.seq_len, c.seq_len}, -std::numeric_limits<float>::infinity()).triu(1)) {
   for (const auto& e : params.entries()) {
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
@@ -57,17 +111,24 @@ at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) c
 at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rng) const {
   const int64_t s = qkv.size(0), b = qkv.size(1);
   const int64_t head_dim = config_.hidden / config_.heads;
-  at::Tensor split = qkv.view({s, b, local_heads_, 3, head_dim});
-  // [B, heads, S, head_dim]
-  at::Tensor q = split.select(3, 0).permute({1, 2, 0, 3});
-  at::Tensor k = split.select(3, 1).permute({1, 2, 0, 3});
-  at::Tensor v = split.select(3, 2).permute({1, 2, 0, 3});
-  at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim)));
-  scores = scores.masked_fill(causal_mask_.narrow(0, 0, s).narrow(1, 0, s),
-                              -std::numeric_limits<float>::infinity());
+  const int64_t batch_heads = b * local_heads_;
+  variable_list qkv_heads = SplitQkv::apply(qkv.reshape({s, batch_heads, 3, head_dim}));
+  const at::Tensor& q = qkv_heads[0];
+  const at::Tensor& k = qkv_heads[1];
+  const at::Tensor& v = qkv_heads[2];
+  // mask + scale * q k^T in one GEMM: the causal mask is additive (-inf above the diagonal) and
+  // the scale rides on the GEMM's alpha, so the [B * heads, S, S] scores are written once and no
+  // masked_fill or scaling pass (nor their backward) touches them.
+  const at::Tensor mask = causal_mask_.narrow(0, 0, s).narrow(1, 0, s);
+  at::Tensor scores = at::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0,
+                                  /*alpha=*/1.0 / std::sqrt(double(head_dim)));
   at::Tensor probs =
       dropout(at::softmax(scores, -1), config_.dropout, rng ? &rng->sharded : nullptr);
-  return at::matmul(probs, v).permute({2, 0, 1, 3}).reshape({s, b, local_heads_ * head_dim});
+  // [B * heads, S, head_dim] -> [S, B, heads * head_dim]
+  return at::bmm(probs, v)
+      .view({b, local_heads_, s, head_dim})
+      .permute({2, 0, 1, 3})
+      .reshape({s, b, local_heads_ * head_dim});
 }
 
 at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const {
@@ -103,13 +164,16 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   }
   tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_, shard);
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
-  at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m), "tanh"));
+  // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
+  // the tanh approximation take about 3x as long, forward and backward.
+  at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m)));
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
 GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int first_layer,
                    int num_layers, bool first, bool last)
     : config_(c), tp_(tp), sp_(c.sp && tp->size > 1), last_(last) {
+  keepFreedMemoryMapped();
   const size_t first_entry = params.entries().size();
   if (first || last) {
     embedding_.emplace(params, "embedding.word", c.vocab, c.hidden, kInitStd, tp);

@@ -51,7 +51,7 @@ class TransformerLayer {
   RowParallelLinear proj_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
-  at::Tensor causal_mask_;  // [S, S], true above the diagonal
+  at::Tensor causal_mask_;  // [S, S] additive: -inf above the diagonal, 0 elsewhere
   std::shared_ptr<int64_t> recomputes_ = std::make_shared<int64_t>(0);
   ParamUnits* units_ = nullptr;
 

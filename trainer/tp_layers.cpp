@@ -37,6 +37,8 @@ RowParallelLinear::RowParallelLinear(ParamSet& params, const std::string& name, 
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
+  // One rank: nothing to reduce, so the bias rides on the GEMM (addmm) instead of its own pass.
+  if (tp_->size == 1) return at::linear(x, weight_, bias_);
   at::Tensor partial = at::matmul(x, weight_.t());
   at::Tensor summed = sp_ ? reduceScatterToSeq(partial, tp_) : reduceFromTp(partial, tp_);
   return summed + bias_;
