@@ -27,6 +27,7 @@
 #include "tracerun/core/clock.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/reader.h"
+#include "tracerun/trace/schema.h"
 #include "tracerun/trace/shard_writer.h"
 
 using namespace tracerun;
@@ -78,7 +79,8 @@ Options parse(int argc, char** argv) {
       o.keep = true;
     } else if (a == "--help" || a == "-h") {
       std::printf(
-          "writer_bench: ShardWriter throughput and bytes/event beside a bare SQLite insert of the\n"
+          "writer_bench: ShardWriter throughput and bytes/event beside a bare SQLite insert of "
+          "the\n"
           "same rows, then the 1%%-window range query on one track.\n"
           "usage: writer_bench [--events N] [--tracks T] [--queries Q] [--dir DIR] [--repeat R]\n"
           "                    [--chunk-rows C] [--keep]\n");
@@ -222,10 +224,8 @@ Result bareInsert(const Options& o, const std::string& path) {
   const Strings strings = internStrings(table);
   // The rows are generated before the clock starts: this measures SQLite alone.
   struct Row {
-    int64_t track, start, dur, seq;
-    uint32_t name, detail;
-    uint16_t depth;
-    uint8_t category;
+    int64_t track, start, dur, packed, seq;
+    uint32_t detail;
   };
   std::vector<Row> rows;
   rows.reserve(size_t(o.events));
@@ -237,26 +237,27 @@ Result bareInsert(const Options& o, const std::string& path) {
     generateTrack(
         track, count, base, strings.names, strings.details, [&] { return ++ids; },
         [&](const GenSpan& s) {
-          rows.push_back({track + 1, s.start - origin, s.end - s.start, s.seq, s.name, s.detail,
-                          s.depth, uint8_t(s.category)});
+          rows.push_back({track + 1, s.start - origin, s.end - s.start,
+                          trace::schema::packSpan(s.name, s.depth, uint8_t(s.category)), s.seq,
+                          s.detail});
         });
   }
   const auto t0 = std::chrono::steady_clock::now();
   const double c0 = cpuSeconds();
   sqlite3* db = nullptr;
   check(sqlite3_open(path.c_str(), &db), db, "open");
-  // The same pragmas as the shard writer, so this is the ceiling for that configuration.
-  check(sqlite3_exec(db,
-                     "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; CREATE TABLE spans (id "
-                     "INTEGER PRIMARY KEY, track INTEGER NOT NULL, start_ns INTEGER NOT NULL, "
-                     "dur_ns INTEGER NOT NULL, depth INTEGER NOT NULL, category INTEGER NOT NULL, "
-                     "name INTEGER NOT NULL, detail INTEGER, seq INTEGER)",
-                     nullptr, nullptr, nullptr),
-        db, "create");
+  // The same pragmas and the same spans table as the shard writer (the schema's own CREATE
+  // statements), so this is the ceiling for that configuration.
+  check(sqlite3_exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF", nullptr, nullptr,
+                     nullptr),
+        db, "pragmas");
+  for (const auto& sql : trace::schema::createStatements()) {
+    check(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), db, "create");
+  }
   sqlite3_stmt* ins = nullptr;
   check(sqlite3_prepare_v2(db,
-                           "INSERT INTO spans (id, track, start_ns, dur_ns, depth, category, name, "
-                           "detail, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           "INSERT INTO spans (id, track, start_ns, dur_ns, packed, detail, seq) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
                            -1, &ins, nullptr),
         db, "prepare");
   int64_t id = 0, inTxn = 0;
@@ -266,18 +267,16 @@ Result bareInsert(const Options& o, const std::string& path) {
     sqlite3_bind_int64(ins, 2, s.track);
     sqlite3_bind_int64(ins, 3, s.start);
     sqlite3_bind_int64(ins, 4, s.dur);
-    sqlite3_bind_int64(ins, 5, s.depth);
-    sqlite3_bind_int64(ins, 6, s.category);
-    sqlite3_bind_int64(ins, 7, s.name);
+    sqlite3_bind_int64(ins, 5, s.packed);
     if (s.detail) {
-      sqlite3_bind_int64(ins, 8, s.detail);
+      sqlite3_bind_int64(ins, 6, s.detail);
     } else {
-      sqlite3_bind_null(ins, 8);
+      sqlite3_bind_null(ins, 6);
     }
     if (s.seq >= 0) {
-      sqlite3_bind_int64(ins, 9, s.seq);
+      sqlite3_bind_int64(ins, 7, s.seq);
     } else {
-      sqlite3_bind_null(ins, 9);
+      sqlite3_bind_null(ins, 7);
     }
     check(sqlite3_step(ins), db, "insert");
     sqlite3_reset(ins);

@@ -18,8 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "fixture_trace.h"
 #include "../support/temp_dir.h"
+#include "fixture_trace.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
@@ -275,11 +275,13 @@ void writeShard(GenShard& g, const std::string& path, const ShardLayout& layout 
         maxEnd = std::max(maxEnd, start + s.dur);
         longestSpan[name] = std::max(longestSpan[name], s.dur);
         ++events[name];
-        db.exec("INSERT INTO spans VALUES (" + std::to_string(s.shard_id) + ", " +
-                std::to_string(trackIds.at(name)) + ", " + std::to_string(start) + ", " +
-                std::to_string(s.dur) + ", " + std::to_string(s.depth) + ", " +
-                std::to_string(s.category) + ", " + sid(s.name) + ", " + sidOrNull(s.detail) +
-                ", " + (s.seq < 0 ? std::string("NULL") : std::to_string(s.seq)) + ")");
+        // packed as docs/trace-format.md spells it, not through schema::packSpan.
+        db.exec("INSERT INTO spans (id, track, start_ns, dur_ns, detail, seq, packed) VALUES (" +
+                std::to_string(s.shard_id) + ", " + std::to_string(trackIds.at(name)) + ", " +
+                std::to_string(start) + ", " + std::to_string(s.dur) + ", " + sidOrNull(s.detail) +
+                ", " + (s.seq < 0 ? std::string("NULL") : std::to_string(s.seq)) + ", " +
+                std::to_string(s.category) + " + (" + std::to_string(s.depth) + " << 4) + (" +
+                sid(s.name) + " << 20))");
         for (const auto& [key, value] : s.args) {
           db.exec("INSERT INTO args VALUES (" + std::to_string(s.shard_id) + ", " + sid(key) +
                   ", " + std::to_string(value) + ")");

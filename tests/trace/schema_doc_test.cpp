@@ -75,7 +75,8 @@ TEST_CASE("the schema SQL creates exactly the declared tables and columns and in
   for (const auto& t : schema::tables()) {
     std::vector<std::string> want;
     for (const auto& c : t.columns) want.emplace_back(c.name);
-    CHECK(db.column(std::string("PRAGMA table_info(") + t.name + ")", 1) == want);
+    // table_xinfo: table_info leaves generated columns out.
+    CHECK(db.column(std::string("PRAGMA table_xinfo(") + t.name + ")", 1) == want);
   }
   std::vector<std::string> wantIndexes;
   for (const auto& i : schema::indexes()) wantIndexes.emplace_back(i.name);
@@ -93,4 +94,40 @@ TEST_CASE("the schema SQL creates exactly the declared tables and columns and in
   for (const char* k : {"magic", "schema_version", "kind", "complete", "origin_ns"}) {
     CHECK(std::find(keys.begin(), keys.end(), k) != keys.end());
   }
+}
+
+TEST_CASE("spans' generated columns unpack exactly what schema::packSpan packs, at the limits") {
+  MemoryDb db;
+  for (const auto& sql : schema::createStatements()) db.exec(sql);
+  struct Fields {
+    uint32_t name;
+    uint16_t depth;
+    uint8_t category;
+  };
+  const std::vector<Fields> cases = {{0, 0, 0},           {1, 1, 1},     {62, 2, 0},
+                                     {2047, 3, 8},        {2048, 0, 15}, {123456, 300, 5},
+                                     {0xffffffffu, 0, 0}, {0, 65535, 0}, {0xffffffffu, 65535, 15}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Fields& f = cases[i];
+    db.exec("INSERT INTO spans (id, track, start_ns, dur_ns, packed) VALUES (" +
+            std::to_string(i + 1) + ", 1, 0, 0, " +
+            std::to_string(schema::packSpan(f.name, f.depth, f.category)) + ")");
+  }
+  const auto names = db.column("SELECT name FROM spans ORDER BY id", 0);
+  const auto depths = db.column("SELECT depth FROM spans ORDER BY id", 0);
+  const auto categories = db.column("SELECT category FROM spans ORDER BY id", 0);
+  REQUIRE(names.size() == cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO("case " << i);
+    CHECK(names[i] == std::to_string(cases[i].name));
+    CHECK(depths[i] == std::to_string(cases[i].depth));
+    CHECK(categories[i] == std::to_string(cases[i].category));
+    const int64_t packed = schema::packSpan(cases[i].name, cases[i].depth, cases[i].category);
+    CHECK(packed >= 0);
+    CHECK(schema::packedName(packed) == cases[i].name);
+    CHECK(schema::packedDepth(packed) == cases[i].depth);
+    CHECK(schema::packedCategory(packed) == cases[i].category);
+  }
+  // A typical op (name id below 2048, shallow) still fits SQLite's 4-byte integer.
+  CHECK(schema::packSpan(2047, 3, 8) < (int64_t{1} << 31));
 }

@@ -148,6 +148,13 @@ std::map<std::string, std::string> readTraceMeta(const sql::Db& db) {
     fail(path, "written by a newer tracerun (schema " + std::to_string(newest) +
                    ", this build reads " + std::to_string(schema::kSchemaVersion) + ")");
   }
+  if (newest < schema::kSchemaVersion) {
+    // The reader reads one layout: schema 1 stored spans' name, depth and category as three
+    // columns, and converting is what recording again does.
+    fail(path, "written by an older tracerun (schema " + std::to_string(newest) +
+                   ", this build reads " + std::to_string(schema::kSchemaVersion) +
+                   "); record it again");
+  }
   if (userVersion != version) {
     fail(path, "inconsistent schema version (meta says " + std::to_string(version) +
                    ", PRAGMA user_version says " + std::to_string(userVersion) + ")");

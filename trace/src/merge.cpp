@@ -179,6 +179,7 @@ enum class Xf : uint8_t {
   kSpan,         // + span id offset
   kTrack,        // + track id offset
   kString,       // through the string map
+  kPackedName,   // spans.packed: its name bits through the string map
   kClockOffset,  // replaced by the offset actually applied
 };
 
@@ -212,6 +213,9 @@ struct Remap {
         return v + track_offset;
       case Xf::kString:
         return str(v);
+      case Xf::kPackedName:
+        return schema::packSpan(static_cast<uint32_t>(str(schema::packedName(v))),
+                                schema::packedDepth(v), schema::packedCategory(v));
       case Xf::kClockOffset:
         return clock_offset;
       case Xf::kCopy:
@@ -258,7 +262,7 @@ const std::vector<CopyRule>& copyRules() {
        {{"id", Xf::kSpan},
         {"track", Xf::kTrack},
         {"start_ns", Xf::kTime},
-        {"name", Xf::kString},
+        {"packed", Xf::kPackedName},
         {"detail", Xf::kString}},
        ""},
       {"span_chunks",
@@ -321,8 +325,11 @@ void checkRules() {
   for (const auto& r : copyRules()) {
     const auto& t = schemaTable(r.table);
     for (const auto& [column, xf] : r.columns) {
-      const bool known = std::any_of(t.columns.begin(), t.columns.end(),
-                                     [&](const auto& c) { return std::string(c.name) == column; });
+      // Generated columns are never copied (the merged file computes them), so a rule on one
+      // would silently do nothing.
+      const bool known = std::any_of(t.columns.begin(), t.columns.end(), [&](const auto& c) {
+        return std::string(c.name) == column && !schema::isGenerated(c);
+      });
       if (!known) {
         throw TraceError(std::string("merge: internal error: no column ") + r.table + "." + column);
       }
@@ -367,6 +374,7 @@ int64_t copyTable(Shard& shard, const Db& out, const CopyRule& rule, Remap& rema
   std::string cols;
   std::vector<Xf> xfs;
   for (const auto& c : table.columns) {
+    if (schema::isGenerated(c)) continue;
     if (!xfs.empty()) cols += ", ";
     cols += c.name;
     Xf xf = Xf::kCopy;

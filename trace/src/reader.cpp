@@ -5,12 +5,13 @@
 //           whole-table queries · TraceReader forwarding
 #include "tracerun/trace/reader.h"
 
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <queue>
 #include <unordered_map>
+#include <vector>
 
 #include "file_check.h"
 #include "sqlite_util.h"
@@ -55,6 +56,73 @@ bool spanLess(const SpanRow& a, const SpanRow& b) {
   return a.id < b.id;
 }
 
+// Where the tracerun_spans() aggregate puts the rows of one chunk. Rows come from SQLite through
+// an aggregate rather than as result rows because a range query's time is SQLite handing out
+// values: one sqlite3_step and one sqlite3_column_* call per column per row cost as much as the
+// decoding itself; the aggregate gets each row's values in one call.
+struct SpanSink {
+  std::vector<SpanRow>* out = nullptr;
+  int64_t track = 0;
+  int64_t t0 = std::numeric_limits<int64_t>::min(), t1 = std::numeric_limits<int64_t>::max();
+  int64_t first_id = 0;  // id of the chunk's first row, when ids are not read
+  int64_t rows = 0;      // rows seen, in the window or not
+};
+
+// tracerun_spans(start_ns, dur_ns, packed, detail, seq [, id]): appends the row to the active
+// sink when it overlaps the window. Without id, the row's id is first_id plus its position, which
+// holds when the chunk's ids are consecutive (the caller checks) and SQLite scans the rowid range
+// in ascending order (it does unless PRAGMA reverse_unordered_selects, which this reader never
+// sets).
+void collectSpan(sqlite3_context* ctx, int argc, sqlite3_value** v) {
+  SpanSink* sink = *static_cast<SpanSink**>(sqlite3_user_data(ctx));
+  if (!sink || argc < 5) {
+    sqlite3_result_error(ctx, "tracerun_spans: not called by a TraceReader range query", -1);
+    return;
+  }
+  const int64_t position = sink->rows++;
+  const int64_t start = sqlite3_value_int64(v[0]);
+  const int64_t dur = sqlite3_value_int64(v[1]);
+  int64_t end = 0;
+  if (__builtin_add_overflow(start, dur, &end)) {  // only in a damaged file
+    end = dur > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  if (start > sink->t1 || end < sink->t0) return;
+  const int64_t packed = sqlite3_value_int64(v[2]);
+  SpanRow r;
+  r.id = argc > 5 ? sqlite3_value_int64(v[5]) : sink->first_id + position;
+  r.track = sink->track;
+  r.start_ns = start;
+  r.dur_ns = dur;
+  r.depth = schema::packedDepth(packed);
+  r.category = static_cast<core::Category>(schema::packedCategory(packed));
+  r.name = schema::packedName(packed);
+  r.detail = static_cast<core::StringId>(sqlite3_value_int64(v[3]));  // NULL reads as 0: none
+  r.seq = sqlite3_value_type(v[4]) == SQLITE_NULL ? -1 : sqlite3_value_int64(v[4]);
+  try {
+    sink->out->push_back(r);
+  } catch (const std::bad_alloc&) {
+    sqlite3_result_error_nomem(ctx);  // an exception must not unwind through SQLite
+  }
+}
+
+void finishSpans(sqlite3_context* ctx) {
+  sqlite3_result_null(ctx);
+}
+
+// Makes a sink the active one for one statement and restores the previous one (a callback of
+// forEachSpan may run another query on the same reader).
+class ActiveSink {
+ public:
+  ActiveSink(SpanSink*& slot, SpanSink* sink) : slot_(slot), previous_(slot) { slot_ = sink; }
+  ~ActiveSink() { slot_ = previous_; }
+  ActiveSink(const ActiveSink&) = delete;
+  ActiveSink& operator=(const ActiveSink&) = delete;
+
+ private:
+  SpanSink*& slot_;
+  SpanSink* previous_;
+};
+
 }  // namespace
 
 class TraceReader::Impl {
@@ -83,32 +151,24 @@ class TraceReader::Impl {
     return it == longestChunk_.end() ? -1 : it->second;
   }
 
-  static SpanRow spanRow(const sql::Stmt& s, int64_t track) {
-    SpanRow r;
-    r.id = s.i64(0);
-    r.track = track;
-    r.start_ns = s.i64(1);
-    r.dur_ns = s.i64(2);
-    r.depth = static_cast<int>(s.i64(3));
-    r.category = static_cast<core::Category>(s.i64(4));
-    r.name = static_cast<core::StringId>(s.i64(5));
-    r.detail = static_cast<core::StringId>(s.i64(6));  // NULL reads as 0, which means none
-    r.seq = s.isNull(7) ? -1 : s.i64(7);
-    return r;
-  }
-
   std::vector<SpanRow> spans(int64_t track, int64_t t0, int64_t t1) const;
   void forEachSpan(int64_t track, const std::function<void(const SpanRow&)>& fn) const;
   std::vector<std::pair<int64_t, int64_t>> chunkRanges(int64_t track) const;
+  // Appends the spans with ids in [first, last] that overlap sink's window to sink.out, in id
+  // order.
+  void readChunk(int64_t first, int64_t last, SpanSink& sink) const;
 
   std::string path_;
   sql::Db db_;
   int version_ = 0;
   std::vector<std::string> strings_;
   std::unordered_map<int64_t, int64_t> longestChunk_;  // track -> tracks.longest_chunk_ns
+  // The sink tracerun_spans() appends to; its registration holds this member's address.
+  mutable SpanSink* activeSink_ = nullptr;
 
   // Statements reused by the frequent queries (a TraceReader is used from one thread at a time).
-  mutable sql::Stmt chunksInWindow_, spansInWindow_, chunksOfTrack_;
+  // Each runs to completion before any callback, so a callback may use them too.
+  mutable sql::Stmt chunksInWindow_, chunkSpans_, chunkSpansWithIds_, chunksOfTrack_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -147,14 +207,25 @@ void TraceReader::Impl::open() {
     sql::Stmt tracks(db_, "SELECT id, longest_chunk_ns FROM tracks");
     while (tracks.step()) longestChunk_[tracks.i64(0)] = tracks.i64(1);
 
+    // DIRECTONLY: the file's own views and triggers (untrusted) cannot call it.
+    if (sqlite3_create_function_v2(db_.get(), "tracerun_spans", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                   &activeSink_, nullptr, collectSpan, finishSpans,
+                                   nullptr) != SQLITE_OK) {
+      db_.fail("cannot register tracerun_spans()");
+    }
+
     chunksInWindow_ = sql::Stmt(db_,
                                 "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 AND "
                                 "min_start_ns BETWEEN ?2 AND ?3 AND max_end_ns >= ?4 ORDER BY "
                                 "min_start_ns, first_id");
-    spansInWindow_ = sql::Stmt(db_,
-                               "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq "
-                               "FROM spans WHERE id BETWEEN ?1 AND ?2 AND start_ns <= ?3 AND "
-                               "start_ns + dur_ns >= ?4");
+    // The columns a SpanRow needs, hot ones first, and no id: reading the rowid costs as much as
+    // a column, and a chunk's ids are consecutive.
+    chunkSpans_ = sql::Stmt(db_,
+                            "SELECT tracerun_spans(start_ns, dur_ns, packed, detail, seq) FROM "
+                            "spans WHERE id BETWEEN ?1 AND ?2");
+    chunkSpansWithIds_ = sql::Stmt(db_,
+                                   "SELECT tracerun_spans(start_ns, dur_ns, packed, detail, seq, "
+                                   "id) FROM spans WHERE id BETWEEN ?1 AND ?2");
     chunksOfTrack_ = sql::Stmt(db_,
                                "SELECT min_start_ns, first_id, last_id FROM span_chunks WHERE "
                                "track = ?1 ORDER BY min_start_ns, first_id");
@@ -178,23 +249,57 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
   while (chunks.step()) ranges.emplace_back(chunks.i64(0), chunks.i64(1));
   chunks.reset();
 
-  auto& rows = spansInWindow_;
+  // One allocation for the result: the chunks' sizes bound it (capped: a damaged file's id range
+  // may be anything).
+  uint64_t bound = 0;
+  for (const auto& [first, last] : ranges) {
+    if (last >= first) bound += static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1;
+  }
+  out.reserve(static_cast<size_t>(std::min<uint64_t>(bound, uint64_t{1} << 20)));
+
+  SpanSink sink;
+  sink.out = &out;
+  sink.track = track;
+  sink.t0 = t0;
+  sink.t1 = t1;
   for (const auto& [first, last] : ranges) {
     const size_t runStart = out.size();
-    rows.reset();
-    rows.bind(1, first).bind(2, last).bind(3, t1).bind(4, t0);
-    while (rows.step()) out.push_back(spanRow(rows, track));
+    readChunk(first, last, sink);
     // A chunk the writer made is sorted by (start, depth); one rebuilt by a merge of an incomplete
     // shard may not be, so check. Chunks come in min_start order but overlap in time (a long span
-    // sorts first in a chunk written after its children): merge the runs rather than sort all.
+    // sorts first in a chunk written after its children): merge the new run into the rows it
+    // overlaps, not into all rows so far.
     const auto runBegin = out.begin() + static_cast<std::ptrdiff_t>(runStart);
     if (!std::is_sorted(runBegin, out.end(), spanLess)) std::sort(runBegin, out.end(), spanLess);
     if (runStart > 0 && runStart < out.size() && spanLess(out[runStart], out[runStart - 1])) {
-      std::inplace_merge(out.begin(), runBegin, out.end(), spanLess);
+      const auto from = std::upper_bound(out.begin(), runBegin, out[runStart], spanLess);
+      std::inplace_merge(from, runBegin, out.end(), spanLess);
     }
   }
-  rows.reset();
   return out;
+}
+
+void TraceReader::Impl::readChunk(int64_t first, int64_t last, SpanSink& sink) const {
+  const size_t begin = sink.out->size();
+  ActiveSink active(activeSink_, &sink);
+  sink.first_id = first;
+  sink.rows = 0;
+  chunkSpans_.reset();
+  chunkSpans_.bind(1, first).bind(2, last);
+  chunkSpans_.step();  // an aggregate: one row, after every span of the chunk went to the sink
+  chunkSpans_.reset();
+  // Distinct integer ids in [first, last], as many as the range holds: every id is there, so
+  // first + position is each row's id.
+  if (last >= first && static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1 ==
+                           static_cast<uint64_t>(sink.rows)) {
+    return;
+  }
+  // Gaps (a damaged or hand-edited file): read the ids.
+  sink.out->resize(begin);
+  chunkSpansWithIds_.reset();
+  chunkSpansWithIds_.bind(1, first).bind(2, last);
+  chunkSpansWithIds_.step();
+  chunkSpansWithIds_.reset();
 }
 
 std::vector<std::pair<int64_t, int64_t>> TraceReader::Impl::chunkRanges(int64_t track) const {
@@ -222,17 +327,18 @@ void TraceReader::Impl::forEachSpan(int64_t track,
   chunks.reset();
 
   std::priority_queue<SpanCursorRow, std::vector<SpanCursorRow>, std::greater<SpanCursorRow>> heap;
-  sql::Stmt rows(db_,
-                 "SELECT id, start_ns, dur_ns, depth, category, name, detail, seq FROM spans "
-                 "WHERE id BETWEEN ?1 AND ?2");
+  std::vector<SpanRow> chunk;
+  SpanSink sink;
+  sink.out = &chunk;
+  sink.track = track;
   for (const Chunk& c : list) {
     while (!heap.empty() && heap.top().row.start_ns < c.minStart) {
       fn(heap.top().row);
       heap.pop();
     }
-    rows.reset();
-    rows.bind(1, c.first).bind(2, c.last);
-    while (rows.step()) heap.push({spanRow(rows, track)});
+    chunk.clear();
+    readChunk(c.first, c.last, sink);
+    for (const SpanRow& r : chunk) heap.push({r});
   }
   while (!heap.empty()) {
     fn(heap.top().row);

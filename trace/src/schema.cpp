@@ -9,6 +9,15 @@
 
 namespace tracerun::trace::schema {
 
+// The generated columns of spans spell these numbers out in SQL.
+static_assert(kPackedCategoryBits == 4 && kPackedDepthBits == 16 && kPackedNameShift == 20,
+              "update the spans generated columns in tables()");
+static_assert(static_cast<int>(core::Category::kCount) <= (1 << kPackedCategoryBits),
+              "categories no longer fit spans.packed");
+static_assert(packedName(packSpan(0xffffffffu, 0xffff, 15)) == 0xffffffffu &&
+              packedDepth(packSpan(0xffffffffu, 0xffff, 15)) == 0xffff &&
+              packedCategory(packSpan(0xffffffffu, 0xffff, 15)) == 15);
+
 const std::vector<Table>& tables() {
   static const std::vector<Table> kTables = {
       {"meta",
@@ -51,18 +60,25 @@ const std::vector<Table>& tables() {
        false},
       {"spans",
        "Intervals: operators, autograd nodes, annotated scopes, collectives, kernels. Written per "
-       "track in chunks sorted by start (see span_chunks), so id order is chunk order.",
+       "track in chunks sorted by start (see span_chunks), so id order is chunk order. depth, "
+       "category and name are generated columns: read them like any other; they are stored "
+       "together in `packed`, which is what inserts write.",
        {{"id", "INTEGER PRIMARY KEY", "unique in the file"},
         {"track", "INTEGER NOT NULL", "tracks.id"},
         {"start_ns", "INTEGER NOT NULL", "start, relative to meta origin_ns"},
         {"dur_ns", "INTEGER NOT NULL", "duration (end - start)"},
-        {"depth", "INTEGER NOT NULL", "nesting depth on the track; 0 = root. The parent of a "
-                                      "span is the enclosing span on its track at depth - 1"},
-        {"category", "INTEGER NOT NULL", "categories.id"},
-        {"name", "INTEGER NOT NULL", "strings.id"},
+        {"depth", "INTEGER GENERATED ALWAYS AS ((packed >> 4) & 65535) VIRTUAL",
+         "nesting depth on the track; 0 = root. The parent of a span is the enclosing span on its "
+         "track at depth - 1"},
+        {"category", "INTEGER GENERATED ALWAYS AS (packed & 15) VIRTUAL", "categories.id"},
+        {"name", "INTEGER GENERATED ALWAYS AS (packed >> 20) VIRTUAL", "strings.id"},
         {"detail", "INTEGER", "strings.id of input shapes or other text; NULL if none"},
-        {"seq", "INTEGER", "autograd sequence number linking forward op and backward node; NULL "
-                           "if none"}},
+        {"seq", "INTEGER",
+         "autograd sequence number linking forward op and backward node; NULL "
+         "if none"},
+        {"packed", "INTEGER NOT NULL",
+         "category + (depth << 4) + (name << 20), category < 16, depth < 65536: the three are "
+         "decoded as one column by the range query, whose cost is SQLite decoding columns"}},
        "",
        false},
       {"span_chunks",
@@ -181,14 +197,12 @@ const std::vector<Index>& indexes() {
 
 const std::vector<View>& views() {
   static const std::vector<View> kViews = {
-      {"span_names",
-       "spans with their rank, track name, category name, name and detail as text",
+      {"span_names", "spans with their rank, track name, category name, name and detail as text",
        "SELECT s.id, t.rank, s.track, t.name AS track_name, s.start_ns, s.dur_ns, s.depth, "
        "c.name AS category, n.value AS name, d.value AS detail, s.seq "
        "FROM spans s JOIN tracks t ON t.id = s.track JOIN categories c ON c.id = s.category "
        "JOIN strings n ON n.id = s.name LEFT JOIN strings d ON d.id = s.detail"},
-      {"aggregate_names",
-       "aggregates with the name and category as text",
+      {"aggregate_names", "aggregates with the name and category as text",
        "SELECT a.rank, n.value AS name, c.name AS category, a.count, a.total_ns, a.self_ns "
        "FROM aggregates a JOIN strings n ON n.id = a.name JOIN categories c ON c.id = a.category"},
   };
@@ -263,17 +277,20 @@ std::string markdown() {
   md << "\n### Meta keys\n\n| key | meaning |\n| --- | --- |\n";
   for (const auto& k : metaKeys()) md << "| `" << k.key << "` | " << k.doc << " |\n";
   for (const auto& t : tables()) {
-    md << "\n### `" << t.name << "`\n\n" << t.doc << "\n\n| column | type | meaning |\n"
+    md << "\n### `" << t.name << "`\n\n"
+       << t.doc << "\n\n| column | type | meaning |\n"
        << "| --- | --- | --- |\n";
     for (const auto& c : t.columns) {
       md << "| `" << c.name << "` | " << c.type << " | " << c.doc << " |\n";
     }
     if (*t.constraint || t.without_rowid) {
-      md << "\n" << (*t.constraint ? t.constraint : "") << (t.without_rowid ? " WITHOUT ROWID" : "")
+      md << "\n"
+         << (*t.constraint ? t.constraint : "") << (t.without_rowid ? " WITHOUT ROWID" : "")
          << "\n";
     }
   }
-  md << "\n### Indexes (built when the file is closed)\n\n| index | on | for |\n| --- | --- | --- |\n";
+  md << "\n### Indexes (built when the file is closed)\n\n| index | on | for |\n| --- | --- | --- "
+        "|\n";
   for (const auto& i : indexes()) {
     md << "| `" << i.name << "` | `" << i.table << "(" << i.columns << ")` | " << i.doc << " |\n";
   }

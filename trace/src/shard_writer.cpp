@@ -271,8 +271,8 @@ void ShardWriter::Impl::createSchema() {
 
 void ShardWriter::Impl::prepare() {
   insSpan_ = sql::Stmt(db_,
-                       "INSERT INTO spans (id, track, start_ns, dur_ns, depth, category, name, "
-                       "detail, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                       "INSERT INTO spans (id, track, start_ns, dur_ns, packed, detail, seq) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)");
   insChunk_ = sql::Stmt(db_,
                         "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, "
                         "last_id) VALUES (?, ?, ?, ?, ?)");
@@ -480,7 +480,11 @@ void ShardWriter::Impl::handleSpan(core::ThreadBuffer& b, BufferState& st,
   // parent's id and taken out when the parent arrives.
   if (s.parent != 0) childTime_[s.parent] += dur;
   const int64_t children = s.id != 0 ? childTime_.take(s.id) : 0;
-  Aggregate& agg = aggregates_[((uint64_t{s.name} << 8) | uint64_t(s.category)) + 1];
+  // spans.packed holds 4 bits of category: a value no enum names is stored (and counted) as
+  // kOther rather than aliased onto another category.
+  const auto category = static_cast<uint8_t>(
+      s.category < core::Category::kCount ? s.category : core::Category::kOther);
+  Aggregate& agg = aggregates_[((uint64_t{s.name} << 8) | uint64_t{category}) + 1];
   ++agg.count;
   agg.total += dur;
   agg.self += std::max<int64_t>(0, dur - children);
@@ -492,7 +496,7 @@ void ShardWriter::Impl::handleSpan(core::ThreadBuffer& b, BufferState& st,
   p.name = s.name;
   p.detail = s.detail;
   p.depth = s.depth;
-  p.category = static_cast<uint8_t>(s.category);
+  p.category = category;
   p.argsBegin = static_cast<uint32_t>(t.chunkArgs.size());
   t.chunk.push_back(p);
   ++t.events;
@@ -542,16 +546,16 @@ void ShardWriter::Impl::writeChunk(TrackState& t) {
     const PendingSpan& p = t.chunk[k.index];
     const int64_t id = nextSpanId_++;
     insSpan_.bind(1, id).bind(2, int64_t{t.id}).bind(3, p.start).bind(4, p.end - p.start);
-    insSpan_.bind(5, int64_t{p.depth}).bind(6, int64_t{p.category}).bind(7, int64_t{p.name});
+    insSpan_.bind(5, schema::packSpan(p.name, p.depth, p.category));
     if (p.detail) {
-      insSpan_.bind(8, int64_t{p.detail});
+      insSpan_.bind(6, int64_t{p.detail});
     } else {
-      insSpan_.bindNull(8);
+      insSpan_.bindNull(6);
     }
     if (p.seq >= 0) {
-      insSpan_.bind(9, p.seq);
+      insSpan_.bind(7, p.seq);
     } else {
-      insSpan_.bindNull(9);
+      insSpan_.bindNull(7);
     }
     insSpan_.run();
     for (uint32_t a = 0; a < p.argsCount; ++a) {

@@ -3,19 +3,51 @@
 // (a test fails when the two differ). Bump kSchemaVersion on any incompatible change.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tracerun::trace::schema {
 
-inline constexpr int kSchemaVersion = 1;
+// 2: spans store name, depth and category in one integer column (`packed`), read back through
+// generated columns. Files of schema 1 are refused as older.
+inline constexpr int kSchemaVersion = 2;
 inline constexpr const char* kMagic = "tracerun";  // meta('magic')
+
+// spans.packed = category | depth << 4 | name << 20. The range query's cost is SQLite decoding
+// columns (each one is a VDBE op and a value fetch per row), so the three fields a timeline needs
+// besides the times are decoded as one; the small fields sit in the low bits so a typical value
+// still fits SQLite's 4-byte integer. The generated columns spans.category/depth/name unpack it
+// with the same shifts (schema.cpp), so SQL users never see the packing.
+inline constexpr int kPackedCategoryBits = 4;
+inline constexpr int kPackedDepthBits = 16;
+inline constexpr int kPackedNameShift = kPackedCategoryBits + kPackedDepthBits;
+
+constexpr int64_t packSpan(uint32_t name, uint16_t depth, uint8_t category) {
+  return int64_t{category} | int64_t{depth} << kPackedCategoryBits |
+         int64_t{name} << kPackedNameShift;
+}
+constexpr uint8_t packedCategory(int64_t packed) {
+  return static_cast<uint8_t>(packed & ((1 << kPackedCategoryBits) - 1));
+}
+constexpr uint16_t packedDepth(int64_t packed) {
+  return static_cast<uint16_t>((packed >> kPackedCategoryBits) & ((1 << kPackedDepthBits) - 1));
+}
+constexpr uint32_t packedName(int64_t packed) {
+  return static_cast<uint32_t>(static_cast<uint64_t>(packed) >> kPackedNameShift);
+}
 
 struct Column {
   const char* name;
   const char* type;  // SQLite type and constraints
   const char* doc;
 };
+
+// A generated (computed) column: never written, read like any other.
+inline bool isGenerated(const Column& c) {
+  return std::string_view(c.type).find("GENERATED") != std::string_view::npos;
+}
 
 struct Table {
   const char* name;
