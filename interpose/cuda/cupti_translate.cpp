@@ -39,12 +39,13 @@ void emitFlow(const LaunchingOp& op, core::TrackId dstTrack, int64_t dstStart,
 }
 
 // A device span launched by the API call `correlationId`: a flow from its op when the external
-// record was seen, else wait for it.
+// record was seen, else wait for it. The entry stays: one launch may run several device records
+// (cudaGraphLaunch: every kernel of the graph carries the launch's correlation id).
 void flowFromOp(uint32_t correlationId, const core::SpanRecord& s, TranslateContext& ctx,
                 std::vector<core::Record>& out) {
   auto ext = ctx.external.find(correlationId);
   if (ext == ctx.external.end()) {
-    ctx.pending[correlationId] = PendingDeviceSpan{s.track, s.start_ns};
+    ctx.pending.emplace(correlationId, PendingDeviceSpan{s.track, s.start_ns});
     if (ctx.pending.size() > TranslateContext::kMaxPending) {
       ctx.pending.erase(ctx.pending.begin());
       ++ctx.without_op;
@@ -57,26 +58,26 @@ void flowFromOp(uint32_t correlationId, const core::SpanRecord& s, TranslateCont
   } else {
     ++ctx.without_op;  // launched inside an op the capture could not name (id 0)
   }
-  ctx.external.erase(ext);
 }
 
 void noteExternal(const CUpti_ActivityExternalCorrelation& e, TranslateContext& ctx,
                   std::vector<core::Record>& out) {
   if (e.externalKind != kOpCorrelationKind) return;  // another tool's ids
-  auto waiting = ctx.pending.find(e.correlationId);
-  if (waiting == ctx.pending.end()) {
-    ctx.external[e.correlationId] = e.externalId;
-    if (ctx.external.size() > TranslateContext::kMaxExternal)
-      ctx.external.erase(ctx.external.begin());
-    return;
-  }
+  ctx.external[e.correlationId] = e.externalId;
+  if (ctx.external.size() > TranslateContext::kMaxExternal)
+    ctx.external.erase(ctx.external.begin());
+  // Device records that completed before this record: their flows now.
+  const auto [first, last] = ctx.pending.equal_range(e.correlationId);
   LaunchingOp op;
-  if (launchingOp(e.externalId, ctx.op_base_ns, &op)) {
-    emitFlow(op, waiting->second.track, waiting->second.start_ns, ctx, out);
-  } else {
-    ++ctx.without_op;
+  const bool known = launchingOp(e.externalId, ctx.op_base_ns, &op);
+  for (auto it = first; it != last; ++it) {
+    if (known) {
+      emitFlow(op, it->second.track, it->second.start_ns, ctx, out);
+    } else {
+      ++ctx.without_op;
+    }
   }
-  ctx.pending.erase(waiting);
+  ctx.pending.erase(first, last);
 }
 
 core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, const std::string& name,

@@ -47,13 +47,13 @@ struct TranslateContext {
   std::function<core::TrackId(uint32_t device, uint32_t stream)> stream_track;
   std::function<core::StringId(const std::string&)> intern;
   std::function<core::EventId()> next_id;
-  // CUPTI correlationId -> external id, learned from ExternalCorrelation records and forgotten
-  // once a device record used it; at most kMaxExternal (oldest correlation ids evicted: API calls
-  // that launch nothing, e.g. cudaGetDevice inside an op, leave entries behind).
+  // CUPTI correlationId -> external id, from ExternalCorrelation records. Kept after use (a graph
+  // launch runs many kernels under one correlation id); at most kMaxExternal, the oldest
+  // correlation ids evicted (API calls that launch nothing, e.g. cudaGetDevice, leave entries).
   std::map<uint32_t, uint64_t> external;
   // Device spans whose correlation record has not arrived yet, at most kMaxPending (oldest
   // evicted and counted in without_op; finish() counts the rest).
-  std::map<uint32_t, PendingDeviceSpan> pending;
+  std::multimap<uint32_t, PendingDeviceSpan> pending;
   static constexpr size_t kMaxExternal = size_t{1} << 18;
   static constexpr size_t kMaxPending = size_t{1} << 16;
   // Counts for the stats table.

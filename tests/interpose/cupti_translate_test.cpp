@@ -2,6 +2,7 @@
 // field is checked against the fields the test put into the records. No GPU or CUPTI calls.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -131,7 +132,6 @@ TEST_CASE(
   CHECK(flow.dst_track == s.track);
   CHECK(flow.dst_ts_ns == 1100);  // the kernel's CUPTI start + offset: the span's own start
   CHECK(f.ctx.flows == 1);
-  CHECK(f.ctx.external.empty());  // used once, forgotten
   CHECK(f.ctx.kernels == 1);
   CHECK(f.ctx.nccl_kernels == 1);
   CHECK(f.ctx.without_op == 0);
@@ -245,10 +245,31 @@ TEST_CASE("kernel record before its external correlation record: the flow comes 
   CHECK(flows[0].dst_ts_ns == 5100);
   CHECK(span.start_ns == 5100);
   CHECK(f.ctx.pending.empty());
-  CHECK(f.ctx.external.empty());
   finish(f.ctx);
   CHECK(f.ctx.without_op == 0);
   CHECK(f.ctx.flows == 1);
+}
+
+TEST_CASE("a graph launch: several device records under one correlation id, in both orders") {
+  Fixture f;
+  const int64_t base = f.ctx.op_base_ns;
+  std::vector<core::Record> out;
+  // Two kernels of the graph complete before the correlation record, one after it.
+  translate(asActivity(kernelRecord(50, 1000, 4)), f.ctx, out);
+  translate(asActivity(kernelRecord(50, 2000, 4)), f.ctx, out);
+  CHECK(f.ctx.pending.size() == 2);
+  translate(asActivity(externalRecord(50, opExternalId(6, 700, base))), f.ctx, out);
+  translate(asActivity(kernelRecord(50, 3000, 4)), f.ctx, out);
+  std::vector<int64_t> kernelStarts;
+  for (const auto& fl : flowsIn(out)) {
+    CHECK(fl.src_track == 6);
+    CHECK(fl.src_ts_ns == 700);
+    kernelStarts.push_back(fl.dst_ts_ns);
+  }
+  std::sort(kernelStarts.begin(), kernelStarts.end());
+  CHECK(kernelStarts == std::vector<int64_t>{1100, 2100, 3100});
+  finish(f.ctx);
+  CHECK(f.ctx.without_op == 0);
 }
 
 TEST_CASE("nested ops: each device record goes to the op its launch was correlated with") {
