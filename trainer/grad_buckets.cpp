@@ -1,7 +1,12 @@
 // Bucketed, hook-driven gradient reduction, with ZeRO's shard layout (see grad_buckets.h).
 #include "grad_buckets.h"
 
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+#include <algorithm>
+#include <functional>
 
 namespace gpttrain {
 namespace {
@@ -14,12 +19,30 @@ int unitOf(const std::string& name) {
   return std::stoi(name.substr(7));
 }
 
+// Runs before a parameter's AccumulateGrad (stage 2): gives the gradient its place in the bucket's
+// buffer, allocated only now.
+class BeforeAccumulate : public torch::autograd::FunctionPreHook {
+ public:
+  explicit BeforeAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
 }  // namespace
 
 GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage)
-    : params_(params), dp_(std::move(dp)), zero_stage_(zero_stage) {
+    : params_(params),
+      dp_(std::move(dp)),
+      zero_stage_(zero_stage),
+      eager_(zero_stage == 2 && dp_->size > 1) {
   auto& entries = params_.entries();
   bucket_of_.assign(entries.size(), 0);
+  member_of_.assign(entries.size(), 0);
   // Group parameters, last registered first, into buckets of about bucket_bytes.
   std::vector<std::vector<size_t>> groups(1);
   int64_t bytes = 0;
@@ -44,6 +67,7 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
           Member{i, bucket.numel, entries[i].tensor.numel(), entries[i].tensor.sizes().vec()});
       bucket.numel += entries[i].tensor.numel();
       bucket_of_[i] = buckets_.size();
+      member_of_[i] = bucket.members.size() - 1;
     }
     bucket.padded = (bucket.numel + shards - 1) / shards * shards;
     bucket.shard_size = bucket.padded / shards;
@@ -63,8 +87,11 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
       }
     }
     if (zero_stage_ >= 2) bucket.grad_shard = at::zeros({bucket.shard_size}, options);
-    bucket.flat = at::zeros({bucket.padded}, options);
-    attachGrads(bucket);
+    bucket.arrived.assign(bucket.members.size(), false);
+    if (!eager_) {  // stage 2 allocates it when the bucket's first gradient arrives
+      bucket.flat = at::zeros({bucket.padded}, options);
+      attachGrads(bucket);
+    }
     if (zero_stage_ >= 3) {
       bucket.unit = unitOf(entries[group.front()].name);
       {
@@ -81,6 +108,12 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
   if (dp_->size == 1 || zero_stage_ >= 3) return;  // stage 3 reduces in reduceGrads / finish
   for (size_t i = 0; i < entries.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(entries[i].tensor);
+    if (eager_) {
+      auto hook =
+          std::make_unique<BeforeAccumulate>([this, i] { ensureFlat(buckets_[bucket_of_[i]]); });
+      pre_hooks_.push_back(hook.get());
+      acc->add_pre_hook(std::move(hook));
+    }
     hook_keys_.push_back(
         acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
             [this, i](const torch::autograd::variable_list& outputs,
@@ -93,7 +126,15 @@ GradBuckets::GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, in
 }
 
 GradBuckets::~GradBuckets() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (size_t i = 0; i < accumulators_.size(); ++i) {
+    accumulators_[i]->del_post_hook(hook_keys_[i]);
+    if (i < pre_hooks_.size()) {  // the accumulator may outlive this object: drop what refers to it
+      auto& hooks = accumulators_[i]->pre_hooks();
+      hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
+                                 [&](const auto& h) { return h.get() == pre_hooks_[i]; }),
+                  hooks.end());
+    }
+  }
 }
 
 void GradBuckets::attachGrads(Bucket& b) {
@@ -108,6 +149,12 @@ void GradBuckets::zero() {
     TORCH_CHECK(!b.work, "GradBuckets::zero while a reduction is in flight");
     if (b.grad_shard.defined()) b.grad_shard.zero_();
     if (b.unit >= 0) continue;  // stage 3 units: full gradients exist only in their backward
+    if (eager_) {  // the full buffer is allocated when the bucket's first gradient arrives
+      b.pending = b.members.size();
+      b.arrived.assign(b.members.size(), false);
+      b.arrived_count = 0;
+      continue;
+    }
     if (b.flat.defined()) {
       b.flat.zero_();
     } else {
@@ -124,6 +171,7 @@ void GradBuckets::setLastMicrobatch(bool last) {
 }
 
 void GradBuckets::markReady(size_t param) {
+  if (eager_) return arrived(param);
   if (!last_microbatch_) return;
   Bucket& b = buckets_[bucket_of_[param]];
   if (b.pending > 0) --b.pending;
@@ -162,6 +210,18 @@ void GradBuckets::launchReady() {
 
 void GradBuckets::finish() {
   completeUnitReduce();
+  if (eager_) {
+    completeShardReduce();
+    // Gradients no reduction took yet (a member that got none this microbatch): in bucket order,
+    // the same on every DP rank.
+    in_finish_ = true;
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      if (buckets_[i].flat.defined()) launchShardReduce(i);
+    }
+    completeShardReduce();
+    in_finish_ = false;
+    return;
+  }
   if (dp_->size > 1) {
     for (auto& b : buckets_) b.pending = 0;  // parameters that got no gradient this step
     in_finish_ = true;
@@ -201,8 +261,9 @@ at::Tensor GradBuckets::fullGrad(size_t param) {
 int64_t GradBuckets::gradientBytes() const {
   int64_t bytes = 0;
   for (const auto& b : buckets_) {
-    if (b.flat.defined()) bytes += b.flat.nbytes();
-    if (b.grad_shard.defined()) bytes += b.grad_shard.nbytes();
+    for (const at::Tensor* t : {&b.flat, &b.grad_shard, &b.reducing, &b.reduced}) {
+      if (t->defined()) bytes += t->nbytes();
+    }
   }
   return bytes;
 }
@@ -221,6 +282,85 @@ int64_t GradBuckets::parameterBytes() const {
   }
   if (zero_stage_ == 0) bytes = numel() * int64_t(sizeof(float));
   return bytes;
+}
+
+// --- stage 2: each bucket reduce-scattered as soon as its gradients are complete
+
+void GradBuckets::ensureFlat(Bucket& b) {
+  if (b.flat.defined()) return;
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
+  b.flat = at::zeros({b.padded}, b.grad_shard.options());
+  attachGrads(b);
+}
+
+// A bucket is reduced when every member's gradient has been accumulated since its last reduction
+// (with interleaved chunks, members of two chunks: the buffer may hold several microbatches of
+// one chunk's), or when the last microbatch's gradient of every member is in. The sequence of
+// launches follows the order autograd runs the accumulators, the same on every DP rank.
+void GradBuckets::arrived(size_t param) {
+  const size_t index = bucket_of_[param];
+  Bucket& b = buckets_[index];
+  const size_t m = member_of_[param];
+  if (!b.arrived[m]) {
+    b.arrived[m] = true;
+    ++b.arrived_count;
+  }
+  if (last_microbatch_ && b.pending > 0) --b.pending;
+  if (b.arrived_count == b.members.size() || (last_microbatch_ && b.pending == 0)) {
+    launchShardReduce(index);
+  }
+}
+
+void GradBuckets::launchShardReduce(size_t index) {
+  Bucket& b = buckets_[index];
+  if (!b.flat.defined()) return;
+  completeShardReduce();  // one bucket's reduction in flight at a time
+  const bool native = dp_->native_base_collectives;
+  tracerun::Scope scope(
+      native ? "dp_bucket_reduce_scatter[reduce_scatter_base]"
+             : "dp_bucket_reduce_scatter[all_reduce+narrow]",
+      {{"bucket", static_cast<int64_t>(index)}, {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
+  // The parameters' gradients let go of the buffer: the next microbatch accumulates into a new one.
+  for (const Member& m : b.members) params_.entries()[m.param].tensor.mutable_grad().reset();
+  b.reducing = std::move(b.flat);
+  b.flat = at::Tensor();
+  b.arrived.assign(b.members.size(), false);
+  b.arrived_count = 0;
+  b.reducing.div_(dp_->size);
+  if (native) {
+    {
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
+      b.reduced = at::empty({b.shard_size}, b.grad_shard.options());
+    }
+    dp_->count(CollectiveImpl::kReduceScatterBase);
+    b.work = dp_->pg->_reduce_scatter_base(b.reduced, b.reducing);
+  } else {
+    // Gloo has no reduce-scatter: all-reduce, and keep this rank's slice.
+    dp_->count(CollectiveImpl::kReduceScatterAllReduce);
+    b.work = allReduceAsync(*dp_, b.reducing);
+  }
+  reducing_ = index;
+  ++(in_finish_ ? launched_after_backward_ : launched_in_backward_);
+  // Free the full buffer at the end of this backward at the latest (not after the next forward).
+  if (!in_finish_) {
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { completeShardReduce(); });
+  }
+}
+
+void GradBuckets::completeShardReduce() {
+  if (!reducing_) return;
+  Bucket& b = buckets_[*reducing_];
+  if (b.work) {
+    tracerun::Scope scope("dp_bucket_reduce_wait", {{"bucket", static_cast<int64_t>(*reducing_)}});
+    b.work->wait();
+    b.work.reset();
+  }
+  reducing_.reset();
+  at::NoGradGuard no_grad;
+  b.grad_shard.add_(b.reduced.defined() ? b.reduced
+                                        : b.reducing.narrow(0, b.shard_begin, b.shard_size));
+  b.reducing = at::Tensor();
+  b.reduced = at::Tensor();
 }
 
 // --- stage 3: parameter units

@@ -3,8 +3,12 @@
 // (an average) is launched from the autograd hook, overlapping the rest of backward.
 // With ZeRO (stage >= 1) each bucket is padded to a multiple of the DP size and split in equal
 // shards, one per DP rank, and the parameters live in a flat buffer of the same layout (each
-// parameter a view of it); stage >= 2 reduce-scatters instead of all-reducing and frees the full
-// gradient buffer once reduced, keeping only this rank's shard. Stage 3 (FSDP full shard) also
+// parameter a view of it); stage >= 2 reduce-scatters instead of all-reducing and keeps only
+// this rank's shard. Stage 2 (with DP > 1) allocates a bucket's full gradient buffer when its first
+// gradient arrives, reduce-scatters it as soon as every member's gradient has been accumulated (in
+// every microbatch's backward, not only the last), adds the result to the shard and frees the
+// buffer: full gradients live only from a bucket's first gradient to the end of its reduction
+// (at the latest the end of that backward). Stage 3 (FSDP full shard) also
 // keeps only this rank's shard of the parameters: each transformer layer is one bucket (a unit),
 // gathered before its forward and its backward and freed after (ParamUnits), the next unit's
 // gather prefetched; the rest (embedding, final LayerNorm: the root) is gathered for a whole step.
@@ -43,6 +47,12 @@ class GradBuckets : public ParamUnits {
     std::vector<Member> members;
     size_t pending = 0;
     c10::intrusive_ptr<c10d::Work> work;
+    // Stage 2 (eager): the full buffer whose reduction is in flight (flat is then already free
+    // for the next gradients), the native reduce-scatter's output, and which members' gradients
+    // the current flat holds.
+    at::Tensor reducing, reduced;
+    std::vector<bool> arrived;
+    size_t arrived_count = 0;
   };
 
   // Buckets are filled in reverse registration order (about the order backward produces them)
@@ -58,7 +68,8 @@ class GradBuckets : public ParamUnits {
   // Zeroes every gradient (stage 2: allocates the full buffers again); call before a step's first
   // microbatch.
   void zero();
-  // Whether the coming backward is the step's last (only then are reductions launched).
+  // Whether the coming backward is the step's last microbatch (stages 0, 1: only then are
+  // reductions launched; stage 2 reduces in every microbatch).
   void setLastMicrobatch(bool last);
   // After the last backward: launches what is left (parameters without gradient) and waits for
   // every bucket's reduction. Gradients are then averaged over DP: in full (stage 0, 1) or in this
@@ -98,6 +109,11 @@ class GradBuckets : public ParamUnits {
  private:
   void markReady(size_t param);
   void launchReady();
+  // Stage 2 (eager): a member's gradient is about to be accumulated / has been.
+  void ensureFlat(Bucket& b);
+  void arrived(size_t param);
+  void launchShardReduce(size_t bucket);
+  void completeShardReduce();
   void attachGrads(Bucket& b);
   void startGather(Bucket& b);
   void finishGather(Bucket& b);
@@ -111,6 +127,9 @@ class GradBuckets : public ParamUnits {
   std::vector<size_t> bucket_of_;       // parameter index -> bucket
   std::map<int, size_t> unit_bucket_;   // stage 3: layer -> bucket
   std::optional<size_t> pending_unit_;  // stage 3: the unit whose reduction is in flight
+  bool eager_ = false;                  // stage 2 with DP > 1: reduce-scatter every microbatch
+  std::vector<size_t> member_of_;       // parameter index -> its index in its bucket's members
+  std::optional<size_t> reducing_;      // stage 2: the bucket whose reduction is in flight
   size_t next_launch_ = 0;
   bool last_microbatch_ = true;
   bool in_finish_ = false;
@@ -118,6 +137,7 @@ class GradBuckets : public ParamUnits {
   int64_t launched_after_backward_ = 0;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
+  std::vector<const torch::autograd::FunctionPreHook*> pre_hooks_;  // per accumulator (stage 2)
 };
 
 }  // namespace gpttrain
