@@ -4,7 +4,69 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace gpttrain {
+namespace {
+
+// The fused pass of adamwUpdate over n contiguous floats; the same operations, in the same order
+// and float precision, as the ATen fallback below.
+void adamwFused(float* p, const float* g, float* m, float* v, int64_t n, const AdamwStep& s) {
+  const float decay = float(s.decay), beta1 = float(s.beta1), beta2 = float(s.beta2);
+  const float one_minus_beta1 = float(1.0 - s.beta1), one_minus_beta2 = float(1.0 - s.beta2);
+  const float sqrt_bias2 = float(std::sqrt(s.bias2)), eps = float(s.eps);
+  const float step = float(-s.lr / s.bias1);
+  int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 decay4 = _mm_set1_ps(decay), beta1_4 = _mm_set1_ps(beta1),
+               beta2_4 = _mm_set1_ps(beta2), one_minus_beta1_4 = _mm_set1_ps(one_minus_beta1),
+               one_minus_beta2_4 = _mm_set1_ps(one_minus_beta2),
+               sqrt_bias2_4 = _mm_set1_ps(sqrt_bias2), eps4 = _mm_set1_ps(eps),
+               step4 = _mm_set1_ps(step);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 gi = _mm_loadu_ps(g + i);
+    const __m128 mi =
+        _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(m + i), beta1_4), _mm_mul_ps(gi, one_minus_beta1_4));
+    const __m128 vi = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(v + i), beta2_4),
+                                 _mm_mul_ps(_mm_mul_ps(one_minus_beta2_4, gi), gi));
+    const __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), sqrt_bias2_4), eps4);
+    const __m128 pi = _mm_mul_ps(_mm_loadu_ps(p + i), decay4);
+    _mm_storeu_ps(m + i, mi);
+    _mm_storeu_ps(v + i, vi);
+    _mm_storeu_ps(p + i, _mm_add_ps(pi, _mm_mul_ps(step4, _mm_div_ps(mi, denom))));
+  }
+#endif
+  for (; i < n; ++i) {
+    m[i] = m[i] * beta1 + g[i] * one_minus_beta1;
+    v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
+    const float denom = std::sqrt(v[i]) / sqrt_bias2 + eps;
+    p[i] = p[i] * decay + step * (m[i] / denom);
+  }
+}
+
+}  // namespace
+
+void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
+                 const AdamwStep& s) {
+  const auto fused = [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat && t.is_contiguous();
+  };
+  if (fused(p) && fused(g) && fused(m) && fused(v) && p.numel() == g.numel() &&
+      p.numel() == m.numel() && p.numel() == v.numel()) {
+    adamwFused(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(), v.data_ptr<float>(),
+               p.numel(), s);
+    // Written through raw pointers: tell autograd, as an in-place ATen op would.
+    for (at::Tensor* t : {&p, &m, &v}) torch::autograd::impl::bump_version(*t);
+    return;
+  }
+  if (s.decay != 1.0) p.mul_(s.decay);
+  m.mul_(s.beta1).add_(g, 1.0 - s.beta1);
+  v.mul_(s.beta2).addcmul_(g, g, 1.0 - s.beta2);
+  at::Tensor denom = (v.sqrt() / std::sqrt(s.bias2)).add_(s.eps);
+  p.addcdiv_(m, denom, -s.lr / s.bias1);
+}
 
 double learningRate(const ScheduleConfig& c, int step) {
   if (c.warmup > 0 && step <= c.warmup) return c.lr * step / c.warmup;
@@ -30,16 +92,17 @@ void Optimizer::step(double lr) {
     for (auto& e : entries) e.tensor.add_(e.tensor.grad(), -lr);
     return;
   }
-  const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
-  const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
+  AdamwStep adamw;
+  adamw.lr = lr;
+  adamw.beta1 = config_.beta1;
+  adamw.beta2 = config_.beta2;
+  adamw.eps = config_.eps;
+  adamw.bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
+  adamw.bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
   for (size_t i = 0; i < entries.size(); ++i) {
-    at::Tensor& p = entries[i].tensor;
-    const at::Tensor& g = p.grad();
-    if (entries[i].decay && config_.weight_decay > 0) p.mul_(1.0 - lr * config_.weight_decay);
-    exp_avg_[i].mul_(config_.beta1).add_(g, 1.0 - config_.beta1);
-    exp_avg_sq_[i].mul_(config_.beta2).addcmul_(g, g, 1.0 - config_.beta2);
-    at::Tensor denom = (exp_avg_sq_[i].sqrt() / std::sqrt(bias2)).add_(config_.eps);
-    p.addcdiv_(exp_avg_[i], denom, -lr / bias1);
+    const bool decay = entries[i].decay && config_.weight_decay > 0;
+    adamw.decay = decay ? 1.0 - lr * config_.weight_decay : 1.0;
+    adamwUpdate(entries[i].tensor, entries[i].tensor.grad(), exp_avg_[i], exp_avg_sq_[i], adamw);
   }
 }
 

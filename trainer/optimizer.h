@@ -28,6 +28,19 @@ struct OptimizerConfig {
   double weight_decay = 0.01;
 };
 
+// One AdamW update of parameter p from gradient g with moments m and v, all four the same shape:
+// p = p * decay - lr / bias1 * m / (sqrt(v) / sqrt(bias2) + eps), after m and v take in g.
+// Contiguous fp32 tensors take one fused pass (each buffer read and written once, 4 floats at a
+// time); anything else the ATen ops, which stream the buffers some 22 times in all.
+struct AdamwStep {
+  double lr = 0.0;
+  double decay = 1.0;  // 1 - lr * weight_decay, or 1 without weight decay
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double bias1 = 1.0, bias2 = 1.0;  // 1 - beta^step
+};
+void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
+                 const AdamwStep& step);
+
 class Optimizer {
  public:
   Optimizer(ParamSet& params, const OptimizerConfig& config);
