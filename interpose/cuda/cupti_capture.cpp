@@ -212,6 +212,8 @@ void stopCuda() {
     for (const auto& s : cuptiStats(*gCtx, gDropped + globalDropped, gBuffers, gRecords)) {
       t->session->setStat(s.name, s.value, s.severity);
     }
+    t->session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
+                        core::StatSeverity::kInfo);
   } catch (...) {
   }
   delete gCtx;  // a buffer CUPTI completes after this is discarded (bufferCompleted sees null)

@@ -18,6 +18,7 @@ std::atomic<PushExternalIdFn> gPush{nullptr};
 std::atomic<PopExternalIdFn> gPop{nullptr};
 std::atomic<int64_t> gBaseNs{0};
 std::atomic<bool> gRegistered{false};
+std::atomic<uint64_t> gUncorrelated{0};
 at::CallbackHandle gHandle = 0;
 
 std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
@@ -28,6 +29,7 @@ std::unique_ptr<at::ObserverContext> onOpStart(const at::RecordFunction& fn) {
       id = opExternalId(t->buffer->track, f->start_ns, gBaseNs.load(std::memory_order_relaxed));
     }
   }
+  if (id == 0) gUncorrelated.fetch_add(1, std::memory_order_relaxed);
   gPush.load(std::memory_order_relaxed)(kOpCorrelationKind, id);
   return nullptr;
 }
@@ -44,6 +46,7 @@ bool startOpCorrelation(PushExternalIdFn push, PopExternalIdFn pop, int64_t base
   gPush.store(push);
   gPop.store(pop);
   gBaseNs.store(baseNs);
+  gUncorrelated.store(0);
   gHandle = at::addGlobalCallback(
       at::RecordFunctionCallback(&onOpStart, &onOpEnd).scopes({at::RecordScope::FUNCTION}));
   return true;
@@ -54,6 +57,10 @@ void stopOpCorrelation() {
   at::removeCallback(gHandle);
   gHandle = 0;
   gRegistered.store(false);
+}
+
+uint64_t uncorrelatedOps() noexcept {
+  return gUncorrelated.load(std::memory_order_relaxed);
 }
 
 }  // namespace tracerun::interpose::cuda

@@ -22,5 +22,8 @@ using PopExternalIdFn = CUptiResult (*)(CUpti_ExternalCorrelationKind, uint64_t*
 bool startOpCorrelation(PushExternalIdFn push, PopExternalIdFn pop, int64_t baseNs);
 // Removes the callback; ops still running pop with the same functions.
 void stopOpCorrelation();
+// Ops that pushed 0 since startOpCorrelation (no frame of theirs on top of the stack: not
+// captured, too deep, or the callbacks ran in the wrong order): their device work has no flow.
+uint64_t uncorrelatedOps() noexcept;
 
 }  // namespace tracerun::interpose::cuda

@@ -2,7 +2,8 @@
 // stand-ins for cuptiActivityPush/PopExternalCorrelationId: every id pushed while an ATen op starts
 // names that op's span in the written trace (checked against the name RecordFunction itself gives,
 // from a callback of the test's own), pushes and pops balance, and synthetic CUPTI records carrying
-// those ids translate into kOpKernel flows that start at those spans; (2) `tracerun --capture
+// those ids translate into kOpKernel flows that start at those spans; without op frames every op
+// pushes 0 and is counted; (2) `tracerun --capture
 // ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA capture
 // off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
@@ -118,6 +119,7 @@ TEST_CASE("op correlation: each pushed id names the op's own span, and kernels f
 
   CHECK(gPushes.load() == pushesWhileOn);
   CHECK(gPushes.load() == gPops.load());
+  CHECK(uncorrelatedOps() == 0);
   CHECK(tlsStack.empty());
   CHECK(gBadKind.load() == 0);
 
@@ -194,6 +196,28 @@ TEST_CASE("op correlation: each pushed id names the op's own span, and kernels f
     flowSources.push_back({f.src_track, f.src_ts_ns});
   }
   CHECK(flowSources == addmmSpans);
+}
+
+TEST_CASE("op correlation without op capture: every op pushes 0 and is counted, pops balance") {
+  testing::TempDir dir("tracerun-cuda");
+  Model model;
+  interpose::CaptureConfig config;
+  config.output = dir.file("scopes.db");
+  config.signal_handlers = false;
+  config.ops = false;  // user scopes only: no op frames to name
+  REQUIRE(interpose::startCapture(config));
+  REQUIRE(startOpCorrelation(&fakePush, &fakePop, core::nowNs() - 1));
+  const auto observer = at::addGlobalCallback(
+      at::RecordFunctionCallback(&observeStart).scopes({at::RecordScope::FUNCTION}));
+  model.step();
+  at::removeCallback(observer);
+  stopOpCorrelation();
+  interpose::stopCapture();
+  REQUIRE(gSeen.size() > 10);
+  for (const auto& seen : gSeen) CHECK(seen.id == 0);
+  CHECK(uncorrelatedOps() == gSeen.size());
+  CHECK(gPushes.load() == static_cast<int64_t>(gSeen.size()));
+  CHECK(gPops.load() == gPushes.load());
 }
 
 #if defined(TRACERUN_BIN) && defined(SAMPLE_BIN)
