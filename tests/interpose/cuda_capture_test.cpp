@@ -3,9 +3,9 @@
 // names that op's span in the written trace (checked against the name RecordFunction itself gives,
 // from a callback of the test's own), pushes and pops balance, and synthetic CUPTI records carrying
 // those ids translate into kOpKernel flows that start at those spans; without op frames every op
-// pushes 0 and is counted; (2) `tracerun --capture
-// ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA capture
-// off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
+// pushes 0 and is counted; (2) `tracerun --capture ...,cuda` on the plain libtorch sample on this
+// driverless machine: exactly one "CUDA capture off" line, a cuda_capture_off stat, and the same
+// ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
 #include <ATen/record_function.h>
 #include <torch/torch.h>
