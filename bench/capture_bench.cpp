@@ -5,18 +5,22 @@
 // Usage: capture_bench [repetitions=15] [iterations=200000] [step_reps=5]
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/library.h>
 #include <torch/torch.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_set>
@@ -80,15 +84,64 @@ std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
 }
 void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
 
+// ---- the two routes to tensor identities (issue 3 item 1), each alone, computing the same
+// identities (storage data address + version) into a sink
+
+int64_t identity(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->unsafe_storage()) return 0;
+  const auto& v = t.unsafeGetTensorImpl()->version_counter();
+  return static_cast<int64_t>(
+      reinterpret_cast<uint64_t>(t.unsafeGetTensorImpl()->unsafe_storage().data()) |
+      (uint64_t(v.enabled() ? v.current_version() : 0) << 48));
+}
+template <typename Values>
+int64_t identities(const Values& values) {
+  int64_t h = 0;
+  for (const c10::IValue& v : values) {
+    if (v.isTensor()) h ^= identity(v.toTensor());
+  }
+  return h;
+}
+std::atomic<int64_t> gSink{0};
+
+// RecordFunction: libtorch boxes the inputs for the start callback and captures the outputs for
+// the end callback.
+std::unique_ptr<at::ObserverContext> idsStart(const at::RecordFunction& fn) {
+  gSink.fetch_xor(identities(fn.inputs()), std::memory_order_relaxed);
+  return nullptr;
+}
+void idsEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  gSink.fetch_xor(identities(fn.outputs()), std::memory_order_relaxed);
+}
+
+// A boxed fallback on the Fake dispatch key (the C++ analogue of __torch_dispatch__): every op
+// below autograd arrives boxed; read the inputs, run the rest of the dispatch, read the outputs.
+// Active only on threads whose TLS includes the key (the configuration below sets it).
+void idsFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  gSink.fetch_xor(
+      identities(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)),
+      std::memory_order_relaxed);
+  op.redispatchBoxed(
+      ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::Fake), stack);
+  const size_t nret = op.schema().returns().size();
+  gSink.fetch_xor(
+      identities(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret)),
+      std::memory_order_relaxed);
+}
+std::optional<c10::impl::IncludeDispatchKeyGuard> gFakeKey;
+
 // idleWriter: the writer does not drain during the timed loop (only when the capture stops), to
 // separate the traced thread's own cost from the writer's competition for the CPU.
-Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool idleWriter = false) {
+Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool idleWriter = false,
+                      bool tensors = false) {
   return {name,
           [=] {
             CaptureConfig c;
             c.output = scratch();
             c.shapes = shapes;
             c.memory = memory;
+            c.tensors = tensors;
             if (idleWriter) c.drain_interval_ms = 600000;
             c.signal_handlers = false;
             if (!tracerun::interpose::startCapture(c)) std::exit(1);
@@ -120,6 +173,26 @@ std::vector<Config> configs() {
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
+      {"ids: callback, in+outputs",
+       [] {
+         gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&idsStart, &idsEnd)
+                                            .scopes(kCaptureScopes)
+                                            .needsInputs(true)
+                                            .needsOutputs(true));
+       },
+       [] { at::removeCallback(gEmpty); }},
+      {"ids: Fake-key boxed fallback", [] { gFakeKey.emplace(c10::DispatchKey::Fake); },
+       [] { gFakeKey.reset(); }},
+      tracerunConfig("tracerun ops, shapes, tensors", true, false, false, true),
+      {"tracerun ops, shapes + fallback",
+       [] {
+         tracerunConfig("", true, false).on();
+         gFakeKey.emplace(c10::DispatchKey::Fake);
+       },
+       [] {
+         gFakeKey.reset();
+         tracerunConfig("", true, false).off();
+       }},
       {"legacy profiler, shapes",
        [] {
          prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, true, false));
@@ -151,12 +224,17 @@ struct Mlp {
 
 }  // namespace
 
+TORCH_LIBRARY_IMPL(_, Fake, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&idsFallback>());
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::printf(
         "capture_bench: per-op cost of at::add on 8 elements under each capture configuration,\n"
         "interleaved in random order, and a small training step traced vs untraced.\n"
-        "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n");
+        "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n"
+        "CAPTURE_BENCH_ONLY=TEXT: only the per-op configurations whose name contains TEXT\n");
     return 0;
   }
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
@@ -169,6 +247,15 @@ int main(int argc, char** argv) {
   const auto a = at::ones({8});
   const auto b = at::ones({8});
   auto cs = configs();
+  // CAPTURE_BENCH_ONLY=text: only the configurations whose name contains it (and "nothing"), for
+  // profiling one of them with perf.
+  if (const char* only = std::getenv("CAPTURE_BENCH_ONLY")) {
+    cs.erase(std::remove_if(cs.begin(), cs.end(),
+                            [only](const Config& c) {
+                              return c.name != "nothing" && c.name.find(only) == std::string::npos;
+                            }),
+             cs.end());
+  }
   std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc;
   for (int r = 0; r < reps; ++r) {
     std::vector<size_t> order(cs.size());
@@ -231,7 +318,8 @@ int main(int argc, char** argv) {
        [] { at::removeCallback(gEmpty); }},
       tracerunConfig("tracerun ops+memory, shapes", true, true),
       tracerunConfig("tracerun ops, no shapes", false, false),
-      tracerunConfig("same, writer idle while timed", true, true, true)};
+      tracerunConfig("same, writer idle while timed", true, true, true),
+      tracerunConfig("tracerun ops+memory+tensors", true, true, false, true)};
   std::map<std::string, std::vector<double>> perStep, perStepCpu;
   for (int k = 0; k < 5; ++k) mlp.step();
   for (int r = 0; r < stepReps * 3; ++r) {

@@ -5,6 +5,7 @@
 #include "capture.h"
 
 #include <mutex>
+#include <new>
 #include <string>
 
 namespace tracerun::interpose {
@@ -78,20 +79,27 @@ core::StringId ThreadState::tensorKey(int slot) noexcept {
 
 void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs, const int64_t* outputs,
               int noutputs) noexcept {
-  core::SpanRecord s;
-  s.category = f.category;
-  s.depth = static_cast<uint16_t>(index);
-  s.name = f.name;
-  s.start_ns = f.start_ns;
-  s.end_ns = endNs;
-  s.id = f.id;
-  s.parent = index > 0 ? t.frames[index - 1].id : 0;
-  s.seq = f.seq;
-  s.detail = f.detail;
   core::RecordRing& ring = t.buffer->ring;
   const int total = f.nargs + f.ninputs + noutputs;
+  const uint64_t slots = total == 0 ? 1 : 2;  // the span, and its first ArgsRecord as a pair
+  if (!ring.reserve(slots)) [[unlikely]] {
+    return;
+  }
+  // Built in place in the ring (see RecordRing::reserve).
+  new (ring.pending(0)) core::SpanRecord{core::RecordKind::kSpan,
+                                         f.category,
+                                         static_cast<uint16_t>(index),
+                                         f.name,
+                                         f.start_ns,
+                                         endNs,
+                                         f.id,
+                                         index > 0 ? t.frames[index - 1].id : 0,
+                                         f.seq,
+                                         f.detail,
+                                         0,
+                                         0};
   if (total == 0) [[likely]] {
-    ring.tryPush(core::Record::from(s));
+    ring.commit(1);
     return;
   }
   core::ArgsRecord::Arg all[kMaxFrameArgs + kMaxTensorInputs + kMaxTensorOutputs];
@@ -99,15 +107,15 @@ void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs, con
   for (int i = 0; i < f.nargs; ++i) all[n++] = f.args[i];
   for (int i = 0; i < f.ninputs; ++i) all[n++] = {t.inputKey(i), 0, f.inputs[i]};
   for (int i = 0; i < noutputs; ++i) all[n++] = {t.outputKey(i), 0, outputs[i]};
-  // The span and its first ArgsRecord go in as a pair (a drop never separates them); the writer
-  // appends the following ArgsRecords to the same span.
+  // The writer appends the ArgsRecords that follow a span to it.
   for (int first = 0; first < n; first += 3) {
     core::ArgsRecord a;
     a.owner = f.id;
     a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
     for (int i = 0; i < a.count; ++i) a.args[i] = all[first + i];
     if (first == 0) {
-      if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
+      std::memcpy(ring.pending(1), &a, sizeof a);
+      ring.commit(2);
     } else {
       ring.tryPush(core::Record::from(a));
     }

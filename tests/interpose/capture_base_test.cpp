@@ -251,3 +251,41 @@ TEST_CASE("the TSC clock follows CLOCK_MONOTONIC and never steps back across ref
   CHECK(std::abs(lastError) < 2'000);
   CHECK(maxError() < 2'000);
 }
+
+TEST_CASE("emitSpan appends tensor identities after the frame's arguments and drops whole pairs") {
+  core::Session session(4);  // four slots: one span with two ArgsRecords fits, a second does not
+  auto t = std::make_unique<ThreadState>();
+  t->session = &session;
+  t->buffer = &session.threadBuffer("test");
+  Frame& f = t->frames[0];
+  f.id = 21;
+  f.name = t->intern("aten::add");
+  f.start_ns = 100;
+  f.ninputs = 2;
+  f.inputs[0] = 0x1000;
+  f.inputs[1] = 0x2000;
+  const int64_t outputs[2] = {0x3000, int64_t{1} << 48 | 0x1000};
+  emitSpan(*t, f, 0, 200, outputs, 2);
+  emitSpan(*t, f, 0, 300, outputs, 2);  // does not fit: neither the span nor its args go in
+  CHECK(t->buffer->ring.dropped() == 2);
+  f.ninputs = 0;
+  emitSpan(*t, f, 0, 400);  // no arguments: the span alone takes the one slot left
+  std::vector<core::Record> got;
+  t->buffer->ring.drain([&](const core::Record* r, size_t n) { got.insert(got.end(), r, r + n); });
+  REQUIRE(got.size() == 4);
+  CHECK(got[0].as<core::SpanRecord>().end_ns == 200);
+  CHECK(got[3].kind() == core::RecordKind::kSpan);
+  CHECK(got[3].as<core::SpanRecord>().end_ns == 400);
+  CHECK(got[3].as<core::SpanRecord>().name == f.name);
+  std::vector<std::pair<std::string, int64_t>> args;
+  for (int r = 1; r < 3; ++r) {
+    const auto a = got[r].as<core::ArgsRecord>();
+    CHECK(a.owner == 21);
+    for (int i = 0; i < a.count; ++i)
+      args.emplace_back(session.strings().get(a.args[i].key), a.args[i].value);
+  }
+  CHECK(args == std::vector<std::pair<std::string, int64_t>>{{"in0", 0x1000},
+                                                             {"in1", 0x2000},
+                                                             {"out0", 0x3000},
+                                                             {"out1", int64_t{1} << 48 | 0x1000}});
+}

@@ -50,6 +50,31 @@ class RecordRing {
     return true;
   }
 
+  // In-place producer side, for the hot path: reserve(n) claims the next n (1 or 2) slots, or
+  // returns false and counts n drops when the ring is full; the caller builds its records in
+  // pending(0..n-1) (placement new) and then commit(n) publishes them. Building a record on the
+  // stack and copying it in stalled on store forwarding (narrow field stores read back as 16-byte
+  // vectors): ~40% of the capture's span emission in a profile.
+  bool reserve(uint64_t n) noexcept {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head + n - 1 - cachedTail_ >= capacity_) [[unlikely]] {
+      cachedTail_ = tail_.load(std::memory_order_acquire);
+      if (head + n - 1 - cachedTail_ >= capacity_) {
+        dropped_.fetch_add(n, std::memory_order_relaxed);
+        return false;
+      }
+    }
+    return true;
+  }
+  unsigned char* pending(uint64_t i) noexcept {
+    return slots_[(head_.load(std::memory_order_relaxed) + i) & mask_].bytes;
+  }
+  void commit(uint64_t n) noexcept {
+    const uint64_t head = head_.load(std::memory_order_relaxed) + n;
+    prefetchAhead(head);
+    head_.store(head, std::memory_order_release);
+  }
+
   // Consumer side: calls fn(const Record*, size_t n) on up to two contiguous runs of what is
   // available, then frees those slots. Returns the number of records consumed.
   template <typename Fn>

@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""Cost of tracing a realistic small training step: gpttrain's small GPT traced vs untraced.
+
+Runs `gpttrain` (one process, one intra-op thread) plain and under `tracerun` with several
+--capture settings, the runs of all settings interleaved in a fresh random order each round, and
+compares the median step time (gpttrain's own per-step "ms" from --log-json, the first WARMUP steps
+of each run dropped) with the untraced median of the same rounds. Also prints the CPU time of the
+whole run (program + tracerun's writer thread, from wait4) per step. Not a test: prints a table.
+
+usage: capture_gpt_bench.py [--rounds 5] [--steps 30] [--build build]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+
+WARMUP = 5
+MODEL = ["--layers", "2", "--hidden", "128", "--heads", "4", "--seq-len", "128",
+         "--global-batch", "8", "--micro-batch-size", "8", "--threads", "1", "--quiet"]
+# name -> tracerun arguments (None: untraced)
+CONFIGS = {
+    "untraced": None,
+    "tracerun (default: ops,scopes,memory,comm, shapes)": [],
+    "tracerun ops,scopes, no shapes": ["--capture", "ops,scopes", "--no-shapes"],
+    "tracerun default + tensors": ["--capture", "ops,scopes,memory,comm,tensors"],
+}
+
+
+def run(build, tracer_args, steps, tmp):
+    log = os.path.join(tmp, "steps.json")
+    cmd = [os.path.join(build, "trainer", "gpttrain"), *MODEL, "--steps", str(steps),
+           "--log-json", log]
+    if tracer_args is not None:
+        cmd = [os.path.join(build, "interpose", "tracerun"), "-q", "-o",
+               os.path.join(tmp, "t.db"), *tracer_args, "--", *cmd]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        sys.exit(f"failed ({status}): {' '.join(cmd)}")
+    with open(log) as f:
+        ms = [json.loads(line)["ms"] for line in f if line.strip()]
+    cpu_ms = (usage.ru_utime + usage.ru_stime) * 1e3
+    return statistics.median(ms[WARMUP:]), cpu_ms / steps
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--build", default="build")
+    a = p.parse_args()
+    rng = random.Random(12345)
+    step = {k: [] for k in CONFIGS}
+    cpu = {k: [] for k in CONFIGS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(a.rounds):
+            names = list(CONFIGS)
+            rng.shuffle(names)
+            for name in names:
+                s, c = run(a.build, CONFIGS[name], a.steps, tmp)
+                step[name].append(s)
+                cpu[name].append(c)
+    base = statistics.median(step["untraced"])
+    base_cpu = statistics.median(cpu["untraced"])
+    print(f"gpttrain {' '.join(MODEL)}: {a.steps} steps per run (first {WARMUP} dropped), "
+          f"median of {a.rounds} interleaved rounds; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'configuration':52} {'ms/step':>8} {'ratio':>6} {'cpu ms/step':>12} {'ratio':>6}")
+    for name in CONFIGS:
+        s, c = statistics.median(step[name]), statistics.median(cpu[name])
+        print(f"{name:52} {s:8.1f} {s / base:6.3f} {c:12.1f} {c / base_cpu:6.3f}")
+
+
+if __name__ == "__main__":
+    main()
