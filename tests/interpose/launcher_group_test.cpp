@@ -440,6 +440,27 @@ TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps it
   CHECK(exists(out0 + ".shards/attempt0/rank0.db"));
 }
 
+TEST_CASE("several nodes: a node whose shards cannot reach node 0 keeps them and says so",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/gone0.db", out1 = scratch() + "/gone1.db";
+  // Node 0's ranks run long; its agent is killed once they have started (nobody receives).
+  Child node0(group(out0, nodeFlags(port, 0), worker({"--steps", "1000", "--sleep-ms", "50"})));
+  auto argv1 = group(out1, nodeFlags(port, 1), worker({"--steps", "2"}));
+  argv1.insert(argv1.begin(), {"/usr/bin/env", "TRACERUN_NODE_TRANSFER_TIMEOUT_S=2"});
+  Child node1(argv1);
+  REQUIRE(waitForOutput(node0, "[rank 0] step 1"));
+  ::kill(node0.pid(), SIGKILL);
+  node0.wait();
+  const Result r1 = node1.wait();
+  INFO(r1.describe() + "\n" + r1.err);
+  CHECK(r1.code == 0);
+  CHECK(contains(r1.err, "node 1: the shards did not reach node 0"));
+  CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{2, 3});
+  CHECK(exists(out1 + ".shards/attempt0/rank2.db"));
+  CHECK(exists(out1 + ".shards/attempt0/rank3.db"));
+}
+
 // ---- gpttrain -----------------------------------------------------------------------------------
 
 #ifdef GPTTRAIN_BIN
