@@ -70,8 +70,9 @@ json dryRunPipeline(const std::string& name, const std::string& schedule, int v,
 // ZeRO stage z at DP 4 (AdamW, 2 steps): each rank's parameter + gradient + optimizer-state bytes
 // at its peak within 10 % of the closed form. The closed forms hold when no bucket and no single
 // parameter is a sizeable part of psi (ZeRO-2 holds one bucket's full gradients, or one larger
-// parameter's, while it is reduced): 4 layers of hidden 64 (psi ~217k, the tied embedding 7.5 %)
-// and 20 KiB buckets (2.4 % of psi) instead of the default 4 MiB that would hold the whole model.
+// parameter's, while it is reduced): 4 layers of hidden 64 (psi ~217k; the largest parameters,
+// MLP weights and the tied embedding, 7.5 % each) and 20 KiB buckets (2.4 % of psi) instead of the
+// default 4 MiB, which would hold the whole model.
 void checkZero(int z) {
   const int n = 4;
   const std::string db = scratch().file("zero" + std::to_string(z) + ".db");
