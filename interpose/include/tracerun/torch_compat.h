@@ -72,7 +72,8 @@ inline CollectiveGroupPtr makeGlooGroup(const c10::intrusive_ptr<c10d::Store>& s
 // (TRACERUN_TORCH_HAS_NCCL, set by trainer/CMakeLists.txt from cmake/TracerunOptions.cmake). The
 // constructor (store, rank, size, intrusive_ptr<Options>) and Options::create(bool
 // is_high_priority_stream) are the same in 1.13 and 2.x; the timeout is a field of the options'
-// base (ProcessGroup::Options in 1.13, Backend::Options in 2.x). Never compiled on this machine.
+// base (ProcessGroup::Options in 1.13, Backend::Options in 2.x). Checked here only by a
+// syntax-only compile against 1.13 + CUDA headers (docs/trainer.md); never linked or run.
 #if defined(TRACERUN_TORCH_HAS_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
