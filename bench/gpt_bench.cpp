@@ -59,6 +59,15 @@ double flopsPerToken(const Size& s) {
   return 3.0 * (24.0 * l * h * h + 4.0 * l * seq * h + 2.0 * h * v);
 }
 
+// The 1, 5 and 15 minute load averages ("?" where unreadable): other work on this machine
+// distorts every timing here, so the table says how busy the machine was.
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  if (!(in >> one >> five >> fifteen)) return "?";
+  return one + " " + five + " " + fifteen;
+}
+
 int freePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -76,6 +85,8 @@ int freePort() {
 double runGpttrain(const std::string& exe, const Size& s, int ranks, int threads,
                    const std::vector<std::string>& layout, int steps) {
   const std::string json = "/tmp/gpt_bench_" + std::to_string(getpid()) + ".json";
+  // One flag and its value a line.
+  // clang-format off
   std::vector<std::string> args{exe,
                                 "--layers", std::to_string(s.layers),
                                 "--hidden", std::to_string(s.hidden),
@@ -88,6 +99,7 @@ double runGpttrain(const std::string& exe, const Size& s, int ranks, int threads
                                 "--dropout", "0",
                                 "--threads", std::to_string(threads),
                                 "--quiet", "--log-json", json};
+  // clang-format on
   args.insert(args.end(), layout.begin(), layout.end());
   const int port = freePort();
   std::vector<pid_t> pids;
@@ -99,11 +111,10 @@ double runGpttrain(const std::string& exe, const Size& s, int ranks, int threads
     env.push_back("OPENBLAS_NUM_THREADS=" + std::to_string(threads));
     env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
     if (ranks > 0) {
-      for (std::string v : {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                            "WORLD_SIZE=" + std::to_string(ranks),
-                            "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
-                            std::string("MASTER_ADDR=127.0.0.1"),
-                            "MASTER_PORT=" + std::to_string(port)}) {
+      for (std::string v :
+           {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+            "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
+            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)}) {
         env.push_back(v);
       }
     }
@@ -152,10 +163,12 @@ int main(int argc, char** argv) {
     }
   }
   std::string exe = GPTTRAIN_EXE;
+  std::printf("load average at start: %s\n", loadAverage().c_str());
   const double peak1 = gemmPeak(1), peak2 = gemmPeak(2);
-  std::printf("fp32 GEMM peak (1024^3 at::mm, best of 7): 1 thread %.1f GFLOP/s, 2 threads %.1f "
-              "GFLOP/s\n\n",
-              peak1 / 1e9, peak2 / 1e9);
+  std::printf(
+      "fp32 GEMM peak (1024^3 at::mm, best of 7): 1 thread %.1f GFLOP/s, 2 threads %.1f "
+      "GFLOP/s\n\n",
+      peak1 / 1e9, peak2 / 1e9);
   std::vector<Size> sizes{{"small", 2, 128, 4, 128, 8, 256}, {"target", 6, 384, 6, 256, 8, 256}};
   if (quick) sizes = {{"tiny", 2, 64, 4, 64, 4, 256}};
   std::printf("%-7s %-22s %-9s %7s %10s %10s %6s\n", "size", "layout", "threads", "ms/step",
@@ -183,12 +196,14 @@ int main(int argc, char** argv) {
         std::printf("%-7s %-22s %-9d failed\n", s.name, run.layout, run.threads);
         continue;
       }
-      std::printf("%-7s %-22s %-9d %7.1f %10.0f %10.1f %5.0f%%\n", s.name, run.layout,
-                  run.threads, ms, tokens / (ms / 1e3), flops / 1e9, 100.0 * flops / peak);
+      std::printf("%-7s %-22s %-9d %7.1f %10.0f %10.1f %5.0f%%\n", s.name, run.layout, run.threads,
+                  ms, tokens / (ms / 1e3), flops / 1e9, 100.0 * flops / peak);
       std::fflush(stdout);
     }
   }
-  std::printf("\nMFU = model FLOPs/s (6N + attention + logits per token, see flopsPerToken) over "
-              "the GEMM peak of the same total thread count.\n");
+  std::printf("\nload average at end: %s\n", loadAverage().c_str());
+  std::printf(
+      "MFU = model FLOPs/s (6N + attention + logits per token, see flopsPerToken) over "
+      "the GEMM peak of the same total thread count.\n");
   return 0;
 }
