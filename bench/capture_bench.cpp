@@ -3,6 +3,9 @@
 // repetitions, ratios against baselines measured in the same run. Not a test: prints a table.
 //
 // Usage: capture_bench [repetitions=15] [iterations=200000] [step_reps=5]
+// The tensor-identity rows compare the two routes to input/output identities (issue 3 item 1):
+// a RecordFunction callback with boxed inputs and captured outputs, and a boxed fallback on the
+// Fake dispatch key, each alone and on top of tracerun's own callback.
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -170,6 +173,13 @@ std::vector<Config> configs() {
              at::RecordFunctionCallback(&emptyStart, &emptyEnd).scopes(kCaptureScopes));
        },
        [] { at::removeCallback(gEmpty); }},
+      {"empty callback, +inputs",
+       [] {
+         gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&emptyStart, &emptyEnd)
+                                            .scopes(kCaptureScopes)
+                                            .needsInputs(true));
+       },
+       [] { at::removeCallback(gEmpty); }},
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
@@ -279,19 +289,21 @@ int main(int argc, char** argv) {
   std::printf(
       "  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
       "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
-  std::printf("%-30s %8s %8s %8s %8s %9s %10s %10s\n", "configuration", "wall", "+wall", "thread",
-              "+thread", "process", "+thr/empty", "+thr/legacy");
+  std::printf("%-32s %8s %8s %8s %8s %9s %10s %10s %11s\n", "configuration", "wall", "+wall",
+              "thread", "+thread", "process", "+thr/empty", "+thr/emp+in", "+thr/legacy");
   const double baseWall = median(perOp["nothing"]);
   const double baseCpu = median(perOpCpu["nothing"]);
   const double emptyAdded = median(perOpCpu["empty callback, tracerun scopes"]) - baseCpu;
   const double legacyAdded = median(perOpCpu["legacy profiler, shapes"]) - baseCpu;
+  const double emptyInputsAdded = median(perOpCpu["empty callback, +inputs"]) - baseCpu;
   for (const auto& c : cs) {
     const double wall = median(perOp[c.name]);
     const double cpu = median(perOpCpu[c.name]);
     const double added = cpu - baseCpu;
-    std::printf("%-30s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f\n", c.name.c_str(), wall,
+    std::printf("%-32s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f %11.2f\n", c.name.c_str(), wall,
                 wall - baseWall, cpu, added, median(perOpProc[c.name]),
                 emptyAdded > 0 ? added / emptyAdded : 0.0,
+                emptyInputsAdded > 0 ? added / emptyInputsAdded : 0.0,
                 legacyAdded > 0 ? added / legacyAdded : 0.0);
   }
 

@@ -124,6 +124,8 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
     c.clock_offset_ns = std::strtoll(offset, nullptr, 10);
   }
   c.restart = envInt("TRACERUN_RESTART", 0);
+  // How often the writer drains (benchmarks raise it to keep the writer idle while they time).
+  if (const int ms = envInt("TRACERUN_DRAIN_MS", 0); ms > 0) c.drain_interval_ms = ms;
   c.command = commandLine();
   return c;
 }

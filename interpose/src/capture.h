@@ -48,6 +48,7 @@ struct CaptureConfig {
 //   TRACERUN_SHAPES   0 to skip input shapes
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
 //   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
+//   TRACERUN_DRAIN_MS   writer drain interval (default 10; benchmarks raise it)
 //   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
 //   TRACERUN_CLOCK_OFFSET_NS  this host's clock minus rank 0's, stored in the shard's ranks row
 //   TRACERUN_RESTART  restart count of the group (the launcher's); > 0 adds a "restart" instant

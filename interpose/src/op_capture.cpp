@@ -41,8 +41,8 @@ core::Category categoryOf(at::RecordScope s) noexcept {
 }
 
 // ---- shapes -------------------------------------------------------------------------------------
-// The hot path hashes dtypes and dims (no formatting); the text is built and interned only when
-// this thread has not seen the hash before.
+// The hot path hashes dtypes and dims (no formatting; cheap xor-multiply steps, one final mix); the
+// text is built and interned only when this thread has not seen the hash before.
 
 enum : uint64_t {
   kTagTensor = 1,
@@ -60,25 +60,25 @@ enum : uint64_t {
 uint64_t hashValue(uint64_t h, const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) return mix64(h, kTagUndef);
+    if (!t.defined()) return step64(h, kTagUndef);
     const auto sizes = t.sizes();
-    h = mix64(h, (kTagTensor << 32) | (uint64_t(t.scalar_type()) << 16) | sizes.size());
-    for (int64_t d : sizes) h = mix64(h, static_cast<uint64_t>(d));
+    h = step64(h, (kTagTensor << 32) | (uint64_t(t.scalar_type()) << 16) | sizes.size());
+    for (int64_t d : sizes) h = step64(h, static_cast<uint64_t>(d));
     return h;
   }
   if (v.isTensorList()) {
     const auto list = v.toListRef();
-    h = mix64(h, (kTagList << 32) | list.size());
+    h = step64(h, (kTagList << 32) | list.size());
     for (const c10::IValue& e : list) h = hashValue(h, e);
     return h;
   }
-  if (v.isInt()) return mix64(h, kTagInt);
-  if (v.isDouble()) return mix64(h, kTagDouble);
-  if (v.isBool()) return mix64(h, kTagBool);
-  if (v.isNone()) return mix64(h, kTagNone);
-  if (v.isString()) return mix64(h, kTagString);
-  if (v.isIntList()) return mix64(h, (kTagIntList << 32) | v.toListRef().size());
-  return mix64(h, kTagOther);
+  if (v.isInt()) return step64(h, kTagInt);
+  if (v.isDouble()) return step64(h, kTagDouble);
+  if (v.isBool()) return step64(h, kTagBool);
+  if (v.isNone()) return step64(h, kTagNone);
+  if (v.isString()) return step64(h, kTagString);
+  if (v.isIntList()) return step64(h, (kTagIntList << 32) | v.toListRef().size());
+  return step64(h, kTagOther);
 }
 
 const char* dtypeName(c10::ScalarType t) {
@@ -159,6 +159,7 @@ core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
   if (inputs.empty()) return 0;
   uint64_t h = inputs.size();
   for (const c10::IValue& v : inputs) h = hashValue(h, v);
+  h = mix64(h, 0);  // the cheap steps above leave the low bits (the table index) weak
   core::StringId id = 0;
   if (t.shapes.find(h, &id)) return id;
   std::string text;

@@ -16,14 +16,14 @@ uint64_t hashBytes(const char* s, size_t len) noexcept {
   for (; i + 8 <= len; i += 8) {
     uint64_t w;
     std::memcpy(&w, s + i, 8);
-    h = mix64(h, w);
+    h = step64(h, w);
   }
   if (i < len) {
     uint64_t w = 0;
     std::memcpy(&w, s + i, len - i);
-    h = mix64(h, w);
+    h = step64(h, w);
   }
-  return h;
+  return mix64(h, len);
 }
 
 core::StringId NameCache::miss(Entry* set, const char* s, size_t len, uint64_t h,

@@ -95,7 +95,8 @@ uint64_t allocationsPerStep(Step& s, int steps) {
 }  // namespace
 
 // Steady-state allocations per step with an empty callback (needsInputs as given), then traced.
-std::pair<uint64_t, uint64_t> emptyVersusTraced(bool shapes) {
+// tensors: the capture records tensor identities; the empty callback then also needs the outputs.
+std::pair<uint64_t, uint64_t> emptyVersusTraced(bool shapes, bool tensors = false) {
   at::set_num_threads(1);
   Step s;
   for (int i = 0; i < 5; ++i) s.run();  // optimizer state exists from here on
@@ -105,7 +106,8 @@ std::pair<uint64_t, uint64_t> emptyVersusTraced(bool shapes) {
   // The scopes the capture registers for (ops, backward nodes, user scopes).
   const auto handle = at::addGlobalCallback(
       at::RecordFunctionCallback(&emptyStart, &emptyEnd)
-          .needsInputs(shapes)
+          .needsInputs(shapes || tensors)
+          .needsOutputs(tensors)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                    at::RecordScope::USER_SCOPE}));
   for (int i = 0; i < 2; ++i) s.run();
@@ -116,6 +118,7 @@ std::pair<uint64_t, uint64_t> emptyVersusTraced(bool shapes) {
   tracerun::interpose::CaptureConfig config;
   config.output = path;
   config.shapes = shapes;
+  config.tensors = tensors;
   config.signal_handlers = false;
   REQUIRE(tracerun::interpose::startCapture(config));
   for (int i = 0; i < 5; ++i) s.run();  // first sight of each name and shape: interned once
@@ -132,5 +135,11 @@ TEST_CASE("a traced step allocates exactly what it does under an empty callback 
 
 TEST_CASE("a traced step without shapes allocates exactly what it does under an empty callback") {
   const auto [empty, traced] = emptyVersusTraced(false);
+  CHECK(traced == empty);
+}
+
+TEST_CASE(
+    "a step traced with tensor identities allocates what it does under a callback with outputs") {
+  const auto [empty, traced] = emptyVersusTraced(true, true);
   CHECK(traced == empty);
 }
