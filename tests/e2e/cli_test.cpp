@@ -6,6 +6,7 @@
 
 #include "e2e_common.h"
 #include "tracerun/trace/reader.h"
+#include "tracerun/trace/schema.h"
 
 using namespace tracerun;
 using namespace tracerun::e2e;
@@ -35,7 +36,9 @@ TEST_CASE("tracerun info: format, ranks, tracks, event counts, stats, integrity"
   CHECK(r.err.empty());
   auto reader = trace::TraceReader::open(g.merged);
   const auto c = reader.counts();
-  CHECK(contains(r.out, "tracerun trace, schema version 1 (merged, complete)"));
+  CHECK(contains(r.out, "tracerun trace, schema version " +
+                            std::to_string(tracerun::trace::schema::kSchemaVersion) +
+                            " (merged, complete)"));
   CHECK(contains(r.out, "integrity   ok (PRAGMA quick_check)"));
   CHECK(contains(r.out, std::to_string(c.spans) + " spans, " + std::to_string(c.args) + " args, " +
                             std::to_string(c.instants) + " instants, " +
@@ -79,7 +82,7 @@ TEST_CASE("tracerun info --json agrees with the reader") {
   const json j = json::parse(r.out);
   auto reader = trace::TraceReader::open(g.merged);
   const auto c = reader.counts();
-  CHECK(j["schema_version"] == 1);
+  CHECK(j["schema_version"] == tracerun::trace::schema::kSchemaVersion);
   CHECK(j["meta"]["kind"] == "merged");
   CHECK(j["integrity"] == "ok");
   CHECK(j["counts"]["spans"] == c.spans);

@@ -80,10 +80,11 @@ TEST_CASE("tracerun report on a traced single-process gpttrain run") {
   CHECK(m["rank"] == 0);
   CHECK(m["device"] == "cpu");
   const json& at = m["by_category"];
-  // Parameters: 4 bytes each, plus the layers' causal-mask buffers (bool, seq x seq) that are
-  // allocated under the same tag; the flat gradient buffer and AdamW's two states exactly.
+  // Parameters: 4 bytes each, plus the layers' additive causal-mask buffers (fp32, seq x seq)
+  // that are allocated under the same tag; the flat gradient buffer and AdamW's two states
+  // exactly.
   CHECK(at["parameter"].get<int64_t>() >= 4 * psi);
-  CHECK(at["parameter"].get<int64_t>() <= 4 * psi + layers * seq * seq);
+  CHECK(at["parameter"].get<int64_t>() <= 4 * psi + layers * seq * seq * 4);
   CHECK(at["gradient"].get<int64_t>() == 4 * psi);
   CHECK(at["optimizer_state"].get<int64_t>() == 8 * psi);
   CHECK(at["activation"].get<int64_t>() > 0);
