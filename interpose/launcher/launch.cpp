@@ -118,7 +118,8 @@ std::vector<std::string> shardFiles(const std::string& dir) {
 bool validCaptureList(const std::string& list, std::string* bad) {
   std::stringstream words(list);
   for (std::string w; std::getline(words, w, ',');) {
-    if (w != "ops" && w != "scopes" && w != "memory" && w != "comm" && w != "cuda") {
+    if (w != "ops" && w != "scopes" && w != "memory" && w != "comm" && w != "cuda" &&
+        w != "tensors") {
       if (bad) *bad = w;
       return false;
     }
@@ -300,7 +301,9 @@ int launch(const LaunchOptions& o) {
   }
   std::string bad;
   if (!validCaptureList(o.capture, &bad)) {
-    std::fprintf(stderr, "tracerun: --capture: unknown word '%s' (ops, scopes, memory)\n",
+    std::fprintf(stderr,
+                 "tracerun: --capture: unknown word '%s' (words: ops, scopes, memory, comm, "
+                 "cuda, tensors)\n",
                  bad.c_str());
     return 2;
   }

@@ -12,7 +12,8 @@ namespace tracerun::launcher {
 
 struct LaunchOptions {
   std::string output = "run.db";
-  std::string capture = "ops,scopes,memory,comm";  // words: ops, scopes, memory, comm, cuda
+  std::string capture =
+      "ops,scopes,memory,comm";  // words: ops, scopes, memory, comm, cuda, tensors
   bool shapes = true;
   std::string target;                // empty: PROGRAM itself (through a #! line to its interpreter)
   std::string library;               // empty: libtracerun.so next to this binary, then the build's

@@ -34,7 +34,9 @@ namespace {
 using Result = testing::ProcessResult;
 using testing::readFile;
 
-bool exists(const std::string& path) { return testing::fileExists(path); }
+bool exists(const std::string& path) {
+  return testing::fileExists(path);
+}
 
 // A scratch directory per test process.
 const std::string& scratch() {
@@ -146,9 +148,29 @@ TEST_CASE("no-shapes and capture lists reach the library") {
   for (const auto& s : spansOf(reader)) CHECK(s.row.detail == 0);
   CHECK(reader.counts().memory == 0);
 
+  // The opt-in word `tensors` reaches the library: ops carry input/output identities (in0, out0).
+  auto identityArgs = [](const trace::TraceReader& reader) {
+    int n = 0;
+    for (const auto& t : reader.tracks()) {
+      for (const auto& a : reader.argsOfTrack(t.id)) {
+        const std::string key = reader.str(a.key);
+        n += key == "in0" || key == "out0";
+      }
+    }
+    return n;
+  };
+  CHECK(identityArgs(reader) == 0);
+  const std::string tensorsDb = scratch() + "/tensors.db";
+  const Result tensors =
+      run(tracerunArgs(tensorsDb, {"--capture", "ops,tensors", "--", SAMPLE_BIN, "1"}));
+  INFO(tensors.describe());
+  REQUIRE(tensors.code == 0);
+  CHECK(identityArgs(trace::TraceReader::open(tensorsDb)) > 0);
+
   const Result bad = run(tracerunArgs(db, {"--capture", "ops,bogus", "--", SAMPLE_BIN, "1"}));
   CHECK(bad.code == 2);
   CHECK(bad.err.find("bogus") != std::string::npos);
+  CHECK(bad.err.find("tensors") != std::string::npos);  // the message lists the valid words
   const Result missing = run(tracerunArgs(db, {"--", scratch() + "/no_such_program"}));
   CHECK(missing.code == 127);
 }
@@ -173,7 +195,8 @@ TEST_CASE("tracerun runs an ordinary PyTorch script through Debian's python3") {
   CHECK(stat(reader, "dropped_events") == 0);
 }
 
-TEST_CASE("ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
+TEST_CASE(
+    "ops and backward links under tracerun equal libtorch's profiler in the same Python run") {
   const std::string db = scratch() + "/pycheck.db";
   const std::string json = scratch() + "/pycheck.json";
   const Result r = run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, PYTHON_CHECK, json}));
