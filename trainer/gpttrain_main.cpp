@@ -5,6 +5,9 @@
 #include "trainer.h"
 
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <cstdio>
 #include <exception>
@@ -20,9 +23,24 @@ void pinThreads(int threads) {
   }
 }
 
+// Every microbatch frees its activations and allocates them again at the same sizes. By default
+// glibc gives each block over its dynamic mmap threshold (at most 32 MiB) its own mapping, unmapped
+// on free, and trims the heap top after a large free: each page of such a tensor then costs a page
+// fault and a zero-fill on first touch, every microbatch (some 40,000 faults, 4% of a step at the
+// benchmark's target size; docs/performance.md). So large blocks come from the heap and the heap
+// keeps its pages. Process-wide, so set once here; glibc only.
+void keepFreedMemoryMapped() {
+#if defined(__GLIBC__)
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  keepFreedMemoryMapped();
   gpttrain::TrainConfig config;
   if (auto code = gpttrain::parseArgs(argc, argv, config)) return *code;
   gpttrain::LaunchEnv env;

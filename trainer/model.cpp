@@ -7,11 +7,6 @@
 
 #include <cmath>
 #include <limits>
-#include <mutex>
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 namespace gpttrain {
 namespace {
@@ -20,23 +15,6 @@ constexpr double kInitStd = 0.02;
 
 std::string layerName(int index, const char* part) {
   return "layers." + std::to_string(index) + "." + part;
-}
-
-// Every microbatch frees its activations and allocates them again at the same sizes. By default
-// glibc gives each block over its dynamic mmap threshold (at most 32 MiB) its own mapping, unmapped
-// on free, and trims the heap top after a large free: each page of such a tensor then costs a page
-// fault and a zero-fill on first touch, every microbatch (some 40,000 faults, 4% of a step at the
-// benchmark's target size; docs/performance.md). So large blocks come from the heap and the heap
-// keeps its pages. Process-wide, once; glibc only.
-void keepFreedMemoryMapped() {
-#if defined(__GLIBC__)
-  static std::once_flag once;
-  std::call_once(once, [] {
-    constexpr int kOneGiB = 1 << 30;
-    mallopt(M_MMAP_THRESHOLD, kOneGiB);
-    mallopt(M_TRIM_THRESHOLD, kOneGiB);
-  });
-#endif
 }
 
 using torch::autograd::AutogradContext;
@@ -173,7 +151,6 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
 GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int first_layer,
                    int num_layers, bool first, bool last)
     : config_(c), tp_(tp), sp_(c.sp && tp->size > 1), last_(last) {
-  keepFreedMemoryMapped();
   const size_t first_entry = params.entries().size();
   if (first || last) {
     embedding_.emplace(params, "embedding.word", c.vocab, c.hidden, kInitStd, tp);
