@@ -179,7 +179,6 @@ void flusherMain(ActiveCapture* a) {
       kFlushPeriod, std::chrono::milliseconds(a->config.drain_interval_ms));
   while (!a->flushCv.wait_for(lock, period, [a] { return a->stopFlusher; })) {
     lock.unlock();
-    core::recalibrateClock(std::chrono::nanoseconds(period).count());  // keep nowNs() on time
     try {
       a->writer->flush();
     } catch (const std::exception& e) {
@@ -329,7 +328,6 @@ bool startCapture(const CaptureConfig& config) {
     }
     ::close(fd);
   }
-  core::enableTscClock();  // before the writer takes its time origin; see clock.h
   auto active = std::make_unique<ActiveCapture>();
   active->config = config;
   active->session = new core::Session(config.ring_capacity);  // leaked: see ActiveCapture
