@@ -2,8 +2,9 @@
 """Cost of tracing a realistic small training step: gpttrain's small GPT traced vs untraced.
 
 Runs `gpttrain` (one process, one intra-op thread) plain and with libtracerun.so preloaded and
-configured through the environment (what `tracerun -- gpttrain` does, minus the merge after the run;
-the environment route also takes the opt-in `tensors` word) with several capture settings, the runs of all settings interleaved in a fresh random order each round, and
+configured through the environment (what `tracerun -- gpttrain` does, minus the merge after the
+run; the environment also sets the writer's drain interval for the writer-idle row) with several
+capture settings, the runs of all settings interleaved in a fresh random order each round, and
 compares the median step time (gpttrain's own per-step "ms" from --log-json, the first WARMUP steps
 of each run dropped) with the untraced median of the same rounds. Also prints the CPU time of the
 whole run (program + tracerun's writer thread, from wait4) per step. Not a test: prints a table.
