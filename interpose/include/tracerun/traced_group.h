@@ -18,7 +18,8 @@
 #endif
 #include "tracerun/torch_compat.h"
 #ifndef TRACERUN_COMPAT_C10D_DONE
-#error "include tracerun/traced_group.h before tracerun/torch_compat.h (or define TRACERUN_COMPAT_C10D)"
+#error \
+    "include tracerun/traced_group.h before tracerun/torch_compat.h (or define TRACERUN_COMPAT_C10D)"
 #endif
 
 #include <time.h>
@@ -146,8 +147,8 @@ class TracedGroup : public compat::CollectiveGroup {
   }
   WorkPtr allreduce(std::vector<at::Tensor>& tensors,
                     const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override {
-    return traced("c10d:allreduce", detail::tensorBytes(tensors), detail::dtypeOf(tensors), -1,
-                  -1, -1, [&] { return inner_->allreduce(tensors, opts); });
+    return traced("c10d:allreduce", detail::tensorBytes(tensors), detail::dtypeOf(tensors), -1, -1,
+                  -1, [&] { return inner_->allreduce(tensors, opts); });
   }
   WorkPtr allreduce_coalesced(
       std::vector<at::Tensor>& tensors,
@@ -186,7 +187,8 @@ class TracedGroup : public compat::CollectiveGroup {
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                   const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override {
     return traced("c10d:scatter", detail::tensorBytes(outputs), detail::dtypeOf(outputs), -1,
-                  global(opts.rootRank), -1, [&] { return inner_->scatter(outputs, inputs, opts); });
+                  global(opts.rootRank), -1,
+                  [&] { return inner_->scatter(outputs, inputs, opts); });
   }
   WorkPtr reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -201,8 +203,8 @@ class TracedGroup : public compat::CollectiveGroup {
                   static_cast<int64_t>(input.scalar_type()), -1, -1, -1,
                   [&] { return inner_->_reduce_scatter_base(output, input, opts); });
   }
-  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input,
-                        std::vector<int64_t>& outputSplits, std::vector<int64_t>& inputSplits,
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+                        std::vector<int64_t>& inputSplits,
                         const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override {
     return traced("c10d:alltoall_base", static_cast<int64_t>(input.nbytes()),
                   static_cast<int64_t>(input.scalar_type()), -1, -1, -1, [&] {
@@ -211,8 +213,8 @@ class TracedGroup : public compat::CollectiveGroup {
   }
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override {
-    return traced("c10d:alltoall", detail::tensorBytes(inputs), detail::dtypeOf(inputs), -1, -1,
-                  -1, [&] { return inner_->alltoall(outputs, inputs, opts); });
+    return traced("c10d:alltoall", detail::tensorBytes(inputs), detail::dtypeOf(inputs), -1, -1, -1,
+                  [&] { return inner_->alltoall(outputs, inputs, opts); });
   }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks = false) override {
     if (!capturing()) return inner_->monitoredBarrier(opts, waitAllRanks);
@@ -223,16 +225,19 @@ class TracedGroup : public compat::CollectiveGroup {
   void setSequenceNumberForGroup() override { inner_->setSequenceNumberForGroup(); }
   uint64_t getSequenceNumberForGroup() override { return inner_->getSequenceNumberForGroup(); }
   WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
-    return traced("c10d:send", detail::tensorBytes(tensors), detail::dtypeOf(tensors),
-                  global(dstRank), -1, tag, [&] { return inner_->send(tensors, dstRank, tag); });
+    return traced(
+        "c10d:send", detail::tensorBytes(tensors), detail::dtypeOf(tensors), global(dstRank), -1,
+        tag, [&] { return inner_->send(tensors, dstRank, tag); }, Completion::kByWait);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
-    return traced("c10d:recv", detail::tensorBytes(tensors), detail::dtypeOf(tensors),
-                  global(srcRank), -1, tag, [&] { return inner_->recv(tensors, srcRank, tag); });
+    return traced(
+        "c10d:recv", detail::tensorBytes(tensors), detail::dtypeOf(tensors), global(srcRank), -1,
+        tag, [&] { return inner_->recv(tensors, srcRank, tag); }, Completion::kByWait);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    return traced("c10d:recv_anysource", detail::tensorBytes(tensors), detail::dtypeOf(tensors),
-                  -1, -1, tag, [&] { return inner_->recvAnysource(tensors, tag); });
+    return traced(
+        "c10d:recv_anysource", detail::tensorBytes(tensors), detail::dtypeOf(tensors), -1, -1, tag,
+        [&] { return inner_->recvAnysource(tensors, tag); }, Completion::kByWait);
   }
   WorkPtr barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override {
     return traced("c10d:barrier", 0, -1, -1, -1, -1, [&] { return inner_->barrier(opts); });
@@ -267,9 +272,14 @@ class TracedGroup : public compat::CollectiveGroup {
     e.start_ns = detail::commNowNs();
     return p;
   }
+  // How a call's completion time is taken: from the work's future, or when the caller sees the
+  // work done (wait / isCompleted). Point-to-point works have no future in Gloo (1.13), and asking
+  // throws a c10::Error whose backtrace costs ~0.5 ms per message, so they never ask.
+  enum class Completion { kByFuture, kByWait };
+
   template <typename Call>
   WorkPtr traced(const char* op, int64_t bytes, int64_t dtype, int64_t peer, int64_t root,
-                 int64_t tag, Call&& call) {
+                 int64_t tag, Call&& call, Completion completion = Completion::kByFuture) {
     if (!capturing()) return call();
     auto p = pending(op, bytes, dtype, peer, root, tag);
     WorkPtr work = call();
@@ -278,10 +288,12 @@ class TracedGroup : public compat::CollectiveGroup {
       return work;
     }
     c10::intrusive_ptr<c10::ivalue::Future> future;
-    try {
-      future = work->getFuture();
-    } catch (const std::exception&) {
-      // Gloo's send/recv (1.13) have no future: complete when the caller sees the work done.
+    if (completion == Completion::kByFuture) {
+      try {
+        future = work->getFuture();
+      } catch (const std::exception&) {
+        // A backend without futures for this call: complete when the caller sees the work done.
+      }
     }
     if (!future) return c10::make_intrusive<detail::TracedWork>(std::move(work), std::move(p));
     future->addCallback([p](c10::ivalue::Future&) { p->finish(); });
