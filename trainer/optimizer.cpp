@@ -51,7 +51,7 @@ void adamwFused(float* p, const float* g, float* m, float* v, int64_t n, const A
 void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
                  const AdamwStep& s) {
   const auto fused = [](const at::Tensor& t) {
-    return t.scalar_type() == at::kFloat && t.is_contiguous();
+    return t.is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
   };
   if (fused(p) && fused(g) && fused(m) && fused(v) && p.numel() == g.numel() &&
       p.numel() == m.numel() && p.numel() == v.numel()) {

@@ -30,7 +30,7 @@ struct OptimizerConfig {
 
 // One AdamW update of parameter p from gradient g with moments m and v, all four the same shape:
 // p = p * decay - lr / bias1 * m / (sqrt(v) / sqrt(bias2) + eps), after m and v take in g.
-// Contiguous fp32 tensors take one fused pass (each buffer read and written once, 4 floats at a
+// Contiguous fp32 CPU tensors take one fused pass (each buffer read and written once, 4 floats at a
 // time); anything else the ATen ops, which stream the buffers some 22 times in all.
 struct AdamwStep {
   double lr = 0.0;
