@@ -14,10 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -43,40 +46,23 @@ struct Options {
   bool keep = false;
 };
 
-[[noreturn]] void usage(const char* msg, int code = 2) {
-  std::fprintf(code == 0 ? stdout : stderr,
-               "%s%smerge_bench: mergeShards on R synthetic rank shards (N events each) beside a "
-               "plain SQLite\nATTACH + INSERT ... SELECT copy of the same rows.\n"
-               "usage: merge_bench [--ranks R] [--events N] [--repeat K] [--dir DIR] [--keep]\n",
-               msg, *msg ? "\n" : "");
-  std::exit(code);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("merge_bench: missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--ranks") {
-      o.ranks = std::stoi(value());
-    } else if (a == "--events") {
-      o.events = std::stoll(value());
-    } else if (a == "--repeat") {
-      o.repeat = std::stoi(value());
-    } else if (a == "--dir") {
-      o.dir = value();
-    } else if (a == "--keep") {
-      o.keep = true;
-    } else if (a == "--help" || a == "-h") {
-      usage("", 0);
-    } else {
-      usage(("merge_bench: unknown flag " + a).c_str());
-    }
+  CLI::App app{
+      "merge_bench: mergeShards on R synthetic rank shards (N events each) beside a plain "
+      "SQLite ATTACH + INSERT ... SELECT copy of the same rows."};
+  app.add_option("--ranks", o.ranks, "rank shards to merge")->check(CLI::PositiveNumber);
+  app.add_option("--events", o.events, "events per shard")
+      ->check(CLI::Range(int64_t{1000}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--repeat", o.repeat, "repetitions (medians are printed)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dir", o.dir, "scratch folder for the shards");
+  app.add_flag("--keep", o.keep, "keep the files");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.ranks < 1 || o.events < 1000 || o.repeat < 1) usage("merge_bench: bad value");
   return o;
 }
 

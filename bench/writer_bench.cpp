@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -47,49 +50,27 @@ struct Options {
   bool keep = false;
 };
 
-[[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr,
-               "writer_bench: %s\nusage: writer_bench [--events N] [--tracks T] [--queries Q] "
-               "[--dir DIR] [--repeat R] [--chunk-rows C] [--keep]\n",
-               msg);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--events") {
-      o.events = std::stoll(value());
-    } else if (a == "--tracks") {
-      o.tracks = std::stoi(value());
-    } else if (a == "--queries") {
-      o.queries = std::stoi(value());
-    } else if (a == "--chunk-rows") {
-      o.chunkRows = std::stoul(value());
-    } else if (a == "--repeat") {
-      o.repeat = std::stoi(value());
-    } else if (a == "--dir") {
-      o.dir = value();
-    } else if (a == "--keep") {
-      o.keep = true;
-    } else if (a == "--help" || a == "-h") {
-      std::printf(
-          "writer_bench: ShardWriter throughput and bytes/event beside a bare SQLite insert of "
-          "the\n"
-          "same rows, then the 1%%-window range query on one track.\n"
-          "usage: writer_bench [--events N] [--tracks T] [--queries Q] [--dir DIR] [--repeat R]\n"
-          "                    [--chunk-rows C] [--keep]\n");
-      std::exit(0);
-    } else {
-      usage(("unknown flag " + a).c_str());
-    }
+  CLI::App app{
+      "writer_bench: ShardWriter throughput and bytes/event beside a bare SQLite insert of "
+      "the same rows, then the 1%-window range query on one track."};
+  app.add_option("--events", o.events, "span events")
+      ->check(CLI::Range(int64_t{1000}, std::numeric_limits<int64_t>::max()));
+  app.add_option("--tracks", o.tracks, "thread tracks (producer threads)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--queries", o.queries, "random 1% windows queried")->check(CLI::PositiveNumber);
+  app.add_option("--repeat", o.repeat, "repetitions (medians are printed)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--chunk-rows", o.chunkRows, "spans per chunk in the writer")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dir", o.dir, "scratch folder for the files");
+  app.add_flag("--keep", o.keep, "keep the files");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.events < 1000 || o.tracks < 1 || o.queries < 1 || o.repeat < 1) usage("bad value");
   return o;
 }
 
