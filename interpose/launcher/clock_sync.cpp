@@ -47,6 +47,11 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
   int fd_;
@@ -106,6 +111,9 @@ void ioTimeout(int fd, int seconds) {
 // A first request that is not a time: the sender wants to deliver shards (no clock reads this
 // many ns, 7.5e18, ~240 years of uptime).
 constexpr int64_t kShardsHello = 0x6874726163657273;
+// After its clock rounds a node sends this, then its node rank: the connection stays open as its
+// fault link ("tracelnk").
+constexpr int64_t kLinkHello = 0x6b6e6c6563617274;
 constexpr int64_t kReady = 1;
 constexpr int64_t kNotReady = -1;
 
@@ -135,7 +143,45 @@ int freePort(const std::string& addr) {
   return ntohs(sa.sin_port);
 }
 
-void serveClock(const std::string& addr, int port, int clients, int timeout_s) {
+AgentLink& AgentLink::operator=(AgentLink&& other) noexcept {
+  if (this != &other) {
+    close();
+    fd_ = other.fd_;
+    node_ = other.node_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void AgentLink::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool AgentLink::send(const AgentMessage& m) const {
+  if (fd_ < 0) return false;
+  const int64_t words[4] = {m.kind, m.node, m.rank, m.value};
+  const auto* p = reinterpret_cast<const char*>(words);
+  size_t n = sizeof words;
+  while (n > 0) {
+    const ssize_t r = ::send(fd_, p, n, MSG_NOSIGNAL);  // a gone peer must not kill the agent
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool AgentLink::receive(AgentMessage* m) const {
+  int64_t words[4] = {};
+  if (fd_ < 0 || !readAll(fd_, words, sizeof words)) return false;
+  *m = AgentMessage{words[0], words[1], words[2], words[3]};
+  return true;
+}
+
+std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s) {
+  std::vector<AgentLink> links;
   const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   const int one = 1;
@@ -157,7 +203,7 @@ void serveClock(const std::string& addr, int port, int clients, int timeout_s) {
                                std::to_string(clients) + " node agents connected within " +
                                std::to_string(timeout_s) + " s");
     }
-    const Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (c.get() < 0) {
       --served;
       continue;
@@ -166,6 +212,11 @@ void serveClock(const std::string& addr, int port, int clients, int timeout_s) {
     int64_t request = 0;
     bool first = true;
     while (readAll(c.get(), &request, sizeof request)) {
+      if (request == kLinkHello) {
+        int64_t node = 0;
+        if (readAll(c.get(), &node, sizeof node)) links.emplace_back(c.release(), node);
+        break;
+      }
       if (first && request == kShardsHello) {
         // A node whose ranks already ended, early: not a clock client; it retries later.
         const int64_t notReady = kNotReady;
@@ -178,13 +229,15 @@ void serveClock(const std::string& addr, int port, int clients, int timeout_s) {
       if (!writeAll(c.get(), &now, sizeof now)) break;
     }
   }
+  return links;
 }
 
-ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s) {
+ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
+                           int node_rank, AgentLink* link) {
   const sockaddr_in sa = resolve(addr, port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;;) {
-    const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0) {
       noDelay(s.get());
       ClockEstimate best;
@@ -201,6 +254,13 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
           best.offset_ns = t1 + (t2 - t1) / 2 - remote;
         }
         ++best.rounds;
+      }
+      if (link != nullptr) {
+        const int64_t hello[2] = {kLinkHello, node_rank};
+        if (!writeAll(s.get(), hello, sizeof hello)) {
+          throw std::runtime_error("clock exchange with " + addr + " broke off");
+        }
+        *link = AgentLink(s.release(), 0);
       }
       return best;
     }

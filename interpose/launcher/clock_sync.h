@@ -4,6 +4,10 @@
 //   host: all ranks there share CLOCK_MONOTONIC (offset 0).
 // - the shard transfer at the end: every other agent sends its ranks' shards to node 0's agent
 //   (chunked, a size header and a checksum per file), which merges all nodes into one trace.
+// - the fault link: every other agent keeps its clock connection open while the ranks run; both
+//   sides send a fault (which rank on which node failed, how), a stop (a signal) or "done" (ranks
+//   ended well), and node 0 relays a fault to every other node. A link that breaks before "done"
+//   means that agent is gone.
 // No libtorch, no c10d.
 #pragma once
 
@@ -14,6 +18,40 @@
 
 namespace tracerun::launcher {
 
+// One message on the fault link (4 x int64, host byte order like the clock exchange).
+struct AgentMessage {
+  enum Kind : int64_t { kFault = 1, kStop = 2, kDone = 3 };
+  int64_t kind = kDone;
+  int64_t node = 0;   // the node where it happened
+  int64_t rank = -1;  // kFault: the rank that failed
+  int64_t value = 0;  // kFault: its wait status; kStop: the signal
+};
+
+// The connection between node 0's agent and node K's agent while the ranks run (owns the socket).
+class AgentLink {
+ public:
+  AgentLink() = default;
+  AgentLink(int fd, int node) : fd_(fd), node_(node) {}
+  ~AgentLink() { close(); }
+  AgentLink(AgentLink&& other) noexcept : fd_(other.fd_), node_(other.node_) { other.fd_ = -1; }
+  AgentLink& operator=(AgentLink&& other) noexcept;
+  AgentLink(const AgentLink&) = delete;
+  AgentLink& operator=(const AgentLink&) = delete;
+
+  int fd() const { return fd_; }
+  int node() const { return node_; }  // the peer's node rank
+  bool open() const { return fd_ >= 0; }
+  // False when the peer is gone (never raises SIGPIPE).
+  bool send(const AgentMessage& m) const;
+  // Blocks until one message came; false when the connection broke or closed.
+  bool receive(AgentMessage* m) const;
+  void close();
+
+ private:
+  int fd_ = -1;
+  int node_ = -1;
+};
+
 struct ClockEstimate {
   int64_t offset_ns = 0;  // this agent's clock minus node 0's
   int64_t rtt_ns = 0;     // the round trip the estimate came from: |error| <= rtt_ns / 2
@@ -23,13 +61,16 @@ struct ClockEstimate {
 // This agent's clock: CLOCK_MONOTONIC plus TRACERUN_TEST_CLOCK_SKEW_NS (tests inject an offset).
 int64_t agentClockNs();
 
-// Node 0: listens on addr:port, serves `clients` agents (each until it closes) and returns.
+// Node 0: listens on addr:port, serves `clients` agents (each until it closes or turns its
+// connection into a fault link) and returns the links, one per node that asked for one.
 // Throws std::runtime_error on a socket error or when not all clients came within timeout_s.
-void serveClock(const std::string& addr, int port, int clients, int timeout_s);
+std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s);
 
-// Other nodes: connects to addr:port (retrying until timeout_s), does `rounds` round trips.
+// Other nodes: connects to addr:port (retrying until timeout_s), does `rounds` round trips. With
+// `link`, the connection then becomes this node's (node_rank's) fault link to node 0.
 // Throws std::runtime_error when node 0 cannot be reached.
-ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s);
+ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
+                           int node_rank = 0, AgentLink* link = nullptr);
 
 // ---- shard transfer (node K -> node 0) ----
 

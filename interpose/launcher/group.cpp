@@ -2,9 +2,10 @@
 // PROGRAM`. Starts N ranks with the torchrun environment, passes their output through with [rank N]
 // prefixes, draws the status line from the ranks' status files, stops the group on the first
 // failure or on Ctrl-C, restarts it when allowed, and merges the shards; with several nodes every
-// other node ships its shards to node 0, whose output becomes the trace of all ranks. It does not
-// host the rendezvous store (rank 0 of the program does, as under torchrun) and does not coordinate
-// failures or restarts across nodes.
+// other node ships its shards to node 0, whose output becomes the trace of all ranks, and a fault
+// on any node stops every node's ranks (through the agents' fault links, clock_sync.h). It does not
+// host the rendezvous store (rank 0 of the program does, as under torchrun) and does not restart
+// across nodes.
 //
 // Sections: helpers · workers · status line · one attempt · merge · nodes · launchGroup
 #include <fcntl.h>
@@ -283,10 +284,13 @@ class StatusLine {
 // ---- one attempt --------------------------------------------------------------------------------
 
 struct AttemptResult {
-  int failed_rank = -1;  // the first rank that failed, -1 when none did
-  pid_t failed_pid = -1;
+  int failed_rank = -1;   // the first rank that failed, -1 when none did
+  pid_t failed_pid = -1;  // -1 when it failed on another node
+  int failed_node = -1;
   int failed_status = 0;
-  int stop_signal = 0;  // SIGINT/SIGTERM/... that the launcher received
+  int stop_signal = 0;  // SIGINT/SIGTERM/... that the launcher (or another node's) received
+  int stop_node = -1;   // where that signal arrived
+  int lost_node = -1;   // the node whose agent vanished while the ranks ran
 };
 
 void emitLines(Worker& w, int stream, const char* data, size_t n, StatusLine& status, bool flush) {
@@ -315,11 +319,31 @@ void signalAll(std::vector<Worker>& workers, int sig) {
   }
 }
 
+// A fault's one-line description: "rank 3 on node 1 was killed by SIGKILL".
+std::string describeFault(const AttemptResult& r) {
+  if (r.lost_node >= 0) return "node " + std::to_string(r.lost_node) + "'s agent is gone";
+  if (r.failed_rank < 0 && r.stop_signal != 0) {
+    return signalName(r.stop_signal) + " on node " + std::to_string(r.stop_node);
+  }
+  return "rank " + std::to_string(r.failed_rank) + " on node " + std::to_string(r.failed_node) +
+         " " + describeStatus(r.failed_status);
+}
+
+// Sends `m` on every open link but `except`'s (node 0 relaying what node `except` said).
+void sendAll(std::vector<AgentLink>& links, const AgentMessage& m, int except = -1) {
+  for (auto& l : links) {
+    if (l.open() && l.node() != except) l.send(m);
+  }
+}
+
 AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
                          const std::string& dir,
                          const std::vector<std::pair<std::string, std::string>>& commonEnv,
-                         int restart) {
+                         int restart, std::vector<AgentLink>& links) {
   AttemptResult result;
+  // Links still watched: a peer that said "done" may close its end without it being a fault.
+  std::vector<bool> watching(links.size());
+  for (size_t i = 0; i < links.size(); ++i) watching[i] = links[i].open();
   std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
   const int world = o.nnodes * o.nproc_per_node;
   for (int local = 0; local < o.nproc_per_node; ++local) {
@@ -378,7 +402,69 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
         break;
       }
     }
+    const size_t firstLink = pfds.size();
+    std::vector<size_t> linkOf;  // pfds index - firstLink -> index in links
+    if (anyRunning) {
+      for (size_t i = 0; i < links.size(); ++i) {
+        if (!watching[i]) continue;
+        pfds.push_back({links[i].fd(), POLLIN, 0});
+        linkOf.push_back(i);
+      }
+    }
     ::poll(pfds.data(), pfds.size(), 200);
+
+    // Stops this node's ranks because of something that happened elsewhere (once).
+    auto stopForRemote = [&](const AttemptResult& what) {
+      if (stopping) return;
+      result.failed_rank = what.failed_rank;
+      result.failed_node = what.failed_node;
+      result.failed_status = what.failed_status;
+      result.stop_signal = what.stop_signal;
+      result.stop_node = what.stop_node;
+      result.lost_node = what.lost_node;
+      status.hide();
+      std::fprintf(stderr, "tracerun: node %d: %s; stopping this node's ranks\n", o.node_rank,
+                   describeFault(result).c_str());
+      stopping = true;
+      killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
+      signalAll(workers, SIGTERM);
+    };
+    for (size_t i = firstLink; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      const size_t li = linkOf[i - firstLink];
+      AgentLink& link = links[li];
+      AgentMessage m;
+      AttemptResult what;
+      if (!link.receive(&m)) {
+        // The peer's agent died (or its host): node 0 treats it as a fault on that node and
+        // tells the others; another node has lost its coordinator and stops.
+        watching[li] = false;
+        link.close();
+        what.lost_node = link.node();
+        if (o.node_rank == 0 && !stopping) {
+          sendAll(links, {AgentMessage::kFault, link.node(), -1, 0});
+        }
+        stopForRemote(what);
+        continue;
+      }
+      if (m.kind == AgentMessage::kDone) {
+        watching[li] = false;
+        continue;
+      }
+      if (o.node_rank == 0) sendAll(links, m, link.node());  // relay to every other node
+      if (m.kind == AgentMessage::kFault && m.rank < 0) {
+        what.lost_node = static_cast<int>(m.node);  // node 0 lost that node's agent
+      } else if (m.kind == AgentMessage::kFault) {
+        what.failed_rank = static_cast<int>(m.rank);
+        what.failed_node = static_cast<int>(m.node);
+        what.failed_status = static_cast<int>(m.value);
+      } else {
+        what.stop_signal = static_cast<int>(m.value);
+        what.stop_node = static_cast<int>(m.node);
+      }
+      stopForRemote(what);
+    }
+    pfds.resize(firstLink);
 
     char sink[64];
     while (::read(gWake[0], sink, sizeof sink) > 0) {
@@ -405,7 +491,9 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
         if (!succeeded(st) && !stopping) {
           result.failed_rank = w.rank;
           result.failed_pid = pid;
+          result.failed_node = o.node_rank;
           result.failed_status = st;
+          sendAll(links, {AgentMessage::kFault, o.node_rank, w.rank, st});
           status.hide();
           std::fprintf(stderr, "tracerun: rank %d (pid %d) %s; stopping the other ranks\n", w.rank,
                        static_cast<int>(pid), describeStatus(st).c_str());
@@ -415,8 +503,10 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
         }
       }
     }
-    if (gStopSignal != 0 && result.stop_signal == 0) {
+    if (gStopSignal != 0 && (result.stop_signal == 0 || result.stop_node != o.node_rank)) {
       result.stop_signal = gStopSignal;
+      result.stop_node = o.node_rank;
+      sendAll(links, {AgentMessage::kStop, o.node_rank, -1, gStopSignal});
       status.hide();
       std::fprintf(stderr, "tracerun: %s: stopping all ranks (they flush their traces)\n",
                    signalName(gStopSignal).c_str());
@@ -435,6 +525,10 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
     }
   }
   status.finish();
+  // Ranks ended well: the peers may now see this side close without taking it for a fault.
+  if (result.failed_rank < 0 && result.stop_signal == 0 && result.lost_node < 0) {
+    sendAll(links, {AgentMessage::kDone, o.node_rank, -1, 0});
+  }
   for (auto& w : workers) {
     for (int& fd : w.fds) {
       if (fd >= 0) ::close(fd);
@@ -594,6 +688,12 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
                  opts.nnodes);
     return 2;
   }
+  if (opts.nnodes > 1 && opts.max_restarts > 0) {
+    std::fprintf(stderr,
+                 "tracerun: --max-restarts with --nnodes > 1 is not supported across nodes yet "
+                 "(a fault stops every node; restart the job)\n");
+    return 2;
+  }
   if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
   // A port we chose ourselves is chosen again for every restart: the previous attempt's store
   // and Gloo connections may still linger on the old one (seen as "connection reset by peer").
@@ -606,15 +706,19 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
   }
 
   // Clock offsets: one host shares CLOCK_MONOTONIC; across hosts the agents measure (port+1).
+  // The same connections stay open as the fault links (node 0: one per node; others: to node 0).
   ClockEstimate clock;
   std::string clockSource = "same host (CLOCK_MONOTONIC shared)";
+  std::vector<AgentLink> links;
   if (opts.nnodes > 1) {
     try {
       if (opts.node_rank == 0) {
-        serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300);
+        links = serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300);
         clockSource = "node 0 (reference)";
       } else {
-        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300);
+        links.emplace_back();
+        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300, opts.node_rank,
+                             &links[0]);
         clockSource = "measured: " + std::to_string(clock.rounds) + " round trips, min RTT " +
                       std::to_string(clock.rtt_ns) + " ns";
       }
@@ -670,9 +774,19 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
     attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
 
-    const AttemptResult r = runAttempt(opts, executable, dir, attemptEnv, attempt);
+    const AttemptResult r = runAttempt(opts, executable, dir, attemptEnv, attempt, links);
     if (r.stop_signal != 0) {
       code = 128 + r.stop_signal;
+      if (r.stop_node != opts.node_rank) {
+        std::fprintf(stderr, "tracerun: stopped by %s\n", describeFault(r).c_str());
+      }
+      break;
+    }
+    if (r.lost_node >= 0) {
+      // The exit code 1 and the line name the node; its ranks' fate is on that node (if any).
+      code = 1;
+      std::fprintf(stderr, "tracerun: stopped: %s (killed or unreachable)\n",
+                   describeFault(r).c_str());
       break;
     }
     if (r.failed_rank < 0) {
@@ -680,6 +794,11 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       break;
     }
     code = exitCodeOf(r.failed_status);
+    if (opts.nnodes > 1) {
+      std::fprintf(stderr, "tracerun: fault on node %d: %s\n", r.failed_node,
+                   describeFault(r).c_str());
+      break;
+    }
     if (attempt >= opts.max_restarts) {
       std::fprintf(stderr, "tracerun: rank %d (pid %d) %s%s\n", r.failed_rank,
                    static_cast<int>(r.failed_pid), describeStatus(r.failed_status).c_str(),

@@ -423,17 +423,22 @@ TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps it
           "[launcher_group]") {
   const std::string port = std::to_string(freePort());
   const std::string out0 = scratch() + "/lost0.db", out1 = scratch() + "/lost1.db";
-  auto argv0 = group(out0, nodeFlags(port, 0), worker({"--steps", "2"}));
+  // Every rank would run ~50 s; node 1's agent is killed once its ranks have started: node 0
+  // loses its fault link, stops its own ranks, and node 1 never delivers.
+  const auto program = worker({"--steps", "1000", "--sleep-ms", "50"});
+  auto argv0 = group(out0, nodeFlags(port, 0), program);
   argv0.insert(argv0.begin(), {"/usr/bin/env", "TRACERUN_NODE_TRANSFER_TIMEOUT_S=2"});
   Child node0(argv0);
-  // Node 1's ranks run long; its agent is killed once they have started (it never delivers).
-  Child node1(group(out1, nodeFlags(port, 1), worker({"--steps", "1000", "--sleep-ms", "50"})));
+  Child node1(group(out1, nodeFlags(port, 1), program));
   REQUIRE(waitForOutput(node1, "[rank 2] step 1"));
-  const Result r0 = node0.wait();
   ::kill(node1.pid(), SIGKILL);
   node1.wait();
+  const Result r0 = node0.wait();
   INFO(r0.describe() + "\n" + r0.err);
-  CHECK(r0.code == 0);
+  CHECK(r0.code == 1);
+  CHECK(contains(r0.err, "tracerun: stopped: node 1's agent is gone"));
+  CHECK_FALSE(contains(r0.out, "[rank 0] done"));
+  CHECK(stepLines(r0.out, 0) < 1000);
   CHECK(contains(r0.err, "node 1 did not deliver its shards within 2 s"));
   CHECK(contains(r0.err, "node 0's shards kept in"));
   CHECK(ranksOf(trace::TraceReader::open(out0)) == std::set<int>{0, 1});
@@ -444,21 +449,115 @@ TEST_CASE("several nodes: a node whose shards cannot reach node 0 keeps them and
           "[launcher_group]") {
   const std::string port = std::to_string(freePort());
   const std::string out0 = scratch() + "/gone0.db", out1 = scratch() + "/gone1.db";
-  // Node 0's ranks run long; its agent is killed once they have started (nobody receives).
-  Child node0(group(out0, nodeFlags(port, 0), worker({"--steps", "1000", "--sleep-ms", "50"})));
-  auto argv1 = group(out1, nodeFlags(port, 1), worker({"--steps", "2"}));
+  // Every rank would run ~50 s; node 0's agent is killed once node 1's ranks have started: node 1
+  // loses its fault link and stops its ranks, and nobody receives its shards.
+  const auto program = worker({"--steps", "1000", "--sleep-ms", "50"});
+  Child node0(group(out0, nodeFlags(port, 0), program));
+  auto argv1 = group(out1, nodeFlags(port, 1), program);
   argv1.insert(argv1.begin(), {"/usr/bin/env", "TRACERUN_NODE_TRANSFER_TIMEOUT_S=2"});
   Child node1(argv1);
-  REQUIRE(waitForOutput(node0, "[rank 0] step 1"));
+  REQUIRE(waitForOutput(node1, "[rank 2] step 1"));
   ::kill(node0.pid(), SIGKILL);
   node0.wait();
   const Result r1 = node1.wait();
   INFO(r1.describe() + "\n" + r1.err);
-  CHECK(r1.code == 0);
+  CHECK(r1.code == 1);
+  CHECK(contains(r1.err, "tracerun: stopped: node 0's agent is gone"));
+  CHECK_FALSE(contains(r1.out, "[rank 2] done"));
+  CHECK(stepLines(r1.out, 2) < 1000);
   CHECK(contains(r1.err, "node 1: the shards did not reach node 0"));
   CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{2, 3});
   CHECK(exists(out1 + ".shards/attempt0/rank2.db"));
   CHECK(exists(out1 + ".shards/attempt0/rank3.db"));
+}
+
+// ---- several nodes: faults ----------------------------------------------------------------------
+
+namespace {
+
+// Step spans of `rank` in `reader`, checked against the "[rank R] step N" lines it printed.
+void checkStepsUpToFault(const trace::TraceReader& reader, const std::string& out, int rank) {
+  INFO("rank " << rank);
+  const int64_t printed = stepLines(out, rank);
+  CHECK(printed >= 1);
+  CHECK(countSpans(reader, rank, "step") == printed);
+}
+
+}  // namespace
+
+TEST_CASE("several nodes: a rank failing on node 1 stops node 0's ranks, both agents name it",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/fault0.db", out1 = scratch() + "/fault1.db";
+  // Every rank would run 1000 steps (~50 s); rank 3 (node 1) exits with code 3 after step 5.
+  const auto program = worker({"--steps", "1000", "--sleep-ms", "50", "--fail-rank", "3",
+                               "--fail-step", "5", "--fail-code", "3"});
+  Child node0(group(out0, nodeFlags(port, 0), program));
+  Child node1(group(out1, nodeFlags(port, 1), program));
+  const Result r1 = node1.wait(), r0 = node0.wait();
+  INFO(r0.describe() + "\n" + r0.err + "\n" + r1.describe() + "\n" + r1.err);
+  const std::string fault = "rank 3 on node 1 exited with code 3";
+  CHECK(r0.code == 3);
+  CHECK(r1.code == 3);
+  CHECK(contains(r0.err, "tracerun: node 0: " + fault + "; stopping this node's ranks"));
+  CHECK(contains(r0.err, "tracerun: fault on node 1: " + fault));
+  CHECK(contains(r1.err, "tracerun: fault on node 1: " + fault));
+  // Node 0's ranks were stopped, not run to their end: a few seconds of 50 ms steps at most
+  // (counted in steps, not timed; 200 steps are >= 10 s).
+  for (int rank : {0, 1}) {
+    CHECK_FALSE(contains(r0.out, "[rank " + std::to_string(rank) + "] done"));
+    CHECK(stepLines(r0.out, rank) < 200);
+  }
+  CHECK(stepLines(r1.out, 2) < 200);
+  // The shards were still shipped: node 0's trace holds all 4 ranks up to the fault.
+  const auto merged = trace::TraceReader::open(out0);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  checkStepsUpToFault(merged, r0.out, 0);
+  checkStepsUpToFault(merged, r0.out, 1);
+  checkStepsUpToFault(merged, r1.out, 2);
+  CHECK(countSpans(merged, 3, "step") == 5);
+  CHECK_FALSE(exists(out0 + ".shards"));
+}
+
+TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both agents name it",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/kill0.db", out1 = scratch() + "/kill1.db";
+  // Rank 0 is killed at step 15 (~1.5 s, past the capture's 1 s flush); the others would run ~50 s.
+  const auto program = worker({"--steps", "1000", "--sleep-ms", "100", "--fail-rank", "0",
+                               "--fail-step", "15", "--fail-signal", "9"});
+  Child node0(group(out0, nodeFlags(port, 0), program));
+  Child node1(group(out1, nodeFlags(port, 1), program));
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r0.err + "\n" + r1.describe() + "\n" + r1.err);
+  const std::string fault = "rank 0 on node 0 was killed by SIGKILL";
+  CHECK(r0.code == 128 + SIGKILL);
+  CHECK(r1.code == 128 + SIGKILL);
+  CHECK(contains(r1.err, "tracerun: node 1: " + fault + "; stopping this node's ranks"));
+  CHECK(contains(r0.err, "tracerun: fault on node 0: " + fault));
+  CHECK(contains(r1.err, "tracerun: fault on node 0: " + fault));
+  for (int rank : {2, 3}) {
+    CHECK_FALSE(contains(r1.out, "[rank " + std::to_string(rank) + "] done"));
+    CHECK(stepLines(r1.out, rank) < 100);  // 100 steps of 100 ms are >= 10 s
+  }
+  const auto merged = trace::TraceReader::open(out0);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  checkStepsUpToFault(merged, r0.out, 1);
+  checkStepsUpToFault(merged, r1.out, 2);
+  checkStepsUpToFault(merged, r1.out, 3);
+  CHECK(countSpans(merged, 0, "step") >= 1);  // what rank 0 had flushed before it was killed
+  CHECK(countSpans(merged, 0, "step") <= 15);
+}
+
+TEST_CASE("several nodes: --max-restarts is refused (not supported across nodes yet)",
+          "[launcher_group]") {
+  auto flags = nodeFlags(std::to_string(freePort()), 0);
+  flags.insert(flags.end(), {"--max-restarts", "1"});
+  const Result r = run(group(scratch() + "/norestart.db", flags, worker({"--steps", "1"})));
+  INFO(r.describe());
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, "--max-restarts with --nnodes > 1 is not supported across nodes yet"));
+  CHECK_FALSE(contains(r.out, "[rank 0]"));
 }
 
 // ---- gpttrain -----------------------------------------------------------------------------------
