@@ -7,7 +7,8 @@
 // - the fault link: every other agent keeps its clock connection open while the ranks run; both
 //   sides send a fault (which rank on which node failed, how), a stop (a signal) or "done" (ranks
 //   ended well), and node 0 relays a fault to every other node. A link that breaks before "done"
-//   means that agent is gone.
+//   means that agent is gone. With --max-restarts, node 0 then tells every node whether and with
+//   which attempt number to restart.
 // No libtorch, no c10d.
 #pragma once
 
@@ -20,7 +21,9 @@ namespace tracerun::launcher {
 
 // One message on the fault link (4 x int64, host byte order like the clock exchange).
 struct AgentMessage {
-  enum Kind : int64_t { kFault = 1, kStop = 2, kDone = 3 };
+  // After a failed attempt with --max-restarts: node K says its ranks have all ended (kEnded),
+  // node 0 answers with the next attempt's number (kRestart) or kEnd.
+  enum Kind : int64_t { kFault = 1, kStop = 2, kDone = 3, kEnded = 4, kRestart = 5, kEnd = 6 };
   int64_t kind = kDone;
   int64_t node = 0;   // the node where it happened
   int64_t rank = -1;  // kFault: the rank that failed

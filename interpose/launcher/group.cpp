@@ -4,10 +4,11 @@
 // failure or on Ctrl-C, restarts it when allowed, and merges the shards; with several nodes every
 // other node ships its shards to node 0, whose output becomes the trace of all ranks, and a fault
 // on any node stops every node's ranks (through the agents' fault links, clock_sync.h). It does not
-// host the rendezvous store (rank 0 of the program does, as under torchrun) and does not restart
-// across nodes.
+// host the rendezvous store (rank 0 of the program does, as under torchrun); with several nodes
+// node 0's agent decides restarts for all.
 //
-// Sections: helpers · workers · status line · one attempt · merge · nodes · launchGroup
+// Sections: helpers · workers · status line · one attempt · merge · nodes · restarts across
+//           nodes · launchGroup
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -339,9 +341,13 @@ void sendAll(std::vector<AgentLink>& links, const AgentMessage& m, int except = 
 AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
                          const std::string& dir,
                          const std::vector<std::pair<std::string, std::string>>& commonEnv,
-                         int restart, std::vector<AgentLink>& links) {
+                         int restart, std::vector<AgentLink>& links,
+                         std::vector<AgentMessage>& peerEnded) {
   AttemptResult result;
   // Links still watched: a peer that said "done" may close its end without it being a fault.
+  // Per link: the peer's kDone/kEnded (its ranks ended) or node 0's decision (kRestart/kEnd),
+  // read here and kept for agreeOnRestart; kind 0 when none came.
+  peerEnded.assign(links.size(), AgentMessage{0, 0, -1, 0});
   std::vector<bool> watching(links.size());
   for (size_t i = 0; i < links.size(); ++i) watching[i] = links[i].open();
   std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
@@ -447,10 +453,13 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
         stopForRemote(what);
         continue;
       }
-      if (m.kind == AgentMessage::kDone) {
+      if (m.kind == AgentMessage::kDone || m.kind == AgentMessage::kEnded ||
+          m.kind == AgentMessage::kRestart || m.kind == AgentMessage::kEnd) {
+        peerEnded[li] = m;
         watching[li] = false;
         continue;
       }
+      if (m.kind != AgentMessage::kFault && m.kind != AgentMessage::kStop) continue;
       if (o.node_rank == 0) sendAll(links, m, link.node());  // relay to every other node
       if (m.kind == AgentMessage::kFault && m.rank < 0) {
         what.lost_node = static_cast<int>(m.node);  // node 0 lost that node's agent
@@ -668,6 +677,58 @@ bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offs
   }
 }
 
+// ---- restarts across nodes ----------------------------------------------------------------------
+
+// Reads `link` until a message of one of `kinds` (earlier fault/stop messages are stale: the ranks
+// are already stopped) or until timeout_s / a stop signal / a broken link; false then.
+bool awaitMessage(const AgentLink& link, std::initializer_list<int64_t> kinds, int timeout_s,
+                  AgentMessage* got) {
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  while (Clock::now() < deadline && gStopSignal == 0) {
+    pollfd p{link.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    if (!link.receive(got)) return false;
+    if (std::find(kinds.begin(), kinds.end(), got->kind) != kinds.end()) return true;
+  }
+  return false;
+}
+
+// After a failed attempt with --max-restarts on several nodes. Node 0 restarts the group only
+// when the attempt failed on a rank (not a signal, not a lost agent), restarts are left and every
+// node says its ranks have ended; it tells every node the next attempt's number, or to end.
+// Returns that number, or -1 for no restart.
+int agreeOnRestart(const LaunchOptions& o, std::vector<AgentLink>& links, const AttemptResult& r,
+                   int attempt, const std::vector<AgentMessage>& peerEnded) {
+  const int timeout = static_cast<int>(o.grace_s) + 60;  // the other nodes' ranks are stopping
+  if (o.node_rank > 0) {
+    if (links.empty() || !links[0].open() || r.lost_node >= 0) return -1;
+    links[0].send({AgentMessage::kEnded, o.node_rank, -1, attempt});
+    AgentMessage m = peerEnded.empty() ? AgentMessage{0, 0, -1, 0} : peerEnded[0];
+    if (m.kind == 0 &&
+        !awaitMessage(links[0], {AgentMessage::kRestart, AgentMessage::kEnd, AgentMessage::kDone},
+                      300, &m)) {
+      return -1;
+    }
+    return m.kind == AgentMessage::kRestart ? static_cast<int>(m.value) : -1;
+  }
+  bool restart = r.failed_rank >= 0 && r.stop_signal == 0 && r.lost_node < 0 &&
+                 attempt < o.max_restarts && gStopSignal == 0;
+  for (size_t i = 0; i < links.size(); ++i) {
+    // kDone: that node's ranks had all ended well; the group cannot restart without them.
+    AgentMessage m;
+    m.kind = i < peerEnded.size() ? peerEnded[i].kind : 0;
+    if (restart && links[i].open() && m.kind == 0 &&
+        !awaitMessage(links[i], {AgentMessage::kEnded, AgentMessage::kDone}, timeout, &m)) {
+      m.kind = 0;
+    }
+    if (!links[i].open() || m.kind != AgentMessage::kEnded) restart = false;
+  }
+  const AgentMessage decision = restart ? AgentMessage{AgentMessage::kRestart, 0, -1, attempt + 1}
+                                        : AgentMessage{AgentMessage::kEnd, 0, -1, 0};
+  sendAll(links, decision);
+  return restart ? attempt + 1 : -1;
+}
+
 }  // namespace
 
 // ---- launchGroup --------------------------------------------------------------------------------
@@ -686,12 +747,6 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
                  "tracerun: --nnodes %d needs --master-addr and --master-port (the same on every "
                  "node)\n",
                  opts.nnodes);
-    return 2;
-  }
-  if (opts.nnodes > 1 && opts.max_restarts > 0) {
-    std::fprintf(stderr,
-                 "tracerun: --max-restarts with --nnodes > 1 is not supported across nodes yet "
-                 "(a fault stops every node; restart the job)\n");
     return 2;
   }
   if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
@@ -774,7 +829,14 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
     attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
 
-    const AttemptResult r = runAttempt(opts, executable, dir, attemptEnv, attempt, links);
+    std::vector<AgentMessage> peerEnded;
+    const AttemptResult r =
+        runAttempt(opts, executable, dir, attemptEnv, attempt, links, peerEnded);
+    const bool failed = r.failed_rank >= 0 || r.stop_signal != 0 || r.lost_node >= 0;
+    // Several nodes: node 0 decides whether the whole group restarts, every node follows.
+    const int next = opts.nnodes > 1 && opts.max_restarts > 0 && failed
+                         ? agreeOnRestart(opts, links, r, attempt, peerEnded)
+                         : -1;
     if (r.stop_signal != 0) {
       code = 128 + r.stop_signal;
       if (r.stop_node != opts.node_rank) {
@@ -794,12 +856,16 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       break;
     }
     code = exitCodeOf(r.failed_status);
-    if (opts.nnodes > 1) {
-      std::fprintf(stderr, "tracerun: fault on node %d: %s\n", r.failed_node,
-                   describeFault(r).c_str());
+    if (opts.nnodes > 1 && next < 0) {
+      std::fprintf(stderr, "tracerun: fault on node %d: %s%s\n", r.failed_node,
+                   describeFault(r).c_str(), opts.max_restarts > 0 ? " (no restart)" : "");
       break;
     }
-    if (attempt >= opts.max_restarts) {
+    if (opts.nnodes > 1) {
+      std::fprintf(stderr, "tracerun: fault on node %d: %s; node 0 restarts every node\n",
+                   r.failed_node, describeFault(r).c_str());
+    }
+    if (opts.nnodes == 1 && attempt >= opts.max_restarts) {
       std::fprintf(stderr, "tracerun: rank %d (pid %d) %s%s\n", r.failed_rank,
                    static_cast<int>(r.failed_pid), describeStatus(r.failed_status).c_str(),
                    opts.max_restarts > 0 ? " (no restarts left)" : "");
@@ -810,8 +876,10 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt, kept.c_str());
     }
     if (!opts.keep_shards) removeAttemptDir(dir);
+    const int restartNumber = opts.nnodes > 1 ? next : attempt + 1;
     std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
-                 opts.nproc_per_node, attempt + 1, opts.max_restarts);
+                 opts.nproc_per_node * opts.nnodes, restartNumber, opts.max_restarts);
+    attempt = restartNumber - 1;  // the loop's ++attempt makes it node 0's number
   }
 
   // Several nodes: node 0 merges every node's shards into its output; the others merge their own

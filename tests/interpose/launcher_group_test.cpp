@@ -431,6 +431,8 @@ TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps it
   Child node0(argv0);
   Child node1(group(out1, nodeFlags(port, 1), program));
   REQUIRE(waitForOutput(node1, "[rank 2] step 1"));
+  REQUIRE(waitForOutput(node0, "[rank 0] step 1"));
+  REQUIRE(waitForOutput(node0, "[rank 1] step 1"));
   ::kill(node1.pid(), SIGKILL);
   node1.wait();
   const Result r0 = node0.wait();
@@ -456,7 +458,9 @@ TEST_CASE("several nodes: a node whose shards cannot reach node 0 keeps them and
   auto argv1 = group(out1, nodeFlags(port, 1), program);
   argv1.insert(argv1.begin(), {"/usr/bin/env", "TRACERUN_NODE_TRANSFER_TIMEOUT_S=2"});
   Child node1(argv1);
+  // Both of node 1's ranks have started writing (a rank stopped before that leaves no shard).
   REQUIRE(waitForOutput(node1, "[rank 2] step 1"));
+  REQUIRE(waitForOutput(node1, "[rank 3] step 1"));
   ::kill(node0.pid(), SIGKILL);
   node0.wait();
   const Result r1 = node1.wait();
@@ -549,15 +553,62 @@ TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both age
   CHECK(countSpans(merged, 0, "step") <= 15);
 }
 
-TEST_CASE("several nodes: --max-restarts is refused (not supported across nodes yet)",
+TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 numbers the attempt",
           "[launcher_group]") {
-  auto flags = nodeFlags(std::to_string(freePort()), 0);
-  flags.insert(flags.end(), {"--max-restarts", "1"});
-  const Result r = run(group(scratch() + "/norestart.db", flags, worker({"--steps", "1"})));
-  INFO(r.describe());
-  CHECK(r.code == 2);
-  CHECK(contains(r.err, "--max-restarts with --nnodes > 1 is not supported across nodes yet"));
-  CHECK_FALSE(contains(r.out, "[rank 0]"));
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/restart0.db", out1 = scratch() + "/restart1.db";
+  auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
+  for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--max-restarts", "1"});
+  // Rank 3 (node 1) exits with code 3 after step 2 of the first attempt only.
+  const auto program = worker({"--steps", "6", "--sleep-ms", "50", "--fail-rank", "3",
+                               "--fail-step", "2", "--fail-code", "3"});
+  Child node0(group(out0, flags0, program));
+  Child node1(group(out1, flags1, program));
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r0.err + "\n" + r1.describe() + "\n" + r1.err);
+  REQUIRE(r0.code == 0);
+  REQUIRE(r1.code == 0);
+  for (const Result* r : {&r0, &r1}) {
+    CHECK(contains(r->err, "rank 3 on node 1 exited with code 3; node 0 restarts every node"));
+    CHECK(contains(r->err, "restarting all 4 ranks (restart 1 of 1)"));
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& out = rank < 2 ? r0.out : r1.out;
+    const std::string tag = "[rank " + std::to_string(rank) + "] ";
+    CHECK(contains(out, tag + "env TORCHELASTIC_RESTART_COUNT=1\n"));
+    CHECK(contains(out, tag + "done\n"));
+  }
+  // Node 0's trace: the restarted attempt of all 4 ranks, complete; each node kept its ranks'
+  // first attempt.
+  const auto merged = trace::TraceReader::open(out0);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  CHECK(restartedRanks(merged, 1) == std::set<int>{0, 1, 2, 3});
+  for (int rank = 0; rank < 4; ++rank) CHECK(countSpans(merged, rank, "step") == 6);
+  CHECK(ranksOf(trace::TraceReader::open(scratch() + "/restart0.attempt0.db")) ==
+        std::set<int>{0, 1});
+  CHECK(ranksOf(trace::TraceReader::open(scratch() + "/restart1.attempt0.db")) ==
+        std::set<int>{2, 3});
+}
+
+TEST_CASE("several nodes: failing again with no restarts left ends every node with the code",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
+  for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--max-restarts", "1"});
+  const auto program = worker({"--steps", "400", "--sleep-ms", "50", "--fail-rank", "1",
+                               "--fail-step", "2", "--fail-code", "4", "--fail-every-attempt"});
+  Child node0(group(scratch() + "/again0.db", flags0, program));
+  Child node1(group(scratch() + "/again1.db", flags1, program));
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r0.err + "\n" + r1.describe() + "\n" + r1.err);
+  CHECK(r0.code == 4);
+  CHECK(r1.code == 4);
+  for (const Result* r : {&r0, &r1}) {
+    CHECK(contains(r->err, "restarting all 4 ranks (restart 1 of 1)"));
+    CHECK(contains(r->err, "fault on node 0: rank 1 on node 0 exited with code 4 (no restart)"));
+  }
+  CHECK(contains(r1.out, "[rank 2] env TORCHELASTIC_RESTART_COUNT=1\n"));
+  CHECK_FALSE(contains(r1.out, "[rank 2] done"));
 }
 
 // ---- gpttrain -----------------------------------------------------------------------------------
