@@ -19,12 +19,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,45 +40,23 @@ struct Options {
   std::string probe = "both";
 };
 
-[[noreturn]] void usage(const char* msg, int code = 2) {
-  std::fprintf(
-      code == 0 ? stdout : stderr,
-      "%s%slaunch_bench: time from start to each rank's main, with tracerun "
-      "--nproc-per-node N,\ndirectly (fork/exec) and directly with libtracerun.so "
-      "preloaded.\nusage: launch_bench [--ranks 1,2,4,8] [--repeat K] [--dir DIR] [--probe "
-      "plain|torch|both]\n",
-      msg, *msg ? "\n" : "");
-  std::exit(code);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("launch_bench: missing value for " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--ranks") {
-      o.ranks.clear();
-      std::stringstream list(value());
-      for (std::string item; std::getline(list, item, ',');) o.ranks.push_back(std::stoi(item));
-    } else if (a == "--repeat") {
-      o.repeat = std::stoi(value());
-    } else if (a == "--dir") {
-      o.dir = value();
-    } else if (a == "--probe") {
-      o.probe = value();
-      if (o.probe != "plain" && o.probe != "torch" && o.probe != "both") usage("bad --probe");
-    } else if (a == "--help" || a == "-h") {
-      usage("", 0);
-    } else {
-      usage(("launch_bench: unknown flag " + a).c_str());
-    }
-  }
-  if (o.ranks.empty() || o.repeat < 1) usage("launch_bench: bad value");
-  for (int n : o.ranks) {
-    if (n < 1 || n > 64) usage("launch_bench: ranks must be 1..64");
+  CLI::App app{
+      "launch_bench: time from start to each rank's main, with tracerun --nproc-per-node N, "
+      "directly (fork/exec) and directly with libtracerun.so preloaded."};
+  app.add_option("--ranks", o.ranks, "rank counts to measure, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  app.add_option("--repeat", o.repeat, "repetitions (medians are printed)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--dir", o.dir, "scratch folder");
+  app.add_option("--probe", o.probe, "the started program: without libtorch, with it, or both")
+      ->check(CLI::IsMember({"plain", "torch", "both"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
   return o;
 }
