@@ -80,8 +80,13 @@ double ShardedOptimizer::clipGradNorm(Group& tp, Group& pp, double max_norm) {
 void ShardedOptimizer::step(double lr) {
   at::NoGradGuard no_grad;
   ++steps_;
-  const double bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
-  const double bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
+  AdamwStep adamw;
+  adamw.lr = lr;
+  adamw.beta1 = config_.beta1;
+  adamw.beta2 = config_.beta2;
+  adamw.eps = config_.eps;
+  adamw.bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
+  adamw.bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
   auto& buckets = buckets_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const bool sharded = buckets[b].param_shard.defined();  // stage 3: no full parameters
@@ -96,15 +101,11 @@ void ShardedOptimizer::step(double lr) {
         p.add_(g, -lr);
         continue;
       }
-      if (params_.entries()[s.param].decay && config_.weight_decay > 0) {
-        p.mul_(1.0 - lr * config_.weight_decay);
-      }
+      const bool decay = params_.entries()[s.param].decay && config_.weight_decay > 0;
+      adamw.decay = decay ? 1.0 - lr * config_.weight_decay : 1.0;
       at::Tensor m = exp_avg_[b].narrow(0, s.shard_offset, s.length);
       at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
-      m.mul_(config_.beta1).add_(g, 1.0 - config_.beta1);
-      v.mul_(config_.beta2).addcmul_(g, g, 1.0 - config_.beta2);
-      at::Tensor denom = (v.sqrt() / std::sqrt(bias2)).add_(config_.eps);
-      p.addcdiv_(m, denom, -lr / bias1);
+      adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
     }
     if (dp_->size > 1 && !sharded) {
       tracerun::Scope scope(
