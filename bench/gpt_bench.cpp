@@ -6,12 +6,6 @@
 #include <torch/torch.h>
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,9 +13,10 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-extern char** environ;
+#include "gpttrain_ranks.h"
 
 namespace {
 
@@ -68,23 +63,10 @@ std::string loadAverage() {
   return one + " " + five + " " + fifteen;
 }
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // Runs gpttrain as `ranks` processes (0: one process without the rank environment) and returns
 // the median step time in ms over steps after the first, or -1 on failure.
 double runGpttrain(const std::string& exe, const Size& s, int ranks, int threads,
                    const std::vector<std::string>& layout, int steps) {
-  const std::string json = "/tmp/gpt_bench_" + std::to_string(getpid()) + ".json";
   // One flag and its value a line.
   // clang-format off
   std::vector<std::string> args{exe,
@@ -98,53 +80,12 @@ double runGpttrain(const std::string& exe, const Size& s, int ranks, int threads
                                 "--steps", std::to_string(steps),
                                 "--dropout", "0",
                                 "--threads", std::to_string(threads),
-                                "--quiet", "--log-json", json};
+                                "--quiet"};
   // clang-format on
   args.insert(args.end(), layout.begin(), layout.end());
-  const int port = freePort();
-  std::vector<pid_t> pids;
-  for (int r = 0; r < std::max(1, ranks); ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      if (std::strncmp(*e, "RANK=", 5) && std::strncmp(*e, "WORLD_SIZE=", 11)) env.emplace_back(*e);
-    }
-    env.push_back("OPENBLAS_NUM_THREADS=" + std::to_string(threads));
-    env.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
-    if (ranks > 0) {
-      for (std::string v :
-           {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-            "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
-            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)}) {
-        env.push_back(v);
-      }
-    }
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  std::vector<double> ms;
-  std::ifstream in(json);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t at = line.find("\"ms\":");
-    if (at != std::string::npos) ms.push_back(std::stod(line.substr(at + 5)));
-  }
-  std::remove(json.c_str());
-  if (!ok || ms.size() < 2) return -1;
-  ms.erase(ms.begin());  // first step: allocation and warm-up
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  const bench::GpttrainRun ran =
+      bench::runGpttrainRanks(std::move(args), ranks, threads, /*capture_stdout=*/false);
+  return ran.ok ? bench::medianAfterFirstStep(ran.step_ms) : -1;
 }
 
 }  // namespace

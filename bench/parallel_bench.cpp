@@ -4,43 +4,16 @@
 // table; it asserts nothing.
 //
 // Usage: parallel_bench [--quick] [--steps N]   (GPTTRAIN_EXE: the gpttrain binary)
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-extern char** environ;
+#include "gpttrain_ranks.h"
 
 namespace {
-
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 struct Result {
   double ms = -1;                        // median step time after the first step
@@ -51,63 +24,13 @@ struct Result {
 // each, and reads the step times (rank 0's --log-json) and every rank's end-of-run line.
 Result run(const std::vector<std::string>& model, const std::vector<std::string>& layout,
            int ranks) {
-  const std::string base = "/tmp/parallel_bench_" + std::to_string(getpid());
-  const std::string json = base + ".json";
-  std::vector<std::string> args{GPTTRAIN_EXE, "--quiet", "--threads", "1", "--log-json", json};
+  std::vector<std::string> args{GPTTRAIN_EXE, "--quiet", "--threads", "1"};
   args.insert(args.end(), model.begin(), model.end());
   args.insert(args.end(), layout.begin(), layout.end());
-  const int port = freePort();
-  std::vector<pid_t> pids;
-  std::vector<std::string> logs;
-  for (int r = 0; r < std::max(1, ranks); ++r) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) {
-      if (std::strncmp(*e, "RANK=", 5) && std::strncmp(*e, "WORLD_SIZE=", 11)) env.emplace_back(*e);
-    }
-    env.emplace_back("OPENBLAS_NUM_THREADS=1");
-    env.emplace_back("OMP_NUM_THREADS=1");
-    if (ranks > 0) {
-      for (std::string v :
-           {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-            "WORLD_SIZE=" + std::to_string(ranks), "LOCAL_WORLD_SIZE=" + std::to_string(ranks),
-            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port)}) {
-        env.push_back(v);
-      }
-    }
-    logs.push_back(base + ".rank" + std::to_string(r) + ".log");
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (err != 0) return {};
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  const bench::GpttrainRun ran =
+      bench::runGpttrainRanks(std::move(args), ranks, /*threads=*/1, /*capture_stdout=*/true);
   Result res;
-  std::vector<double> ms;
-  std::istringstream lines(slurp(json));
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t at = line.find("\"ms\":");
-    if (at != std::string::npos) ms.push_back(std::stod(line.substr(at + 5)));
-  }
-  std::remove(json.c_str());
-  for (const auto& path : logs) {
-    const std::string log = slurp(path);
-    std::remove(path.c_str());
+  for (const std::string& log : ran.stdout_) {
     long long p = 0, g = 0, o = 0, rss = 0;
     const size_t at = log.find("holds parameters ");
     const size_t rss_at = log.find("peak RSS ");
@@ -118,10 +41,7 @@ Result run(const std::vector<std::string>& model, const std::vector<std::string>
     res.held.push_back(p + g + o);
     res.rss_kib.push_back(rss);
   }
-  if (!ok || ms.size() < 2) return res;
-  ms.erase(ms.begin());  // first step: allocation and warm-up
-  std::sort(ms.begin(), ms.end());
-  res.ms = ms[ms.size() / 2];
+  if (ran.ok) res.ms = bench::medianAfterFirstStep(ran.step_ms);
   return res;
 }
 
