@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   }
   // 4 layers, hidden 384, 6 heads, seq 128, vocab 256; global batch 16 of micro-batches of 2:
   // 8 microbatches per step on one pipeline, 4 per DP rank. fp32, dropout 0, synthetic data.
-  const int layers = 4, hidden = quick ? 128 : 384, seq = 128, global = 16;
+  const int layers = 4, hidden = quick ? 192 : 384, seq = 128, global = 16;
   const std::vector<std::string> model{"--layers",
                                        std::to_string(layers),
                                        "--hidden",
