@@ -45,6 +45,19 @@ ProcessResult runTracerun(const std::vector<std::string>& args) {
   return runProcess(TRACERUN_BIN, args, scratch().path());
 }
 
+ProcessResult runGpttrain(const std::vector<std::string>& launcher_args,
+                          const std::string& gpttrain, const std::vector<std::string>& gpt_args) {
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::vector<std::string> args = launcher_args;
+  args.push_back("--");
+  args.push_back(gpttrain);
+  args.insert(args.end(), gpt_args.begin(), gpt_args.end());
+  args.push_back("--threads");
+  args.push_back("1");
+  return runTracerun(args);
+}
+
 std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);

@@ -32,6 +32,11 @@ const ScratchDir& scratch();
 // Runs the built tracerun with args.
 ProcessResult runTracerun(const std::vector<std::string>& args);
 
+// `tracerun LAUNCHER_ARGS -- GPTTRAIN GPT_ARGS --threads 1`, with one intra-op and one BLAS
+// thread per rank: quick and repeatable on a small machine.
+ProcessResult runGpttrain(const std::vector<std::string>& launcher_args,
+                          const std::string& gpttrain, const std::vector<std::string>& gpt_args);
+
 // Copies a file byte for byte.
 void copyFile(const std::string& from, const std::string& to);
 std::string readFile(const std::string& path);

@@ -39,18 +39,10 @@ int64_t statValue(const json& report, const std::string& name, int rank) {
   return -1;
 }
 
-// Runs with one intra-op and one BLAS thread: quick and repeatable on a small machine.
+// gpttrain under the launcher, one thread per rank (runGpttrain).
 ProcessResult runGpt(const std::vector<std::string>& launcher,
                      const std::vector<std::string>& gpt) {
-  ::setenv("OMP_NUM_THREADS", "1", 1);
-  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  std::vector<std::string> args = launcher;
-  args.push_back("--");
-  args.push_back(GPTTRAIN_BIN);
-  args.insert(args.end(), gpt.begin(), gpt.end());
-  args.push_back("--threads");
-  args.push_back("1");
-  return runTracerun(args);
+  return runGpttrain(launcher, GPTTRAIN_BIN, gpt);
 }
 
 }  // namespace
