@@ -73,7 +73,7 @@ Fn realSymbol(const char* name) noexcept {
   if (p == nullptr) std::fprintf(stderr, "tracerun: %s not found after libtracerun_nccl\n", name);
   return reinterpret_cast<Fn>(p);
 }
-#define TRACERUN_REAL(fn) \
+#define TRACERUN_REAL(fn)                                  \
   static const auto real = realSymbol<decltype(&fn)>(#fn); \
   if (real == nullptr) return ncclSystemError
 
@@ -155,6 +155,18 @@ int nranksOf(ncclComm_t comm) {
   return it == comms().end() ? -1 : it->second.nranks;
 }
 
+// CommDestroy and CommAbort: traced like any call, then the communicator is forgotten.
+ncclResult_t endComm(const char* name, ncclResult_t (*real)(ncclComm_t), ncclComm_t comm) {
+  ncclResult_t r;
+  {
+    HostCall call(name, comm, 0, -1, -1, -1);
+    r = real(comm);
+  }
+  std::lock_guard<std::mutex> lock(gMu);
+  comms().erase(comm);
+  return r;
+}
+
 }  // namespace
 
 #define TRACERUN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -188,34 +200,20 @@ TRACERUN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks
 
 TRACERUN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   TRACERUN_REAL(ncclCommDestroy);
-  ncclResult_t r;
-  {
-    HostCall call("nccl:CommDestroy", comm, 0, -1, -1, -1);
-    r = real(comm);
-  }
-  std::lock_guard<std::mutex> lock(gMu);
-  comms().erase(comm);
-  return r;
+  return endComm("nccl:CommDestroy", real, comm);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   TRACERUN_REAL(ncclCommAbort);
-  ncclResult_t r;
-  {
-    HostCall call("nccl:CommAbort", comm, 0, -1, -1, -1);
-    r = real(comm);
-  }
-  std::lock_guard<std::mutex> lock(gMu);
-  comms().erase(comm);
-  return r;
+  return endComm("nccl:CommAbort", real, comm);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                                           ncclDataType_t datatype, ncclRedOp_t op,
-                                           ncclComm_t comm, cudaStream_t stream) {
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream) {
   TRACERUN_REAL(ncclAllReduce);
-  HostCall call("nccl:AllReduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype),
-                datatype, -1, -1);
+  HostCall call("nccl:AllReduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
+                -1, -1);
   return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -245,8 +243,8 @@ TRACERUN_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff,
                                            ncclDataType_t datatype, int root, ncclComm_t comm,
                                            cudaStream_t stream) {
   TRACERUN_REAL(ncclBroadcast);
-  HostCall call("nccl:Broadcast", comm, static_cast<int64_t>(count) * dtypeSize(datatype),
-                datatype, -1, root);
+  HostCall call("nccl:Broadcast", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
+                -1, root);
   return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
