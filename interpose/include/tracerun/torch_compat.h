@@ -2,7 +2,7 @@
 // 2.x) lives here, behind small names. Include it before using the APIs it covers. Nothing else.
 //
 // Sections: build guard · version macros · c10d (opt-in) · CPU autocast · RecordFunction and the
-//           CPU allocator
+//           CPU allocator · CUDA autocast and the device-generic autocast guard
 #pragma once
 
 // Debian's libtorch was built with NDEBUG, and at::RecordFunction has an #ifndef NDEBUG member:
@@ -192,3 +192,166 @@ class CpuAutocastGuard {
 #define TRACERUN_ALLOCATOR_HAS_COPY_DATA 0
 #endif
 #endif  // TRACERUN_COMPAT_ALLOCATOR
+
+// ---------------------------------------------------------------------------------------------
+// CUDA autocast (gpttrain --device cuda --bf16). 1.13-2.3: at::autocast::set_enabled /
+// is_enabled / set_autocast_gpu_dtype / get_autocast_gpu_dtype (the plain and "gpu" names are
+// CUDA's). 2.4+: the same state behind set_autocast_enabled(at::kCUDA, ...) /
+// set_autocast_dtype(at::kCUDA, ...). Both live in libtorch_cpu, so this compiles and links
+// against a CPU-only libtorch too (where no tensor is ever on CUDA). AutocastGuard picks the CPU
+// or the CUDA guard from the device the ops run on. Checked on this machine against 1.13 only
+// (CPU build: compiled, the CUDA guard never run); the 2.4+ branch has not been compiled.
+// ---------------------------------------------------------------------------------------------
+#if !defined(TRACERUN_COMPAT_CUDA_AUTOCAST_DONE)
+#define TRACERUN_COMPAT_CUDA_AUTOCAST_DONE
+
+#include <c10/core/DeviceType.h>
+
+#include <optional>
+
+namespace tracerun::compat {
+
+// While alive, ops on CUDA tensors on this thread run under CUDA autocast to `dtype`. Nests like
+// CpuAutocastGuard (same nesting counter and cast cache). Same thread for constructor and
+// destructor.
+class CudaAutocastGuard {
+ public:
+  explicit CudaAutocastGuard(at::ScalarType dtype) {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+    was_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
+    previous_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+#else
+    was_enabled_ = at::autocast::is_enabled();
+    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~CudaAutocastGuard() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, was_enabled_);
+    at::autocast::set_autocast_dtype(at::kCUDA, previous_dtype_);
+#else
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
+#endif
+  }
+  CudaAutocastGuard(const CudaAutocastGuard&) = delete;
+  CudaAutocastGuard& operator=(const CudaAutocastGuard&) = delete;
+
+ private:
+  bool was_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kHalf;
+};
+
+// Autocast to `dtype` for ops on `device`: CUDA autocast on CUDA, CPU autocast otherwise (the
+// meta device included: nothing is cast there that matters).
+class AutocastGuard {
+ public:
+  AutocastGuard(c10::DeviceType device, at::ScalarType dtype) {
+    if (device == c10::DeviceType::CUDA) {
+      cuda_.emplace(dtype);
+    } else {
+      cpu_.emplace(dtype);
+    }
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  std::optional<CpuAutocastGuard> cpu_;
+  std::optional<CudaAutocastGuard> cuda_;
+};
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_CUDA_AUTOCAST
+
+// ---------------------------------------------------------------------------------------------
+// CUDA caching-allocator events (interpose/cuda/cuda_alloc_capture.cpp). Opt-in like c10d: define
+// TRACERUN_COMPAT_CUDA_ALLOC before the FIRST inclusion of this header, and only in code built
+// where libtorch has CUDA (TRACERUN_WITH_TORCH_CUDA, cmake/TracerunOptions.cmake).
+//
+// The trace tracker, c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
+// AllocatorTraceTracker = std::function<void(const TraceEntry&)>), came with pytorch PR #112238
+// (October 2023, after 2.1.0 shipped): libtorch 2.2+. 1.13 has no TraceEntry at all; 2.0 and 2.1
+// record TraceEntries only into recordHistory's ring buffer (no callback, no timestamps).
+// TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER says which.
+//
+// TraceEntry changed between releases (2.2: device_ int, addr_ int64_t, no time; 2.3+: device_
+// c10::DeviceIndex, time_; later size_t addr_/size_, mempool_, compile_context_; newest releases
+// define it in c10/core/CachingDeviceAllocator.h), so CudaTraceEntry is taken from the tracker's
+// own signature and only action_, device_, addr_ and size_ are read, each through a cast. The
+// tracker is attached to the device allocators that exist: 2.2 silently attaches to none before
+// CUDA is initialised, 2.3+ asserts (PR #119862), hence lazyInitCuda() first: 2.2-2.5
+// Context::lazyInitCUDA(), 2.6+ lazyInitDevice(at::kCUDA) (lazyInitCUDA warns there). There is no
+// way to detach a tracker. Checked only by reading the 2.2+ headers and sources: this machine's
+// libtorch (1.13, CPU) compiles none of it.
+// ---------------------------------------------------------------------------------------------
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 2)
+#define TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER 1
+#else
+#define TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER 0
+#endif
+
+#if defined(TRACERUN_COMPAT_CUDA_ALLOC) && !defined(TRACERUN_COMPAT_CUDA_ALLOC_DONE) && \
+    TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER
+#define TRACERUN_COMPAT_CUDA_ALLOC_DONE
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <functional>
+#include <type_traits>
+
+namespace tracerun::compat {
+
+namespace detail {
+template <typename F>
+struct TrackerArgument;
+template <typename R, typename A>
+struct TrackerArgument<std::function<R(A)>> {
+  using type = std::remove_cv_t<std::remove_reference_t<A>>;
+};
+}  // namespace detail
+
+using CudaTraceEntry =
+    typename detail::TrackerArgument<c10::cuda::CUDACachingAllocator::AllocatorTraceTracker>::type;
+
+// Initialises libtorch's CUDA state once per process (a no-op after the program did; waits while
+// another thread does it). Throws c10::Error when there is no usable device.
+inline void lazyInitCuda() {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 6)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+
+// Calls fn for every allocator event of every device from now on, on the allocating (or freeing)
+// thread, while that device's allocator mutex is held. Call after lazyInitCuda().
+inline void attachCudaAllocTracker(void (*fn)(const CudaTraceEntry&)) {
+  c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(fn);
+}
+
+inline int cudaDeviceCount() {
+  return static_cast<int>(c10::cuda::device_count());
+}
+
+// What the allocator holds for `device` now: reserved (segment) bytes and live requested bytes.
+inline void cudaAllocatorBytes(int device, int64_t* reserved, int64_t* requested) {
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  constexpr auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  *reserved = stats.reserved_bytes[all].current;
+  *requested = stats.requested_bytes[all].current;
+}
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_CUDA_ALLOC
