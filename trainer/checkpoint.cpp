@@ -50,7 +50,8 @@ void saveCheckpoint(const std::string& dir, const CheckpointLayout& layout, int 
   out.write("meta.vp", scalar(layout.vp));
   out.write("meta.zero", scalar(layout.zero));
   out.write("optimizer.steps", scalar(optimizer_steps));
-  for (const auto& [name, tensor] : tensors) out.write(name, tensor.detach());
+  // Saved as CPU tensors whatever the device: a checkpoint loads on any machine, onto any device.
+  for (const auto& [name, tensor] : tensors) out.write(name, tensor.detach().to(at::kCPU));
   out.write("rng.replicated", rng.replicated.get_state());
   out.write("rng.sharded", rng.sharded.get_state());
   const std::string path = rankFile(dir, step, layout.rank);
@@ -113,7 +114,7 @@ int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
                                " has another shape in the checkpoint");
     }
     at::Tensor target = tensor;
-    target.copy_(t);
+    target.copy_(t);  // from the CPU onto the tensor's device
   }
   optimizer_steps = readScalar(in, "optimizer.steps");
   at::Tensor state;

@@ -109,22 +109,24 @@ at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
 
 c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer, int tag) {
   TORCH_CHECK(g.size > 1, "sendAsync on a group of one rank");
-  std::vector<at::Tensor> tensors{t.scalar_type() == at::kFloat ? t.contiguous()
-                                                                : t.to(at::kFloat).contiguous()};
+  at::Tensor wire = t.scalar_type() == at::kFloat ? t.contiguous() : t.to(at::kFloat).contiguous();
+  if (g.host_p2p && !wire.is_cpu()) wire = wire.to(at::kCPU);
+  std::vector<at::Tensor> tensors{wire};
   return g.pg->send(tensors, peer, tag);
 }
 
-at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag) {
-  PostedRecv posted = postRecv(g, shape, peer, tag);
+at::Tensor recv(Group& g, at::IntArrayRef shape, torch::Device device, int peer, int tag) {
+  PostedRecv posted = postRecv(g, shape, device, peer, tag);
   posted.work->wait();
-  return posted.buffer;
+  return posted.take();
 }
 
-PostedRecv postRecv(Group& g, at::IntArrayRef shape, int peer, int tag) {
+PostedRecv postRecv(Group& g, at::IntArrayRef shape, torch::Device device, int peer, int tag) {
   TORCH_CHECK(g.size > 1, "recv on a group of one rank");
-  std::vector<at::Tensor> tensors{at::empty(shape, at::kFloat)};
+  const torch::Device wire = g.host_p2p ? torch::Device(torch::kCPU) : device;
+  std::vector<at::Tensor> tensors{at::empty(shape, at::TensorOptions(at::kFloat).device(wire))};
   auto work = g.pg->recv(tensors, peer, tag);
-  return PostedRecv{tensors[0], std::move(work)};
+  return PostedRecv{tensors[0], std::move(work), device};
 }
 
 }  // namespace gpttrain

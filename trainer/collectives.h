@@ -39,6 +39,8 @@ struct Group : torch::CustomClassHolder {
   tracerun::compat::CollectiveGroupPtr pg;
   bool native_base_collectives = false;  // _allgather_base / _reduce_scatter_base available
   bool native_bf16 = false;              // Gloo has no bfloat16: such tensors travel as fp32
+  // Gloo's send/recv read and write host memory only: CUDA tensors travel through a CPU copy.
+  bool host_p2p = true;
   std::array<std::int64_t, static_cast<int>(CollectiveImpl::kCount)> counts{};
 
   void count(CollectiveImpl impl) { ++counts[static_cast<int>(impl)]; }
@@ -62,15 +64,20 @@ at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim);
 
 // Point-to-point (pipeline stages). Messages between two ranks are matched by `tag`, not by order.
 // Non-blocking send of `t` to group rank `peer`: returns the pending work, which keeps the sent
-// buffer alive; wait on it before the step ends. bfloat16 travels as fp32 on Gloo.
+// buffer alive; wait on it before the step ends. bfloat16 travels as fp32; on a host_p2p group a
+// CUDA tensor travels through a CPU copy.
 c10::intrusive_ptr<c10d::Work> sendAsync(Group& g, const at::Tensor& t, int peer, int tag);
-// Blocking receive of a tensor of `shape` (fp32) from group rank `peer`.
-at::Tensor recv(Group& g, at::IntArrayRef shape, int peer, int tag);
+// Blocking receive of a tensor of `shape` (fp32, allocated on `device`) from group rank `peer`.
+at::Tensor recv(Group& g, at::IntArrayRef shape, torch::Device device, int peer, int tag);
 // A receive posted now and waited for later (so a message can land while this rank computes).
+// The buffer is on the CPU when a host_p2p group receives for a CUDA device: take() after the wait
+// moves it there.
 struct PostedRecv {
   at::Tensor buffer;
   c10::intrusive_ptr<c10d::Work> work;
+  torch::Device device{torch::kCPU};  // where the receiver wants it
+  at::Tensor take() const { return buffer.to(device); }
 };
-PostedRecv postRecv(Group& g, at::IntArrayRef shape, int peer, int tag);
+PostedRecv postRecv(Group& g, at::IntArrayRef shape, torch::Device device, int peer, int tag);
 
 }  // namespace gpttrain

@@ -32,7 +32,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--vocab", c.vocab, "vocabulary size (>= 256 with --data FILE)")
       ->check(CLI::PositiveNumber);
   app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
-  app.add_flag("--bf16", c.bf16, "forward under bf16 CPU autocast (fp32 parameters)");
+  app.add_flag("--bf16", c.bf16, "forward under bf16 autocast (fp32 parameters)");
   app.add_option("--recompute", c.recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")
@@ -66,6 +66,9 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
+  app.add_option("--device", c.device,
+                 "cpu, or cuda (device LOCAL_RANK; default: cuda with --backend nccl, else cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
       ->check(CLI::PositiveNumber);
   app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");

@@ -25,7 +25,7 @@ struct TrainConfig {
   int seq_len = 32;
   int vocab = 256;
   double dropout = 0.1;
-  bool bf16 = false;  // forward under CPU autocast to bfloat16 (parameters, grads stay fp32)
+  bool bf16 = false;  // forward under autocast to bfloat16 (parameters, grads stay fp32)
   std::string recompute = "none";
   // Optimisation.
   int steps = 10;
@@ -55,11 +55,17 @@ struct TrainConfig {
   std::string dry_run_costs;
   int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
   std::string backend = "gloo";  // process groups: gloo, or nccl (a libtorch with CUDA only)
+  std::string device;            // "cpu" or "cuda"; empty: cuda with --backend nccl, else cpu
   double bucket_mb = 4.0;
   bool quiet = false;  // no start line and no per-step lines (the end-of-run summary stays)
 
   int dpSize(int world) const { return world / (tp * pp); }
   int microbatches(int world) const { return global_batch / (micro_batch * dpSize(world)); }
+  // --device as given, or what --backend implies: "cpu" or "cuda" (cuda device LOCAL_RANK).
+  std::string deviceType() const {
+    if (!device.empty()) return device;
+    return backend == "nccl" ? "cuda" : "cpu";
+  }
 };
 
 // Parses argv into `config`. Returns an exit code when the program should stop now (0 after

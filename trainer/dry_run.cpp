@@ -15,23 +15,25 @@ void sleepMs(double ms) {
 }  // namespace
 
 DryRunCompute::DryRunCompute(double forward_ms, double backward_ms, const PipelineShape& shape,
-                             int pp_rank, std::vector<int64_t> activation_shape)
+                             int pp_rank, std::vector<int64_t> activation_shape,
+                             torch::Device device)
     : forward_ms_(forward_ms / shape.chunks),
       backward_ms_(backward_ms / shape.chunks),
       shape_(shape),
       pp_rank_(pp_rank),
-      activation_shape_(std::move(activation_shape)) {}
+      activation_shape_(std::move(activation_shape)),
+      options_(at::TensorOptions().device(device)) {}
 
 at::Tensor DryRunCompute::forward(int chunk, int, const at::Tensor&) {
   sleepMs(forward_ms_);
   const bool last = chunk * shape_.stages + pp_rank_ == shape_.virtualStages() - 1;
-  return last ? at::zeros({}) : at::zeros(activation_shape_);
+  return last ? at::zeros({}, options_) : at::zeros(activation_shape_, options_);
 }
 
 at::Tensor DryRunCompute::backward(int, int, const at::Tensor& input, const at::Tensor&,
                                    const at::Tensor&) {
   sleepMs(backward_ms_);
-  return input.defined() ? at::zeros(activation_shape_) : at::Tensor();
+  return input.defined() ? at::zeros(activation_shape_, options_) : at::Tensor();
 }
 
 }  // namespace gpttrain

@@ -10,9 +10,9 @@ namespace gpttrain {
 class DryRunCompute : public PipelineCompute {
  public:
   // Per-microbatch costs of the whole rank (split over its shape.chunks chunks) and the exchanged
-  // shape. The last virtual stage returns a scalar zero "loss".
+  // shape, its zeros made on `device`. The last virtual stage returns a scalar zero "loss".
   DryRunCompute(double forward_ms, double backward_ms, const PipelineShape& shape, int pp_rank,
-                std::vector<int64_t> activation_shape);
+                std::vector<int64_t> activation_shape, torch::Device device);
   at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
   at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
                       const at::Tensor& grad) override;
@@ -22,6 +22,7 @@ class DryRunCompute : public PipelineCompute {
   PipelineShape shape_;
   int pp_rank_;
   std::vector<int64_t> activation_shape_;
+  at::TensorOptions options_;
 };
 
 }  // namespace gpttrain

@@ -9,8 +9,11 @@
 #include <malloc.h>
 #endif
 
+#include <c10/core/DeviceGuard.h>
+
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 namespace {
 
@@ -58,6 +61,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpttrain: %s\n", problem.c_str());
     return 2;
   }
+  if (std::string problem = gpttrain::deviceError(config.deviceType(), config.backend, env);
+      !problem.empty()) {
+    std::fprintf(stderr, "gpttrain: %s\n", problem.c_str());
+    return 2;
+  }
+  // CUDA: device LOCAL_RANK is current for the rank's lifetime (NCCL communicators, streams and
+  // allocations made without an explicit device use it).
+  const torch::Device device = gpttrain::rankDevice(config.deviceType(), env);
+  std::optional<c10::DeviceGuard> device_guard;
+  if (device.is_cuda()) device_guard.emplace(device);
   const auto backend =
       config.backend == "nccl" ? gpttrain::CommBackend::kNccl : gpttrain::CommBackend::kGloo;
   if (config.threads > 0) {
@@ -70,7 +83,7 @@ int main(int argc, char** argv) {
         gpttrain::makeProcessGroups(env, config.tp, config.pp, backend);
     std::unique_ptr<gpttrain::Trainer> trainer;
     try {
-      trainer = std::make_unique<gpttrain::Trainer>(config, groups);
+      trainer = std::make_unique<gpttrain::Trainer>(config, groups, device);
     } catch (const std::runtime_error& e) {
       std::fprintf(stderr, "gpttrain: error: %s\n", e.what());
       return 2;

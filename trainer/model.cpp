@@ -68,8 +68,9 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      causal_mask_(
-          at::full({c.seq_len, c.seq_len}, -std::numeric_limits<float>::infinity()).triu(1)) {
+      causal_mask_(at::full({c.seq_len, c.seq_len}, -std::numeric_limits<float>::infinity(),
+                            at::TensorOptions().device(params.device()))
+                       .triu(1)) {
   for (const auto& e : params.entries()) {
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
@@ -150,7 +151,7 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
 
 GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int first_layer,
                    int num_layers, bool first, bool last)
-    : config_(c), tp_(tp), sp_(c.sp && tp->size > 1), last_(last) {
+    : config_(c), device_(params.device()), tp_(tp), sp_(c.sp && tp->size > 1), last_(last) {
   const size_t first_entry = params.entries().size();
   if (first || last) {
     embedding_.emplace(params, "embedding.word", c.vocab, c.hidden, kInitStd, tp);

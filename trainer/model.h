@@ -51,7 +51,8 @@ class TransformerLayer {
   RowParallelLinear proj_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
-  at::Tensor causal_mask_;  // [S, S] additive: -inf above the diagonal, 0 elsewhere
+  at::Tensor causal_mask_;  // [S, S] additive: -inf above the diagonal, 0 elsewhere; on the
+                            // parameters' device
   std::shared_ptr<int64_t> recomputes_ = std::make_shared<int64_t>(0);
   ParamUnits* units_ = nullptr;
 
@@ -77,6 +78,9 @@ class GptStage {
   at::Tensor forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng) const;
 
   const ModelConfig& config() const { return config_; }
+  // Where its parameters, buffers and activations live (the ParamSet's device); inputs must be
+  // there too.
+  torch::Device device() const { return device_; }
   bool first() const { return position_.defined(); }
   int64_t recomputedForwards() const;
   void setParamUnits(ParamUnits* units);
@@ -84,6 +88,7 @@ class GptStage {
 
  private:
   ModelConfig config_;
+  torch::Device device_;
   GroupPtr tp_;
   bool sp_;
   std::optional<VocabParallelEmbedding> embedding_;

@@ -8,13 +8,16 @@
 namespace gpttrain {
 namespace {
 
-// Input [S, B] and target [S, B] token ids of the `b` samples from `first_index`.
+// Input [S, B] and target [S, B] token ids of the `b` samples from `first_index`, on `device`
+// (drawn into a CPU tensor, then moved).
 std::pair<at::Tensor, at::Tensor> samples(const TokenSource& source, Split split,
-                                          uint64_t first_index, int b, int s) {
-  at::Tensor tokens = at::empty({b, s + 1}, at::kLong);
+                                          uint64_t first_index, int b, int s,
+                                          torch::Device device) {
+  at::Tensor tokens = at::empty({b, s + 1}, at::kLong);  // host memory: written by the source
   int64_t* data = tokens.data_ptr<int64_t>();
   for (int i = 0; i < b; ++i) source.sample(split, first_index + i, s, data + i * (s + 1));
-  return {tokens.narrow(1, 0, s).t().contiguous(), tokens.narrow(1, 1, s).t().contiguous()};
+  return {tokens.narrow(1, 0, s).t().contiguous().to(device),
+          tokens.narrow(1, 1, s).t().contiguous().to(device)};
 }
 
 }  // namespace
@@ -38,13 +41,14 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   if (stage.first() || stage.last()) {
     const uint64_t first = sampleIndex(batch_index_, config_.global_batch, dp_rank_, microbatches_,
                                        config_.micro_batch, microbatch, 0);
-    auto [tokens, target] = samples(source_, split_, first, config_.micro_batch, config_.seq_len);
+    auto [tokens, target] =
+        samples(source_, split_, first, config_.micro_batch, config_.seq_len, stage.device());
     if (stage.first()) x = tokens;
     targets = target;
   }
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
-  std::optional<tracerun::compat::CpuAutocastGuard> autocast;
-  if (config_.bf16) autocast.emplace(at::kBFloat16);
+  std::optional<tracerun::compat::AutocastGuard> autocast;  // CPU or CUDA autocast
+  if (config_.bf16) autocast.emplace(stage.device().type(), at::kBFloat16);
   at::Tensor out = stage.forward(x, targets, rng_);
   if (stage.last()) loss_sum_ += out.item<double>();
   return out;

@@ -1,6 +1,7 @@
 // The model's parameters as one explicit list with what parallelism needs to know about each:
 // name, how it is split over tensor-parallel ranks, whether weight decay applies. Deterministic
-// initialisation of a rank's shard from the full tensor. It does not hold gradients' buffers.
+// initialisation of a rank's shard from the full tensor, on the device the rank computes on. It
+// does not hold gradients' buffers.
 #pragma once
 
 #include <torch/torch.h>
@@ -24,11 +25,13 @@ enum class Init { kNormal, kZeros, kOnes };
 
 class ParamSet {
  public:
-  ParamSet(uint64_t seed, int tp_rank, int tp_size)
-      : seed_(seed), tp_rank_(tp_rank), tp_size_(tp_size) {}
+  // Every parameter (and every buffer the model derives from this set) lives on `device`.
+  ParamSet(uint64_t seed, int tp_rank, int tp_size, torch::Device device)
+      : seed_(seed), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
 
-  // Creates the full tensor from a generator seeded by (seed, name) -- the same on every layout --
-  // keeps this rank's shard of `split_dim` (-1: all of it) and registers it.
+  // Creates the full tensor on the CPU from a generator seeded by (seed, name) -- the same on
+  // every layout and every device --, keeps this rank's shard of `split_dim` (-1: all of it),
+  // moves it to the device and registers it.
   at::Tensor add(const std::string& name, std::vector<int64_t> full_shape, int split_dim, Init init,
                  double stddev = 0.0);
 
@@ -36,12 +39,14 @@ class ParamSet {
   const std::vector<ParamEntry>& entries() const { return entries_; }
   int tpRank() const { return tp_rank_; }
   int tpSize() const { return tp_size_; }
+  torch::Device device() const { return device_; }
   int64_t numel() const;
 
  private:
   uint64_t seed_;
   int tp_rank_;
   int tp_size_;
+  torch::Device device_;
   std::vector<ParamEntry> entries_;
 };
 

@@ -32,7 +32,7 @@ int64_t nowNs() {
 
 PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
                                   const std::vector<int64_t>& activation_shape,
-                                  PipelineCompute& compute) {
+                                  torch::Device device, PipelineCompute& compute) {
   PipelineStepStats stats;
   std::map<std::pair<int, int>, Slot> slots;
   std::vector<c10::intrusive_ptr<c10d::Work>> sends;
@@ -51,7 +51,7 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
     while (next_post < actions.size() && ahead < kRecvLookahead + 1) {
       const Action& a = actions[next_post];
       if (isRecv(a)) {
-        posted.emplace(next_post, postRecv(pp, activation_shape, a.peer, a.tag));
+        posted.emplace(next_post, postRecv(pp, activation_shape, device, a.peer, a.tag));
         ++ahead;
       }
       ++next_post;
@@ -73,7 +73,7 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         const int64_t start = nowNs();
         it->second.work->wait();
         stats.recv_wait_ns += nowNs() - start;
-        at::Tensor t = it->second.buffer;
+        at::Tensor t = it->second.take();  // on the compute device
         posted.erase(it);
         if (a.kind == ActionKind::kRecvForward) {
           slot.input = t.requires_grad_(true);

@@ -34,10 +34,11 @@ struct PipelineStepStats {
 };
 
 // Runs `actions` (this rank's list, schedule.h) to the end, then waits for its sends.
-// `activation_shape`: the shape of every activation and gradient exchanged. Requires every rank
-// of `pp` to run its own list for the same shape and schedule.
+// `activation_shape`: the shape of every activation and gradient exchanged; receive buffers are
+// allocated on `device` (where `compute` works). Requires every rank of `pp` to run its own list
+// for the same shape and schedule.
 PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
                                   const std::vector<int64_t>& activation_shape,
-                                  PipelineCompute& compute);
+                                  torch::Device device, PipelineCompute& compute);
 
 }  // namespace gpttrain

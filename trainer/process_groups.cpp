@@ -61,6 +61,7 @@ GroupPtr makeGroup(const std::string& name, const std::vector<int>& members, int
       tracerun::traceGroup(makeBackend(backend, sub, g->rank, g->size, hostname), name, members);
   g->native_base_collectives = g->pg->getBackendName() != "gloo";
   g->native_bf16 = g->pg->getBackendName() != "gloo";
+  g->host_p2p = g->pg->getBackendName() == "gloo";
   return g;
 }
 
@@ -70,13 +71,35 @@ std::string backendError(const std::string& backend) {
   if (backend != "nccl") return "";
 #if defined(TRACERUN_TORCH_HAS_NCCL)
   if (!torch::cuda::is_available()) return "--backend nccl needs a CUDA device (none is visible)";
-  // The groups can be NCCL (makeProcessGroups), but the model, the data and every buffer the
-  // collectives see are still CPU tensors, which NCCL rejects: refuse instead of failing at the
-  // first collective. See docs/trainer.md.
-  return "--backend nccl: the model and data are not moved to CUDA yet (docs/trainer.md)";
+  return "";
 #else
   return "--backend nccl needs a libtorch built with CUDA";
 #endif
+}
+
+std::string deviceError(const std::string& device, const std::string& backend,
+                        const LaunchEnv& env) {
+  if (device != "cuda") {
+    return backend == "nccl" ? "--backend nccl needs --device cuda (NCCL takes CUDA tensors only)"
+                             : "";
+  }
+#if defined(TRACERUN_TORCH_HAS_CUDA)
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count == 0) return "--device cuda needs a CUDA device (none is visible)";
+  if (env.local_rank >= count) {
+    return "--device cuda: LOCAL_RANK " + std::to_string(env.local_rank) + " but only " +
+           std::to_string(count) + " CUDA device(s) are visible (one per local rank)";
+  }
+  return "";
+#else
+  (void)env;
+  return "--device cuda needs a libtorch built with CUDA (this one is CPU-only)";
+#endif
+}
+
+torch::Device rankDevice(const std::string& device, const LaunchEnv& env) {
+  if (device != "cuda") return torch::Device(torch::kCPU);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
 }
 
 LaunchEnv readLaunchEnv() {

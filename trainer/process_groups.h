@@ -44,6 +44,15 @@ enum class CommBackend { kGloo, kNccl };
 // machine; else one line for the user (without the "gpttrain: " prefix).
 std::string backendError(const std::string& backend);
 
+// Empty when this rank can compute on `device` ("cpu" or "cuda", TrainConfig::deviceType) with
+// `backend`: cuda needs a libtorch with CUDA (TRACERUN_TORCH_HAS_CUDA) and a visible device
+// LOCAL_RANK; nccl needs cuda. Else one line for the user (without the "gpttrain: " prefix).
+std::string deviceError(const std::string& device, const std::string& backend,
+                        const LaunchEnv& env);
+// The device this rank computes on: the CPU, or CUDA device LOCAL_RANK (one GPU per local rank).
+// The caller makes it current (c10::DeviceGuard) for the rank's lifetime.
+torch::Device rankDevice(const std::string& device, const LaunchEnv& env);
+
 // Rendezvous over a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), then one group per
 // grid dimension (Gloo, or NCCL when asked and compiled) behind its own PrefixStore; groups of one
 // rank need no communication. Blocks until every rank has joined. Requires env.world % (tp * pp)

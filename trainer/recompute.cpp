@@ -72,8 +72,8 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
       tracerun::PhaseScope phase("recompute_forward", {{closure->what, closure->index}});
       tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
       RngRewind rewind(*closure);
-      std::optional<tracerun::compat::CpuAutocastGuard> autocast;
-      if (closure->autocast) autocast.emplace(at::kBFloat16);
+      std::optional<tracerun::compat::AutocastGuard> autocast;  // on the device it computes on
+      if (closure->autocast) autocast.emplace(input.device().type(), at::kBFloat16);
       at::AutoGradMode grad_mode(true);
       output = closure->fn(input);
       if (closure->count) ++*closure->count;

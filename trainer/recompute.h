@@ -20,7 +20,8 @@ struct RecomputeHooks {
 };
 
 // fn(input) with recomputation in backward. `what` and `index` name the scope ("layer", 3);
-// `bf16_autocast`: the forward runs under bf16 CPU autocast (the re-run will too). Without grad
+// `bf16_autocast`: the forward runs under bf16 autocast (the re-run will too, CPU or CUDA autocast
+// by the device of `input`). Without grad
 // mode (evaluation) it is just fn(input). `*count` is incremented at each re-run (null: not
 // counted).
 at::Tensor recomputed(const char* what, int64_t index, const at::Tensor& input,

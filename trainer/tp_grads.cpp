@@ -31,7 +31,7 @@ void syncTiedEmbeddingGrads(ParamSet& params, Group& embedding) {
 }
 
 double clipGradNorm(ParamSet& params, Group& tp, Group& pp, double max_norm) {
-  at::Tensor sum = at::zeros({1}, at::kDouble);
+  at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(params.device()));
   for (auto& e : params.entries()) {
     if (e.duplicate) continue;
     if (e.split_dim < 0 && tp.rank != 0) continue;  // replicated: rank 0 of TP counts it

@@ -2,13 +2,29 @@
 #include "tp_layers.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 
 namespace gpttrain {
+namespace {
 
-DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank) {
+// A new generator of `device` seeded with `seed`. CUDA: a clone of the device's default generator,
+// reseeded -- the same calls in libtorch 1.13 and 2.x, and no CUDA header or library (creating a
+// CUDAGeneratorImpl directly needs torch_cuda). Every other device: a CPU generator.
+at::Generator makeGenerator(torch::Device device, uint64_t seed) {
+  if (device.is_cuda()) {
+    at::Generator gen = at::globalContext().defaultGenerator(device).clone();
+    gen.set_current_seed(seed);
+    return gen;
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
+
+}  // namespace
+
+DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank, torch::Device device) {
   const uint64_t base = seed + 1009ULL * static_cast<uint64_t>(dp_rank);
-  return DropoutRng{at::make_generator<at::CPUGeneratorImpl>(base + 101),
-                    at::make_generator<at::CPUGeneratorImpl>(base + 2718 + tp_rank)};
+  return DropoutRng{makeGenerator(device, base + 101),
+                    makeGenerator(device, base + 2718 + tp_rank)};
 }
 
 at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen) {

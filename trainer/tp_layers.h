@@ -9,12 +9,14 @@
 namespace gpttrain {
 
 // Dropout masks: `replicated` is seeded alike on every TP rank (for activations every TP rank
-// holds in full), `sharded` differently per TP rank (for split heads and sequence shards).
+// holds in full), `sharded` differently per TP rank (for split heads and sequence shards). Both
+// are generators of `device` (masks are drawn where the activations are): CUDA generators on a CUDA
+// device, CPU generators otherwise. A CUDA run therefore draws other masks than a CPU run.
 struct DropoutRng {
   at::Generator replicated;
   at::Generator sharded;
 };
-DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank);
+DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank, torch::Device device);
 // Inverted dropout drawing its mask from `gen`; the identity when p == 0 or gen is null (eval).
 at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen);
 

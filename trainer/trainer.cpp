@@ -104,19 +104,20 @@ std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const P
 
 // --- construction
 
-Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups)
+Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device device)
     : config_(config),
       groups_(groups),
+      device_(device),
       microbatches_(config.microbatches(groups.grid.world())),
       kind_(parseScheduleKind(config.schedule)),
       shape_(pipelineShape(config, groups.grid.world())),
       actions_(buildSchedule(kind_, shape_, groups.coords.pp)),
-      params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize()),
+      params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize(), device),
       chunks_(makeChunks(params_, config, shape_, groups)),
       schedule_(scheduleConfig(config)),
       source_(makeSource(config)),
       rng_(makeDropoutRng(uint64_t(config.seed) + 7919ULL * uint64_t(groups.coords.pp),
-                          groups.coords.tp, groups.coords.dp)) {
+                          groups.coords.tp, groups.coords.dp, device)) {
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
     buckets_ = std::make_unique<GradBuckets>(
@@ -240,7 +241,8 @@ std::vector<int64_t> Trainer::activationShape() const {
 }
 
 double Trainer::lastStageAverage(double value) {
-  at::Tensor t = at::tensor({groups_.coords.pp == shape_.stages - 1 ? value : 0.0}, at::kDouble);
+  at::Tensor t =
+      at::tensor({groups_.coords.pp == shape_.stages - 1 ? value : 0.0}, at::kDouble).to(device_);
   allReduce(*groups_.pp, t);
   allReduce(*groups_.dp, t);
   return t.item<double>() / groups_.dp->size;
@@ -255,7 +257,7 @@ StepResult Trainer::trainStep(int step) {
   ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
                        groups_.coords.dp, microbatches_, &rng_, buckets_.get());
   const PipelineStepStats stats =
-      runPipelineStep(actions_, *groups_.pp, activationShape(), compute);
+      runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
@@ -299,8 +301,8 @@ StepResult Trainer::trainStep(int step) {
 StepResult Trainer::dryRunStep(int step) {
   tracerun::Step step_scope(step);
   DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
-                        activationShape());
-  at::Tensor sync = at::zeros({1});
+                        activationShape(), device_);
+  at::Tensor sync = at::zeros({1}, at::TensorOptions().device(device_));
   allReduce(*groups_.pp, sync);
   auto nowMs = [] {
     return std::chrono::duration<double, std::milli>(
@@ -309,10 +311,13 @@ StepResult Trainer::dryRunStep(int step) {
   };
   const double start = nowMs();
   const PipelineStepStats stats =
-      runPipelineStep(actions_, *groups_.pp, activationShape(), compute);
+      runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   const double end = nowMs();
-  at::Tensor times = allGather(
-      *groups_.pp, at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}), 0);
+  at::Tensor times =
+      allGather(
+          *groups_.pp,
+          at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}).to(device_), 0)
+          .to(at::kCPU);
   const double step_start = times[0][0].item<double>();
   const double step_end = times.select(1, 1).max().item<double>();
   StepResult r;
@@ -336,7 +341,7 @@ double Trainer::evaluate() {
   for (int i = 0; i < config_.eval_iters; ++i) {
     ModelCompute compute(chunks_, config_, source_, Split::kValidation, uint64_t(i),
                          groups_.coords.dp, microbatches_, nullptr, buckets_.get());
-    runPipelineStep(actions, *groups_.pp, activationShape(), compute);
+    runPipelineStep(actions, *groups_.pp, activationShape(), device_, compute);
     sum += compute.lossSum();
   }
   buckets_->releaseRoot();
@@ -354,7 +359,7 @@ void Trainer::dumpGrads(const std::string& path) {
     const ParamEntry& e = params_.entries()[i];
     at::Tensor g = buckets_->fullGrad(i);
     if (e.split_dim >= 0) g = allGather(*groups_.tp, g, e.split_dim);
-    if (!e.duplicate) out.write(e.name, g.clone());
+    if (!e.duplicate) out.write(e.name, g.to(at::kCPU).clone());
   }
   const std::string stage_path = path + ".stage" + std::to_string(groups_.coords.pp);
   if (groups_.coords.tp == 0 && groups_.coords.dp == 0) out.save_to(stage_path);
@@ -412,7 +417,7 @@ void Trainer::report(const StepResult& r) {
 // --- checkpoints
 
 void Trainer::barrier() {
-  at::Tensor t = at::zeros({1});
+  at::Tensor t = at::zeros({1}, at::TensorOptions().device(device_));
   allReduce(*groups_.world, t);
 }
 
@@ -433,6 +438,30 @@ NamedTensors Trainer::checkpointTensors() {
     }
   } else {
     for (auto& e : params_.entries()) tensors.emplace_back("param." + e.name, e.tensor);
+  }
+  for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+NamedTensors Trainer::heldTensors() {
+  NamedTensors tensors;
+  for (auto& e : params_.entries()) {
+    tensors.emplace_back("param." + e.name, e.tensor);
+    if (e.tensor.grad().defined()) tensors.emplace_back("grad." + e.name, e.tensor.grad());
+  }
+  auto& buckets = buckets_->buckets();
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const GradBuckets::Bucket& bucket = buckets[b];
+    const std::pair<const char*, const at::Tensor*> parts[] = {
+        {"flat", &bucket.flat},
+        {"params", &bucket.params},
+        {"grad_shard", &bucket.grad_shard},
+        {"param_shard", &bucket.param_shard}};
+    for (const auto& [what, t] : parts) {
+      if (t->defined()) tensors.emplace_back("bucket." + std::to_string(b) + "." + what, *t);
+    }
   }
   for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
     tensors.push_back(std::move(t));

@@ -35,12 +35,18 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Builds the model shard, optimizer and data source; loads --load if given. Throws
-  // std::runtime_error on bad input (data file, checkpoint).
-  Trainer(const TrainConfig& config, ProcessGroups& groups);
+  // Builds the model shard, optimizer and data source on `device` (parameters, gradient buckets,
+  // optimizer states, dropout generators; batches and pipeline messages go there too); loads
+  // --load if given. Throws std::runtime_error on bad input (data file, checkpoint).
+  Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device device);
   ~Trainer();
   // Trains from the current step to config.steps; returns the process exit code.
   int run();
+  torch::Device device() const { return device_; }
+  // Every tensor the trainer holds between steps, named: parameters, the gradient buckets' buffers
+  // (full, shard, flat parameters), optimizer states. All on device() (tests check that).
+  NamedTensors heldTensors();
+  const DropoutRng& dropoutRng() const { return rng_; }
 
  private:
   StepResult trainStep(int step);
@@ -62,6 +68,7 @@ class Trainer {
 
   TrainConfig config_;
   ProcessGroups& groups_;
+  torch::Device device_;
   int microbatches_;
   ScheduleKind kind_;
   PipelineShape shape_;

@@ -57,7 +57,7 @@ void ShardedOptimizer::syncTiedEmbeddingGrads(Group& embedding) {
 }
 
 double ShardedOptimizer::clipGradNorm(Group& tp, Group& pp, double max_norm) {
-  at::Tensor sum = at::zeros({1}, at::kDouble);
+  at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(params_.device()));
   for (size_t b = 0; b < segments_.size(); ++b) {
     at::Tensor g = buckets_.gradShard(b);
     for (const Segment& s : segments_[b]) {

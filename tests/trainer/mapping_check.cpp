@@ -106,7 +106,7 @@ int main() {
 
   // Dropout generators: the replicated one draws the same mask on both TP ranks, the sharded one
   // different masks.
-  DropoutRng rng = makeDropoutRng(5, r, 0);
+  DropoutRng rng = makeDropoutRng(5, r, 0, torch::Device(torch::kCPU));
   at::Tensor replicated = allGather(*tp, dropout(at::ones({1, 256}), 0.5, &rng.replicated), 0);
   at::Tensor sharded = allGather(*tp, dropout(at::ones({1, 256}), 0.5, &rng.sharded), 0);
   expectEqual("replicated dropout mask equal on both ranks", replicated[1], replicated[0], r);

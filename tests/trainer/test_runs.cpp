@@ -3,6 +3,7 @@
 // give one line and exit code 2.
 #include "trainer_test_util.h"
 
+#include <torch/cuda.h>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -268,12 +269,22 @@ TEST_CASE("bf16 autocast trains in every layout and tracks the fp32 losses", "[t
 
 TEST_CASE("the backend flag: gloo by default, nccl refused with one line where it cannot run",
           "[trainer][cli]") {
+#if defined(TRACERUN_TORCH_HAS_NCCL)
+  if (!torch::cuda::is_available()) {
+    auto nccl = runExpectingFailure("cli_backend_nccl", {"--backend", "nccl"});
+    CHECK(nccl.code == 2);
+    CHECK(lineCount(nccl.output) == 1);
+    CHECK(nccl.output.find("gpttrain: --backend nccl needs a CUDA device") != std::string::npos);
+  }
+  // NCCL takes CUDA tensors only.
+  auto cpu = runExpectingFailure("cli_backend_nccl_cpu", {"--backend", "nccl", "--device", "cpu"});
+  CHECK(cpu.code == 2);
+  CHECK(lineCount(cpu.output) == 1);
+  CHECK(cpu.output.find("gpttrain: --backend nccl") != std::string::npos);
+#else
   auto nccl = runExpectingFailure("cli_backend_nccl", {"--backend", "nccl"});
   CHECK(nccl.code == 2);
   CHECK(lineCount(nccl.output) == 1);
-#if defined(TRACERUN_TORCH_HAS_NCCL)
-  CHECK(nccl.output.find("gpttrain: --backend nccl") != std::string::npos);
-#else
   CHECK(nccl.output.find("gpttrain: --backend nccl needs a libtorch built with CUDA") !=
         std::string::npos);
 #endif

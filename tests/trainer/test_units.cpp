@@ -95,14 +95,14 @@ TEST_CASE("every layout sees the same samples in each step", "[trainer][units]")
 }
 
 TEST_CASE("TP shards of a parameter concatenate to the single-process tensor", "[trainer][units]") {
-  ParamSet whole(9, 0, 1);
+  ParamSet whole(9, 0, 1, torch::kCPU);
   at::Tensor full = whole.add("w", {6, 4}, 1, Init::kNormal, 0.02);
   std::vector<at::Tensor> shards;
   for (int r = 0; r < 2; ++r) {
-    ParamSet part(9, r, 2);
+    ParamSet part(9, r, 2, torch::kCPU);
     shards.push_back(part.add("w", {6, 4}, 1, Init::kNormal, 0.02).detach());
   }
   CHECK(at::equal(at::cat(shards, 1), full.detach()));
-  ParamSet other(9, 0, 1);
+  ParamSet other(9, 0, 1, torch::kCPU);
   CHECK_FALSE(at::equal(other.add("v", {6, 4}, 1, Init::kNormal, 0.02).detach(), full.detach()));
 }
