@@ -67,6 +67,15 @@ if(TRACERUN_WITH_TORCH)
   endif()
 endif()
 
+# --- libtorch with CUDA: the CUDA caching allocator's events (interpose/cuda/cuda_alloc_capture.cpp;
+# its trace tracker needs libtorch >= 2.2, older ones compile to one line). Same detection as above.
+set(TRACERUN_WITH_TORCH_CUDA OFF)
+if(TRACERUN_WITH_TORCH AND _tracerun_torch_cuda)
+  tracerun_report(TORCH_CUDA ON "libtorch ${Torch_VERSION} has CUDA: caching-allocator events")
+elseif(TRACERUN_WITH_TORCH)
+  tracerun_report(TORCH_CUDA OFF "CPU-only libtorch: no CUDA allocator events")
+endif()
+
 # --- CUDA toolkit, CUPTI, NCCL: headers and libraries only; no GPU is needed to compile.
 set(TRACERUN_CUDA_ROOT "")
 if(DEFINED ENV{CUDA_HOME} AND EXISTS "$ENV{CUDA_HOME}/include/cuda.h")

@@ -1,7 +1,9 @@
 // Every CPU allocation and free through c10's CPU allocator: a wrapping allocator installed with
 // c10::SetCPUAllocator (process-wide, all threads). It keeps a 64-byte header in front of each
 // block (inner context, deleter, size, category) so a free needs no lookup and no allocation.
-// CUDA's caching allocator is not covered here (no CUDA in this libtorch).
+// CUDA's caching allocator is covered by interpose/cuda/cuda_alloc_capture.cpp (libtorch's
+// allocator trace tracker; built only where libtorch has CUDA), which registers its own hooks and
+// records into the same per-thread buffers, with device_type 1.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>

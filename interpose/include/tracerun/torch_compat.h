@@ -270,3 +270,88 @@ class AutocastGuard {
 }  // namespace tracerun::compat
 
 #endif  // TRACERUN_COMPAT_CUDA_AUTOCAST
+
+// ---------------------------------------------------------------------------------------------
+// CUDA caching-allocator events (interpose/cuda/cuda_alloc_capture.cpp). Opt-in like c10d: define
+// TRACERUN_COMPAT_CUDA_ALLOC before the FIRST inclusion of this header, and only in code built
+// where libtorch has CUDA (TRACERUN_WITH_TORCH_CUDA, cmake/TracerunOptions.cmake).
+//
+// The trace tracker, c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(
+// AllocatorTraceTracker = std::function<void(const TraceEntry&)>), came with pytorch PR #112238
+// (October 2023, after 2.1.0 shipped): libtorch 2.2+. 1.13 has no TraceEntry at all; 2.0 and 2.1
+// record TraceEntries only into recordHistory's ring buffer (no callback, no timestamps).
+// TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER says which.
+//
+// TraceEntry changed between releases (2.2: device_ int, addr_ int64_t, no time; 2.3+: device_
+// c10::DeviceIndex, time_; later size_t addr_/size_, mempool_, compile_context_; newest releases
+// define it in c10/core/CachingDeviceAllocator.h), so CudaTraceEntry is taken from the tracker's
+// own signature and only action_, device_, addr_ and size_ are read, each through a cast. The
+// tracker is attached to the device allocators that exist: 2.2 silently attaches to none before
+// CUDA is initialised, 2.3+ asserts (PR #119862), hence lazyInitCuda() first: 2.2-2.5
+// Context::lazyInitCUDA(), 2.6+ lazyInitDevice(at::kCUDA) (lazyInitCUDA warns there). There is no
+// way to detach a tracker. Checked only by reading the 2.2+ headers and sources: this machine's
+// libtorch (1.13, CPU) compiles none of it.
+// ---------------------------------------------------------------------------------------------
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 2)
+#define TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER 1
+#else
+#define TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER 0
+#endif
+
+#if defined(TRACERUN_COMPAT_CUDA_ALLOC) && !defined(TRACERUN_COMPAT_CUDA_ALLOC_DONE) && \
+    TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER
+#define TRACERUN_COMPAT_CUDA_ALLOC_DONE
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <functional>
+#include <type_traits>
+
+namespace tracerun::compat {
+
+namespace detail {
+template <typename F>
+struct TrackerArgument;
+template <typename R, typename A>
+struct TrackerArgument<std::function<R(A)>> {
+  using type = std::remove_cv_t<std::remove_reference_t<A>>;
+};
+}  // namespace detail
+
+using CudaTraceEntry =
+    typename detail::TrackerArgument<c10::cuda::CUDACachingAllocator::AllocatorTraceTracker>::type;
+
+// Initialises libtorch's CUDA state once per process (a no-op after the program did; waits while
+// another thread does it). Throws c10::Error when there is no usable device.
+inline void lazyInitCuda() {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 6)
+  at::globalContext().lazyInitDevice(at::kCUDA);
+#else
+  at::globalContext().lazyInitCUDA();
+#endif
+}
+
+// Calls fn for every allocator event of every device from now on, on the allocating (or freeing)
+// thread, while that device's allocator mutex is held. Call after lazyInitCuda().
+inline void attachCudaAllocTracker(void (*fn)(const CudaTraceEntry&)) {
+  c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker(fn);
+}
+
+inline int cudaDeviceCount() {
+  return static_cast<int>(c10::cuda::device_count());
+}
+
+// What the allocator holds for `device` now: reserved (segment) bytes and live requested bytes.
+inline void cudaAllocatorBytes(int device, int64_t* reserved, int64_t* requested) {
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  constexpr auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  *reserved = stats.reserved_bytes[all].current;
+  *requested = stats.requested_bytes[all].current;
+}
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_CUDA_ALLOC
