@@ -179,6 +179,7 @@ void flusherMain(ActiveCapture* a) {
       kFlushPeriod, std::chrono::milliseconds(a->config.drain_interval_ms));
   while (!a->flushCv.wait_for(lock, period, [a] { return a->stopFlusher; })) {
     lock.unlock();
+    core::recalibrateClock(std::chrono::nanoseconds(period).count());  // keep nowNs() on time
     try {
       a->writer->flush();
     } catch (const std::exception& e) {
@@ -279,6 +280,14 @@ std::string threadName() {
 
 }  // namespace
 
+void setTscClock(bool on) noexcept {
+  if (on) {
+    core::enableTscClock();
+  } else {
+    core::disableTscClock();
+  }
+}
+
 ThreadState* threadStateSlow() noexcept {
   if (tlsExiting) return nullptr;
   const uint64_t g = gActiveGeneration.load(std::memory_order_acquire);
@@ -328,6 +337,7 @@ bool startCapture(const CaptureConfig& config) {
     }
     ::close(fd);
   }
+  core::enableTscClock();  // before the writer takes its time origin; see clock.h
   auto active = std::make_unique<ActiveCapture>();
   active->config = config;
   active->session = new core::Session(config.ring_capacity);  // leaked: see ActiveCapture

@@ -74,6 +74,8 @@ bool startCapture(const CaptureConfig& config);
 // Stops recording, drains every buffer, closes the shard. Idempotent; safe from any thread except
 // a signal handler (see capture.cpp for the signal path).
 void stopCapture();
+// For benchmarks: nowNs() on the TSC (the default where usable, core/clock.h) or clock_gettime.
+void setTscClock(bool on) noexcept;
 // Reads TRACERUN_* and starts when told to; the static initializer calls it. Quiet when not told.
 void startFromEnvironment();
 
