@@ -291,32 +291,42 @@ void emitForwardBackwardFlow(ThreadState& t, const at::RecordFunction& fn, const
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   ThreadState* t = threadState();
   if (t == nullptr) return nullptr;
-  if (C10_UNLIKELY(fn.isAsync())) return startAsync(*t, fn);
+  // Async scopes (c10d's "gloo:all_reduce"...) are user scopes: ops and backward nodes skip the
+  // out-of-line isAsync() call.
+  const at::RecordScope scope = fn.scope();
+  if (scope != at::RecordScope::FUNCTION && scope != at::RecordScope::BACKWARD_FUNCTION &&
+      C10_UNLIKELY(fn.isAsync())) {
+    return startAsync(*t, fn);
+  }
   const uint32_t d = t->depth++;
   if (C10_UNLIKELY(d >= kMaxDepth)) {
     countStat(Stat::kStackOverflow);
     return nullptr;
   }
+  // The calls first, the frame after them: its fields are then written once, not reloaded.
+  const core::StringId name = t->intern(fn.name());
+  const core::StringId detail = C10_UNLIKELY(gShapes) ? shapesOf(*t, fn) : 0;
+  const core::Category category = categoryOf(scope);
   Frame& f = t->frames[d];
-  f.key = &fn;
-  f.category = categoryOf(fn.scope());
-  f.name = t->intern(fn.name());
-  f.seq = fn.seqNr();
-  f.detail = gShapes ? shapesOf(*t, fn) : 0;
-  f.id = t->buffer->nextId();
-  f.nargs = 0;
   f.ninputs = 0;
-  if (C10_UNLIKELY(gTensors) && f.category == core::Category::kOp) {
+  if (C10_UNLIKELY(gTensors) && category == core::Category::kOp) {
     f.ninputs = static_cast<uint8_t>(collectIdentities(fn.inputs(), f.inputs, 0, kMaxTensorInputs));
   }
-  if (f.category == core::Category::kUser) {
+  f.key = &fn;
+  f.category = category;
+  f.name = name;
+  f.detail = detail;
+  f.seq = fn.seqNr();
+  f.id = t->buffer->nextId();
+  f.nargs = 0;
+  if (category == core::Category::kUser) {
     f.prevUser = t->userTop;
     t->userTop = static_cast<int16_t>(d);
   } else {
     f.prevUser = kNotUser;
   }
   f.start_ns = core::nowNs();
-  if (f.seq >= 0 && f.category == core::Category::kOp) noteForwardOp(*t, fn, f);
+  if (f.seq >= 0 && category == core::Category::kOp) noteForwardOp(*t, fn, f);
   return nullptr;
 }
 

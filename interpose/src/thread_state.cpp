@@ -26,6 +26,34 @@ uint64_t hashBytes(const char* s, size_t len) noexcept {
   return mix64(h, len);
 }
 
+core::StringId NameCache::lookupSlow(AddressEntry& a, const char* s,
+                                     core::StringTable& strings) noexcept {
+  if (*s == '\0') return 0;
+  const size_t len = std::strlen(s);
+  const uint64_t h = hashBytes(s, len);
+  core::StringId id = 0;
+  Entry* set = &slots_[(h & (kSlots / 2 - 1)) * 2];
+  if (set[0].hash == h && set[0].len == len &&
+      std::memcmp(set[0].text, s, len < kInline ? len : kInline) == 0) {
+    id = set[0].id;
+  } else if (set[1].hash == h && set[1].len == len &&
+             std::memcmp(set[1].text, s, len < kInline ? len : kInline) == 0) {
+    id = set[1].id;
+  } else {
+    id = miss(set, s, len, h, strings);
+  }
+  const size_t bytes = len + 1;              // with the NUL
+  if (bytes > 8 * kAddressWords) return id;  // too long for the address table
+  a.ptr = s;
+  a.id = id;
+  a.words = static_cast<uint32_t>((bytes + 7) / 8);
+  const size_t lastBytes = bytes - 8 * (a.words - 1);
+  a.lastMask = lastBytes == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * lastBytes)) - 1;
+  std::memset(a.text, 0, sizeof a.text);
+  std::memcpy(a.text, s, bytes);
+  return id;
+}
+
 core::StringId NameCache::miss(Entry* set, const char* s, size_t len, uint64_t h,
                                core::StringTable& strings) noexcept {
   ++misses_;
@@ -77,31 +105,13 @@ core::StringId ThreadState::tensorKey(int slot) noexcept {
   return id;
 }
 
-void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs, const int64_t* outputs,
-              int noutputs) noexcept {
+void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
+                      const int64_t* outputs, int noutputs) noexcept {
   core::RecordRing& ring = t.buffer->ring;
-  const int total = f.nargs + f.ninputs + noutputs;
-  const uint64_t slots = total == 0 ? 1 : 2;  // the span, and its first ArgsRecord as a pair
-  if (!ring.reserve(slots)) [[unlikely]] {
+  if (!ring.reserve(2)) [[unlikely]] {
     return;
   }
-  // Built in place in the ring (see RecordRing::reserve).
-  new (ring.pending(0)) core::SpanRecord{core::RecordKind::kSpan,
-                                         f.category,
-                                         static_cast<uint16_t>(index),
-                                         f.name,
-                                         f.start_ns,
-                                         endNs,
-                                         f.id,
-                                         index > 0 ? t.frames[index - 1].id : 0,
-                                         f.seq,
-                                         f.detail,
-                                         0,
-                                         0};
-  if (total == 0) [[likely]] {
-    ring.commit(1);
-    return;
-  }
+  buildSpan(ring.pending(0), t, f, index, endNs);
   core::ArgsRecord::Arg all[kMaxFrameArgs + kMaxTensorInputs + kMaxTensorOutputs];
   int n = 0;
   for (int i = 0; i < f.nargs; ++i) all[n++] = f.args[i];

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 
 #include "tracerun/core/records.h"
 #include "tracerun/core/session.h"
@@ -34,28 +35,27 @@ uint64_t hashBytes(const char* s, size_t len) noexcept;
 
 // ---- NameCache ----------------------------------------------------------------------------------
 
-// Text -> StringId, so interning (a mutex) happens once per name per thread: a two-way set-
-// associative table on a hash of the text. Keyed on content, never on the pointer: RecordFunction
-// copies names into std::strings whose addresses are reused for other names. Names up to kInline
-// bytes are compared in full; longer ones by their first kInline bytes plus the 64-bit hash.
+// Text -> StringId, so interning (a mutex) happens once per name per thread. Two levels:
+// - by address: a name read again at the address it was last seen at, with the same text, is a
+//   hit after one compare of the text's words (no length, no hash). An op's name is its schema's
+//   (a stable address), so ops nearly always hit here. RecordFunction copies other names into
+//   std::strings whose addresses are reused for other names, which the text compare catches.
+// - by content: a two-way set-associative table on a hash of the text. Names up to kInline bytes
+//   are compared in full; longer ones by their first kInline bytes plus the 64-bit hash.
 class NameCache {
  public:
-  static constexpr size_t kSlots = 1024;  // 512 sets of 2
+  static constexpr size_t kSlots = 1024;  // content table: 512 sets of 2
   static constexpr size_t kInline = 48;
+  static constexpr size_t kAddressSlots = 256;  // address table, direct-mapped
+  static constexpr size_t kAddressWords = 5;    // names of up to 39 bytes go in it (NUL included)
 
-  core::StringId lookup(const char* s, core::StringTable& strings) noexcept {
-    if (s == nullptr || *s == '\0') return 0;
-    const size_t len = std::strlen(s);
-    const uint64_t h = hashBytes(s, len);
-    Entry* set = &slots_[(h & (kSlots / 2 - 1)) * 2];
-    for (int way = 0; way < 2; ++way) {
-      const Entry& e = set[way];
-      if (e.hash == h && e.len == len &&
-          std::memcmp(e.text, s, len < kInline ? len : kInline) == 0) {
-        return e.id;
-      }
+  [[gnu::always_inline]] core::StringId lookup(const char* s, core::StringTable& strings) noexcept {
+    if (s == nullptr) return 0;
+    AddressEntry& a = byAddress_[(reinterpret_cast<uintptr_t>(s) * 0x9E3779B97F4A7C15ull) >> 56];
+    if (a.ptr == s && sameText(a, s)) [[likely]] {
+      return a.id;
     }
-    return miss(set, s, len, h, strings);
+    return lookupSlow(a, s, strings);
   }
   uint64_t misses() const noexcept { return misses_; }
 
@@ -67,10 +67,48 @@ class NameCache {
     char text[kInline] = {};
   };
   static_assert(sizeof(Entry) == 64);
+  struct AddressEntry {
+    const char* ptr = nullptr;
+    uint32_t words = 0;  // 8-byte words holding the text and its NUL
+    core::StringId id = 0;
+    uint64_t lastMask = 0;  // the bytes of the last word that belong to the text and its NUL
+    uint64_t text[kAddressWords] = {};  // zero-padded
+  };
+  static_assert(sizeof(AddressEntry) == 64);
+  static_assert(kAddressSlots == 256, "the address hash keeps the top 8 bits");
+
+  // Compares the text at s with a's, a word at a time. The last word may read bytes past the NUL,
+  // never past the page s's text ends in (an address too close to its page's end takes the
+  // content path instead), as the C library's own string functions do; the loads are opaque to the
+  // compiler (it must not reason about the object's bounds).
+  static uint64_t loadWord(const char* p) noexcept {
+    uint64_t x;
+#if defined(__x86_64__)
+    asm("movq (%1), %0" : "=r"(x) : "r"(p) : "memory");
+#else
+    x = 0;  // elsewhere: byte by byte, stopping at the NUL
+    for (int i = 0; i < 8; ++i) {
+      x |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+      if (p[i] == '\0') break;
+    }
+#endif
+    return x;
+  }
+  static bool sameText(const AddressEntry& a, const char* s) noexcept {
+    if ((reinterpret_cast<uintptr_t>(s) & 4095) > 4096 - 8 * a.words) return false;
+    for (uint32_t w = 0; w + 1 < a.words; ++w) {
+      if (loadWord(s + 8 * w) != a.text[w]) return false;
+    }
+    return (loadWord(s + 8 * (a.words - 1)) & a.lastMask) == a.text[a.words - 1];
+  }
+  // The content table, then the address entry remembers s.
+  core::StringId lookupSlow(AddressEntry& a, const char* s, core::StringTable& strings) noexcept;
+
   // Interns s and puts it in way 0 of `set`, moving way 0 to way 1.
   core::StringId miss(Entry* set, const char* s, size_t len, uint64_t h,
                       core::StringTable& strings) noexcept;
 
+  AddressEntry byAddress_[kAddressSlots];
   Entry slots_[kSlots];
   uint64_t misses_ = 0;
 };
@@ -208,9 +246,42 @@ struct ThreadState {
   core::StringId tensorKeys_[kMaxTensorInputs + kMaxTensorOutputs] = {};
 };
 
-// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments: the
-// frame's own, then its tensor identities (inputs, then the `noutputs` in `outputs`).
-void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
-              const int64_t* outputs = nullptr, int noutputs = 0) noexcept;
+// Builds frame f's span (at stack index `index`, ending at endNs) in place in a ring slot.
+inline void buildSpan(unsigned char* slot, const ThreadState& t, const Frame& f, uint32_t index,
+                      int64_t endNs) noexcept {
+  new (slot) core::SpanRecord{core::RecordKind::kSpan,
+                              f.category,
+                              static_cast<uint16_t>(index),
+                              f.name,
+                              f.start_ns,
+                              endNs,
+                              f.id,
+                              index > 0 ? t.frames[index - 1].id : 0,
+                              f.seq,
+                              f.detail,
+                              0,
+                              0};
+}
+
+// The span of a frame with arguments: the frame's own, then its tensor identities (inputs, then
+// the `noutputs` in `outputs`), in ArgsRecords after the span.
+void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
+                      const int64_t* outputs, int noutputs) noexcept;
+
+// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments. Spans
+// without arguments (nearly every op) take this inline path: one ring slot, built in place.
+inline void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
+                     const int64_t* outputs = nullptr, int noutputs = 0) noexcept {
+  if (f.nargs + f.ninputs + noutputs != 0) [[unlikely]] {
+    emitSpanWithArgs(t, f, index, endNs, outputs, noutputs);
+    return;
+  }
+  core::RecordRing& ring = t.buffer->ring;
+  if (!ring.reserve(1)) [[unlikely]] {
+    return;
+  }
+  buildSpan(ring.pending(0), t, f, index, endNs);
+  ring.commit(1);
+}
 
 }  // namespace tracerun::interpose

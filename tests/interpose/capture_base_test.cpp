@@ -2,6 +2,11 @@
 // span emission, configuration from the environment, target matching. No libtorch, no files.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -10,6 +15,7 @@
 
 #include "capture.h"
 #include "thread_state.h"
+#include "tracerun/core/clock.h"
 
 using namespace tracerun;
 using namespace tracerun::interpose;
@@ -203,6 +209,51 @@ TEST_CASE("configFromEnvironment starts only when told to and only in the target
   }
 }
 
+TEST_CASE("the TSC clock follows CLOCK_MONOTONIC and never steps back across refits") {
+  if (!core::enableTscClock()) {
+    WARN("TSC clock not usable here (clocksource or CPU flags); nowNs() is clock_gettime");
+    CHECK_FALSE(core::tscClockEnabled());
+    return;
+  }
+  REQUIRE(core::tscClockEnabled());
+  // Error against an independent CLOCK_MONOTONIC read between two TSC reads: the monotonic time
+  // must lie between them, widened by the fit's tolerance (10 us after a 10 ms calibration; the
+  // refits below bring it down).
+  auto maxError = [] {
+    int64_t worst = 0;
+    for (int i = 0; i < 1000; ++i) {
+      const int64_t a = core::nowNs();
+      const int64_t m = core::monotonicNs();
+      const int64_t b = core::nowNs();
+      if (m < a) worst = std::max(worst, a - m);
+      if (m > b) worst = std::max(worst, m - b);
+    }
+    return worst;
+  };
+  CHECK(maxError() < 10'000);
+  // Refit every 50 ms for 0.5 s while another thread checks the clock never runs backwards.
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> backwards{0};
+  std::thread reader([&] {
+    int64_t last = core::nowNs();
+    while (!stop.load()) {
+      const int64_t now = core::nowNs();
+      if (now < last) backwards.fetch_add(1);
+      last = now;
+    }
+  });
+  int64_t lastError = 0;
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    lastError = core::recalibrateClock(50'000'000);
+  }
+  stop = true;
+  reader.join();
+  CHECK(backwards.load() == 0);
+  CHECK(std::abs(lastError) < 2'000);
+  CHECK(maxError() < 2'000);
+}
+
 TEST_CASE("emitSpan appends tensor identities after the frame's arguments and drops whole pairs") {
   core::Session session(4);  // four slots: one span with two ArgsRecords fits, a second does not
   auto t = std::make_unique<ThreadState>();
@@ -239,4 +290,61 @@ TEST_CASE("emitSpan appends tensor identities after the frame's arguments and dr
                                                              {"in1", 0x2000},
                                                              {"out0", 0x3000},
                                                              {"out1", int64_t{1} << 48 | 0x1000}});
+}
+
+TEST_CASE("NameCache's address table: a hit needs the same address and the same text") {
+  core::StringTable strings;
+  auto cache = std::make_unique<NameCache>();
+  // Two pages, so a name can end right at the first page's end.
+  void* raw = std::aligned_alloc(4096, 8192);
+  REQUIRE(raw != nullptr);
+  std::unique_ptr<void, decltype(&std::free)> pages(raw, &std::free);
+  char* base = static_cast<char*>(raw);
+  std::memset(base, 'z', 8192);
+
+  char* s = base + 100;
+  std::strcpy(s, "aten::addmm");
+  const core::StringId addmm = cache->lookup(s, strings);
+  const uint64_t misses = cache->misses();
+  CHECK(cache->lookup(s, strings) == addmm);  // same address, same text
+  // Same address, a prefix of the old text, a longer text, one changed byte: each its own name.
+  std::strcpy(s, "aten::add");
+  const core::StringId add = cache->lookup(s, strings);
+  CHECK(strings.get(add) == "aten::add");
+  std::strcpy(s, "aten::addmm_backward");
+  CHECK(strings.get(cache->lookup(s, strings)) == "aten::addmm_backward");
+  std::strcpy(s, "aten::addmn");
+  CHECK(strings.get(cache->lookup(s, strings)) == "aten::addmn");
+  std::strcpy(s, "aten::addmm");
+  CHECK(cache->lookup(s, strings) == addmm);
+  CHECK(cache->misses() == misses + 3);  // add, addmm_backward, addmn: interned once each
+
+  // Lengths around the word and table boundaries (7, 8, 15, 16, 38, 39, 40 bytes), each read
+  // back at the same address after another name was there.
+  for (size_t len : {7, 8, 15, 16, 38, 39, 40, 41}) {
+    const std::string name = "op::" + std::string(len - 4, 'k');
+    std::strcpy(s, name.c_str());
+    const core::StringId id = cache->lookup(s, strings);
+    CHECK(strings.get(id) == name);
+    std::strcpy(s, "aten::mul");
+    CHECK(strings.get(cache->lookup(s, strings)) == "aten::mul");
+    std::strcpy(s, name.c_str());
+    CHECK(cache->lookup(s, strings) == id);
+  }
+
+  // A name that ends exactly where readable memory ends (the next page is PROT_NONE): the compare
+  // must not touch the next page, on the first lookup nor on the hit.
+  void* twoPages =
+      ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(twoPages != MAP_FAILED);
+  REQUIRE(::mprotect(static_cast<char*>(twoPages) + 4096, 4096, PROT_NONE) == 0);
+  for (size_t len : {1, 7, 8, 9, 16, 39, 40}) {  // bytes with the NUL
+    char* atEnd = static_cast<char*>(twoPages) + 4096 - len;
+    std::memset(atEnd, 'r', len - 1);
+    atEnd[len - 1] = '\0';
+    const core::StringId id = cache->lookup(atEnd, strings);
+    CHECK(strings.get(id) == std::string(len - 1, 'r'));
+    CHECK(cache->lookup(atEnd, strings) == id);
+  }
+  ::munmap(twoPages, 8192);
 }
