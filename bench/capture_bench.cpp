@@ -161,6 +161,22 @@ Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool id
           }};
 }
 
+// The same capture with nowNs() on clock_gettime instead of the TSC (core/clock.h): what the
+// TSC clock saves per op.
+Config monotonicClockConfig(const std::string& name) {
+  Config c = tracerunConfig(name, false, false, false, false);
+  auto on = c.on, off = c.off;
+  c.on = [on] {
+    on();
+    tracerun::interpose::setTscClock(false);
+  };
+  c.off = [off] {
+    tracerun::interpose::setTscClock(true);
+    off();
+  };
+  return c;
+}
+
 std::vector<Config> configs() {
   return {
       {"nothing", [] {}, [] {}},
@@ -182,6 +198,7 @@ std::vector<Config> configs() {
        [] { at::removeCallback(gEmpty); }},
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
+      monotonicClockConfig("tracerun ops, no shapes, clock_gettime"),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
       {"ids: callback, in+outputs",
        [] {
@@ -244,7 +261,9 @@ int main(int argc, char** argv) {
         "capture_bench: per-op cost of at::add on 8 elements under each capture configuration,\n"
         "interleaved in random order, and a small training step traced vs untraced.\n"
         "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n"
-        "CAPTURE_BENCH_ONLY=TEXT: only the per-op configurations whose name contains TEXT\n");
+        "CAPTURE_BENCH_ONLY=TEXT[|TEXT...]: only the per-op configurations whose name contains "
+        "one\n"
+        "  of the TEXTs (and \"nothing\")\n");
     return 0;
   }
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
@@ -262,7 +281,15 @@ int main(int argc, char** argv) {
   if (const char* only = std::getenv("CAPTURE_BENCH_ONLY")) {
     cs.erase(std::remove_if(cs.begin(), cs.end(),
                             [only](const Config& c) {
-                              return c.name != "nothing" && c.name.find(only) == std::string::npos;
+                              std::string alts = only;  // "a|b|c": any of them
+                              size_t from = 0;
+                              while (from <= alts.size()) {
+                                const size_t bar = std::min(alts.find('|', from), alts.size());
+                                if (c.name.find(alts.substr(from, bar - from)) != std::string::npos)
+                                  return false;
+                                from = bar + 1;
+                              }
+                              return c.name != "nothing";
                             }),
              cs.end());
   }
@@ -277,7 +304,12 @@ int main(int argc, char** argv) {
       const int64_t t0 = nowNs(), c0 = threadCpuNs(), p0 = processCpuNs();
       for (int k = 0; k < iters; ++k) at::add(a, b);
       const int64_t t1 = nowNs(), c1 = threadCpuNs();
+      const int64_t d0 = gDropped;
       cs[i].off();  // a tracerun capture's writer drains the rest here: counted as process CPU
+      if (gDropped != d0) {
+        std::fprintf(stderr, "dropped %lld records in '%s'\n",
+                     static_cast<long long>(gDropped - d0), cs[i].name.c_str());
+      }
       const int64_t p1 = processCpuNs();
       perOp[cs[i].name].push_back(double(t1 - t0) / iters);
       perOpCpu[cs[i].name].push_back(double(c1 - c0) / iters);
