@@ -41,22 +41,34 @@ void record(void* ptr, int64_t bytes, int64_t total, uint8_t category) noexcept 
     if (capturing()) countStat(Stat::kMemoryUnrecorded);
     return;
   }
-  core::MemoryRecord m;
-  m.category = static_cast<core::MemoryCategory>(category);
-  m.device_type = 0;
-  m.device_index = -1;
-  m.ts_ns = core::nowNs();
-  m.ptr = reinterpret_cast<uint64_t>(ptr);
-  m.bytes = bytes;
-  m.total = total;
+  core::StringId op = 0;
+  core::EventId span = 0;
   if (const Frame* f = t->top()) {
-    m.span = f->id;
+    span = f->id;
     if (f->category == core::Category::kOp || f->category == core::Category::kBackward) {
-      m.op = f->name;
+      op = f->name;
     }
   }
-  if (t->userTop >= 0) m.scope = t->frames[t->userTop].name;
-  t->buffer->ring.tryPush(core::Record::from(m));
+  const core::StringId scope = t->userTop >= 0 ? t->frames[t->userTop].name : 0;
+  core::RecordRing& ring = t->buffer->ring;
+  if (!ring.reserve(1)) [[unlikely]] {
+    return;
+  }
+  // Built in place in the ring slot, as spans are (see RecordRing::reserve).
+  new (ring.pending(0)) core::MemoryRecord{core::RecordKind::kMemory,
+                                           static_cast<core::MemoryCategory>(category),
+                                           0,
+                                           -1,
+                                           op,
+                                           core::nowNs(),
+                                           reinterpret_cast<uint64_t>(ptr),
+                                           bytes,
+                                           total,
+                                           span,
+                                           scope,
+                                           0,
+                                           0};
+  ring.commit(1);
 }
 
 void tracedDelete(void* context) {
