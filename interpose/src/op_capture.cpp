@@ -57,14 +57,18 @@ enum : uint64_t {
   kTagOther
 };
 
+// A defined tensor: dtype, rank and dims.
+inline uint64_t hashTensor(uint64_t h, const at::Tensor& t) noexcept {
+  const auto sizes = t.sizes();
+  h = step64(h, (kTagTensor << 32) | (uint64_t(t.scalar_type()) << 16) | sizes.size());
+  for (int64_t d : sizes) h = step64(h, static_cast<uint64_t>(d));
+  return h;
+}
+
 uint64_t hashValue(uint64_t h, const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) return step64(h, kTagUndef);
-    const auto sizes = t.sizes();
-    h = step64(h, (kTagTensor << 32) | (uint64_t(t.scalar_type()) << 16) | sizes.size());
-    for (int64_t d : sizes) h = step64(h, static_cast<uint64_t>(d));
-    return h;
+    return t.defined() ? hashTensor(h, t) : step64(h, kTagUndef);
   }
   if (v.isTensorList()) {
     const auto list = v.toListRef();
@@ -158,7 +162,14 @@ core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
   const auto inputs = fn.inputs();
   if (inputs.empty()) return 0;
   uint64_t h = inputs.size();
-  for (const c10::IValue& v : inputs) h = hashValue(h, v);
+  for (const c10::IValue& v : inputs) {
+    // Tensors inline (most inputs); the rest, lists included, through hashValue.
+    if (v.isTensor() && v.toTensor().defined()) [[likely]] {
+      h = hashTensor(h, v.toTensor());
+    } else {
+      h = hashValue(h, v);
+    }
+  }
   h = mix64(h, 0);  // the cheap steps above leave the low bits (the table index) weak
   core::StringId id = 0;
   if (t.shapes.find(h, &id)) return id;
