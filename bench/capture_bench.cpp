@@ -285,8 +285,11 @@ int main(int argc, char** argv) {
                               size_t from = 0;
                               while (from <= alts.size()) {
                                 const size_t bar = std::min(alts.find('|', from), alts.size());
-                                if (c.name.find(alts.substr(from, bar - from)) != std::string::npos)
+                                const std::string alt = alts.substr(from, bar - from);
+                                if (alt[0] == '=' ? c.name == alt.substr(1)  // "=name": exactly
+                                                  : c.name.find(alt) != std::string::npos) {
                                   return false;
+                                }
                                 from = bar + 1;
                               }
                               return c.name != "nothing";
