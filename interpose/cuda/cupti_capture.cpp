@@ -9,8 +9,17 @@
 // cuptiActivityRegisterTimestampCallback), and the remaining offset is measured anyway from the
 // tightest of a few bracketed reads, so a CUPTI without that call still aligns (its default clock
 // is CLOCK_REALTIME).
+//
+// Stopping: stopCapture sets the capture's generation to 0 before it runs this file's stop hook,
+// so threadState() is null there, and in the buffers CUPTI's final flush completes. Both therefore
+// go through the session kept at start (gSession): the final records land in the completing
+// thread's buffer of that session (the flush runs on a thread of its own: finalFlush), and the
+// cupti_* stats in its stats table, before the writer's last drain and close.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +27,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "capture.h"
@@ -45,8 +56,11 @@ struct Cupti {
 };
 
 Cupti gCupti;
-std::mutex gMu;  // guards gCtx and the counts (buffers complete on CUPTI's thread)
+// gMu guards gCtx, gSession, gBuffer and the counts (buffers complete on CUPTI's thread).
+std::mutex gMu;
 TranslateContext* gCtx = nullptr;
+core::Session* gSession = nullptr;      // the capture's, from startCuda to the end of stopCuda
+core::ThreadBuffer* gBuffer = nullptr;  // the completing thread's, during one bufferCompleted
 uint64_t gBuffers = 0, gRecords = 0, gDropped = 0;
 bool gOn = false;
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -98,21 +112,40 @@ void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxRecords
   *maxRecords = 0;
 }
 
+// The calling thread's record buffer in `session`: its ThreadState's while capturing (null when
+// the thread cannot record, e.g. it is exiting); inside stopCapture (generation 0, threadState()
+// null) the same thread's buffer, found through the session (registered under the thread's name
+// if this thread never recorded). Throws on allocation failure.
+core::ThreadBuffer* recordBuffer(core::Session& session) {
+  if (capturing()) {
+    ThreadState* t = threadState();
+    return t != nullptr && t->session == &session ? t->buffer : nullptr;
+  }
+  char name[17] = {};
+  const bool named = ::prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && name[0] != '\0';
+  return &session.threadBuffer(named ? name : nullptr);
+}
+
 void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buffer, size_t,
                               size_t validSize) {
   const std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
-  std::vector<core::Record> out;
   std::lock_guard<std::mutex> lock(gMu);
-  ThreadState* t = threadState();
-  if (gCtx == nullptr || t == nullptr) return;
-  ++gBuffers;
-  CUpti_Activity* record = nullptr;
-  while (validSize > 0 && gCupti.nextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
-    ++gRecords;
-    out.clear();
-    translate(*record, *gCtx, out);
-    for (const auto& r : out) t->buffer->ring.tryPush(r);  // a full ring counts dropped_events
+  if (gCtx == nullptr || gSession == nullptr) return;  // no capture, or after its stop
+  try {
+    std::vector<core::Record> out;
+    gBuffer = recordBuffer(*gSession);
+    if (gBuffer == nullptr) return;
+    ++gBuffers;
+    CUpti_Activity* record = nullptr;
+    while (validSize > 0 && gCupti.nextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
+      ++gRecords;
+      out.clear();
+      translate(*record, *gCtx, out);
+      for (const auto& r : out) gBuffer->ring.tryPush(r);  // a full ring counts dropped_events
+    }
+  } catch (...) {  // CUPTI's thread: nothing may escape; the rest of this buffer is lost
   }
+  gBuffer = nullptr;
   size_t dropped = 0;
   if (gCupti.dropped(context, streamId, &dropped) == CUPTI_SUCCESS) gDropped += dropped;
 }
@@ -169,9 +202,8 @@ void startCuda(const CaptureConfig& config) {
     return session->tracks().findOrAdd(core::TrackKind::kStream, stream, name);
   };
   ctx->intern = [session](const std::string& s) { return session->strings().intern(s); };
-  ctx->next_id = [] {
-    ThreadState* t = threadState();
-    return t != nullptr ? t->buffer->nextId() : core::EventId{0};
+  ctx->next_id = [] {  // only called by translate, inside bufferCompleted (gMu held)
+    return gBuffer != nullptr ? gBuffer->nextId() : core::EventId{0};
   };
   if (CUptiResult r = gCupti.registerCallbacks(bufferRequested, bufferCompleted);
       r != CUPTI_SUCCESS) {
@@ -188,6 +220,7 @@ void startCuda(const CaptureConfig& config) {
     std::lock_guard<std::mutex> lock(gMu);
     delete gCtx;  // a previous capture's (late buffers are discarded once it is null)
     gCtx = ctx.release();
+    gSession = session;
     gBuffers = gRecords = gDropped = 0;
   }
   gOn = true;
@@ -196,28 +229,59 @@ void startCuda(const CaptureConfig& config) {
   if (config.ops) startOpCorrelation(gCupti.pushExternal, gCupti.popExternal, base);
 }
 
+// CUPTI's forced flush: completes every buffer (bufferCompleted) before returning. Called on a
+// thread of its own, since CUPTI may complete them on the calling thread and the stopping thread
+// may be past its thread_locals: at a normal exit, stopCapture runs from libtracerun's static
+// destructor, after the main thread's thread_locals (its buffer registration with the session
+// among them) were destroyed. The fresh thread registers a buffer of its own with the session
+// (a thread track "tracerun-cupti"); the writer drains it when it closes the shard.
+void finalFlush() {
+  try {
+    std::thread([] {
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
+      ::prctl(PR_SET_NAME, "tracerun-cupti", 0, 0, 0);
+      gCupti.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }).join();
+  } catch (const std::system_error&) {  // no thread: flush here, the records discarded
+    {
+      std::lock_guard<std::mutex> lock(gMu);
+      gSession = nullptr;
+    }
+    gCupti.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+}
+
 void stopCuda() {
   if (!gOn) return;
   gOn = false;
   stopOpCorrelation();
-  gCupti.flushAll(1);  // completes every buffer (bufferCompleted) before returning
+  core::Session* session = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(gMu);
+    session = gSession;
+  }
+  finalFlush();
   for (CUpti_ActivityKind k : kKinds) gCupti.disable(k);
   size_t globalDropped = 0;
   gCupti.dropped(nullptr, 0, &globalDropped);
   std::lock_guard<std::mutex> lock(gMu);
-  ThreadState* t = threadState();
-  if (gCtx == nullptr || t == nullptr) return;
+  // Not threadState(): the generation is 0 by now. The session outlives this hook (the writer
+  // writes its stats when stopCapture closes the shard, after the hooks).
+  if (gCtx == nullptr || session == nullptr) return;
   finish(*gCtx);
   try {
     for (const auto& s : cuptiStats(*gCtx, gDropped + globalDropped, gBuffers, gRecords)) {
-      t->session->setStat(s.name, s.value, s.severity);
+      session->setStat(s.name, s.value, s.severity);
     }
-    t->session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
-                        core::StatSeverity::kInfo);
+    session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
+                     core::StatSeverity::kInfo);
   } catch (...) {
   }
   delete gCtx;  // a buffer CUPTI completes after this is discarded (bufferCompleted sees null)
   gCtx = nullptr;
+  gSession = nullptr;
 }
 
 // Static initializers run in link order: if libtracerun's LibraryLifetime already started the

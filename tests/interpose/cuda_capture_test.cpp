@@ -3,19 +3,29 @@
 // names that op's span in the written trace (checked against the name RecordFunction itself gives,
 // from a callback of the test's own), pushes and pops balance, and synthetic CUPTI records carrying
 // those ids translate into kOpKernel flows that start at those spans; without op frames every op
-// pushes 0 and is counted; (2) `tracerun --capture ...,cuda` on the plain libtorch sample on this
-// driverless machine: exactly one "CUDA capture off" line, a cuda_capture_off stat, and the same
-// ops as a run without cuda.
+// pushes 0 and is counted; (2) the CUDA capture's start and stop in process against a stand-in
+// libcupti (tests/support/fake_cupti.cpp) with CUDA's stub libcuda.so as the driver: records
+// completed while capturing, and those only the stop hook's forced flush completes (after
+// stopCapture set the generation to 0), become spans, and the cupti_* stats are written; the same
+// at a normal exit (the capture stopped by libtracerun's static destructor); (3) `tracerun
+// --capture ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA
+// capture off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../support/child_process.h"
@@ -219,6 +229,184 @@ TEST_CASE("op correlation without op capture: every op pushes 0 and is counted, 
   CHECK(gPushes.load() == static_cast<int64_t>(gSeen.size()));
   CHECK(gPops.load() == gPushes.load());
 }
+
+#if defined(FAKE_CUPTI) && defined(TRACERUN_CUDA_STUB_DRIVER)
+namespace {
+
+// The stand-in libcupti's controls (tests/support/fake_cupti.cpp).
+struct FakeCupti {
+  bool (*stage)(const void*, size_t) = nullptr;
+  void (*deliver)() = nullptr;
+  void (*setDropped)(size_t) = nullptr;
+  uint64_t (*timestamp)() = nullptr;
+  int (*enabledKinds)() = nullptr;
+  int (*flushes)() = nullptr;
+};
+
+template <typename Fn>
+void resolve(void* lib, Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(dlsym(lib, name));
+  REQUIRE(fn != nullptr);
+}
+
+template <typename T>
+void stage(const FakeCupti& cupti, const T& record) {
+  REQUIRE(cupti.stage(&record, sizeof record));
+}
+
+CUpti_ActivityKernel10 kernel(const char* name, uint64_t start, uint32_t correlation) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.name = name;
+  k.deviceId = 0;
+  k.streamId = 7;
+  k.correlationId = correlation;
+  k.start = start;
+  k.end = start + 1000;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* stats are written") {
+  // The driver (CUDA's stub) and the stand-in CUPTI loaded by path: the capture's dlopen of
+  // libcuda.so.1 and libcupti.so.13 finds them by SONAME.
+  REQUIRE(dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL) != nullptr);
+  void* lib = dlopen(FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) FAIL(dlerror());
+  FakeCupti cupti;
+  resolve(lib, cupti.stage, "fakeCuptiStage");
+  resolve(lib, cupti.deliver, "fakeCuptiDeliver");
+  resolve(lib, cupti.setDropped, "fakeCuptiSetDropped");
+  resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
+  resolve(lib, cupti.enabledKinds, "fakeCuptiEnabledKinds");
+  resolve(lib, cupti.flushes, "fakeCuptiFlushes");
+
+  testing::TempDir dir("tracerun-cuda");
+  const std::string db = dir.file("stop.db");
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);  // startCuda reads it
+  interpose::CaptureConfig config;
+  config.output = db;
+  config.signal_handlers = false;
+  REQUIRE(interpose::startCapture(config));
+  CHECK(cupti.enabledKinds() == 7);
+
+  // One buffer completed while capturing, on a thread of its own (as CUPTI's thread does).
+  const uint64_t t0 = cupti.timestamp();  // the trace's clock (the capture registered it)
+  stage(cupti, kernel("k_during", t0, 1));
+  std::thread([&] { cupti.deliver(); }).join();
+
+  // Records still in CUPTI's buffers at the end: only the forced flush in the stop hook
+  // completes them, on the stopping thread, after stopCapture set the generation to 0.
+  stage(cupti, kernel("k_final", t0 + 2000, 2));
+  CUpti_ActivityMemcpy6 copy{};
+  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  copy.bytes = 4096;
+  copy.streamId = 7;
+  copy.correlationId = 3;
+  copy.start = t0 + 4000;
+  copy.end = t0 + 5000;
+  stage(cupti, copy);
+  CUpti_ActivityMemset4 set{};
+  set.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  set.bytes = 512;
+  set.value = 0;
+  set.streamId = 7;
+  set.correlationId = 4;
+  set.start = t0 + 6000;
+  set.end = t0 + 6500;
+  stage(cupti, set);
+  cupti.setDropped(3);
+  const int flushesBefore = cupti.flushes();
+  interpose::stopCapture();
+  ::unsetenv("TRACERUN_CAPTURE");
+  CHECK(cupti.flushes() == flushesBefore + 1);
+  CHECK(cupti.enabledKinds() == 0);
+
+  auto reader = trace::TraceReader::open(db);
+  const int64_t origin = std::stoll(reader.meta("origin_ns"));
+  std::vector<std::string> names;
+  std::vector<int64_t> starts, durations;  // starts relative to t0
+  std::set<int64_t> spanIds;
+  for (const auto& t : reader.tracks()) {
+    if (t.name != "cuda:0 stream 7") continue;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      names.push_back(reader.str(s.name));
+      starts.push_back(origin + s.start_ns - static_cast<int64_t>(t0));
+      durations.push_back(s.dur_ns);
+      spanIds.insert(s.id);
+      std::map<std::string, int64_t> args;
+      for (const auto& a : reader.args(s.id)) args[reader.str(a.key)] = a.value;
+      CHECK(args.at("stream") == 7);
+      if (s.category == core::Category::kMemcpy) CHECK(args.count("bytes") == 1);
+    });
+  }
+  CHECK(names == std::vector<std::string>{"k_during", "k_final", "memcpy HtoD", "memset"});
+  CHECK(spanIds.size() == 4);  // each span its own id (also those made at the stop)
+  CHECK(durations == std::vector<int64_t>{1000, 1000, 1000, 500});
+  const std::vector<int64_t> expected{0, 2000, 4000, 6000};
+  for (size_t i = 0; i < starts.size() && i < expected.size(); ++i) {
+    CHECK(std::abs(starts[i] - expected[i]) < 100'000);  // the measured offset's error: < 100 us
+  }
+
+  std::map<std::string, trace::StatRow> stats;
+  for (const auto& s : reader.stats()) stats[s.name] = s;
+  CHECK(stats.count("cuda_capture_off") == 0);
+  REQUIRE(stats.count("cupti_kernels") == 1);
+  CHECK(stats["cupti_kernels"].value == 2);
+  CHECK(stats["cupti_copies"].value == 2);
+  CHECK(stats["cupti_buffers"].value == 2);
+  CHECK(stats["cupti_records"].value == 4);
+  CHECK(stats["cupti_records_without_op"].value == 4);  // no external correlation records
+  CHECK(stats["cupti_dropped_records"].value == 3);
+  CHECK(stats["cupti_dropped_records"].severity == trace::Severity::kError);
+  CHECK(stats.count("cupti_ops_uncorrelated") == 1);
+  CHECK(stats["dropped_events"].value == 0);
+}
+
+TEST_CASE("CUDA capture stop at a normal exit: the final flush's records reach the trace") {
+  // The launcher's usual case: the program returns from main and libtracerun's static destructor
+  // stops the capture, after the main thread's thread_locals were destroyed.
+  REQUIRE(dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL) != nullptr);
+  void* lib = dlopen(FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) FAIL(dlerror());
+  FakeCupti cupti;
+  resolve(lib, cupti.stage, "fakeCuptiStage");
+  resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
+  testing::TempDir dir("tracerun-cuda");
+  const std::string db = dir.file("exit.db");
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // no Catch2 in the child: its exit status says what went wrong
+    ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);
+    interpose::CaptureConfig config;
+    config.output = db;
+    config.signal_handlers = false;
+    if (!interpose::startCapture(config)) ::_exit(2);
+    const uint64_t t0 = cupti.timestamp();
+    const auto k = kernel("k_at_exit", t0, 1);
+    if (!cupti.stage(&k, sizeof k)) ::_exit(3);
+    std::exit(0);  // the capture stops in static destructors
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+
+  auto reader = trace::TraceReader::open(db);
+  std::vector<std::string> names;
+  for (const auto& t : reader.tracks()) {
+    if (t.name != "cuda:0 stream 7") continue;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) { names.push_back(reader.str(s.name)); });
+  }
+  CHECK(names == std::vector<std::string>{"k_at_exit"});
+  std::map<std::string, int64_t> stats;
+  for (const auto& s : reader.stats()) stats[s.name] = s.value;
+  CHECK(stats["cupti_kernels"] == 1);
+  CHECK(stats["cupti_buffers"] == 1);
+}
+#endif
 
 #if defined(TRACERUN_BIN) && defined(SAMPLE_BIN)
 namespace {
