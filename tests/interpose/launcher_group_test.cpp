@@ -45,14 +45,13 @@ bool exists(const std::string& path) {
   return testing::fileExists(path);
 }
 
+// A scratch directory per test process.
 const std::string& scratch() {
   static const std::string dir = [] {
-    const char* t = std::getenv("TMPDIR");
-    std::string d = std::string(t ? t : "/tmp") + "/tracerun_group_" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0755);
+    // One intra-op thread, one BLAS thread: quick and deterministic on a small machine.
     ::setenv("OMP_NUM_THREADS", "1", 1);
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    return d;
+    return testing::processScratchDir("tracerun_group");
   }();
   return dir;
 }

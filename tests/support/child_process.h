@@ -2,14 +2,17 @@
 // scratch directory, then its exit status and output. Test-only; no shell, no PATH lookup.
 #pragma once
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,19 @@ inline std::string readFile(const std::string& path) {
 inline bool fileExists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
+}
+
+// A scratch directory for the children of this test process: $TMPDIR/<prefix>_<pid> (/tmp without
+// TMPDIR), created when missing. Kept after the test (children's output and traces, to look at).
+// Throws when it cannot be created.
+inline std::string processScratchDir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/" + prefix +
+                    "_" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw std::runtime_error("cannot create " + dir);
+  }
+  return dir;
 }
 
 // A started child; killed (SIGKILL) and reaped by the destructor if nobody waited for it.
