@@ -55,8 +55,16 @@ struct Expected {
   int64_t bytes, dtype, peer, root;
 };
 
-int run(const std::string& env) {
-  const std::string cmd = env + " " + NCCL_CALLER;
+// nccl_caller abort: a communicator aborted instead of destroyed.
+const std::vector<std::string> kIssuedAbort{
+    "GetUniqueId",
+    "CommInitRank nranks=2 id=fake-nccl-id rank=1",
+    "AllReduce send=0x1000 recv=0x2000 count=16 dtype=7 op=0 stream=0x77",
+    "CommAbort comm=1",
+};
+
+int run(const std::string& env, const std::string& args = "") {
+  const std::string cmd = env + " " + NCCL_CALLER + (args.empty() ? "" : " " + args);
   return std::system(cmd.c_str());
 }
 
@@ -121,6 +129,51 @@ TEST_CASE("NCCL interposer: stand-in gets every call unchanged, spans carry byte
     }
   }
   CHECK(commName.rfind("nccl ", 0) == 0);
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+}
+
+TEST_CASE("NCCL interposer: ncclCommAbort is forwarded and traced on its communicator") {
+  const std::string log = tempPath("abort") + ".log";
+  const std::string db = tempPath("abort") + ".db";
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+  REQUIRE(run("FAKE_NCCL_LOG=" + log + " TRACERUN_OUTPUT=" + db + " LD_PRELOAD=" + NCCL_INTERPOSER,
+              "abort") == 0);
+  CHECK(lines(log) == kIssuedAbort);  // the stand-in got the abort, on the same communicator
+
+  auto r = trace::TraceReader::open(db);
+  std::vector<std::pair<trace::SpanRow, std::string>> spans;  // with their track's name
+  std::map<int64_t, std::map<std::string, int64_t>> args;
+  for (const auto& t : r.tracks()) {
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (r.str(s.name).rfind("nccl:", 0) == 0) spans.emplace_back(s, t.name);
+    });
+    for (const auto& a : r.argsOfTrack(t.id)) args[a.span][r.str(a.key)] = a.value;
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.first.start_ns < b.first.start_ns; });
+  std::vector<std::string> names;
+  for (const auto& [s, track] : spans) names.push_back(r.str(s.name));
+  REQUIRE(names ==
+          std::vector<std::string>{"nccl:CommInitRank", "nccl:AllReduce", "nccl:CommAbort"});
+  const auto& [allReduce, allReduceTrack] = spans[1];
+  const auto& [abort, abortTrack] = spans[2];
+  CHECK(abort.category == core::Category::kComm);
+  CHECK(abort.dur_ns >= 0);
+  CHECK(abort.start_ns >= allReduce.start_ns + allReduce.dur_ns);
+  // On the communicator it ends: the all-reduce's group, track, size and rank.
+  CHECK(r.str(abort.detail).rfind("nccl ", 0) == 0);
+  CHECK(r.str(abort.detail) == r.str(allReduce.detail));
+  CHECK(abortTrack == allReduceTrack);
+  CHECK(abortTrack == r.str(abort.detail));
+  auto& a = args[abort.id];
+  CHECK(a["bytes"] == 0);
+  CHECK(a["group_size"] == 2);
+  CHECK(a["group_rank"] == 1);
+  CHECK(a.count("dtype") == 0);
+  CHECK(a.count("peer") == 0);
+  CHECK(args[allReduce.id]["bytes"] == 64);
   ::unlink(log.c_str());
   ::unlink(db.c_str());
 }
