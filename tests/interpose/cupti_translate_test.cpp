@@ -157,7 +157,9 @@ TEST_CASE("memcpy, memset and synchronization records") {
   CHECK(s.start_ns == 110);
   CHECK(s.end_ns == 120);
   CHECK(s.track == f.tracks.at({1, 3}));
-  CHECK(f.argsOf(out, s.id).at("bytes") == 4096);
+  CHECK(f.argsOf(out, s.id) ==
+        std::map<std::string, int64_t>{
+            {"bytes", 4096}, {"correlation", 7}, {"device", 1}, {"stream", 3}});
   CHECK(f.ctx.pending.count(7) == 1);
   CHECK(f.ctx.without_op == 0);
 
@@ -165,16 +167,24 @@ TEST_CASE("memcpy, memset and synchronization records") {
   CUpti_ActivityMemset4 z{};
   z.kind = CUPTI_ACTIVITY_KIND_MEMSET;
   z.bytes = 128;
-  z.value = 0;
+  z.value = 0xab;
   z.start = 30;
   z.end = 31;
   z.deviceId = 1;
   z.streamId = 3;
+  z.correlationId = 8;
   translate(asActivity(z), f.ctx, out);
+  REQUIRE(out.size() == 3);  // the span, its 5 args in two records
   s = out[0].as<core::SpanRecord>();
   CHECK(f.strings[s.name] == "memset");
+  CHECK(s.category == core::Category::kMemcpy);
+  CHECK(s.start_ns == 130);
+  CHECK(s.end_ns == 131);
   CHECK(s.track == f.tracks.at({1, 3}));  // same stream, same track
-  CHECK(f.argsOf(out, s.id).at("bytes") == 128);
+  CHECK(f.argsOf(out, s.id) ==
+        std::map<std::string, int64_t>{
+            {"bytes", 128}, {"value", 0xab}, {"correlation", 8}, {"device", 1}, {"stream", 3}});
+  CHECK(f.ctx.pending.count(8) == 1);
 
   out.clear();
   CUpti_ActivitySynchronization2 y{};
