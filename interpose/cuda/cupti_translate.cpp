@@ -3,6 +3,7 @@
 #include "cupti_translate.h"
 
 #include <cstring>
+#include <type_traits>
 
 namespace tracerun::interpose::cuda {
 namespace {
@@ -92,6 +93,26 @@ core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, const std::stri
   return s;
 }
 
+// A copy (Memcpy6) or a memset (Memset4): the same fields under the same names, so one
+// translation: a span of category memcpy on the stream's track, args bytes (a memset's value
+// after it), correlation, device, stream, and the flow from the launching op.
+template <typename Copy>
+void translateCopy(const Copy& m, const std::string& name, TranslateContext& ctx,
+                   std::vector<core::Record>& out) {
+  static_assert(std::is_same_v<Copy, CUpti_ActivityMemcpy6> ||
+                std::is_same_v<Copy, CUpti_ActivityMemset4>);
+  auto s = spanOn(ctx, core::Category::kMemcpy, name, m.start, m.end, m.deviceId, m.streamId);
+  ArgList a;
+  a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
+  if constexpr (std::is_same_v<Copy, CUpti_ActivityMemset4>) a.add(ctx.intern("value"), m.value);
+  a.add(ctx.intern("correlation"), m.correlationId);
+  a.add(ctx.intern("device"), m.deviceId);
+  a.add(ctx.intern("stream"), m.streamId);
+  emit(s, a, out);
+  flowFromOp(m.correlationId, s, ctx, out);
+  ++ctx.copies;
+}
+
 }  // namespace
 
 std::string memcpyKindName(uint8_t copyKind) {
@@ -169,33 +190,11 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto& m = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
-      auto s = spanOn(ctx, core::Category::kMemcpy, memcpyKindName(m.copyKind), m.start, m.end,
-                      m.deviceId, m.streamId);
-      ArgList a;
-      a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
-      a.add(ctx.intern("correlation"), m.correlationId);
-      a.add(ctx.intern("device"), m.deviceId);
-      a.add(ctx.intern("stream"), m.streamId);
-      emit(s, a, out);
-      flowFromOp(m.correlationId, s, ctx, out);
-      ++ctx.copies;
-      return;
+      return translateCopy(m, memcpyKindName(m.copyKind), ctx, out);
     }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& m = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
-      auto s =
-          spanOn(ctx, core::Category::kMemcpy, "memset", m.start, m.end, m.deviceId, m.streamId);
-      ArgList a;
-      a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
-      a.add(ctx.intern("value"), m.value);
-      a.add(ctx.intern("correlation"), m.correlationId);
-      a.add(ctx.intern("device"), m.deviceId);
-      a.add(ctx.intern("stream"), m.streamId);
-      emit(s, a, out);
-      flowFromOp(m.correlationId, s, ctx, out);
-      ++ctx.copies;
-      return;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return translateCopy(reinterpret_cast<const CUpti_ActivityMemset4&>(record), "memset", ctx,
+                           out);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto& y = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
       // Device-wide syncs have no stream: they go to the context's track (stream kNoStream).
