@@ -13,6 +13,7 @@
 #include <torch/library.h>
 #include <torch/torch.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,13 @@ int64_t nowNs() {
   return clockNs(CLOCK_MONOTONIC);
 }
 // CPU time of the calling (traced) thread, and of the whole process (adds the writer thread).
+// Minor page faults of the calling thread so far (first touches of fresh memory).
+int64_t threadMinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return u.ru_minflt;
+}
+
 int64_t threadCpuNs() {
   return clockNs(CLOCK_THREAD_CPUTIME_ID);
 }
@@ -296,7 +304,7 @@ int main(int argc, char** argv) {
                             }),
              cs.end());
   }
-  std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc;
+  std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc, perOpFaults;
   for (int r = 0; r < reps; ++r) {
     std::vector<size_t> order(cs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -304,9 +312,11 @@ int main(int argc, char** argv) {
     for (size_t i : order) {
       cs[i].on();
       for (int k = 0; k < 2000; ++k) at::add(a, b);  // warm caches (names, shapes)
+      const int64_t f0 = threadMinorFaults();
       const int64_t t0 = nowNs(), c0 = threadCpuNs(), p0 = processCpuNs();
       for (int k = 0; k < iters; ++k) at::add(a, b);
       const int64_t t1 = nowNs(), c1 = threadCpuNs();
+      perOpFaults[cs[i].name].push_back(double(threadMinorFaults() - f0) * 1000.0 / iters);
       const int64_t d0 = gDropped;
       cs[i].off();  // a tracerun capture's writer drains the rest here: counted as process CPU
       if (gDropped != d0) {
@@ -324,8 +334,9 @@ int main(int argc, char** argv) {
   std::printf(
       "  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
       "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
-  std::printf("%-32s %8s %8s %8s %8s %9s %10s %10s %11s\n", "configuration", "wall", "+wall",
-              "thread", "+thread", "process", "+thr/empty", "+thr/emp+in", "+thr/legacy");
+  std::printf("%-32s %8s %8s %8s %8s %9s %10s %10s %11s %9s\n", "configuration", "wall", "+wall",
+              "thread", "+thread", "process", "+thr/empty", "+thr/emp+in", "+thr/legacy",
+              "faults/1k");
   const double baseWall = median(perOp["nothing"]);
   const double baseCpu = median(perOpCpu["nothing"]);
   const double emptyAdded = median(perOpCpu["empty callback, tracerun scopes"]) - baseCpu;
@@ -335,11 +346,11 @@ int main(int argc, char** argv) {
     const double wall = median(perOp[c.name]);
     const double cpu = median(perOpCpu[c.name]);
     const double added = cpu - baseCpu;
-    std::printf("%-32s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f %11.2f\n", c.name.c_str(), wall,
-                wall - baseWall, cpu, added, median(perOpProc[c.name]),
+    std::printf("%-32s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f %11.2f %9.2f\n", c.name.c_str(),
+                wall, wall - baseWall, cpu, added, median(perOpProc[c.name]),
                 emptyAdded > 0 ? added / emptyAdded : 0.0,
                 emptyInputsAdded > 0 ? added / emptyInputsAdded : 0.0,
-                legacyAdded > 0 ? added / legacyAdded : 0.0);
+                legacyAdded > 0 ? added / legacyAdded : 0.0, median(perOpFaults[c.name]));
   }
 
   std::printf("records written by these tracerun runs: %lld, dropped (buffers full): %lld\n",
