@@ -117,51 +117,79 @@ inline CollectiveGroupPtr makeNcclGroup(const c10::intrusive_ptr<c10d::Store>& s
 #endif  // TRACERUN_COMPAT_C10D
 
 // ---------------------------------------------------------------------------------------------
-// CPU autocast. 1.13: at::autocast::set_cpu_enabled / set_autocast_cpu_dtype. 2.4+: the same
-// state behind set_autocast_enabled(at::kCPU, ...) / set_autocast_dtype(at::kCPU, ...) (the
-// old names are deprecated there).
+// Autocast, CPU and CUDA (gpttrain --bf16, on --device cpu or cuda). 1.13-2.3: CPU autocast is
+// at::autocast::set_cpu_enabled / is_cpu_enabled / set_autocast_cpu_dtype / get_autocast_cpu_dtype,
+// CUDA's the plain and "gpu" names (set_enabled, is_enabled, set_autocast_gpu_dtype...). 2.4+: the
+// same state behind set_autocast_enabled(device, ...) / set_autocast_dtype(device, ...) (the old
+// names are deprecated there). All live in libtorch_cpu, so this compiles and links against a
+// CPU-only libtorch too. Checked on this machine against 1.13 only (the CUDA state never used at
+// run time; the 2.4+ branch has not been compiled).
 // ---------------------------------------------------------------------------------------------
 #if !defined(TRACERUN_COMPAT_AUTOCAST_DONE)
 #define TRACERUN_COMPAT_AUTOCAST_DONE
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/DeviceType.h>
 
 namespace tracerun::compat {
 
-// While alive, ops on this thread run under CPU autocast to `dtype` (bf16 on CPU). Nests; the
-// cast cache is cleared when the outermost guard ends. Same thread for constructor and destructor.
-class CpuAutocastGuard {
- public:
-  explicit CpuAutocastGuard(at::ScalarType dtype) {
+namespace autocast_detail {
+inline bool enabled(c10::DeviceType device) {
 #if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
-    was_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
-    previous_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+  return at::autocast::is_autocast_enabled(device);
 #else
-    was_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(dtype);
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
+                                         : at::autocast::is_cpu_enabled();
 #endif
+}
+inline at::ScalarType dtype(c10::DeviceType device) {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(device);
+#else
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+#endif
+}
+inline void set(c10::DeviceType device, bool on, at::ScalarType dtype) {
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(device, on);
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(on);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+}
+}  // namespace autocast_detail
+
+// While alive, ops on this thread run under autocast to `dtype` (bf16 on CPU) for tensors on
+// `device`: CUDA autocast on CUDA, CPU autocast otherwise (the meta device included: nothing is
+// cast there that matters). Nests; the cast cache is cleared when the outermost guard ends. Same
+// thread for constructor and destructor.
+class AutocastGuard {
+ public:
+  AutocastGuard(c10::DeviceType device, at::ScalarType dtype)
+      : device_(device == c10::DeviceType::CUDA ? c10::DeviceType::CUDA : c10::DeviceType::CPU),
+        was_enabled_(autocast_detail::enabled(device_)),
+        previous_dtype_(autocast_detail::dtype(device_)) {
+    autocast_detail::set(device_, true, dtype);
     at::autocast::increment_nesting();
   }
-  ~CpuAutocastGuard() {
+  ~AutocastGuard() {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
-    at::autocast::set_autocast_enabled(at::kCPU, was_enabled_);
-    at::autocast::set_autocast_dtype(at::kCPU, previous_dtype_);
-#else
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-#endif
+    autocast_detail::set(device_, was_enabled_, previous_dtype_);
   }
-  CpuAutocastGuard(const CpuAutocastGuard&) = delete;
-  CpuAutocastGuard& operator=(const CpuAutocastGuard&) = delete;
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
-  bool was_enabled_ = false;
-  at::ScalarType previous_dtype_ = at::kBFloat16;
+  c10::DeviceType device_;
+  bool was_enabled_;
+  at::ScalarType previous_dtype_;
 };
 
 }  // namespace tracerun::compat
@@ -192,84 +220,6 @@ class CpuAutocastGuard {
 #define TRACERUN_ALLOCATOR_HAS_COPY_DATA 0
 #endif
 #endif  // TRACERUN_COMPAT_ALLOCATOR
-
-// ---------------------------------------------------------------------------------------------
-// CUDA autocast (gpttrain --device cuda --bf16). 1.13-2.3: at::autocast::set_enabled /
-// is_enabled / set_autocast_gpu_dtype / get_autocast_gpu_dtype (the plain and "gpu" names are
-// CUDA's). 2.4+: the same state behind set_autocast_enabled(at::kCUDA, ...) /
-// set_autocast_dtype(at::kCUDA, ...). Both live in libtorch_cpu, so this compiles and links
-// against a CPU-only libtorch too (where no tensor is ever on CUDA). AutocastGuard picks the CPU
-// or the CUDA guard from the device the ops run on. Checked on this machine against 1.13 only
-// (CPU build: compiled, the CUDA guard never run); the 2.4+ branch has not been compiled.
-// ---------------------------------------------------------------------------------------------
-#if !defined(TRACERUN_COMPAT_CUDA_AUTOCAST_DONE)
-#define TRACERUN_COMPAT_CUDA_AUTOCAST_DONE
-
-#include <c10/core/DeviceType.h>
-
-#include <optional>
-
-namespace tracerun::compat {
-
-// While alive, ops on CUDA tensors on this thread run under CUDA autocast to `dtype`. Nests like
-// CpuAutocastGuard (same nesting counter and cast cache). Same thread for constructor and
-// destructor.
-class CudaAutocastGuard {
- public:
-  explicit CudaAutocastGuard(at::ScalarType dtype) {
-#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
-    was_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
-    previous_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
-#else
-    was_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(dtype);
-#endif
-    at::autocast::increment_nesting();
-  }
-  ~CudaAutocastGuard() {
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, was_enabled_);
-    at::autocast::set_autocast_dtype(at::kCUDA, previous_dtype_);
-#else
-    at::autocast::set_enabled(was_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-#endif
-  }
-  CudaAutocastGuard(const CudaAutocastGuard&) = delete;
-  CudaAutocastGuard& operator=(const CudaAutocastGuard&) = delete;
-
- private:
-  bool was_enabled_ = false;
-  at::ScalarType previous_dtype_ = at::kHalf;
-};
-
-// Autocast to `dtype` for ops on `device`: CUDA autocast on CUDA, CPU autocast otherwise (the
-// meta device included: nothing is cast there that matters).
-class AutocastGuard {
- public:
-  AutocastGuard(c10::DeviceType device, at::ScalarType dtype) {
-    if (device == c10::DeviceType::CUDA) {
-      cuda_.emplace(dtype);
-    } else {
-      cpu_.emplace(dtype);
-    }
-  }
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  std::optional<CpuAutocastGuard> cpu_;
-  std::optional<CudaAutocastGuard> cuda_;
-};
-
-}  // namespace tracerun::compat
-
-#endif  // TRACERUN_COMPAT_CUDA_AUTOCAST
 
 // ---------------------------------------------------------------------------------------------
 // CUDA caching-allocator events (interpose/cuda/cuda_alloc_capture.cpp). Opt-in like c10d: define
