@@ -1,6 +1,8 @@
 // Per-op cost of capture on a tiny op (at::add of two 8-element tensors), and the cost on a small
-// training step: configurations interleaved in random order in one process, medians over many
-// repetitions, ratios against baselines measured in the same run. Not a test: prints a table.
+// training step: configurations interleaved in random order, each run in a child forked from the
+// same warmed-up process (so none leaves state behind for the others: the legacy profiler and a
+// Fake-key fallback do), medians over many repetitions, ratios against baselines measured in the
+// same run. Not a test: prints a table.
 //
 // Usage: capture_bench [repetitions=15] [iterations=200000] [step_reps=5]
 // The tensor-identity rows compare the two routes to input/output identities (issue 3 item 1):
@@ -14,6 +16,7 @@
 #include <torch/torch.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,6 +72,47 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+// One measurement in a child forked from the warmed-up parent, so no configuration leaves state
+// behind for the others: libtorch's legacy profiler and a registered Fake-key fallback change how
+// later ops run, and tracerun's memory capture installs its allocator for the rest of the
+// process. The child sends `n` doubles back through a pipe and exits.
+std::vector<double> runIsolated(size_t n, const std::function<std::vector<double>()>& measure) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::perror("capture_bench: pipe");
+    std::exit(1);
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("capture_bench: fork");
+    std::exit(1);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    const std::vector<double> values = measure();
+    const auto bytes = static_cast<ssize_t>(values.size() * sizeof(double));
+    const bool sent = values.size() == n && ::write(fds[1], values.data(), bytes) == bytes;
+    ::_exit(sent ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::vector<double> values(n);
+  size_t got = 0;
+  while (got < n * sizeof(double)) {
+    const ssize_t r =
+        ::read(fds[0], reinterpret_cast<char*>(values.data()) + got, n * sizeof(double) - got);
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (got != n * sizeof(double) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "capture_bench: a measurement's child process failed\n");
+    std::exit(1);
+  }
+  return values;
 }
 
 std::string scratch() {
@@ -310,23 +354,31 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
-      cs[i].on();
-      for (int k = 0; k < 2000; ++k) at::add(a, b);  // warm caches (names, shapes)
-      const int64_t f0 = threadMinorFaults();
-      const int64_t t0 = nowNs(), c0 = threadCpuNs(), p0 = processCpuNs();
-      for (int k = 0; k < iters; ++k) at::add(a, b);
-      const int64_t t1 = nowNs(), c1 = threadCpuNs();
-      perOpFaults[cs[i].name].push_back(double(threadMinorFaults() - f0) * 1000.0 / iters);
-      const int64_t d0 = gDropped;
-      cs[i].off();  // a tracerun capture's writer drains the rest here: counted as process CPU
-      if (gDropped != d0) {
-        std::fprintf(stderr, "dropped %lld records in '%s'\n",
-                     static_cast<long long>(gDropped - d0), cs[i].name.c_str());
+      const Config& c = cs[i];
+      const std::vector<double> v = runIsolated(6, [&] {
+        gDropped = gCaptured = 0;  // the child's own counts go back to the parent
+        c.on();
+        for (int k = 0; k < 2000; ++k) at::add(a, b);  // warm caches (names, shapes)
+        const int64_t f0 = threadMinorFaults();
+        const int64_t t0 = nowNs(), c0 = threadCpuNs(), p0 = processCpuNs();
+        for (int k = 0; k < iters; ++k) at::add(a, b);
+        const int64_t t1 = nowNs(), c1 = threadCpuNs(), f1 = threadMinorFaults();
+        c.off();  // a tracerun capture's writer drains the rest here: counted as process CPU
+        const int64_t p1 = processCpuNs();
+        return std::vector<double>{double(t1 - t0) / iters,       double(c1 - c0) / iters,
+                                   double(p1 - p0) / iters,       double(f1 - f0) * 1000.0 / iters,
+                                   static_cast<double>(gDropped), static_cast<double>(gCaptured)};
+      });
+      perOp[c.name].push_back(v[0]);
+      perOpCpu[c.name].push_back(v[1]);
+      perOpProc[c.name].push_back(v[2]);
+      perOpFaults[c.name].push_back(v[3]);
+      if (v[4] > 0) {
+        std::fprintf(stderr, "dropped %lld records in '%s'\n", static_cast<long long>(v[4]),
+                     c.name.c_str());
       }
-      const int64_t p1 = processCpuNs();
-      perOp[cs[i].name].push_back(double(t1 - t0) / iters);
-      perOpCpu[cs[i].name].push_back(double(c1 - c0) / iters);
-      perOpProc[cs[i].name].push_back(double(p1 - p0) / iters);
+      gDropped += static_cast<int64_t>(v[4]);
+      gCaptured += static_cast<int64_t>(v[5]);
     }
   }
   std::printf("per-op cost: at::add on 8 floats, %d iterations, median of %d interleaved runs\n",
@@ -385,14 +437,22 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
-      stepConfigs[i].on();
-      mlp.step();
-      const int64_t t0 = nowNs(), c0 = threadCpuNs();
-      for (int k = 0; k < 20; ++k) mlp.step();
-      const int64_t t1 = nowNs(), c1 = threadCpuNs();
-      stepConfigs[i].off();
-      perStep[stepConfigs[i].name].push_back(double(t1 - t0) / 20 / 1e3);
-      perStepCpu[stepConfigs[i].name].push_back(double(c1 - c0) / 20 / 1e3);
+      const Config& c = stepConfigs[i];
+      const std::vector<double> v = runIsolated(4, [&] {
+        gDropped = gCaptured = 0;
+        c.on();
+        mlp.step();
+        const int64_t t0 = nowNs(), c0 = threadCpuNs();
+        for (int k = 0; k < 20; ++k) mlp.step();
+        const int64_t t1 = nowNs(), c1 = threadCpuNs();
+        c.off();
+        return std::vector<double>{double(t1 - t0) / 20 / 1e3, double(c1 - c0) / 20 / 1e3,
+                                   static_cast<double>(gDropped), static_cast<double>(gCaptured)};
+      });
+      perStep[c.name].push_back(v[0]);
+      perStepCpu[c.name].push_back(v[1]);
+      gDropped += static_cast<int64_t>(v[2]);
+      gCaptured += static_cast<int64_t>(v[3]);
     }
   }
   const double stepBase = median(perStep["untraced"]);
