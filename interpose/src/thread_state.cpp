@@ -42,8 +42,9 @@ core::StringId NameCache::lookupSlow(AddressEntry& a, const char* s,
   } else {
     id = miss(set, s, len, h, strings);
   }
-  const size_t bytes = len + 1;              // with the NUL
-  if (bytes > 8 * kAddressWords) return id;  // too long for the address table
+  const size_t bytes = len + 1;  // with the NUL
+  // Too long for the address table, or not interned (out of memory: try again next time).
+  if (bytes > 8 * kAddressWords || id == 0) return id;
   a.ptr = s;
   a.id = id;
   a.words = static_cast<uint32_t>((bytes + 7) / 8);
