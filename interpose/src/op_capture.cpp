@@ -66,21 +66,23 @@ inline uint64_t hashTensor(uint64_t h, const at::Tensor& t) noexcept {
 }
 
 uint64_t hashValue(uint64_t h, const c10::IValue& v) {
+  // The tags that are inline compares first; isTensorList() and isIntList() are calls into
+  // libtorch (an at::add's Scalar alpha used to pay for one).
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     return t.defined() ? hashTensor(h, t) : step64(h, kTagUndef);
-  }
-  if (v.isTensorList()) {
-    const auto list = v.toListRef();
-    h = step64(h, (kTagList << 32) | list.size());
-    for (const c10::IValue& e : list) h = hashValue(h, e);
-    return h;
   }
   if (v.isInt()) return step64(h, kTagInt);
   if (v.isDouble()) return step64(h, kTagDouble);
   if (v.isBool()) return step64(h, kTagBool);
   if (v.isNone()) return step64(h, kTagNone);
   if (v.isString()) return step64(h, kTagString);
+  if (v.isTensorList()) {
+    const auto list = v.toListRef();
+    h = step64(h, (kTagList << 32) | list.size());
+    for (const c10::IValue& e : list) h = hashValue(h, e);
+    return h;
+  }
   if (v.isIntList()) return step64(h, (kTagIntList << 32) | v.toListRef().size());
   return step64(h, kTagOther);
 }
