@@ -84,6 +84,21 @@ Optimizer::Optimizer(ParamSet& params, const OptimizerConfig& config)
   }
 }
 
+AdamwStep adamwStep(const OptimizerConfig& config, double lr, int64_t step) {
+  AdamwStep adamw;
+  adamw.lr = lr;
+  adamw.beta1 = config.beta1;
+  adamw.beta2 = config.beta2;
+  adamw.eps = config.eps;
+  adamw.bias1 = 1.0 - std::pow(config.beta1, double(step));
+  adamw.bias2 = 1.0 - std::pow(config.beta2, double(step));
+  return adamw;
+}
+
+double adamwDecay(const OptimizerConfig& config, double lr, bool decays) {
+  return decays && config.weight_decay > 0 ? 1.0 - lr * config.weight_decay : 1.0;
+}
+
 void Optimizer::step(double lr) {
   at::NoGradGuard no_grad;
   ++steps_;
@@ -92,16 +107,9 @@ void Optimizer::step(double lr) {
     for (auto& e : entries) e.tensor.add_(e.tensor.grad(), -lr);
     return;
   }
-  AdamwStep adamw;
-  adamw.lr = lr;
-  adamw.beta1 = config_.beta1;
-  adamw.beta2 = config_.beta2;
-  adamw.eps = config_.eps;
-  adamw.bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
-  adamw.bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
+  AdamwStep adamw = adamwStep(config_, lr, steps_);
   for (size_t i = 0; i < entries.size(); ++i) {
-    const bool decay = entries[i].decay && config_.weight_decay > 0;
-    adamw.decay = decay ? 1.0 - lr * config_.weight_decay : 1.0;
+    adamw.decay = adamwDecay(config_, lr, entries[i].decay);
     adamwUpdate(entries[i].tensor, entries[i].tensor.grad(), exp_avg_[i], exp_avg_sq_[i], adamw);
   }
 }

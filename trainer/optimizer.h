@@ -40,6 +40,11 @@ struct AdamwStep {
 };
 void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
                  const AdamwStep& step);
+// The step-wide part of AdamW's update number `step` (1-based) at learning rate lr; `decay` is left
+// at 1: set it per parameter with adamwDecay.
+AdamwStep adamwStep(const OptimizerConfig& config, double lr, int64_t step);
+// 1 - lr * weight_decay for a parameter that takes weight decay (and a config that has it), else 1.
+double adamwDecay(const OptimizerConfig& config, double lr, bool decays);
 
 class Optimizer {
  public:

@@ -80,13 +80,7 @@ double ShardedOptimizer::clipGradNorm(Group& tp, Group& pp, double max_norm) {
 void ShardedOptimizer::step(double lr) {
   at::NoGradGuard no_grad;
   ++steps_;
-  AdamwStep adamw;
-  adamw.lr = lr;
-  adamw.beta1 = config_.beta1;
-  adamw.beta2 = config_.beta2;
-  adamw.eps = config_.eps;
-  adamw.bias1 = 1.0 - std::pow(config_.beta1, double(steps_));
-  adamw.bias2 = 1.0 - std::pow(config_.beta2, double(steps_));
+  AdamwStep adamw = adamwStep(config_, lr, steps_);
   auto& buckets = buckets_.buckets();
   for (size_t b = 0; b < buckets.size(); ++b) {
     const bool sharded = buckets[b].param_shard.defined();  // stage 3: no full parameters
@@ -101,8 +95,7 @@ void ShardedOptimizer::step(double lr) {
         p.add_(g, -lr);
         continue;
       }
-      const bool decay = params_.entries()[s.param].decay && config_.weight_decay > 0;
-      adamw.decay = decay ? 1.0 - lr * config_.weight_decay : 1.0;
+      adamw.decay = adamwDecay(config_, lr, params_.entries()[s.param].decay);
       at::Tensor m = exp_avg_[b].narrow(0, s.shard_offset, s.length);
       at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
       adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
