@@ -34,17 +34,10 @@ void pushSpanWithArgs(ThreadState& t, const core::SpanRecord& s, const core::Arg
     ring.tryPush(core::Record::from(s));
     return;
   }
-  for (int first = 0; first < n; first += 3) {
-    core::ArgsRecord a;
-    a.owner = s.id;
-    a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
-    for (int i = 0; i < a.count; ++i) a.args[i] = args[first + i];
-    if (first == 0) {
-      if (!ring.tryPushPair(core::Record::from(s), core::Record::from(a))) return;
-    } else {
-      ring.tryPush(core::Record::from(a));
-    }
+  if (!ring.tryPushPair(core::Record::from(s), core::Record::from(argsRecord(s.id, args, n, 0)))) {
+    return;
   }
+  pushArgsFrom(ring, s.id, args, n, 3);
 }
 
 }  // namespace

@@ -106,6 +106,20 @@ core::StringId ThreadState::tensorKey(int slot) noexcept {
   return id;
 }
 
+core::ArgsRecord argsRecord(core::EventId owner, const core::ArgsRecord::Arg* args, int n,
+                            int first) noexcept {
+  core::ArgsRecord a;
+  a.owner = owner;
+  a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
+  for (int i = 0; i < a.count; ++i) a.args[i] = args[first + i];
+  return a;
+}
+
+void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsRecord::Arg* args,
+                  int n, int first) noexcept {
+  for (; first < n; first += 3) ring.tryPush(core::Record::from(argsRecord(owner, args, n, first)));
+}
+
 void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
                       const int64_t* outputs, int noutputs) noexcept {
   core::RecordRing& ring = t.buffer->ring;
@@ -118,19 +132,10 @@ void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t en
   for (int i = 0; i < f.nargs; ++i) all[n++] = f.args[i];
   for (int i = 0; i < f.ninputs; ++i) all[n++] = {t.inputKey(i), 0, f.inputs[i]};
   for (int i = 0; i < noutputs; ++i) all[n++] = {t.outputKey(i), 0, outputs[i]};
-  // The writer appends the ArgsRecords that follow a span to it.
-  for (int first = 0; first < n; first += 3) {
-    core::ArgsRecord a;
-    a.owner = f.id;
-    a.count = static_cast<uint8_t>(n - first < 3 ? n - first : 3);
-    for (int i = 0; i < a.count; ++i) a.args[i] = all[first + i];
-    if (first == 0) {
-      std::memcpy(ring.pending(1), &a, sizeof a);
-      ring.commit(2);
-    } else {
-      ring.tryPush(core::Record::from(a));
-    }
-  }
+  const core::ArgsRecord head = argsRecord(f.id, all, n, 0);
+  std::memcpy(ring.pending(1), &head, sizeof head);
+  ring.commit(2);
+  pushArgsFrom(ring, f.id, all, n, 3);
 }
 
 }  // namespace tracerun::interpose

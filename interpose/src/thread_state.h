@@ -263,6 +263,15 @@ inline void buildSpan(unsigned char* slot, const ThreadState& t, const Frame& f,
                               0};
 }
 
+// A span's arguments go in the ArgsRecords that follow it in its buffer (the writer appends them to
+// it), three per record. argsRecord: arguments first..first+2 of the n in args, as one record.
+// pushArgsFrom: the records for arguments first..n-1 (each pushed alone; a span pushes its first
+// record together with itself, so that a drop never splits them).
+core::ArgsRecord argsRecord(core::EventId owner, const core::ArgsRecord::Arg* args, int n,
+                            int first) noexcept;
+void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsRecord::Arg* args,
+                  int n, int first) noexcept;
+
 // The span of a frame with arguments: the frame's own, then its tensor identities (inputs, then
 // the `noutputs` in `outputs`), in ArgsRecords after the span.
 void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
