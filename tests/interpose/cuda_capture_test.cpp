@@ -249,6 +249,22 @@ void resolve(void* lib, Fn& fn, const char* name) {
   REQUIRE(fn != nullptr);
 }
 
+// The driver (CUDA's stub) and the stand-in CUPTI loaded by path, so that the capture's dlopen of
+// libcuda.so.1 and libcupti.so.13 finds them by SONAME; the stand-in's test controls resolved.
+FakeCupti loadFakeCupti() {
+  REQUIRE(dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL) != nullptr);
+  void* lib = dlopen(FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) FAIL(dlerror());
+  FakeCupti cupti;
+  resolve(lib, cupti.stage, "fakeCuptiStage");
+  resolve(lib, cupti.deliver, "fakeCuptiDeliver");
+  resolve(lib, cupti.setDropped, "fakeCuptiSetDropped");
+  resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
+  resolve(lib, cupti.enabledKinds, "fakeCuptiEnabledKinds");
+  resolve(lib, cupti.flushes, "fakeCuptiFlushes");
+  return cupti;
+}
+
 template <typename T>
 void stage(const FakeCupti& cupti, const T& record) {
   REQUIRE(cupti.stage(&record, sizeof record));
@@ -269,18 +285,7 @@ CUpti_ActivityKernel10 kernel(const char* name, uint64_t start, uint32_t correla
 }  // namespace
 
 TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* stats are written") {
-  // The driver (CUDA's stub) and the stand-in CUPTI loaded by path: the capture's dlopen of
-  // libcuda.so.1 and libcupti.so.13 finds them by SONAME.
-  REQUIRE(dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL) != nullptr);
-  void* lib = dlopen(FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) FAIL(dlerror());
-  FakeCupti cupti;
-  resolve(lib, cupti.stage, "fakeCuptiStage");
-  resolve(lib, cupti.deliver, "fakeCuptiDeliver");
-  resolve(lib, cupti.setDropped, "fakeCuptiSetDropped");
-  resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
-  resolve(lib, cupti.enabledKinds, "fakeCuptiEnabledKinds");
-  resolve(lib, cupti.flushes, "fakeCuptiFlushes");
+  const FakeCupti cupti = loadFakeCupti();
 
   testing::TempDir dir("tracerun-cuda");
   const std::string db = dir.file("stop.db");
@@ -368,12 +373,7 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
 TEST_CASE("CUDA capture stop at a normal exit: the final flush's records reach the trace") {
   // The launcher's usual case: the program returns from main and libtracerun's static destructor
   // stops the capture, after the main thread's thread_locals were destroyed.
-  REQUIRE(dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL) != nullptr);
-  void* lib = dlopen(FAKE_CUPTI, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) FAIL(dlerror());
-  FakeCupti cupti;
-  resolve(lib, cupti.stage, "fakeCuptiStage");
-  resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
+  const FakeCupti cupti = loadFakeCupti();
   testing::TempDir dir("tracerun-cuda");
   const std::string db = dir.file("exit.db");
   const pid_t pid = ::fork();
