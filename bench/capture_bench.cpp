@@ -250,6 +250,8 @@ std::vector<Config> configs() {
        [] { at::removeCallback(gEmpty); }},
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
+      tracerunConfig("tracerun ops, shapes, writer idle", true, false, true),
+      tracerunConfig("tracerun ops, no shapes, writer idle", false, false, true),
       monotonicClockConfig("tracerun ops, no shapes, clock_gettime"),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
       {"ids: callback, in+outputs",

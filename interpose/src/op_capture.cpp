@@ -327,6 +327,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   }
   f.key = &fn;
   f.category = category;
+  f.depth = static_cast<uint16_t>(d);
+  f.parent = d > 0 ? t->frames[d - 1].id : 0;
   f.name = name;
   f.detail = detail;
   f.seq = fn.seqNr();
@@ -345,7 +347,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 
 void popFrame(ThreadState& t, uint32_t index, int64_t endNs) {
   const Frame& f = t.frames[index];
-  emitSpan(t, f, index, endNs);
+  emitSpan(t, f, endNs);
   if (f.prevUser != kNotUser) t.userTop = f.prevUser;
 }
 
@@ -383,7 +385,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (C10_UNLIKELY(gTensors) && f.category == core::Category::kOp) {
     int64_t outputs[kMaxTensorOutputs];
     const int n = collectIdentities(fn.outputs(), outputs, 0, kMaxTensorOutputs);
-    emitSpan(*t, f, i, endNs, outputs, n);
+    emitSpan(*t, f, endNs, outputs, n);
     if (f.prevUser != kNotUser) t->userTop = f.prevUser;
   } else {
     popFrame(*t, i, endNs);

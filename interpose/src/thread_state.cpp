@@ -120,13 +120,13 @@ void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsR
   for (; first < n; first += 3) ring.tryPush(core::Record::from(argsRecord(owner, args, n, first)));
 }
 
-void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
-                      const int64_t* outputs, int noutputs) noexcept {
+void emitSpanWithArgs(ThreadState& t, const Frame& f, int64_t endNs, const int64_t* outputs,
+                      int noutputs) noexcept {
   core::RecordRing& ring = t.buffer->ring;
   if (!ring.reserve(2)) [[unlikely]] {
     return;
   }
-  buildSpan(ring.pending(0), t, f, index, endNs);
+  buildSpan(ring.pending(0), f, endNs);
   core::ArgsRecord::Arg all[kMaxFrameArgs + kMaxTensorInputs + kMaxTensorOutputs];
   int n = 0;
   for (int i = 0; i < f.nargs; ++i) all[n++] = f.args[i];

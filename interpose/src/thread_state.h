@@ -6,10 +6,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 
 #include "tracerun/core/records.h"
 #include "tracerun/core/session.h"
@@ -202,21 +204,48 @@ inline constexpr int kMaxFrameArgs = 4;
 inline constexpr int kMaxTensorInputs = 8;
 inline constexpr int kMaxTensorOutputs = 4;
 
-// One open span on a thread's stack.
-struct Frame {
-  const void* key = nullptr;  // identity of the open scope (the RecordFunction's address)
-  int64_t start_ns = 0;
-  core::EventId id = 0;
-  int64_t seq = -1;
-  core::StringId name = 0;
-  core::StringId detail = 0;
+// One open span on a thread's stack. Its first 64 bytes are the core::SpanRecord it becomes, laid
+// out field for field (end_ns, track and reserved stay 0): closing it is a 64-byte copy into the
+// ring plus the end time, not a dozen field stores (emitSpan).
+struct alignas(64) Frame {
+  // ---- as core::SpanRecord
+  core::RecordKind kind = core::RecordKind::kSpan;
   core::Category category = core::Category::kOp;
+  uint16_t depth = 0;  // its index on the stack
+  core::StringId name = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  core::EventId id = 0;
+  core::EventId parent = 0;  // the enclosing frame's id, 0 at depth 0
+  int64_t seq = -1;
+  core::StringId detail = 0;
+  core::TrackId track = 0;
+  uint64_t reserved = 0;
+  // ---- the frame's own
+  const void* key = nullptr;  // identity of the open scope (the RecordFunction's address)
+  int16_t prevUser = -1;      // index of the enclosing user/phase/module frame, -1 for none
   uint8_t nargs = 0;
-  int16_t prevUser = -1;  // index of the enclosing user/phase/module frame, -1 for none
-  uint8_t ninputs = 0;    // tensor identities in `inputs` (only with the tensors category)
+  uint8_t ninputs = 0;  // tensor identities in `inputs` (only with the tensors category)
   core::ArgsRecord::Arg args[kMaxFrameArgs];
   int64_t inputs[kMaxTensorInputs];
 };
+#define TRACERUN_SAME_OFFSET(field) \
+  static_assert(offsetof(Frame, field) == offsetof(core::SpanRecord, field))
+TRACERUN_SAME_OFFSET(kind);
+TRACERUN_SAME_OFFSET(category);
+TRACERUN_SAME_OFFSET(depth);
+TRACERUN_SAME_OFFSET(name);
+TRACERUN_SAME_OFFSET(start_ns);
+TRACERUN_SAME_OFFSET(end_ns);
+TRACERUN_SAME_OFFSET(id);
+TRACERUN_SAME_OFFSET(parent);
+TRACERUN_SAME_OFFSET(seq);
+TRACERUN_SAME_OFFSET(detail);
+TRACERUN_SAME_OFFSET(track);
+TRACERUN_SAME_OFFSET(reserved);
+#undef TRACERUN_SAME_OFFSET
+static_assert(sizeof(core::SpanRecord) == 64 && offsetof(Frame, key) == 64);
+static_assert(std::is_standard_layout_v<Frame> && std::is_standard_layout_v<core::SpanRecord>);
 
 // ---- ThreadState --------------------------------------------------------------------------------
 
@@ -246,21 +275,11 @@ struct ThreadState {
   core::StringId tensorKeys_[kMaxTensorInputs + kMaxTensorOutputs] = {};
 };
 
-// Builds frame f's span (at stack index `index`, ending at endNs) in place in a ring slot.
-inline void buildSpan(unsigned char* slot, const ThreadState& t, const Frame& f, uint32_t index,
-                      int64_t endNs) noexcept {
-  new (slot) core::SpanRecord{core::RecordKind::kSpan,
-                              f.category,
-                              static_cast<uint16_t>(index),
-                              f.name,
-                              f.start_ns,
-                              endNs,
-                              f.id,
-                              index > 0 ? t.frames[index - 1].id : 0,
-                              f.seq,
-                              f.detail,
-                              0,
-                              0};
+// Writes frame f's span, ending at endNs, into a ring slot: the frame's record image, then the end
+// time (stored after the copy, so that the copy does not wait on it).
+inline void buildSpan(unsigned char* slot, const Frame& f, int64_t endNs) noexcept {
+  std::memcpy(slot, &f, sizeof(core::SpanRecord));
+  std::memcpy(slot + offsetof(core::SpanRecord, end_ns), &endNs, sizeof endNs);
 }
 
 // A span's arguments go in the ArgsRecords that follow it in its buffer (the writer appends them to
@@ -274,22 +293,22 @@ void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsR
 
 // The span of a frame with arguments: the frame's own, then its tensor identities (inputs, then
 // the `noutputs` in `outputs`), in ArgsRecords after the span.
-void emitSpanWithArgs(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
-                      const int64_t* outputs, int noutputs) noexcept;
+void emitSpanWithArgs(ThreadState& t, const Frame& f, int64_t endNs, const int64_t* outputs,
+                      int noutputs) noexcept;
 
-// Emits the span of frame f (at stack index `index`) ending at endNs, with its arguments. Spans
-// without arguments (nearly every op) take this inline path: one ring slot, built in place.
-inline void emitSpan(ThreadState& t, const Frame& f, uint32_t index, int64_t endNs,
+// Emits the span of frame f ending at endNs, with its arguments. Spans without arguments (nearly
+// every op) take this inline path: one ring slot.
+inline void emitSpan(ThreadState& t, const Frame& f, int64_t endNs,
                      const int64_t* outputs = nullptr, int noutputs = 0) noexcept {
   if (f.nargs + f.ninputs + noutputs != 0) [[unlikely]] {
-    emitSpanWithArgs(t, f, index, endNs, outputs, noutputs);
+    emitSpanWithArgs(t, f, endNs, outputs, noutputs);
     return;
   }
   core::RecordRing& ring = t.buffer->ring;
   if (!ring.reserve(1)) [[unlikely]] {
     return;
   }
-  buildSpan(ring.pending(0), t, f, index, endNs);
+  buildSpan(ring.pending(0), f, endNs);
   ring.commit(1);
 }
 

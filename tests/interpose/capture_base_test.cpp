@@ -117,7 +117,7 @@ TEST_CASE("seq maps are registered per RecordFunction thread id") {
   CHECK(seqMapForThread(3) == m);
 }
 
-TEST_CASE("emitSpan writes the span, its parent and up to four arguments in two records") {
+TEST_CASE("emitSpan writes the frame's record image, its end and up to four arguments") {
   core::Session session(64);
   auto t = std::make_unique<ThreadState>();
   t->session = &session;
@@ -126,12 +126,16 @@ TEST_CASE("emitSpan writes the span, its parent and up to four arguments in two 
   outer.id = 11;
   Frame& f = t->frames[1];
   f.id = 12;
+  f.depth = 1;
+  f.parent = outer.id;
+  f.seq = 7;
+  f.detail = t->intern("f32[2]");
   f.name = t->intern("microbatch");
   f.category = core::Category::kPhase;
   f.start_ns = 1000;
   f.nargs = 4;
   for (int i = 0; i < 4; ++i) f.args[i] = {t->intern(("k" + std::to_string(i)).c_str()), 0, i * 10};
-  emitSpan(*t, f, 1, 2500);
+  emitSpan(*t, f, 2500);
   std::vector<core::Record> got;
   t->buffer->ring.drain([&](const core::Record* r, size_t n) { got.insert(got.end(), r, r + n); });
   REQUIRE(got.size() == 3);
@@ -139,7 +143,14 @@ TEST_CASE("emitSpan writes the span, its parent and up to four arguments in two 
   const auto s = got[0].as<core::SpanRecord>();
   CHECK(s.parent == 11);
   CHECK(s.depth == 1);
-  CHECK(s.end_ns - s.start_ns == 1500);
+  CHECK(s.id == 12);
+  CHECK(s.name == f.name);
+  CHECK(s.seq == 7);
+  CHECK(s.detail == f.detail);
+  CHECK(s.track == 0);
+  CHECK(s.start_ns == 1000);
+  CHECK(s.end_ns == 2500);
+  CHECK(f.end_ns == 0);  // the end goes into the record only
   CHECK(s.category == core::Category::kPhase);
   const auto a = got[1].as<core::ArgsRecord>();
   const auto b = got[2].as<core::ArgsRecord>();
@@ -267,11 +278,11 @@ TEST_CASE("emitSpan appends tensor identities after the frame's arguments and dr
   f.inputs[0] = 0x1000;
   f.inputs[1] = 0x2000;
   const int64_t outputs[2] = {0x3000, int64_t{1} << 48 | 0x1000};
-  emitSpan(*t, f, 0, 200, outputs, 2);
-  emitSpan(*t, f, 0, 300, outputs, 2);  // does not fit: neither the span nor its args go in
+  emitSpan(*t, f, 200, outputs, 2);
+  emitSpan(*t, f, 300, outputs, 2);  // does not fit: neither the span nor its args go in
   CHECK(t->buffer->ring.dropped() == 2);
   f.ninputs = 0;
-  emitSpan(*t, f, 0, 400);  // no arguments: the span alone takes the one slot left
+  emitSpan(*t, f, 400);  // no arguments: the span alone takes the one slot left
   std::vector<core::Record> got;
   t->buffer->ring.drain([&](const core::Record* r, size_t n) { got.insert(got.end(), r, r + n); });
   REQUIRE(got.size() == 4);
