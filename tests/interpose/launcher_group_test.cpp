@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -74,7 +75,15 @@ std::vector<std::string> group(const std::string& output, std::vector<std::strin
   return argv;
 }
 
+// A worker told to fail waits, before failing, until every rank of its attempt has done a step
+// (its own rendezvous directory per job): what a test checks of the others then exists.
 std::vector<std::string> worker(std::vector<std::string> args) {
+  if (std::find(args.begin(), args.end(), "--fail-step") != args.end()) {
+    static int jobs = 0;
+    const std::string dir = scratch() + "/ready" + std::to_string(jobs++);
+    ::mkdir(dir.c_str(), 0755);
+    args.insert(args.end(), {"--ready-dir", dir});
+  }
   args.insert(args.begin(), WORKER_BIN);
   return args;
 }

@@ -3,10 +3,14 @@
 // an exit code at a given rank and step, only in the first attempt). Not a training program.
 // With --print-clock each step also prints "clock step N BEGIN END": CLOCK_MONOTONIC ns read just
 // before the step's scope opened and just after it closed (the truth the merged times are checked
-// against).
+// against). With --ready-dir DIR every rank marks DIR/ATTEMPT.RANK once its first step is done,
+// and the failing rank fails only when every rank of its attempt has (a loaded machine may start
+// some ranks late; a test that checks what each rank recorded before the failure needs them all
+// started).
 //
 // launcher_worker [--steps N] [--sleep-ms M] [--fail-rank R --fail-step S
 //                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt] [--print-clock]
+//                 [--ready-dir DIR]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <signal.h>
@@ -35,11 +39,27 @@ long long monotonicNs() {
   return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
+std::string readyMark(const std::string& dir, int restart, int rank) {
+  return dir + "/" + std::to_string(restart) + "." + std::to_string(rank);
+}
+
+// Waits (at most a minute) until every rank of this attempt has marked itself ready.
+void awaitAllReady(const std::string& dir, int restart, int worldSize) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < worldSize; ++r) {
+    while (::access(readyMark(dir, restart, r).c_str(), F_OK) != 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 5, sleepMs = 0, failRank = -1, failStep = -1, failSignal = 0, failCode = 0;
   bool everyAttempt = false, printClock = false;
+  std::string readyDir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -51,6 +71,7 @@ int main(int argc, char** argv) {
     if (a == "--fail-code") failCode = next();
     if (a == "--fail-every-attempt") everyAttempt = true;
     if (a == "--print-clock") printClock = true;
+    if (a == "--ready-dir" && i + 1 < argc) readyDir = argv[++i];
   }
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
@@ -78,7 +99,13 @@ int main(int argc, char** argv) {
     if (printClock) std::printf("clock step %d %lld %lld\n", step, begin, end);
     std::printf("step %d\n", step);
     std::fflush(stdout);
+    if (step == 1 && !readyDir.empty()) {
+      if (std::FILE* mark = std::fopen(readyMark(readyDir, restart, rank).c_str(), "w")) {
+        std::fclose(mark);
+      }
+    }
     if (rank == failRank && step == failStep && (restart == 0 || everyAttempt)) {
+      if (!readyDir.empty()) awaitAllReady(readyDir, restart, envInt("WORLD_SIZE", 1));
       if (failSignal != 0) ::raise(failSignal);
       if (failCode != 0) return failCode;
     }
