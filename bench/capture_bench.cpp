@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "capture.h"
+#include "tracerun/core/clock.h"
 #include "tracerun/trace/reader.h"
 
 namespace prof = torch::autograd::profiler;
@@ -138,6 +139,28 @@ std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
   return nullptr;
 }
 void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
+
+// The least any tracer that times each op pays: the empty callback plus one read of tracerun's
+// clock (core::nowNs(), on the TSC where tracerun uses it) at each end. The difference is kept so
+// neither read is dead code.
+thread_local int64_t tlsClockStart = 0;
+thread_local int64_t tlsClockSum = 0;
+std::unique_ptr<at::ObserverContext> clockStart(const at::RecordFunction&) {
+  tlsClockStart = tracerun::core::nowNs();
+  return nullptr;
+}
+void clockEnd(const at::RecordFunction&, at::ObserverContext*) {
+  tlsClockSum += tracerun::core::nowNs() - tlsClockStart;
+}
+Config clockOnlyConfig() {
+  return {"clock-only callback (2 reads)",
+          [] {
+            tracerun::core::enableTscClock();
+            gEmpty = at::addGlobalCallback(
+                at::RecordFunctionCallback(&clockStart, &clockEnd).scopes(kCaptureScopes));
+          },
+          [] { at::removeCallback(gEmpty); }};
+}
 
 // ---- the two routes to tensor identities (issue 3 item 1), each alone, computing the same
 // identities (storage data address + version) into a sink
@@ -248,6 +271,7 @@ std::vector<Config> configs() {
                                             .needsInputs(true));
        },
        [] { at::removeCallback(gEmpty); }},
+      clockOnlyConfig(),
       tracerunConfig("tracerun ops, shapes", true, false),
       tracerunConfig("tracerun ops, no shapes", false, false),
       tracerunConfig("tracerun ops, shapes, writer idle", true, false, true),
@@ -428,6 +452,7 @@ int main(int argc, char** argv) {
                                             .needsInputs(true));
        },
        [] { at::removeCallback(gEmpty); }},
+      clockOnlyConfig(),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
       tracerunConfig("tracerun ops, no shapes", false, false),
       tracerunConfig("same, writer idle while timed", true, true, true),
