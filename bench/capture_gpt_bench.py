@@ -38,6 +38,7 @@ CONFIGS = {
     "empty callback (tracerun's scopes)": ("empty",),
     "empty callback, needing inputs": ("empty", "inputs"),
     "traced: ops,scopes,memory,comm + shapes (default)": ("ops,scopes,memory,comm", "1"),
+    "traced: ops,scopes + shapes (no memory)": ("ops,scopes", "1"),
     "traced: ops,scopes, no shapes": ("ops,scopes", "0"),
     "traced: default + tensors": ("ops,scopes,memory,comm,tensors", "1"),
     # The writer drains only at exit (TRACERUN_DRAIN_MS: 10 min; 30 steps fit the 16 MiB ring):

@@ -65,9 +65,25 @@ inline uint64_t hashTensor(uint64_t h, const at::Tensor& t) noexcept {
   return h;
 }
 
+// What a list input holds, read from the list's element type. libtorch's isTensorList() and
+// isIntList() are out-of-line calls that, when the kind differs, compare whole types through a
+// virtual call (an int list asked isTensorList() first paid ~40 instructions; view and stride
+// arguments are int lists). Equal types have equal kinds, so the kind alone gives the same answer.
+enum class ListKind { kTensors, kInts, kOther };
+ListKind listKind(const c10::IValue& v) noexcept {
+  const auto* list = static_cast<const c10::detail::ListImpl*>(v.internalToPointer());
+  switch (list->elementType->kind()) {
+    case c10::TypeKind::TensorType:
+      return ListKind::kTensors;
+    case c10::TypeKind::IntType:
+      return ListKind::kInts;
+    default:
+      return ListKind::kOther;
+  }
+}
+
 uint64_t hashValue(uint64_t h, const c10::IValue& v) {
-  // The tags that are inline compares first; isTensorList() and isIntList() are calls into
-  // libtorch (an at::add's Scalar alpha used to pay for one).
+  // Inline tag compares only (libtorch's isTensorList()/isIntList() are calls: see listKind).
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     return t.defined() ? hashTensor(h, t) : step64(h, kTagUndef);
@@ -77,13 +93,16 @@ uint64_t hashValue(uint64_t h, const c10::IValue& v) {
   if (v.isBool()) return step64(h, kTagBool);
   if (v.isNone()) return step64(h, kTagNone);
   if (v.isString()) return step64(h, kTagString);
-  if (v.isTensorList()) {
-    const auto list = v.toListRef();
-    h = step64(h, (kTagList << 32) | list.size());
-    for (const c10::IValue& e : list) h = hashValue(h, e);
-    return h;
+  if (v.isList()) {
+    const ListKind kind = listKind(v);
+    if (kind == ListKind::kTensors) {
+      const auto list = v.toListRef();
+      h = step64(h, (kTagList << 32) | list.size());
+      for (const c10::IValue& e : list) h = hashValue(h, e);
+      return h;
+    }
+    if (kind == ListKind::kInts) return step64(h, (kTagIntList << 32) | v.toListRef().size());
   }
-  if (v.isIntList()) return step64(h, (kTagIntList << 32) | v.toListRef().size());
   return step64(h, kTagOther);
 }
 
@@ -134,7 +153,7 @@ void formatValue(std::string& out, const c10::IValue& v) {
       first = false;
     }
     out += ']';
-  } else if (v.isTensorList()) {
+  } else if (v.isList() && listKind(v) == ListKind::kTensors) {
     out += '{';
     bool first = true;
     for (const c10::IValue& e : v.toListRef()) {
@@ -153,7 +172,7 @@ void formatValue(std::string& out, const c10::IValue& v) {
     out += "None";
   } else if (v.isString()) {
     out += "str";
-  } else if (v.isIntList()) {
+  } else if (v.isList() && listKind(v) == ListKind::kInts) {
     out += "int[" + std::to_string(v.toListRef().size()) + "]";
   } else {
     out += v.tagKind();
@@ -218,7 +237,7 @@ int collectIdentities(const Values& values, int64_t* ids, int n, int max) noexce
         continue;
       }
       ids[n++] = tensorIdentity(v.toTensor());
-    } else if (v.isTensorList()) {
+    } else if (v.isList() && listKind(v) == ListKind::kTensors) {
       for (const c10::IValue& e : v.toListRef()) {
         if (!e.isTensor()) continue;
         if (n == max) {

@@ -272,6 +272,51 @@ TEST_CASE("input shapes and dtypes are recorded and skipped with shapes off") {
   }
 }
 
+TEST_CASE("list inputs are told apart as libtorch's own isTensorList/isIntList do") {
+  // The capture reads a list's element kind itself; the truth is libtorch's predicates on the same
+  // op's boxed inputs, read by a callback of the test's own.
+  at::set_num_threads(1);
+  const auto a = torch::ones({2, 3});
+  const auto idx = torch::zeros({1}, torch::kLong);
+  static std::map<std::string, std::string> libtorchKinds;  // op name -> "T,I,O" per list input
+  libtorchKinds.clear();
+  const auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            std::string kinds;
+            for (const c10::IValue& v : fn.inputs()) {
+              if (!v.isList()) continue;
+              kinds += v.isTensorList() ? 'T' : v.isIntList() ? 'I' : 'O';
+            }
+            libtorchKinds.emplace(fn.name(), kinds);
+            return nullptr;
+          })
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION}));
+  const std::string path = tempPath("lists");
+  auto config = configFor(path);
+  config.shapes = true;
+  REQUIRE(interpose::startCapture(config));
+  auto joined = at::cat({a, a}, 0);
+  auto viewed = a.view({3, 2});
+  auto picked = at::index(a, {idx});
+  interpose::stopCapture();
+  at::removeCallback(handle);
+  CHECK(libtorchKinds["aten::cat"] == "T");
+  CHECK(libtorchKinds["aten::view"] == "I");
+  CHECK(libtorchKinds["aten::index"] == "O");
+  const auto reader = trace::TraceReader::open(path);
+  const auto spans = allSpans(reader);
+  auto detailOf = [&](const char* name) {
+    const SpanInfo* s = findSpan(spans, name);
+    return s != nullptr ? reader.str(s->row.detail) : std::string("<no span>");
+  };
+  CHECK(detailOf("aten::cat") == "{f32[2,3], f32[2,3]}, int");
+  CHECK(detailOf("aten::view") == "f32[2,3], int[2]");
+  CHECK(detailOf("aten::index") == "f32[2,3], GenericList");
+  ::unlink(path.c_str());
+}
+
 // ---- tensor identities (the opt-in `tensors` category) -----------------------------------------
 
 namespace {
