@@ -48,7 +48,9 @@ constexpr int64_t kMaxTxnAgeNs = 1'000'000'000;  // commit at least this often w
 // A pass that drained at least this many records goes again at once instead of sleeping: the
 // rings are filling faster than one interval's worth.
 constexpr size_t kBusyPassRecords = 16384;
-constexpr size_t kSpanBatch = 32;  // spans rows per multi-row INSERT
+// Rows per multi-row INSERT (spans, memory): a quarter less CPU per row than one statement per
+// row (performance.md, "Trace writer").
+constexpr size_t kRowBatch = 32;
 
 // A span waiting in its track's chunk. Times are relative to the origin.
 struct PendingSpan {
@@ -109,6 +111,46 @@ void removeIfExists(const std::string& path) {
   }
 }
 
+// "row, row, ..." n times, for a multi-row INSERT's VALUES.
+std::string repeatedRows(const std::string& row, size_t n) {
+  std::string rows = row;
+  for (size_t i = 1; i < n; ++i) rows += ", " + row;
+  return rows;
+}
+
+// Binds one memory row at parameters base+1..base+10 (op and scope 0 as NULL).
+void bindMemory(sql::Stmt& st, int base, int64_t rank, int64_t ts, const core::MemoryRecord& m) {
+  st.bind(base + 1, rank).bind(base + 2, ts).bind(base + 3, int64_t{m.device_type});
+  st.bind(base + 4, int64_t{m.device_index}).bind(base + 5, static_cast<int64_t>(m.ptr));
+  st.bind(base + 6, m.bytes).bind(base + 7, m.total).bind(base + 8, int64_t(m.category));
+  if (m.op) {
+    st.bind(base + 9, int64_t{m.op});
+  } else {
+    st.bindNull(base + 9);
+  }
+  if (m.scope) {
+    st.bind(base + 10, int64_t{m.scope});
+  } else {
+    st.bindNull(base + 10);
+  }
+}
+
+// Binds one spans row at parameters base+1..base+7 (id, track, start, duration, packed, detail,
+// seq; detail 0 and seq < 0 as NULL).
+void bindSpan(sql::Stmt& st, int base, int64_t id, TrackId track, const PendingSpan& p) {
+  st.bind(base + 1, id).bind(base + 2, int64_t{track}).bind(base + 3, p.start);
+  st.bind(base + 4, p.end - p.start).bind(base + 5, schema::packSpan(p.name, p.depth, p.category));
+  if (p.detail) {
+    st.bind(base + 6, int64_t{p.detail});
+  } else {
+    st.bindNull(base + 6);
+  }
+  if (p.seq >= 0) {
+    st.bind(base + 7, p.seq);
+  } else {
+    st.bindNull(base + 7);
+  }
+}
 }  // namespace
 
 class ShardWriter::Impl {
@@ -144,7 +186,8 @@ class ShardWriter::Impl {
   }
 
   void writeChunk(TrackState& t);
-  void writePendingChunks();
+  void writePendingChunks();  // and the pending memory rows
+  void writePendingMemory();
   void writeStrings();
 
   void ensureTxn();
@@ -155,8 +198,8 @@ class ShardWriter::Impl {
 
   void finish();  // everything close() writes after the last pass
   std::vector<sql::Stmt*> statements() {
-    return {&insSpan_,    &insSpanBatch_, &insChunk_, &insArg_,   &insInstant_,
-            &insCounter_, &insMemory_,    &insFlow_,  &insString_};
+    return {&insSpan_,    &insSpanBatch_, &insChunk_,       &insArg_,  &insInstant_,
+            &insCounter_, &insMemory_,    &insMemoryBatch_, &insFlow_, &insString_};
   }
   void releaseConnection() {
     for (sql::Stmt* s : statements()) *s = sql::Stmt();
@@ -172,7 +215,8 @@ class ShardWriter::Impl {
 
   sql::Db db_;
   sql::Stmt insSpan_, insSpanBatch_, insChunk_, insArg_, insInstant_, insCounter_, insMemory_,
-      insFlow_, insString_;
+      insMemoryBatch_, insFlow_, insString_;
+  std::vector<core::MemoryRecord> pendingMemory_;  // up to kRowBatch rows not yet inserted
 
   mutable std::mutex mu_;  // guards everything below (and the connection)
   // Callers blocked on mu_, so that a busy drain thread lets them in.
@@ -273,11 +317,9 @@ void ShardWriter::Impl::createSchema() {
 void ShardWriter::Impl::prepare() {
   const std::string insertSpans =
       "INSERT INTO spans (id, track, start_ns, dur_ns, packed, detail, seq) VALUES ";
-  const std::string row = "(?, ?, ?, ?, ?, ?, ?)";
-  insSpan_ = sql::Stmt(db_, insertSpans + row);
-  std::string rows = row;
-  for (size_t i = 1; i < kSpanBatch; ++i) rows += ", " + row;
-  insSpanBatch_ = sql::Stmt(db_, insertSpans + rows);
+  const std::string spanRow = "(?, ?, ?, ?, ?, ?, ?)";
+  insSpan_ = sql::Stmt(db_, insertSpans + spanRow);
+  insSpanBatch_ = sql::Stmt(db_, insertSpans + repeatedRows(spanRow, kRowBatch));
   insChunk_ = sql::Stmt(db_,
                         "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, "
                         "last_id) VALUES (?, ?, ?, ?, ?)");
@@ -286,9 +328,14 @@ void ShardWriter::Impl::prepare() {
                           "INSERT INTO instants (track, ts_ns, category, name, detail, value) "
                           "VALUES (?, ?, ?, ?, ?, ?)");
   insCounter_ = sql::Stmt(db_, "INSERT INTO counters (track, ts_ns, value) VALUES (?, ?, ?)");
-  insMemory_ = sql::Stmt(db_,
-                         "INSERT INTO memory (rank, ts_ns, device_type, device_index, ptr, bytes, "
-                         "total, category, op, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  const std::string insertMemory =
+      "INSERT INTO memory (rank, ts_ns, device_type, device_index, ptr, bytes, total, category, "
+      "op, "
+      "scope) VALUES ";
+  const std::string memoryRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+  insMemory_ = sql::Stmt(db_, insertMemory + memoryRow);
+  insMemoryBatch_ = sql::Stmt(db_, insertMemory + repeatedRows(memoryRow, kRowBatch));
+  pendingMemory_.reserve(kRowBatch);
   insFlow_ = sql::Stmt(db_,
                        "INSERT INTO flows (kind, src_track, src_ts_ns, dst_track, dst_ts_ns) "
                        "VALUES (?, ?, ?, ?, ?)");
@@ -431,20 +478,8 @@ void ShardWriter::Impl::handle(core::ThreadBuffer& b, BufferState& st, const Rec
       const auto s = r.as<core::MemoryRecord>();
       const int64_t ts = s.ts_ns - origin_;
       ensureTxn();
-      insMemory_.bind(1, int64_t{opt_.rank}).bind(2, ts).bind(3, int64_t{s.device_type});
-      insMemory_.bind(4, int64_t{s.device_index}).bind(5, static_cast<int64_t>(s.ptr));
-      insMemory_.bind(6, s.bytes).bind(7, s.total).bind(8, int64_t(s.category));
-      if (s.op) {
-        insMemory_.bind(9, int64_t{s.op});
-      } else {
-        insMemory_.bindNull(9);
-      }
-      if (s.scope) {
-        insMemory_.bind(10, int64_t{s.scope});
-      } else {
-        insMemory_.bindNull(10);
-      }
-      insMemory_.run();
+      pendingMemory_.push_back(s);
+      if (pendingMemory_.size() == kRowBatch) writePendingMemory();
       noteTime(ts, ts);
       ++counts_.memory;
       rowWritten();
@@ -537,25 +572,6 @@ void ShardWriter::Impl::handleArgs(BufferState& st, const core::ArgsRecord& a) {
 // ---------------------------------------------------------------------------------------------
 // span chunks
 
-namespace {
-// Binds one spans row at parameters base+1..base+7 (id, track, start, duration, packed, detail,
-// seq; detail 0 and seq < 0 as NULL).
-void bindSpan(sql::Stmt& st, int base, int64_t id, TrackId track, const PendingSpan& p) {
-  st.bind(base + 1, id).bind(base + 2, int64_t{track}).bind(base + 3, p.start);
-  st.bind(base + 4, p.end - p.start).bind(base + 5, schema::packSpan(p.name, p.depth, p.category));
-  if (p.detail) {
-    st.bind(base + 6, int64_t{p.detail});
-  } else {
-    st.bindNull(base + 6);
-  }
-  if (p.seq >= 0) {
-    st.bind(base + 7, p.seq);
-  } else {
-    st.bindNull(base + 7);
-  }
-}
-}  // namespace
-
 void ShardWriter::Impl::writeChunk(TrackState& t) {
   if (t.chunk.empty()) return;
   keys_.clear();
@@ -566,16 +582,15 @@ void ShardWriter::Impl::writeChunk(TrackState& t) {
   ensureTxn();
   const int64_t firstId = nextSpanId_;
   int64_t maxEnd = std::numeric_limits<int64_t>::min();
-  // Full batches of kSpanBatch rows through one statement (a quarter less CPU per row than one
-  // statement per row: performance.md), the rest one by one.
-  for (size_t first = 0; first < keys_.size(); first += kSpanBatch) {
-    const size_t n = std::min(kSpanBatch, keys_.size() - first);
+  // Full batches of kRowBatch rows through one statement, the rest one by one.
+  for (size_t first = 0; first < keys_.size(); first += kRowBatch) {
+    const size_t n = std::min(kRowBatch, keys_.size() - first);
     for (size_t i = 0; i < n; ++i) {
       const PendingSpan& p = t.chunk[keys_[first + i].index];
       const int64_t id = nextSpanId_++;
-      bindSpan(n == kSpanBatch ? insSpanBatch_ : insSpan_,
-               n == kSpanBatch ? static_cast<int>(7 * i) : 0, id, t.id, p);
-      if (n != kSpanBatch) insSpan_.run();
+      bindSpan(n == kRowBatch ? insSpanBatch_ : insSpan_,
+               n == kRowBatch ? static_cast<int>(7 * i) : 0, id, t.id, p);
+      if (n != kRowBatch) insSpan_.run();
       for (uint32_t a = 0; a < p.argsCount; ++a) {
         const auto& arg = t.chunkArgs[p.argsBegin + a];
         insArg_.bind(1, id).bind(2, int64_t{arg.key}).bind(3, arg.value);
@@ -583,7 +598,7 @@ void ShardWriter::Impl::writeChunk(TrackState& t) {
       }
       maxEnd = std::max(maxEnd, p.end);
     }
-    if (n == kSpanBatch) insSpanBatch_.run();
+    if (n == kRowBatch) insSpanBatch_.run();
   }
   const int64_t minStart = keys_.front().start;
   insChunk_.bind(1, int64_t{t.id}).bind(2, minStart).bind(3, maxEnd).bind(4, firstId);
@@ -602,6 +617,21 @@ void ShardWriter::Impl::writePendingChunks() {
     if (t) writeChunk(*t);
   }
   for (auto& [id, t] : farTracks_) writeChunk(*t);
+  writePendingMemory();
+}
+
+void ShardWriter::Impl::writePendingMemory() {
+  if (pendingMemory_.empty()) return;
+  ensureTxn();
+  const bool full = pendingMemory_.size() == kRowBatch;
+  for (size_t i = 0; i < pendingMemory_.size(); ++i) {
+    const core::MemoryRecord& m = pendingMemory_[i];
+    bindMemory(full ? insMemoryBatch_ : insMemory_, full ? static_cast<int>(10 * i) : 0, opt_.rank,
+               m.ts_ns - origin_, m);
+    if (!full) insMemory_.run();
+  }
+  if (full) insMemoryBatch_.run();
+  pendingMemory_.clear();
 }
 
 void ShardWriter::Impl::writeStrings() {
@@ -627,6 +657,7 @@ void ShardWriter::Impl::ensureTxn() {
 
 void ShardWriter::Impl::commit() {
   if (!inTxn_) return;
+  writePendingMemory();  // a commit holds every memory row handled before it
   db_.exec("COMMIT");
   inTxn_ = false;
   txnRows_ = 0;
