@@ -37,6 +37,9 @@ CONFIGS = {
     # for tracerun's scopes, what any RecordFunction-based tracer pays before doing anything.
     "empty callback (tracerun's scopes)": ("empty",),
     "empty callback, needing inputs": ("empty", "inputs"),
+    # The same callback reading tracerun's clock at both ends: the least a tracer that times every
+    # op (and, needing inputs, records shapes) pays.
+    "clock-only callback, needing inputs": ("empty", "inputs", "clock"),
     "traced: ops,scopes,memory,comm + shapes (default)": ("ops,scopes,memory,comm", "1"),
     "traced: ops,scopes + shapes (no memory)": ("ops,scopes", "1"),
     "traced: ops,scopes, no shapes": ("ops,scopes", "0"),
@@ -54,7 +57,8 @@ def run(build, model, capture, steps, warmup, tmp):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     if capture is not None and capture[0] == "empty":
         env.update(LD_PRELOAD=os.path.abspath(os.path.join(build, "bench", "libempty_callback.so")),
-                   EMPTY_CALLBACK_INPUTS="1" if len(capture) > 1 else "0")
+                   EMPTY_CALLBACK_INPUTS="1" if "inputs" in capture else "0",
+                   EMPTY_CALLBACK_CLOCK="1" if "clock" in capture else "0")
     elif capture is not None:
         shard = os.path.join(tmp, "t.db")
         for stale in (shard, shard + "-wal", shard + "-shm"):
