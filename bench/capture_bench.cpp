@@ -33,11 +33,16 @@
 #include <unordered_set>
 #include <vector>
 
+#include "baseline_callbacks.h"
 #include "capture.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/trace/reader.h"
 
 namespace prof = torch::autograd::profiler;
+using tracerun::bench::clockEnd;
+using tracerun::bench::clockStart;
+using tracerun::bench::emptyEnd;
+using tracerun::bench::emptyStart;
 using tracerun::interpose::CaptureConfig;
 
 namespace {
@@ -129,29 +134,11 @@ struct Config {
 };
 
 at::CallbackHandle gEmpty = 0;
-// The scopes tracerun registers for: ops, backward nodes, user scopes.
-const std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> kCaptureScopes = {
-    at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE};
+const auto& kCaptureScopes = tracerun::bench::kTracerunScopes;
 int64_t gDropped = 0;  // records dropped over all tracerun runs (full per-thread buffers)
 int64_t gCaptured = 0;
 
-std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
-  return nullptr;
-}
-void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
-
-// The least any tracer that times each op pays: the empty callback plus one read of tracerun's
-// clock (core::nowNs(), on the TSC where tracerun uses it) at each end. The difference is kept so
-// neither read is dead code.
-thread_local int64_t tlsClockStart = 0;
-thread_local int64_t tlsClockSum = 0;
-std::unique_ptr<at::ObserverContext> clockStart(const at::RecordFunction&) {
-  tlsClockStart = tracerun::core::nowNs();
-  return nullptr;
-}
-void clockEnd(const at::RecordFunction&, at::ObserverContext*) {
-  tlsClockSum += tracerun::core::nowNs() - tlsClockStart;
-}
+// The clock-only baseline (baseline_callbacks.h).
 Config clockOnlyConfig() {
   return {"clock-only callback (2 reads)",
           [] {

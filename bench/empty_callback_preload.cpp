@@ -8,27 +8,13 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
+#include "baseline_callbacks.h"
 #include "tracerun/core/clock.h"
 
 namespace {
 
-std::unique_ptr<at::ObserverContext> emptyStart(const at::RecordFunction&) {
-  return nullptr;
-}
-void emptyEnd(const at::RecordFunction&, at::ObserverContext*) {}
-
-// The difference is kept so that neither read is dead code.
-thread_local int64_t tlsClockStart = 0;
-thread_local int64_t tlsClockSum = 0;
-std::unique_ptr<at::ObserverContext> clockStart(const at::RecordFunction&) {
-  tlsClockStart = tracerun::core::nowNs();
-  return nullptr;
-}
-void clockEnd(const at::RecordFunction&, at::ObserverContext*) {
-  tlsClockSum += tracerun::core::nowNs() - tlsClockStart;
-}
+using namespace tracerun::bench;
 
 bool envIsOne(const char* name) {
   const char* v = std::getenv(name);
@@ -39,12 +25,10 @@ struct Register {
   Register() {
     const bool clock = envIsOne("EMPTY_CALLBACK_CLOCK");
     if (clock) tracerun::core::enableTscClock();
-    at::addGlobalCallback(
-        (clock ? at::RecordFunctionCallback(&clockStart, &clockEnd)
-               : at::RecordFunctionCallback(&emptyStart, &emptyEnd))
-            .needsInputs(envIsOne("EMPTY_CALLBACK_INPUTS"))
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                     at::RecordScope::USER_SCOPE}));
+    at::addGlobalCallback((clock ? at::RecordFunctionCallback(&clockStart, &clockEnd)
+                                 : at::RecordFunctionCallback(&emptyStart, &emptyEnd))
+                              .needsInputs(envIsOne("EMPTY_CALLBACK_INPUTS"))
+                              .scopes(kTracerunScopes));
   }
 };
 Register gRegister;
