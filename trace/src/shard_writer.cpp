@@ -256,7 +256,9 @@ class ShardWriter::Impl {
 // construction
 
 ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
-    : session_(session), opt_(std::move(options)), origin_(core::nowNs()) {
+    : session_(session),
+      opt_(std::move(options)),
+      origin_(opt_.origin_ns != 0 ? opt_.origin_ns : core::nowNs()) {
   if (opt_.path.empty()) throw TraceError("shard writer: no output path given");
   if (opt_.host.empty()) opt_.host = hostName();
   if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(getpid());
