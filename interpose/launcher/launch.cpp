@@ -423,6 +423,7 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tracerun: %s\n", lock.problem().c_str());
     return 2;
   }
+  if (!lock.note().empty()) std::fprintf(stderr, "tracerun: note: %s\n", lock.note().c_str());
   if (!group) removeShardFiles(shardDir);
 
   std::string preload = library;

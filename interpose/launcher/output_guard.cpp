@@ -71,6 +71,12 @@ long lockHolder(const struct stat& st) {
   return 0;
 }
 
+// Whether `path` still names the directory `st` describes (the run before us may have removed it).
+bool stillThere(const std::string& path, const struct stat& st) {
+  struct stat now {};
+  return ::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino;
+}
+
 }  // namespace
 
 std::string outputProblem(const std::string& output) {
@@ -132,20 +138,26 @@ OutputLock::OutputLock(const std::string& shardDir, const std::string& output) {
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int e = errno;
-      ::close(fd);
       if (e == EWOULDBLOCK) {
+        ::close(fd);
         const long pid = lockHolder(st);
         problem_ = output + " is being written by another tracerun" +
                    (pid > 0 ? " (pid " + std::to_string(pid) + ")" : std::string()) +
                    "; choose another -o, or wait until it ends";
-      } else {
-        problem_ = shardDir + ": cannot lock: " + std::strerror(e);
+        return;
       }
+      // A file system without flock on a directory (NFS emulates it with byte-range locks, which
+      // need a descriptor open for writing): the run goes on, unguarded, and says so.
+      note_ = shardDir + " cannot be locked on this file system (" + std::strerror(e) +
+              "): a second launch with the same -o would not be refused";
+      if (!stillThere(shardDir, st)) {
+        ::close(fd);
+        continue;
+      }
+      fd_ = fd;
       return;
     }
-    struct stat now {};
-    if (::lstat(shardDir.c_str(), &now) == 0 && now.st_dev == st.st_dev &&
-        now.st_ino == st.st_ino) {
+    if (stillThere(shardDir, st)) {
       fd_ = fd;
       return;
     }

@@ -38,10 +38,13 @@ class OutputLock {
   bool ok() const { return fd_ >= 0; }
   // Why it was refused: one line without the "tracerun: " prefix.
   const std::string& problem() const { return problem_; }
+  // Non-empty when it was accepted but could not be locked (a file system without flock on
+  // directories): one line to print.
+  const std::string& note() const { return note_; }
 
  private:
   int fd_ = -1;
-  std::string problem_;
+  std::string problem_, note_;
 };
 
 // While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT do not interrupt the merge into `output`: the
