@@ -185,6 +185,39 @@ TEST_CASE("another user's shards directory with planted symlinks: refused, their
   CHECK_FALSE(exists(db));
 }
 
+TEST_CASE("libtracerun never writes its status file through a symlink planted meanwhile",
+          "[launcher_files]") {
+  // Without the launcher (which would refuse a directory others can write): the library alone,
+  // while a loop keeps planting a symlink to a file of ours as the status file's temporary.
+  const std::string dir = scratch() + "/planted";
+  ::mkdir(dir.c_str(), 0700);
+  const std::string target = scratch() + "/planted-target.txt";
+  std::FILE* f = std::fopen(target.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs("not a status line\n", f);
+  std::fclose(f);
+  const std::string stop = scratch() + "/planted-stop";
+  Child planter({"/bin/sh", "-c",
+                 "while [ ! -e " + stop + " ]; do ln -sfn " + target + " " + dir +
+                     "/status.rank0.tmp; done"});
+  const Result r =
+      run({"/usr/bin/env", std::string("LD_PRELOAD=") + LIBTRACERUN,
+           "TRACERUN_OUTPUT=" + dir + "/rank%r.db", "TRACERUN_STATUS=" + dir + "/status.rank%r",
+           WORKER_BIN, "--steps", "25", "--sleep-ms", "100"});
+  f = std::fopen(stop.c_str(), "w");
+  if (f != nullptr) std::fclose(f);
+  planter.wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(readFile(target) == "not a status line\n");
+  // The status file itself was written (a regular file, not the planted link renamed).
+  struct stat st {};
+  CHECK(::lstat((dir + "/status.rank0").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK(readFile(dir + "/status.rank0").rfind("step=", 0) == 0);
+  CHECK(countSpans(trace::TraceReader::open(dir + "/rank0.db"), 0, "step") == 25);
+}
+
 TEST_CASE("a shards directory that others can write is refused; made private, it is used",
           "[launcher_files]") {
   const std::string db = scratch() + "/open.db";

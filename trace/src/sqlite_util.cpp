@@ -39,8 +39,9 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
                           mode == Mode::kCreatePrivate ? 0600 : 0666);
     if (fd < 0) {
       const int e = errno;
-      throw TraceError(path + ": cannot create: " + std::strerror(e) +
-                       (e == EEXIST ? " (something was put there meanwhile)" : ""));
+      throw TraceError(
+          path + ": cannot create: " + std::strerror(e) +
+          (e == EEXIST ? " (a file of that name is in the way and could not be replaced)" : ""));
     }
     ::close(fd);
     flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW;
