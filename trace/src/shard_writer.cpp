@@ -266,7 +266,7 @@ ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
   if (opt_.chunk_rows == 0) opt_.chunk_rows = 1;
   if (opt_.transaction_rows == 0) opt_.transaction_rows = 1;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) removeIfExists(opt_.path + suffix);
-  db_ = sql::Db(opt_.path, sql::Db::Mode::kCreate);
+  db_ = sql::Db(opt_.path, sql::Db::Mode::kCreatePrivate);  // 0600, never through a symlink
   createSchema();
   prepare();
 }
