@@ -41,7 +41,7 @@ class PlainDdp final : public DataParallelStrategy {
   at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
   at::Tensor gradShard(size_t) override { noShards("gradShard"); }
   at::Tensor paramShard(size_t) override { noShards("paramShard"); }
-  void shardUpdated(size_t) override { noShards("shardUpdated"); }
+  void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
 
   int64_t parameterBytes() const override { return numel() * int64_t(sizeof(float)); }
   NamedTensors bufferTensors() const override {

@@ -67,11 +67,11 @@ class DataParallelStrategy {
   // every DP rank must call it in the same order).
   virtual at::Tensor fullGrad(size_t param) = 0;
   // This rank's slice of a bucket's reduced gradient, and of its parameters (what a sharded
-  // optimizer updates); shardUpdated makes the update visible where the strategy holds full
-  // parameters (ZeRO-1/2: all-gather). Strategies without shards throw.
+  // optimizer updates); shardUpdated(bucket, paramShard(bucket)) makes the update visible where
+  // the strategy holds full parameters (ZeRO-1/2: all-gather). Strategies without shards throw.
   virtual at::Tensor gradShard(size_t bucket) = 0;
   virtual at::Tensor paramShard(size_t bucket) = 0;
-  virtual void shardUpdated(size_t bucket) = 0;
+  virtual void shardUpdated(size_t bucket, const at::Tensor& shard) = 0;
 
   // --- what it holds
   const GradBuckets& buckets() const { return buckets_; }

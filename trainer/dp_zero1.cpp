@@ -55,7 +55,9 @@ class Zero1 final : public DataParallelStrategy {
     GradBucket& b = buckets_[bucket];
     return b.params.narrow(0, b.shard_begin, b.shard_size);
   }
-  void shardUpdated(size_t bucket) override { allGatherParams(*dp_, buckets_[bucket], bucket); }
+  void shardUpdated(size_t bucket, const at::Tensor& shard) override {
+    allGatherParams(*dp_, buckets_[bucket], bucket, shard);
+  }
 
   int64_t parameterBytes() const override { return buckets_.flatParameterBytes(); }
   NamedTensors bufferTensors() const override {

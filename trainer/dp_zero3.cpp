@@ -22,12 +22,18 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
       GradBucket& b = buckets_[i];
       buckets_.flattenParams(b);
       b.grad_shard = at::zeros({b.shard_size}, buckets_.options(b));
+      // A full gradient buffer allocated and freed at once: nothing needs it, but the traces
+      // (gradient-tagged bytes at construction, and so the gradient peak the report shows) stay
+      // those of the trainer before the strategies were split. Drop it together with that.
+      buckets_.allocateGrads(b, buckets_.options(b));
       {
         tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
         shards_[i].param_shard = b.params.narrow(0, b.shard_begin, b.shard_size).clone();
       }
       if (b.unit >= 0) unit_bucket_[b.unit] = i;
       releaseBucket(i);
+      b.flat = at::Tensor();
+      buckets_.detachGrads(b);
     }
   }
 
@@ -127,7 +133,7 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
   }
   at::Tensor gradShard(size_t bucket) override { return buckets_[bucket].grad_shard; }
   at::Tensor paramShard(size_t bucket) override { return shards_[bucket].param_shard; }
-  void shardUpdated(size_t) override {}  // the shard is all a rank keeps
+  void shardUpdated(size_t, const at::Tensor&) override {}  // the shard is all a rank keeps
 
   int64_t parameterBytes() const override {
     int64_t bytes = buckets_.flatParameterBytes();

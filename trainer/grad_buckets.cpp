@@ -183,9 +183,8 @@ at::Tensor gatherFullGrad(Group& dp, const GradBucket& b, const at::Tensor& shar
   return {};
 }
 
-void allGatherParams(Group& dp, GradBucket& b, size_t index) {
+void allGatherParams(Group& dp, GradBucket& b, size_t index, const at::Tensor& shard) {
   if (dp.size == 1) return;
-  at::Tensor shard = b.params.narrow(0, b.shard_begin, b.shard_size);
   tracerun::Scope scope("zero_param_allgather", {{"bucket", static_cast<int64_t>(index)},
                                                  {"bytes", static_cast<int64_t>(shard.nbytes())}});
   b.params.copy_(allGather(dp, shard, 0));

@@ -119,9 +119,10 @@ class GradBuckets {
 // rank's given): all-gathered over dp -- a collective: every DP rank calls it in the same order.
 at::Tensor gatherFullGrad(Group& dp, const GradBucket& b, const at::Tensor& shard, size_t param);
 
-// ZeRO-1/2 after the optimizer updated this rank's shard of bucket `index`: every rank's shards
-// all-gathered into b.params (scope "zero_param_allgather"; nothing on a group of one).
-void allGatherParams(Group& dp, GradBucket& b, size_t index);
+// ZeRO-1/2 after the optimizer updated `shard`, this rank's slice of bucket `index`'s b.params:
+// every rank's shards all-gathered into b.params (scope "zero_param_allgather"; nothing on a
+// group of one).
+void allGatherParams(Group& dp, GradBucket& b, size_t index, const at::Tensor& shard);
 
 // AccumulateGrad hooks on every parameter of a ParamSet, removed when this object dies (the
 // accumulators may outlive it). `before` (optional) runs before a parameter's gradient is

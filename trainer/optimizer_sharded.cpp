@@ -29,7 +29,7 @@ class ShardedOptimizer final : public Optimizer {
       }
       segments_.push_back(std::move(segments));
       if (config_.adamw) {
-        const auto options = strategy_.paramShard(i).options();
+        const auto options = buckets.options(b);  // the parameters' dtype and device
         exp_avg_.push_back(at::zeros({b.shard_size}, options));
         exp_avg_sq_.push_back(at::zeros({b.shard_size}, options));
       }
@@ -110,7 +110,7 @@ class ShardedOptimizer final : public Optimizer {
         at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
         adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
       }
-      strategy_.shardUpdated(b);
+      strategy_.shardUpdated(b, shard);
     }
   }
 
