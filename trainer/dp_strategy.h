@@ -96,7 +96,7 @@ class DataParallelStrategy {
   DataParallelStrategy(const DataParallelStrategy&) = delete;
   DataParallelStrategy& operator=(const DataParallelStrategy&) = delete;
   ParamSet& params() { return buckets_.params(); }
-  // Threw for strategies without shards.
+  // Throws std::logic_error: this strategy keeps no shards.
   [[noreturn]] void noShards(const char* what) const;
 
   GroupPtr dp_;
