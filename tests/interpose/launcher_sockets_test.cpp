@@ -465,13 +465,15 @@ TEST_CASE("several nodes: node 0's agent listens on MASTER_ADDR only and refuses
 }
 
 TEST_CASE("several nodes: a job without a token is a usage error", "[launcher_sockets]") {
-  auto args = nodeArgs(scratch() + "/notoken.db", freePort(), 0, "");
+  const std::string db = scratch() + "/notoken.db";
+  auto args = nodeArgs(db, freePort(), 0, "");
   args.erase(std::find(args.begin(), args.end(), "--job-token"));
   args.erase(std::find(args.begin(), args.end(), ""));
   const auto r = Child(args).wait();
   INFO(r.describe());
   CHECK(r.code == 2);
   CHECK(contains(r.err, "--nnodes 2 needs a job token"));
+  CHECK_FALSE(testing::fileExists(db + ".shards"));  // checked before anything was made
 }
 
 // ---- shard upload -------------------------------------------------------------------------------
