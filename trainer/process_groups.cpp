@@ -3,6 +3,7 @@
 
 #include <torch/cuda.h>
 #include <tracerun/traced_group.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include <cstdlib>
 #include <stdexcept>
@@ -112,6 +113,7 @@ LaunchEnv readLaunchEnv() {
   env.local_world = envInt("LOCAL_WORLD_SIZE", env.world);
   env.master_port = envInt("MASTER_PORT", env.master_port);
   if (const char* addr = std::getenv("MASTER_ADDR")) env.master_addr = addr;
+  if (const char* file = std::getenv("TRACERUN_STORE_FILE")) env.store_file = file;
   if (env.world < 1 || env.rank >= env.world) {
     throw std::runtime_error("RANK " + std::to_string(env.rank) + " is not below WORLD_SIZE " +
                              std::to_string(env.world));
@@ -134,13 +136,21 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBacken
     groups.embedding = makeSoloGroup("embedding", 0);
     return groups;
   }
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<std::uint16_t>(env.master_port);
-  options.isServer = env.rank == 0;
-  options.numWorkers = env.world;
-  options.timeout = kTimeout;
-  groups.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  const std::string hostname = isLoopback(env.master_addr) ? "127.0.0.1" : "";
+  if (!env.store_file.empty()) {
+    // Every rank opens the same file; the last one to destroy its store removes it (the launcher
+    // removes it when ranks die first). A fresh file per attempt: it keeps every key it had.
+    groups.store = c10::make_intrusive<c10d::FileStore>(env.store_file, env.world);
+    groups.store->setTimeout(kTimeout);
+  } else {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = env.world;
+    options.timeout = kTimeout;
+    groups.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  }
+  const bool oneHost = !env.store_file.empty() && env.local_world == env.world;
+  const std::string hostname = oneHost || isLoopback(env.master_addr) ? "127.0.0.1" : "";
   // Same order on every rank; each group connects only its own members.
   auto group = [&](const std::string& name, const std::vector<int>& members) {
     return makeGroup(name, members, env.rank, groups.store, hostname, backend);

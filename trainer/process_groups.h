@@ -9,8 +9,9 @@
 
 namespace gpttrain {
 
-// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. Without RANK and
-// WORLD_SIZE: one process (launched == false). Throws std::runtime_error on malformed values.
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and tracerun's
+// TRACERUN_STORE_FILE. Without RANK and WORLD_SIZE: one process (launched == false). Throws
+// std::runtime_error on malformed values.
 struct LaunchEnv {
   bool launched = false;
   int rank = 0;
@@ -19,6 +20,9 @@ struct LaunchEnv {
   int local_world = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // A c10d FileStore path (tracerun's one-node launch: no socket); empty: TCPStore on
+  // MASTER_ADDR:MASTER_PORT, as under torchrun.
+  std::string store_file;
 };
 LaunchEnv readLaunchEnv();
 
@@ -53,10 +57,12 @@ std::string deviceError(const std::string& device, const std::string& backend,
 // The caller makes it current (c10::DeviceGuard) for the rank's lifetime.
 torch::Device rankDevice(const std::string& device, const LaunchEnv& env);
 
-// Rendezvous over a TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it), then one group per
-// grid dimension (Gloo, or NCCL when asked and compiled) behind its own PrefixStore; groups of one
-// rank need no communication. Blocks until every rank has joined. Requires env.world % (tp * pp)
-// == 0.
+// Rendezvous over a FileStore at env.store_file when set (opens no socket), else over a TCPStore at
+// MASTER_ADDR:MASTER_PORT (rank 0 serves it, on every interface: libtorch 1.13 has no bind
+// address), then one group per grid dimension (Gloo, or NCCL when asked and compiled) behind its
+// own PrefixStore; groups of one rank need no communication. Gloo binds 127.0.0.1 when every rank
+// is on this host (loopback MASTER_ADDR, or a FileStore with LOCAL_WORLD_SIZE == WORLD_SIZE).
+// Blocks until every rank has joined. Requires env.world % (tp * pp) == 0.
 ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp,
                                 CommBackend backend = CommBackend::kGloo);
 

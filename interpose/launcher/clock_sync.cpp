@@ -1,12 +1,14 @@
-// The agents' exchanges (clock_sync.h). Clock: 8-byte requests, 8-byte answers (node 0's clock in
-// ns, host byte order: agents of one job run the same build). Shard transfer: the sender's first
-// 8 bytes are kShardsHello instead of a time; node 0 answers kReady when it is collecting shards
-// (after its own ranks ended), or kNotReady while it still serves clocks, and the sender retries.
-// Then: node rank, clock offset, file count; per file a name length, the name, the size, the bytes
-// in 1 MiB chunks and their FNV-1a 64 checksum; node 0 answers with the count of files it verified.
-// No authentication and no encryption: it runs on the job's own network, like the rendezvous store.
+// The agents' exchanges (clock_sync.h). Every connection to node 0's agent opens with a hello: a
+// magic word (kClockHello or kShardsHello), the job token's length and bytes; node 0 compares the
+// token in constant time and answers kRefused (then closes, and counts it) when it is not the
+// job's, else kReady, or kNotReady for a shard sender that came while it still serves clocks (the
+// sender retries). Clock: 8-byte requests, 8-byte answers (node 0's clock in ns, host byte order:
+// agents of one job run the same build). Shard transfer: node rank, clock offset, file count; per
+// file a name length, the name, the size, the bytes in 1 MiB chunks and their FNV-1a 64 checksum;
+// node 0 answers with the count of files it verified. The token authenticates the peer once, in the
+// clear: no encryption, no integrity protection after the hello (see docs/launcher.md, "Sockets").
 //
-// Sections: sockets · clock · shard transfer
+// Sections: sockets · hello · clock · shard transfer
 #include "clock_sync.h"
 
 #include <arpa/inet.h>
@@ -30,6 +32,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "rendezvous.h"
+
 namespace tracerun::launcher {
 
 namespace {
@@ -44,8 +48,10 @@ class Fd {
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
   }
+  Fd(Fd&& other) noexcept : fd_(other.release()) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&&) = delete;
   int get() const { return fd_; }
   int release() {
     const int fd = fd_;
@@ -108,14 +114,93 @@ void ioTimeout(int fd, int seconds) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-// A first request that is not a time: the sender wants to deliver shards (no clock reads this
-// many ns, 7.5e18, ~240 years of uptime).
+// The hello's magic words: the sender wants clock rounds (then maybe a fault link), or to deliver
+// shards (the bytes "traclock" and "srecarth" on a little-endian host).
+constexpr int64_t kClockHello = 0x6b636f6c63617274;
 constexpr int64_t kShardsHello = 0x6874726163657273;
 // After its clock rounds a node sends this, then its node rank: the connection stays open as its
 // fault link ("tracelnk").
 constexpr int64_t kLinkHello = 0x6b6e6c6563617274;
 constexpr int64_t kReady = 1;
 constexpr int64_t kNotReady = -1;
+constexpr int64_t kRefused = -2;
+constexpr int kHelloTimeoutS = 10;  // a connection that says nothing for this long is refused
+
+std::string peerName(const sockaddr_in& sa) {
+  char host[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
+  return std::string(host) + ":" + std::to_string(ntohs(sa.sin_port));
+}
+
+// A socket listening on addr:port only (the interface of MASTER_ADDR, never every interface).
+Fd listenOn(const std::string& addr, int port, int backlog, const char* service) {
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa = resolve(addr, port);
+  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
+      ::listen(s.get(), backlog) != 0) {
+    throw std::runtime_error(std::string(service) + ": cannot listen on " + addr + ":" +
+                             std::to_string(port) + ": " + std::strerror(errno) +
+                             " (node 0's --master-addr must be an address of node 0)");
+  }
+  return s;
+}
+
+// ---- hello --------------------------------------------------------------------------------------
+
+// Sends the hello; returns node 0's answer (kReady, kNotReady, kRefused), 0 when the connection
+// broke first.
+int64_t sendHello(int fd, int64_t magic, const std::string& token) {
+  const int64_t head[2] = {magic, static_cast<int64_t>(token.size())};
+  int64_t answer = 0;
+  if (!writeAll(fd, head, sizeof head) || !writeAll(fd, token.data(), token.size()) ||
+      !readAll(fd, &answer, sizeof answer)) {
+    return 0;
+  }
+  return answer;
+}
+
+struct Hello {
+  int64_t magic = 0;
+  bool complete = false;  // magic, length and token all read
+  bool token_ok = false;
+};
+
+Hello readHello(int fd, const std::string& token) {
+  Hello h;
+  int64_t length = 0;
+  if (!readAll(fd, &h.magic, sizeof h.magic) || !readAll(fd, &length, sizeof length) ||
+      length < 0 || length > static_cast<int64_t>(kMaxJobTokenBytes)) {
+    return h;
+  }
+  std::string got(static_cast<size_t>(length), '\0');
+  if (!readAll(fd, got.data(), got.size())) return h;
+  h.complete = true;
+  h.token_ok = sameJobToken(token, got);
+  return h;
+}
+
+// Answers kRefused (best effort), says so in one line and counts it in `refused`.
+void refuse(int fd, const std::string& peer, const Hello& h, const char* service,
+            std::vector<std::string>* refused) {
+  const int64_t no = kRefused;
+  if (h.complete) writeAll(fd, &no, sizeof no);
+  const char* why = !h.complete                                         ? "no complete hello"
+                    : !h.token_ok                                       ? "wrong job token"
+                    : h.magic != kClockHello && h.magic != kShardsHello ? "unknown hello"
+                                                                        : "unexpected hello";
+  std::fprintf(stderr, "tracerun: node 0's agent refused a connection from %s (%s): %s\n",
+               peer.c_str(), service, why);
+  if (refused != nullptr) refused->push_back(peer);
+}
+
+std::string refusedError(const std::string& addr, int port) {
+  return "node 0's agent at " + addr + ":" + std::to_string(port) +
+         " refused this node's job token: give every node the same --job-token (or " +
+         kJobTokenVariable + ")";
+}
 
 }  // namespace
 
@@ -180,51 +265,55 @@ bool AgentLink::receive(AgentMessage* m) const {
   return true;
 }
 
-std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s) {
+std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
+                                  const std::string& token, std::vector<std::string>* refused) {
   std::vector<AgentLink> links;
-  const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa = resolve(addr, port);
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);  // other hosts connect to addr's interface
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::listen(s.get(), clients) != 0) {
-    throw std::runtime_error("clock exchange: cannot listen on port " + std::to_string(port) +
-                             ": " + std::strerror(errno));
-  }
+  const Fd s = listenOn(addr, port, clients, "clock exchange");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (int served = 0; served < clients; ++served) {
+  for (int served = 0; served < clients;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{s.get(), POLLIN, 0};
     if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-      throw std::runtime_error("clock exchange: only " + std::to_string(served) + " of " +
-                               std::to_string(clients) + " node agents connected within " +
-                               std::to_string(timeout_s) + " s");
+      std::string why = "clock exchange: only " + std::to_string(served) + " of " +
+                        std::to_string(clients) + " node agents connected within " +
+                        std::to_string(timeout_s) + " s";
+      if (refused != nullptr && !refused->empty()) {
+        why += " (" + std::to_string(refused->size()) + " connection(s) refused, see above)";
+      }
+      throw std::runtime_error(why);
     }
-    Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (c.get() < 0) {
-      --served;
+    sockaddr_in peer{};
+    socklen_t peerLen = sizeof peer;
+    Fd c(::accept4(s.get(), reinterpret_cast<sockaddr*>(&peer), &peerLen, SOCK_CLOEXEC));
+    if (c.get() < 0) continue;
+    noDelay(c.get());
+    ioTimeout(c.get(), kHelloTimeoutS);
+    const Hello hello = readHello(c.get(), token);
+    if (!hello.complete || !hello.token_ok ||
+        (hello.magic != kClockHello && hello.magic != kShardsHello)) {
+      refuse(c.get(), peerName(peer), hello, "clock exchange", refused);
       continue;
     }
-    noDelay(c.get());
+    if (hello.magic == kShardsHello) {
+      // A node whose ranks already ended, early: not a clock client; it retries later.
+      const int64_t notReady = kNotReady;
+      writeAll(c.get(), &notReady, sizeof notReady);
+      continue;
+    }
+    const int64_t ready = kReady;
+    if (!writeAll(c.get(), &ready, sizeof ready)) continue;
+    ++served;
     int64_t request = 0;
-    bool first = true;
     while (readAll(c.get(), &request, sizeof request)) {
       if (request == kLinkHello) {
         int64_t node = 0;
-        if (readAll(c.get(), &node, sizeof node)) links.emplace_back(c.release(), node);
+        if (readAll(c.get(), &node, sizeof node)) {
+          ioTimeout(c.get(), 0);  // a link waits as long as the ranks run
+          links.emplace_back(c.release(), node);
+        }
         break;
       }
-      if (first && request == kShardsHello) {
-        // A node whose ranks already ended, early: not a clock client; it retries later.
-        const int64_t notReady = kNotReady;
-        writeAll(c.get(), &notReady, sizeof notReady);
-        --served;
-        break;
-      }
-      first = false;
       const int64_t now = agentClockNs();
       if (!writeAll(c.get(), &now, sizeof now)) break;
     }
@@ -233,42 +322,51 @@ std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients
 }
 
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
-                           int node_rank, AgentLink* link) {
+                           const std::string& token, int node_rank, AgentLink* link) {
   const sockaddr_in sa = resolve(addr, port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
+  for (;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
     Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0) {
-      noDelay(s.get());
-      ClockEstimate best;
-      best.rtt_ns = std::numeric_limits<int64_t>::max();
-      for (int i = 0; i < rounds; ++i) {
-        const int64_t t1 = agentClockNs();
-        int64_t remote = 0;
-        if (!writeAll(s.get(), &t1, sizeof t1) || !readAll(s.get(), &remote, sizeof remote)) {
-          throw std::runtime_error("clock exchange with " + addr + " broke off");
-        }
-        const int64_t t2 = agentClockNs();
-        if (t2 - t1 < best.rtt_ns) {
-          best.rtt_ns = t2 - t1;
-          best.offset_ns = t1 + (t2 - t1) / 2 - remote;
-        }
-        ++best.rounds;
+    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("clock exchange: cannot reach node 0's agent at " + addr + ":" +
+                                 std::to_string(port) + ": " + std::strerror(errno));
       }
-      if (link != nullptr) {
-        const int64_t hello[2] = {kLinkHello, node_rank};
-        if (!writeAll(s.get(), hello, sizeof hello)) {
-          throw std::runtime_error("clock exchange with " + addr + " broke off");
-        }
-        *link = AgentLink(s.release(), 0);
+      continue;
+    }
+    noDelay(s.get());
+    const int64_t answer = sendHello(s.get(), kClockHello, token);
+    if (answer == kRefused) throw std::runtime_error("clock exchange: " + refusedError(addr, port));
+    if (answer != kReady) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("clock exchange: node 0's agent at " + addr + ":" +
+                                 std::to_string(port) + " did not answer");
       }
-      return best;
+      continue;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("clock exchange: cannot reach node 0's agent at " + addr + ":" +
-                               std::to_string(port) + ": " + std::strerror(errno));
+    ClockEstimate best;
+    best.rtt_ns = std::numeric_limits<int64_t>::max();
+    for (int i = 0; i < rounds; ++i) {
+      const int64_t t1 = agentClockNs();
+      int64_t remote = 0;
+      if (!writeAll(s.get(), &t1, sizeof t1) || !readAll(s.get(), &remote, sizeof remote)) {
+        throw std::runtime_error("clock exchange with " + addr + " broke off");
+      }
+      const int64_t t2 = agentClockNs();
+      if (t2 - t1 < best.rtt_ns) {
+        best.rtt_ns = t2 - t1;
+        best.offset_ns = t1 + (t2 - t1) / 2 - remote;
+      }
+      ++best.rounds;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (link != nullptr) {
+      const int64_t hello[2] = {kLinkHello, node_rank};
+      if (!writeAll(s.get(), hello, sizeof hello)) {
+        throw std::runtime_error("clock exchange with " + addr + " broke off");
+      }
+      *link = AgentLink(s.release(), 0);
+    }
+    return best;
   }
 }
 
@@ -407,8 +505,8 @@ NodeShards receiveNode(int fd, int nnodes, const std::string& dir, std::vector<b
 
 }  // namespace
 
-int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, int timeout_s,
-                   const CancelCheck& cancelled) {
+int64_t sendShards(const std::string& addr, int port, const NodeShards& shards,
+                   const std::string& token, int timeout_s, const CancelCheck& cancelled) {
   const sockaddr_in sa = resolve(addr, port);
   const auto deadline = SteadyClock::now() + std::chrono::seconds(timeout_s);
   for (;;) {
@@ -425,8 +523,9 @@ int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, 
       continue;
     }
     ioTimeout(s.get(), kIoTimeoutS);
-    int64_t answer = 0;
-    if (!writeI64(s.get(), kShardsHello) || !readI64(s.get(), &answer) || answer == kNotReady) {
+    const int64_t answer = sendHello(s.get(), kShardsHello, token);
+    if (answer == kRefused) throw std::runtime_error(refusedError(addr, port));
+    if (answer == 0 || answer == kNotReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       continue;  // node 0 still serves clocks, or was between its two services
     }
@@ -449,33 +548,27 @@ int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, 
   }
 }
 
-ReceiveResult receiveShards(int port, int nnodes, const std::string& dir, int timeout_s,
-                            const CancelCheck& cancelled) {
+ReceiveResult receiveShards(const std::string& addr, int port, int nnodes, const std::string& dir,
+                            const std::string& token, int timeout_s, const CancelCheck& cancelled) {
   ReceiveResult result;
-  const Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (s.get() < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
-      ::listen(s.get(), nnodes) != 0) {
-    throw std::runtime_error("shard transfer: cannot listen on port " + std::to_string(port) +
-                             ": " + std::strerror(errno));
-  }
+  const Fd s = listenOn(addr, port, nnodes, "shard transfer");
   std::vector<bool> done(static_cast<size_t>(nnodes), false);
   int left = nnodes - 1;
   const auto deadline = SteadyClock::now() + std::chrono::seconds(timeout_s);
   while (left > 0 && SteadyClock::now() < deadline && !(cancelled && cancelled())) {
     pollfd p{s.get(), POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
-    const Fd c(::accept4(s.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    sockaddr_in peer{};
+    socklen_t peerLen = sizeof peer;
+    const Fd c(::accept4(s.get(), reinterpret_cast<sockaddr*>(&peer), &peerLen, SOCK_CLOEXEC));
     if (c.get() < 0) continue;
+    ioTimeout(c.get(), kHelloTimeoutS);
+    const Hello hello = readHello(c.get(), token);
+    if (!hello.complete || !hello.token_ok || hello.magic != kShardsHello) {
+      refuse(c.get(), peerName(peer), hello, "shard upload", &result.refused);
+      continue;
+    }
     ioTimeout(c.get(), kIoTimeoutS);
-    int64_t hello = 0;
-    if (!readI64(c.get(), &hello) || hello != kShardsHello) continue;  // not a shard sender
     try {
       NodeShards got = receiveNode(c.get(), nnodes, dir, done);
       done[static_cast<size_t>(got.node_rank)] = true;

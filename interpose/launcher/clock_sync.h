@@ -9,7 +9,8 @@
 //   ended well), and node 0 relays a fault to every other node. A link that breaks before "done"
 //   means that agent is gone. With --max-restarts, node 0 then tells every node whether and with
 //   which attempt number to restart.
-// No libtorch, no c10d.
+// Every connection opens with a hello carrying the job token (--job-token); node 0's agent refuses
+// and counts one without the job's token. Node 0 listens on MASTER_ADDR only. No libtorch, no c10d.
 #pragma once
 
 #include <cstdint>
@@ -64,16 +65,20 @@ struct ClockEstimate {
 // This agent's clock: CLOCK_MONOTONIC plus TRACERUN_TEST_CLOCK_SKEW_NS (tests inject an offset).
 int64_t agentClockNs();
 
-// Node 0: listens on addr:port, serves `clients` agents (each until it closes or turns its
-// connection into a fault link) and returns the links, one per node that asked for one.
-// Throws std::runtime_error on a socket error or when not all clients came within timeout_s.
-std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s);
+// Node 0: listens on addr:port (that address only), serves `clients` agents that present `token`
+// (each until it closes or turns its connection into a fault link) and returns the links, one per
+// node that asked for one. A connection without the token is refused with one stderr line naming
+// the peer, and its address appended to `refused` (when given). Throws std::runtime_error on a
+// socket error or when not all clients came within timeout_s.
+std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
+                                  const std::string& token,
+                                  std::vector<std::string>* refused = nullptr);
 
-// Other nodes: connects to addr:port (retrying until timeout_s), does `rounds` round trips. With
-// `link`, the connection then becomes this node's (node_rank's) fault link to node 0.
-// Throws std::runtime_error when node 0 cannot be reached.
+// Other nodes: connects to addr:port (retrying until timeout_s), presents `token`, does `rounds`
+// round trips. With `link`, the connection then becomes this node's (node_rank's) fault link to
+// node 0. Throws std::runtime_error when node 0 cannot be reached or refuses the token.
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
-                           int node_rank = 0, AgentLink* link = nullptr);
+                           const std::string& token, int node_rank = 0, AgentLink* link = nullptr);
 
 // ---- shard transfer (node K -> node 0) ----
 
@@ -88,22 +93,25 @@ struct NodeShards {
 // Returns true when the caller wants the wait abandoned (e.g. a second Ctrl-C).
 using CancelCheck = std::function<bool()>;
 
-// Node K: sends `shard` paths (files named rankR.db) to node 0's agent at addr:port, retrying the
-// connection until node 0 is ready or timeout_s passes. Returns the bytes sent once node 0 has
-// confirmed every file's size and checksum; throws std::runtime_error saying why otherwise.
-int64_t sendShards(const std::string& addr, int port, const NodeShards& shards, int timeout_s,
-                   const CancelCheck& cancelled);
+// Node K: sends `shard` paths (files named rankR.db) to node 0's agent at addr:port with `token`,
+// retrying the connection until node 0 is ready or timeout_s passes. Returns the bytes sent once
+// node 0 has confirmed every file's size and checksum; throws std::runtime_error saying why
+// otherwise (at once when node 0 refuses the token).
+int64_t sendShards(const std::string& addr, int port, const NodeShards& shards,
+                   const std::string& token, int timeout_s, const CancelCheck& cancelled);
 
 struct ReceiveResult {
   std::vector<NodeShards> delivered;  // in node order
   std::vector<int> missing;           // nodes that delivered nothing valid
   std::vector<std::string> errors;    // one line per failed delivery
+  std::vector<std::string> refused;   // the peers refused for lack of the token (one line each)
 };
 
-// Node 0: listens on port, takes one delivery from each of nodes 1..nnodes-1 into dir/nodeK/
-// until all came, timeout_s passed or `cancelled` says so.
-ReceiveResult receiveShards(int port, int nnodes, const std::string& dir, int timeout_s,
-                            const CancelCheck& cancelled);
+// Node 0: listens on addr:port (that address only), takes one delivery from each of nodes
+// 1..nnodes-1 that presents `token` into dir/nodeK/ until all came, timeout_s passed or
+// `cancelled` says so.
+ReceiveResult receiveShards(const std::string& addr, int port, int nnodes, const std::string& dir,
+                            const std::string& token, int timeout_s, const CancelCheck& cancelled);
 
 // A free TCP port on addr (bind port 0, read it, close): the rendezvous port when none is given.
 int freePort(const std::string& addr);

@@ -4,8 +4,9 @@
 // failure or on Ctrl-C, restarts it when allowed, and merges the shards; with several nodes every
 // other node ships its shards to node 0, whose output becomes the trace of all ranks, and a fault
 // on any node stops every node's ranks (through the agents' fault links, clock_sync.h). It does not
-// host the rendezvous store (rank 0 of the program does, as under torchrun); with several nodes
-// node 0's agent decides restarts for all.
+// host the rendezvous store: on one node it hands the ranks a c10d FileStore path in a private
+// directory (TRACERUN_STORE_FILE, rendezvous.h), on several rank 0 of the program hosts it, as
+// under torchrun; with several nodes node 0's agent decides restarts for all.
 //
 // Sections: helpers · workers · status line · one attempt · merge · nodes · restarts across
 //           nodes · launchGroup
@@ -27,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +36,7 @@
 #include "clock_sync.h"
 #include "launch.h"
 #include "output_guard.h"
+#include "rendezvous.h"
 #include "tracerun/trace/merge.h"
 
 namespace tracerun::launcher {
@@ -611,7 +614,8 @@ CancelCheck signalSince(sig_atomic_t seen) {
 }
 
 // Node 0: the other nodes' shards, into shardDir/received/nodeK/. Says which node did not deliver.
-ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDir) {
+ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDir,
+                           const std::string& token) {
   const int timeout = transferTimeoutS();
   if (const std::string p = makePrivateDir(receivedDir); !p.empty()) {
     std::fprintf(stderr, "tracerun: %s\n", p.c_str());
@@ -622,8 +626,8 @@ ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDi
   }
   ReceiveResult got;
   try {
-    got =
-        receiveShards(o.master_port + 1, o.nnodes, receivedDir, timeout, signalSince(gStopSignals));
+    got = receiveShards(o.master_addr, o.master_port + 1, o.nnodes, receivedDir, token, timeout,
+                        signalSince(gStopSignals));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: %s\n", e.what());
     for (int n = 1; n < o.nnodes; ++n) got.missing.push_back(n);
@@ -656,14 +660,15 @@ void removeReceived(const std::string& receivedDir, const std::vector<NodeShards
 }
 
 // Node K > 0: its shards to node 0. Returns false (after saying so) when they did not get there.
-bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offset) {
+bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offset,
+                    const std::string& token) {
   NodeShards mine;
   mine.node_rank = o.node_rank;
   mine.clock_offset_ns = offset;
   mine.paths = shardFiles(dir);
   try {
-    const int64_t bytes = sendShards(o.master_addr, o.master_port + 1, mine, transferTimeoutS(),
-                                     signalSince(gStopSignals));
+    const int64_t bytes = sendShards(o.master_addr, o.master_port + 1, mine, token,
+                                     transferTimeoutS(), signalSince(gStopSignals));
     if (!o.quiet) {
       std::fprintf(stderr,
                    "tracerun: node %d: %zu shard(s), %.1f MB sent to node 0, whose output holds "
@@ -746,6 +751,17 @@ std::string groupOptionsProblem(const LaunchOptions& o) {
     return "--nnodes " + std::to_string(o.nnodes) +
            " needs --master-addr and --master-port (the same on every node)";
   }
+  const char* fromEnv = std::getenv(kJobTokenVariable);
+  const std::string token = !o.job_token.empty() ? o.job_token : fromEnv ? fromEnv : "";
+  if (token.size() > kMaxJobTokenBytes) {
+    return "the job token has " + std::to_string(token.size()) + " bytes; at most " +
+           std::to_string(kMaxJobTokenBytes) + " are allowed";
+  }
+  if (token.empty() && o.nnodes > 1) {
+    return "--nnodes " + std::to_string(o.nnodes) +
+           " needs a job token, the same on every node: " + kJobTokenVariable +
+           "=TOKEN or --job-token TOKEN (e.g. TOKEN=$(openssl rand -hex 16))";
+  }
   return {};
 }
 
@@ -758,6 +774,23 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     return 2;
   }
   if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
+  // The job token (rendezvous.h): several nodes must share one; one node makes its own. The ranks
+  // do not see it.
+  std::string token = opts.job_token;
+  if (const char* t = std::getenv(kJobTokenVariable); token.empty() && t != nullptr) token = t;
+  ::unsetenv(kJobTokenVariable);  // checked by groupOptionsProblem
+  // One node: the ranks rendezvous through a c10d FileStore in a private directory (no socket);
+  // several nodes: TCPStore on MASTER_ADDR:MASTER_PORT, where the program puts it.
+  std::optional<StoreDir> storeDir;
+  try {
+    if (token.empty()) token = generateJobToken();
+    if (opts.nnodes == 1) storeDir.emplace();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: %s\n", e.what());
+    return 1;
+  }
+  if (opts.nnodes > 1) ::unsetenv(kStoreFileVariable);
+  std::vector<std::string> refused;  // peers node 0's agent turned away (no job token)
   // A port we chose ourselves is chosen again for every restart: the previous attempt's store
   // and Gloo connections may still linger on the old one (seen as "connection reset by peer").
   const bool ownPort = opts.master_port <= 0 && opts.nnodes == 1;
@@ -776,11 +809,12 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
   if (opts.nnodes > 1) {
     try {
       if (opts.node_rank == 0) {
-        links = serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300);
+        links = serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300, token,
+                           &refused);
         clockSource = "node 0 (reference)";
       } else {
         links.emplace_back();
-        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300, opts.node_rank,
+        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300, token, opts.node_rank,
                              &links[0]);
         clockSource = "measured: " + std::to_string(clock.rounds) + " round trips, min RTT " +
                       std::to_string(clock.rtt_ns) + " ns";
@@ -836,6 +870,9 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     }
     attemptEnv.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
     attemptEnv.emplace_back("TRACERUN_RESTART", std::to_string(attempt));
+    attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
+    attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
+    if (storeDir) attemptEnv.emplace_back(kStoreFileVariable, storeDir->attemptFile(attempt));
     attemptEnv.emplace_back("TRACERUN_OUTPUT", escapePattern(dir) + "/rank%r.db");
     attemptEnv.emplace_back("TRACERUN_STATUS", escapePattern(dir) + "/status.rank%r");
 
@@ -897,7 +934,10 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
   const bool severalNodes = opts.nnodes > 1;
   const std::string receivedDir = shardDir + "/received";
   ReceiveResult others;
-  if (severalNodes && opts.node_rank == 0) others = collectNodes(opts, receivedDir);
+  if (severalNodes && opts.node_rank == 0) {
+    others = collectNodes(opts, receivedDir, token);
+    refused.insert(refused.end(), others.refused.begin(), others.refused.end());
+  }
   const bool merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, others.delivered);
   bool keep = opts.keep_shards;
   if (severalNodes && opts.node_rank == 0 && !others.missing.empty()) {
@@ -905,7 +945,8 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     std::fprintf(stderr, "tracerun: node 0's shards kept in %s (for `tracerun merge`)\n",
                  lastDir.c_str());
   }
-  if (severalNodes && opts.node_rank > 0 && !deliverToNode0(opts, lastDir, clock.offset_ns)) {
+  if (severalNodes && opts.node_rank > 0 &&
+      !deliverToNode0(opts, lastDir, clock.offset_ns, token)) {
     keep = true;
   }
   if (merged && !opts.quiet) {
@@ -923,6 +964,12 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     removeAttemptDir(lastDir);
     removeReceived(receivedDir, others.delivered);
     ::rmdir(shardDir.c_str());
+  }
+  if (!refused.empty()) {
+    std::fprintf(stderr,
+                 "tracerun: node 0's agent refused %zu connection(s) without this job's token "
+                 "(first from %s)\n",
+                 refused.size(), refused.front().c_str());
   }
   if (!merged && code == 0) code = 1;
   return code;

@@ -26,6 +26,9 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr;  // empty: 127.0.0.1 (the rendezvous store stays on loopback)
   int master_port = 0;      // 0: a free port (one node only)
+  // Names the job to its node agents (clock_sync.h): empty: TRACERUN_JOB_TOKEN; several nodes
+  // need one (the same on every node), one node makes its own.
+  std::string job_token;
   int max_restarts = 0;
   double grace_s = 5;           // SIGTERM -> SIGKILL when stopping ranks
   std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off

@@ -34,6 +34,9 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("--master-port", o->master_port,
                  "rendezvous port (default: a free one; port+1 is the agents' clock exchange)")
       ->check(CLI::Range(1, 65534));
+  app.add_option("--job-token", o->job_token,
+                 "secret naming the job to the node agents, the same on every node (needed with "
+                 "--nnodes > 1; TRACERUN_JOB_TOKEN also works and is not shown by ps)");
   app.add_option("--max-restarts", o->max_restarts,
                  "restart the whole group this many times after a rank fails")
       ->check(CLI::NonNegativeNumber);

@@ -305,9 +305,9 @@ int freePort() {
 // the round trip it came from.
 std::pair<int64_t, int64_t> twoAgents(int64_t skew) {
   const std::string port = std::to_string(freePort());
-  const std::vector<std::string> common = {"--nproc-per-node", "1",         "--nnodes",      "2",
-                                           "--master-addr",    "127.0.0.1", "--master-port", port,
-                                           "--status",         "off"};
+  const std::vector<std::string> common = {
+      "--nproc-per-node", "1",  "--nnodes", "2",   "--master-addr", "127.0.0.1",
+      "--master-port",    port, "--status", "off", "--job-token",   "group-test-token"};
   auto flags0 = common, flags1 = common;
   flags0.insert(flags0.end(), {"--node-rank", "0"});
   flags1.insert(flags1.end(), {"--node-rank", "1"});
@@ -348,9 +348,15 @@ TEST_CASE("node agents measure their clock offset: within half the best round tr
 
 namespace {
 
+// The same job token on both agents.
 std::vector<std::string> nodeFlags(const std::string& port, int nodeRank) {
-  return {"--nproc-per-node", "2",  "--nnodes", "2",   "--master-addr", "127.0.0.1",
-          "--master-port",    port, "--status", "off", "--node-rank",   std::to_string(nodeRank)};
+  return {"--nproc-per-node", "2",
+          "--nnodes",         "2",
+          "--master-addr",    "127.0.0.1",
+          "--master-port",    port,
+          "--status",         "off",
+          "--node-rank",      std::to_string(nodeRank),
+          "--job-token",      "group-test-token"};
 }
 
 // "[rank R] clock step S BEGIN END" lines: step -> (begin, end) on the rank's real clock.

@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
         "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TRACERUN_RESTART", "OMP_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS", "TRACERUN_CLOCK_OFFSET_NS", "TRACERUN_CLOCK_RTT_NS"}) {
+        "OPENBLAS_NUM_THREADS", "TRACERUN_CLOCK_OFFSET_NS", "TRACERUN_CLOCK_RTT_NS",
+        "TRACERUN_STORE_FILE"}) {
     const char* v = std::getenv(name);
     std::printf("env %s=%s\n", name, v != nullptr ? v : "");
   }

@@ -22,9 +22,10 @@ extern char** environ;
 namespace gpttrain::testing {
 namespace {
 
+// TRACERUN_STORE_FILE is never inherited: these ranks rendezvous over the TCPStore.
 const char* const kRankVariables[] = {
-    "RANK",        "LOCAL_RANK", "WORLD_SIZE",      "LOCAL_WORLD_SIZE",    "MASTER_ADDR",
-    "MASTER_PORT", "GROUP_RANK", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+    "RANK",        "LOCAL_RANK", "WORLD_SIZE",      "LOCAL_WORLD_SIZE",     "MASTER_ADDR",
+    "MASTER_PORT", "GROUP_RANK", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TRACERUN_STORE_FILE"};
 
 std::vector<std::string> rankEnvironment(int rank, int n, int port) {
   std::vector<std::string> env;
