@@ -417,8 +417,10 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
   const auto tracks = reader.tracks();
   const auto counts = reader.counts();
   const auto [first, last] = reader.timeRange();
-  const double totalWork = std::max<double>(
-      1.0, double(counts.spans + counts.instants + counts.counters + counts.memory + counts.flows));
+  // Summed as doubles: a damaged span_chunks row may make counts.spans INT64_MAX.
+  const double totalWork =
+      std::max(1.0, double(counts.spans) + double(counts.instants) + double(counts.counters) +
+                        double(counts.memory) + double(counts.flows));
   double doneWork = 0;
   auto advance = [&](int64_t n) {
     doneWork += double(n);
