@@ -28,7 +28,7 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("--nnodes", o->nnodes, "nodes in the job (one tracerun per node)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--node-rank", o->node_rank, "this node's index (0: the master node)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   app.add_option("--master-addr", o->master_addr,
                  "rendezvous host (default 127.0.0.1: the store stays on loopback)");
   app.add_option("--master-port", o->master_port,
@@ -39,11 +39,11 @@ Command addLaunchCommand(CLI::App& app) {
                  "--nnodes > 1; TRACERUN_JOB_TOKEN also works and is not shown by ps)");
   app.add_option("--max-restarts", o->max_restarts,
                  "restart the whole group this many times after a rank fails")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0));
   app.add_option("--stop-grace", o->grace_s,
                  "seconds between SIGTERM and SIGKILL when stopping the program or its ranks "
                  "(default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0, false));
   app.add_option("--status", o->status,
                  "status line: auto (in place on a terminal, plain lines otherwise), plain, off")
       ->check(CLI::IsMember({"auto", "plain", "off"}));

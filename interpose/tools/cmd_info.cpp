@@ -70,12 +70,21 @@ std::string createdText(const Info& info) {
   return b;
 }
 
+// Sums and differences of a damaged file's values (any int64) saturate instead of overflowing.
 int64_t trackEvents(const Info& info, int rank) {
   int64_t n = 0;
   for (const auto& t : info.tracks) {
-    if (t.rank == rank) n += t.event_count;
+    if (t.rank == rank && __builtin_add_overflow(n, t.event_count, &n)) {
+      n = t.event_count > 0 ? INT64_MAX : INT64_MIN;
+    }
   }
   return n;
+}
+
+int64_t span(std::pair<int64_t, int64_t> range) {
+  int64_t d = 0;
+  if (!__builtin_sub_overflow(range.second, range.first, &d)) return d;
+  return range.first < 0 ? INT64_MAX : INT64_MIN;
 }
 
 void printText(const Info& info) {
@@ -90,8 +99,7 @@ void printText(const Info& info) {
   std::printf("  origin      %s ns (CLOCK_MONOTONIC of rank 0; times below are relative)\n",
               metaOr(info, "origin_ns", "?").c_str());
   std::printf("  time range  %s .. %s (%s)\n", formatDuration(info.range.first).c_str(),
-              formatDuration(info.range.second).c_str(),
-              formatDuration(info.range.second - info.range.first).c_str());
+              formatDuration(info.range.second).c_str(), formatDuration(span(info.range)).c_str());
   std::printf(
       "  events      %lld spans, %lld args, %lld instants, %lld counter samples, %lld "
       "memory events, %lld flows\n",

@@ -28,8 +28,7 @@ Command addReportCommand(CLI::App& parent) {
       "report", "Bubbles, memory peaks by category, top ops and communication of a trace");
   app->add_option("trace", opts->path, "the trace file (run.db or a rank shard)")->required();
   app->add_flag("--json", opts->json, "print one JSON object instead of tables");
-  app->add_option("--top", opts->top, "ops listed by self time (default 15)")
-      ->check(CLI::PositiveNumber);
+  app->add_option("--top", opts->top, "ops listed by self time (default 15)")->check(atLeast(1));
   return {app, [opts] {
             return withPath(opts->path, [&] {
               const auto reader = trace::TraceReader::open(opts->path);
@@ -46,9 +45,10 @@ Command addReportCommand(CLI::App& parent) {
               if (report.lost.empty()) return kExitOk;
               std::string what;
               for (const auto& l : report.lost) what += (what.empty() ? "" : "; ") + l;
+              // Stat names come from the file: printed escaped, like every error line.
               std::fprintf(stderr,
                            "tracerun: %s: the capture lost data (%s): the report is incomplete\n",
-                           opts->path.c_str(), what.c_str());
+                           trace::printable(opts->path).c_str(), trace::printable(what).c_str());
               return kExitLostData;
             });
           }};

@@ -35,6 +35,11 @@ Command addReportCommand(CLI::App& parent);
 // names the file it is about.
 int withPath(const std::string& path, const std::function<int()>& fn);
 
+// A CLI11 check that the value is a number of at least `min` (a whole number when `whole`), at most
+// INT_MAX, with a message people can read ("--top: must be a whole number >= 1, not '-3'")
+// where CLI11's own PositiveNumber / NonNegativeNumber print the largest double in 300 digits.
+CLI::Validator atLeast(int min, bool whole = true);
+
 // "1.234 ms", "56.7 us", "12 ns": a duration for people.
 std::string formatDuration(int64_t ns);
 // "12.3 MiB"

@@ -1,9 +1,12 @@
-// Small helpers shared by tracerun's subcommands: error wrapping, human-readable numbers and the
-// stderr progress line. No parsing and no trace access here.
+// Small helpers shared by tracerun's subcommands: error wrapping, the bounds check of numeric
+// flags, human-readable numbers and the stderr progress line. No trace access here.
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "commands.h"
 #include "tracerun/core/clock.h"
@@ -19,6 +22,26 @@ int withPath(const std::string& path, const std::function<int()>& fn) {
   } catch (const std::exception& e) {
     throw trace::TraceError(path + ": " + e.what());
   }
+}
+
+CLI::Validator atLeast(int min, bool whole) {
+  const std::string what = std::string(whole ? "a whole number" : "a number");
+  auto check = [=](std::string& value) -> std::string {
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    const bool number = !value.empty() && end && *end == '\0' && errno == 0 && std::isfinite(v) &&
+                        (!whole || v == std::floor(v));
+    const std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
+    if (!number || v < min)
+      return "must be " + what + " >= " + std::to_string(min) + ", not '" + shown + "'";
+    if (v > INT_MAX) {
+      return "must be " + what + " from " + std::to_string(min) + " to " + std::to_string(INT_MAX) +
+             ", not '" + shown + "'";
+    }
+    return std::string();
+  };
+  return CLI::Validator(check, what + " >= " + std::to_string(min), "AT_LEAST");
 }
 
 std::string formatDuration(int64_t ns) {

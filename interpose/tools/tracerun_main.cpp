@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "launch_command.h"
+#include "tracerun/trace/error.h"
 
 namespace {
 
@@ -23,8 +24,9 @@ std::string oneLine(std::string s) {
   return s;
 }
 
+// Messages may quote a damaged file or an argument: control bytes are printed as \xNN.
 void printError(const std::string& message) {
-  std::fprintf(stderr, "tracerun: %s\n", oneLine(message).c_str());
+  std::fprintf(stderr, "tracerun: %s\n", tracerun::trace::printable(oneLine(message)).c_str());
 }
 
 std::string commandList(const std::vector<Command>& commands, const CLI::App& app) {

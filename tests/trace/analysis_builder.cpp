@@ -44,7 +44,8 @@ std::string TraceBuilder::write(const std::string& dir) {
   std::vector<trace::MergeInput> inputs;
   for (size_t rank = 0; rank < ranks_.size(); ++rank) {
     const Rank& R = ranks_[rank];
-    size_t records = R.spans.size() * 2 + R.memory.size() + R.flows.size() + 1024;
+    size_t records = R.spans.size() * 2 + R.memory.size() + R.flows.size() + R.instants.size() +
+                     R.counters.size() + 1024;
     core::Session session(std::max<size_t>(size_t{1} << 12, records));
     trace::ShardOptions so;
     so.path = (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".db")).string();
@@ -173,6 +174,20 @@ std::string TraceBuilder::write(const std::string& dir) {
               r.dst_track = trackOf.at(f.dst_track);
               r.src_ts_ns = base + f.src_ts;
               r.dst_ts_ns = base + f.dst_ts;
+              out.push_back(core::Record::from(r));
+            }
+            for (const BInstant& i : R.instants) {
+              core::InstantRecord r;
+              r.name = strings.intern(i.name);
+              r.ts_ns = base + i.ts;
+              r.value = i.value;
+              out.push_back(core::Record::from(r));
+            }
+            for (const BCounter& c : R.counters) {
+              core::CounterRecord r;
+              r.name = strings.intern(c.name);
+              r.ts_ns = base + c.ts;
+              r.value = c.value;
               out.push_back(core::Record::from(r));
             }
           }

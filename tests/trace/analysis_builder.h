@@ -42,6 +42,18 @@ struct BFlow {
   int64_t src_ts = 0, dst_ts = 0;
 };
 
+// A point event on the main thread's track, and a counter sample (counter tracks are per name).
+struct BInstant {
+  int64_t ts = 0;
+  std::string name;
+  int64_t value = 0;
+};
+struct BCounter {
+  int64_t ts = 0;
+  std::string name;
+  double value = 0;
+};
+
 struct BStat {
   std::string name;
   int64_t value = 0;
@@ -56,6 +68,8 @@ class TraceBuilder {
   void memory(int rank, BMemory m) { at(rank).memory.push_back(std::move(m)); }
   void flow(int rank, BFlow f) { at(rank).flows.push_back(std::move(f)); }
   void stat(int rank, BStat s) { at(rank).stats.push_back(std::move(s)); }
+  void instant(int rank, BInstant i) { at(rank).instants.push_back(std::move(i)); }
+  void counter(int rank, BCounter c) { at(rank).counters.push_back(std::move(c)); }
 
   // Writes rank shards into `dir` and merges them into dir/run.db; returns its path. Times given
   // to the builder come back from the reader shifted by offset() (the file's own origin).
@@ -68,6 +82,8 @@ class TraceBuilder {
     std::vector<BMemory> memory;
     std::vector<BFlow> flows;
     std::vector<BStat> stats;
+    std::vector<BInstant> instants;
+    std::vector<BCounter> counters;
   };
   Rank& at(int rank) {
     if (static_cast<size_t>(rank) >= ranks_.size()) ranks_.resize(static_cast<size_t>(rank) + 1);

@@ -207,11 +207,12 @@ class Lanes {
 // small: Perfetto reads tids as 32-bit).
 class LaneTids {
  public:
-  explicit LaneTids(int64_t maxTrack) : next_(maxTrack + 1) {}
+  explicit LaneTids(int64_t maxTrack)
+      : next_(maxTrack < std::numeric_limits<int64_t>::max() ? maxTrack + 1 : 0) {}
   int64_t tid(int64_t track, size_t lane) {
     if (lane == 0) return track;
     const auto [it, added] = extra_.try_emplace({track, lane}, next_);
-    if (added) ++next_;
+    if (added && next_ < std::numeric_limits<int64_t>::max()) ++next_;
     return it->second;
   }
 
@@ -348,15 +349,28 @@ void flowEvent(JsonOut& out, const char* ph, int64_t id, core::FlowKind kind, in
 }
 
 // Splits [lo, hi] into `n` windows, plus one below and one above, so row-returning queries stay
-// small and nothing outside the recorded range is lost.
+// small and nothing outside the recorded range is lost. Offsets are unsigned: a damaged file's
+// range may be all of int64; when its first time is after its last, one window covers everything.
 std::vector<std::pair<int64_t, int64_t>> windows(int64_t lo, int64_t hi, int64_t n) {
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min() / 4;
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max() / 4;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   std::vector<std::pair<int64_t, int64_t>> out;
-  out.push_back({kMin, lo - 1});
-  const int64_t width = std::max<int64_t>(1, (hi - lo) / std::max<int64_t>(1, n) + 1);
-  for (int64_t a = lo; a <= hi; a += width) out.push_back({a, std::min(hi, a + width - 1)});
-  out.push_back({hi + 1, kMax});
+  if (lo > hi) {
+    out.push_back({kMin, kMax});
+    return out;
+  }
+  if (lo > kMin) out.push_back({kMin, lo - 1});
+  const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  uint64_t width = range / static_cast<uint64_t>(std::max<int64_t>(1, n));
+  if (width < std::numeric_limits<uint64_t>::max()) ++width;  // at least 1, never wrapping to 0
+  for (uint64_t off = 0;;) {
+    const uint64_t last = range - off < width ? range : off + width - 1;
+    out.push_back({static_cast<int64_t>(static_cast<uint64_t>(lo) + off),
+                   static_cast<int64_t>(static_cast<uint64_t>(lo) + last)});
+    if (last == range) break;
+    off = last + 1;
+  }
+  if (hi < kMax) out.push_back({hi + 1, kMax});
   return out;
 }
 
@@ -403,8 +417,10 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
   const auto tracks = reader.tracks();
   const auto counts = reader.counts();
   const auto [first, last] = reader.timeRange();
-  const double totalWork = std::max<double>(
-      1.0, double(counts.spans + counts.instants + counts.counters + counts.memory + counts.flows));
+  // Summed as doubles: a damaged span_chunks row may make counts.spans INT64_MAX.
+  const double totalWork =
+      std::max(1.0, double(counts.spans) + double(counts.instants) + double(counts.counters) +
+                        double(counts.memory) + double(counts.flows));
   double doneWork = 0;
   auto advance = [&](int64_t n) {
     doneWork += double(n);

@@ -431,8 +431,15 @@ EventCounts TraceReader::counts() const {
       return s.step() ? s.i64(0) : 0;
     };
     EventCounts c;
-    // spans from the chunk index: counting 10M rows would take a scan.
-    c.spans = one("SELECT coalesce(sum(last_id - first_id + 1), 0) FROM span_chunks");
+    // spans from the chunk index: counting 10M rows would take a scan. total() (a double) rather
+    // than sum(), which fails with "integer overflow" on a damaged chunk row; clamped to int64.
+    {
+      sql::Stmt s(
+          impl_->db_,
+          "SELECT total(last_id - first_id + 1) FROM span_chunks WHERE last_id >= first_id");
+      const double n = s.step() ? s.f64(0) : 0;
+      c.spans = n < 9.2e18 ? static_cast<int64_t>(n) : std::numeric_limits<int64_t>::max();
+    }
     c.args = one("SELECT count(*) FROM args");
     c.instants = one("SELECT count(*) FROM instants");
     c.counters = one("SELECT count(*) FROM counters");

@@ -6,6 +6,8 @@
 #include <map>
 #include <unordered_map>
 
+#include "span_select.h"
+
 namespace tracerun::trace::analysis {
 
 namespace {
@@ -65,7 +67,7 @@ class Builder {
         walk(*t, t->kind == core::TrackKind::kThread ? &allocs : nullptr);
       for (const Alloc& a : allocs) {
         if (a.attributed) continue;
-        g_.unattributed_bytes += a.bytes;
+        g_.unattributed_bytes = satAdd(g_.unattributed_bytes, a.bytes);
         ++g_.unattributed_allocs;
       }
     }
@@ -137,7 +139,7 @@ class Builder {
       for (size_t k = stack.size(); k-- > 0;) {
         if (stack[k].name != want) continue;
         CallNode& n = g_.nodes[static_cast<size_t>(stack[k].node)];
-        n.alloc_bytes += a.bytes;
+        n.alloc_bytes = satAdd(n.alloc_bytes, a.bytes);
         ++n.alloc_count;
         a.attributed = true;
         break;
@@ -156,9 +158,12 @@ class Builder {
       const int node = child(parent, s.name, s.category, static_cast<int>(stack.size()));
       CallNode& n = g_.nodes[static_cast<size_t>(node)];
       ++n.count;
-      n.inclusive_ns += s.dur_ns;
-      n.exclusive_ns += s.dur_ns;
-      if (!stack.empty()) g_.nodes[static_cast<size_t>(parent)].exclusive_ns -= s.dur_ns;
+      n.inclusive_ns = satAdd(n.inclusive_ns, s.dur_ns);
+      n.exclusive_ns = satAdd(n.exclusive_ns, s.dur_ns);
+      if (!stack.empty()) {
+        int64_t& parentExclusive = g_.nodes[static_cast<size_t>(parent)].exclusive_ns;
+        parentExclusive = satSub(parentExclusive, s.dur_ns);
+      }
       stack.push_back({node, s.end_ns(), s.name});
       resolveFlows(t, s, node);
     });
@@ -208,7 +213,7 @@ std::string CallGraph::path(int node, const TraceReader& reader, const std::stri
 
 int64_t CallGraph::subtreeBytes(int node) const {
   int64_t n = nodes[static_cast<size_t>(node)].alloc_bytes;
-  for (int c : nodes[static_cast<size_t>(node)].children) n += subtreeBytes(c);
+  for (int c : nodes[static_cast<size_t>(node)].children) n = satAdd(n, subtreeBytes(c));
   return n;
 }
 

@@ -56,6 +56,7 @@ double busBandwidthFactor(const std::string& op, int n) {
 }
 
 int64_t bytesOfShapes(const std::string& d) {
+  constexpr int64_t kHuge = int64_t{1} << 56;  // more than any real tensor: the cap of a sum
   static const std::map<std::string, int64_t> kSize = {
       {"f32", 4}, {"f64", 8}, {"f16", 2}, {"bf16", 2}, {"i64", 8}, {"i32", 4},
       {"i16", 2}, {"i8", 1},  {"u8", 1},  {"bool", 1}, {"c64", 8}, {"c128", 16}};
@@ -70,15 +71,15 @@ int64_t bytesOfShapes(const std::string& d) {
     bool digits = false;
     for (size_t i = open + 1; i <= close; ++i) {
       if (std::isdigit(static_cast<unsigned char>(d[i]))) {
-        cur = cur * 10 + (d[i] - '0');
+        cur = std::min<int64_t>(cur, kHuge) * 10 + (d[i] - '0');  // a damaged name: saturate
         digits = true;
       } else if (d[i] == ',' || d[i] == ']') {
-        if (digits) numel *= cur;
+        if (digits) numel = cur == 0 || numel <= kHuge / cur ? numel * cur : kHuge;
         cur = 0;
         digits = false;
       }
     }
-    total += numel * it->second;
+    total = std::min(kHuge, total + std::min(numel, kHuge) * it->second);
   }
   return total;
 }
@@ -100,7 +101,7 @@ struct CommSpan {
   bool decorator = false;    // recorded by tracerun's c10d decorator (traced_group.h)
   int64_t peer = -1, tag = -1;
   std::string via;
-  int64_t dur() const { return end - start; }
+  int64_t dur() const { return satSub(end, start); }
 };
 
 // "c10d dp [0,2]" (tracerun/traced_group.h's track names) -> {0, 2}; false for other names.
@@ -112,7 +113,7 @@ bool decoratorTrack(const std::string& name, std::vector<int>* members) {
   bool digits = false;
   for (size_t i = open + 1; i <= close; ++i) {
     if (std::isdigit(static_cast<unsigned char>(name[i]))) {
-      cur = cur * 10 + (name[i] - '0');
+      cur = std::min(cur, 100'000'000) * 10 + (name[i] - '0');  // a damaged name: saturate
       digits = true;
     } else {
       if (digits) members->push_back(cur);
@@ -271,7 +272,8 @@ constexpr int64_t kOverlapSlackNs = 10'000;
 bool sameCalls(const std::vector<const CommSpan*>& a, const std::vector<const CommSpan*>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k]->start > b[k]->end + kOverlapSlackNs || b[k]->start > a[k]->end + kOverlapSlackNs)
+    if (a[k]->start > satAdd(b[k]->end, kOverlapSlackNs) ||
+        b[k]->start > satAdd(a[k]->end, kOverlapSlackNs))
       return false;
   }
   return true;
@@ -354,8 +356,8 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       }
       Acc& a = acc[{c.op, members, c.via}];
       ++a.spans;
-      a.bytes += c.bytes;
-      a.time += c.dur();
+      a.bytes = satAdd(a.bytes, c.bytes);
+      a.time = satAdd(a.time, c.dur());
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
@@ -372,7 +374,11 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     const auto members = std::max<int64_t>(1, static_cast<int64_t>(a.contributors.size()));
     s.calls = a.spans / members;
     const int64_t perCallBytes = a.bytes / members;
-    s.bytes = s.op == "all_gather" && s.group_size > 0 ? perCallBytes * s.group_size : perCallBytes;
+    int64_t gathered = 0;
+    if (__builtin_mul_overflow(perCallBytes, int64_t{s.group_size}, &gathered)) {
+      gathered = perCallBytes > 0 ? INT64_MAX : INT64_MIN;
+    }
+    s.bytes = s.op == "all_gather" && s.group_size > 0 ? gathered : perCallBytes;
     s.time_ns = a.time / members;
     s.algbw_gbps = s.time_ns > 0 ? double(s.bytes) / double(s.time_ns) : 0;  // bytes/ns = GB/s
     s.busbw_gbps = s.algbw_gbps * busBandwidthFactor(s.op, s.group_size);
@@ -401,9 +407,9 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
       s.kind = m.kind;
       if (m.send) {
         ++s.messages;
-        s.bytes += m.bytes;
+        s.bytes = satAdd(s.bytes, m.bytes);
       } else {
-        s.recv_ns += m.end - m.start;
+        s.recv_ns = satAdd(s.recv_ns, satSub(m.end, m.start));
       }
     }
   }
@@ -422,19 +428,19 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
     RankCommStats* rs = byRank.count(std::get<1>(key)) ? byRank[std::get<1>(key)] : nullptr;
     for (size_t k = 0; k < list.size(); ++k) {
       const P2P& r = *list[k];
-      const int64_t dur = r.end - r.start;
-      if (rs) rs->recv_ns += dur;
+      const int64_t dur = std::max<int64_t>(0, satSub(r.end, r.start));  // damaged: end < start
+      if (rs) rs->recv_ns = satAdd(rs->recv_ns, dur);
       if (k >= matched.size()) {
         if (rs) ++rs->unmatched_recvs;
         continue;
       }
-      const int64_t wait = std::clamp<int64_t>(matched[k]->start - r.start, 0, dur);
-      s.wait_ns += wait;
-      s.transfer_ns += dur - wait;
+      const int64_t wait = std::clamp<int64_t>(satSub(matched[k]->start, r.start), 0, dur);
+      s.wait_ns = satAdd(s.wait_ns, wait);
+      s.transfer_ns = satAdd(s.transfer_ns, dur - wait);
       ++s.matched;
       if (rs) {
-        rs->recv_wait_ns += wait;
-        rs->recv_transfer_ns += dur - wait;
+        rs->recv_wait_ns = satAdd(rs->recv_wait_ns, wait);
+        rs->recv_transfer_ns = satAdd(rs->recv_transfer_ns, dur - wait);
       }
     }
   }
@@ -454,11 +460,11 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
         s.kind = "p2p";
         if (send) {
           ++s.messages;
-          s.bytes += c.bytes;
+          s.bytes = satAdd(s.bytes, c.bytes);
           if (peer >= 0) cs[{src, dst, c.tag}].push_back(&c);
         } else {
-          s.recv_ns += c.dur();
-          if (byRank.count(rank)) byRank[rank]->recv_ns += c.dur();
+          s.recv_ns = satAdd(s.recv_ns, c.dur());
+          if (byRank.count(rank)) byRank[rank]->recv_ns = satAdd(byRank[rank]->recv_ns, c.dur());
           if (peer >= 0) cr[{src, dst, c.tag}].push_back(&c);
         }
       }
@@ -472,18 +478,18 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
       PointToPointStats& s = stats[{std::get<0>(key), std::get<1>(key), "p2p"}];
       RankCommStats* rs = byRank.count(std::get<1>(key)) ? byRank[std::get<1>(key)] : nullptr;
       for (size_t k = 0; k < list.size(); ++k) {
-        const int64_t dur = list[k]->dur();
+        const int64_t dur = std::max<int64_t>(0, list[k]->dur());  // damaged: end < start
         if (k >= sent.size()) {
           if (rs) ++rs->unmatched_recvs;
           continue;
         }
-        const int64_t wait = std::clamp<int64_t>(sent[k]->start - list[k]->start, 0, dur);
-        s.wait_ns += wait;
-        s.transfer_ns += dur - wait;
+        const int64_t wait = std::clamp<int64_t>(satSub(sent[k]->start, list[k]->start), 0, dur);
+        s.wait_ns = satAdd(s.wait_ns, wait);
+        s.transfer_ns = satAdd(s.transfer_ns, dur - wait);
         ++s.matched;
         if (rs) {
-          rs->recv_wait_ns += wait;
-          rs->recv_transfer_ns += dur - wait;
+          rs->recv_wait_ns = satAdd(rs->recv_wait_ns, wait);
+          rs->recv_transfer_ns = satAdd(rs->recv_transfer_ns, dur - wait);
         }
       }
     }

@@ -58,7 +58,8 @@ Context contextOf(const TraceReader& reader, int rank) {
     int64_t opEnd = INT64_MIN;
     reader.forEachSpan(t.id, [&](const SpanRow& s) {
       const bool op = s.category == core::Category::kOp || s.category == core::Category::kBackward;
-      if (op && s.start_ns > opEnd) {
+      // The first op opens an interval whatever its start (INT64_MIN in a damaged file too).
+      if (op && (ops.empty() || s.start_ns > opEnd)) {
         ops.emplace_back(s.start_ns, s.end_ns());
         opEnd = s.end_ns();
       } else if (op) {
@@ -207,13 +208,16 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
       const MemoryCategory c = st.category[static_cast<size_t>(allocations++)];
       auto [it, inserted] = dv.live.try_emplace(m.ptr, Block{m.bytes, c});
       if (!inserted) {  // an unrecorded free: drop the earlier block
-        at(dv.bytes, it->second.category) -= it->second.bytes;
-        dv.total -= it->second.bytes;
+        at(dv.bytes, it->second.category) =
+            satSub(at(dv.bytes, it->second.category), it->second.bytes);
+        dv.total = satSub(dv.total, it->second.bytes);
         it->second = Block{m.bytes, c};
       }
-      at(dv.bytes, c) += m.bytes;
-      at(d.allocated, c) += m.bytes;
-      dv.total += m.bytes;
+      // Saturated: a damaged file's sizes may add up past int64 (subtracting a block again is
+      // then exact only below the limit, which real sizes never reach).
+      at(dv.bytes, c) = satAdd(at(dv.bytes, c), m.bytes);
+      at(d.allocated, c) = satAdd(at(d.allocated, c), m.bytes);
+      dv.total = satAdd(dv.total, m.bytes);
       at(d.category_peaks, c) = std::max(at(d.category_peaks, c), at(dv.bytes, c));
       if (dv.total > d.peak_bytes) {
         d.peak_bytes = dv.total;
@@ -224,16 +228,20 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
     } else if (m.bytes < 0) {
       auto it = dv.live.find(m.ptr);
       if (it == dv.live.end()) return;
-      at(dv.bytes, it->second.category) -= it->second.bytes;
-      dv.total -= it->second.bytes;
+      at(dv.bytes, it->second.category) =
+          satSub(at(dv.bytes, it->second.category), it->second.bytes);
+      dv.total = satSub(dv.total, it->second.bytes);
       dv.live.erase(it);
     }
     if (o.timeline_points == 0) return;
     const int64_t t0 = st.first_ts[key], t1 = st.last_ts[key];
-    const auto n = static_cast<int64_t>(o.timeline_points);
-    const size_t slice =
-        t1 > t0 ? static_cast<size_t>((m.ts_ns - t0) * n / (t1 - t0 + 1)) : 0;  // NOLINT
-    const size_t k = std::min(slice, o.timeline_points - 1);
+    // In doubles: a damaged file's times may span the whole int64 range (exact enough for an
+    // index among a few hundred slices). Events come in time order, so t0 <= ts <= t1.
+    const double width = double(t1) - double(t0) + 1;
+    const double at = (double(m.ts_ns) - double(t0)) / width * double(o.timeline_points);
+    const size_t k = t1 > t0 && at > 0
+                         ? std::min(static_cast<size_t>(std::min(at, 1e18)), o.timeline_points - 1)
+                         : 0;
     if (!dv.used[k] || dv.total > dv.slices[k].total) {
       dv.slices[k] = MemoryPoint{m.ts_ns, dv.total, dv.bytes};
       dv.used[k] = true;

@@ -17,6 +17,7 @@ namespace tracerun::trace::analysis {
 namespace {
 
 constexpr int kMaxVirtualStages = 1 << 14;  // beyond this the arguments are not a pipeline's
+constexpr int kMaxMicrobatches = 1 << 24;
 
 enum Code : int {
   kNone = 0,
@@ -52,7 +53,7 @@ struct Action {
   int step = 0;   // the step number it belongs to
   int64_t start = 0, end = 0;
   long match = -1;  // receives: index of the matching send in the step's action list
-  int64_t dur() const { return end - start; }
+  int64_t dur() const { return satSub(end, start); }
 };
 
 struct StepSpan {
@@ -314,9 +315,9 @@ double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
         }
         forced = false;
         const int64_t d = costs.cost(a, prank.at(r));
-        end[list[n]] = ready + d;
-        clock[r] = ready + d;
-        if (isCompute(a.kind)) compute += d;
+        end[list[n]] = satAdd(ready, d);
+        clock[r] = satAdd(ready, d);
+        if (isCompute(a.kind)) compute = satAdd(compute, d);
         ++n;
         moved = true;
       }
@@ -362,8 +363,10 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     }
   }
   if (maxStage < 1) return out;  // no pipeline, or one stage only
-  if (maxStage >= kMaxVirtualStages || maxChunk >= kMaxVirtualStages) {
-    out.notes.push_back("stage arguments out of range (damaged trace?): no pipeline analysed");
+  if (maxStage >= kMaxVirtualStages || maxChunk >= kMaxVirtualStages ||
+      maxMicrobatch >= kMaxMicrobatches) {
+    out.notes.push_back(
+        "stage, chunk or microbatch arguments out of range (damaged trace?): no pipeline analysed");
     return out;
   }
   const int v = maxChunk + 1;
@@ -421,7 +424,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       if (isSend(a.kind)) sendD[{pr, direction(a.kind)}].push_back(a.dur());
       if (isRecv(a.kind) && a.match >= 0) {
         const Action& s = u.all[static_cast<size_t>(a.match)];
-        transferD[{pr, direction(a.kind)}].push_back(a.end - std::max(a.start, s.start));
+        transferD[{pr, direction(a.kind)}].push_back(satSub(a.end, std::max(a.start, s.start)));
       }
     }
   }
@@ -445,18 +448,18 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       lo = std::min(lo, a.start);
       hi = std::max(hi, a.end);
       RankStep& rs = per[a.rank];
-      if (a.kind == kForward) rs.forward += a.dur();
-      if (a.kind == kBackward) rs.backward += a.dur();
-      if (isSend(a.kind)) rs.send += a.dur();
-      if (isRecv(a.kind)) rs.recv += a.dur();
+      if (a.kind == kForward) rs.forward = satAdd(rs.forward, a.dur());
+      if (a.kind == kBackward) rs.backward = satAdd(rs.backward, a.dur());
+      if (isSend(a.kind)) rs.send = satAdd(rs.send, a.dur());
+      if (isRecv(a.kind)) rs.recv = satAdd(rs.recv, a.dur());
     }
-    const int64_t window = hi - lo;
+    const int64_t window = satSub(hi, lo);
     if (window <= 0) continue;
     const auto& ranks = out.replicas[static_cast<size_t>(u.replica)];
     int64_t compute = 0;
     for (int r : ranks) {
       const RankStep& rs = per[r];
-      compute += rs.forward + rs.backward;
+      compute = satAdd(compute, satAdd(rs.forward, rs.backward));
       const int pr = prank[r];
       if (pr < 0 || pr >= p) continue;
       PipelineStage& st = stages[static_cast<size_t>(pr)];

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "span_select.h"
+
 namespace tracerun::trace::analysis {
 
 namespace {
@@ -88,20 +90,22 @@ void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
   std::map<int, int64_t> stepsPerRank;
   for (const AggregateRow& a : reader.aggregates()) {
     if (stepName != 0 && a.name == stepName && a.category == core::Category::kPhase) {
-      stepsPerRank[a.rank] += a.count;
-      stepSpans += a.count;
-      stepTotal += a.total_ns;
+      stepsPerRank[a.rank] = satAdd(stepsPerRank[a.rank], a.count);
+      stepSpans = satAdd(stepSpans, a.count);
+      stepTotal = satAdd(stepTotal, a.total_ns);
     }
     if (a.category != core::Category::kOp && a.category != core::Category::kBackward) continue;
     Acc& acc = ops[{a.name, static_cast<int>(a.category)}];
-    acc.count += a.count;
-    acc.total += a.total_ns;
-    acc.self += a.self_ns;
+    acc.count = satAdd(acc.count, a.count);
+    acc.total = satAdd(acc.total, a.total_ns);
+    acc.self = satAdd(acc.self, a.self_ns);
     acc.ranks.insert(a.rank);
-    r.op_spans += a.count;
+    r.op_spans = satAdd(r.op_spans, a.count);
   }
-  for (const auto& [rank, n] : stepsPerRank) r.steps = std::max<int>(r.steps, static_cast<int>(n));
-  r.step_mean_ns = stepSpans ? stepTotal / stepSpans : 0;
+  for (const auto& [rank, n] : stepsPerRank) {
+    r.steps = static_cast<int>(std::clamp<int64_t>(n, r.steps, INT32_MAX));
+  }
+  r.step_mean_ns = stepSpans > 0 ? stepTotal / stepSpans : 0;
   std::set<core::StringId> names;
   std::vector<OpRow> rows;
   for (const auto& [key, acc] : ops) {
@@ -139,7 +143,7 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   r.counts = reader.counts();
   r.stats = reader.stats();
   for (const StatRow& s : r.stats) {
-    if (s.name == "dropped_events") r.dropped_events += s.value;
+    if (s.name == "dropped_events") r.dropped_events = satAdd(r.dropped_events, s.value);
     if (s.severity == Severity::kError) {
       r.lost.push_back("rank " + std::to_string(s.rank) + ": " + s.name + " = " +
                        std::to_string(s.value));

@@ -74,7 +74,7 @@ void normalize(Intervals& v) {
 
 int64_t totalLength(const Intervals& v) {
   int64_t n = 0;
-  for (const auto& [a, b] : v) n += b - a;
+  for (const auto& [a, b] : v) n = satAdd(n, satSub(b, a));
   return n;
 }
 
@@ -84,7 +84,7 @@ int64_t overlapLength(const Intervals& a, const Intervals& b) {
   while (i < a.size() && j < b.size()) {
     const int64_t lo = std::max(a[i].first, b[j].first);
     const int64_t hi = std::min(a[i].second, b[j].second);
-    if (hi > lo) n += hi - lo;
+    if (hi > lo) n = satAdd(n, satSub(hi, lo));
     if (a[i].second < b[j].second) {
       ++i;
     } else {

@@ -53,6 +53,19 @@ int64_t overlapLength(const Intervals& a, const Intervals& b);
 // Whether t lies in [start, end] of one of the normalized intervals.
 bool contains(const Intervals& v, int64_t t);
 
+// a + b and a - b saturated at the int64 limits: sums and differences of a damaged file's values
+// (times near INT64_MIN/MAX, huge byte counts) stay defined.
+inline int64_t satAdd(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? INT64_MAX : INT64_MIN;
+}
+inline int64_t satSub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? INT64_MAX : INT64_MIN;
+}
+
 // Medians; 0 when empty. Integers: the lower of the middle two for an even count (a value that
 // was measured); doubles: their mean.
 int64_t median(std::vector<int64_t> values);

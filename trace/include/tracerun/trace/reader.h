@@ -50,7 +50,12 @@ struct SpanRow {
   core::Category category = core::Category::kOp;
   core::StringId name = 0, detail = 0;
   int64_t seq = -1;
-  int64_t end_ns() const { return start_ns + dur_ns; }
+  // start + duration, saturated at the int64 limits (a damaged file may hold any two values).
+  int64_t end_ns() const {
+    int64_t end = 0;
+    if (!__builtin_add_overflow(start_ns, dur_ns, &end)) return end;
+    return dur_ns > 0 ? INT64_MAX : INT64_MIN;
+  }
 };
 
 struct ArgRow {
