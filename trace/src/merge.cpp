@@ -7,6 +7,7 @@
 #include "tracerun/trace/merge.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -715,9 +716,17 @@ std::string noSpaceMessage(const std::string& output, const std::vector<MergeInp
   if (::statvfs(dir.c_str(), &vfs) == 0) {
     free = mebibytes(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize);
   }
+  std::string limit;
+  struct rlimit fsize {};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY) {
+    limit = ", and files may not outgrow " + mebibytes(fsize.rlim_cur) + " (ulimit -f)";
+  }
   const std::string what = e.code() != 0 ? sqlite3_errstr(e.code()) : "no space";
-  return output + ": not enough space for the merged trace: it needs about " + mebibytes(needed) +
-         " (the shards' size), the file system of " + dir + " has " + free + " free (" + what + ")";
+  return output + ": " +
+         (e.outOfSpace() ? "not enough space for the merged trace"
+                         : "cannot write the merged trace") +
+         ": it needs about " + mebibytes(needed) + " (the shards' size), the file system of " +
+         dir + " has " + free + " free" + limit + " (" + what + ")";
 }
 
 }  // namespace
@@ -814,9 +823,11 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
     for (const auto& statement : schema::indexStatements()) out.exec(statement);
     out.exec("COMMIT");
   } catch (const sql::SqliteError& e) {
-    // A full disk: the partial output goes (no half trace is left), then the line says how much
-    // room the merge needs.
-    if (!e.outOfSpace() || e.path() != temp.path()) throw;
+    // A full disk (or a write refused): the partial output goes (no half trace is left), then
+    // the line says how much room the merge needs.
+    // SQLite reports some failed writes (EFBIG past a file-size limit) as a plain I/O error.
+    const bool writeFailed = e.outOfSpace() || e.code() == SQLITE_IOERR_WRITE;
+    if (!writeFailed || e.path() != temp.path()) throw;
     temp.removeAll();
     throw TraceError(noSpaceMessage(options.output, shards, e));
   }

@@ -41,8 +41,8 @@ struct MergeResult {
 // Throws TraceError naming the shard and the problem; a missing or incomplete shard is an error
 // unless allow_incomplete, in which case it is merged as far as it is readable and a stat row
 // with severity error records what was missing. A failure to write the output is always an
-// error, and leaves no output: on a full disk the message says how much room the merge needs
-// ("<output>: not enough space for the merged trace: it needs about ...").
+// error, and leaves no output: on a full disk (or a refused write) the message says how much
+// room the merge needs ("<output>: not enough space for the merged trace: it needs about ...").
 MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
                         bool allow_incomplete = false);
 
