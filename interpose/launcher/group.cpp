@@ -881,8 +881,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     }
     // Shards a failed merge left, or that were not merged whole, stay for `tracerun merge`.
     const bool attemptLost =
-        attemptMerged ? reportMergeLoss(*attemptMerged, kept, dir, /*jobSucceeded=*/false)
-                      : !shardFiles(dir).empty();
+        attemptMerged ? reportMergeLoss(*attemptMerged, kept, dir) : !shardFiles(dir).empty();
     if (!opts.keep_shards && !attemptLost) removeAttemptDir(dir);
     const int restartNumber = opts.nnodes > 1 ? next : attempt + 1;
     std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
@@ -919,7 +918,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
   }
   // A shard not merged whole (a full disk cut its writer short) fails the run and stays; a failed
   // merge kept every shard already.
-  const bool lost = merged && reportMergeLoss(*merged, opts.output, lastDir, code == 0);
+  const bool lost = merged && reportMergeLoss(*merged, opts.output, lastDir);
   if (merged && !keep && !lost) {
     removeAttemptDir(lastDir);
     removeReceived(receivedDir, others.delivered);

@@ -299,7 +299,7 @@ std::string keptShardsHint(const std::string& output, const std::string& dir) {
 }
 
 bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
-                     const std::string& dir, bool jobSucceeded) {
+                     const std::string& dir) {
   std::vector<std::string> unreadable, partial, unclosed;
   for (const auto& s : result.shards) {
     const std::string name = s.path.substr(s.path.rfind('/') + 1);
@@ -307,7 +307,9 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
       unreadable.push_back(name);
     } else if (s.unreadable_tables > 0) {
       partial.push_back(std::to_string(s.rank));
-    } else if (!s.complete && jobSucceeded) {
+    } else if (!s.complete && ::access((s.path + ".close-failed").c_str(), F_OK) == 0) {
+      // libtracerun leaves SHARD.close-failed when the writer failed (capture.cpp stopCapture); a
+      // shard merely left open (a process that exec'd or was killed) has none.
       unclosed.push_back(std::to_string(s.rank));
     }
   }
@@ -443,7 +445,7 @@ int launch(const LaunchOptions& o) {
     return code != 0 ? code : 1;
   }
   // A shard not merged whole (a full disk cut its writer short) fails the run and stays.
-  if (reportMergeLoss(merged, o.output, shardDir, code == 0)) return code != 0 ? code : 1;
+  if (reportMergeLoss(merged, o.output, shardDir)) return code != 0 ? code : 1;
   if (!o.keep_shards) {
     removeShardFiles(shardDir);
     ::rmdir(shardDir.c_str());
