@@ -13,6 +13,7 @@ namespace gpttrain {
 
 std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   CLI::App app{"gpttrain: a GPT with tensor, sequence and data parallelism on c10d"};
+  app.set_version_flag("--version", std::string("gpttrain ") + TRACERUN_VERSION);
   app.option_defaults()->always_capture_default()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
   app.add_option("--tp", c.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
@@ -75,6 +76,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "gpttrain: %s (see --help)\n", e.what());

@@ -1,143 +1,144 @@
-// Data parallelism: every parameter's gradient lives in a flat bucket buffer; when a bucket's
-// last gradient has been accumulated during the last microbatch's backward, its reduction over DP
-// (an average) is launched from the autograd hook, overlapping the rest of backward.
-// With ZeRO (stage >= 1) each bucket is padded to a multiple of the DP size and split in equal
-// shards, one per DP rank, and the parameters live in a flat buffer of the same layout (each
-// parameter a view of it); stage >= 2 reduce-scatters instead of all-reducing and keeps only
-// this rank's shard. Stage 2 (with DP > 1) allocates a bucket's full gradient buffer when its first
-// gradient arrives, reduce-scatters it as soon as every member's gradient has been accumulated (in
-// every microbatch's backward, not only the last), adds the result to the shard and frees the
-// buffer: full gradients live only from a bucket's first gradient to the end of its reduction
-// (at the latest the end of that backward). Stage 3 (FSDP full shard) also
-// keeps only this rank's shard of the parameters: each transformer layer is one bucket (a unit),
-// gathered before its forward and its backward and freed after (ParamUnits), the next unit's
-// gather prefetched; the rest (embedding, final LayerNorm: the root) is gathered for a whole step.
-// It does not update parameters (see optimizer.h, zero_optimizer.h) or know about TP.
+// What every data-parallel strategy (dp_strategy.h) shares: the bucket layout (parameters grouped,
+// last registered first, into flat buckets padded to a multiple of the shard count), the flat
+// buffers and their views, the AccumulateGrad hooks, one bucket's reduction over DP and the
+// in-bucket-order launch. It decides nothing about when to reduce or what to keep: that is the
+// strategy's (dp_plain.cpp, dp_zero1.cpp, dp_zero2.cpp, dp_zero3.cpp). No optimizer, no TP.
 #pragma once
 
 #include "collectives.h"
-#include "param_units.h"
 #include "params.h"
 
-#include <map>
-#include <optional>
+#include <torch/csrc/autograd/function_hook.h>
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace gpttrain {
 
-class GradBuckets : public ParamUnits {
+// The parameter whose copies on the first and last pipeline stage are summed: it gets a bucket of
+// its own, so that its shards line up between the two stages.
+constexpr const char* kTiedEmbeddingName = "embedding.word.weight";
+
+// One parameter's place in a bucket.
+struct BucketMember {
+  size_t param;    // index in the ParamSet
+  int64_t offset;  // first element in the bucket's flat buffers
+  int64_t numel;
+  std::vector<int64_t> shape;
+};
+
+// One bucket: its layout, and the buffers every strategy may hold (each says which it uses).
+struct GradBucket {
+  std::vector<BucketMember> members;
+  int64_t numel = 0, padded = 0, shard_begin = 0, shard_size = 0;
+  int unit = -1;          // per-unit layouts (ZeRO-3): the transformer layer it holds; -1: the root
+  at::Tensor flat;        // full gradients [padded], when held
+  at::Tensor params;      // flat parameters [padded] (ZeRO), when held
+  at::Tensor grad_shard;  // this rank's reduced slice [shard_size] (ZeRO-2, ZeRO-3)
+  c10::intrusive_ptr<c10d::Work> work;  // the bucket's reduction in flight
+  size_t pending = 0;                   // members whose gradient of the last microbatch is not in
+};
+
+struct BucketLayout {
+  int64_t bucket_bytes = 4 << 20;
+  int shards = 1;         // buckets padded to a multiple of it and split in equal shards
+  int shard_rank = 0;     // this rank's shard
+  bool per_unit = false;  // one bucket per transformer layer ("layers.<i>."), kept whole
+};
+
+// The buckets of one ParamSet. Threading: one thread (the training loop's and autograd's, which
+// runs the hooks on it for CPU tensors).
+class GradBuckets {
  public:
-  // One parameter's place in a bucket.
-  struct Member {
-    size_t param;    // index in the ParamSet
-    int64_t offset;  // first element in the bucket's flat buffers
-    int64_t numel;
-    std::vector<int64_t> shape;
-  };
-  struct Bucket {
-    at::Tensor flat;         // gradients [padded]; undefined between finish() and zero() (stage 2)
-    at::Tensor params;       // parameters [padded] (stage >= 1)
-    at::Tensor grad_shard;   // stage >= 2: this rank's reduced slice [shard_size]
-    at::Tensor param_shard;  // stage 3: this rank's slice of the parameters [shard_size]
-    int unit = -1;           // stage 3: the transformer layer it holds; -1: root
-    c10::intrusive_ptr<c10d::Work> gather_work;  // stage 3: a prefetched all-gather
-    std::vector<std::vector<at::Tensor>> gather_out;
-    int64_t numel = 0, padded = 0, shard_begin = 0, shard_size = 0;
-    std::vector<Member> members;
-    size_t pending = 0;
-    c10::intrusive_ptr<c10d::Work> work;
-    // Stage 2 (eager): the full buffer whose reduction is in flight (flat is then already free
-    // for the next gradients), the native reduce-scatter's output, and which members' gradients
-    // the current flat holds.
-    at::Tensor reducing, reduced;
-    std::vector<bool> arrived;
-    size_t arrived_count = 0;
-  };
+  // Groups parameters, last registered first, into buckets of about bucket_bytes; the tied
+  // embedding alone; with per_unit, a transformer layer's parameters never share a bucket with
+  // another layer's and are never split. Allocates nothing.
+  GradBuckets(ParamSet& params, const BucketLayout& layout);
 
-  // Buckets are filled in reverse registration order (about the order backward produces them)
-  // up to `bucket_bytes` each; the tied embedding ("embedding.word.weight") gets a bucket of its
-  // own so that its shards line up between the first and last pipeline stage. Hooks are
-  // registered only when dp->size > 1. zero_stage 0..2 (stage 3 shards parameters elsewhere and
-  // uses stage 2's buckets).
-  GradBuckets(ParamSet& params, GroupPtr dp, int64_t bucket_bytes, int zero_stage);
-  ~GradBuckets() override;
-  GradBuckets(const GradBuckets&) = delete;
-  GradBuckets& operator=(const GradBuckets&) = delete;
-
-  // Zeroes every gradient (stage 2: allocates the full buffers again); call before a step's first
-  // microbatch.
-  void zero();
-  // Whether the coming backward is the step's last microbatch (stages 0, 1: only then are
-  // reductions launched; stage 2 reduces in every microbatch).
-  void setLastMicrobatch(bool last);
-  // After the last backward: launches what is left (parameters without gradient) and waits for
-  // every bucket's reduction. Gradients are then averaged over DP: in full (stage 0, 1) or in this
-  // rank's shard only (stage 2, whose full buffers are freed).
-  void finish();
-
-  // This rank's slice of a bucket's reduced gradient (stage >= 1).
-  at::Tensor gradShard(size_t bucket);
-  // The full averaged gradient of a parameter (stage >= 1: all-gathered from the shards, which
-  // alone receive the later SP / tied-embedding sums and clipping -- a collective over DP: every
-  // DP rank must call it in the same order).
-  at::Tensor fullGrad(size_t param);
-
-  // Stage 3 (ParamUnits): see param_units.h.
-  void gather(int layer, bool backward) override;
-  void release(int layer) override;
-  void reduceGrads(int layer) override;
-  // Stage 3: gather the root buckets' parameters for a step (or an evaluation); release them.
-  void gatherRoot();
-  void releaseRoot();
-
-  std::vector<Bucket>& buckets() { return buckets_; }
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  ParamSet& params() { return params_; }
+  size_t size() const { return buckets_.size(); }
+  GradBucket& operator[](size_t i) { return buckets_[i]; }
+  const GradBucket& operator[](size_t i) const { return buckets_[i]; }
+  std::vector<GradBucket>& all() { return buckets_; }
+  const std::vector<GradBucket>& all() const { return buckets_; }
+  size_t bucketOf(size_t param) const { return bucket_of_[param]; }
+  size_t memberOf(size_t param) const { return member_of_[param]; }
+  // Options of the bucket's parameters (without requires_grad): its buffers' dtype and device.
+  at::TensorOptions options(const GradBucket& b) const;
   // Parameters in all buckets (psi of this model-parallel rank), also while sharded.
   int64_t numel() const;
-  // Bytes of parameters held now (stage 3: shards plus whatever is gathered).
-  int64_t parameterBytes() const;
-  size_t numBuckets() const { return buckets_.size(); }
-  int zeroStage() const { return zero_stage_; }
-  // Bytes of gradient buffers held now.
+
+  // The parameters become views of a new flat buffer b.params (counted as parameters).
+  void flattenParams(GradBucket& b);
+  // b.flat = zeros (under the caller's memory tag), and every member's .grad a view of it.
+  void allocateGrads(GradBucket& b, const at::TensorOptions& options);
+  void attachGrads(GradBucket& b);
+  // The members' .grad let go of b.flat (which the caller frees or hands on).
+  void detachGrads(const GradBucket& b);
+  // Bytes of b.flat and b.grad_shard held now, over all buckets.
   int64_t gradientBytes() const;
-  // Bucket reductions launched so far from autograd hooks (overlapping backward) and from
-  // finish() (after backward). With every parameter used, all come from hooks.
+  // Bytes of b.params held now, over all buckets.
+  int64_t flatParameterBytes() const;
+
+  // Averages b.flat over dp and launches its reduction into b.work, under a scope naming the
+  // implementation: "dp_bucket_allreduce", or with scatter "dp_bucket_reduce_scatter[...]" (the
+  // native one-buffer call writes b.grad_shard; Gloo's fallback all-reduces b.flat, the caller
+  // keeps the slice). Counted as launched during or after backward.
+  void launchReduction(Group& dp, size_t index, bool scatter, bool after_backward);
+  // A member's gradient of the step's last microbatch is in / every member's is (after backward).
+  void markGradientIn(size_t param);
+  void markAllIn();
+  // Launches, strictly in bucket order (the same sequence on every DP rank), every bucket from the
+  // next unlaunched one up to the first whose `pending` is not 0.
+  void launchReadyInOrder(Group& dp, bool scatter, bool after_backward);
+  void restartLaunchOrder() { next_launch_ = 0; }
+  // Waits for every bucket's reduction.
+  void waitAll();
+
+  // Reductions launched so far from autograd hooks (overlapping backward) and after backward.
   int64_t launchedDuringBackward() const { return launched_in_backward_; }
   int64_t launchedAfterBackward() const { return launched_after_backward_; }
+  void countLaunch(bool after_backward) {
+    ++(after_backward ? launched_after_backward_ : launched_in_backward_);
+  }
 
  private:
-  void markReady(size_t param);
-  void launchReady();
-  // Stage 2 (eager): a member's gradient is about to be accumulated / has been.
-  void ensureFlat(Bucket& b);
-  void arrived(size_t param);
-  void launchShardReduce(size_t bucket);
-  void completeShardReduce();
-  void attachGrads(Bucket& b);
-  void startGather(Bucket& b);
-  void finishGather(Bucket& b);
-  void releaseBucket(Bucket& b);
-  void completeUnitReduce();
-
   ParamSet& params_;
-  GroupPtr dp_;
-  int zero_stage_;
-  std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;       // parameter index -> bucket
-  std::map<int, size_t> unit_bucket_;   // stage 3: layer -> bucket
-  std::optional<size_t> pending_unit_;  // stage 3: the unit whose reduction is in flight
-  bool eager_ = false;                  // stage 2 with DP > 1: reduce-scatter every microbatch
-  std::vector<size_t> member_of_;       // parameter index -> its index in its bucket's members
-  std::optional<size_t> reducing_;      // stage 2: the bucket whose reduction is in flight
+  std::vector<GradBucket> buckets_;
+  std::vector<size_t> bucket_of_;  // parameter index -> bucket
+  std::vector<size_t> member_of_;  // parameter index -> its index in its bucket's members
   size_t next_launch_ = 0;
-  bool last_microbatch_ = true;
-  bool in_finish_ = false;
   int64_t launched_in_backward_ = 0;
   int64_t launched_after_backward_ = 0;
+};
+
+// The full gradient of one parameter from the buckets' shards `shard` (one per DP rank, this
+// rank's given): all-gathered over dp -- a collective: every DP rank calls it in the same order.
+at::Tensor gatherFullGrad(Group& dp, const GradBucket& b, const at::Tensor& shard, size_t param);
+
+// ZeRO-1/2 after the optimizer updated `shard`, this rank's slice of bucket `index`'s b.params:
+// every rank's shards all-gathered into b.params (scope "zero_param_allgather"; nothing on a
+// group of one).
+void allGatherParams(Group& dp, GradBucket& b, size_t index, const at::Tensor& shard);
+
+// AccumulateGrad hooks on every parameter of a ParamSet, removed when this object dies (the
+// accumulators may outlive it). `before` (optional) runs before a parameter's gradient is
+// accumulated, `after` once it has been; both get the parameter's index.
+class AccumulateHooks {
+ public:
+  AccumulateHooks(ParamSet& params, std::function<void(size_t)> before,
+                  std::function<void(size_t)> after);
+  ~AccumulateHooks();
+  AccumulateHooks(const AccumulateHooks&) = delete;
+  AccumulateHooks& operator=(const AccumulateHooks&) = delete;
+
+ private:
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
-  std::vector<uintptr_t> hook_keys_;
-  std::vector<const torch::autograd::FunctionPreHook*> pre_hooks_;  // per accumulator (stage 2)
+  std::vector<uintptr_t> post_keys_;
+  std::vector<const torch::autograd::FunctionPreHook*> pre_hooks_;  // per accumulator, or none
 };
 
 }  // namespace gpttrain

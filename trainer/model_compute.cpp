@@ -24,7 +24,7 @@ std::pair<at::Tensor, at::Tensor> samples(const TokenSource& source, Split split
 
 ModelCompute::ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& config,
                            const TokenSource& source, Split split, uint64_t batch_index,
-                           int dp_rank, int microbatches, DropoutRng* rng, GradBuckets* buckets)
+                           int dp_rank, int microbatches, DropoutRng* rng, DataParallelStrategy* dp)
     : chunks_(chunks),
       config_(config),
       source_(source),
@@ -33,7 +33,7 @@ ModelCompute::ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& con
       dp_rank_(dp_rank),
       microbatches_(microbatches),
       rng_(rng),
-      buckets_(buckets) {}
+      dp_(dp) {}
 
 at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& input) {
   GptStage& stage = chunks_[chunk];
@@ -56,7 +56,7 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
 
 at::Tensor ModelCompute::backward(int, int microbatch, const at::Tensor& input,
                                   const at::Tensor& output, const at::Tensor& grad) {
-  buckets_->setLastMicrobatch(microbatch == microbatches_ - 1);
+  dp_->setLastMicrobatch(microbatch == microbatches_ - 1);
   if (grad.defined()) {
     torch::autograd::backward({output}, {grad});
   } else {

@@ -5,7 +5,7 @@
 
 #include "config.h"
 #include "data.h"
-#include "grad_buckets.h"
+#include "dp_strategy.h"
 #include "model.h"
 #include "pipeline_executor.h"
 
@@ -19,7 +19,7 @@ class ModelCompute : public PipelineCompute {
   // rng null: evaluation (no dropout, no backward). All references must outlive this object.
   ModelCompute(std::vector<GptStage>& chunks, const TrainConfig& config, const TokenSource& source,
                Split split, uint64_t batch_index, int dp_rank, int microbatches, DropoutRng* rng,
-               GradBuckets* buckets);
+               DataParallelStrategy* dp);
 
   at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
   at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
@@ -37,7 +37,7 @@ class ModelCompute : public PipelineCompute {
   int dp_rank_;
   int microbatches_;
   DropoutRng* rng_;
-  GradBuckets* buckets_;
+  DataParallelStrategy* dp_;
   double loss_sum_ = 0.0;
 };
 

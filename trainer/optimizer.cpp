@@ -1,5 +1,7 @@
-// AdamW / SGD steps and the learning-rate schedule (see optimizer.h).
+// The AdamW update, the learning-rate schedule and the optimizer factory (see optimizer.h).
 #include "optimizer.h"
+
+#include "dp_strategy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -75,15 +77,6 @@ double learningRate(const ScheduleConfig& c, int step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
-Optimizer::Optimizer(ParamSet& params, const OptimizerConfig& config)
-    : params_(params), config_(config) {
-  if (!config_.adamw) return;
-  for (auto& e : params_.entries()) {
-    exp_avg_.push_back(at::zeros_like(e.tensor, e.tensor.options().requires_grad(false)));
-    exp_avg_sq_.push_back(at::zeros_like(e.tensor, e.tensor.options().requires_grad(false)));
-  }
-}
-
 AdamwStep adamwStep(const OptimizerConfig& config, double lr, int64_t step) {
   AdamwStep adamw;
   adamw.lr = lr;
@@ -99,35 +92,12 @@ double adamwDecay(const OptimizerConfig& config, double lr, bool decays) {
   return decays && config.weight_decay > 0 ? 1.0 - lr * config.weight_decay : 1.0;
 }
 
-void Optimizer::step(double lr) {
-  at::NoGradGuard no_grad;
-  ++steps_;
-  auto& entries = params_.entries();
-  if (!config_.adamw) {
-    for (auto& e : entries) e.tensor.add_(e.tensor.grad(), -lr);
-    return;
+std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                         GroupPtr dp, const OptimizerConfig& config) {
+  if (strategy.memoryModel().optimizer_states_sharded) {
+    return makeShardedOptimizer(params, strategy, std::move(dp), config);
   }
-  AdamwStep adamw = adamwStep(config_, lr, steps_);
-  for (size_t i = 0; i < entries.size(); ++i) {
-    adamw.decay = adamwDecay(config_, lr, entries[i].decay);
-    adamwUpdate(entries[i].tensor, entries[i].tensor.grad(), exp_avg_[i], exp_avg_sq_[i], adamw);
-  }
-}
-
-std::vector<std::pair<std::string, at::Tensor>> Optimizer::namedState() {
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (size_t i = 0; i < exp_avg_.size(); ++i) {
-    out.emplace_back("exp_avg." + params_.entries()[i].name, exp_avg_[i]);
-    out.emplace_back("exp_avg_sq." + params_.entries()[i].name, exp_avg_sq_[i]);
-  }
-  return out;
-}
-
-int64_t Optimizer::stateBytes() const {
-  int64_t bytes = 0;
-  for (size_t i = 0; i < exp_avg_.size(); ++i)
-    bytes += exp_avg_[i].nbytes() + exp_avg_sq_[i].nbytes();
-  return bytes;
+  return makeReplicatedOptimizer(params, config);
 }
 
 }  // namespace gpttrain

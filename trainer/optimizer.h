@@ -1,11 +1,16 @@
-// AdamW (decoupled weight decay on matrices only) and plain SGD over a ParamSet, and the
-// warm-up + cosine learning-rate schedule. It steps local shards only; no communication.
+// The optimizer interface the trainer steps (one per data-parallel strategy's memory model:
+// replicated states, optimizer_replicated.cpp, or ZeRO-sharded ones, optimizer_sharded.cpp), the
+// AdamW / SGD update they share and the warm-up + cosine learning-rate schedule. It does not
+// reduce gradients over DP (dp_strategy.h).
 #pragma once
 
+#include "collectives.h"
 #include "params.h"
 
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace gpttrain {
 
@@ -46,22 +51,50 @@ AdamwStep adamwStep(const OptimizerConfig& config, double lr, int64_t step);
 // 1 - lr * weight_decay for a parameter that takes weight decay (and a config that has it), else 1.
 double adamwDecay(const OptimizerConfig& config, double lr, bool decays);
 
+class DataParallelStrategy;
+
+// The gradient steps after the DP reduction that depend on how gradients are held (in full or as
+// ZeRO shards), and the update. Per step, in this order on every rank:
+// syncSequenceParallelGrads, syncTiedEmbeddingGrads, clipGradNorm, step.
 class Optimizer {
  public:
-  Optimizer(ParamSet& params, const OptimizerConfig& config);
-  // One update of every parameter from its .grad(), at learning rate lr.
-  void step(double lr);
+  virtual ~Optimizer() = default;
+  // With sp: the replicated parameters' gradients (each rank saw its sequence slice) summed over
+  // TP, in one coalesced all-reduce.
+  virtual void syncSequenceParallelGrads(Group& tp, bool sp) = 0;
+  // With PP: the tied embedding's gradient summed between the first and last stage (`embedding`,
+  // a no-op on a group of one).
+  virtual void syncTiedEmbeddingGrads(Group& embedding) = 0;
+  // Global L2 norm (TP shards summed, replicated parameters once, duplicates skipped, stages and
+  // ZeRO shards summed); when max_norm > 0 and the norm exceeds it, every gradient is scaled by
+  // max_norm / (norm + 1e-6). Returns the norm before clipping.
+  virtual double clipGradNorm(Group& tp, Group& pp, double max_norm) = 0;
+  // One update at learning rate lr (counts the step).
+  virtual void step(double lr) = 0;
 
-  // State, for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" (AdamW only).
-  std::vector<std::pair<std::string, at::Tensor>> namedState();
+  // State, for checkpoints and memory accounting.
+  virtual std::vector<std::pair<std::string, at::Tensor>> namedState() = 0;
+  virtual int64_t stateBytes() const = 0;
   int64_t& stepCount() { return steps_; }
-  int64_t stateBytes() const;
 
- private:
-  ParamSet& params_;
-  OptimizerConfig config_;
-  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+ protected:
+  Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
   int64_t steps_ = 0;
 };
+
+// The optimizer for `strategy`'s memory model: states sharded over `dp` as the strategy's buckets
+// (ZeRO 1-3), or replicated. Call it under the optimizer-state memory tag.
+std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                         GroupPtr dp, const OptimizerConfig& config);
+
+// The two, one per file; use makeOptimizer.
+// AdamW / SGD on every parameter's .grad() (each rank's full copy; no communication in step).
+std::unique_ptr<Optimizer> makeReplicatedOptimizer(ParamSet& params, const OptimizerConfig& config);
+// AdamW / SGD on this rank's shard of every bucket of `strategy` (moments for that shard only).
+std::unique_ptr<Optimizer> makeShardedOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                                GroupPtr dp, const OptimizerConfig& config);
 
 }  // namespace gpttrain

@@ -1,6 +1,7 @@
 // The interface a transformer layer calls around its forward and its recomputed backward when its
 // parameters are sharded over data-parallel ranks (ZeRO-3): one unit per layer. The model knows
-// only this interface; GradBuckets implements it. No collectives are chosen here.
+// only this interface; the ZeRO-3 strategy (dp_zero3.cpp) implements it. No collectives are
+// chosen here.
 #pragma once
 
 namespace gpttrain {

@@ -7,7 +7,6 @@
 #include "checkpoint.h"
 #include "dry_run.h"
 #include "model_compute.h"
-#include "tp_grads.h"
 
 #include <tracerun/annotate.h>
 
@@ -120,20 +119,16 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
                           groups.coords.tp, groups.coords.dp, device)) {
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
-    buckets_ = std::make_unique<GradBuckets>(
-        params_, groups.dp, static_cast<int64_t>(config.bucket_mb * (1 << 20)), config.zero);
+    strategy_ = makeDataParallelStrategy(
+        params_, groups.dp,
+        DataParallelOptions{config.zero, static_cast<int64_t>(config.bucket_mb * (1 << 20))});
   }
-  if (config.zero >= 3) {
-    for (auto& chunk : chunks_) chunk.setParamUnits(buckets_.get());
+  if (ParamUnits* units = strategy_->paramUnits()) {
+    for (auto& chunk : chunks_) chunk.setParamUnits(units);
   }
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kOptimizerState);
-    if (config.zero >= 1) {
-      sharded_ = std::make_unique<ShardedOptimizer>(params_, *buckets_, groups.dp,
-                                                    optimizerConfig(config));
-    } else {
-      optimizer_ = std::make_unique<Optimizer>(params_, optimizerConfig(config));
-    }
+    optimizer_ = makeOptimizer(params_, *strategy_, groups.dp, optimizerConfig(config));
   }
   if (!config_.dry_run_costs.empty()) {
     parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_);
@@ -162,8 +157,8 @@ int Trainer::run() {
         "rank 0, %d microbatches of %d per step, %zu gradient buckets, start step %d%s\n",
         groups_.grid.world(), groups_.grid.tpSize(), groups_.grid.ppSize(), groups_.grid.dpSize(),
         config_.sp ? " (sp)" : "", scheduleName(kind_), shape_.chunks,
-        static_cast<long long>(buckets_->numel()), microbatches_, config_.micro_batch,
-        buckets_->numBuckets(), start_step_, dry_forward_ms_ >= 0 ? " (dry run)" : "");
+        static_cast<long long>(strategy_->numel()), microbatches_, config_.micro_batch,
+        strategy_->numBuckets(), start_step_, dry_forward_ms_ >= 0 ? " (dry run)" : "");
     std::fflush(stdout);
   }
   for (int step = start_step_ + 1; step <= config_.steps; ++step) {
@@ -200,7 +195,7 @@ int Trainer::run() {
         groups_.rank, static_cast<long long>(at_optimizer_step_.parameters),
         static_cast<long long>(at_optimizer_step_.gradients),
         static_cast<long long>(at_optimizer_step_.optimizer_states), config_.zero, groups_.dp->size,
-        static_cast<long long>(buckets_->numel()), peakRssKiB());
+        static_cast<long long>(strategy_->numel()), peakRssKiB());
   }
   if (groups_.rank == 0 && config_.recompute != "none") {
     int64_t n = 0;
@@ -227,8 +222,8 @@ int Trainer::run() {
   }
   if (groups_.rank == 0 && groups_.dp->size > 1) {
     std::printf("gpttrain: dp bucket all-reduces launched during backward: %lld, after: %lld\n",
-                static_cast<long long>(buckets_->launchedDuringBackward()),
-                static_cast<long long>(buckets_->launchedAfterBackward()));
+                static_cast<long long>(strategy_->launchedDuringBackward()),
+                static_cast<long long>(strategy_->launchedAfterBackward()));
   }
   return 0;
 }
@@ -252,24 +247,19 @@ StepResult Trainer::trainStep(int step) {
   if (dry_forward_ms_ >= 0) return dryRunStep(step);
   const auto start = std::chrono::steady_clock::now();
   tracerun::Step step_scope(step);
-  buckets_->zero();
-  buckets_->gatherRoot();
+  strategy_->beginStep();
+  strategy_->gatherRoot();
   ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
-                       groups_.coords.dp, microbatches_, &rng_, buckets_.get());
+                       groups_.coords.dp, microbatches_, &rng_, strategy_.get());
   const PipelineStepStats stats =
       runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
     tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
-    buckets_->finish();
-    buckets_->releaseRoot();
-    if (sharded_) {
-      sharded_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
-      sharded_->syncTiedEmbeddingGrads(*groups_.embedding);
-    } else {
-      syncSequenceParallelGrads(params_, *groups_.tp, config_.sp);
-      syncTiedEmbeddingGrads(params_, *groups_.embedding);
-    }
+    strategy_->finish();
+    strategy_->releaseRoot();
+    optimizer_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
+    optimizer_->syncTiedEmbeddingGrads(*groups_.embedding);
   }
   if (step == start_step_ + 1 && !config_.dump_grads.empty()) dumpGrads(config_.dump_grads);
   StepResult r;
@@ -278,13 +268,8 @@ StepResult Trainer::trainStep(int step) {
   {
     tracerun::PhaseScope phase("optimizer");
     if (step == config_.steps) at_optimizer_step_ = memoryAccount();
-    if (sharded_) {
-      r.grad_norm = sharded_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
-      sharded_->step(r.lr);
-    } else {
-      r.grad_norm = clipGradNorm(params_, *groups_.tp, *groups_.pp, config_.clip_grad);
-      optimizer_->step(r.lr);
-    }
+    r.grad_norm = optimizer_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
+    optimizer_->step(r.lr);
   }
   r.loss = lastStageAverage(compute.lossSum() / microbatches_);
   r.ms =
@@ -336,15 +321,15 @@ double Trainer::evaluate() {
   tracerun::PhaseScope phase("validation");
   at::NoGradGuard no_grad;
   const std::vector<Action> actions = buildForwardOnlySchedule(shape_, groups_.coords.pp);
-  buckets_->gatherRoot();
+  strategy_->gatherRoot();
   double sum = 0.0;
   for (int i = 0; i < config_.eval_iters; ++i) {
     ModelCompute compute(chunks_, config_, source_, Split::kValidation, uint64_t(i),
-                         groups_.coords.dp, microbatches_, nullptr, buckets_.get());
+                         groups_.coords.dp, microbatches_, nullptr, strategy_.get());
     runPipelineStep(actions, *groups_.pp, activationShape(), device_, compute);
     sum += compute.lossSum();
   }
-  buckets_->releaseRoot();
+  strategy_->releaseRoot();
   return lastStageAverage(sum / (double(microbatches_) * config_.eval_iters));
 }
 
@@ -357,7 +342,7 @@ void Trainer::dumpGrads(const std::string& path) {
   torch::serialize::OutputArchive out;
   for (size_t i = 0; i < params_.entries().size(); ++i) {
     const ParamEntry& e = params_.entries()[i];
-    at::Tensor g = buckets_->fullGrad(i);
+    at::Tensor g = strategy_->fullGrad(i);
     if (e.split_dim >= 0) g = allGather(*groups_.tp, g, e.split_dim);
     if (!e.duplicate) out.write(e.name, g.to(at::kCPU).clone());
   }
@@ -430,18 +415,8 @@ void Trainer::save(int step) {
 }
 
 NamedTensors Trainer::checkpointTensors() {
-  NamedTensors tensors;
-  if (config_.zero >= 3) {  // only the shards exist between steps
-    auto& buckets = buckets_->buckets();
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      tensors.emplace_back("zero.param_shard." + std::to_string(b), buckets[b].param_shard);
-    }
-  } else {
-    for (auto& e : params_.entries()) tensors.emplace_back("param." + e.name, e.tensor);
-  }
-  for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
-    tensors.push_back(std::move(t));
-  }
+  NamedTensors tensors = strategy_->checkpointParameters();
+  for (auto& t : optimizer_->namedState()) tensors.push_back(std::move(t));
   return tensors;
 }
 
@@ -451,35 +426,24 @@ NamedTensors Trainer::heldTensors() {
     tensors.emplace_back("param." + e.name, e.tensor);
     if (e.tensor.grad().defined()) tensors.emplace_back("grad." + e.name, e.tensor.grad());
   }
-  auto& buckets = buckets_->buckets();
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const GradBuckets::Bucket& bucket = buckets[b];
-    const std::pair<const char*, const at::Tensor*> parts[] = {
-        {"flat", &bucket.flat},
-        {"params", &bucket.params},
-        {"grad_shard", &bucket.grad_shard},
-        {"param_shard", &bucket.param_shard}};
-    for (const auto& [what, t] : parts) {
-      if (t->defined()) tensors.emplace_back("bucket." + std::to_string(b) + "." + what, *t);
-    }
+  for (auto& [name, t] : strategy_->bufferTensors()) {
+    if (t.defined()) tensors.emplace_back(name, t);
   }
-  for (auto& t : sharded_ ? sharded_->namedState() : optimizer_->namedState()) {
-    tensors.push_back(std::move(t));
-  }
+  for (auto& t : optimizer_->namedState()) tensors.push_back(std::move(t));
   return tensors;
 }
 
 int64_t& Trainer::optimizerSteps() {
-  return sharded_ ? sharded_->stepCount() : optimizer_->stepCount();
+  return optimizer_->stepCount();
 }
 
 // --- memory accounting
 
 MemoryAccount Trainer::memoryAccount() const {
   MemoryAccount a;
-  a.parameters = buckets_->parameterBytes();
-  a.gradients = buckets_->gradientBytes();
-  a.optimizer_states = sharded_ ? sharded_->stateBytes() : optimizer_->stateBytes();
+  a.parameters = strategy_->parameterBytes();
+  a.gradients = strategy_->gradientBytes();
+  a.optimizer_states = optimizer_->stateBytes();
   return a;
 }
 

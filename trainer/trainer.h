@@ -6,13 +6,12 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "data.h"
-#include "grad_buckets.h"
+#include "dp_strategy.h"
 #include "model.h"
 #include "optimizer.h"
 #include "pipeline_executor.h"
 #include "process_groups.h"
 #include "schedule.h"
-#include "zero_optimizer.h"
 
 #include <cstdio>
 #include <memory>
@@ -75,9 +74,8 @@ class Trainer {
   std::vector<Action> actions_;   // this rank's schedule for one step
   ParamSet params_;               // every parameter of this rank's chunks
   std::vector<GptStage> chunks_;  // model chunks (v with the interleaved schedule)
-  std::unique_ptr<GradBuckets> buckets_;
-  std::unique_ptr<Optimizer> optimizer_;       // ZeRO 0
-  std::unique_ptr<ShardedOptimizer> sharded_;  // ZeRO >= 1
+  std::unique_ptr<DataParallelStrategy> strategy_;  // DP reduction; what a rank keeps (ZeRO)
+  std::unique_ptr<Optimizer> optimizer_;  // replicated or sharded, as the strategy keeps states
   ScheduleConfig schedule_;
   TokenSource source_;
   DropoutRng rng_;

@@ -34,6 +34,7 @@
 
 #include "clock_sync.h"
 #include "launch.h"
+#include "output_guard.h"
 #include "tracerun/trace/merge.h"
 
 namespace tracerun::launcher {
@@ -561,6 +562,7 @@ int rankOfShard(const std::string& path) {
 std::optional<trace::MergeResult> mergeAttempt(const std::string& dir, const std::string& output,
                                                int64_t offset,
                                                const std::vector<NodeShards>& others = {}) {
+  const MergeSignals mergeSignals(output, dir);  // the merge completes (output_guard.h)
   std::vector<trace::MergeInput> inputs;
   for (const auto& s : shardFiles(dir)) inputs.push_back({s, true, offset});
   for (const auto& node : others) {
@@ -614,7 +616,9 @@ CancelCheck signalSince(sig_atomic_t seen) {
 // Node 0: the other nodes' shards, into shardDir/received/nodeK/. Says which node did not deliver.
 ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDir) {
   const int timeout = transferTimeoutS();
-  ::mkdir(receivedDir.c_str(), 0755);
+  if (const std::string p = makePrivateDir(receivedDir); !p.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+  }
   if (!o.quiet) {
     std::fprintf(stderr, "tracerun: waiting up to %d s for the shards of nodes 1..%d\n", timeout,
                  o.nnodes - 1);
@@ -736,20 +740,24 @@ int agreeOnRestart(const LaunchOptions& o, std::vector<AgentLink>& links, const 
 
 // ---- launchGroup --------------------------------------------------------------------------------
 
+std::string groupOptionsProblem(const LaunchOptions& o) {
+  if (o.nnodes < 1 || o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return "--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
+           std::to_string(o.nnodes - 1) + " (--nnodes " + std::to_string(o.nnodes) + ")";
+  }
+  if (o.nnodes > 1 && (o.master_port <= 0 || o.master_addr.empty())) {
+    return "--nnodes " + std::to_string(o.nnodes) +
+           " needs --master-addr and --master-port (the same on every node)";
+  }
+  return {};
+}
+
 int launchGroup(const LaunchOptions& o, const std::string& executable,
                 const std::string& shardDir) {
   LaunchOptions opts = o;
   if (opts.nproc_per_node <= 0) opts.nproc_per_node = 1;
-  if (opts.nnodes < 1 || opts.node_rank < 0 || opts.node_rank >= opts.nnodes) {
-    std::fprintf(stderr, "tracerun: --node-rank %d is outside 0..%d (--nnodes %d)\n",
-                 opts.node_rank, opts.nnodes - 1, opts.nnodes);
-    return 2;
-  }
-  if (opts.nnodes > 1 && (opts.master_port <= 0 || opts.master_addr.empty())) {
-    std::fprintf(stderr,
-                 "tracerun: --nnodes %d needs --master-addr and --master-port (the same on every "
-                 "node)\n",
-                 opts.nnodes);
+  if (const std::string p = groupOptionsProblem(opts); !p.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", p.c_str());
     return 2;
   }
   if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
@@ -804,16 +812,18 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     if (severalHere && std::getenv(var) == nullptr) env.emplace_back(var, "1");
   }
 
-  ::mkdir(shardDir.c_str(), 0755);
   const SignalScope signals;
   int code = 0;
   int attempt = 0;
   std::string lastDir;
   for (;; ++attempt) {
+    // A fresh attempt directory, 0700, in the private shard directory launch() holds.
     const std::string dir = shardDir + "/attempt" + std::to_string(attempt);
-    ::mkdir(dir.c_str(), 0755);
     removeAttemptDir(dir);
-    ::mkdir(dir.c_str(), 0755);
+    if (const std::string p = makePrivateDir(dir); !p.empty()) {
+      std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+      return code != 0 ? code : 2;
+    }
     lastDir = dir;
     auto attemptEnv = env;
     if (ownPort && attempt > 0) {
@@ -829,8 +839,8 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     }
     attemptEnv.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
     attemptEnv.emplace_back("TRACERUN_RESTART", std::to_string(attempt));
-    attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
-    attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
+    attemptEnv.emplace_back("TRACERUN_OUTPUT", escapePattern(dir) + "/rank%r.db");
+    attemptEnv.emplace_back("TRACERUN_STATUS", escapePattern(dir) + "/status.rank%r");
 
     std::vector<AgentMessage> peerEnded;
     const AttemptResult r =

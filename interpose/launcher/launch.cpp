@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "output_guard.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
@@ -190,39 +193,83 @@ std::string captureTarget(const std::string& resolvedProgram) {
 
 namespace {
 
-volatile sig_atomic_t gChild = 0;
+using Clock = std::chrono::steady_clock;
 
-void forwardSignal(int sig) {
-  if (gChild > 0) ::kill(gChild, sig);
+// Signal-handler state while PROGRAM runs (ChildSignals): the first stop signal, whether the
+// terminal sent it (to the whole foreground group, so PROGRAM got it too), and a self-pipe that
+// wakes the wait loop (stop signals and SIGCHLD).
+volatile sig_atomic_t gStopSignal = 0;
+volatile sig_atomic_t gStopFromTerminal = 0;
+int gChildWake[2] = {-1, -1};
+constexpr int kChildSignals[5] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
+
+void onChildSignal(int sig, siginfo_t* info, void*) {
+  const int saved = errno;
+  if (sig != SIGCHLD && gStopSignal == 0) {
+    gStopSignal = sig;
+    gStopFromTerminal = info != nullptr && info->si_code == SI_KERNEL;
+  }
+  const char b = 0;
+  if (gChildWake[1] >= 0 && ::write(gChildWake[1], &b, 1) < 0) {
+  }
+  errno = saved;
 }
 
-// Runs PROGRAM and waits. Returns its wait status, or -1 (errno set) when it could not start.
-int runChild(const std::string& executable, const std::vector<std::string>& args) {
+// The launcher's handlers from before PROGRAM starts until the merge takes over (MergeSignals):
+// a signal arriving in between is recorded, never fatal. Restores the old ones at the end.
+class ChildSignals {
+ public:
+  ChildSignals() {
+    gStopSignal = 0;
+    gStopFromTerminal = 0;
+    if (::pipe2(gChildWake, O_CLOEXEC | O_NONBLOCK) != 0) gChildWake[0] = gChildWake[1] = -1;
+    struct sigaction sa {};
+    sa.sa_sigaction = onChildSignal;
+    ::sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &sa, &old_[i]);
+  }
+  ~ChildSignals() {
+    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
+    for (int& fd : gChildWake) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  ChildSignals(const ChildSignals&) = delete;
+  ChildSignals& operator=(const ChildSignals&) = delete;
+  // The dispositions PROGRAM should start with (the launcher's own from before).
+  void restoreInChild() const {
+    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  struct sigaction old_[5]{};
+};
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+// Runs PROGRAM (in the launcher's process group: it keeps the terminal) and waits. A stop signal
+// to the launcher stops it: SIGTERM now, SIGKILL `grace_s` later; when the terminal sent SIGINT or
+// SIGQUIT to the whole foreground group PROGRAM got it too, and the SIGTERM waits `grace_s` for it
+// to end on its own. Returns its wait status, or -1 (errno set) when it could not start;
+// *stopSignal: the signal that stopped it, 0 when none did.
+int runChild(const std::string& executable, const std::vector<std::string>& args,
+             const ChildSignals& signals, double grace_s, const std::string& name,
+             int* stopSignal) {
+  *stopSignal = 0;
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-
-  // The terminal sends SIGINT/SIGQUIT to the whole foreground group: the program decides; the
-  // launcher waits for it to finish and still merges. SIGTERM/SIGHUP sent to us go to it.
-  struct sigaction ignore {
-  }, forward{}, oldInt{}, oldQuit{}, oldTerm{}, oldHup{};
-  ignore.sa_handler = SIG_IGN;
-  forward.sa_handler = forwardSignal;
-  ::sigemptyset(&ignore.sa_mask);
-  ::sigemptyset(&forward.sa_mask);
-  ::sigaction(SIGINT, &ignore, &oldInt);
-  ::sigaction(SIGQUIT, &ignore, &oldQuit);
-  ::sigaction(SIGTERM, &forward, &oldTerm);
-  ::sigaction(SIGHUP, &forward, &oldHup);
 
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) return -1;
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::sigaction(SIGINT, &oldInt, nullptr);
-    ::sigaction(SIGQUIT, &oldQuit, nullptr);
-    ::sigaction(SIGTERM, &oldTerm, nullptr);
-    ::sigaction(SIGHUP, &oldHup, nullptr);
+    signals.restoreInChild();
     ::close(errPipe[0]);
     ::execv(executable.c_str(), argv.data());
     const int e = errno;
@@ -235,18 +282,53 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
     ::close(errPipe[0]);
     return -1;
   }
-  gChild = pid;
   int execErrno = 0;
-  const bool execFailed = ::read(errPipe[0], &execErrno, sizeof execErrno) == sizeof execErrno;
-  ::close(errPipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  ssize_t got;
+  while ((got = ::read(errPipe[0], &execErrno, sizeof execErrno)) < 0 && errno == EINTR) {
   }
-  gChild = 0;
-  ::sigaction(SIGINT, &oldInt, nullptr);
-  ::sigaction(SIGQUIT, &oldQuit, nullptr);
-  ::sigaction(SIGTERM, &oldTerm, nullptr);
-  ::sigaction(SIGHUP, &oldHup, nullptr);
+  const bool execFailed = got == sizeof execErrno;
+  ::close(errPipe[0]);
+
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  bool stopping = false, termSent = false, killed = false;
+  Clock::time_point termAt{}, killAt{};
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    const int sig = gStopSignal;
+    if (sig != 0 && !stopping && !execFailed) {
+      stopping = true;
+      *stopSignal = sig;
+      const bool terminal = gStopFromTerminal != 0 && (sig == SIGINT || sig == SIGQUIT);
+      termAt = Clock::now() + (terminal ? Clock::duration(grace) : Clock::duration::zero());
+      if (terminal) {
+        std::fprintf(stderr,
+                     "tracerun: %s from the terminal reached %s too; SIGTERM follows in %g s if it "
+                     "is still running\n",
+                     signalName(sig).c_str(), name.c_str(), grace_s);
+      } else {
+        std::fprintf(stderr,
+                     "tracerun: %s: stopping %s (SIGTERM, SIGKILL %g s later; it flushes its "
+                     "trace)\n",
+                     signalName(sig).c_str(), name.c_str(), grace_s);
+      }
+    }
+    if (stopping && !termSent && Clock::now() >= termAt) {
+      ::kill(pid, SIGTERM);
+      termSent = true;
+      killAt = Clock::now() + grace;
+    }
+    if (termSent && !killed && Clock::now() >= killAt) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+    }
+    pollfd p{gChildWake[0], POLLIN, 0};
+    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, 200);
+    char sink[64];
+    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
+    }
+  }
   if (execFailed) {
     errno = execErrno;
     return -1;
@@ -382,13 +464,27 @@ int launch(const LaunchOptions& o) {
   }
   const std::string target = o.target.empty() ? captureTarget(executable) : o.target;
 
-  const std::string shardDir = o.output + ".shards";
-  if (::mkdir(shardDir.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "tracerun: %s: cannot create: %s\n", shardDir.c_str(),
-                 std::strerror(errno));
+  // Everything about the output and the nodes is checked before a directory is made or the
+  // program runs.
+  if (const std::string p = outputProblem(o.output); !p.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", p.c_str());
     return 2;
   }
-  if (o.nproc_per_node <= 0 && o.nnodes <= 1) removeShardFiles(shardDir);
+  const bool group = o.nproc_per_node > 0 || o.nnodes > 1;
+  if (const std::string p = group ? groupOptionsProblem(o) : std::string(); !p.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+    return 2;
+  }
+  // OUTPUT.shards/: ours alone (0700, refused when another user could write in it) and locked
+  // until we exit, so a second launch with the same output is refused.
+  const std::string shardDir = o.output + ".shards";
+  const OutputLock lock(shardDir, o.output);
+  if (!lock.ok()) {
+    std::fprintf(stderr, "tracerun: %s\n", lock.problem().c_str());
+    return 2;
+  }
+  if (!lock.note().empty()) std::fprintf(stderr, "tracerun: note: %s\n", lock.note().c_str());
+  if (!group) removeShardFiles(shardDir);
 
   std::string preload = library;
   if (const std::string nccl = ncclInterposer(library, o.capture); !nccl.empty()) {
@@ -398,14 +494,17 @@ int launch(const LaunchOptions& o) {
     preload += std::string(":") + old;
   }
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
-  ::setenv("TRACERUN_OUTPUT", (shardDir + "/rank%r.db").c_str(), 1);
+  // "%r" is the rank; a "%" of the user's own output name is passed doubled (status_file.h).
+  ::setenv("TRACERUN_OUTPUT", (escapePattern(shardDir) + "/rank%r.db").c_str(), 1);
   ::setenv("TRACERUN_TARGET", target.c_str(), 1);
   ::setenv("TRACERUN_CAPTURE", o.capture.c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
-  if (o.nproc_per_node > 0 || o.nnodes > 1) return launchGroup(o, executable, shardDir);
+  if (group) return launchGroup(o, executable, shardDir);
 
-  const int status = runChild(executable, o.program);
+  const ChildSignals signals;  // until the merge's own rule takes over
+  int stopSignal = 0;
+  const int status = runChild(executable, o.program, signals, o.grace_s, o.program[0], &stopSignal);
   if (status < 0) {
     std::fprintf(stderr, "tracerun: %s: cannot run: %s\n", o.program[0].c_str(),
                  std::strerror(errno));
@@ -422,6 +521,7 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tracerun: %s was killed by signal %d (%s)\n", o.program[0].c_str(),
                  WTERMSIG(status), ::strsignal(WTERMSIG(status)));
   }
+  if (stopSignal != 0) code = 128 + stopSignal;  // stopped by the launcher: as multi-rank mode
 
   const auto shards = shardFiles(shardDir);
   if (shards.empty()) {
@@ -437,6 +537,7 @@ int launch(const LaunchOptions& o) {
     for (const auto& s : shards) inputs.push_back({s});
     trace::MergeOptions mo;
     mo.output = o.output;
+    const MergeSignals mergeSignals(o.output, shardDir);  // the merge completes (output_guard.h)
     merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
     if (!o.quiet) printSummary(o.output);
   } catch (const std::exception& e) {

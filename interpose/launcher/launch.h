@@ -39,8 +39,13 @@ struct LaunchOptions {
 // PROGRAM cannot be found, 2 for a usage problem, 1 when PROGRAM succeeded but no trace came out.
 int launch(const LaunchOptions& options);
 
-// The multi-rank launch (group.cpp), called by launch() once the program, the library and the
-// preload environment are settled. Returns the exit code (see group.cpp).
+// What is wrong with the multi-rank flags (--node-rank outside --nnodes, several nodes without
+// --master-addr/--master-port), checked before anything is created; empty when nothing is.
+std::string groupOptionsProblem(const LaunchOptions& options);
+
+// The multi-rank launch (group.cpp), called by launch() once the program, the library, the
+// preload environment and the locked shard directory are settled. Returns the exit code (see
+// group.cpp).
 int launchGroup(const LaunchOptions& options, const std::string& executable,
                 const std::string& shardDir);
 

@@ -38,7 +38,8 @@ Command addLaunchCommand(CLI::App& app) {
                  "restart the whole group this many times after a rank fails")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--stop-grace", o->grace_s,
-                 "seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+                 "seconds between SIGTERM and SIGKILL when stopping the program or its ranks "
+                 "(default 5)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--status", o->status,
                  "status line: auto (in place on a terminal, plain lines otherwise), plain, off")

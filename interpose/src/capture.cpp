@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "status_file.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/trace/shard_writer.h"
 
@@ -101,10 +102,7 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   }
   c.rank = envInt("RANK", 0);
   c.world_size = envInt("WORLD_SIZE", 1);
-  c.output = output;
-  for (auto p = c.output.find("%r"); p != std::string::npos; p = c.output.find("%r")) {
-    c.output.replace(p, 2, std::to_string(c.rank));
-  }
+  c.output = expandRank(output, c.rank);
   if (const char* what = env("TRACERUN_CAPTURE")) {
     c.ops = c.scopes = c.memory = false;
     std::stringstream list(what);
@@ -330,7 +328,8 @@ bool startCapture(const CaptureConfig& config) {
   }
   if (config.claim) {
     const std::string claim = config.output + ".claim";
-    const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    const int fd =
+        ::open(claim.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0) return false;  // another process of the same target captures this shard
     const std::string pid = std::to_string(::getpid()) + "\n";
     if (::write(fd, pid.data(), pid.size()) < 0) { /* the claim itself is what matters */

@@ -1,8 +1,10 @@
 // Writes the per-rank status file for the launcher (status_file.h): one line
-// "step=S samples=N loss=L tokens_per_s=T\n", replaced atomically (temporary file, rename) every
-// 0.5 s while it changes. Does not parse or read anything the program prints; no libtorch.
+// "step=S samples=N loss=L tokens_per_s=T\n", replaced atomically (temporary file created with
+// O_EXCL|O_NOFOLLOW in the directory's descriptor, then renameat) every 0.5 s while it changes.
+// Does not parse or read anything the program prints; no libtorch.
 #include "status_file.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -31,12 +33,23 @@ std::once_flag gOnce;
 std::string statusPath() {
   const char* path = std::getenv("TRACERUN_STATUS");
   if (path == nullptr || *path == '\0') return {};
-  std::string out = path;
   const char* rank = std::getenv("RANK");
-  for (auto p = out.find("%r"); p != std::string::npos; p = out.find("%r")) {
-    out.replace(p, 2, rank != nullptr ? rank : "0");
+  return expandRank(path, rank != nullptr ? std::atoi(rank) : 0);
+}
+
+// Writes `text` to a new `tmp` in `dir` (never an existing file, never through a symlink: a
+// leftover is removed first) and renames it over `name`.
+void replaceFile(int dir, const std::string& tmp, const std::string& name,
+                 const std::string& text) {
+  ::unlinkat(dir, tmp.c_str(), 0);
+  const int fd =
+      ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!whole || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+    ::unlinkat(dir, tmp.c_str(), 0);
   }
-  return out;
 }
 
 void writerMain(std::string path) {
@@ -44,7 +57,12 @@ void writerMain(std::string path) {
   ::sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, nullptr);  // signals belong to the program's threads
   const pid_t owner = ::getpid();
-  const std::string tmp = path + ".tmp";
+  const auto slash = path.rfind('/');
+  const std::string dirPath =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const int dir = ::open(dirPath.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return;  // no status line; the capture goes on
   long written = -1;
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -52,18 +70,33 @@ void writerMain(std::string path) {
     const long version = gVersion.load(std::memory_order_acquire);
     if (version == written) continue;
     written = version;
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    if (f == nullptr) continue;
     const double step = gStep.load(std::memory_order_relaxed);
-    std::fprintf(f, "step=%.0f samples=%ld loss=%.6g tokens_per_s=%.6g\n",
-                 step >= 0 ? step : static_cast<double>(gLossSamples.load()), gLossSamples.load(),
-                 gLoss.load(), gTokensPerS.load());
-    std::fclose(f);
-    std::rename(tmp.c_str(), path.c_str());
+    char line[200];
+    std::snprintf(line, sizeof line, "step=%.0f samples=%ld loss=%.6g tokens_per_s=%.6g\n",
+                  step >= 0 ? step : static_cast<double>(gLossSamples.load()), gLossSamples.load(),
+                  gLoss.load(), gTokensPerS.load());
+    replaceFile(dir, name + ".tmp", name, line);
   }
 }
 
 }  // namespace
+
+std::string expandRank(const std::string& pattern, int rank) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+    if (pattern[i] == '%' && next == 'r') {
+      out += std::to_string(rank);
+      ++i;
+    } else if (pattern[i] == '%' && next == '%') {
+      out += '%';
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
 
 void noteStatusCounter(const char* name, double value) noexcept {
   std::call_once(gOnce, [] {

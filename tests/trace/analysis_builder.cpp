@@ -38,7 +38,9 @@ std::string scratchDir(const std::string& name) {
 }
 
 std::string TraceBuilder::write(const std::string& dir) {
-  const int64_t base = core::nowNs() + 10'000'000;
+  // Every rank's writer shares one origin, so the same builder writes the same times every run.
+  const int64_t origin = core::nowNs();
+  const int64_t base = origin + 10'000'000;
   std::vector<trace::MergeInput> inputs;
   for (size_t rank = 0; rank < ranks_.size(); ++rank) {
     const Rank& R = ranks_[rank];
@@ -52,6 +54,7 @@ std::string TraceBuilder::write(const std::string& dir) {
     so.pid = 100 + static_cast<int64_t>(rank);
     so.command = "analysis test";
     so.chunk_rows = 16;  // several chunks per track
+    so.origin_ns = origin;
     trace::ShardWriter writer(session, so);
     writer.start();
     auto& strings = session.strings();

@@ -256,7 +256,9 @@ class ShardWriter::Impl {
 // construction
 
 ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
-    : session_(session), opt_(std::move(options)), origin_(core::nowNs()) {
+    : session_(session),
+      opt_(std::move(options)),
+      origin_(opt_.origin_ns != 0 ? opt_.origin_ns : core::nowNs()) {
   if (opt_.path.empty()) throw TraceError("shard writer: no output path given");
   if (opt_.host.empty()) opt_.host = hostName();
   if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(getpid());
@@ -264,7 +266,7 @@ ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
   if (opt_.chunk_rows == 0) opt_.chunk_rows = 1;
   if (opt_.transaction_rows == 0) opt_.transaction_rows = 1;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) removeIfExists(opt_.path + suffix);
-  db_ = sql::Db(opt_.path, sql::Db::Mode::kCreate);
+  db_ = sql::Db(opt_.path, sql::Db::Mode::kCreatePrivate);  // 0600, never through a symlink
   createSchema();
   prepare();
 }

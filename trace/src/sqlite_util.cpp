@@ -1,21 +1,58 @@
-// Db and Stmt: open modes, error text, statement life cycle.
+// Db and Stmt: open modes (a new file is created exclusively, never through a symlink), error text,
+// statement life cycle.
 #include "sqlite_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "wal_overlay.h"
 
 namespace tracerun::trace::sql {
 
+namespace {
+
+// `path` with its directory resolved (realpath): SQLITE_OPEN_NOFOLLOW refuses a symlink anywhere
+// in the path, and only the file's own name is meant.
+std::string resolvedDir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  char buf[PATH_MAX];
+  if (::realpath(dir.c_str(), buf) == nullptr) return path;
+  const std::string resolved = buf;
+  return (resolved == "/" ? "" : resolved) + "/" +
+         (slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+}  // namespace
+
 Db::Db(const std::string& path, Mode mode) : path_(path) {
-  const int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
-                                            : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  std::string opened = path;
+  int flags = SQLITE_OPEN_READONLY;
   // A file in WAL mode is read through the overlay: as of its WAL's last commit, creating no
   // -wal or -shm beside it (wal_overlay.h).
   const char* vfs =
       mode == Mode::kReadOnly && wal::needsOverlay(path) ? wal::overlayVfs() : nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
+  if (mode != Mode::kReadOnly) {
+    opened = resolvedDir(path);
+    const int fd = ::open(opened.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          mode == Mode::kCreatePrivate ? 0600 : 0666);
+    if (fd < 0) {
+      const int e = errno;
+      throw TraceError(
+          path + ": cannot create: " + std::strerror(e) +
+          (e == EEXIST ? " (a file of that name is in the way and could not be replaced)" : ""));
+    }
+    ::close(fd);
+    flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW;
+  }
+  if (sqlite3_open_v2(opened.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;

@@ -32,7 +32,11 @@ class SqliteError : public TraceError {
 
 class Db {
  public:
-  enum class Mode { kReadOnly, kCreate };
+  // kCreate and kCreatePrivate make a new file: it must not exist (the callers remove an old one
+  // first) and is never reached through a symlink (O_CREAT|O_EXCL|O_NOFOLLOW, then SQLite with
+  // SQLITE_OPEN_NOFOLLOW on the path with its directories resolved); kCreate with the umask's
+  // permissions (a merged trace), kCreatePrivate 0600 (a rank's shard).
+  enum class Mode { kReadOnly, kCreate, kCreatePrivate };
   Db() = default;
   Db(const std::string& path, Mode mode);
   ~Db();

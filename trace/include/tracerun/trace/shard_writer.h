@@ -30,6 +30,9 @@ struct ShardOptions {
   int flush_interval_ms = 20;     // how often the drain thread wakes up
   size_t chunk_rows = 256;        // spans per track buffered before a chunk is written
   size_t transaction_rows = 100000;
+  // The time origin (CLOCK_MONOTONIC ns) the shard's times are relative to; 0: when the writer is
+  // made. Tests that must write byte-identical traces pin it.
+  int64_t origin_ns = 0;
 };
 
 struct WriterCounts {

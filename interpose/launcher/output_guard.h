@@ -1,0 +1,68 @@
+// The launcher's hold on its output: the -o name checked before anything runs, OUTPUT.shards/
+// created private (0700) or refused when another user could write in it, locked for the whole run
+// (a second launch with the same output is refused), and the merge's signal rule. It does not
+// write shards or merge them (libtracerun and trace/ do).
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+
+namespace tracerun::launcher {
+
+// The -o name before anything runs: an existing directory, or a name whose directory does not
+// exist, is a usage problem. Empty when fine, else one line (without the "tracerun: " prefix).
+std::string outputProblem(const std::string& output);
+
+// A directory only the caller can write: creates `path` with mode 0700, or accepts an existing one
+// that is a directory (not a symlink) owned by the caller and not writable by group or others.
+// Empty when fine, else one line (without the "tracerun: " prefix) naming the problem and the fix.
+std::string makePrivateDir(const std::string& path);
+
+// "%" doubled: a path handed to libtracerun inside a TRACERUN_OUTPUT/TRACERUN_STATUS pattern, whose
+// "%r" becomes the rank and "%%" a single "%" (status_file.h, expandRank).
+std::string escapePattern(const std::string& path);
+
+// OUTPUT.shards/ held for the launcher's lifetime: private (makePrivateDir, then checked again on
+// the opened descriptor) and locked with flock(2) on the directory itself, so nothing is left
+// behind by the lock and it ends with the process. A second launcher with the same output finds
+// the lock taken and is refused. The directory descriptor is close-on-exec: the program never
+// holds the lock.
+class OutputLock {
+ public:
+  OutputLock(const std::string& shardDir, const std::string& output);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  // Why it was refused: one line without the "tracerun: " prefix.
+  const std::string& problem() const { return problem_; }
+  // Non-empty when it was accepted but could not be locked (a file system without flock on
+  // directories): one line to print.
+  const std::string& note() const { return note_; }
+
+ private:
+  int fd_ = -1;
+  std::string problem_, note_;
+};
+
+// While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT do not interrupt the merge into `output`: the
+// first prints one line and the merge goes on; the second removes the merge's temporary file
+// (OUTPUT.tmp and its SQLite companions), says that the shards in `shardDir` are kept, and exits
+// with 128 + that signal. The previous handlers come back when it ends. One at a time.
+class MergeSignals {
+ public:
+  MergeSignals(const std::string& output, const std::string& shardDir);
+  ~MergeSignals();
+  MergeSignals(const MergeSignals&) = delete;
+  MergeSignals& operator=(const MergeSignals&) = delete;
+
+  // Signals that arrived while it was alive (the merge completed despite them).
+  int received() const;
+
+ private:
+  struct sigaction old_[4]{};
+};
+
+}  // namespace tracerun::launcher

@@ -1,0 +1,37 @@
+// The factory of data-parallel strategies and the interface's shared defaults (see dp_strategy.h).
+// Each strategy lives in its own file; nothing here branches on what a strategy does.
+#include "dp_strategy.h"
+
+#include <stdexcept>
+
+namespace gpttrain {
+
+NamedTensors DataParallelStrategy::checkpointParameters() {
+  NamedTensors tensors;
+  for (auto& e : params().entries()) tensors.emplace_back("param." + e.name, e.tensor);
+  return tensors;
+}
+
+void DataParallelStrategy::noShards(const char* what) const {
+  throw std::logic_error(std::string(what) + ": ZeRO stage " + std::to_string(zeroStage()) +
+                         " keeps no shards (use a replicated optimizer)");
+}
+
+std::unique_ptr<DataParallelStrategy> makeDataParallelStrategy(ParamSet& params, GroupPtr dp,
+                                                               const DataParallelOptions& options) {
+  switch (options.zero_stage) {
+    case 0:
+      return makePlainDdp(params, std::move(dp), options.bucket_bytes);
+    case 1:
+      return makeZero1(params, std::move(dp), options.bucket_bytes);
+    case 2:
+      return makeZero2(params, std::move(dp), options.bucket_bytes);
+    case 3:
+      return makeZero3(params, std::move(dp), options.bucket_bytes);
+    default:
+      throw std::invalid_argument("--zero " + std::to_string(options.zero_stage) +
+                                  ": no such ZeRO stage (use 0, 1, 2 or 3)");
+  }
+}
+
+}  // namespace gpttrain

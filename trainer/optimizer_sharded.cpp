@@ -1,0 +1,159 @@
+// ZeRO's optimizer over the data-parallel group (stages 1-3): each DP rank keeps AdamW moments for
+// its shard of every gradient bucket only, updates that shard of the parameters and hands it back
+// to the strategy (ZeRO-1/2 all-gather it; ZeRO-3 keeps only the shard). The gradient steps that
+// must see shards live here too: SP sums over TP, the tied embedding's sum, the global norm and
+// clipping. It does not reduce gradients or gather parameters for compute (dp_strategy.h).
+#include "optimizer.h"
+
+#include "dp_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpttrain {
+namespace {
+
+class ShardedOptimizer final : public Optimizer {
+ public:
+  ShardedOptimizer(ParamSet& params, DataParallelStrategy& strategy, GroupPtr dp,
+                   const OptimizerConfig& config)
+      : params_(params), strategy_(strategy), dp_(std::move(dp)), config_(config) {
+    const GradBuckets& buckets = strategy_.buckets();
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const GradBucket& b = buckets[i];
+      std::vector<Segment> segments;
+      const int64_t begin = b.shard_begin, end = b.shard_begin + b.shard_size;
+      for (const auto& m : b.members) {
+        const int64_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.numel);
+        if (lo < hi) segments.push_back(Segment{m.param, lo - begin, lo - m.offset, hi - lo});
+      }
+      segments_.push_back(std::move(segments));
+      if (config_.adamw) {
+        const auto options = buckets.options(b);  // the parameters' dtype and device
+        exp_avg_.push_back(at::zeros({b.shard_size}, options));
+        exp_avg_sq_.push_back(at::zeros({b.shard_size}, options));
+      }
+    }
+  }
+
+  void syncSequenceParallelGrads(Group& tp, bool sp) override {
+    if (!sp || tp.size == 1) return;
+    std::vector<at::Tensor> pieces;
+    for (size_t b = 0; b < segments_.size(); ++b) {
+      at::Tensor g = strategy_.gradShard(b);
+      for (const Segment& s : segments_[b]) {
+        if (params_.entries()[s.param].split_dim < 0)
+          pieces.push_back(g.narrow(0, s.shard_offset, s.length));
+      }
+    }
+    if (pieces.empty()) return;  // the same on every TP rank: their layouts are equal
+    at::Tensor flat = at::cat(pieces);
+    allReduce(tp, flat);
+    int64_t offset = 0;
+    for (auto& piece : pieces) {
+      piece.copy_(flat.narrow(0, offset, piece.numel()));
+      offset += piece.numel();
+    }
+  }
+
+  // The tied embedding's shard (its own bucket, aligned between first and last stage), summed.
+  void syncTiedEmbeddingGrads(Group& embedding) override {
+    if (embedding.size == 1) return;
+    for (size_t b = 0; b < segments_.size(); ++b) {
+      const auto& members = strategy_.buckets()[b].members;
+      if (members.size() == 1 && params_.entries()[members[0].param].name == kTiedEmbeddingName) {
+        at::Tensor g = strategy_.gradShard(b);
+        allReduce(embedding, g);
+      }
+    }
+  }
+
+  double clipGradNorm(Group& tp, Group& pp, double max_norm) override {
+    at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(params_.device()));
+    for (size_t b = 0; b < segments_.size(); ++b) {
+      at::Tensor g = strategy_.gradShard(b);
+      for (const Segment& s : segments_[b]) {
+        const ParamEntry& e = params_.entries()[s.param];
+        if (e.duplicate || (e.split_dim < 0 && tp.rank != 0)) continue;
+        sum += g.narrow(0, s.shard_offset, s.length).to(at::kDouble).pow(2).sum();
+      }
+    }
+    allReduce(tp, sum);
+    allReduce(pp, sum);
+    allReduce(*dp_, sum);
+    const double norm = std::sqrt(sum.item<double>());
+    if (max_norm > 0 && norm > max_norm) {
+      const double scale = max_norm / (norm + 1e-6);
+      for (size_t b = 0; b < segments_.size(); ++b) strategy_.gradShard(b).mul_(scale);
+    }
+    return norm;
+  }
+
+  // Updates this rank's shard of every bucket's parameters, each handed back to the strategy
+  // (ZeRO-1/2: all-gathered over DP) before the next bucket's update.
+  void step(double lr) override {
+    at::NoGradGuard no_grad;
+    ++steps_;
+    AdamwStep adamw = adamwStep(config_, lr, steps_);
+    for (size_t b = 0; b < segments_.size(); ++b) {
+      at::Tensor shard = strategy_.paramShard(b);
+      at::Tensor grad = strategy_.gradShard(b);
+      for (const Segment& s : segments_[b]) {
+        at::Tensor p = shard.narrow(0, s.shard_offset, s.length);
+        at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
+        if (!config_.adamw) {
+          p.add_(g, -lr);
+          continue;
+        }
+        adamw.decay = adamwDecay(config_, lr, params_.entries()[s.param].decay);
+        at::Tensor m = exp_avg_[b].narrow(0, s.shard_offset, s.length);
+        at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
+        adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
+      }
+      strategy_.shardUpdated(b, shard);
+    }
+  }
+
+  // Moments of this rank's shards: "zero.exp_avg.<bucket>", "zero.exp_avg_sq.<bucket>".
+  std::vector<std::pair<std::string, at::Tensor>> namedState() override {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t b = 0; b < exp_avg_.size(); ++b) {
+      out.emplace_back("zero.exp_avg." + std::to_string(b), exp_avg_[b]);
+      out.emplace_back("zero.exp_avg_sq." + std::to_string(b), exp_avg_sq_[b]);
+    }
+    return out;
+  }
+
+  int64_t stateBytes() const override {
+    int64_t bytes = 0;
+    for (size_t b = 0; b < exp_avg_.size(); ++b) {
+      bytes += exp_avg_[b].nbytes() + exp_avg_sq_[b].nbytes();
+    }
+    return bytes;
+  }
+
+ private:
+  // A piece of one parameter inside this rank's shard of a bucket.
+  struct Segment {
+    size_t param;
+    int64_t shard_offset;  // first element in the shard
+    int64_t param_offset;  // first element in the (flattened) parameter
+    int64_t length;
+  };
+
+  ParamSet& params_;
+  DataParallelStrategy& strategy_;
+  GroupPtr dp_;
+  OptimizerConfig config_;
+  std::vector<std::vector<Segment>> segments_;    // per bucket
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per bucket, [shard_size]
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeShardedOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                                GroupPtr dp, const OptimizerConfig& config) {
+  return std::make_unique<ShardedOptimizer>(params, strategy, std::move(dp), config);
+}
+
+}  // namespace gpttrain
