@@ -560,8 +560,10 @@ int rankOfShard(const std::string& path) {
 
 // `dir`'s shards (this node's ranks, on this node's clock offset) and `others` (shards received
 // from other nodes, with their offsets), merged in rank order (numeric: rank10 after rank9).
-bool mergeAttempt(const std::string& dir, const std::string& output, int64_t offset,
-                  const std::vector<NodeShards>& others = {}) {
+// Empty when nothing was merged (said why, and that the shards stay); else what each shard gave.
+std::optional<trace::MergeResult> mergeAttempt(const std::string& dir, const std::string& output,
+                                               int64_t offset,
+                                               const std::vector<NodeShards>& others = {}) {
   const MergeSignals mergeSignals(output, dir);  // the merge completes (output_guard.h)
   std::vector<trace::MergeInput> inputs;
   for (const auto& s : shardFiles(dir)) inputs.push_back({s, true, offset});
@@ -571,7 +573,7 @@ bool mergeAttempt(const std::string& dir, const std::string& output, int64_t off
   if (inputs.empty()) {
     std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
                  dir.c_str());
-    return false;
+    return std::nullopt;
   }
   std::stable_sort(inputs.begin(), inputs.end(),
                    [](const trace::MergeInput& a, const trace::MergeInput& b) {
@@ -580,11 +582,11 @@ bool mergeAttempt(const std::string& dir, const std::string& output, int64_t off
   try {
     trace::MergeOptions mo;
     mo.output = output;
-    trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
-    return true;
+    return trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s\n", dir.c_str(), e.what());
-    return false;
+    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s; %s\n", dir.c_str(),
+                 e.what(), keptShardsHint(output, dir).c_str());
+    return std::nullopt;
   }
 }
 
@@ -919,10 +921,14 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       break;
     }
     const std::string kept = attemptOutput(opts.output, attempt);
-    if (mergeAttempt(dir, kept, clock.offset_ns)) {
+    const auto attemptMerged = mergeAttempt(dir, kept, clock.offset_ns);
+    if (attemptMerged) {
       std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt, kept.c_str());
     }
-    if (!opts.keep_shards) removeAttemptDir(dir);
+    // Shards a failed merge left, or that were not merged whole, stay for `tracerun merge`.
+    const bool attemptLost =
+        attemptMerged ? reportMergeLoss(*attemptMerged, kept, dir) : !shardFiles(dir).empty();
+    if (!opts.keep_shards && !attemptLost) removeAttemptDir(dir);
     const int restartNumber = opts.nnodes > 1 ? next : attempt + 1;
     std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
                  opts.nproc_per_node * opts.nnodes, restartNumber, opts.max_restarts);
@@ -938,7 +944,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
     others = collectNodes(opts, receivedDir, token);
     refused.insert(refused.end(), others.refused.begin(), others.refused.end());
   }
-  const bool merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, others.delivered);
+  const auto merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, others.delivered);
   bool keep = opts.keep_shards;
   if (severalNodes && opts.node_rank == 0 && !others.missing.empty()) {
     keep = true;
@@ -960,7 +966,10 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
       std::fprintf(stderr, "tracerun: %s: %s\n", opts.output.c_str(), e.what());
     }
   }
-  if (merged && !keep) {
+  // A shard not merged whole (a full disk cut its writer short) fails the run and stays; a failed
+  // merge kept every shard already.
+  const bool lost = merged && reportMergeLoss(*merged, opts.output, lastDir);
+  if (merged && !keep && !lost) {
     removeAttemptDir(lastDir);
     removeReceived(receivedDir, others.delivered);
     ::rmdir(shardDir.c_str());
@@ -971,7 +980,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
                  "(first from %s)\n",
                  refused.size(), refused.front().c_str());
   }
-  if (!merged && code == 0) code = 1;
+  if ((!merged || lost) && code == 0) code = 1;
   return code;
 }
 

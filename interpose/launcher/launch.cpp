@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -374,6 +375,65 @@ void printSummary(const std::string& path) {
                errors ? " (stats with severity error: see tracerun info)" : "");
 }
 
+std::string keptShardsHint(const std::string& output, const std::string& dir) {
+  return "the shards are kept in " + dir + ": once there is room, `tracerun merge " +
+         "--allow-incomplete -o " + output + " " + dir + "/rank*.db` merges them";
+}
+
+bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
+                     const std::string& dir) {
+  std::vector<std::string> unreadable, partial, unclosed;
+  for (const auto& s : result.shards) {
+    const std::string name = s.path.substr(s.path.rfind('/') + 1);
+    if (!s.readable) {
+      unreadable.push_back(name);
+    } else if (s.unreadable_tables > 0) {
+      partial.push_back(std::to_string(s.rank));
+    } else if (!s.complete && ::access((s.path + ".close-failed").c_str(), F_OK) == 0) {
+      // libtracerun leaves SHARD.close-failed when the writer failed (capture.cpp stopCapture); a
+      // shard merely left open (a process that exec'd or was killed) has none.
+      unclosed.push_back(std::to_string(s.rank));
+    }
+  }
+  if (unreadable.empty() && partial.empty() && unclosed.empty()) return false;
+  auto list = [](const std::vector<std::string>& v) {
+    std::string text;
+    for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
+    return text;
+  };
+  std::string what;
+  auto add = [&](const std::string& clause) { what += (what.empty() ? "" : "; ") + clause; };
+  if (!unclosed.empty()) {
+    add(std::string(unclosed.size() == 1 ? "rank " : "ranks ") + list(unclosed) +
+        (unclosed.size() == 1 ? ": its shard was" : ": their shards were") +
+        " not closed by the writer (a write failed: see the rank's line above)");
+  }
+  if (!partial.empty()) {
+    add(std::string(partial.size() == 1 ? "rank " : "ranks ") + list(partial) +
+        ": tables of the shard could not be read");
+  }
+  if (!unreadable.empty()) add(list(unreadable) + " could not be read");
+  uint64_t shardBytes = 0;
+  for (const auto& s : result.shards) {
+    for (const std::string& file : {s.path, s.path + "-wal"}) {
+      struct stat st {};
+      if (::stat(file.c_str(), &st) == 0) shardBytes += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  struct statvfs fs {};
+  const std::string free =
+      ::statvfs(dir.c_str(), &fs) == 0
+          ? bytesText(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize))
+          : std::string("?");
+  std::fprintf(stderr,
+               "tracerun: %s lacks part of the recording (%s); the file system of %s has %s free, "
+               "the shards take %s; %s\n",
+               output.c_str(), what.c_str(), dir.c_str(), free.c_str(),
+               bytesText(static_cast<double>(shardBytes)).c_str(),
+               keptShardsHint(output, dir).c_str());
+  return true;
+}
+
 // ---- launch -------------------------------------------------------------------------------------
 
 int launch(const LaunchOptions& o) {
@@ -471,19 +531,22 @@ int launch(const LaunchOptions& o) {
                  o.program[0].c_str(), target.c_str());
     return code != 0 ? code : 1;
   }
+  trace::MergeResult merged;
   try {
     std::vector<trace::MergeInput> inputs;
     for (const auto& s : shards) inputs.push_back({s});
     trace::MergeOptions mo;
     mo.output = o.output;
     const MergeSignals mergeSignals(o.output, shardDir);  // the merge completes (output_guard.h)
-    trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
+    merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
     if (!o.quiet) printSummary(o.output);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s\n", shardDir.c_str(),
-                 e.what());
+    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s; %s\n", shardDir.c_str(),
+                 e.what(), keptShardsHint(o.output, shardDir).c_str());
     return code != 0 ? code : 1;
   }
+  // A shard not merged whole (a full disk cut its writer short) fails the run and stays.
+  if (reportMergeLoss(merged, o.output, shardDir)) return code != 0 ? code : 1;
   if (!o.keep_shards) {
     removeShardFiles(shardDir);
     ::rmdir(shardDir.c_str());

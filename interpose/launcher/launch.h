@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace tracerun::trace {
+struct MergeResult;
+}
+
 namespace tracerun::launcher {
 
 struct LaunchOptions {
@@ -52,6 +56,16 @@ int launchGroup(const LaunchOptions& options, const std::string& executable,
 std::vector<std::string> shardFiles(const std::string& dir);
 void removeShardFiles(const std::string& dir);
 void printSummary(const std::string& path);
+
+// After a merge (launch.cpp): when a shard was not merged whole (unreadable, tables unreadable, or
+// not closed because its writer failed, as on a full disk: SHARD.close-failed exists), prints one
+// line naming the ranks, the free space of `dir`'s file system and the shards' size, and that the
+// shards stay in `dir` for keptShardsHint(); returns true then (the caller keeps them and fails).
+bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
+                     const std::string& dir);
+// "the shards are kept in DIR: once there is room, `tracerun merge --allow-incomplete -o OUTPUT
+// DIR/rank*.db` merges them" (the end of a failed merge's line).
+std::string keptShardsHint(const std::string& output, const std::string& dir);
 
 // The words --capture accepts; an unknown word is a usage error.
 bool validCaptureList(const std::string& list, std::string* bad);

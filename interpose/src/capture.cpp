@@ -418,6 +418,17 @@ void stopCapture() {
     a->writer->close();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: closing %s failed: %s\n", a->config.output.c_str(), e.what());
+    // The launcher's sign that this shard's writer failed (a full disk has room for an empty
+    // file's name, not for the shard): SHARD.close-failed, holding the message when it fits.
+    const std::string marker = a->config.output + ".close-failed";
+    const int fd =
+        ::open(marker.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      const std::string line = std::string(e.what()) + "\n";
+      if (::write(fd, line.data(), line.size()) < 0) {
+      }
+      ::close(fd);
+    }
   }
 }
 

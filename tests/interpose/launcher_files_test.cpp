@@ -131,7 +131,7 @@ unsigned modeOf(const std::string& path) {
 
 // ---- another user's directory -------------------------------------------------------------------
 
-TEST_CASE("another user's shards directory with planted symlinks: refused, their target unchanged",
+TEST_CASE("another user's shards directory with planted symlinks: refused and their target unchanged",
           "[launcher_files]") {
   const passwd* nobody = ::getpwnam("nobody");
   if (::geteuid() != 0 || nobody == nullptr || !exists("/usr/sbin/runuser")) {
@@ -218,7 +218,7 @@ TEST_CASE("libtracerun never writes its status file through a symlink planted me
   CHECK(countSpans(trace::TraceReader::open(dir + "/rank0.db"), 0, "step") == 25);
 }
 
-TEST_CASE("a shards directory that others can write is refused; made private, it is used",
+TEST_CASE("a shards directory that others can write is refused; once private it is used",
           "[launcher_files]") {
   const std::string db = scratch() + "/open.db";
   const std::string shards = db + ".shards";
@@ -238,7 +238,7 @@ TEST_CASE("a shards directory that others can write is refused; made private, it
   CHECK(countSpans(trace::TraceReader::open(db), 0, "step") == 2);
 }
 
-TEST_CASE("the shards directory, attempt directories and shards are private to the user",
+TEST_CASE("the shards directory and attempt directories and shards are private to the user",
           "[launcher_files]") {
   const std::string db = scratch() + "/private.db";
   const Result r = run(launch(db, {"--keep-shards", "--nproc-per-node", "1"},
@@ -315,7 +315,7 @@ TEST_CASE("a second launch with the same output is refused while the first runs 
 
 // ---- -o names and nodes -------------------------------------------------------------------------
 
-TEST_CASE("-o naming a directory fails before the program runs", "[launcher_files]") {
+TEST_CASE("an output naming a directory fails before the program runs", "[launcher_files]") {
   const std::string dir = scratch() + "/adir";
   ::mkdir(dir.c_str(), 0755);
   for (const auto& flags : std::vector<std::vector<std::string>>{{}, {"--nproc-per-node", "1"}}) {
@@ -345,7 +345,7 @@ TEST_CASE("a % in the output name is kept as it is (one process and two ranks)",
   CHECK(ranksOf(trace::TraceReader::open(db2)) == std::set<int>{0, 1});
 }
 
-TEST_CASE("--node-rank outside --nnodes fails before any directory is made", "[launcher_files]") {
+TEST_CASE("a node rank outside the node count fails before any directory is made", "[launcher_files]") {
   const std::string db = scratch() + "/nodes.db";
   const Result r = run(launch(
       db,
@@ -360,7 +360,7 @@ TEST_CASE("--node-rank outside --nnodes fails before any directory is made", "[l
 
 // ---- signals ------------------------------------------------------------------------------------
 
-TEST_CASE("kill -INT to the launcher stops a single program; what it recorded is merged",
+TEST_CASE("SIGINT to the launcher stops a single program; what it recorded is merged",
           "[launcher_files]") {
   const std::string db = scratch() + "/int.db";
   Child c(launch(db, {}, worker({"--steps", "3000", "--sleep-ms", "5"})));
@@ -407,7 +407,7 @@ Result signalDuringMerge(const std::string& db, std::vector<std::string> flags,
 
 }  // namespace
 
-TEST_CASE("a signal during the merge: one line, and the merge completes", "[launcher_files]") {
+TEST_CASE("a signal during the merge: one line and the merge completes", "[launcher_files]") {
   for (const auto& flags : std::vector<std::vector<std::string>>{{}, {"--nproc-per-node", "1"}}) {
     const std::string db = scratch() + "/merge" + std::to_string(flags.size()) + ".db";
     const Result r = signalDuringMerge(db, flags, {SIGINT});
@@ -421,7 +421,7 @@ TEST_CASE("a signal during the merge: one line, and the merge completes", "[laun
   }
 }
 
-TEST_CASE("two signals during the merge abandon it: no temporary file, the shards kept",
+TEST_CASE("two signals during the merge abandon it: no temporary file and the shards kept",
           "[launcher_files]") {
   const std::string db = scratch() + "/abandon.db";
   const Result r = signalDuringMerge(db, {}, {SIGINT, SIGTERM});

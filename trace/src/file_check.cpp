@@ -1,5 +1,6 @@
 // File and meta checks shared by merge (and any other opener in trace/). Reads the 100-byte SQLite
-// header itself so truncation and non-SQLite files get a precise message; never writes.
+// header (and a -wal beside the file) itself so truncation and non-SQLite files get a precise
+// message; never writes.
 #include "file_check.h"
 
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include <memory>
 
 #include "tracerun/trace/schema.h"
+#include "wal_overlay.h"
 
 namespace tracerun::trace::filecheck {
 
@@ -88,6 +90,26 @@ void checkFile(const std::string& path) {
   if (pageSize == 1) pageSize = 65536;
   if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) != 0) {
     fail(path, "corrupted SQLite header (page size " + std::to_string(pageSize) + ")");
+  }
+  // A file in WAL mode (a shard whose writer did not finish, or whose last checkpoint was cut
+  // short) is whole when every page of the WAL's last commit is in the main file or in the WAL:
+  // that is what SQLite reads, and what the reader's overlay shows.
+  const wal::WalIndex log = wal::readWal(path + "-wal", pageSize);
+  if (log.db_pages != 0) {
+    const uint64_t wholePages = size / pageSize;
+    uint64_t missing = 0, first = 0;
+    for (uint64_t page = wholePages + 1; page <= log.db_pages; ++page) {
+      if (log.frames.count(static_cast<uint32_t>(page)) == 0) {
+        if (missing++ == 0) first = page;
+      }
+    }
+    if (missing != 0) {
+      fail(path, "truncated (" + std::to_string(size) + " bytes; its -wal's last commit has " +
+                     std::to_string(log.db_pages) + " pages of " + std::to_string(pageSize) +
+                     " bytes and " + std::to_string(missing) + " of them, from page " +
+                     std::to_string(first) + ", are in neither file)");
+    }
+    return;
   }
   // The in-header page count is valid only when its change counter matches (SQLite's rule).
   const uint32_t pages = be32(header + 28);

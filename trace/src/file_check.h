@@ -12,7 +12,8 @@ namespace tracerun::trace::filecheck {
 
 // File-level checks that need no SQLite: missing, not a regular file, empty, not SQLite,
 // corrupted header, truncated (size not a whole number of pages or shorter than the header's
-// page count). Throws TraceError("<path>: <problem>").
+// page count; with a committed -wal beside it, some page of the WAL's last commit in neither
+// file). Throws TraceError("<path>: <problem>").
 void checkFile(const std::string& path);
 
 // Reads the meta table of an open database and checks magic and schema version (meta and

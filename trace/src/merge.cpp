@@ -3,11 +3,13 @@
 // shard. Never writes to a shard; computes no analyses beyond what an incomplete shard lacks.
 //
 // Sections: statements · shards (open, check) · remapping · table copies · incomplete shards ·
-//           mergeShards
+//           mergeShards · a full disk
 #include "tracerun/trace/merge.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -80,14 +82,14 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
   const std::string& path() const noexcept { return path_; }
   void keep() noexcept { kept_ = true; }
-
- private:
   void removeAll() noexcept {
     std::remove(path_.c_str());
     std::remove((path_ + "-journal").c_str());
     std::remove((path_ + "-wal").c_str());
     std::remove((path_ + "-shm").c_str());
   }
+
+ private:
   std::string path_;
   bool kept_ = false;
 };
@@ -604,8 +606,9 @@ void setStat(const Db& out, int rank, const std::string& name, int64_t value, Se
   s.bind(4, static_cast<int64_t>(severity)).run();
 }
 
-void mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t mergedOrigin,
-              MergedIds& ids, bool allowIncomplete) {
+// Returns the number of tables that could not be read (allow_incomplete only).
+int64_t mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t mergedOrigin,
+                 MergedIds& ids, bool allowIncomplete) {
   Remap remap;
   remap.merger = &strings;
   remap.clock_offset = shard.clock_offset_ns;
@@ -629,6 +632,11 @@ void mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t merged
     if (table == "span_chunks" && !shard.complete) continue;  // rebuilt below
     try {
       copyTable(shard, out, rule, remap);
+    } catch (const sql::SqliteError& e) {
+      // Only what could not be read from the shard is skipped; a failed write to the merged file
+      // (a full disk) fails the merge, or the output would silently lack the rest of this table.
+      if (!allowIncomplete || e.path() != shard.path) throw;
+      ++readErrors;
     } catch (const TraceError&) {
       if (!allowIncomplete) throw;
       ++readErrors;
@@ -652,6 +660,7 @@ void mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t merged
     setStat(out, shard.rank, "merge_missing_strings", static_cast<int64_t>(remap.missing.size()),
             Severity::kWarning);
   }
+  return readErrors;
 }
 
 void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOrigin) {
@@ -681,10 +690,55 @@ void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOr
   }
 }
 
+// ---- a full disk --------------------------------------------------------------------------------
+
+uint64_t fileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+std::string mebibytes(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+// "<output>: not enough space for the merged trace: it needs about X (the shards' size), the file
+// system of DIR has Y free (<sqlite's words>)". Measured after the temporary file is gone.
+std::string noSpaceMessage(const std::string& output, const std::vector<MergeInput>& shards,
+                           const sql::SqliteError& e) {
+  uint64_t needed = 0;
+  for (const auto& s : shards) needed += fileSize(s.path) + fileSize(s.path + "-wal");
+  const auto slash = output.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : output.substr(0, slash ? slash : 1);
+  struct statvfs vfs;
+  std::string free = "an unknown amount";
+  if (::statvfs(dir.c_str(), &vfs) == 0) {
+    free = mebibytes(static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize);
+  }
+  std::string limit;
+  struct rlimit fsize {};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY) {
+    limit = ", and files may not outgrow " + mebibytes(fsize.rlim_cur) + " (ulimit -f)";
+  }
+  const std::string what = e.code() != 0 ? sqlite3_errstr(e.code()) : "no space";
+  return output + ": " +
+         (e.outOfSpace() ? "not enough space for the merged trace"
+                         : "cannot write the merged trace") +
+         ": it needs about " + mebibytes(needed) + " (the shards' size), the file system of " +
+         dir + " has " + free + " free" + limit + " (" + what + ")";
+}
+
 }  // namespace
 
-void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
-                 bool allow_incomplete) {
+bool MergeResult::whole() const {
+  return std::all_of(shards.begin(), shards.end(), [](const ShardOutcome& s) {
+    return s.readable && s.complete && s.unreadable_tables == 0;
+  });
+}
+
+MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
+                        bool allow_incomplete) {
   if (options.output.empty()) throw TraceError("merge: no output path given");
   if (shards.empty()) throw TraceError(options.output + ": nothing to merge (no shards given)");
   checkRules();
@@ -703,9 +757,12 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     size_t index;
     std::string problem;
   };
+  MergeResult result;
+  result.shards.resize(shards.size());
   std::vector<Shard> open;
   std::vector<Unreadable> unreadable;
   for (size_t i = 0; i < shards.size(); ++i) {
+    result.shards[i].path = shards[i].path;
     try {
       Shard s = openShard(shards[i], i);
       if (!s.complete && !allow_incomplete) {
@@ -717,6 +774,7 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     } catch (const TraceError& e) {
       if (!allow_incomplete) throw;
       unreadable.push_back({i, e.what()});
+      result.shards[i].problem = e.what();
     }
   }
   if (open.empty()) {
@@ -735,7 +793,7 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
   const int64_t mergedOrigin = open.front().origin_ns - open.front().clock_offset_ns;
 
   TempFile temp(options.output + ".tmp");
-  {
+  try {
     Db out(temp.path(), Db::Mode::kCreate);
     out.exec("PRAGMA journal_mode = OFF");  // a failed merge leaves only the temp file
     out.exec("PRAGMA synchronous = OFF");
@@ -748,7 +806,12 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     MergedIds ids;
     if (options.progress) options.progress(0, open.size());
     for (size_t i = 0; i < open.size(); ++i) {
-      mergeOne(open[i], out, strings, mergedOrigin, ids, allow_incomplete);
+      ShardOutcome& outcome = result.shards[open[i].index];
+      outcome.rank = open[i].rank;
+      outcome.complete = open[i].complete;
+      outcome.unreadable_tables =
+          mergeOne(open[i], out, strings, mergedOrigin, ids, allow_incomplete);
+      outcome.readable = true;
       out.exec("COMMIT");
       out.exec("BEGIN");
       if (options.progress) options.progress(i + 1, open.size());
@@ -759,11 +822,20 @@ void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& opti
     writeMeta(out, open, mergedOrigin);
     for (const auto& statement : schema::indexStatements()) out.exec(statement);
     out.exec("COMMIT");
+  } catch (const sql::SqliteError& e) {
+    // A full disk (or a write refused): the partial output goes (no half trace is left), then
+    // the line says how much room the merge needs.
+    // SQLite reports some failed writes (EFBIG past a file-size limit) as a plain I/O error.
+    const bool writeFailed = e.outOfSpace() || e.code() == SQLITE_IOERR_WRITE;
+    if (!writeFailed || e.path() != temp.path()) throw;
+    temp.removeAll();
+    throw TraceError(noSpaceMessage(options.output, shards, e));
   }
   if (std::rename(temp.path().c_str(), options.output.c_str()) != 0) {
     throw TraceError(options.output + ": cannot write: " + std::strerror(errno));
   }
   temp.keep();
+  return result;
 }
 
 }  // namespace tracerun::trace

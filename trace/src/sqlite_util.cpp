@@ -11,6 +11,8 @@
 #include <cstring>
 #include <utility>
 
+#include "wal_overlay.h"
+
 namespace tracerun::trace::sql {
 
 namespace {
@@ -33,6 +35,10 @@ std::string resolvedDir(const std::string& path) {
 Db::Db(const std::string& path, Mode mode) : path_(path) {
   std::string opened = path;
   int flags = SQLITE_OPEN_READONLY;
+  // A file in WAL mode is read through the overlay: as of its WAL's last commit, creating no
+  // -wal or -shm beside it (wal_overlay.h).
+  const char* vfs =
+      mode == Mode::kReadOnly && wal::needsOverlay(path) ? wal::overlayVfs() : nullptr;
   if (mode != Mode::kReadOnly) {
     opened = resolvedDir(path);
     const int fd = ::open(opened.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -46,7 +52,7 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
     ::close(fd);
     flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW;
   }
-  if (sqlite3_open_v2(opened.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(opened.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, vfs) != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -76,12 +82,19 @@ void Db::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    throw TraceError(path_ + ": " + msg + " (in: " + sql.substr(0, 60) + ")");
+    throw SqliteError(path_ + ": " + msg + " (in: " + sql.substr(0, 60) + ")", path_,
+                      sqlite3_extended_errcode(db_), sqlite3_system_errno(db_));
   }
 }
 
 void Db::fail(const std::string& what) const {
-  throw TraceError(path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  throw SqliteError(path_ + ": " + what + ": " + sqlite3_errmsg(db_), path_,
+                    sqlite3_extended_errcode(db_), sqlite3_system_errno(db_));
+}
+
+bool SqliteError::outOfSpace() const noexcept {
+  return (code_ & 0xff) == SQLITE_FULL || sys_errno_ == ENOSPC || sys_errno_ == EDQUOT ||
+         sys_errno_ == EFBIG;
 }
 
 Stmt::Stmt(const Db& db, const std::string& sql) : db_(&db) {

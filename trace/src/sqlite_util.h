@@ -7,10 +7,28 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "tracerun/trace/error.h"
 
 namespace tracerun::trace::sql {
+
+// A failed SQLite call on a Db: the message as TraceError's, plus which database and the codes,
+// so a caller can tell a full disk (outOfSpace) from a damaged input.
+class SqliteError : public TraceError {
+ public:
+  SqliteError(const std::string& message, std::string path, int code, int sys_errno)
+      : TraceError(message), path_(std::move(path)), code_(code), sys_errno_(sys_errno) {}
+  const std::string& path() const noexcept { return path_; }
+  int code() const noexcept { return code_; }  // extended result code
+  // SQLITE_FULL, or a write that failed with ENOSPC, EDQUOT or EFBIG.
+  bool outOfSpace() const noexcept;
+
+ private:
+  std::string path_;
+  int code_ = 0;
+  int sys_errno_ = 0;
+};
 
 class Db {
  public:

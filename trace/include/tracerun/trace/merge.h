@@ -22,10 +22,28 @@ struct MergeOptions {
   std::function<void(size_t, size_t)> progress;
 };
 
+// What the merge took from one shard.
+struct ShardOutcome {
+  std::string path;
+  int rank = -1;                  // -1 when it could not be read
+  bool readable = false;          // opened and merged
+  bool complete = false;          // its writer closed it (meta complete = 1)
+  int64_t unreadable_tables = 0;  // tables skipped because they could not be read
+  std::string problem;            // why it could not be read
+};
+
+struct MergeResult {
+  std::vector<ShardOutcome> shards;  // in the caller's order
+  // Every shard was closed by its writer and everything in it is in the output.
+  bool whole() const;
+};
+
 // Throws TraceError naming the shard and the problem; a missing or incomplete shard is an error
 // unless allow_incomplete, in which case it is merged as far as it is readable and a stat row
-// with severity error records what was missing.
-void mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
-                 bool allow_incomplete = false);
+// with severity error records what was missing. A failure to write the output is always an
+// error, and leaves no output: on a full disk (or a refused write) the message says how much
+// room the merge needs ("<output>: not enough space for the merged trace: it needs about ...").
+MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
+                        bool allow_incomplete = false);
 
 }  // namespace tracerun::trace
