@@ -218,7 +218,7 @@ TEST_CASE("libtracerun never writes its status file through a symlink planted me
   CHECK(countSpans(trace::TraceReader::open(dir + "/rank0.db"), 0, "step") == 25);
 }
 
-TEST_CASE("a shards directory that others can write is refused; once private it is used",
+TEST_CASE("a shards directory that others can write is refused and once private it is used",
           "[launcher_files]") {
   const std::string db = scratch() + "/open.db";
   const std::string shards = db + ".shards";
@@ -360,7 +360,7 @@ TEST_CASE("a node rank outside the node count fails before any directory is made
 
 // ---- signals ------------------------------------------------------------------------------------
 
-TEST_CASE("SIGINT to the launcher stops a single program; what it recorded is merged",
+TEST_CASE("SIGINT to the launcher stops a single program and what it recorded is merged",
           "[launcher_files]") {
   const std::string db = scratch() + "/int.db";
   Child c(launch(db, {}, worker({"--steps", "3000", "--sleep-ms", "5"})));
