@@ -6,38 +6,69 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace gpttrain {
+
+namespace {
+
+// CLI11's PositiveNumber/NonNegativeNumber name double's maximum (309 digits) as the bound; this
+// says it in words: "--tp: must be a whole number >= 1, not '-3'". (tracerun's commands have the
+// same check in their plumbing; gpttrain links nothing of tracerun but annotate.h.)
+CLI::Validator atLeast(double min, bool whole, bool inclusive = true) {
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g", min);
+  const std::string what =
+      std::string(whole ? "a whole number" : "a number") + (inclusive ? " >= " : " > ") + bound;
+  auto check = [=](std::string& value) -> std::string {
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    const bool number = !value.empty() && end != nullptr && *end == '\0' && errno == 0 &&
+                        std::isfinite(v) && (!whole || v == std::floor(v));
+    const bool inRange = inclusive ? v >= min : v > min;
+    const std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
+    if (!number || !inRange) return "must be " + what + ", not '" + shown + "'";
+    if (whole && v > INT_MAX) return "must be at most " + std::to_string(INT_MAX);
+    return std::string();
+  };
+  return CLI::Validator(check, what, "AT_LEAST");
+}
+
+}  // namespace
 
 std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   CLI::App app{"gpttrain: a GPT with tensor, sequence and data parallelism on c10d"};
   app.set_version_flag("--version", std::string("gpttrain ") + TRACERUN_VERSION);
   app.option_defaults()->always_capture_default()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides an earlier one
-  app.add_option("--tp", c.tp, "tensor-parallel size")->check(CLI::PositiveNumber);
-  app.add_option("--pp", c.pp, "pipeline-parallel size")->check(CLI::PositiveNumber);
+  app.add_option("--tp", c.tp, "tensor-parallel size")->check(atLeast(1, true));
+  app.add_option("--pp", c.pp, "pipeline-parallel size")->check(atLeast(1, true));
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
   app.add_option("--schedule", c.schedule, "pipeline schedule")
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
-  app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(CLI::PositiveNumber);
-  app.add_option("--global-batch", c.global_batch, "samples per step")->check(CLI::PositiveNumber);
+  app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(atLeast(1, true));
+  app.add_option("--global-batch", c.global_batch, "samples per step")->check(atLeast(1, true));
   app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--layers", c.layers, "transformer layers")->check(CLI::PositiveNumber);
-  app.add_option("--hidden", c.hidden, "hidden size")->check(CLI::PositiveNumber);
-  app.add_option("--heads", c.heads, "attention heads")->check(CLI::PositiveNumber);
-  app.add_option("--seq-len", c.seq_len, "tokens per sample")->check(CLI::PositiveNumber);
+      ->check(atLeast(1, true));
+  app.add_option("--layers", c.layers, "transformer layers")->check(atLeast(1, true));
+  app.add_option("--hidden", c.hidden, "hidden size")->check(atLeast(1, true));
+  app.add_option("--heads", c.heads, "attention heads")->check(atLeast(1, true));
+  app.add_option("--seq-len", c.seq_len, "tokens per sample")->check(atLeast(1, true));
   app.add_option("--vocab", c.vocab, "vocabulary size (>= 256 with --data FILE)")
-      ->check(CLI::PositiveNumber);
+      ->check(atLeast(1, true));
   app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
   app.add_flag("--bf16", c.bf16, "forward under bf16 autocast (fp32 parameters)");
   app.add_option("--recompute", c.recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0, true));
   app.add_option("--seed", c.seed, "seed of weights, data order and dropout");
   app.add_option("--optimizer", c.optimizer, "optimizer")->check(CLI::IsMember({"adamw", "sgd"}));
   app.add_option("--lr", c.lr, "peak learning rate");
@@ -53,25 +84,25 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--val-fraction", c.val_fraction, "tail of the text file held out")
       ->check(CLI::Range(0.0, 0.5));
   app.add_option("--eval-interval", c.eval_interval, "validation every K steps (0: never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0, true));
   app.add_option("--eval-iters", c.eval_iters, "global batches per validation")
-      ->check(CLI::PositiveNumber);
+      ->check(atLeast(1, true));
   app.add_option("--save", c.save, "checkpoint directory");
   app.add_option("--save-interval", c.save_interval, "save every K steps (0: after the last)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0, true));
   app.add_option("--load", c.load, "resume from this checkpoint directory");
   app.add_option("--log-json", c.log_json, "one JSON object per step (rank 0)");
   app.add_option("--dump-grads", c.dump_grads, "write step 1's full gradients here (rank 0)");
   app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS (pipeline dry run)");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(atLeast(0, true));
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
       ->check(CLI::IsMember({"gloo", "nccl"}));
   app.add_option("--device", c.device,
                  "cpu, or cuda (device LOCAL_RANK; default: cuda with --backend nccl, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
-      ->check(CLI::PositiveNumber);
+      ->check(atLeast(0, false, false));
   app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");
   try {
     app.parse(argc, argv);

@@ -188,6 +188,16 @@ TEST_CASE("unknown flags and impossible layouts: one line, exit code 2", "[train
   CHECK(lineCount(unknown.output) == 1);
   CHECK(unknown.output.find("--layerz") != std::string::npos);
 
+  // Numeric bounds in words, not CLI11's 309-digit maximum of a double.
+  auto negative = runExpectingFailure("cli_negative", {"--tp", "-1"});
+  CHECK(negative.code == 2);
+  CHECK(lineCount(negative.output) == 1);
+  CHECK(negative.output.find("--tp: must be a whole number >= 1, not '-1'") != std::string::npos);
+  CHECK(negative.output.size() < 200);
+  auto bucket = runExpectingFailure("cli_bucket", {"--bucket-mb", "0"});
+  CHECK(bucket.code == 2);
+  CHECK(bucket.output.find("--bucket-mb: must be a number > 0, not '0'") != std::string::npos);
+
   auto heads = runExpectingFailure(
       "cli_heads", {"--heads", "4", "--tp", "3", "--hidden", "48", "--vocab", "96"});
   // WORLD_SIZE 1 is not divisible by tp 3: that is named first.
