@@ -22,6 +22,7 @@
 #include "tracerun/core/records.h"
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/error.h"
+#include "utf8.h"
 
 namespace tracerun::trace {
 
@@ -147,31 +148,6 @@ class JsonOut {
 
  private:
   static constexpr size_t kBufferSize = size_t{1} << 20;
-
-  // Length of the valid UTF-8 sequence at p, 0 when invalid.
-  static size_t utf8Length(const unsigned char* p, size_t avail) {
-    const unsigned char c = p[0];
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;  // no overlong forms
-      if (c == 0xED) hi = 0x9F;  // no surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return 0;
-    }
-    if (avail < len || p[1] < lo || p[1] > hi) return 0;
-    for (size_t k = 2; k < len; ++k) {
-      if ((p[k] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-  }
 
   std::string path_;
   std::FILE* file_ = nullptr;

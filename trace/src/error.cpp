@@ -1,37 +1,9 @@
 // Names of trace/'s shared enums, and printable(): the escaping every TraceError message gets.
 #include "tracerun/trace/error.h"
 
+#include "utf8.h"
+
 namespace tracerun::trace {
-
-namespace {
-
-// Length of the valid UTF-8 sequence at p (at most `avail` bytes), 0 when invalid (overlong
-// forms, surrogates and code points above U+10FFFF are invalid).
-size_t utf8Length(const unsigned char* p, size_t avail) {
-  const unsigned char c = p[0];
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (avail < len || p[1] < lo || p[1] > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if ((p[k] & 0xC0) != 0x80) return 0;
-  }
-  return len;
-}
-
-}  // namespace
 
 std::string printable(std::string_view bytes) {
   static const char kHex[] = "0123456789abcdef";
@@ -66,9 +38,12 @@ std::string printable(std::string_view bytes) {
 
 const char* severityName(Severity s) noexcept {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kError: return "error";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kError:
+      return "error";
   }
   return "unknown";
 }
