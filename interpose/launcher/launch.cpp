@@ -25,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "commands.h"
 #include "output_guard.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/merge.h"
@@ -69,12 +70,6 @@ std::string searchPath(const std::string& name) {
     if (isExecutableFile(candidate)) return candidate;
   }
   return {};
-}
-
-std::string withCommas(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return (v < 0 ? "-" : "") + digits;
 }
 
 std::string bytesText(double bytes) {
@@ -341,38 +336,7 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
 // ---- merge and summary --------------------------------------------------------------------------
 
 void printSummary(const std::string& path) {
-  const auto reader = trace::TraceReader::open(path);
-  const auto counts = reader.counts();
-  int64_t ops = 0, backward = 0, scopes = 0;
-  for (const auto& a : reader.aggregates()) {
-    if (a.category == core::Category::kOp) ops += a.count;
-    if (a.category == core::Category::kBackward) backward += a.count;
-    if (a.category == core::Category::kUser || a.category == core::Category::kPhase ||
-        a.category == core::Category::kModule) {
-      scopes += a.count;
-    }
-  }
-  int64_t dropped = 0, peak = 0, errors = 0;
-  for (const auto& s : reader.stats()) {
-    if (s.name == "dropped_events") dropped += s.value;
-    if (s.name == "memory_peak_bytes") peak = std::max(peak, s.value);
-    if (s.severity == trace::Severity::kError) ++errors;
-  }
-  struct stat st {};
-  ::stat(path.c_str(), &st);
-  const size_t ranks = reader.ranks().size();
-  std::fprintf(stderr, "tracerun: trace written to %s (%zu rank%s, %s)\n", path.c_str(), ranks,
-               ranks == 1 ? "" : "s", bytesText(static_cast<double>(st.st_size)).c_str());
-  std::fprintf(stderr, "  spans:   %s (ops %s, backward nodes %s, scopes %s)\n",
-               withCommas(counts.spans).c_str(), withCommas(ops).c_str(),
-               withCommas(backward).c_str(), withCommas(scopes).c_str());
-  std::fprintf(stderr, "  events:  %s memory, %s flows, %s counter samples, %s instants\n",
-               withCommas(counts.memory).c_str(), withCommas(counts.flows).c_str(),
-               withCommas(counts.counters).c_str(), withCommas(counts.instants).c_str());
-  std::fprintf(stderr, "  memory:  peak %s live (CPU)\n",
-               bytesText(static_cast<double>(peak)).c_str());
-  std::fprintf(stderr, "  dropped: %s events%s\n", withCommas(dropped).c_str(),
-               errors ? " (stats with severity error: see tracerun info)" : "");
+  tools::printRunSummary(path, stderr);  // info's short form: trace/tools/cmd_info.cpp
 }
 
 std::string keptShardsHint(const std::string& output, const std::string& dir) {

@@ -52,7 +52,8 @@ std::string groupOptionsProblem(const LaunchOptions& options);
 int launchGroup(const LaunchOptions& options, const std::string& executable,
                 const std::string& shardDir);
 
-// Shared with group.cpp: the rank*.db files in `dir` (sorted), removing rank* files, the summary.
+// Shared with group.cpp: the rank*.db files in `dir` (sorted), removing rank* files, the summary
+// (tools::printRunSummary on stderr: the one implementation, beside `tracerun info`).
 std::vector<std::string> shardFiles(const std::string& dir);
 void removeShardFiles(const std::string& dir);
 void printSummary(const std::string& path);

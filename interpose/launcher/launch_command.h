@@ -1,4 +1,4 @@
-// Registers the launcher mode on tracerun's top-level CLI11 app (see interpose/tools/commands.h):
+// Registers the launcher mode on tracerun's top-level CLI11 app (see trace/tools/commands.h):
 // `tracerun [-o run.db] [--capture LIST] [--no-shapes] [--nproc-per-node N ...] -- PROGRAM ARGS`.
 #pragma once
 

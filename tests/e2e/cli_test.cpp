@@ -202,6 +202,19 @@ TEST_CASE("tracerun --help on every subcommand, and --version") {
   CHECK_THAT(v.out, Catch::StartsWith("tracerun " TRACERUN_VERSION_FOR_TESTS));
 }
 
+TEST_CASE("tracerun SUBCOMMAND --version prints the version and needs no trace") {
+  // Before the plumbing gave every subcommand --version, `tracerun report --version` failed with
+  // "trace is required" (exit 2).
+  for (const std::string sub : {"info", "export", "merge", "report"}) {
+    const auto r = runTracerun({sub, "--version"});
+    INFO(r.describe());
+    REQUIRE(r.exited);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "tracerun " TRACERUN_VERSION_FOR_TESTS "\n");
+    CHECK(r.err.empty());
+  }
+}
+
 TEST_CASE("the fixture generator binary writes a trace that tracerun reads") {
   ScratchDir dir("fixture-bin");
   const auto made =

@@ -1,18 +1,22 @@
-// The tracerun command's subcommands. Each adds itself to the CLI11 app and hands back what runs
-// it; parsing, the one-line error format and the exit codes live in tracerun_main.cpp, not here.
+// The trace-reading commands (info, export, merge, report) and the plumbing every program of the
+// suite shares (tracerun, tracedot, traceview): CLI11 set-up, exit codes, the one-line error,
+// --version, numeric checks, human-readable numbers. Needs trace/ only, never interpose/.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tracerun::tools {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;  // the file is missing, damaged or not a trace
 inline constexpr int kExitUsage = 2;     // unknown flag, missing argument
+inline constexpr int kExitLostData = 3;  // report: printed, but the capture lost data
 
 // A registered command. `app` is its CLI11 (sub)app; run() is called after parsing succeeded and
 // returns the exit code. Failures are thrown as trace::TraceError (whose text is "PATH: problem")
@@ -31,6 +35,22 @@ Command addExportCommand(CLI::App& parent);
 Command addMergeCommand(CLI::App& parent);
 Command addReportCommand(CLI::App& parent);
 
+// info, export, merge and report, in the order --help lists them.
+std::vector<Command> addTraceCommands(CLI::App& parent);
+
+// "tracerun VERSION": what --version prints, on every program and every subcommand.
+std::string versionText();
+
+// A program's main(): builds the CLI11 app named `name` from the commands addCommands registers,
+// gives every subcommand --version, parses, runs the chosen command and turns every failure into
+// one line on stderr ("NAME: PATH: problem") and an exit code (kExit*: 2 for usage problems).
+int runTool(int argc, char** argv, const std::string& name, const std::string& description,
+            const std::function<std::vector<Command>(CLI::App&)>& addCommands);
+
+// info's short form: the launcher's end-of-run summary on `out` ("tracerun: trace written to PATH
+// (N ranks, SIZE)", then spans, events, memory peak, dropped events). Throws trace::TraceError.
+void printRunSummary(const std::string& path, std::FILE* out);
+
 // Runs fn; any non-TraceError exception becomes a TraceError naming `path`, so every error line
 // names the file it is about.
 int withPath(const std::string& path, const std::function<int()>& fn);
@@ -44,6 +64,8 @@ CLI::Validator atLeast(int min, bool whole = true);
 std::string formatDuration(int64_t ns);
 // "12.3 MiB"
 std::string formatBytes(double bytes);
+// "1,234,567"
+std::string formatCount(int64_t n);
 
 // Prints progress on stderr when it is a terminal ("label 42%"), throttled; done() clears it.
 class Progress {

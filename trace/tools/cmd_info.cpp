@@ -1,5 +1,9 @@
 // `tracerun info run.db [--json]`: what a trace holds (format, ranks, tracks, event counts, time
-// range, stats) and whether SQLite finds it intact. Reads through TraceReader only; no analyses.
+// range, stats) and whether SQLite finds it intact; and its short form, the launcher's end-of-run
+// summary (printRunSummary). Reads through TraceReader only; no analyses.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -188,6 +192,41 @@ void printJson(const Info& info) {
 }
 
 }  // namespace
+
+void printRunSummary(const std::string& path, std::FILE* out) {
+  const auto reader = trace::TraceReader::open(path);
+  const auto counts = reader.counts();
+  int64_t ops = 0, backward = 0, scopes = 0;
+  for (const auto& a : reader.aggregates()) {
+    if (a.category == core::Category::kOp) ops += a.count;
+    if (a.category == core::Category::kBackward) backward += a.count;
+    if (a.category == core::Category::kUser || a.category == core::Category::kPhase ||
+        a.category == core::Category::kModule) {
+      scopes += a.count;
+    }
+  }
+  int64_t dropped = 0, peak = 0, errors = 0;
+  for (const auto& s : reader.stats()) {
+    if (s.name == "dropped_events") dropped += s.value;
+    if (s.name == "memory_peak_bytes") peak = std::max(peak, s.value);
+    if (s.severity == trace::Severity::kError) ++errors;
+  }
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  const size_t ranks = reader.ranks().size();
+  std::fprintf(out, "tracerun: trace written to %s (%zu rank%s, %s)\n", path.c_str(), ranks,
+               ranks == 1 ? "" : "s", formatBytes(static_cast<double>(st.st_size)).c_str());
+  std::fprintf(out, "  spans:   %s (ops %s, backward nodes %s, scopes %s)\n",
+               formatCount(counts.spans).c_str(), formatCount(ops).c_str(),
+               formatCount(backward).c_str(), formatCount(scopes).c_str());
+  std::fprintf(out, "  events:  %s memory, %s flows, %s counter samples, %s instants\n",
+               formatCount(counts.memory).c_str(), formatCount(counts.flows).c_str(),
+               formatCount(counts.counters).c_str(), formatCount(counts.instants).c_str());
+  std::fprintf(out, "  memory:  peak %s live (CPU)\n",
+               formatBytes(static_cast<double>(peak)).c_str());
+  std::fprintf(out, "  dropped: %s events%s\n", formatCount(dropped).c_str(),
+               errors ? " (stats with severity error: see tracerun info)" : "");
+}
 
 Command addInfoCommand(CLI::App& parent) {
   auto opts = std::make_shared<InfoOptions>();

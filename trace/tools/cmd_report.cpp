@@ -12,8 +12,6 @@ namespace tracerun::tools {
 
 namespace {
 
-constexpr int kExitLostData = 3;
-
 struct ReportOptions {
   std::string path;
   bool json = false;

@@ -1,5 +1,5 @@
-// Small helpers shared by tracerun's subcommands: error wrapping, the bounds check of numeric
-// flags, human-readable numbers and the stderr progress line. No trace access here.
+// Small helpers shared by the suite's commands (tracerun, tracedot, traceview): error wrapping, the
+// bounds check of numeric flags, human-readable numbers, the stderr progress line. No trace access.
 #include <unistd.h>
 
 #include <cerrno>
@@ -69,6 +69,13 @@ std::string formatBytes(double bytes) {
   char b[48];
   std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
   return b;
+}
+
+std::string formatCount(int64_t n) {
+  const uint64_t magnitude = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(magnitude);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return (n < 0 ? "-" : "") + digits;
 }
 
 Progress::Progress(std::string label, bool enabled)
