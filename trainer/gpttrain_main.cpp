@@ -46,7 +46,8 @@ void keepFreedMemoryMapped() {
 // --dump-init DIR: the initial parameters as raw little-endian fp32 (params.bin, in the order and
 // with the names and shapes of manifest.json), every step's global batch as int64 tokens
 // (tokens.bin: [steps][global batch][seq_len + 1], inputs then the next tokens) and the model and
-// optimiser settings, resolved as the trainer resolves them. Read by tests/trainer/reference_gpt.py.
+// optimiser settings, resolved as the trainer resolves them. Read by
+// tests/trainer/reference_gpt.py.
 void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
   namespace fs = std::filesystem;
   fs::create_directories(c.dump_init);
@@ -81,9 +82,9 @@ void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
   }
   manifest << "]}\n";
   const gpttrain::TokenSource source =
-      c.data == "synthetic" ? gpttrain::TokenSource::synthetic(c.vocab, uint64_t(c.seed))
-                            : gpttrain::TokenSource::fromFile(c.data, c.val_fraction, c.seq_len,
-                                                              uint64_t(c.seed));
+      c.data == "synthetic"
+          ? gpttrain::TokenSource::synthetic(c.vocab, uint64_t(c.seed))
+          : gpttrain::TokenSource::fromFile(c.data, c.val_fraction, c.seq_len, uint64_t(c.seed));
   std::ofstream tokens(dir / "tokens.bin", std::ios::binary);
   std::vector<int64_t> sample(size_t(c.seq_len) + 1);
   // One process: sample b of step k is sample k * G + b (data.h, sampleIndex with DP 1).

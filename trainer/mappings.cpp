@@ -64,7 +64,8 @@ struct LinearGatherFromSeq : torch::autograd::Function<LinearGatherFromSeq> {
                             const at::Tensor& bias, GroupPtr g) {
     saveGroup(ctx, g);
     ctx->save_for_backward({x, weight});
-    ctx->saved_data["bias_dtype"] = bias.defined() ? c10::IValue(bias.scalar_type()) : c10::IValue();
+    ctx->saved_data["bias_dtype"] =
+        bias.defined() ? c10::IValue(bias.scalar_type()) : c10::IValue();
     return at::linear(allGather(*g, x, 0), weight, bias);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {

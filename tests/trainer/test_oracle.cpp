@@ -54,9 +54,9 @@ bool pythonHasTorch() {
 
 // gpttrain's tiny model with clipping on (the reference clips too), 5 AdamW steps.
 std::vector<std::string> oracleArgs(const std::string& dir) {
-  return tinyModelArgs() + std::vector<std::string>{"--dump-init", dir + "/dump", "--log-json",
-                                                    dir + "/gpttrain.json", "--dump-grads",
-                                                    dir + "/gpttrain_grads.pt"};
+  return tinyModelArgs() + std::vector<std::string>{"--dump-init",  dir + "/dump",
+                                                    "--log-json",   dir + "/gpttrain.json",
+                                                    "--dump-grads", dir + "/gpttrain_grads.pt"};
 }
 
 struct Comparison {
@@ -109,8 +109,7 @@ Comparison runReference(const std::string& dir, const std::string& name,
     in.read(p.name, b);
     b = b.flatten().to(at::kDouble);
     REQUIRE(b.numel() == n);
-    const double rel =
-        (a - b).norm().item<double>() / std::max(a.norm().item<double>(), 1e-30);
+    const double rel = (a - b).norm().item<double>() / std::max(a.norm().item<double>(), 1e-30);
     c.worst_grad_rel = std::max(c.worst_grad_rel, rel);
     if (rel <= 1e-4) continue;
     report << p.name << ": gradient relative error " << rel << "; first mismatches:";
@@ -143,8 +142,9 @@ TEST_CASE("gpttrain matches an independent torch.nn reference GPT", "[trainer][o
   SECTION("exact GELU: loss 1e-5, every gradient 1e-4, five AdamW steps 1e-4 (relative)") {
     const Comparison c = runReference(dir, "exact");
     INFO(c.report);
-    std::printf("oracle: first-step loss relative error %.3g, worst gradient %.3g, worst loss %.3g\n",
-                c.loss1_rel, c.worst_grad_rel, c.worst_loss_rel);
+    std::printf(
+        "oracle: first-step loss relative error %.3g, worst gradient %.3g, worst loss %.3g\n",
+        c.loss1_rel, c.worst_grad_rel, c.worst_loss_rel);
     CHECK(c.loss1_rel <= 1e-5);
     CHECK(c.worst_grad_rel <= 1e-4);
     CHECK(c.worst_loss_rel <= 1e-4);
