@@ -3,9 +3,11 @@
 // bytes held at the optimizer step (the trainer's own accounting) and peak RSS. It prints a
 // table; it asserts nothing.
 //
-// Usage: parallel_bench [--quick] [--steps N]   (GPTTRAIN_EXE: the gpttrain binary)
+// Usage: parallel_bench [--quick] [--steps N] [--only PREFIX]   (the gpttrain binary: the
+// environment's GPTTRAIN_EXE, else the one built beside it)
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -24,7 +26,8 @@ struct Result {
 // each, and reads the step times (rank 0's --log-json) and every rank's end-of-run line.
 Result run(const std::vector<std::string>& model, const std::vector<std::string>& layout,
            int ranks) {
-  std::vector<std::string> args{GPTTRAIN_EXE, "--quiet", "--threads", "1"};
+  const char* exe = std::getenv("GPTTRAIN_EXE");
+  std::vector<std::string> args{exe != nullptr ? exe : GPTTRAIN_EXE, "--quiet", "--threads", "1"};
   args.insert(args.end(), model.begin(), model.end());
   args.insert(args.end(), layout.begin(), layout.end());
   const bench::GpttrainRun ran =
@@ -60,13 +63,17 @@ std::string join(const std::vector<long long>& v, double scale) {
 int main(int argc, char** argv) {
   bool quick = false;
   int steps = 4;
+  std::string only;  // run only the layouts whose name starts with this
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
       steps = std::max(2, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "parallel_bench: unknown argument %s (use --quick, --steps N)\n",
+      std::fprintf(stderr,
+                   "parallel_bench: unknown argument %s (use --quick, --steps N, --only PREFIX)\n",
                    argv[i]);
       return 2;
     }
@@ -106,6 +113,8 @@ int main(int argc, char** argv) {
       {"dp=2 zero-1", 2, {"--zero", "1"}},
       {"dp=2 zero-2", 2, {"--zero", "2"}},
       {"dp=2 zero-3", 2, {"--zero", "3"}},
+      {"tp=2", 2, {"--tp", "2"}},
+      {"tp=2 sp", 2, {"--tp", "2", "--sp"}},
   };
   std::printf(
       "gpttrain, %d layers, hidden %d, seq %d, global batch %d x micro-batch 2, %d steps, "
@@ -115,6 +124,7 @@ int main(int argc, char** argv) {
               "MiB held at step (per rank)", "peak RSS MiB (per rank)");
   double single = -1;
   for (const Case& c : cases) {
+    if (std::string(c.name).rfind(only, 0) != 0) continue;
     const Result r = run(model, c.flags, c.ranks);
     if (r.ms < 0) {
       std::printf("%-22s failed\n", c.name);

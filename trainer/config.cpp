@@ -93,6 +93,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--load", c.load, "resume from this checkpoint directory");
   app.add_option("--log-json", c.log_json, "one JSON object per step (rank 0)");
   app.add_option("--dump-grads", c.dump_grads, "write step 1's full gradients here (rank 0)");
+  app.add_option("--dump-init", c.dump_init,
+                 "write the initial parameters and the batches to DIR (one process)");
   app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS (pipeline dry run)");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(atLeast(0, true));
@@ -159,6 +161,8 @@ std::string layoutError(const TrainConfig& c, int world) {
                                            PipelineShape{c.pp, c.vp, c.microbatches(world)});
              !e.empty()) {
     out << e;
+  } else if (!c.dump_init.empty() && world != 1) {
+    out << "--dump-init needs a single process (WORLD_SIZE is " << world << "): run it alone";
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms)) {
     out << "--dry-run-costs '" << c.dry_run_costs << "' is not F_MS,B_MS (two numbers >= 0)";
   }

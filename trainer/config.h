@@ -52,6 +52,9 @@ struct TrainConfig {
   // Output and diagnostics.
   std::string log_json;
   std::string dump_grads;  // write the full gradients of step 1 here (rank 0)
+  // Write the initial parameters and every step's batch to this directory (single process only;
+  // the reference model of tests/trainer/reference_gpt.py reads them).
+  std::string dump_init;
   std::string dry_run_costs;
   int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
   std::string backend = "gloo";  // process groups: gloo, or nccl (a libtorch with CUDA only)

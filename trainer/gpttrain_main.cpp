@@ -1,6 +1,7 @@
 // gpttrain's entry point: flags, layout check, thread pinning, process groups, then the trainer.
 // Exit codes: 0 done, 2 bad flags / impossible layout / unusable input, 1 anything else.
 #include "config.h"
+#include "data.h"
 #include "process_groups.h"
 #include "trainer.h"
 
@@ -13,6 +14,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 namespace {
@@ -38,6 +41,64 @@ void keepFreedMemoryMapped() {
   mallopt(M_MMAP_THRESHOLD, kOneGiB);
   mallopt(M_TRIM_THRESHOLD, kOneGiB);
 #endif
+}
+
+// --dump-init DIR: the initial parameters as raw little-endian fp32 (params.bin, in the order and
+// with the names and shapes of manifest.json), every step's global batch as int64 tokens
+// (tokens.bin: [steps][global batch][seq_len + 1], inputs then the next tokens) and the model and
+// optimiser settings, resolved as the trainer resolves them. Read by
+// tests/trainer/reference_gpt.py.
+void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
+  namespace fs = std::filesystem;
+  fs::create_directories(c.dump_init);
+  const fs::path dir(c.dump_init);
+  std::ofstream params(dir / "params.bin", std::ios::binary);
+  std::ofstream manifest(dir / "manifest.json");
+  manifest << "{\"layers\":" << c.layers << ",\"hidden\":" << c.hidden << ",\"heads\":" << c.heads
+           << ",\"seq_len\":" << c.seq_len << ",\"vocab\":" << c.vocab
+           << ",\"global_batch\":" << c.global_batch << ",\"steps\":" << c.steps
+           << ",\"dropout\":" << c.dropout << ",\"optimizer\":\"" << c.optimizer << "\"";
+  manifest.precision(17);
+  // As Trainer's schedule resolves the defaults (trainer.cpp, scheduleConfig).
+  manifest << ",\"lr\":" << c.lr << ",\"min_lr\":" << (c.min_lr >= 0 ? c.min_lr : c.lr / 10)
+           << ",\"warmup\":" << (c.warmup >= 0 ? c.warmup : c.steps / 10)
+           << ",\"decay_steps\":" << (c.lr_decay_steps >= 0 ? c.lr_decay_steps : c.steps)
+           << ",\"weight_decay\":" << c.weight_decay << ",\"beta1\":" << c.beta1
+           << ",\"beta2\":" << c.beta2 << ",\"eps\":" << c.eps << ",\"clip_grad\":" << c.clip_grad
+           << ",\"params\":[";
+  int64_t offset = 0;
+  bool first = true;
+  for (const auto& [name, tensor] : trainer.heldTensors()) {
+    if (name.rfind("param.", 0) != 0) continue;
+    at::Tensor t = tensor.detach().to(at::kCPU, at::kFloat).contiguous();
+    params.write(reinterpret_cast<const char*>(t.data_ptr<float>()),
+                 std::streamsize(t.numel() * sizeof(float)));
+    manifest << (first ? "" : ",") << "{\"name\":\"" << name.substr(6) << "\",\"offset\":" << offset
+             << ",\"shape\":[";
+    for (int64_t d = 0; d < t.dim(); ++d) manifest << (d ? "," : "") << t.size(d);
+    manifest << "]}";
+    offset += t.numel();
+    first = false;
+  }
+  manifest << "]}\n";
+  const gpttrain::TokenSource source =
+      c.data == "synthetic"
+          ? gpttrain::TokenSource::synthetic(c.vocab, uint64_t(c.seed))
+          : gpttrain::TokenSource::fromFile(c.data, c.val_fraction, c.seq_len, uint64_t(c.seed));
+  std::ofstream tokens(dir / "tokens.bin", std::ios::binary);
+  std::vector<int64_t> sample(size_t(c.seq_len) + 1);
+  // One process: sample b of step k is sample k * G + b (data.h, sampleIndex with DP 1).
+  for (int step = 0; step < c.steps; ++step) {
+    for (int b = 0; b < c.global_batch; ++b) {
+      source.sample(gpttrain::Split::kTrain, uint64_t(step) * c.global_batch + b, c.seq_len,
+                    sample.data());
+      tokens.write(reinterpret_cast<const char*>(sample.data()),
+                   std::streamsize(sample.size() * sizeof(int64_t)));
+    }
+  }
+  if (!params || !manifest || !tokens) {
+    throw std::runtime_error("cannot write --dump-init directory '" + c.dump_init + "'");
+  }
 }
 
 }  // namespace
@@ -87,6 +148,14 @@ int main(int argc, char** argv) {
     } catch (const std::runtime_error& e) {
       std::fprintf(stderr, "gpttrain: error: %s\n", e.what());
       return 2;
+    }
+    if (!config.dump_init.empty()) {
+      try {
+        dumpInit(config, *trainer);
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "gpttrain: error: %s\n", e.what());
+        return 2;
+      }
     }
     return trainer->run();
   } catch (const std::exception& e) {

@@ -24,5 +24,9 @@ at::Tensor scatterToSeq(const at::Tensor& x, const GroupPtr& g);
 at::Tensor gatherFromSeq(const at::Tensor& x, const GroupPtr& g);
 // forward: reduce-scatter along dim 0;              backward: all-gather along dim 0.
 at::Tensor reduceScatterToSeq(const at::Tensor& x, const GroupPtr& g);
+// forward: all-gather x along dim 0, then x W^T + b, keeping only x's shard (Megatron's
+// sequence-parallel linear); backward: all-gather again for dW, input gradient reduce-scattered.
+at::Tensor linearGatherFromSeq(const at::Tensor& x, const at::Tensor& weight,
+                               const at::Tensor& bias, const GroupPtr& g);
 
 }  // namespace gpttrain

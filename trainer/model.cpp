@@ -83,8 +83,8 @@ at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) c
   if (config_.recompute != ModelConfig::Recompute::kSelective) return attentionCore(qkv, rng);
   return recomputed(
       "attention_core", index_, qkv,
-      [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rng, config_.bf16,
-      recomputes_);
+      [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rewoundRng(rng),
+      config_.bf16, recomputes_);
 }
 
 at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rng) const {
@@ -121,10 +121,15 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
                            u->reduceGrads(i);
                            u->release(i);
                          }};
-    return recomputed("layer", index_, x, run, rng, config_.bf16, recomputes_, std::move(hooks));
+    return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_,
+                      std::move(hooks));
   }
   if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
-  return recomputed("layer", index_, x, run, rng, config_.bf16, recomputes_);
+  return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
+}
+
+DropoutRng* TransformerLayer::rewoundRng(DropoutRng* rng) const {
+  return config_.dropout > 0.0 ? rng : nullptr;
 }
 
 at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) const {

@@ -39,6 +39,9 @@ class TransformerLayer {
   at::Tensor forwardLayer(const at::Tensor& x, DropoutRng* rng) const;
   at::Tensor attention(const at::Tensor& qkv, DropoutRng* rng) const;
   at::Tensor attentionCore(const at::Tensor& qkv, DropoutRng* rng) const;
+  // The generators a recomputation must rewind: none without dropout (nothing draws from them),
+  // so no generator state (two CPU states: 10,112 bytes) is kept per recomputed call.
+  DropoutRng* rewoundRng(DropoutRng* rng) const;
 
   ModelConfig config_;
   GroupPtr tp_;

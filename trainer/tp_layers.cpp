@@ -27,10 +27,32 @@ DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank, torch::Device
                     makeGenerator(device, base + 2718 + tp_rank)};
 }
 
+namespace {
+
+// x * keep * scale with `keep` a bool mask, which is all backward keeps (1 byte per element, as
+// libtorch's native_dropout keeps it; x * float_mask would keep the float mask: 4 bytes).
+struct MaskedScale : torch::autograd::Function<MaskedScale> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& keep, double scale) {
+    ctx->save_for_backward({keep});
+    ctx->saved_data["scale"] = scale;
+    return x * keep * scale;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor keep = ctx->get_saved_variables()[0];
+    return {grads[0] * ctx->saved_data["scale"].toDouble() * keep, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
 at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen) {
   if (p <= 0.0 || gen == nullptr) return x;
-  at::Tensor keep = at::empty_like(x).bernoulli_(1.0 - p, *gen);
-  return x * keep * (1.0 / (1.0 - p));
+  // Drawn straight into a bool tensor: ATen's bernoulli_ draws the same numbers for every dtype,
+  // so the masks are those of a float draw.
+  at::Tensor keep = at::empty_like(x, at::kBool).bernoulli_(1.0 - p, *gen);
+  return MaskedScale::apply(x, keep, 1.0 / (1.0 - p));
 }
 
 ColumnParallelLinear::ColumnParallelLinear(ParamSet& params, const std::string& name, int64_t in,
@@ -41,8 +63,8 @@ ColumnParallelLinear::ColumnParallelLinear(ParamSet& params, const std::string& 
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
-  at::Tensor input = sp_ ? gatherFromSeq(x, tp_) : copyToTp(x, tp_);
-  return at::linear(input, weight_, bias_);
+  if (sp_) return linearGatherFromSeq(x, weight_, bias_, tp_);  // keeps x's shard, not the gather
+  return at::linear(copyToTp(x, tp_), weight_, bias_);
 }
 
 RowParallelLinear::RowParallelLinear(ParamSet& params, const std::string& name, int64_t in_full,
