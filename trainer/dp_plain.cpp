@@ -21,22 +21,8 @@ class PlainDdp final : public DataParallelStrategy {
   int zeroStage() const override { return 0; }
   ZeroMemoryModel memoryModel() const override { return {false, false, false}; }
 
-  void beginStep() override {
-    for (GradBucket& b : buckets_.all()) {
-      TORCH_CHECK(!b.work, "beginStep while a reduction is in flight");
-      b.flat.zero_();
-      b.pending = b.members.size();
-    }
-    buckets_.restartLaunchOrder();
-  }
-
-  void finish() override {
-    if (dp_->size > 1) {  // parameters that got no gradient this step
-      buckets_.markAllIn();
-      buckets_.launchReadyInOrder(*dp_, /*scatter=*/false, /*after_backward=*/true);
-    }
-    buckets_.waitAll();
-  }
+  void beginStep() override { buckets_.beginInOrderStep(); }
+  void finish() override { buckets_.finishInOrder(*dp_); }
 
   at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
   at::Tensor gradShard(size_t) override { noShards("gradShard"); }
@@ -56,8 +42,7 @@ class PlainDdp final : public DataParallelStrategy {
   // AccumulateGrad post-hook: only the last microbatch's gradients launch reductions.
   void onGradient(size_t param) {
     if (!last_microbatch_) return;
-    buckets_.markGradientIn(param);
-    buckets_.launchReadyInOrder(*dp_, /*scatter=*/false, /*after_backward=*/false);
+    buckets_.gradientInOrder(*dp_, param);
   }
 
   std::unique_ptr<AccumulateHooks> hooks_;  // last: removed before the buckets go

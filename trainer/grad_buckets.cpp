@@ -153,25 +153,35 @@ void GradBuckets::launchReduction(Group& dp, size_t index, bool scatter, bool af
   countLaunch(after_backward);
 }
 
-void GradBuckets::markGradientIn(size_t param) {
+void GradBuckets::beginInOrderStep() {
+  for (GradBucket& b : buckets_) {
+    TORCH_CHECK(!b.work, "beginStep while a reduction is in flight");
+    b.flat.zero_();
+    b.pending = b.members.size();
+  }
+  next_launch_ = 0;
+}
+
+void GradBuckets::gradientInOrder(Group& dp, size_t param) {
   GradBucket& b = buckets_[bucket_of_[param]];
   if (b.pending > 0) --b.pending;
+  launchReadyInOrder(dp, /*after_backward=*/false);
 }
 
-void GradBuckets::markAllIn() {
-  for (auto& b : buckets_) b.pending = 0;
-}
-
-void GradBuckets::launchReadyInOrder(Group& dp, bool scatter, bool after_backward) {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    launchReduction(dp, next_launch_++, scatter, after_backward);
+void GradBuckets::finishInOrder(Group& dp) {
+  if (dp.size > 1) {  // parameters that got no gradient this step
+    for (auto& b : buckets_) b.pending = 0;
+    launchReadyInOrder(dp, /*after_backward=*/true);
   }
-}
-
-void GradBuckets::waitAll() {
   for (auto& b : buckets_) {
     if (b.work) b.work->wait();
     b.work.reset();
+  }
+}
+
+void GradBuckets::launchReadyInOrder(Group& dp, bool after_backward) {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+    launchReduction(dp, next_launch_++, /*scatter=*/false, after_backward);
   }
 }
 

@@ -88,15 +88,14 @@ class GradBuckets {
   // native one-buffer call writes b.grad_shard; Gloo's fallback all-reduces b.flat, the caller
   // keeps the slice). Counted as launched during or after backward.
   void launchReduction(Group& dp, size_t index, bool scatter, bool after_backward);
-  // A member's gradient of the step's last microbatch is in / every member's is (after backward).
-  void markGradientIn(size_t param);
-  void markAllIn();
-  // Launches, strictly in bucket order (the same sequence on every DP rank), every bucket from the
-  // next unlaunched one up to the first whose `pending` is not 0.
-  void launchReadyInOrder(Group& dp, bool scatter, bool after_backward);
-  void restartLaunchOrder() { next_launch_ = 0; }
-  // Waits for every bucket's reduction.
-  void waitAll();
+  // Full all-reduces launched strictly in bucket order (the same sequence on every DP rank), as
+  // plain DDP and ZeRO-1 reduce: a step begins with zeroed flat gradients; each gradient of the
+  // step's last microbatch that comes in launches every bucket from the next unlaunched one up to
+  // the first still waiting for a member; after backward the rest are launched (members that got
+  // no gradient) and every reduction is waited for.
+  void beginInOrderStep();
+  void gradientInOrder(Group& dp, size_t param);
+  void finishInOrder(Group& dp);
 
   // Reductions launched so far from autograd hooks (overlapping backward) and after backward.
   int64_t launchedDuringBackward() const { return launched_in_backward_; }
@@ -111,6 +110,7 @@ class GradBuckets {
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
   std::vector<size_t> member_of_;  // parameter index -> its index in its bucket's members
   size_t next_launch_ = 0;
+  void launchReadyInOrder(Group& dp, bool after_backward);
   int64_t launched_in_backward_ = 0;
   int64_t launched_after_backward_ = 0;
 };
