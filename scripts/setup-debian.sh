@@ -5,10 +5,10 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libtorch-dev libgloo-dev libopenblas0-pthread python3-torch
+  libtorch-dev libgloo-dev libopenblas0-pthread python3-torch python3-torchvision python3-pil
   libsqlite3-dev sqlite3
   libgraphviz-dev
-  libimgui-dev libglfw3-dev libstb-dev xvfb xauth libgl1-mesa-dri
+  libimgui-dev libglfw3-dev libstb-dev xvfb xauth libgl1-mesa-dri xdotool
   catch2 libcli11-dev nlohmann-json3-dev
 )
 
