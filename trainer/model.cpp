@@ -11,6 +11,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 constexpr double kInitStd = 0.02;
 
 std::string layerName(int index, const char* part) {
@@ -54,9 +56,9 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
     : config_(c),
       tp_(tp),
       index_(index),
-      path_("layers." + std::to_string(index)),
-      attn_path_(path_ + ".attn"),
-      mlp_path_(path_ + ".mlp"),
+      path_(std::string(vocab::module_path::kLayers) + "." + std::to_string(index)),
+      attn_path_(path_ + "." + vocab::module_path::kAttn),
+      mlp_path_(path_ + "." + vocab::module_path::kMlp),
       local_heads_(c.heads / tp->size),
       ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
@@ -82,7 +84,7 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
 at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
   if (config_.recompute != ModelConfig::Recompute::kSelective) return attentionCore(qkv, rng);
   return recomputed(
-      "attention_core", index_, qkv,
+      vocab::arg::kAttentionCore, index_, qkv,
       [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rewoundRng(rng),
       config_.bf16, recomputes_);
 }
@@ -121,11 +123,11 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
                            u->reduceGrads(i);
                            u->release(i);
                          }};
-    return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_,
-                      std::move(hooks));
+    return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16,
+                      recomputes_, std::move(hooks));
   }
   if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
-  return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
+  return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
 }
 
 DropoutRng* TransformerLayer::rewoundRng(DropoutRng* rng) const {
@@ -138,15 +140,17 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
   const std::vector<int64_t> norm_shape{config_.hidden};
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
-  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer", attn_params_ + mlp_params_,
-                                    shard);
+  tracerun::ModuleScope layer_scope(path_.c_str(), vocab::module_type::kTransformerLayer,
+                                    attn_params_ + mlp_params_, shard);
   at::Tensor h;
   {
-    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_, shard);
+    tracerun::ModuleScope scope(attn_path_.c_str(), vocab::module_type::kParallelAttention,
+                                attn_params_, shard);
     at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
     h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout, residual_gen);
   }
-  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_, shard);
+  tracerun::ModuleScope scope(mlp_path_.c_str(), vocab::module_type::kParallelMLP, mlp_params_,
+                              shard);
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
   // the tanh approximation take about 3x as long, forward and backward.
@@ -184,7 +188,9 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   at::Tensor x = input;
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
-    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard);
+    tracerun::ModuleScope scope(vocab::module_path::kEmbedding,
+                                vocab::module_type::kVocabParallelEmbedding, embedding_params_,
+                                shard);
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -201,7 +207,8 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
   // The tied output projection's weight is the embedding's (counted there).
-  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard);
+  tracerun::ModuleScope scope(vocab::module_path::kHead, vocab::module_type::kLMHead, head_params_,
+                              shard);
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());
