@@ -25,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "capture_words.h"
 #include "commands.h"
 #include "output_guard.h"
 #include "tracerun/trace/error.h"
@@ -114,18 +115,6 @@ std::vector<std::string> shardFiles(const std::string& dir) {
 
 // ---- finding things -----------------------------------------------------------------------------
 
-bool validCaptureList(const std::string& list, std::string* bad) {
-  std::stringstream words(list);
-  for (std::string w; std::getline(words, w, ',');) {
-    if (w != "ops" && w != "scopes" && w != "memory" && w != "comm" && w != "cuda" &&
-        w != "tensors") {
-      if (bad) *bad = w;
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string findLibrary(const std::string& explicitPath) {
   if (!explicitPath.empty()) return isFile(explicitPath) ? realPath(explicitPath) : std::string();
   if (const char* env = std::getenv("TRACERUN_LIBRARY"); env != nullptr && isFile(env)) {
@@ -148,10 +137,9 @@ namespace {
 
 // libtracerun_nccl.so (the NCCL host-call interposer) beside `library`, when the capture words ask
 // for collectives or CUDA; empty when not asked for or not built (no nccl.h at build time).
-std::string ncclInterposer(const std::string& library, const std::string& capture) {
-  bool wanted = false;
-  std::stringstream words(capture);
-  for (std::string w; std::getline(words, w, ',');) wanted = wanted || w == "comm" || w == "cuda";
+std::string ncclInterposer(const std::string& library, interpose::CaptureSet capture) {
+  const bool wanted =
+      capture.has(interpose::CaptureWord::kComm) || capture.has(interpose::CaptureWord::kCuda);
   const std::string candidate = dirName(library) + "/libtracerun_nccl.so";
   return wanted && isFile(candidate) ? candidate : std::string();
 }
@@ -406,11 +394,9 @@ int launch(const LaunchOptions& o) {
     return 2;
   }
   std::string bad;
-  if (!validCaptureList(o.capture, &bad)) {
-    std::fprintf(stderr,
-                 "tracerun: --capture: unknown word '%s' (words: ops, scopes, memory, comm, "
-                 "cuda, tensors)\n",
-                 bad.c_str());
+  const interpose::CaptureSet capture = interpose::CaptureSet::parse(o.capture, &bad);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "tracerun: --capture: %s\n", bad.c_str());
     return 2;
   }
   const std::string library = findLibrary(o.library);
@@ -451,7 +437,7 @@ int launch(const LaunchOptions& o) {
   if (!group) removeShardFiles(shardDir);
 
   std::string preload = library;
-  if (const std::string nccl = ncclInterposer(library, o.capture); !nccl.empty()) {
+  if (const std::string nccl = ncclInterposer(library, capture); !nccl.empty()) {
     preload += ":" + nccl;  // after libtracerun (it records through it), before any libnccl
   }
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
@@ -461,7 +447,7 @@ int launch(const LaunchOptions& o) {
   // "%r" is the rank; a "%" of the user's own output name is passed doubled (status_file.h).
   ::setenv("TRACERUN_OUTPUT", (escapePattern(shardDir) + "/rank%r.db").c_str(), 1);
   ::setenv("TRACERUN_TARGET", target.c_str(), 1);
-  ::setenv("TRACERUN_CAPTURE", o.capture.c_str(), 1);
+  ::setenv("TRACERUN_CAPTURE", capture.text().c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
   if (group) return launchGroup(o, executable, shardDir);
