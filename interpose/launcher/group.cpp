@@ -37,6 +37,7 @@
 #include "launch.h"
 #include "output_guard.h"
 #include "rendezvous.h"
+#include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 
 namespace tracerun::launcher {
@@ -639,8 +640,8 @@ ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDi
     std::fprintf(stderr, "tracerun: shard transfer: %s\n", e.c_str());
   for (const auto& node : got.delivered) {
     if (!o.quiet) {
-      std::fprintf(stderr, "tracerun: node %d: %zu shard(s), %.1f MB received\n", node.node_rank,
-                   node.paths.size(), static_cast<double>(node.bytes) / 1e6);
+      std::fprintf(stderr, "tracerun: node %d: %zu shard(s), %s received\n", node.node_rank,
+                   node.paths.size(), trace::formatBytes(static_cast<double>(node.bytes)).c_str());
     }
   }
   for (int n : got.missing) {
@@ -673,10 +674,10 @@ bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offs
                                      transferTimeoutS(), signalSince(gStopSignals));
     if (!o.quiet) {
       std::fprintf(stderr,
-                   "tracerun: node %d: %zu shard(s), %.1f MB sent to node 0, whose output holds "
+                   "tracerun: node %d: %zu shard(s), %s sent to node 0, whose output holds "
                    "every node's ranks; this node's own ranks are also in %s\n",
-                   o.node_rank, mine.paths.size(), static_cast<double>(bytes) / 1e6,
-                   o.output.c_str());
+                   o.node_rank, mine.paths.size(),
+                   trace::formatBytes(static_cast<double>(bytes)).c_str(), o.output.c_str());
     }
     return true;
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "output_guard.h"
 #include "tracerun/trace/error.h"
+#include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 
@@ -71,18 +72,6 @@ std::string searchPath(const std::string& name) {
     if (isExecutableFile(candidate)) return candidate;
   }
   return {};
-}
-
-std::string bytesText(double bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char b[48];
-  std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
-  return b;
 }
 
 }  // namespace
@@ -375,13 +364,13 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
   struct statvfs fs {};
   const std::string free =
       ::statvfs(dir.c_str(), &fs) == 0
-          ? bytesText(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize))
+          ? trace::formatBytes(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize))
           : std::string("?");
   std::fprintf(stderr,
                "tracerun: %s lacks part of the recording (%s); the file system of %s has %s free, "
                "the shards take %s; %s\n",
                output.c_str(), what.c_str(), dir.c_str(), free.c_str(),
-               bytesText(static_cast<double>(shardBytes)).c_str(),
+               trace::formatBytes(static_cast<double>(shardBytes)).c_str(),
                keptShardsHint(output, dir).c_str());
   return true;
 }
