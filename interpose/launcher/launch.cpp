@@ -28,6 +28,7 @@
 #include "capture_words.h"
 #include "commands.h"
 #include "output_guard.h"
+#include "stop_sequence.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
@@ -165,8 +166,6 @@ std::string captureTarget(const std::string& resolvedProgram) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Signal-handler state while PROGRAM runs (ChildSignals): the first stop signal, whether the
 // terminal sent it (to the whole foreground group, so PROGRAM got it too), and a self-pipe that
 // wakes the wait loop (stop signals and SIGCHLD).
@@ -213,6 +212,17 @@ class ChildSignals {
   // The dispositions PROGRAM should start with (the launcher's own from before).
   void restoreInChild() const {
     for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
+  }
+  // The first stop signal since the scope began (0: none), and whether the terminal sent it.
+  int stopSignal() const { return gStopSignal; }
+  bool fromTerminal() const { return gStopFromTerminal != 0; }
+  // Waits up to `ms` for a signal (stop or SIGCHLD), then empties the self-pipe.
+  void wait(int ms) const {
+    pollfd p{gChildWake[0], POLLIN, 0};
+    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, ms);
+    char sink[64];
+    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
+    }
   }
 
  private:
@@ -261,19 +271,16 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
   const bool execFailed = got == sizeof execErrno;
   ::close(errPipe[0]);
 
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-  bool stopping = false, termSent = false, killed = false;
-  Clock::time_point termAt{}, killAt{};
+  StopSequence stop(grace_s);
   int status = 0;
   for (;;) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
-    const int sig = gStopSignal;
-    if (sig != 0 && !stopping && !execFailed) {
-      stopping = true;
+    const int sig = signals.stopSignal();
+    if (sig != 0 && !stop.stopping() && !execFailed) {
       *stopSignal = sig;
-      const bool terminal = gStopFromTerminal != 0 && (sig == SIGINT || sig == SIGQUIT);
-      termAt = Clock::now() + (terminal ? Clock::duration(grace) : Clock::duration::zero());
+      const bool terminal = signals.fromTerminal() && (sig == SIGINT || sig == SIGQUIT);
+      stop.begin(terminal ? stop.grace() : StopSequence::Clock::duration::zero());
       if (terminal) {
         std::fprintf(stderr,
                      "tracerun: %s from the terminal reached %s too; SIGTERM follows in %g s if it "
@@ -286,20 +293,8 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
                      signalName(sig).c_str(), name.c_str(), grace_s);
       }
     }
-    if (stopping && !termSent && Clock::now() >= termAt) {
-      ::kill(pid, SIGTERM);
-      termSent = true;
-      killAt = Clock::now() + grace;
-    }
-    if (termSent && !killed && Clock::now() >= killAt) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-    }
-    pollfd p{gChildWake[0], POLLIN, 0};
-    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, 200);
-    char sink[64];
-    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
-    }
+    stop.advance([pid](int s) { ::kill(pid, s); });
+    signals.wait(200);
   }
   if (execFailed) {
     errno = execErrno;
