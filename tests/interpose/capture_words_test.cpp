@@ -63,7 +63,8 @@ TEST_CASE("an unknown capture word is named with the valid ones and first letter
   CHECK(problem.find("no words") == 0);
 }
 
-TEST_CASE("TRACERUN_CAPTURE unset or empty means the defaults and otherwise exactly the words listed") {
+TEST_CASE(
+    "TRACERUN_CAPTURE unset or empty means the defaults and otherwise exactly the words listed") {
   std::string problem;
   {
     const CaptureEnv env(nullptr);
