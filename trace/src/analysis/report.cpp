@@ -2,6 +2,7 @@
 //
 // Sections: formatting helpers · building · text · JSON
 #include "tracerun/trace/analysis/report.h"
+#include "tracerun/trace/format.h"  // durations, bytes, device names
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <set>
 
 #include "span_select.h"
-#include "tracerun/trace/format.h"
 
 namespace tracerun::trace::analysis {
 
