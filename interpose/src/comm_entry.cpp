@@ -15,15 +15,9 @@
 namespace tracerun::interpose {
 namespace {
 
-// Communication is recorded unless TRACERUN_CAPTURE is set and lacks the word "comm" (read once;
-// capture.cpp's CaptureConfig knows ops, scopes and memory only).
+// Communication is recorded unless TRACERUN_CAPTURE lacks the word "comm" (read once).
 bool commWanted() noexcept {
-  static const bool wanted = [] {
-    const char* what = std::getenv("TRACERUN_CAPTURE");
-    if (what == nullptr) return true;
-    const std::string list = std::string(",") + what + ",";
-    return list.find(",comm,") != std::string::npos;
-  }();
+  static const bool wanted = captureWordsFromEnvironment().has(CaptureWord::kComm);
   return wanted;
 }
 
