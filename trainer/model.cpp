@@ -57,6 +57,10 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       path_("layers." + std::to_string(index)),
       attn_path_(path_ + ".attn"),
       mlp_path_(path_ + ".mlp"),
+      qkv_path_(attn_path_ + ".qkv"),
+      proj_path_(attn_path_ + ".proj"),
+      fc1_path_(mlp_path_ + ".fc1"),
+      fc2_path_(mlp_path_ + ".fc2"),
       local_heads_(c.heads / tp->size),
       ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
@@ -75,7 +79,18 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
         e.name.find(".mlp.") != std::string::npos || e.name.find(".ln2.") != std::string::npos;
-    (mlp ? mlp_params_ : attn_params_) += e.tensor.numel();
+    const int64_t local = e.tensor.numel(), logical = e.split_dim >= 0 ? local * tp->size : local;
+    const std::pair<const std::string*, Count*> counts[] = {
+        {&path_, mlp ? &mlp_params_ : &attn_params_},
+        {&qkv_path_, &qkv_params_},
+        {&proj_path_, &proj_params_},
+        {&fc1_path_, &fc1_params_},
+        {&fc2_path_, &fc2_params_}};
+    for (auto [prefix, count] : counts) {
+      if (e.name.rfind(*prefix + ".", 0) != 0) continue;
+      count->local += local;
+      count->logical += logical;
+    }
   }
 }
 
@@ -138,19 +153,36 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
   const std::vector<int64_t> norm_shape{config_.hidden};
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
-  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer", attn_params_ + mlp_params_,
-                                    shard);
+  // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
+  // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none).
+  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer",
+                                    attn_params_.local + mlp_params_.local, shard,
+                                    {{"logical", attn_params_.logical + mlp_params_.logical},
+                                     {"zero_unit", units_ ? index_ : -1}});
+  auto linear = [shard](const auto& layer, const std::string& path, const char* type, Count n,
+                        const char* split, int64_t dim, const at::Tensor& in) {
+    tracerun::ModuleScope scope(path.c_str(), type, n.local, shard,
+                                {{"logical", n.logical}, {split, dim}});
+    return layer.forward(in);
+  };
   at::Tensor h;
   {
-    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_, shard);
+    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_.local, shard,
+                                {{"logical", attn_params_.logical}});
     at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
-    h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout, residual_gen);
+    at::Tensor qkv = linear(qkv_, qkv_path_, "ColumnParallelLinear", qkv_params_, "tp_col", 0, a);
+    at::Tensor proj = linear(proj_, proj_path_, "RowParallelLinear", proj_params_, "tp_row", 1,
+                             attention(qkv, rng));
+    h = x + dropout(proj, config_.dropout, residual_gen);
   }
-  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_, shard);
+  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_.local, shard,
+                              {{"logical", mlp_params_.logical}});
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
   // the tanh approximation take about 3x as long, forward and backward.
-  at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m)));
+  at::Tensor mlp = linear(
+      fc2_, fc2_path_, "RowParallelLinear", fc2_params_, "tp_row", 1,
+      at::gelu(linear(fc1_, fc1_path_, "ColumnParallelLinear", fc1_params_, "tp_col", 0, m)));
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
@@ -174,8 +206,15 @@ GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int firs
   }
   for (size_t i = first_entry; i < params.entries().size(); ++i) {
     const ParamEntry& e = params.entries()[i];
-    if (e.name.rfind("embedding.", 0) == 0) embedding_params_ += e.tensor.numel();
-    if (e.name.rfind("final_ln.", 0) == 0) head_params_ += e.tensor.numel();
+    const int64_t local = e.tensor.numel(), logical = e.split_dim >= 0 ? local * tp->size : local;
+    if (e.name.rfind("embedding.", 0) == 0) {
+      embedding_params_ += local;
+      embedding_logical_ += logical;
+    }
+    if (e.name.rfind("final_ln.", 0) == 0) {
+      head_params_ += local;
+      head_logical_ += logical;
+    }
   }
 }
 
@@ -184,7 +223,8 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   at::Tensor x = input;
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
-    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard);
+    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard,
+                                {{"logical", embedding_logical_}, {"tp_vocab", 0}});
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -201,7 +241,8 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
   // The tied output projection's weight is the embedding's (counted there).
-  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard);
+  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard,
+                              {{"logical", head_logical_}});
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());
