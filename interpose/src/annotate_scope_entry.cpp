@@ -51,7 +51,7 @@ __attribute__((visibility("default"))) int64_t tracerun_annotate_scope_begin(
 }
 
 __attribute__((visibility("default"))) void tracerun_annotate_scope_end(int64_t token,
-                                                                         const char* detail) {
+                                                                        const char* detail) {
   if (token <= 0 || token > static_cast<int64_t>(tlsScopes.size())) return;
   const auto index = static_cast<size_t>(token - 1);
   if (detail != nullptr && index + 1 == tlsScopes.size()) {
