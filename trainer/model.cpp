@@ -48,6 +48,37 @@ struct SplitQkv : torch::autograd::Function<SplitQkv> {
   }
 };
 
+// "f32[16,2,64]": dtype and shape, the dimension `dim` multiplied by `factor` (the global shape of
+// a TP-split tensor).
+std::string shapeText(const at::Tensor& x, int dim, int64_t factor) {
+  const at::ScalarType t = x.scalar_type();
+  std::string s = t == at::kFloat      ? "f32["
+                  : t == at::kBFloat16 ? "bf16["
+                  : t == at::kHalf     ? "f16["
+                  : t == at::kLong     ? "i64["
+                                       : std::string(c10::toString(t)) + "[";
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    s += (i > 0 ? "," : "") + std::to_string(x.size(i) * (i == dim ? factor : 1));
+  }
+  return s + "]";
+}
+
+// A module scope's detail: its type and, only while tracerun captures, its input on this rank
+// ("in=") and over the TP group when TP splits the input along `split_dim` ("global=").
+class ScopeDetail {
+ public:
+  ScopeDetail(const char* type, const at::Tensor& x, int split_dim, int64_t tp) : type_(type) {
+    if (!tracerun::capturing()) return;
+    text_ = std::string(type) + " in=" + shapeText(x, -1, 1);
+    if (split_dim >= 0 && tp > 1) text_ += " global=" + shapeText(x, split_dim, tp);
+  }
+  const char* c_str() const { return text_.empty() ? type_ : text_.c_str(); }
+
+ private:
+  const char* type_;
+  std::string text_;
+};
+
 }  // namespace
 
 TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int index, GroupPtr tp)
@@ -155,34 +186,44 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
   // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none).
-  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer",
+  // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
+  // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none), the input
+  // shapes (global too where TP splits them: the sequence under SP, the hidden dimension of a row-
+  // parallel linear's input).
+  const int64_t tp = tp_->size;
+  const int seq_split = config_.sp && tp > 1 ? 0 : -1;
+  tracerun::ModuleScope layer_scope(path_.c_str(),
+                                    ScopeDetail("TransformerLayer", x, seq_split, tp).c_str(),
                                     attn_params_.local + mlp_params_.local, shard,
                                     {{"logical", attn_params_.logical + mlp_params_.logical},
                                      {"zero_unit", units_ ? index_ : -1}});
-  auto linear = [shard](const auto& layer, const std::string& path, const char* type, Count n,
-                        const char* split, int64_t dim, const at::Tensor& in) {
-    tracerun::ModuleScope scope(path.c_str(), type, n.local, shard,
-                                {{"logical", n.logical}, {split, dim}});
+  auto linear = [shard, tp](const auto& layer, const std::string& path, const char* type, Count n,
+                            const char* split, int64_t dim, int input_split, const at::Tensor& in) {
+    tracerun::ModuleScope scope(path.c_str(), ScopeDetail(type, in, input_split, tp).c_str(),
+                                n.local, shard, {{"logical", n.logical}, {split, dim}});
     return layer.forward(in);
   };
   at::Tensor h;
   {
-    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_.local, shard,
-                                {{"logical", attn_params_.logical}});
+    tracerun::ModuleScope scope(attn_path_.c_str(),
+                                ScopeDetail("ParallelAttention", x, seq_split, tp).c_str(),
+                                attn_params_.local, shard, {{"logical", attn_params_.logical}});
     at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
-    at::Tensor qkv = linear(qkv_, qkv_path_, "ColumnParallelLinear", qkv_params_, "tp_col", 0, a);
-    at::Tensor proj = linear(proj_, proj_path_, "RowParallelLinear", proj_params_, "tp_row", 1,
+    at::Tensor qkv =
+        linear(qkv_, qkv_path_, "ColumnParallelLinear", qkv_params_, "tp_col", 0, seq_split, a);
+    at::Tensor proj = linear(proj_, proj_path_, "RowParallelLinear", proj_params_, "tp_row", 1, 2,
                              attention(qkv, rng));
     h = x + dropout(proj, config_.dropout, residual_gen);
   }
-  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_.local, shard,
-                              {{"logical", mlp_params_.logical}});
+  tracerun::ModuleScope scope(mlp_path_.c_str(),
+                              ScopeDetail("ParallelMLP", h, seq_split, tp).c_str(),
+                              mlp_params_.local, shard, {{"logical", mlp_params_.logical}});
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
   // the tanh approximation take about 3x as long, forward and backward.
-  at::Tensor mlp = linear(
-      fc2_, fc2_path_, "RowParallelLinear", fc2_params_, "tp_row", 1,
-      at::gelu(linear(fc1_, fc1_path_, "ColumnParallelLinear", fc1_params_, "tp_col", 0, m)));
+  at::Tensor mlp = linear(fc2_, fc2_path_, "RowParallelLinear", fc2_params_, "tp_row", 1, 2,
+                          at::gelu(linear(fc1_, fc1_path_, "ColumnParallelLinear", fc1_params_,
+                                          "tp_col", 0, seq_split, m)));
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
@@ -223,8 +264,9 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   at::Tensor x = input;
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
-    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard,
-                                {{"logical", embedding_logical_}, {"tp_vocab", 0}});
+    tracerun::ModuleScope scope(
+        "embedding", ScopeDetail("VocabParallelEmbedding", input, -1, 1).c_str(), embedding_params_,
+        shard, {{"logical", embedding_logical_}, {"tp_vocab", 0}});
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -241,8 +283,9 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
   // The tied output projection's weight is the embedding's (counted there).
-  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard,
-                              {{"logical", head_logical_}});
+  tracerun::ModuleScope scope(
+      "head", ScopeDetail("LMHead+VocabParallelCrossEntropy", x, sp_ ? 0 : -1, tp_->size).c_str(),
+      head_params_, shard, {{"logical", head_logical_}});
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());

@@ -112,12 +112,16 @@ class Builder {
     Edge e;
     e.from = from;
     e.to = to;
+    // The next module's inputs (else the previous one's outputs); where TP splits them, the shape
+    // on this rank and over the TP group.
     std::string shapes = after.inputs.empty() ? before.outputs : after.inputs;
     for (char& ch : shapes) {
       if (ch == ';') ch = '\n';
     }
-    const bool sharded = after.shard >= 0 || before.shard >= 0;
-    e.label = shapes.empty() ? std::string() : shapes + (sharded ? "\n(on this rank)" : "");
+    if (!after.inputs.empty() && !after.inputs_global.empty()) {
+      shapes = after.inputs + " on this rank\n" + after.inputs_global + " global";
+    }
+    e.label = shapes;
     e.tooltip = before.path + " -> " + after.path + (shapes.empty() ? "" : ": " + shapes);
     e.color = palette::kLink;
     g_.addEdge(std::move(e));
@@ -163,6 +167,7 @@ class Builder {
     const ModuleNode& m = mod(run.front());
     std::string tip = m.path + ": " + m.type;
     if (!m.inputs.empty()) tip += "\nin: " + m.inputs;
+    if (!m.inputs_global.empty()) tip += " (global " + m.inputs_global + ")";
     if (!m.outputs.empty()) tip += "\nout: " + m.outputs;
     tip += "\ncalls " + std::to_string(m.calls) + ", rank " + std::to_string(m.rank);
     if (m.stage >= 0) tip += ", stage " + std::to_string(m.stage);

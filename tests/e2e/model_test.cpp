@@ -186,10 +186,11 @@ TEST_CASE("gpttrain with 24 layers folds into exactly one x24; on two stages x12
   }
 }
 
-TEST_CASE("gpttrain on TP 2: logical counts, column/row splits, shards", "[e2e][model]") {
+TEST_CASE("gpttrain on TP 2 + SP: logical counts, column/row splits, shards, shapes",
+          "[e2e][model]") {
   const std::string db = scratch().file("gpt_tp2.db");
   const ProcessResult t = runGpttrain({"--nproc-per-node", "2", "-o", db}, GPTTRAIN_BIN,
-                                      gpt({"--layers", "2", "--tp", "2"}));
+                                      gpt({"--layers", "2", "--tp", "2", "--sp"}));
   INFO(t.describe());
   REQUIRE(t.exit_code == 0);
   const std::string svg = scratch().file("gpt_tp2.svg");
@@ -206,6 +207,11 @@ TEST_CASE("gpttrain on TP 2: logical counts, column/row splits, shards", "[e2e][
   CHECK(occurrences(text, "TP column-parallel, weight dim 0, TP shard 0 of 2") == 4);  // qkv, fc1
   CHECK(text.find("TP row-parallel, weight dim 1") != std::string::npos);
   CHECK(text.find("layout: TP 2") != std::string::npos);
+  // Edges: [S, B, H] = [16, 1, 32]; SP splits the sequence of the layers' inputs, a row-parallel
+  // linear's input is split on the hidden dimension.
+  CHECK(occurrences(text, "f32[8,1,32] on this rank\nf32[16,1,32] global") >= 1);
+  CHECK(occurrences(text, "f32[16,1,16] on this rank\nf32[16,1,32] global") >= 1);   // -> proj
+  CHECK(occurrences(text, "f32[16,1,64] on this rank\nf32[16,1,128] global") >= 1);  // -> fc2
 }
 #endif
 

@@ -54,6 +54,7 @@ void parseDetail(const std::string& detail, ModuleNode& m) {
     const std::string token = detail.substr(start, pos == std::string::npos ? pos : pos - start);
     if (token.rfind("in=", 0) == 0) m.inputs = token.substr(3);
     if (token.rfind("out=", 0) == 0) m.outputs = token.substr(4);
+    if (token.rfind("global=", 0) == 0) m.inputs_global = token.substr(7);
   }
 }
 
@@ -201,7 +202,7 @@ std::string signature(const ModelTree& tree, int m, std::vector<std::string>& me
                   std::to_string(n.params_logical) + '|' + tpSplitName(n.tp_split) +
                   std::to_string(n.tp_dim) + '|' + std::to_string(n.stage) + '|' +
                   std::to_string(n.chunk) + '|' + (n.zero_unit >= 0 ? "z" : "") + '|' + n.inputs +
-                  '|' + n.outputs + "|(";
+                  '|' + n.outputs + '|' + n.inputs_global + "|(";
   for (int c : n.children) s += relativePath(tree, c) + '=' + signature(tree, c, memo) + ',';
   s += ')';
   sig = std::move(s);

@@ -13,7 +13,8 @@
 // - Arguments read: params (on this rank), shard (TP rank, -1 not sharded), logical (over all TP
 //   shards; absent: params when not sharded, else unknown), tp_col / tp_row / tp_vocab (how TP
 //   splits the module's weight, the value is the weight dimension), zero_unit (ZeRO-3 unit, -1
-//   none). Detail: "TYPE" optionally followed by " in=SHAPES" and " out=SHAPES".
+//   none). Detail: "TYPE" optionally followed by " in=SHAPES", " out=SHAPES" and
+//   " global=SHAPES" (the inputs over the TP group, where TP splits them).
 // - Over the whole job (rank -1), each module is taken from the lowest rank that ran it (its stage,
 //   chunk and path); top-level modules are ordered by virtual stage (chunk * stages + stage), then
 //   first call.
@@ -45,11 +46,12 @@ struct ModuleNode {
   int shard = -1;               // TP shard index on its rank, -1 when not sharded
   int tp_shards = 1;            // distinct TP shards seen for this module over the ranks read
   TpSplit tp_split = TpSplit::kNone;
-  int tp_dim = -1;                  // weight dimension TP splits; -1 with kNone
-  int zero_unit = -1;               // ZeRO-3 unit; -1 none
-  int stage = -1, chunk = -1;       // pipeline stage and chunk; -1 when no phase said so
-  int rank = 0;                     // the rank it was read from
-  std::string inputs, outputs;      // "f32[8,3,32,32]" (';' between tensors); "" when not recorded
+  int tp_dim = -1;              // weight dimension TP splits; -1 with kNone
+  int zero_unit = -1;           // ZeRO-3 unit; -1 none
+  int stage = -1, chunk = -1;   // pipeline stage and chunk; -1 when no phase said so
+  int rank = 0;                 // the rank it was read from
+  std::string inputs, outputs;  // "f32[8,3,32,32]" (';' between tensors); "" when not recorded
+  std::string inputs_global;    // the inputs over the TP group where TP splits them; "" otherwise
   int64_t calls = 0, total_ns = 0;  // forward calls read and their summed duration
   std::vector<int> children;        // in first-call order
 };
