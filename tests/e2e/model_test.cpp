@@ -213,6 +213,31 @@ TEST_CASE("gpttrain on TP 2 + SP: logical counts, column/row splits, shards, sha
   CHECK(occurrences(text, "f32[16,1,16] on this rank\nf32[16,1,32] global") >= 1);   // -> proj
   CHECK(occurrences(text, "f32[16,1,64] on this rank\nf32[16,1,128] global") >= 1);  // -> fc2
 }
+
+TEST_CASE("gpttrain with ZeRO-3 on DP 2: one unit per layer, DP in the caption", "[e2e][model]") {
+  const std::string db = scratch().file("gpt_zero3.db");
+  const ProcessResult t = runGpttrain({"--nproc-per-node", "2", "-o", db}, GPTTRAIN_BIN,
+                                      gpt({"--layers", "3", "--zero", "3"}));
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  const std::string svg = scratch().file("gpt_zero3.svg");
+  ProcessResult d = runTracedot({"model", db, "-o", svg, "--expand"});
+  INFO(d.describe());
+  REQUIRE(d.exit_code == 0);
+  std::string text = svgText(svg);
+  INFO(text);
+  for (int unit = 0; unit < 3; ++unit) {
+    CHECK(occurrences(text, "ZeRO-3 unit " + std::to_string(unit) + "\n") == 1);
+  }
+  CHECK(text.find("layout: DP 2, ZeRO-3 units") != std::string::npos);
+  CHECK(occurrences(text, "params " + grouped(gptParams(3, 32, 16, 64)) + " logical") == 1);
+  // Folded: the three layers differ only in their unit index.
+  d = runTracedot({"model", db, "-o", svg});
+  REQUIRE(d.exit_code == 0);
+  text = svgText(svg);
+  CHECK(occurrences(text, "\u00d73 layers.0 \u2026 layers.2") == 1);
+  CHECK(occurrences(text, "ZeRO-3 units 0\u20262") == 1);
+}
 #endif
 
 TEST_CASE("tracedot model: bad input is one line and a non-zero exit", "[e2e][model]") {
