@@ -11,6 +11,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 constexpr double kInitStd = 0.02;
 
 std::string layerName(int index, const char* part) {
@@ -85,13 +87,13 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
     : config_(c),
       tp_(tp),
       index_(index),
-      path_("layers." + std::to_string(index)),
-      attn_path_(path_ + ".attn"),
-      mlp_path_(path_ + ".mlp"),
-      qkv_path_(attn_path_ + ".qkv"),
-      proj_path_(attn_path_ + ".proj"),
-      fc1_path_(mlp_path_ + ".fc1"),
-      fc2_path_(mlp_path_ + ".fc2"),
+      path_(std::string(vocab::module_path::kLayers) + "." + std::to_string(index)),
+      attn_path_(path_ + "." + vocab::module_path::kAttn),
+      mlp_path_(path_ + "." + vocab::module_path::kMlp),
+      qkv_path_(attn_path_ + "." + vocab::module_path::kQkv),
+      proj_path_(attn_path_ + "." + vocab::module_path::kProj),
+      fc1_path_(mlp_path_ + "." + vocab::module_path::kFc1),
+      fc2_path_(mlp_path_ + "." + vocab::module_path::kFc2),
       local_heads_(c.heads / tp->size),
       ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
@@ -128,7 +130,7 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
 at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
   if (config_.recompute != ModelConfig::Recompute::kSelective) return attentionCore(qkv, rng);
   return recomputed(
-      "attention_core", index_, qkv,
+      vocab::arg::kAttentionCore, index_, qkv,
       [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rewoundRng(rng),
       config_.bf16, recomputes_);
 }
@@ -167,11 +169,11 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
                            u->reduceGrads(i);
                            u->release(i);
                          }};
-    return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_,
-                      std::move(hooks));
+    return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16,
+                      recomputes_, std::move(hooks));
   }
   if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
-  return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
+  return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
 }
 
 DropoutRng* TransformerLayer::rewoundRng(DropoutRng* rng) const {
@@ -185,45 +187,46 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   const std::vector<int64_t> norm_shape{config_.hidden};
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
-  // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none).
-  // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
   // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none), the input
   // shapes (global too where TP splits them: the sequence under SP, the hidden dimension of a row-
   // parallel linear's input).
   const int64_t tp = tp_->size;
   const int seq_split = config_.sp && tp > 1 ? 0 : -1;
-  tracerun::ModuleScope layer_scope(path_.c_str(),
-                                    ScopeDetail("TransformerLayer", x, seq_split, tp).c_str(),
-                                    attn_params_.local + mlp_params_.local, shard,
-                                    {{"logical", attn_params_.logical + mlp_params_.logical},
-                                     {"zero_unit", units_ ? index_ : -1}});
+  tracerun::ModuleScope layer_scope(
+      path_.c_str(), ScopeDetail(vocab::module_type::kTransformerLayer, x, seq_split, tp).c_str(),
+      attn_params_.local + mlp_params_.local, shard,
+      {{vocab::arg::kLogical, attn_params_.logical + mlp_params_.logical},
+       {vocab::arg::kZeroUnit, units_ ? index_ : -1}});
   auto linear = [shard, tp](const auto& layer, const std::string& path, const char* type, Count n,
                             const char* split, int64_t dim, int input_split, const at::Tensor& in) {
     tracerun::ModuleScope scope(path.c_str(), ScopeDetail(type, in, input_split, tp).c_str(),
-                                n.local, shard, {{"logical", n.logical}, {split, dim}});
+                                n.local, shard, {{vocab::arg::kLogical, n.logical}, {split, dim}});
     return layer.forward(in);
   };
   at::Tensor h;
   {
-    tracerun::ModuleScope scope(attn_path_.c_str(),
-                                ScopeDetail("ParallelAttention", x, seq_split, tp).c_str(),
-                                attn_params_.local, shard, {{"logical", attn_params_.logical}});
+    tracerun::ModuleScope scope(
+        attn_path_.c_str(),
+        ScopeDetail(vocab::module_type::kParallelAttention, x, seq_split, tp).c_str(),
+        attn_params_.local, shard, {{vocab::arg::kLogical, attn_params_.logical}});
     at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
-    at::Tensor qkv =
-        linear(qkv_, qkv_path_, "ColumnParallelLinear", qkv_params_, "tp_col", 0, seq_split, a);
-    at::Tensor proj = linear(proj_, proj_path_, "RowParallelLinear", proj_params_, "tp_row", 1, 2,
-                             attention(qkv, rng));
+    at::Tensor qkv = linear(qkv_, qkv_path_, vocab::module_type::kColumnParallelLinear, qkv_params_,
+                            vocab::arg::kTpCol, 0, seq_split, a);
+    at::Tensor proj = linear(proj_, proj_path_, vocab::module_type::kRowParallelLinear,
+                             proj_params_, vocab::arg::kTpRow, 1, 2, attention(qkv, rng));
     h = x + dropout(proj, config_.dropout, residual_gen);
   }
-  tracerun::ModuleScope scope(mlp_path_.c_str(),
-                              ScopeDetail("ParallelMLP", h, seq_split, tp).c_str(),
-                              mlp_params_.local, shard, {{"logical", mlp_params_.logical}});
+  tracerun::ModuleScope scope(
+      mlp_path_.c_str(), ScopeDetail(vocab::module_type::kParallelMLP, h, seq_split, tp).c_str(),
+      mlp_params_.local, shard, {{vocab::arg::kLogical, mlp_params_.logical}});
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
   // the tanh approximation take about 3x as long, forward and backward.
-  at::Tensor mlp = linear(fc2_, fc2_path_, "RowParallelLinear", fc2_params_, "tp_row", 1, 2,
-                          at::gelu(linear(fc1_, fc1_path_, "ColumnParallelLinear", fc1_params_,
-                                          "tp_col", 0, seq_split, m)));
+  at::Tensor mlp =
+      linear(fc2_, fc2_path_, vocab::module_type::kRowParallelLinear, fc2_params_,
+             vocab::arg::kTpRow, 1, 2,
+             at::gelu(linear(fc1_, fc1_path_, vocab::module_type::kColumnParallelLinear,
+                             fc1_params_, vocab::arg::kTpCol, 0, seq_split, m)));
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
@@ -265,8 +268,10 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
     tracerun::ModuleScope scope(
-        "embedding", ScopeDetail("VocabParallelEmbedding", input, -1, 1).c_str(), embedding_params_,
-        shard, {{"logical", embedding_logical_}, {"tp_vocab", 0}});
+        vocab::module_path::kEmbedding,
+        ScopeDetail(vocab::module_type::kVocabParallelEmbedding, input, -1, 1).c_str(),
+        embedding_params_, shard,
+        {{vocab::arg::kLogical, embedding_logical_}, {vocab::arg::kTpVocab, 0}});
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -284,8 +289,9 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   if (!last_) return x;
   // The tied output projection's weight is the embedding's (counted there).
   tracerun::ModuleScope scope(
-      "head", ScopeDetail("LMHead+VocabParallelCrossEntropy", x, sp_ ? 0 : -1, tp_->size).c_str(),
-      head_params_, shard, {{"logical", head_logical_}});
+      vocab::module_path::kHead,
+      ScopeDetail(vocab::module_type::kLMHead, x, sp_ ? 0 : -1, tp_->size).c_str(), head_params_,
+      shard, {{vocab::arg::kLogical, head_logical_}});
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());

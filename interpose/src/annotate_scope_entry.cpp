@@ -2,8 +2,7 @@
 // themselves (Python through ctypes: interpose/python/sitecustomize.py's module hooks). Not the C++
 // API: C++ code uses the RAII classes of tracerun/annotate.h, which need none of this.
 //
-//   int64_t tracerun_annotate_scope_begin(int kind, const char* name, const char* detail,
-//                                         const tracerun_annotate_arg* args, int n);
+//   int64_t tracerun_annotate_scope_begin(kind, name, detail, args, n);   (annotate_abi.h)
 //   void tracerun_annotate_scope_end(int64_t token, const char* detail);
 //
 // begin opens a RecordFunction user scope (so libtorch's own profiler sees it too) with the kind,
@@ -20,14 +19,8 @@
 
 #include "capture.h"
 
-extern "C" {
-struct tracerun_annotate_arg {
-  const char* key;
-  int64_t value;
-};
-void tracerun_annotate_attach(const void* record_function, int kind, const char* detail,
-                              const tracerun_annotate_arg* args, int n);
-}
+#define TRACERUN_ANNOTATE_WEAK  // the definitions below are the strong ones
+#include "tracerun/annotate_abi.h"
 
 namespace {
 

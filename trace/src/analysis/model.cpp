@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/error.h"
 
 namespace tracerun::trace::analysis {
@@ -16,19 +17,19 @@ namespace {
 // String ids of the argument keys and phase names read (0: not in this trace).
 struct Keys {
   explicit Keys(const TraceReader& r)
-      : params(NameCodes::find(r, "params")),
-        shard(NameCodes::find(r, "shard")),
-        logical(NameCodes::find(r, "logical")),
-        tp_col(NameCodes::find(r, "tp_col")),
-        tp_row(NameCodes::find(r, "tp_row")),
-        tp_vocab(NameCodes::find(r, "tp_vocab")),
-        zero_unit(NameCodes::find(r, "zero_unit")),
-        stage(NameCodes::find(r, "stage")),
-        chunk(NameCodes::find(r, "chunk")),
-        dp(NameCodes::find(r, "dp")),
-        backward(NameCodes::find(r, "backward")),
-        recompute(NameCodes::find(r, "recompute_forward")),
-        grad_sync(NameCodes::find(r, "grad_sync")) {}
+      : params(NameCodes::find(r, vocab::arg::kParams)),
+        shard(NameCodes::find(r, vocab::arg::kShard)),
+        logical(NameCodes::find(r, vocab::arg::kLogical)),
+        tp_col(NameCodes::find(r, vocab::arg::kTpCol)),
+        tp_row(NameCodes::find(r, vocab::arg::kTpRow)),
+        tp_vocab(NameCodes::find(r, vocab::arg::kTpVocab)),
+        zero_unit(NameCodes::find(r, vocab::arg::kZeroUnit)),
+        stage(NameCodes::find(r, vocab::arg::kStage)),
+        chunk(NameCodes::find(r, vocab::arg::kChunk)),
+        dp(NameCodes::find(r, vocab::arg::kDp)),
+        backward(NameCodes::find(r, vocab::phase::kBackward)),
+        recompute(NameCodes::find(r, vocab::phase::kRecomputeForward)),
+        grad_sync(NameCodes::find(r, vocab::phase::kGradSync)) {}
   core::StringId params, shard, logical, tp_col, tp_row, tp_vocab, zero_unit, stage, chunk, dp;
   core::StringId backward, recompute, grad_sync;
 };

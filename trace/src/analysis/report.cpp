@@ -12,6 +12,7 @@
 #include <set>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 
@@ -81,7 +82,7 @@ void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
   std::map<std::pair<core::StringId, int>, Acc> ops;
   const core::StringId stepName = [&] {
     for (size_t i = 1; i < reader.stringCount(); ++i) {
-      if (reader.str(static_cast<core::StringId>(i)) == "step")
+      if (reader.str(static_cast<core::StringId>(i)) == vocab::phase::kStep)
         return static_cast<core::StringId>(i);
     }
     return core::StringId{0};
