@@ -6,6 +6,7 @@
 #
 # Layout under the prefix (the launcher finds libtracerun.so at ../lib beside its own binary):
 #   bin/tracerun bin/gpttrain bin/tracedot bin/traceview     lib/libtracerun.so lib/libtracerun_nccl.so
+#   lib/tracerun-python/sitecustomize.py (the Python module hooks)
 #   lib/libtracerun_{core,trace}.a                           include/tracerun/{core,trace}/... annotate*.h
 #   lib/cmake/tracerun/tracerunConfig.cmake (+ Version, Targets)
 include(CMakePackageConfigHelpers)
@@ -48,6 +49,10 @@ foreach(_library tracerun_capture tracerun_nccl)
     install(TARGETS ${_library} LIBRARY DESTINATION lib)
   endif()
 endforeach()
+if(TARGET tracerun_capture)  # the Python module hooks, at lib/tracerun-python beside the library
+  install(FILES ${PROJECT_SOURCE_DIR}/interpose/python/sitecustomize.py
+          DESTINATION lib/tracerun-python)
+endif()
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tracerunConfig.cmake.in
   ${PROJECT_BINARY_DIR}/tracerunConfig.cmake INSTALL_DESTINATION ${TRACERUN_INSTALL_CMAKEDIR})

@@ -434,6 +434,12 @@ int launch(const LaunchOptions& o) {
   ::setenv("TRACERUN_CAPTURE", capture.text().c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
+  // Python programs: nn.Module scopes through the sitecustomize.py found here (docs/capture.md).
+  if (const std::string hooks = dirName(library) + "/tracerun-python";
+      isFile(hooks + "/sitecustomize.py")) {
+    const char* old = std::getenv("PYTHONPATH");
+    ::setenv("PYTHONPATH", (old != nullptr && *old != '\0' ? hooks + ":" + old : hooks).c_str(), 1);
+  }
   if (group) return launchGroup(o, executable, shardDir);
 
   const ChildSignals signals;  // until the merge's own rule takes over

@@ -27,6 +27,16 @@ TRACERUN_ANNOTATE_WEAK void tracerun_annotate_counter(const char* name, double v
 TRACERUN_ANNOTATE_WEAK int tracerun_annotate_set_memory_category(int category);
 // Non-zero while tracerun is capturing in this process.
 TRACERUN_ANNOTATE_WEAK int tracerun_annotate_capturing(void);
+// For callers that cannot hold an at::RecordFunction (Python through ctypes: the nn.Module hooks
+// of interpose/python/sitecustomize.py; defined in annotate_scope_entry.cpp). begin opens a user
+// scope like tracerun_annotate_attach's and returns a token (0 when nothing records user scopes);
+// end closes it and every scope opened after it on this thread, first replacing its detail when
+// `detail` is not null.
+TRACERUN_ANNOTATE_WEAK int64_t tracerun_annotate_scope_begin(int kind, const char* name,
+                                                             const char* detail,
+                                                             const tracerun_annotate_arg* args,
+                                                             int n);
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_scope_end(int64_t token, const char* detail);
 }
 
 namespace tracerun {

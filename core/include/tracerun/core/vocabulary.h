@@ -59,14 +59,19 @@ inline constexpr char kReduceScatterAllReduce[] = "reduce_scatter[all_reduce+nar
 }  // namespace scope
 
 // ---- Modules: tracerun::ModuleScope (span category "module"); the name is a dotted path,
-// the detail is the type. gpttrain's paths: embedding, layers.<i>, layers.<i>.attn,
-// layers.<i>.mlp, head.
+// the detail is the type (optionally followed by " in=SHAPES", " out=SHAPES", " global=SHAPES";
+// docs/capture.md). gpttrain's paths: embedding, layers.<i>, layers.<i>.attn(.qkv, .proj),
+// layers.<i>.mlp(.fc1, .fc2), head.
 namespace module_path {
 inline constexpr char kEmbedding[] = "embedding";
 inline constexpr char kLayers[] = "layers";  // layers.<i>
 inline constexpr char kAttn[] = "attn";      // layers.<i>.attn
 inline constexpr char kMlp[] = "mlp";        // layers.<i>.mlp
 inline constexpr char kHead[] = "head";
+inline constexpr char kQkv[] = "qkv";    // layers.<i>.attn.qkv
+inline constexpr char kProj[] = "proj";  // layers.<i>.attn.proj
+inline constexpr char kFc1[] = "fc1";    // layers.<i>.mlp.fc1
+inline constexpr char kFc2[] = "fc2";    // layers.<i>.mlp.fc2
 }  // namespace module_path
 namespace module_type {
 inline constexpr char kVocabParallelEmbedding[] = "VocabParallelEmbedding";
@@ -74,6 +79,8 @@ inline constexpr char kTransformerLayer[] = "TransformerLayer";
 inline constexpr char kParallelAttention[] = "ParallelAttention";
 inline constexpr char kParallelMLP[] = "ParallelMLP";
 inline constexpr char kLMHead[] = "LMHead+VocabParallelCrossEntropy";
+inline constexpr char kColumnParallelLinear[] = "ColumnParallelLinear";
+inline constexpr char kRowParallelLinear[] = "RowParallelLinear";
 }  // namespace module_type
 
 // ---- Argument keys (integers attached to a span).
@@ -104,6 +111,12 @@ inline constexpr char kAttentionCore[] = "attention_core";  // ... of an attenti
 // Modules (tracerun::ModuleScope).
 inline constexpr char kParams[] = "params";  // parameter count on this rank
 inline constexpr char kShard[] = "shard";    // this rank's shard index, -1 when not sharded
+// ... read by the model analysis (trace/analysis/model.h) with params and shard:
+inline constexpr char kLogical[] = "logical";     // parameter count over all TP shards
+inline constexpr char kTpCol[] = "tp_col";        // column-parallel: the weight dimension TP splits
+inline constexpr char kTpRow[] = "tp_row";        // row-parallel: likewise
+inline constexpr char kTpVocab[] = "tp_vocab";    // vocab-parallel embedding: likewise
+inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -1 none
 }  // namespace arg
 
 // ---- Counters (tracerun::counter): one counter track per name. The launcher's status line reads
