@@ -166,3 +166,59 @@ TEST_CASE("a trace without backward: one line naming the problem", "[autograd]")
   o.rank = 3;
   CHECK_THROWS_WITH(analysis::buildAutogradGraph(reader, o), Catch::Contains("no rank 3"));
 }
+
+#ifdef GPTTRAIN_BIN
+TEST_CASE("gpttrain --recompute full: recomputed nodes marked, nodes clustered by module",
+          "[autograd]") {
+  e2e::ScratchDir dir("autograd_gpt");
+  const std::vector<std::string> model{"--layers", "2", "--hidden", "32", "--heads", "2",
+                                       "--seq-len", "8", "--vocab", "64", "--global-batch", "2",
+                                       "--micro-batch-size", "2", "--steps", "2"};
+  auto run = [&](const std::string& db, const std::string& recompute) {
+    std::vector<std::string> args = model;
+    args.insert(args.end(), {"--recompute", recompute});
+    const auto r = e2e::runGpttrain({"-q", "-o", db}, GPTTRAIN_BIN, args);
+    REQUIRE(r.exit_code == 0);
+    return TraceReader::open(db);
+  };
+  auto moduleNames = [](const TraceReader& reader, const analysis::AutogradGraph& g) {
+    std::vector<std::string> names;
+    for (const auto& n : g.nodes) {
+      if (!n.modules.empty()) names.push_back(reader.str(n.modules.back()));
+    }
+    return names;
+  };
+  const auto plainReader = run(dir.file("plain.db"), "none");
+  const auto plain = analysis::buildAutogradGraph(plainReader);
+  CHECK(plain.step == 1);
+  CHECK(plain.unresolved_edges == 0);
+  CHECK(std::none_of(plain.nodes.begin(), plain.nodes.end(),
+                     [](const auto& n) { return n.recomputed; }));
+  const auto plainModules = moduleNames(plainReader, plain);
+  for (const char* m : {"layers.0.attn", "layers.0.mlp", "layers.1.attn", "layers.1.mlp"}) {
+    INFO(m);
+    CHECK(std::count(plainModules.begin(), plainModules.end(), m) > 0);
+  }
+
+  const auto recReader = run(dir.file("recompute.db"), "full");
+  const auto rec = analysis::buildAutogradGraph(recReader);
+  CHECK(rec.unresolved_edges == 0);
+  // Each of the 2 layers re-runs its forward in backward, with a nested backward of its own.
+  CHECK(rec.passes == 1 + 2);
+  const auto recomputed = std::count_if(rec.nodes.begin(), rec.nodes.end(),
+                                        [](const auto& n) { return n.recomputed; });
+  CHECK(recomputed > 0);
+  // What is recomputed is the layers' insides: every plain-run node of the layers appears again,
+  // marked, in the recomputed run (AccumulateGrad leaves are shared, not recomputed).
+  auto layerNodes = [&](const TraceReader& reader, const analysis::AutogradGraph& g, bool marked) {
+    int64_t n = 0;
+    for (const auto& node : g.nodes) {
+      if (node.accumulate_grad || node.modules.empty()) continue;
+      const std::string top = reader.str(node.modules.front());
+      if (top.rfind("layers.", 0) == 0 && (!marked || node.recomputed)) ++n;
+    }
+    return n;
+  };
+  CHECK(layerNodes(recReader, rec, true) == layerNodes(plainReader, plain, false));
+}
+#endif
