@@ -275,8 +275,8 @@ int collectIdentities(const Values& values, int64_t* ids, int n, int max) noexce
 //   ag_node  the node's identity: its address (low 48 bits), unique while its graph lives
 //   ag_next  one per next edge, in next_edges() order: the target node's identity | input_nr << 48,
 //            0 for an edge without a function (an input that needs no gradient)
-//   ag_var   AccumulateGrad only: the variable's data address (Python's tensor.data_ptr()); its
-//            dtype and dims are the span's detail
+//   ag_var   AccumulateGrad only: the variable's data address (Python's tensor.data_ptr()); with
+//            shapes, its dtype and dims are the span's detail
 // The node comes from autograd_engine.cpp (the engine's evaluate_function); it is trusted only
 // when its sequence number is the RecordFunction's.
 
@@ -469,9 +469,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (category == core::Category::kBackward) {
     const torch::autograd::Node* node = evaluatingNode(fn);
     f.node = node;
-    if (const auto* acc = node != nullptr ? asAccumulateGrad(node, f.seq) : nullptr) {
-      f.detail = tensorShape(*t, acc->variable);  // the parameter's shape, not its gradient's
-    }
+    // With shapes: the parameter's shape, not its gradient's (--no-shapes keeps every detail 0).
+    const auto* acc = node != nullptr && gShapes ? asAccumulateGrad(node, f.seq) : nullptr;
+    if (acc != nullptr) f.detail = tensorShape(*t, acc->variable);
   }
   f.id = t->buffer->nextId();
   f.nargs = 0;

@@ -220,5 +220,11 @@ TEST_CASE("gpttrain --recompute full: recomputed nodes marked, nodes clustered b
     return n;
   };
   CHECK(layerNodes(recReader, rec, true) == layerNodes(plainReader, plain, false));
+  for (const auto& n : rec.nodes) {
+    if (!n.recomputed || n.accumulate_grad) continue;
+    INFO(recReader.str(n.name));
+    REQUIRE(!n.modules.empty());
+    CHECK(recReader.str(n.modules.front()).rfind("layers.", 0) == 0);
+  }
 }
 #endif

@@ -323,10 +323,13 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
       }
     }
   }
-  // AccumulateGrad leaves: the modules of the first node that feeds them (the parameter's user).
+  // Nodes without a forward op (AccumulateGrad leaves, custom autograd functions, whose forward
+  // is no dispatcher op): the modules of the first node that feeds them (for a leaf, the
+  // parameter's user). Edges are in source start order and a node starts after its feeders, so
+  // one pass settles chains of them.
   for (const AutogradEdge& e : g.edges) {
     AutogradNode& to = g.nodes[e.to];
-    if (to.accumulate_grad && to.modules.empty() && !g.nodes[e.from].modules.empty()) {
+    if (to.forward_span == 0 && to.modules.empty() && !g.nodes[e.from].modules.empty()) {
       to.modules = g.nodes[e.from].modules;
     }
   }
