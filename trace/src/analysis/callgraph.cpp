@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_map>
 
 #include "span_select.h"
@@ -24,10 +25,13 @@ struct FlowEnd {
 };
 
 struct Open {
-  int node = 0;
+  int node = 0;  // -1: a span outside the chosen step (its descendants are skipped too)
   int64_t end = 0;
   core::StringId name = 0;
+  int stage = kNoStage, chunk = kNoStage;
 };
+
+using Window = std::pair<int64_t, int64_t>;  // [start, end] of the chosen step on one rank
 
 uint64_t trackTimeKey(int64_t track, int64_t ts) {
   return static_cast<uint64_t>(track) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(ts);
@@ -39,6 +43,11 @@ class Builder {
     CallNode root;
     root.name = 0;
     g_.nodes.push_back(root);
+    forwardId_ = NameCodes::find(reader, "forward");
+    backwardId_ = NameCodes::find(reader, "backward");
+    stageKey_ = NameCodes::find(reader, "stage");
+    chunkKey_ = NameCodes::find(reader, "chunk");
+    bytesKey_ = NameCodes::find(reader, "bytes");
   }
 
   CallGraph run() {
@@ -48,6 +57,11 @@ class Builder {
       if (o_.rank >= 0 && t.rank != o_.rank) continue;
       if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
       chosen.push_back(t.id);
+      rankOf_[t.id] = t.rank;
+    }
+    if (o_.step >= 0) {
+      findStep(tracks);
+      if (!g_.step_found) return std::move(g_);
     }
     indexFlows(chosen);
     std::map<int, std::vector<const TrackRow*>> byRank;
@@ -57,14 +71,18 @@ class Builder {
       }
     }
     for (auto& [rank, list] : byRank) {
+      const Window* w = window(rank);
+      if (o_.step >= 0 && !w) continue;  // this rank never ran the step
       std::vector<Alloc> allocs;
       if (o_.attribute_memory) {
-        reader_.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
-          if (m.bytes > 0) allocs.push_back({m.ts_ns, m.bytes, m.op, m.scope, false});
-        });
+        reader_.forEachMemory(rank, w ? w->first : INT64_MIN, w ? w->second : INT64_MAX,
+                              [&](const MemoryRow& m) {
+                                if (m.bytes > 0)
+                                  allocs.push_back({m.ts_ns, m.bytes, m.op, m.scope, false});
+                              });
       }
       for (const TrackRow* t : list)
-        walk(*t, t->kind == core::TrackKind::kThread ? &allocs : nullptr);
+        walk(*t, t->kind == core::TrackKind::kThread ? &allocs : nullptr, w);
       for (const Alloc& a : allocs) {
         if (a.attributed) continue;
         g_.unattributed_bytes = satAdd(g_.unattributed_bytes, a.bytes);
@@ -76,6 +94,50 @@ class Builder {
   }
 
  private:
+  // The chosen step's window on each chosen rank, and every step number seen.
+  void findStep(const std::vector<TrackRow>& tracks) {
+    const core::StringId stepId = NameCodes::find(reader_, "step");
+    std::set<int> seen;
+    for (const TrackRow& t : tracks) {
+      if (t.kind != core::TrackKind::kThread || !rankOf_.count(t.id) || stepId == 0) continue;
+      std::vector<SpanRow> stepSpans;
+      reader_.forEachSpan(t.id, [&](const SpanRow& s) {
+        if (s.depth == 0 && s.category == core::Category::kPhase && s.name == stepId) {
+          stepSpans.push_back(s);
+        }
+      });
+      for (size_t i = 0; i < stepSpans.size(); ++i) {
+        int64_t number = static_cast<int64_t>(i) + 1;
+        for (const ArgRow& a : reader_.args(stepSpans[i].id)) {
+          if (a.key == stepId) number = a.value;
+        }
+        if (number < INT32_MIN || number > INT32_MAX) continue;
+        seen.insert(static_cast<int>(number));
+        if (number != o_.step) continue;
+        auto [it, inserted] =
+            windows_.try_emplace(t.rank, stepSpans[i].start_ns, stepSpans[i].end_ns());
+        if (!inserted) {  // the same step on two threads of a rank: their union
+          it->second.first = std::min(it->second.first, stepSpans[i].start_ns);
+          it->second.second = std::max(it->second.second, stepSpans[i].end_ns());
+        }
+      }
+    }
+    g_.steps.assign(seen.begin(), seen.end());
+    g_.step_found = !windows_.empty();
+  }
+
+  const Window* window(int rank) const {
+    auto it = windows_.find(rank);
+    return it == windows_.end() ? nullptr : &it->second;
+  }
+
+  bool inWindow(int64_t track, int64_t ts) const {
+    if (o_.step < 0) return true;
+    auto r = rankOf_.find(track);
+    const Window* w = r == rankOf_.end() ? nullptr : window(r->second);
+    return w && ts >= w->first && ts <= w->second;
+  }
+
   int child(int parent, core::StringId name, core::Category category, int depth) {
     const uint64_t key = (static_cast<uint64_t>(parent) << 36) |
                          (static_cast<uint64_t>(category) << 32) | static_cast<uint64_t>(name);
@@ -99,8 +161,10 @@ class Builder {
     relevant_.assign(flows_.size(), false);
     for (size_t i = 0; i < flows_.size(); ++i) {
       const FlowRow& f = flows_[i];
-      const bool src = std::find(tracks.begin(), tracks.end(), f.src_track) != tracks.end();
-      const bool dst = std::find(tracks.begin(), tracks.end(), f.dst_track) != tracks.end();
+      const bool src = std::find(tracks.begin(), tracks.end(), f.src_track) != tracks.end() &&
+                       inWindow(f.src_track, f.src_ts_ns);
+      const bool dst = std::find(tracks.begin(), tracks.end(), f.dst_track) != tracks.end() &&
+                       inWindow(f.dst_track, f.dst_ts_ns);
       if (!src && !dst) continue;  // another rank's
       relevant_[i] = true;
       if (src) byEnd_.emplace(trackTimeKey(f.src_track, f.src_ts_ns), FlowEnd{i, true});
@@ -137,7 +201,7 @@ class Builder {
       const core::StringId want = a.op != 0 ? a.op : a.scope;
       if (want == 0) continue;
       for (size_t k = stack.size(); k-- > 0;) {
-        if (stack[k].name != want) continue;
+        if (stack[k].name != want || stack[k].node < 0) continue;
         CallNode& n = g_.nodes[static_cast<size_t>(stack[k].node)];
         n.alloc_bytes = satAdd(n.alloc_bytes, a.bytes);
         ++n.alloc_count;
@@ -147,16 +211,45 @@ class Builder {
     }
   }
 
-  void walk(const TrackRow& t, std::vector<Alloc>* allocs) {
+  void walk(const TrackRow& t, std::vector<Alloc>* allocs, const Window* w) {
     std::vector<Open> stack;
     size_t next = 0;
     reader_.forEachSpan(t.id, [&](const SpanRow& s) {
       if (allocs) attribute(*allocs, next, s.start_ns, stack);
       const size_t depth = static_cast<size_t>(std::max(0, s.depth));
       if (stack.size() > depth) stack.resize(depth);
+      if ((!stack.empty() && stack.back().node < 0) ||
+          (w && (s.start_ns < w->first || s.end_ns() > w->second))) {
+        stack.push_back({-1, s.end_ns(), s.name});
+        return;
+      }
       const int parent = stack.empty() ? 0 : stack.back().node;
       const int node = child(parent, s.name, s.category, static_cast<int>(stack.size()));
+      int stage = stack.empty() ? kNoStage : stack.back().stage;
+      int chunk = stack.empty() ? kNoStage : stack.back().chunk;
+      const bool staged = s.category == core::Category::kPhase && s.name != 0 &&
+                          (s.name == forwardId_ || s.name == backwardId_);
+      const bool comm = s.category == core::Category::kComm;
+      int64_t bytes = 0;
+      if ((staged && stageKey_ != 0) || (comm && bytesKey_ != 0)) {
+        for (const ArgRow& a : reader_.args(s.id)) {
+          const bool small = a.value >= 0 && a.value <= INT32_MAX;
+          if (staged && a.key == stageKey_ && small) stage = static_cast<int>(a.value);
+          if (staged && a.key == chunkKey_ && small) chunk = static_cast<int>(a.value);
+          if (comm && a.key == bytesKey_) bytes = a.value;
+        }
+      }
       CallNode& n = g_.nodes[static_cast<size_t>(node)];
+      if (n.count == 0) {
+        n.stage = stage;
+        n.chunk = chunk;
+        if (comm) n.group = s.detail;
+      } else {
+        if (n.stage != stage) n.stage = kSeveralStages;
+        if (n.chunk != chunk) n.chunk = kSeveralStages;
+        if (comm && n.group != s.detail) n.several_groups = true;
+      }
+      if (comm) n.comm_bytes = satAdd(n.comm_bytes, bytes);
       ++n.count;
       n.inclusive_ns = satAdd(n.inclusive_ns, s.dur_ns);
       n.exclusive_ns = satAdd(n.exclusive_ns, s.dur_ns);
@@ -164,7 +257,7 @@ class Builder {
         int64_t& parentExclusive = g_.nodes[static_cast<size_t>(parent)].exclusive_ns;
         parentExclusive = satSub(parentExclusive, s.dur_ns);
       }
-      stack.push_back({node, s.end_ns(), s.name});
+      stack.push_back({node, s.end_ns(), s.name, stage, chunk});
       resolveFlows(t, s, node);
     });
     if (allocs) attribute(*allocs, next, INT64_MAX, stack);
@@ -189,6 +282,9 @@ class Builder {
 
   const TraceReader& reader_;
   CallGraphOptions o_;
+  core::StringId forwardId_ = 0, backwardId_ = 0, stageKey_ = 0, chunkKey_ = 0, bytesKey_ = 0;
+  std::map<int64_t, int> rankOf_;  // chosen track -> rank
+  std::map<int, Window> windows_;  // with a step: rank -> its window
   CallGraph g_;
   std::unordered_map<uint64_t, int> index_;
   std::vector<FlowRow> flows_;

@@ -8,6 +8,11 @@
 // structure merge. Exclusive time subtracts children on the same track (as `aggregates` does).
 // An allocation belongs to the innermost open span on a thread of its rank whose name is the op
 // the capture recorded with it (or, without an op, its user scope); others are unattributed.
+// With `step`, only spans lying wholly inside that step's "step" phase span (per rank; the span's
+// `step` argument, else its ordinal from 1) count, with the allocations and flows of that window.
+// Each node also carries the pipeline stage and chunk of the forward/backward phase it ran under
+// (their `stage` and `chunk` arguments), so pictures never fold layers of two stages together,
+// and, for communication spans, the bytes (`bytes` argument) and the group (the span's detail).
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
@@ -23,7 +28,11 @@ namespace tracerun::trace::analysis {
 struct CallGraphOptions {
   int rank = -1;                 // -1: merge every rank
   bool attribute_memory = true;  // false: skip the memory pass (bytes stay 0)
+  int step = -1;                 // >= 0: only that step (see above)
 };
+
+inline constexpr int kNoStage = -1;        // CallNode::stage/chunk: never under a staged phase
+inline constexpr int kSeveralStages = -2;  // spans of different stages (or chunks) merged here
 
 struct CallNode {
   int parent = -1;  // -1 for the root (node 0, a synthetic "all" node)
@@ -34,6 +43,10 @@ struct CallNode {
   int64_t inclusive_ns = 0, exclusive_ns = 0;
   int64_t alloc_bytes = 0, alloc_count = 0;  // allocated directly under this node (not children)
   std::vector<int> children;                 // in first-seen order
+  int stage = kNoStage, chunk = kNoStage;    // of the enclosing forward/backward phase
+  int64_t comm_bytes = 0;                    // communication spans: sum of their `bytes` arguments
+  core::StringId group = 0;     // communication spans: the group (detail) of the first one
+  bool several_groups = false;  // ... and whether others named another group
 };
 
 // Flows between nodes, counted: e.g. aten::addmm -> AddmmBackward0 (forward_backward).
@@ -48,6 +61,10 @@ struct CallGraph {
   std::vector<CallLink> links;
   int64_t unattributed_bytes = 0, unattributed_allocs = 0;
   int64_t unresolved_flows = 0;  // flows whose ends name no span in the graph
+  // With options.step >= 0: every step number found on the chosen ranks (ascending), and whether
+  // the one asked for was among them (when not, the graph holds only the root).
+  std::vector<int> steps;
+  bool step_found = false;
 
   // "step > forward > aten::linear" (names from the reader that built the graph).
   std::string path(int node, const TraceReader& reader, const std::string& sep = " > ") const;

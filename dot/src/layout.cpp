@@ -1,0 +1,362 @@
+// The layout service (see layout.h): neutral Graph -> cgraph (HTML-like labels, escaped) ->
+// gvLayout "dot" once -> positions read back from the laid-out graph, renders through gvRenderData.
+//
+// Sections: formats · building the cgraph · reading positions · LaidOutGraph
+#include "tracerun/dot/layout.h"
+
+#include <graphviz/cgraph.h>
+#include <graphviz/gvc.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "escape.h"
+
+namespace tracerun::dot {
+
+// ---------------------------------------------------------------------------------------------
+// formats
+
+Format parseFormat(const std::string& name) {
+  if (name == "svg") return Format::kSvg;
+  if (name == "png") return Format::kPng;
+  if (name == "pdf") return Format::kPdf;
+  if (name == "dot" || name == "gv") return Format::kDot;
+  if (name == "txt") return Format::kTxt;
+  throw LayoutError("unknown output format '" + name + "' (svg, png, pdf, dot or txt)");
+}
+
+Format formatOfPath(const std::string& path, Format fallback) {
+  const size_t dot = path.rfind('.');
+  const size_t slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return fallback;
+  std::string ext = path.substr(dot + 1);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  try {
+    return parseFormat(ext);
+  } catch (const LayoutError&) {
+    return fallback;
+  }
+}
+
+namespace {
+
+const char* gvFormat(Format f) {
+  switch (f) {
+    case Format::kSvg:
+      return "svg";
+    case Format::kPng:
+      return "png";
+    case Format::kPdf:
+      return "pdf";
+    case Format::kDot:
+      return "dot";
+    case Format::kTxt:
+      break;
+  }
+  return nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
+// building the cgraph
+
+// cgraph's API takes char* everywhere; it copies what it keeps.
+char* mut(const char* s) {
+  return const_cast<char*>(s);
+}
+
+std::string color(Rgb c) {
+  return hexColor(c.r, c.g, c.b);
+}
+
+std::string number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
+  return buf;
+}
+
+const char* shapeName(NodeShape s) {
+  switch (s) {
+    case NodeShape::kBox:
+      return "box";
+    case NodeShape::kRoundedBox:
+      return "box";
+    case NodeShape::kHexagon:
+      return "hexagon";
+    case NodeShape::kEllipse:
+      return "ellipse";
+    case NodeShape::kNote:
+      return "note";
+    case NodeShape::kPlain:
+      return "plaintext";
+  }
+  return "box";
+}
+
+const char* edgeStyle(EdgeStyle s) {
+  switch (s) {
+    case EdgeStyle::kSolid:
+      return "solid";
+    case EdgeStyle::kDashed:
+      return "dashed";
+    case EdgeStyle::kDotted:
+      return "dotted";
+    case EdgeStyle::kBold:
+      return "bold";
+  }
+  return "solid";
+}
+
+// An HTML-like label: the first line bold, the rest left-aligned beneath. Empty text gives "".
+std::string htmlLabel(const std::string& text, bool boldFirst) {
+  if (text.empty()) return "";
+  const size_t nl = text.find('\n');
+  std::string first = text.substr(0, nl);
+  std::string out = boldFirst ? "<B>" + htmlText(first) + "</B>" : htmlText(first);
+  if (nl != std::string::npos) {
+    out += "<BR ALIGN=\"LEFT\"/>" + htmlText(text.substr(nl + 1)) + "<BR ALIGN=\"LEFT\"/>";
+  }
+  return out;
+}
+
+void setHtml(Agraph_t* root, void* obj, const char* name, const std::string& html) {
+  char* s = agstrdup_html(root, mut(html.c_str()));
+  agsafeset(obj, mut(name), s, mut(""));
+  agstrfree(root, s);
+}
+
+void set(void* obj, const char* name, const std::string& value) {
+  agsafeset(obj, mut(name), mut(value.c_str()), mut(""));
+}
+
+void validate(const Graph& g, const LayoutOptions& o) {
+  if (static_cast<long>(g.nodes.size()) > o.max_nodes) {
+    throw LayoutError("the graph has " + std::to_string(g.nodes.size()) +
+                      " nodes, more than the layout budget of " + std::to_string(o.max_nodes) +
+                      " (raise --max-nodes or the thresholds)");
+  }
+  const int n = static_cast<int>(g.nodes.size());
+  for (const Edge& e : g.edges) {
+    if (e.from < 0 || e.from >= n || e.to < 0 || e.to >= n) {
+      throw LayoutError("an edge names a node that is not in the graph (builder bug)");
+    }
+  }
+  for (size_t i = 0; i < g.clusters.size(); ++i) {
+    const int p = g.clusters[i].parent;
+    if (p >= static_cast<int>(i)) {
+      throw LayoutError("a cluster's parent must come before it (builder bug)");
+    }
+  }
+  for (const Node& node : g.nodes) {
+    if (node.cluster >= static_cast<int>(g.clusters.size())) {
+      throw LayoutError("a node names a cluster that is not in the graph (builder bug)");
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// LaidOutGraph
+
+struct LaidOutGraph::Impl {
+  GVC_t* gvc = nullptr;
+  Agraph_t* root = nullptr;
+  bool laidOut = false;
+  std::vector<Agnode_t*> nodes;
+  std::vector<Agedge_t*> edges;
+  std::vector<Agraph_t*> clusters;
+  Layout layout;
+
+  Impl() : gvc(gvContext()) {}
+  ~Impl() {
+    if (gvc && root && laidOut) gvFreeLayout(gvc, root);
+    if (root) agclose(root);
+    if (gvc) gvFreeContext(gvc);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  void build(const Graph& g, const LayoutOptions& o);
+  void readPositions();
+};
+
+void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
+  root = agopen(mut("tracedot"), Agdirected, nullptr);
+  if (!root) throw LayoutError("Graphviz could not create a graph");
+  const bool large = static_cast<long>(g.nodes.size()) >= o.large_nodes;
+  set(root, "rankdir", g.direction == Direction::kLeftToRight ? "LR" : "TB");
+  set(root, "charset", "UTF-8");
+  set(root, "fontname", "DejaVu Sans");
+  set(root, "fontsize", "12");
+  set(root, "labelloc", "t");
+  set(root, "labeljust", "l");
+  set(root, "splines", "spline");  // never ortho
+  set(root, "nodesep", "0.25");
+  set(root, "ranksep", "0.4");
+  if (large) {
+    set(root, "nslimit", "2");
+    set(root, "nslimit1", "2");
+    set(root, "mclimit", "0.3");
+    set(root, "searchsize", "10");
+    set(root, "remincross", "false");
+    set(root, "newrank", "true");
+  }
+  std::string caption = g.title.empty() ? "" : "<B>" + htmlText(g.title, false) + "</B>";
+  if (!g.caption.empty()) {
+    caption += (caption.empty() ? "" : "<BR ALIGN=\"LEFT\"/>") + htmlText(g.caption) +
+               "<BR ALIGN=\"LEFT\"/>";
+  }
+  if (!caption.empty()) setHtml(root, root, "label", caption);
+
+  // Defaults declared once, so every object carries the attribute.
+  agattr(root, AGNODE, mut("fontname"), mut("DejaVu Sans"));
+  agattr(root, AGNODE, mut("fontsize"), mut("10"));
+  agattr(root, AGEDGE, mut("fontname"), mut("DejaVu Sans"));
+  agattr(root, AGEDGE, mut("fontsize"), mut("9"));
+
+  clusters.reserve(g.clusters.size());
+  for (size_t i = 0; i < g.clusters.size(); ++i) {
+    const Cluster& c = g.clusters[i];
+    Agraph_t* parent = c.parent < 0 ? root : clusters[static_cast<size_t>(c.parent)];
+    const std::string name = "cluster_" + std::to_string(i);
+    Agraph_t* sg = agsubg(parent, mut(name.c_str()), 1);
+    set(sg, "id", attributeText(c.id));
+    set(sg, "style", "filled,rounded");
+    set(sg, "fillcolor", color(c.fill));
+    set(sg, "color", color(c.border));
+    if (!c.label.empty()) setHtml(root, sg, "label", htmlLabel(c.label, true));
+    if (!c.tooltip.empty()) set(sg, "tooltip", attributeText(c.tooltip));
+    clusters.push_back(sg);
+  }
+
+  nodes.reserve(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    Agraph_t* owner = n.cluster < 0 ? root : clusters[static_cast<size_t>(n.cluster)];
+    const std::string name = "n" + std::to_string(i);
+    Agnode_t* an = agnode(owner, mut(name.c_str()), 1);
+    set(an, "id", attributeText(n.id));
+    set(an, "shape", shapeName(n.shape));
+    set(an, "style", n.shape == NodeShape::kRoundedBox ? "filled,rounded" : "filled");
+    set(an, "fillcolor", color(n.fill));
+    set(an, "fontcolor", color(n.font));
+    set(an, "color", color(n.border));
+    if (n.penwidth != 1.0) set(an, "penwidth", number(n.penwidth));
+    if (n.fold > 1) set(an, "peripheries", "2");
+    setHtml(root, an, "label", htmlLabel(n.label, n.shape != NodeShape::kPlain));
+    set(an, "tooltip", attributeText(n.tooltip.empty() ? n.label : n.tooltip));
+    nodes.push_back(an);
+  }
+
+  edges.reserve(g.edges.size());
+  for (const Edge& e : g.edges) {
+    Agedge_t* ae = agedge(root, nodes[static_cast<size_t>(e.from)],
+                          nodes[static_cast<size_t>(e.to)], nullptr, 1);
+    if (e.style != EdgeStyle::kSolid) set(ae, "style", edgeStyle(e.style));
+    set(ae, "color", color(e.color));
+    if (e.penwidth != 1.0) set(ae, "penwidth", number(e.penwidth));
+    if (!e.constraint) set(ae, "constraint", "false");
+    if (!e.label.empty()) setHtml(root, ae, "label", htmlText(e.label));
+    if (!e.tooltip.empty()) set(ae, "tooltip", attributeText(e.tooltip));
+    edges.push_back(ae);
+  }
+  layout.limited = large;
+}
+
+void LaidOutGraph::Impl::readPositions() {
+  const boxf bb = GD_bb(root);
+  const double top = bb.UR.y;
+  const auto flip = [&](pointf p) { return Point{p.x - bb.LL.x, top - p.y}; };
+  layout.width = bb.UR.x - bb.LL.x;
+  layout.height = bb.UR.y - bb.LL.y;
+  layout.nodes.clear();
+  for (Agnode_t* n : nodes) {
+    NodeBox b;
+    b.center = flip(ND_coord(n));
+    b.width = ND_width(n) * 72.0;
+    b.height = ND_height(n) * 72.0;
+    layout.nodes.push_back(b);
+  }
+  layout.edges.clear();
+  for (Agedge_t* e : edges) {
+    EdgeRoute r;
+    if (const splines* spl = ED_spl(e)) {
+      for (int i = 0; i < spl->size; ++i) {
+        const bezier& bz = spl->list[i];
+        std::vector<Point> pts;
+        pts.reserve(static_cast<size_t>(bz.size));
+        for (int k = 0; k < bz.size; ++k) pts.push_back(flip(bz.list[k]));
+        r.beziers.push_back(std::move(pts));
+        if (bz.eflag) {
+          r.has_head_arrow = true;
+          r.head_arrow = flip(bz.ep);
+        }
+        if (bz.sflag) {
+          r.has_tail_arrow = true;
+          r.tail_arrow = flip(bz.sp);
+        }
+      }
+    }
+    if (const textlabel_t* l = ED_label(e); l && l->set) {
+      r.has_label = true;
+      r.label = flip(l->pos);
+    }
+    layout.edges.push_back(std::move(r));
+  }
+  layout.clusters.clear();
+  for (Agraph_t* sg : clusters) {
+    ClusterBox c;
+    const boxf cb = GD_bb(sg);
+    c.min = flip({cb.LL.x, cb.UR.y});
+    c.max = flip({cb.UR.x, cb.LL.y});
+    if (const textlabel_t* l = GD_label(sg); l && l->set) {
+      c.has_label = true;
+      c.label = flip(l->pos);
+    }
+    layout.clusters.push_back(c);
+  }
+}
+
+LaidOutGraph::LaidOutGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LaidOutGraph::~LaidOutGraph() = default;
+LaidOutGraph::LaidOutGraph(LaidOutGraph&&) noexcept = default;
+LaidOutGraph& LaidOutGraph::operator=(LaidOutGraph&&) noexcept = default;
+
+LaidOutGraph LaidOutGraph::layout(const Graph& graph, const LayoutOptions& options) {
+  validate(graph, options);
+  agseterr(AGMAX);  // no warnings on stderr: failures are reported by return codes below
+  auto impl = std::make_unique<Impl>();
+  if (!impl->gvc) throw LayoutError("Graphviz could not start (gvContext failed)");
+  impl->build(graph, options);
+  if (gvLayout(impl->gvc, impl->root, "dot") != 0) {
+    const char* why = aglasterr();
+    throw LayoutError(std::string("Graphviz could not lay the graph out") +
+                      (why ? std::string(": ") + why : std::string()));
+  }
+  impl->laidOut = true;
+  impl->readPositions();
+  return LaidOutGraph(std::move(impl));
+}
+
+const Layout& LaidOutGraph::positions() const {
+  return impl_->layout;
+}
+
+std::string LaidOutGraph::render(Format format) const {
+  const char* name = gvFormat(format);
+  if (!name) throw LayoutError("txt is not a Graphviz format (use renderText)");
+  char* data = nullptr;
+  unsigned int length = 0;
+  if (gvRenderData(impl_->gvc, impl_->root, name, &data, &length) != 0 || !data) {
+    if (data) gvFreeRenderData(data);
+    throw LayoutError(std::string("Graphviz could not render ") + name +
+                      " (is its plugin installed? libgvc6 has svg and dot; png and pdf need "
+                      "libgvc6's cairo plugin)");
+  }
+  std::string out(data, length);
+  gvFreeRenderData(data);
+  return out;
+}
+
+}  // namespace tracerun::dot

@@ -1,0 +1,60 @@
+// Label numbers (see text_format.h).
+#include "text_format.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace tracerun::dot {
+
+std::string formatNs(double ns) {
+  char b[64];
+  const double a = std::fabs(ns);
+  if (a >= 1e9) {
+    std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  } else if (a >= 1e6) {
+    std::snprintf(b, sizeof b, "%.3f ms", ns / 1e6);
+  } else if (a >= 1e3) {
+    std::snprintf(b, sizeof b, "%.3f us", ns / 1e3);
+  } else {
+    std::snprintf(b, sizeof b, "%.0f ns", ns);
+  }
+  return b;
+}
+
+std::string formatNs(int64_t ns) {
+  return formatNs(static_cast<double>(ns));
+}
+
+std::string formatBytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::fabs(bytes) >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char b[48];
+  std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
+  return b;
+}
+
+std::string formatCount(int64_t n) {
+  const uint64_t magnitude = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(magnitude);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return (n < 0 ? "-" : "") + digits;
+}
+
+std::string formatShare(double share) {
+  char b[32];
+  const double p = share * 100.0;
+  if (std::fabs(p) >= 100.0) {
+    std::snprintf(b, sizeof b, "%.0f%%", p);
+  } else if (std::fabs(p) >= 1.0 || p == 0.0) {
+    std::snprintf(b, sizeof b, "%.1f%%", p);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f%%", p);
+  }
+  return b;
+}
+
+}  // namespace tracerun::dot
