@@ -18,10 +18,18 @@ constexpr Rgb kRecomputeBorder{230, 120, 0};
 constexpr Rgb kClusterFill{250, 250, 250};
 constexpr Rgb kClusterBorder{150, 150, 150};
 
-// "torch::autograd::AccumulateGrad" -> "AccumulateGrad" (labels only; tooltips keep the name).
-std::string shortName(const std::string& name) {
+// "torch::autograd::AccumulateGrad" -> "AccumulateGrad",
+// "torch::autograd::CppNode<ns::(anonymous namespace)::Fn>" -> "CppNode<Fn>" (labels only;
+// tooltips keep the name).
+std::string lastPart(const std::string& name) {
   const size_t colon = name.rfind("::");
   return colon == std::string::npos ? name : name.substr(colon + 2);
+}
+std::string shortName(const std::string& name) {
+  const size_t open = name.find('<');
+  if (open == std::string::npos || name.back() != '>') return lastPart(name);
+  return lastPart(name.substr(0, open)) + "<" +
+         lastPart(name.substr(open + 1, name.size() - open - 2)) + ">";
 }
 
 std::string modulePath(const trace::TraceReader& reader, const std::vector<core::StringId>& mods) {
@@ -103,7 +111,8 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
       node.shape = NodeShape::kEllipse;
       node.fill = kLeafFill;
       const std::string shape = reader.str(n.shape);
-      node.label += "\n" + (mods.empty() ? std::string("parameter") : mods);
+      // The innermost scope names the parameter's module (scopes hold full paths: "layers.1.mlp").
+      node.label += "\n" + (mods.empty() ? std::string("parameter") : reader.str(n.modules.back()));
       if (!shape.empty()) node.label += "\n" + shape;
       node.tooltip += "\nparameter " + (mods.empty() ? std::string("(no module scope)") : mods) +
                       (shape.empty() ? std::string() : " " + shape);
@@ -138,8 +147,8 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
     edge.from = e.from;
     edge.to = e.to;
     if (maxInput[e.to] > 0) edge.label = "in " + std::to_string(e.input_nr);
-    edge.tooltip = "output " + std::to_string(e.output_nr) + " -> input " +
-                   std::to_string(e.input_nr);
+    edge.tooltip =
+        "output " + std::to_string(e.output_nr) + " -> input " + std::to_string(e.input_nr);
     g.addEdge(std::move(edge));
   }
 
@@ -152,8 +161,8 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
                  " edges lead to nodes that did not run in the step (not drawn)";
   }
   if (ag.nodes_without_edges > 0) {
-    g.caption += "\n" + std::to_string(ag.nodes_without_edges) +
-                 " nodes were recorded without their edges";
+    g.caption +=
+        "\n" + std::to_string(ag.nodes_without_edges) + " nodes were recorded without their edges";
   }
   return g;
 }

@@ -22,8 +22,7 @@ Command addAutogradCommand(CLI::App& parent) {
   app->add_option("trace", f->path, "the trace file (run.db)")->required();
   addOutputOptions(app, f->out);
   app->add_option("--rank", f->rank, "the rank drawn (default 0)")->check(atLeast(0));
-  app->add_option("--step", f->step,
-                  "the step drawn (default: the first that ran backward nodes)")
+  app->add_option("--step", f->step, "the step drawn (default: the first that ran backward nodes)")
       ->check(atLeast(0));
   return {app, [f] {
             return withPath(f->path, [&] {

@@ -1,6 +1,6 @@
 // Which autograd node this thread's engine is evaluating: the one piece of the backward graph that
-// RecordFunction does not hand to its callbacks. Set by autograd_engine.cpp; read by op_capture.cpp.
-// Not the capture of the node itself (op_capture.cpp), not a public header.
+// RecordFunction does not hand to its callbacks. Set by autograd_engine.cpp; read by
+// op_capture.cpp. Not the capture of the node itself (op_capture.cpp), not a public header.
 #pragma once
 
 namespace tracerun::interpose {

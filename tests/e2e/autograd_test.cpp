@@ -38,7 +38,8 @@ Walk walkTraced(const TraceReader& reader, const analysis::AutogradGraph& g) {
     hasIn[e.to] = 1;
   }
   for (auto& v : out) {
-    std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->output_nr < b->output_nr; });
+    std::stable_sort(v.begin(), v.end(),
+                     [](auto* a, auto* b) { return a->output_nr < b->output_nr; });
   }
   const auto root = std::find(hasIn.begin(), hasIn.end(), 0) - hasIn.begin();
   REQUIRE(root < static_cast<long>(g.nodes.size()));
@@ -75,6 +76,16 @@ Walk walkTruth(const nlohmann::json& step) {
   }
   for (const auto& e : step["edges"]) w.edges.push_back(e.get<std::vector<int64_t>>());
   return w;
+}
+
+e2e::ProcessResult tracedot(const std::vector<std::string>& args) {
+  return e2e::runProcess(TRACEDOT_BIN, args, e2e::scratch().path());
+}
+
+size_t countOf(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 e2e::ProcessResult tracePython(const std::string& db, const std::vector<std::string>& args) {
@@ -128,6 +139,33 @@ TEST_CASE("autograd graph of a traced Python model equals torch's next_functions
     std::sort(ids.begin(), ids.end());
     CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
   }
+  SECTION("tracedot autograd writes the step's graph") {
+    const std::string svg = dir.file("ag.svg"), dotFile = dir.file("ag.dot");
+    const auto t = tracedot({"autograd", db, "-o", svg, "--step", "2"});
+    REQUIRE(t.exit_code == 0);
+    const std::string text = e2e::readFile(svg);
+    CHECK(text.find("<svg") != std::string::npos);
+    const auto g = [&] {
+      analysis::AutogradOptions o;
+      o.step = 2;
+      return analysis::buildAutogradGraph(reader, o);
+    }();
+    CHECK(countOf(text, "class=\"node\"") == g.nodes.size());
+    CHECK(countOf(text, "class=\"edge\"") == g.edges.size());
+    CHECK(countOf(text, "AccumulateGrad") > 0);
+    CHECK(text.find("aten::addmm") != std::string::npos);  // AddmmBackward0's forward op
+    // The same trace gives the same bytes.
+    REQUIRE(tracedot({"autograd", db, "-o", dotFile, "--step", "2"}).exit_code == 0);
+    const std::string once = e2e::readFile(dotFile);
+    REQUIRE(tracedot({"autograd", db, "-o", dotFile, "--step", "2"}).exit_code == 0);
+    CHECK(e2e::readFile(dotFile) == once);
+  }
+  SECTION("tracedot autograd --step 9: one line, non-zero exit") {
+    const auto t = tracedot({"autograd", db, "-o", dir.file("x.svg"), "--step", "9"});
+    CHECK(t.exit_code == 1);
+    CHECK(t.errLines().size() == 1);
+    CHECK(t.err.find("no step 9 on rank 0 (steps: 1, 2)") != std::string::npos);
+  }
   SECTION("no such step: one line naming it") {
     analysis::AutogradOptions o;
     o.step = 7;
@@ -152,6 +190,11 @@ TEST_CASE("a 20,000-node chain builds without recursion", "[autograd]") {
   CHECK(traced.edges == expected.edges);
   const auto graph = tracerun::dot::buildAutogradGraph(reader, g);
   CHECK(graph.nodes.size() == 20000);
+  // Laid out and rendered in full when the budget allows it.
+  const std::string svg = dir.file("chain.svg");
+  const auto t = tracedot({"autograd", db, "-o", svg, "--max-nodes", "20000"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(countOf(e2e::readFile(svg), "class=\"node\"") == 20000);
 }
 
 TEST_CASE("a trace without backward: one line naming the problem", "[autograd]") {
@@ -162,6 +205,10 @@ TEST_CASE("a trace without backward: one line naming the problem", "[autograd]")
   const auto reader = TraceReader::open(db);
   CHECK_THROWS_WITH(analysis::buildAutogradGraph(reader),
                     Catch::Contains("no autograd nodes (backward spans) on rank 0"));
+  const auto t = tracedot({"autograd", db, "-o", dir.file("none.svg")});
+  CHECK(t.exit_code == 1);
+  CHECK(t.errLines().size() == 1);
+  CHECK(t.err.find("no autograd nodes (backward spans) on rank 0") != std::string::npos);
   analysis::AutogradOptions o;
   o.rank = 3;
   CHECK_THROWS_WITH(analysis::buildAutogradGraph(reader, o), Catch::Contains("no rank 3"));
@@ -171,9 +218,10 @@ TEST_CASE("a trace without backward: one line naming the problem", "[autograd]")
 TEST_CASE("gpttrain --recompute full: recomputed nodes marked, nodes clustered by module",
           "[autograd]") {
   e2e::ScratchDir dir("autograd_gpt");
-  const std::vector<std::string> model{"--layers", "2", "--hidden", "32", "--heads", "2",
-                                       "--seq-len", "8", "--vocab", "64", "--global-batch", "2",
-                                       "--micro-batch-size", "2", "--steps", "2"};
+  const std::vector<std::string> model{
+      "--layers",           "2", "--hidden", "32", "--heads",        "2",
+      "--seq-len",          "8", "--vocab",  "64", "--global-batch", "2",
+      "--micro-batch-size", "2", "--steps",  "2"};
   auto run = [&](const std::string& db, const std::string& recompute) {
     std::vector<std::string> args = model;
     args.insert(args.end(), {"--recompute", recompute});
@@ -205,15 +253,16 @@ TEST_CASE("gpttrain --recompute full: recomputed nodes marked, nodes clustered b
   CHECK(rec.unresolved_edges == 0);
   // Each of the 2 layers re-runs its forward in backward, with a nested backward of its own.
   CHECK(rec.passes == 1 + 2);
-  const auto recomputed = std::count_if(rec.nodes.begin(), rec.nodes.end(),
-                                        [](const auto& n) { return n.recomputed; });
+  const auto recomputed =
+      std::count_if(rec.nodes.begin(), rec.nodes.end(), [](const auto& n) { return n.recomputed; });
   CHECK(recomputed > 0);
   // What is recomputed is the layers' insides: every plain-run node of the layers appears again,
-  // marked, in the recomputed run (AccumulateGrad leaves are shared, not recomputed).
+  // marked, in the recomputed run.
   auto layerNodes = [&](const TraceReader& reader, const analysis::AutogradGraph& g, bool marked) {
     int64_t n = 0;
     for (const auto& node : g.nodes) {
-      if (node.accumulate_grad || node.modules.empty()) continue;
+      // Nodes with a forward op (custom functions' modules are a guess: their feeder's).
+      if (node.forward_span == 0 || node.modules.empty()) continue;
       const std::string top = reader.str(node.modules.front());
       if (top.rfind("layers.", 0) == 0 && (!marked || node.recomputed)) ++n;
     }
@@ -221,7 +270,7 @@ TEST_CASE("gpttrain --recompute full: recomputed nodes marked, nodes clustered b
   };
   CHECK(layerNodes(recReader, rec, true) == layerNodes(plainReader, plain, false));
   for (const auto& n : rec.nodes) {
-    if (!n.recomputed || n.accumulate_grad) continue;
+    if (!n.recomputed || n.forward_span == 0) continue;
     INFO(recReader.str(n.name));
     REQUIRE(!n.modules.empty());
     CHECK(recReader.str(n.modules.front()).rfind("layers.", 0) == 0);

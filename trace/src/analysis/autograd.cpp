@@ -33,7 +33,8 @@ struct Picked {
 
 std::string stepList(const std::vector<int>& steps) {
   std::string s;
-  for (size_t i = 0; i < steps.size() && i < 8; ++i) s += (i ? ", " : "") + std::to_string(steps[i]);
+  for (size_t i = 0; i < steps.size() && i < 8; ++i)
+    s += (i ? ", " : "") + std::to_string(steps[i]);
   if (steps.size() > 8) s += ", ...";
   return s;
 }
@@ -66,12 +67,18 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
   const core::StringId kNextKey = NameCodes::find(reader, "ag_next");
   const core::StringId kVarKey = NameCodes::find(reader, "ag_var");
   const core::StringId kAccumulate = NameCodes::find(reader, "torch::autograd::AccumulateGrad");
+  // C++ custom functions (torch::autograd::Function<T>) take a sequence number without any op
+  // carrying it (their forward runs with grad mode off), so a flow to one names an unrelated op.
+  NameCodes cppNode(reader, [](const std::string& s) -> int {
+    return s.rfind("torch::autograd::CppNode<", 0) == 0 ? 1 : 0;
+  });
 
   // ---- the step: its window
   std::vector<StepWindow> steps;
   for (const TrackRow& t : threads) {
     auto picked = pickSpans(reader, t, [&](const SpanRow& s) -> int {
-      const bool scope = s.category == core::Category::kPhase || s.category == core::Category::kUser;
+      const bool scope =
+          s.category == core::Category::kPhase || s.category == core::Category::kUser;
       return scope && codes(s.name) == kStep ? kStep : kNone;
     });
     for (const PickedSpan& p : picked) {
@@ -139,11 +146,10 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     if (chosen == nullptr) {
       throw TraceError(
           file + ": " +
-          (options.step != -1 ? "no step " + std::to_string(options.step) + " on rank " +
-                                    std::to_string(options.rank) + " (steps: " +
-                                    stepList(g.steps) + ")"
-                              : "no step of rank " + std::to_string(options.rank) +
-                                    " ran backward nodes"));
+          (options.step != -1
+               ? "no step " + std::to_string(options.step) + " on rank " +
+                     std::to_string(options.rank) + " (steps: " + stepList(g.steps) + ")"
+               : "no step of rank " + std::to_string(options.rank) + " ran backward nodes"));
     }
     g.step = chosen->number;
     g.start_ns = chosen->start;
@@ -163,8 +169,9 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
            std::tie(b.p.span.start_ns, b.p.span.track, b.p.span.id);
   });
   if (std::none_of(sel.begin(), sel.end(), [](const Picked& q) { return q.has_identity; })) {
-    throw TraceError(file + ": the backward nodes carry no graph edges (ag_node); record with a "
-                            "tracerun that captures them (docs/capture.md, Autograd graph)");
+    throw TraceError(file +
+                     ": the backward nodes carry no graph edges (ag_node); record with a "
+                     "tracerun that captures them (docs/capture.md, Autograd graph)");
   }
 
   // ---- nodes
@@ -263,7 +270,7 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
   for (const FlowRow& f : reader.flows()) {
     if (f.kind != core::FlowKind::kForwardBackward) continue;
     auto it = nodeByStart.find({f.dst_track, f.dst_ts_ns});
-    if (it == nodeByStart.end()) continue;
+    if (it == nodeByStart.end() || cppNode(g.nodes[it->second].name) != 0) continue;
     sources[f.src_track].emplace_back(f.src_ts_ns, it->second);
   }
   for (auto& [trackId, list] : sources) {
@@ -300,8 +307,8 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
       const PickedSpan* op = nullptr;  // the op carrying the node's seq (the deepest if several)
       for (auto [a, b] = opsAt.equal_range(ts); a != b; ++a) {
         const PickedSpan& p = *a->second;
-        if (op == nullptr || (p.span.seq == n.seq && (op->span.seq != n.seq ||
-                                                      p.span.depth > op->span.depth))) {
+        if (op == nullptr ||
+            (p.span.seq == n.seq && (op->span.seq != n.seq || p.span.depth > op->span.depth))) {
           op = &p;
         }
       }

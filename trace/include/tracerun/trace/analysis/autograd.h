@@ -12,7 +12,8 @@
 //   starts at or after its source (a target always runs after its source).
 // - The forward op is the source of the node's forward_backward flow; its modules are the module
 //   spans enclosing it on its track, outermost first. A node without a forward op (AccumulateGrad,
-//   a custom autograd function) takes the modules of the first node that feeds it.
+//   a C++ custom function, whose sequence number no op carries) takes the modules of the first
+//   node that feeds it.
 // - Recomputed: the forward op ran inside a "recompute_forward" phase (gpttrain --recompute), or
 //   the node ran inside another node (a reentrant backward, as torch.utils.checkpoint's).
 #pragma once
@@ -44,7 +45,8 @@ struct AutogradNode {
   // The forward op that made the node (0 / empty when the trace has none: no flow).
   int64_t forward_span = 0;
   core::StringId forward_name = 0, forward_detail = 0;
-  std::vector<core::StringId> modules;  // module scopes of the forward op (or feeder), outermost first
+  std::vector<core::StringId>
+      modules;  // module scopes of the forward op (or feeder), outermost first
   bool recomputed = false;
   int pass = 0;  // which backward pass of the step (0, 1, ... by the start of its root)
 };
