@@ -87,6 +87,9 @@ std::string htmlText(const std::string& text, bool lineBreaks) {
       case '|':
         out += "&#124;";
         break;
+      case '\\':
+        out += "\\\\";
+        break;
       case '\n':
         out += lineBreaks ? "<BR ALIGN=\"LEFT\"/>" : " ";
         break;
@@ -101,7 +104,7 @@ std::string htmlText(const std::string& text, bool lineBreaks) {
   return out;
 }
 
-std::string attributeText(const std::string& text) {
+std::string attributeText(const std::string& text, bool forId) {
   std::string out;
   out.reserve(text.size() + 16);
   eachChar(text, out, [&](char c) {
@@ -110,7 +113,7 @@ std::string attributeText(const std::string& text) {
         out += "&amp;";
         break;
       case '\\':
-        out += "&#92;";
+        out += forId ? "\\\\" : "\\\\\\\\";
         break;
       case '\n':
         out += "&#10;";

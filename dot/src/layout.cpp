@@ -221,7 +221,7 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     Agraph_t* parent = c.parent < 0 ? root : clusters[static_cast<size_t>(c.parent)];
     const std::string name = "cluster_" + std::to_string(i);
     Agraph_t* sg = agsubg(parent, mut(name.c_str()), 1);
-    set(sg, "id", attributeText(c.id));
+    set(sg, "id", attributeText(c.id, true));
     set(sg, "style", "filled,rounded");
     set(sg, "fillcolor", color(c.fill));
     set(sg, "color", color(c.border));
@@ -236,7 +236,7 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     Agraph_t* owner = n.cluster < 0 ? root : clusters[static_cast<size_t>(n.cluster)];
     const std::string name = "n" + std::to_string(i);
     Agnode_t* an = agnode(owner, mut(name.c_str()), 1);
-    set(an, "id", attributeText(n.id));
+    set(an, "id", attributeText(n.id, true));
     set(an, "shape", shapeName(n.shape));
     set(an, "style", n.shape == NodeShape::kRoundedBox ? "filled,rounded" : "filled");
     set(an, "fillcolor", color(n.fill));
@@ -257,7 +257,10 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     set(ae, "color", color(e.color));
     if (e.penwidth != 1.0) set(ae, "penwidth", number(e.penwidth));
     if (!e.constraint) set(ae, "constraint", "false");
-    if (!e.label.empty()) setHtml(root, ae, "label", htmlText(e.label));
+    // xlabel, not label: 2.42's flat_edges reallocates the rank array for a labelled edge
+    // between nodes of one rank and gvFreeLayout then frees a stale pointer (valgrind: invalid
+    // free in dot_layout's flat_edges); external labels are placed after layout, without it.
+    if (!e.label.empty()) setHtml(root, ae, "xlabel", htmlText(e.label));
     if (!e.tooltip.empty()) set(ae, "tooltip", attributeText(e.tooltip));
     edges.push_back(ae);
   }
@@ -298,7 +301,7 @@ void LaidOutGraph::Impl::readPositions() {
         }
       }
     }
-    if (const textlabel_t* l = ED_label(e); l && l->set) {
+    if (const textlabel_t* l = ED_xlabel(e); l && l->set) {
       r.has_label = true;
       r.label = flip(l->pos);
     }

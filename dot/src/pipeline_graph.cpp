@@ -1,12 +1,282 @@
-// The pipeline picture (see pipeline_graph.h).
+// The pipeline picture (see pipeline_graph.h): trace/'s pipeline actions of one step -> one node
+// per action in a cluster per pipeline rank, order / message / stage-dependency edges, and the
+// critical path.
+//
+// Critical path: the longest path through the dependency graph (order on a rank, send -> receive)
+// where an action weighs its measured duration, except a receive, which weighs only the part after
+// its send ended (the rest is waiting for that send, already counted on the sender's side). Every
+// path is then a chain of disjoint intervals in time order, so its length is at most the step's
+// pipeline window, and the longest one falls short of the window only by the gaps between actions.
 #include "tracerun/dot/pipeline_graph.h"
 
-#include "tracerun/trace/error.h"
+#include <algorithm>
+#include <map>
+
+#include "text_format.h"
+#include "tracerun/dot/palette.h"
+#include "tracerun/trace/analysis/pipeline.h"
 
 namespace tracerun::dot {
 
-Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOptions&) {
-  throw trace::TraceError(reader.path() + ": tracedot pipeline is not written yet");
+namespace {
+
+using trace::analysis::PipelineAction;
+using Kind = trace::analysis::PipelineActionKind;
+
+bool isCompute(Kind k) {
+  return k == Kind::kForward || k == Kind::kBackward;
+}
+bool isRecv(Kind k) {
+  return k == Kind::kRecvForward || k == Kind::kRecvBackward;
+}
+bool isForwardMessage(Kind k) {
+  return k == Kind::kSendForward || k == Kind::kRecvForward;
+}
+
+int64_t duration(const PipelineAction& a) {
+  return std::max<int64_t>(0, a.end_ns - a.start_ns);
+}
+
+std::string mbText(const PipelineAction& a, int v) {
+  std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F" : "B") +
+                  std::to_string(a.microbatch);
+  if (v > 1) s += " c" + std::to_string(a.chunk);
+  return s;
+}
+
+struct CriticalPath {
+  std::vector<bool> onPath;
+  std::vector<int> via;  // best predecessor, -1 for none
+  int64_t length = 0;
+};
+
+CriticalPath criticalPath(const std::vector<PipelineAction>& acts) {
+  const size_t n = acts.size();
+  std::vector<std::vector<int>> preds(n), succs(n);
+  auto dep = [&](size_t from, size_t to) {
+    preds[to].push_back(static_cast<int>(from));
+    succs[from].push_back(static_cast<int>(to));
+  };
+  for (size_t i = 1; i < n; ++i) {
+    if (acts[i].rank == acts[i - 1].rank) dep(i - 1, i);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (isRecv(acts[i].kind) && acts[i].match >= 0 && static_cast<size_t>(acts[i].match) < n) {
+      dep(static_cast<size_t>(acts[i].match), i);
+    }
+  }
+  std::vector<int64_t> weight(n);
+  for (size_t i = 0; i < n; ++i) {
+    weight[i] = duration(acts[i]);
+    if (isRecv(acts[i].kind) && acts[i].match >= 0 && static_cast<size_t>(acts[i].match) < n) {
+      const PipelineAction& s = acts[static_cast<size_t>(acts[i].match)];
+      weight[i] = std::max<int64_t>(0, acts[i].end_ns - std::max(acts[i].start_ns, s.end_ns));
+    }
+  }
+  // Kahn's order; a cycle (a damaged trace) leaves its nodes at their own weight.
+  std::vector<int> indeg(n, 0);
+  for (size_t i = 0; i < n; ++i) indeg[i] = static_cast<int>(preds[i].size());
+  std::vector<int> ready;
+  for (size_t i = n; i-- > 0;) {
+    if (indeg[i] == 0) ready.push_back(static_cast<int>(i));
+  }
+  CriticalPath cp;
+  cp.onPath.assign(n, false);
+  cp.via.assign(n, -1);
+  std::vector<int64_t> dist(weight);
+  while (!ready.empty()) {
+    const int u = ready.back();
+    ready.pop_back();
+    for (int s : succs[static_cast<size_t>(u)]) {
+      const int64_t d = dist[static_cast<size_t>(u)] + weight[static_cast<size_t>(s)];
+      if (d > dist[static_cast<size_t>(s)] ||
+          (d == dist[static_cast<size_t>(s)] && cp.via[static_cast<size_t>(s)] < 0)) {
+        dist[static_cast<size_t>(s)] = d;
+        cp.via[static_cast<size_t>(s)] = u;
+      }
+      if (--indeg[static_cast<size_t>(s)] == 0) ready.push_back(s);
+    }
+  }
+  int end = -1;
+  for (size_t i = 0; i < n; ++i) {
+    if (end < 0 || dist[i] > dist[static_cast<size_t>(end)]) end = static_cast<int>(i);
+  }
+  if (end < 0) return cp;
+  cp.length = dist[static_cast<size_t>(end)];
+  for (int k = end; k >= 0; k = cp.via[static_cast<size_t>(k)]) {
+    if (cp.onPath[static_cast<size_t>(k)]) break;
+    cp.onPath[static_cast<size_t>(k)] = true;
+  }
+  return cp;
+}
+
+}  // namespace
+
+Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOptions& o) {
+  const std::string file = reader.path();
+  const auto pa = trace::analysis::analyzePipeline(reader);
+  if (!pa.present) {
+    throw trace::TraceError(file +
+                            ": no pipeline in the trace (no forward/backward phases with a stage "
+                            "argument on two or more stages; run with --pp 2 or more)");
+  }
+  const auto first = trace::analysis::pipelineStepActions(reader, -1, o.replica);
+  if (first.steps.empty()) throw trace::TraceError(file + ": no pipeline steps in the trace");
+  const int step = o.step >= 0 ? o.step : first.steps.size() > 1 ? first.steps[1] : first.steps[0];
+  const auto sa = trace::analysis::pipelineStepActions(reader, step, o.replica);
+  if (!sa.found) {
+    throw trace::TraceError(file + ": no step " + std::to_string(step) +
+                            " in the pipeline (steps " + std::to_string(first.steps.front()) +
+                            ".." + std::to_string(first.steps.back()) + ")");
+  }
+  const auto& acts = sa.actions;
+  const int v = pa.virtual_stages;
+  const CriticalPath cp = criticalPath(acts);
+
+  Graph g;
+  g.direction = Direction::kLeftToRight;
+  std::map<int, int> clusterOfRank;
+  for (int r : sa.ranks) {
+    Cluster c;
+    const auto it = std::find_if(acts.begin(), acts.end(),
+                                 [&](const PipelineAction& a) { return a.rank == r; });
+    const int stage = it == acts.end() ? -1 : it->stage;
+    c.id = "rank" + std::to_string(r);
+    c.label = "stage " + std::to_string(stage) + " (rank " + std::to_string(r) + ")";
+    c.fill = palette::kCluster;
+    c.border = palette::kClusterBorder;
+    clusterOfRank[r] = g.addCluster(std::move(c));
+  }
+
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  std::map<int, int64_t> computeOfRank;
+  std::map<std::tuple<int, int, int>, int> computeNode;  // (virtual stage, kind, microbatch)
+  std::map<std::string, int> seenIds;
+  for (size_t i = 0; i < acts.size(); ++i) {
+    const PipelineAction& a = acts[i];
+    lo = std::min(lo, a.start_ns);
+    hi = std::max(hi, a.end_ns);
+    Node n;
+    std::string what;
+    const std::string mb = mbText(a, v);
+    if (isCompute(a.kind)) {
+      computeOfRank[a.rank] += duration(a);
+      what = mb;
+      n.fill = a.kind == Kind::kForward ? palette::kForward : palette::kBackward;
+      n.shape = NodeShape::kBox;
+      computeNode[{a.virtual_stage, static_cast<int>(a.kind), a.microbatch}] = static_cast<int>(i);
+    } else {
+      what = std::string(isRecv(a.kind) ? "recv " : "send ") + mb +
+             (isRecv(a.kind) ? " \u2190 r" : " \u2192 r") + std::to_string(a.peer);
+      n.fill = palette::kCollective;
+      n.shape = NodeShape::kHexagon;
+    }
+    n.label = what + "\n" + formatNs(duration(a));
+    std::string id = "rank" + std::to_string(a.rank) + "/" + what;
+    const int dup = seenIds[id]++;
+    if (dup > 0) id += "~" + std::to_string(dup + 1);
+    n.id = id;
+    n.tooltip = id + "\nstart_ns: " + std::to_string(a.start_ns) +
+                "\nduration_ns: " + std::to_string(duration(a)) +
+                "\nstage: " + std::to_string(a.stage) + "\nchunk: " + std::to_string(a.chunk) +
+                "\nmicrobatch: " + std::to_string(a.microbatch) +
+                (cp.onPath[i] ? "\ncritical: yes" : "");
+    n.cluster = clusterOfRank.count(a.rank) ? clusterOfRank[a.rank] : -1;
+    if (cp.onPath[i]) {
+      n.border = palette::kCritical;
+      n.penwidth = 3.0;
+    }
+    n.font = palette::textOn(n.fill);
+    g.addNode(std::move(n));
+  }
+  auto critical = [&](size_t from, size_t to) {
+    return cp.onPath[from] && cp.onPath[to] && cp.via[to] == static_cast<int>(from);
+  };
+  // Order on a rank.
+  for (size_t i = 1; i < acts.size(); ++i) {
+    if (acts[i].rank != acts[i - 1].rank) continue;
+    Edge e;
+    e.from = static_cast<int>(i - 1);
+    e.to = static_cast<int>(i);
+    e.style = EdgeStyle::kDotted;
+    e.color = palette::kMessage;
+    e.tooltip = "order on rank " + std::to_string(acts[i].rank);
+    if (critical(i - 1, i)) {
+      e.style = EdgeStyle::kBold;
+      e.color = palette::kCritical;
+      e.penwidth = 3.0;
+    }
+    g.addEdge(std::move(e));
+  }
+  // Send -> receive.
+  for (size_t i = 0; i < acts.size(); ++i) {
+    if (!isRecv(acts[i].kind) || acts[i].match < 0) continue;
+    const size_t s = static_cast<size_t>(acts[i].match);
+    Edge e;
+    e.from = static_cast<int>(s);
+    e.to = static_cast<int>(i);
+    e.color = palette::kMessage;
+    e.tooltip = "send -> receive, arrived " +
+                formatNs(std::max<int64_t>(0, acts[i].end_ns - acts[s].start_ns)) +
+                " after the send began";
+    if (critical(s, i)) {
+      e.style = EdgeStyle::kBold;
+      e.color = palette::kCritical;
+      e.penwidth = 3.0;
+    }
+    g.addEdge(std::move(e));
+  }
+  // Stage dependencies: F(s, m) -> F(s+1, m); B(s+1, m) -> B(s, m) (virtual stages).
+  for (const auto& [key, idx] : computeNode) {
+    const auto [vs, kind, m] = key;
+    if (kind != static_cast<int>(Kind::kForward) && kind != static_cast<int>(Kind::kBackward)) {
+      continue;
+    }
+    auto it = computeNode.find({vs + 1, kind, m});
+    if (it == computeNode.end()) continue;
+    Edge e;
+    const bool fwd = kind == static_cast<int>(Kind::kForward);
+    e.from = fwd ? idx : it->second;
+    e.to = fwd ? it->second : idx;
+    e.style = EdgeStyle::kDashed;
+    e.constraint = false;
+    e.color = palette::kLink;
+    e.tooltip = "stage dependency";
+    g.addEdge(std::move(e));
+  }
+
+  const int64_t window = hi > lo ? hi - lo : 0;
+  double compute = 0;
+  std::string perStage;
+  for (int r : sa.ranks) {
+    const double c = double(computeOfRank[r]);
+    compute += c;
+    const auto it = std::find_if(acts.begin(), acts.end(),
+                                 [&](const PipelineAction& a) { return a.rank == r; });
+    perStage += std::string(perStage.empty() ? "" : " \u00b7 ") + "stage " +
+                std::to_string(it == acts.end() ? -1 : it->stage) + ": " +
+                formatShare(window > 0 ? 1.0 - c / double(window) : 0.0);
+  }
+  const double bubble =
+      window > 0 && !sa.ranks.empty() ? 1.0 - compute / (double(sa.ranks.size()) * window) : 0.0;
+  g.title = "pipeline \u00b7 " + file + " \u00b7 step " + std::to_string(step) + " \u00b7 " +
+            pa.schedule + " p=" + std::to_string(pa.stages) +
+            " m=" + std::to_string(pa.microbatches) + (v > 1 ? " v=" + std::to_string(v) : "");
+  std::string cap =
+      "step window " + formatNs(window) +
+      " (first action start to last action end); critical path " + formatNs(cp.length) + " = " +
+      formatShare(window > 0 ? double(cp.length) / double(window) : 0.0) + " of it (red)";
+  cap += "\nbubble per stage: " + perStage;
+  cap += "\nstep bubble " + formatShare(bubble) + " measured; closed form " +
+         (pa.schedule == "interleaved" ? std::string("((p-1)/v)/(m+(p-1)/v)")
+                                       : std::string("(p-1)/(m+p-1)")) +
+         " = " + formatShare(pa.bubble_theory);
+  if (sa.replicas > 1) {
+    cap += "\nreplica " + std::to_string(o.replica) + " of " + std::to_string(sa.replicas) +
+           " (data-parallel copies of the pipeline)";
+  }
+  g.caption = cap;
+  return g;
 }
 
 }  // namespace tracerun::dot

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
                    commands.push_back(addCallgraphCommand(app));
                    commands.push_back(addPipelineCommand(app));
                    commands.push_back(addModelCommand(app));
+                   commands.push_back(addAutogradCommand(app));
                    return commands;
                  });
 }

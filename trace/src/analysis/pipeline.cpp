@@ -509,4 +509,75 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// one step's actions (pictures)
+
+PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int replica) {
+  PipelineStepActions out;
+  Collected c = collect(reader);
+  stageIsPipelineRank(c);
+  int maxStage = -1, maxChunk = 0;
+  std::set<int> steps;
+  for (const auto& [rank, actions] : c.by_rank) {
+    for (const Action& a : actions) {
+      steps.insert(a.step);
+      if (!isCompute(a.kind)) continue;
+      maxStage = std::max(maxStage, a.stage);
+      maxChunk = std::max(maxChunk, a.chunk);
+    }
+  }
+  if (maxStage < 1 || maxStage >= kMaxVirtualStages || maxChunk >= kMaxVirtualStages) return out;
+  out.steps.assign(steps.begin(), steps.end());
+  const int p = std::max(1, (maxStage + 1) / (maxChunk + 1));
+  std::map<int, int> prank;
+  const auto replicas = replicasOf(c, p, &prank);
+  out.replicas = static_cast<int>(replicas.size());
+  if (replica < 0 || replica >= out.replicas || !steps.count(step)) return out;
+  out.ranks = replicas[static_cast<size_t>(replica)];
+  std::vector<Action> all;
+  for (int r : out.ranks) {
+    for (const Action& a : c.by_rank[r]) {
+      if (a.step == step) all.push_back(a);
+    }
+  }
+  if (all.empty()) return out;
+  int64_t unmatched = 0;
+  matchMessages(all, &unmatched);
+  out.found = true;
+  for (const Action& a : all) {
+    PipelineAction x;
+    switch (a.kind) {
+      case kForward:
+        x.kind = PipelineActionKind::kForward;
+        break;
+      case kBackward:
+        x.kind = PipelineActionKind::kBackward;
+        break;
+      case kSendForward:
+        x.kind = PipelineActionKind::kSendForward;
+        break;
+      case kSendBackward:
+        x.kind = PipelineActionKind::kSendBackward;
+        break;
+      case kRecvForward:
+        x.kind = PipelineActionKind::kRecvForward;
+        break;
+      default:
+        x.kind = PipelineActionKind::kRecvBackward;
+        break;
+    }
+    x.rank = a.rank;
+    x.stage = prank[a.rank];
+    x.virtual_stage = isCompute(a.kind) ? a.stage : -1;
+    x.chunk = a.chunk;
+    x.microbatch = a.microbatch;
+    x.peer = a.peer;
+    x.start_ns = a.start;
+    x.end_ns = a.end;
+    x.match = a.match;
+    out.actions.push_back(x);
+  }
+  return out;
+}
+
 }  // namespace tracerun::trace::analysis

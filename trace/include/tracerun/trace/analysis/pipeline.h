@@ -64,4 +64,37 @@ double closedFormBubble(const std::string& schedule, int p, int m, int v);
 
 PipelineAnalysis analyzePipeline(const TraceReader& reader);
 
+// One executed action of one step of one replica, for pictures of the schedule (tracedot
+// pipeline, traceview): what analyzePipeline measures, action by action.
+enum class PipelineActionKind {
+  kForward,
+  kBackward,
+  kSendForward,
+  kSendBackward,
+  kRecvForward,
+  kRecvBackward
+};
+struct PipelineAction {
+  PipelineActionKind kind = PipelineActionKind::kForward;
+  int rank = 0;            // global rank
+  int stage = 0;           // its pipeline rank (0..p-1)
+  int virtual_stage = -1;  // forward/backward: chunk x p + pipeline rank
+  int chunk = 0, microbatch = 0;
+  int peer = -1;  // messages: the global rank on the other side
+  int64_t start_ns = 0, end_ns = 0;
+  long match = -1;  // receives: index in `actions` of the send it received, -1 when not traced
+};
+
+struct PipelineStepActions {
+  bool found = false;                   // the trace has a pipeline and this step of this replica
+  std::vector<int> steps;               // every step number with pipeline actions (ascending)
+  int replicas = 0;                     // pipelines (data-parallel copies) in the trace
+  std::vector<int> ranks;               // the replica's global ranks, by pipeline rank
+  std::vector<PipelineAction> actions;  // rank by rank (in `ranks` order), each in start order
+};
+
+// The actions of step `step` of replica `replica` (an index into PipelineAnalysis::replicas),
+// messages matched as analyzePipeline matches them.
+PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int replica = 0);
+
 }  // namespace tracerun::trace::analysis

@@ -1,0 +1,245 @@
+// tracedot on real traces: gpttrain traced by the tracerun launcher (6 layers in one process; 4
+// layers on two pipeline stages; a 1F1B dry run with p = 4, m = 8), each SVG parsed as XML and
+// read back against trace/'s analyses; bad input; byte-identical output.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "dot_test_util.h"
+#include "e2e_common.h"
+#include "tracerun/trace/analysis/callgraph.h"
+#include "tracerun/trace/analysis/pipeline.h"
+
+using namespace tracerun;
+using e2e::ProcessResult;
+
+namespace {
+
+ProcessResult tracedot(const std::vector<std::string>& args) {
+  return e2e::runProcess(TRACEDOT_BIN, args, e2e::scratch().path());
+}
+
+dottest::Svg svgOf(const std::string& path) {
+  return dottest::parseSvg(path, e2e::scratch().path());
+}
+
+std::vector<const dottest::SvgNode*> foldNodes(const dottest::Svg& s) {
+  std::vector<const dottest::SvgNode*> out;
+  for (const auto& n : s.nodes) {
+    if (n.fields.count("fold")) out.push_back(&n);
+  }
+  return out;
+}
+
+// Every drawn node whose children are drawn adds up: self + children = inclusive.
+void checkAddsUp(const dottest::Svg& s) {
+  std::map<std::string, int64_t> childSum;
+  std::map<std::string, int> children;
+  for (const auto& n : s.nodes) {
+    const size_t slash = n.id.rfind('/');
+    if (slash == std::string::npos) continue;
+    childSum[n.id.substr(0, slash)] += n.num("inclusive_ns");
+    ++children[n.id.substr(0, slash)];
+  }
+  for (const auto& n : s.nodes) {
+    if (!children.count(n.id)) continue;
+    INFO(n.id);
+    CHECK(n.num("exclusive_ns") + childSum[n.id] == n.num("inclusive_ns"));
+  }
+}
+
+#ifdef GPTTRAIN_BIN
+const std::string& singleTrace() {
+  static const std::string path = [] {
+    const std::string db = e2e::scratch().file("gpt6.db");
+    const auto r = e2e::runGpttrain(
+        {"-o", db}, GPTTRAIN_BIN,
+        {"--layers", "6", "--hidden", "32", "--heads", "2", "--seq-len", "8", "--vocab", "64",
+         "--steps", "2", "--global-batch", "2", "--micro-batch-size", "1"});
+    if (!r.exited || r.exit_code != 0) throw std::runtime_error("gpttrain: " + r.describe());
+    return db;
+  }();
+  return path;
+}
+#endif
+
+}  // namespace
+
+#ifdef GPTTRAIN_BIN
+TEST_CASE("tracedot callgraph: a 6-layer gpttrain step folds into exactly one x6",
+          "[dot][e2e][callgraph]") {
+  const std::string svg = e2e::scratch().file("cg6.svg");
+  const auto r = tracedot({"callgraph", singleTrace(), "-o", svg, "--step", "2"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  const auto s = svgOf(svg);
+  const auto f = foldNodes(s);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0]->num("fold") == 6);
+  CHECK(f[0]->id == "all/step/forward/layers.*");
+  CHECK(f[0]->text[0] == "layers.* \u00d76");
+  // Its numbers are the sums of the six layers in trace/'s call graph of step 2.
+  const auto reader = trace::TraceReader::open(singleTrace());
+  trace::analysis::CallGraphOptions co;
+  co.step = 2;
+  const auto cg = trace::analysis::buildCallGraph(reader, co);
+  int64_t calls = 0, incl = 0, layers = 0, total = 0;
+  for (size_t i = 1; i < cg.nodes.size(); ++i) {
+    const std::string path = cg.path(static_cast<int>(i), reader, "/");
+    if (std::regex_match(path, std::regex("step/forward/layers\\.[0-9]+"))) {
+      calls += cg.nodes[i].count;
+      incl += cg.nodes[i].inclusive_ns;
+      ++layers;
+    }
+    if (cg.nodes[i].parent == 0) total += cg.nodes[i].inclusive_ns;
+  }
+  CHECK(layers == 6);
+  CHECK(f[0]->num("calls") == calls);
+  CHECK(f[0]->num("inclusive_ns") == incl);
+  REQUIRE(s.byId("all"));
+  CHECK(s.byId("all")->num("inclusive_ns") == total);
+  checkAddsUp(s);
+  // --expand draws each layer.
+  const std::string expanded = e2e::scratch().file("cg6x.svg");
+  REQUIRE(
+      tracedot({"callgraph", singleTrace(), "-o", expanded, "--step", "2", "--expand"}).exit_code ==
+      0);
+  const auto sx = svgOf(expanded);
+  CHECK(foldNodes(sx).empty());
+  for (int i = 0; i < 6; ++i) CHECK(sx.byId("all/step/forward/layers." + std::to_string(i)));
+}
+
+TEST_CASE("tracedot callgraph: two pipeline stages fold x2 + x2", "[dot][e2e][callgraph]") {
+  const std::string db = e2e::scratch().file("pp2.db");
+  const auto run = e2e::runGpttrain(
+      {"--nproc-per-node", "2", "-o", db}, GPTTRAIN_BIN,
+      {"--pp", "2", "--layers", "4", "--hidden", "32", "--heads", "2", "--seq-len", "8", "--vocab",
+       "64", "--steps", "2", "--global-batch", "4", "--micro-batch-size", "2"});
+  REQUIRE(run.exit_code == 0);
+  const std::string svg = e2e::scratch().file("pp2cg.svg");
+  REQUIRE(tracedot({"callgraph", db, "-o", svg}).exit_code == 0);
+  const auto s = svgOf(svg);
+  const auto f = foldNodes(s);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0]->num("fold") == 2);
+  CHECK(f[1]->num("fold") == 2);
+  CHECK(f[0]->fields.at("members") == "layers.0 layers.1");
+  CHECK(f[1]->fields.at("members") == "layers.2 layers.3");
+  checkAddsUp(s);
+  // One rank: one stage, one x2.
+  const std::string one = e2e::scratch().file("pp2r1.svg");
+  REQUIRE(tracedot({"callgraph", db, "-o", one, "--rank", "1"}).exit_code == 0);
+  const auto s1 = svgOf(one);
+  const auto f1 = foldNodes(s1);
+  REQUIRE(f1.size() == 1);
+  CHECK(f1[0]->fields.at("members") == "layers.2 layers.3");
+}
+
+TEST_CASE("tracedot pipeline: 1F1B dry run p=4 m=8, critical path within 5% of the step",
+          "[dot][e2e][pipeline]") {
+  const std::string db = e2e::scratch().file("dry.db");
+  const auto run = e2e::runGpttrain({"--nproc-per-node", "4", "-o", db}, GPTTRAIN_BIN,
+                                    {"--pp",
+                                     "4",
+                                     "--layers",
+                                     "4",
+                                     "--hidden",
+                                     "32",
+                                     "--heads",
+                                     "2",
+                                     "--seq-len",
+                                     "8",
+                                     "--vocab",
+                                     "64",
+                                     "--steps",
+                                     "2",
+                                     "--global-batch",
+                                     "16",
+                                     "--micro-batch-size",
+                                     "2",
+                                     "--schedule",
+                                     "1f1b",
+                                     "--dry-run-costs",
+                                     "10,20"});
+  REQUIRE(run.exit_code == 0);
+  const std::string svg = e2e::scratch().file("dry.svg");
+  REQUIRE(tracedot({"pipeline", db, "-o", svg, "--step", "2"}).exit_code == 0);
+  const auto s = svgOf(svg);
+  // One node per action: 4 stages x 8 microbatches x (F, B) compute, plus the messages.
+  const auto reader = trace::TraceReader::open(db);
+  const auto pa = trace::analysis::analyzePipeline(reader);
+  REQUIRE(pa.present);
+  CHECK(pa.stages == 4);
+  CHECK(pa.microbatches == 8);
+  int compute = 0;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& n : s.nodes) {
+    const bool isCompute = n.text[0].rfind("F", 0) == 0 || n.text[0].rfind("B", 0) == 0;
+    compute += isCompute ? 1 : 0;
+    if (n.tooltip.find("critical: yes") == std::string::npos) continue;
+    lo = std::min(lo, n.num("start_ns"));
+    hi = std::max(hi, n.num("start_ns") + n.num("duration_ns"));
+  }
+  CHECK(compute == 4 * 8 * 2);
+  // The measured step: the analysis' window of step 2.
+  int64_t window = 0;
+  for (const auto& st : pa.per_step) {
+    if (st.step == 2) window = st.end_ns - st.start_ns;
+  }
+  REQUIRE(window > 0);
+  CHECK(double(hi - lo) >= 0.95 * double(window));
+  CHECK(hi - lo <= window);
+  std::smatch m;
+  std::string caption;
+  for (const auto& c : s.caption) caption += c + "\n";
+  REQUIRE(std::regex_search(caption, m, std::regex("critical path .* = ([0-9.]+)% of it")));
+  CHECK(std::stod(m[1]) >= 95.0);
+  CHECK(caption.find("(p-1)/(m+p-1) = 27.3%") != std::string::npos);
+  CHECK(caption.find("1f1b p=4 m=8") != std::string::npos);
+}
+
+TEST_CASE("tracedot: the same trace gives byte-identical output", "[dot][e2e]") {
+  for (const char* fmt : {"svg", "dot", "txt"}) {
+    const std::string a = e2e::scratch().file(std::string("same1.") + fmt);
+    const std::string b = e2e::scratch().file(std::string("same2.") + fmt);
+    REQUIRE(tracedot({"callgraph", singleTrace(), "-o", a}).exit_code == 0);
+    REQUIRE(tracedot({"callgraph", singleTrace(), "-o", b}).exit_code == 0);
+    CHECK(e2e::readFile(a) == e2e::readFile(b));
+  }
+}
+
+TEST_CASE("tracedot: bad input is one line and a non-zero exit", "[dot][e2e]") {
+  const std::string out = e2e::scratch().file("bad.svg");
+  const std::string notTrace = e2e::scratch().file("not-a-trace.db");
+  e2e::writeFile(notTrace, "hello\n");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"callgraph", notTrace, "-o", out}, 1, "not an SQLite file"},
+      {{"callgraph", singleTrace(), "-o", out, "--rank", "7"}, 1, "no rank 7 in the trace"},
+      {{"callgraph", singleTrace(), "-o", out, "--step", "99"},
+       1,
+       "no step 99 in the trace (steps 1..2)"},
+      {{"pipeline", singleTrace(), "-o", out}, 1, "no pipeline in the trace"},
+      {{"callgraph", singleTrace(), "-o", out, "--node-thres", "150%"}, 2, "--node-thres"},
+      {{"callgraph", singleTrace(), "-o", out, "--bogus"}, 2, "--bogus"},
+      {{"model", singleTrace(), "-o", out, "--bogus-too"}, 2, ""},
+  };
+  for (const auto& c : cases) {
+    const auto r = tracedot(c.args);
+    INFO(r.describe());
+    CHECK(r.exit_code == c.code);
+    REQUIRE(r.errLines().size() == 1);
+    CHECK(r.errLines()[0].rfind("tracedot: ", 0) == 0);
+    CHECK(r.errLines()[0].find(c.says) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  CHECK_FALSE(std::ifstream(out).good());  // nothing written
+}
+#endif
