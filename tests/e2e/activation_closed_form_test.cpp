@@ -2,14 +2,18 @@
 // traced gpttrain run reports equal docs/trainer.md's closed forms, computed here from the flags
 // alone, within 2 %. Not a test of the memory analysis itself (tests/trace does that).
 //
-// Per-layer bytes = (reading with 4 layers - reading with 2 layers) / 2, reading = rank 0's
-// activation bytes at its memory peak (`tracerun report --json`: memory.per_rank[0].by_category).
-// Under full recomputation with SP that peak is no clean reading (docs/trainer.md says why): there
-// the reading is the activation-tagged bytes live on rank 0 when its last backward phase starts,
-// read from the trace with SQL (what the forward left for backward).
+// Per-layer bytes = (reading with 4 layers - reading with 2 layers) / 2, from two readings of each
+// run's rank 0: "at the peak", its activation bytes at its memory peak (`tracerun report --json`:
+// memory.per_rank[0].by_category.activation, issue 14's method), and "held", the activation-tagged
+// bytes live when the last step's first backward phase starts (what the forward left for backward),
+// read from the trace with SQL. Both for one process and the pipeline; with TP only "held": there
+// the peak can include a tensor Gloo's worker has not yet let go of, and with full recomputation
+// and SP the peak falls inside a re-run layer's backward (docs/trainer.md says both).
 #include <sqlite3.h>
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "e2e_common.h"
@@ -99,17 +103,25 @@ std::vector<std::string> modelArgs(const Size& z, int layers, bool dropout, int6
 }
 
 // Activation-tagged bytes (the capture's tag, memory_categories 'activation') live on rank 0 when
-// its last `backward` phase starts: allocated before, not freed in between.
+// the last step's first `backward` phase starts: allocated before, not freed in between (with one
+// microbatch the step's only backward; in a pipeline when stage 0 holds the most microbatches).
+// What the head's forward made is left out: the vocab-parallel cross-entropy's max ([s, b],
+// all-reduced) is released when Gloo's worker drops the all-reduce's work, sometimes just after
+// backward starts (a race of 4sb bytes, not a layer's).
 int64_t heldForBackward(const std::string& db) {
   sqlite3* handle = nullptr;
   REQUIRE(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   const char* sql =
-      "WITH b AS (SELECT max(s.start_ns) AS t FROM spans s JOIN tracks k ON k.id = s.track "
-      "JOIN strings n ON n.id = s.name WHERE k.rank = 0 AND n.value = 'backward'), "
+      "WITH r AS (SELECT s.start_ns, s.dur_ns, n.value AS name FROM spans s JOIN tracks k "
+      "ON k.id = s.track JOIN strings n ON n.id = s.name WHERE k.rank = 0), "
+      "b AS (SELECT min(r.start_ns) AS t FROM r WHERE r.name = 'backward' AND r.start_ns > "
+      "(SELECT max(start_ns) FROM r WHERE name = 'step')), "
       "c AS (SELECT id FROM memory_categories WHERE name = 'activation') "
-      "SELECT coalesce(sum(a.bytes), -1) FROM memory a, b, c WHERE a.rank = 0 AND a.bytes > 0 "
-      "AND a.category = c.id AND a.ts_ns < b.t AND NOT EXISTS (SELECT 1 FROM memory f "
-      "WHERE f.rank = 0 AND f.ptr = a.ptr AND f.bytes < 0 AND f.ts_ns > a.ts_ns AND f.ts_ns < b.t)";
+      "SELECT coalesce(sum(a.bytes), -1) FROM memory a JOIN b JOIN c LEFT JOIN strings sc "
+      "ON sc.id = a.scope WHERE a.rank = 0 AND a.bytes > 0 AND a.category = c.id "
+      "AND coalesce(sc.value, '') NOT LIKE 'head%' AND a.ts_ns < b.t AND NOT EXISTS "
+      "(SELECT 1 FROM memory f WHERE f.rank = 0 AND f.ptr = a.ptr AND f.bytes < 0 "
+      "AND f.ts_ns > a.ts_ns AND f.ts_ns < b.t)";
   sqlite3_stmt* stmt = nullptr;
   REQUIRE(sqlite3_prepare_v2(handle, sql, -1, &stmt, nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
@@ -119,23 +131,24 @@ int64_t heldForBackward(const std::string& db) {
   return bytes;
 }
 
-enum class Reading { kAtPeak, kHeldForBackward };
+struct Readings {
+  int64_t at_peak = 0, held = 0;
+};
 
-// One traced run; rank 0's reading.
-int64_t reading(const std::string& name, int ranks, const std::vector<std::string>& gpt,
-                Reading how) {
+// One traced run: rank 0's two readings.
+Readings readings(const std::string& name, int ranks, const std::vector<std::string>& gpt) {
   const std::string db = scratch().file(name + ".db");
   const auto run = runGpttrain(
       {"--nproc-per-node", std::to_string(ranks), "--status", "off", "-o", db}, GPTTRAIN_BIN, gpt);
   INFO(name << ": " << run.describe());
   REQUIRE(run.exited);
   REQUIRE(run.exit_code == 0);
-  if (how == Reading::kHeldForBackward) return heldForBackward(db);
   const auto r = runTracerun({"report", "--json", db});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(r.out);
-  return j["memory"]["per_rank"][0]["by_category"]["activation"].get<int64_t>();
+  return {j["memory"]["per_rank"][0]["by_category"]["activation"].get<int64_t>(),
+          heldForBackward(db)};
 }
 
 std::vector<std::string> layoutArgs(const Layout& l) {
@@ -155,9 +168,25 @@ std::string describe(const Size& z, const Layout& l) {
   return d + (l.dropout ? ", dropout 0.1, " : ", dropout 0, ") + z.name;
 }
 
+// A reading can include a tensor that Gloo's worker thread still holds: its reference to a
+// collective's tensors outlives the wait until the thread is scheduled again, which on a loaded
+// machine can be after backward starts or after the peak. Such bytes only add, so a run whose
+// per-layer bytes miss the closed form is run again (at most kAttempts times in all) and each
+// layer count keeps its smallest reading; a runtime that keeps too much misses every time.
+constexpr int kAttempts = 3;
+
+Readings smaller(const Readings& kept, const Readings& fresh, int attempt) {
+  if (attempt == 0) return fresh;
+  return {std::min(kept.at_peak, fresh.at_peak), std::min(kept.held, fresh.held)};
+}
+
+bool near(double per_layer, int64_t form) {
+  return std::abs(per_layer - double(form)) <= 0.02 * double(form);
+}
+
 // (reading at 4 layers - at 2 layers) / 2 against the closed form, within 2 %, at both sizes, with
-// and without dropout.
-void checkLayout(Layout l, Reading how = Reading::kAtPeak) {
+// and without dropout: "held" always, "at the peak" without TP.
+void checkLayout(Layout l) {
   for (const Size& z : kSizes) {
     for (bool dropout : {false, true}) {
       l.dropout = dropout;
@@ -166,17 +195,29 @@ void checkLayout(Layout l, Reading how = Reading::kAtPeak) {
       for (char& c : tag) {
         if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
       }
-      int64_t at[2] = {0, 0};
       const int layers[2] = {2, 4};
-      for (int i = 0; i < 2; ++i) {
-        at[i] = reading(tag + "_L" + std::to_string(layers[i]), l.t,
-                        modelArgs(z, layers[i], dropout, z.b) + layoutArgs(l), how);
-      }
-      const double per_layer = double(at[1] - at[0]) / (layers[1] - layers[0]);
       const int64_t form = closedForm(z, l);
-      INFO(what << ": rank 0 reads " << at[0] << " B at 2 layers, " << at[1]
-                << " B at 4: per layer " << per_layer << " B, closed form " << form << " B");
-      CHECK(per_layer == Approx(double(form)).epsilon(0.02));
+      Readings at[2];
+      double held = 0, peak = 0;
+      int runs = 0;
+      for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        runs = attempt + 1;
+        for (int i = 0; i < 2; ++i) {
+          at[i] = smaller(at[i],
+                          readings(tag + "_L" + std::to_string(layers[i]), l.t,
+                                   modelArgs(z, layers[i], dropout, z.b) + layoutArgs(l)),
+                          attempt);
+        }
+        held = double(at[1].held - at[0].held) / (layers[1] - layers[0]);
+        peak = double(at[1].at_peak - at[0].at_peak) / (layers[1] - layers[0]);
+        if (near(held, form) && (l.t > 1 || near(peak, form))) break;
+      }
+      INFO(what << ": rank 0 holds " << at[0].held << " B at 2 layers, " << at[1].held
+                << " B at 4 (at the peak " << at[0].at_peak << ", " << at[1].at_peak
+                << "): per layer " << held << " B (at the peak " << peak << "), closed form "
+                << form << " B (" << runs << " run(s) per layer count)");
+      CHECK(held == Approx(double(form)).epsilon(0.02));
+      if (l.t == 1) CHECK(peak == Approx(double(form)).epsilon(0.02));
     }
   }
 }
@@ -196,12 +237,10 @@ TEST_CASE("activation closed form: selective recomputation, 1 process and tp 2 +
 
 // With full recomputation and SP a layer keeps only sbh/t, and rank 0's memory peak falls inside a
 // re-run layer's backward (the re-run's activations are temporaries of that autograd node there),
-// below the top layer: what is live then depends on where the peak lands, so the test reads what
-// the forward left for backward instead. The one-process run is read at the peak as elsewhere.
+// not always the top layer's: what is live then depends on where the peak lands. "Held" is exact.
 TEST_CASE("activation closed form: full recomputation, 1 process and tp 2 + sp") {
   checkLayout({1, false, Recompute::kFull});
-  checkLayout({1, false, Recompute::kFull}, Reading::kHeldForBackward);
-  checkLayout({2, true, Recompute::kFull}, Reading::kHeldForBackward);
+  checkLayout({2, true, Recompute::kFull});
 }
 
 // Pipeline (2 stages, 4 microbatches of micro-batch b): stage 0's activation bytes at its peak
@@ -212,24 +251,36 @@ TEST_CASE("activation closed form: stage 0 of a pipeline holds p microbatches (1
   for (const Size& z : kSizes) {
     for (const char* schedule : {"1f1b", "gpipe"}) {
       const int held = std::string(schedule) == "1f1b" ? p : m;
-      int64_t at[2] = {0, 0};
       const int layers[2] = {2, 4};
-      for (int i = 0; i < 2; ++i) {
-        at[i] =
-            reading(std::string("pp_") + schedule + "_" + std::to_string(z.h) + "_L" +
-                        std::to_string(layers[i]),
-                    p,
-                    modelArgs(z, layers[i], false, z.b * m) +
-                        std::vector<std::string>{"--pp", std::to_string(p), "--schedule", schedule},
-                    Reading::kAtPeak);
-      }
-      const double per_stage_layer = double(at[1] - at[0]) / ((layers[1] - layers[0]) / p);
+      const double stage_layers = double(layers[1] - layers[0]) / p;
       const int64_t form = held * closedForm(z, {});
-      INFO(schedule << ", " << z.name << ", p " << p << ", m " << m << ": stage 0 reads " << at[0]
-                    << " B at 2 layers, " << at[1] << " B at 4: per layer of the stage "
-                    << per_stage_layer << " B, closed form " << held << " x " << closedForm(z, {})
-                    << " = " << form << " B");
-      CHECK(per_stage_layer == Approx(double(form)).epsilon(0.02));
+      Readings at[2];
+      double peak = 0, held_bytes = 0;
+      int runs = 0;
+      for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        runs = attempt + 1;
+        for (int i = 0; i < 2; ++i) {
+          at[i] = smaller(at[i],
+                          readings(std::string("pp_") + schedule + "_" + std::to_string(z.h) +
+                                       "_L" + std::to_string(layers[i]),
+                                   p,
+                                   modelArgs(z, layers[i], false, z.b * m) +
+                                       std::vector<std::string>{"--pp", std::to_string(p),
+                                                                "--schedule", schedule}),
+                          attempt);
+        }
+        peak = double(at[1].at_peak - at[0].at_peak) / stage_layers;
+        held_bytes = double(at[1].held - at[0].held) / stage_layers;
+        if (near(peak, form) && near(held_bytes, form)) break;
+      }
+      INFO(schedule << ", " << z.name << ", p " << p << ", m " << m << ": stage 0 at its peak "
+                    << at[0].at_peak << " B at 2 layers, " << at[1].at_peak << " B at 4 (held "
+                    << at[0].held << ", " << at[1].held << "): per layer of the stage " << peak
+                    << " B (held " << held_bytes << "), closed form " << held << " x "
+                    << closedForm(z, {}) << " = " << form << " B (" << runs
+                    << " run(s) per layer count)");
+      CHECK(peak == Approx(double(form)).epsilon(0.02));
+      CHECK(held_bytes == Approx(double(form)).epsilon(0.02));
     }
   }
 }
