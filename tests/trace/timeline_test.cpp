@@ -40,6 +40,7 @@ void writeDense(const std::string& path, uint64_t seed, int roots) {
   core::Session session;
   ShardOptions o;
   o.path = path;
+  o.summaries = true;
   o.chunk_rows = 64;
   ShardWriter writer(session, o);
   writer.start();
@@ -537,7 +538,10 @@ TEST_CASE("timeline: every query equals brute force on the merged multi-rank fix
   o.ranks = 3;
   o.roots_per_thread = 60;
   const auto g = fixture::writeFixture(o);
+  CHECK_FALSE(Timeline::open(g.merged).summariesBuiltAtOpen());  // merge wrote them
+  CHECK(Timeline::open(g.shards[1]).summariesBuiltAtOpen());      // a launcher's shard has none
   checkEverything(g.merged, 3, false);
+  checkEverything(g.shards[1], 5, false);
   checkEverything(asOlder(g.merged, dir.file("older.db")), 4, false);
 }
 

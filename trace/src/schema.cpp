@@ -94,8 +94,7 @@ const std::vector<Table>& tables() {
        true},
       {"span_lod_depths",
        "Level-of-detail summaries, per track and depth: how many spans, the longest, and which "
-       "levels of span_lod the track stores. Built when the file is finished or merged (meta "
-       "summaries).",
+       "levels of span_lod the track stores. Built by merge (meta summaries).",
        {{"track", "INTEGER NOT NULL", "tracks.id"},
         {"depth", "INTEGER NOT NULL", "spans.depth"},
         {"span_count", "INTEGER NOT NULL", "spans of the track at this depth"},
@@ -275,8 +274,9 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"summaries",
-       "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets) when they "
-       "are built; absent in older files, whose summaries a Timeline builds when it opens them"},
+       "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "
+       "memory_devices) when they are built (by merge, or a writer asked to); absent otherwise: a "
+       "Timeline then builds them when it opens the file"},
   };
   return kKeys;
 }

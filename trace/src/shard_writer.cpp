@@ -796,12 +796,14 @@ void ShardWriter::Impl::finish() {
   }
   commit();
 
-  // The level-of-detail summaries over the spans just written (summaries.h).
-  db_.exec("BEGIN");
-  lod::build(db_, {});
-  db_.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries', '") +
-           lod::kSummariesVersion + "')");
-  db_.exec("COMMIT");
+  // The level-of-detail summaries over the spans just written (summaries.h), when asked for.
+  if (opt_.summaries) {
+    db_.exec("BEGIN");
+    lod::build(db_, {});
+    db_.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries', '") +
+             lod::kSummariesVersion + "')");
+    db_.exec("COMMIT");
+  }
 
   // Indexes once, at the end; then mark the file complete, last of all.
   db_.exec("BEGIN");

@@ -160,9 +160,13 @@ inline int levelFor(double ns_per_px) noexcept {
 constexpr int64_t floorDiv(int64_t t, int64_t w) noexcept {
   return t >= 0 ? t / w : -((-(t + 1)) / w) - 1;
 }
+// floor(t / 4^level): an arithmetic shift (GCC and Clang shift signed values arithmetically, and
+// C++20 requires it), the builder's hot path.
 constexpr int64_t bucketOf(int64_t t, int level) noexcept {
-  return floorDiv(t, width(level));
+  return t >> (2 * level);
 }
+static_assert(bucketOf(-1, 3) == -1 && bucketOf(-64, 3) == -1 && bucketOf(-65, 3) == -2 &&
+              bucketOf(63, 3) == 0 && bucketOf(64, 3) == 1);
 
 // Whether span a (duration, start, id) dominates b: longer, then earlier, then lower id.
 constexpr bool dominates(int64_t durA, int64_t startA, int64_t idA, int64_t durB, int64_t startB,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 #include <vector>
@@ -97,8 +98,16 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
                    "?, ?, ?, ?, ?, ?, ?, ?)");
   sql::Stmt insName(db, "INSERT INTO name_buckets (name, bucket, track, count) VALUES (?, ?, ?, ?)");
 
+  sql::Stmt chunkList(db,
+                      "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 ORDER BY "
+                      "first_id");
+  sql::Stmt startsOf(db, "SELECT start_ns, dur_ns, packed FROM spans WHERE id BETWEEN ?1 AND ?2");
+
   for (const auto& [track, spanCount] : tracks) {
-    // Pass 1: rows per level, over all depths (each depth's spans come in start order).
+    // Pass 1: rows per level, over all depths, and each depth's count and longest span. Read in
+    // id order, which is start order per depth on a thread track (a depth's spans end, and are
+    // written, in order); elsewhere the counts are too high, which only makes the stored levels
+    // coarser. Same bucket at level k means same bucket above it: the loop stops there.
     struct DepthState {
       int64_t count = 0, longest = 0;
       std::array<int64_t, kLevels> last;
@@ -106,25 +115,36 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
     std::vector<DepthState> depths;
     std::array<int64_t, kLevels> rows{};
     int64_t n = 0;
-    stream.forEach(track, [&](const Row& r) {
-      if (static_cast<size_t>(r.depth) >= depths.size()) {
-        DepthState fresh;
-        fresh.last.fill(kNone);
-        depths.resize(static_cast<size_t>(r.depth) + 1, fresh);
-      }
-      DepthState& d = depths[static_cast<size_t>(r.depth)];
-      ++d.count;
-      d.longest = std::max(d.longest, r.dur_ns);
-      for (int k = kFirstLevel; k < kLevels; ++k) {
-        const int64_t b = bucketOf(r.start_ns, k);
-        if (b != d.last[static_cast<size_t>(k)]) {
+    chunkList.reset();
+    chunkList.bind(1, track);
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    while (chunkList.step()) ranges.emplace_back(chunkList.i64(0), chunkList.i64(1));
+    chunkList.reset();
+    for (const auto& [firstId, lastId] : ranges) {
+      startsOf.reset();
+      startsOf.bind(1, firstId).bind(2, lastId);
+      while (startsOf.step()) {
+        const int64_t start = startsOf.i64(0);
+        const int depth = schema::packedDepth(startsOf.i64(2));
+        if (static_cast<size_t>(depth) >= depths.size()) {
+          DepthState fresh;
+          fresh.last.fill(kNone);
+          depths.resize(static_cast<size_t>(depth) + 1, fresh);
+        }
+        DepthState& d = depths[static_cast<size_t>(depth)];
+        ++d.count;
+        d.longest = std::max(d.longest, std::max<int64_t>(0, startsOf.i64(1)));
+        for (int k = kFirstLevel; k < kLevels; ++k) {
+          const int64_t b = bucketOf(start, k);
+          if (b == d.last[static_cast<size_t>(k)]) break;
           ++rows[static_cast<size_t>(k)];
           d.last[static_cast<size_t>(k)] = b;
         }
+        ++n;
+        tick();
       }
-      ++n;
-      tick();
-    });
+      startsOf.reset();
+    }
     const int64_t used = std::count_if(depths.begin(), depths.end(),
                                        [](const DepthState& d) { return d.count > 0; });
     int first = -1;
@@ -143,7 +163,9 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
       insDepth.run();
     }
 
-    // Pass 2: the stored levels' rows and the name buckets.
+    // Pass 2, in span order: the finest stored level's buckets from the spans; a bucket that
+    // closes is written and merged into the next level's (Bucket::merge is exact), so a span
+    // costs one add whatever the number of levels.
     const int levels = first < 0 ? 0 : top - first + 1;
     std::vector<Bucket> open(depths.size() * static_cast<size_t>(levels));
     auto writeBucket = [&](const Bucket& b, int level, int64_t depth) {
@@ -151,6 +173,20 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
       insLod.bind(5, b.count).bind(6, b.busy).bind(7, b.first).bind(8, b.max_end);
       insLod.bind(9, b.dom_id).bind(10, b.dom_start).bind(11, b.dom_dur).bind(12, b.dom_packed);
       insLod.run();
+    };
+    // Closes depth d's open bucket at level index j: written, then folded into level j + 1.
+    std::function<void(size_t, int)> close = [&](size_t d, int j) {
+      Bucket* level = &open[d * static_cast<size_t>(levels)];
+      if (level[j].count == 0) return;
+      writeBucket(level[j], first + j, static_cast<int64_t>(d));
+      if (j + 1 < levels) {
+        const int64_t up = level[j].bucket >> 2;
+        if (level[j + 1].count > 0 && level[j + 1].bucket != up) close(d, j + 1);
+        if (level[j + 1].count == 0) level[j + 1].bucket = up;
+        level[j + 1].merge(level[j]);
+        level[j + 1].bucket = up;
+      }
+      level[j] = Bucket();
     };
     int64_t nameBucket = kNone;
     std::unordered_map<uint32_t, int64_t> names;
@@ -161,15 +197,11 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
       names.clear();
     };
     stream.forEach(track, [&](const Row& r) {
-      for (int k = 0; k < levels; ++k) {
-        const int level = first + k;
-        Bucket& b = open[static_cast<size_t>(r.depth) * static_cast<size_t>(levels) +
-                         static_cast<size_t>(k)];
-        const int64_t index = bucketOf(r.start_ns, level);
-        if (b.count > 0 && b.bucket != index) {
-          writeBucket(b, level, r.depth);
-          b = Bucket();
-        }
+      if (levels > 0) {
+        const auto d = static_cast<size_t>(r.depth);
+        Bucket& b = open[d * static_cast<size_t>(levels)];
+        const int64_t index = bucketOf(r.start_ns, first);
+        if (b.count > 0 && b.bucket != index) close(d, 0);
         b.bucket = index;
         b.add(r.id, r.start_ns, r.dur_ns, r.packed);
       }
@@ -183,10 +215,7 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
     });
     flushNames();
     for (size_t d = 0; d < depths.size(); ++d) {
-      for (int k = 0; k < levels; ++k) {
-        const Bucket& b = open[d * static_cast<size_t>(levels) + static_cast<size_t>(k)];
-        if (b.count > 0) writeBucket(b, first + k, static_cast<int64_t>(d));
-      }
+      for (int j = 0; j < levels; ++j) close(d, j);
     }
   }
   sql::Stmt(db,

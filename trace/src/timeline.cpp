@@ -10,6 +10,7 @@
 #include <cctype>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -218,27 +219,44 @@ DrawList Timeline::Impl::draw(const DrawRequest& req) const {
                }), list.end());
   }
   if (!raw.empty()) {
-    // From the spans: every span of a visible bucket starts in [lo, hiEdge], lo being the first
-    // bucket holding a span that overlaps the window.
+    // From the spans: one read of the buckets from t0's to t1's; a bucket before t0's holds a span
+    // that reaches into them, and only its own width is read again, to count all its spans.
     const std::unordered_set<int> wanted(raw.begin(), raw.end());
-    int64_t lo = std::numeric_limits<int64_t>::max();
-    for (const SpanRow& s : reader_.spans(req.track, req.t0, req.t1)) {
-      if (wanted.count(s.depth)) lo = std::min(lo, lod::bucketOf(s.start_ns, k) * W);
-    }
-    if (lo != std::numeric_limits<int64_t>::max()) {
-      const int64_t hiEdge = (lod::bucketOf(req.t1, k) + 1) * W - 1;
-      std::map<std::pair<int, int64_t>, lod::Bucket> buckets;
-      for (const SpanRow& s : reader_.spans(req.track, lo, hiEdge)) {
-        if (!wanted.count(s.depth) || s.start_ns < lo || s.start_ns > hiEdge) continue;
-        const int64_t b = lod::bucketOf(s.start_ns, k);
-        lod::Bucket& bucket = buckets[{s.depth, b}];
-        bucket.bucket = b;
-        bucket.add(s.id, s.start_ns, std::max<int64_t>(0, s.dur_ns),
-                   schema::packSpan(s.name, static_cast<uint16_t>(s.depth),
-                                    static_cast<uint8_t>(s.category)));
+    const int64_t k0 = lod::bucketOf(req.t0, k);
+    const int64_t hiEdge = (lod::bucketOf(req.t1, k) + 1) * W - 1;
+    auto packOf = [](const SpanRow& s) {
+      return schema::packSpan(s.name, static_cast<uint16_t>(s.depth),
+                              static_cast<uint8_t>(s.category));
+    };
+    std::map<int, std::vector<lod::Bucket>> fromSpans;
+    std::set<std::pair<int, int64_t>> early;  // (depth, bucket before k0)
+    for (const SpanRow& s : reader_.spans(req.track, k0 * W, hiEdge)) {
+      if (!wanted.count(s.depth) || s.start_ns > hiEdge) continue;
+      const int64_t b = lod::bucketOf(s.start_ns, k);
+      if (b < k0) {
+        early.insert({s.depth, b});
+        continue;
       }
-      for (const auto& [key, b] : buckets) {
-        if (isVisible(b)) visible[key.first].push_back(b);
+      auto& list = fromSpans[s.depth];  // per depth, starts (so buckets) come in order
+      if (list.empty() || list.back().bucket != b) {
+        list.emplace_back();
+        list.back().bucket = b;
+      }
+      list.back().add(s.id, s.start_ns, std::max<int64_t>(0, s.dur_ns), packOf(s));
+    }
+    for (const auto& [d, b] : early) {
+      lod::Bucket e;
+      e.bucket = b;
+      for (const SpanRow& s : reader_.spans(req.track, b * W, b * W + W - 1)) {
+        if (s.depth == d && lod::bucketOf(s.start_ns, k) == b) {
+          e.add(s.id, s.start_ns, std::max<int64_t>(0, s.dur_ns), packOf(s));
+        }
+      }
+      if (isVisible(e)) visible[d].push_back(e);  // `early` is in bucket order
+    }
+    for (const auto& [d, list] : fromSpans) {
+      for (const lod::Bucket& bucket : list) {
+        if (isVisible(bucket)) visible[d].push_back(bucket);
       }
     }
   }
