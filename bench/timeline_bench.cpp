@@ -154,17 +154,20 @@ int main(int argc, char** argv) {
     const int64_t track = tl.trackDepths().front().track;
     std::printf("timeline_bench: %lld spans on one thread track, depths 0-%d, %.3f s of trace\n",
                 static_cast<long long>(n), tl.maxDepth(track), double(hi - lo) / 1e9);
-    std::printf("write (ShardWriter, close included): %.0f ms; summaries alone (Timeline::open of "
-                "a copy without them): %.0f ms = %.0f%% of the write\n",
-                writeMs, buildMs, 100.0 * buildMs / writeMs);
-    std::printf("file: %.1f MB with summaries, %.1f MB without (+%.1f%%); span_lod rows: %lld "
-                "(%.3f per span)\n\n",
-                double(withBytes) / 1e6, double(withoutBytes) / 1e6,
-                100.0 * (double(withBytes) - double(withoutBytes)) / double(withoutBytes),
-                static_cast<long long>(lodRows), double(lodRows) / double(n));
+    std::printf(
+        "write (ShardWriter, close included): %.0f ms; summaries alone (Timeline::open of "
+        "a copy without them): %.0f ms = %.0f%% of the write\n",
+        writeMs, buildMs, 100.0 * buildMs / writeMs);
+    std::printf(
+        "file: %.1f MB with summaries, %.1f MB without (+%.1f%%); span_lod rows: %lld "
+        "(%.3f per span)\n\n",
+        double(withBytes) / 1e6, double(withoutBytes) / 1e6,
+        100.0 * (double(withBytes) - double(withoutBytes)) / double(withoutBytes),
+        static_cast<long long>(lodRows), double(lodRows) / double(n));
 
-    std::printf("| window | ns/px | spans in window | draw items | draw ms | reader.spans ms | "
-                "ratio | summaries |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    std::printf(
+        "| window | ns/px | spans in window | draw items | draw ms | reader.spans ms | "
+        "ratio | summaries |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     std::mt19937_64 rng(7);
     const int64_t span = hi - lo;
     for (int64_t divisor : {1, 10, 100, 1000, 10000}) {
@@ -174,9 +177,9 @@ int main(int argc, char** argv) {
       for (int q = 0; q < o.queries; ++q) {
         trace::DrawRequest req;
         req.track = track;
-        req.t0 = lo + (divisor == 1 ? 0
-                                    : static_cast<int64_t>(rng() % static_cast<uint64_t>(
-                                                                        span - len)));
+        req.t0 =
+            lo +
+            (divisor == 1 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(span - len)));
         req.t1 = req.t0 + len;
         req.ns_per_px = double(len) / 2000.0;
         // Alternated, so drift in the machine's speed hits both alike.
@@ -198,8 +201,8 @@ int main(int argc, char** argv) {
     }
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
-    std::printf("\nmedians of %d random windows per row at 2,000 px; peak RSS %.0f MB\n",
-                o.queries, double(ru.ru_maxrss) / 1024.0);
+    std::printf("\nmedians of %d random windows per row at 2,000 px; peak RSS %.0f MB\n", o.queries,
+                double(ru.ru_maxrss) / 1024.0);
     if (!o.keep) {
       fs::remove(path);
       fs::remove(older);

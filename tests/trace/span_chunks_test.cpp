@@ -54,10 +54,10 @@ size_t checkContract(const std::string& path, int64_t maxRows) {
       db.rows("SELECT track, min_start_ns, max_end_ns, first_id, last_id FROM span_chunks");
   int64_t covered = 0;
   for (const auto& c : chunks) {
-    const auto spans = db.rows("SELECT id, track, start_ns, start_ns + dur_ns, depth FROM spans "
-                               "WHERE id BETWEEN " +
-                               std::to_string(c[3]) + " AND " + std::to_string(c[4]) +
-                               " ORDER BY id");
+    const auto spans = db.rows(
+        "SELECT id, track, start_ns, start_ns + dur_ns, depth FROM spans "
+        "WHERE id BETWEEN " +
+        std::to_string(c[3]) + " AND " + std::to_string(c[4]) + " ORDER BY id");
     INFO("chunk of track " << c[0] << " ids " << c[3] << ".." << c[4]);
     REQUIRE(!spans.empty());
     CHECK(static_cast<int64_t>(spans.size()) == c[4] - c[3] + 1);  // dense ids

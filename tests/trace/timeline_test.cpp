@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 #include <cctype>
 #include <cmath>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -32,7 +32,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// ---- generated traces ----------------------------------------------------------------------------
+// ---- generated traces --------------------------------------------------------------------------
 
 // One rank: a thread with dense nested spans (durations from 20 ns to ~1 ms, gaps of every size),
 // and an async lane whose depth-0 spans overlap each other.
@@ -47,8 +47,8 @@ void writeDense(const std::string& path, uint64_t seed, int roots) {
   auto& buf = session.threadBuffer("main");
   const core::TrackId lane = session.tracks().add(core::TrackKind::kAsync, 0, "lane");
   std::vector<core::StringId> names;
-  for (const char* n : {"aten::mm", "aten::add", "step", "AddmmBackward0", "nccl:all_reduce",
-                        "Model.fc1"}) {
+  for (const char* n :
+       {"aten::mm", "aten::add", "step", "AddmmBackward0", "nccl:all_reduce", "Model.fc1"}) {
     names.push_back(session.strings().intern(n));
   }
   std::mt19937_64 rng(seed);
@@ -57,7 +57,7 @@ void writeDense(const std::string& path, uint64_t seed, int roots) {
   };
   // Children before parents, as capture pushes them.
   std::function<void(int64_t, int64_t, uint16_t)> tree = [&](int64_t start, int64_t end,
-                                                              uint16_t depth) {
+                                                             uint16_t depth) {
     if (depth < 6 && end - start > 60) {
       int64_t t = start + static_cast<int64_t>(rng() % 10);
       const int children = static_cast<int>(rng() % 6);
@@ -133,7 +133,7 @@ std::string asOlder(const std::string& path, const std::string& copy) {
   return copy;
 }
 
-// ---- brute force from the definitions in timeline.h -----------------------------------------------
+// ---- brute force from the definitions in timeline.h --------------------------------------------
 
 struct All {
   std::map<int64_t, std::vector<SpanRow>> byTrack;  // span order
@@ -158,7 +158,8 @@ int64_t floorDiv(int64_t t, int64_t w) {
 }
 
 bool longer(const SpanRow& a, const SpanRow& b) {
-  return std::make_tuple(a.dur_ns, -a.start_ns, -a.id) > std::make_tuple(b.dur_ns, -b.start_ns, -b.id);
+  return std::make_tuple(a.dur_ns, -a.start_ns, -a.id) >
+         std::make_tuple(b.dur_ns, -b.start_ns, -b.id);
 }
 
 std::vector<DrawItem> bruteDraw(const All& all, const DrawRequest& q) {
@@ -222,7 +223,8 @@ std::vector<DrawItem> bruteDraw(const All& all, const DrawRequest& q) {
   return out;
 }
 
-using ItemKey = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
+using ItemKey =
+    std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t>;
 std::vector<ItemKey> keys(const std::vector<DrawItem>& items) {
   std::vector<ItemKey> out;
   for (const auto& i : items) {
@@ -259,8 +261,8 @@ void checkDraw(const Timeline& tl, const All& all, std::mt19937_64& rng, int que
       const double R = q.ns_per_px >= 1 ? q.ns_per_px : 1;
       std::map<std::pair<int, int64_t>, int> perColumn;
       for (const auto& item : got.items) {
-        const auto column = static_cast<int64_t>(std::floor(
-            static_cast<double>(std::max(item.start_ns, q.t0) - q.t0) / R));
+        const auto column = static_cast<int64_t>(
+            std::floor(static_cast<double>(std::max(item.start_ns, q.t0) - q.t0) / R));
         CHECK(++perColumn[{item.depth, column}] <= kMaxItemsPerColumn);
       }
     }
@@ -334,12 +336,11 @@ void checkFlows(const Timeline& tl, const All& all, std::mt19937_64& rng) {
     const int64_t t1 = i == 0 ? hi : t0 + (hi - lo) / (1 + static_cast<int64_t>(rng() % 8));
     std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>> want, got;
     for (const auto& f : flows) {
-      const bool in = (f.src_ts_ns >= t0 && f.src_ts_ns <= t1) ||
-                      (f.dst_ts_ns >= t0 && f.dst_ts_ns <= t1);
+      const bool in =
+          (f.src_ts_ns >= t0 && f.src_ts_ns <= t1) || (f.dst_ts_ns >= t0 && f.dst_ts_ns <= t1);
       if (!in) continue;
       want.emplace_back(f.src_track, f.src_ts_ns, f.dst_track, f.dst_ts_ns,
-                        startingAt(f.src_track, f.src_ts_ns),
-                        startingAt(f.dst_track, f.dst_ts_ns));
+                        startingAt(f.src_track, f.src_ts_ns), startingAt(f.dst_track, f.dst_ts_ns));
     }
     for (const auto& l : tl.flows(t0, t1)) {
       got.emplace_back(l.flow.src_track, l.flow.src_ts_ns, l.flow.dst_track, l.flow.dst_ts_ns,
@@ -395,10 +396,10 @@ void checkSearch(const Timeline& tl, const All& all, std::mt19937_64& rng) {
       CHECK_FALSE(tl.nextMatch(names, {INT64_MIN, INT64_MIN, INT64_MIN}));
       continue;
     }
-    CHECK_FALSE(tl.nextMatch(names, {matches.back().start_ns, matches.back().track,
-                                     matches.back().id}));
-    CHECK_FALSE(tl.previousMatch(names, {matches.front().start_ns, matches.front().track,
-                                         matches.front().id}));
+    CHECK_FALSE(
+        tl.nextMatch(names, {matches.back().start_ns, matches.back().track, matches.back().id}));
+    CHECK_FALSE(tl.previousMatch(
+        names, {matches.front().start_ns, matches.front().track, matches.front().id}));
     for (int i = 0; i < 20; ++i) {
       const SpanRow& at = all.spans[rng() % all.spans.size()];
       const MatchPosition p{at.start_ns, at.track, at.id};
@@ -469,7 +470,8 @@ void checkSeries(const Timeline& tl, std::mt19937_64& rng) {
     }
   }
   std::set<std::tuple<int, int, int>> gotDevices;
-  for (const auto& d : tl.memoryDevices()) gotDevices.insert({d.rank, d.device_type, d.device_index});
+  for (const auto& d : tl.memoryDevices())
+    gotDevices.insert({d.rank, d.device_type, d.device_index});
   CHECK(gotDevices == devices);
   for (const auto& d : tl.memoryDevices()) {
     const auto all = r.memory(d.rank, INT64_MIN, INT64_MAX);
@@ -516,7 +518,9 @@ TEST_CASE("timeline: every query equals brute force on a dense generated shard")
   TempDir dir;
   const std::string path = dir.file("dense.db");
   writeDense(path, 7, 1500);
-  SECTION("summaries written at close") { checkEverything(path, 1, true); }
+  SECTION("summaries written at close") {
+    checkEverything(path, 1, true);
+  }
   SECTION("an older file: summaries built at open, the file untouched") {
     const std::string older = asOlder(path, dir.file("older.db"));
     const auto before = fs::file_size(older);
@@ -539,7 +543,7 @@ TEST_CASE("timeline: every query equals brute force on the merged multi-rank fix
   o.roots_per_thread = 60;
   const auto g = fixture::writeFixture(o);
   CHECK_FALSE(Timeline::open(g.merged).summariesBuiltAtOpen());  // merge wrote them
-  CHECK(Timeline::open(g.shards[1]).summariesBuiltAtOpen());      // a launcher's shard has none
+  CHECK(Timeline::open(g.shards[1]).summariesBuiltAtOpen());     // a launcher's shard has none
   checkEverything(g.merged, 3, false);
   checkEverything(g.shards[1], 5, false);
   checkEverything(asOlder(g.merged, dir.file("older.db")), 4, false);
@@ -560,8 +564,8 @@ TEST_CASE("timeline: a zoomed-out draw of a dense track comes from the summaries
     const DrawList d = tl.draw(q);
     INFO("track " << t.track << " with " << t.spans << " spans");
     if (t.max_depth > 0) CHECK(d.from_summaries);  // the nested thread (the lane is sparse)
-    CHECK(d.items.size() <= static_cast<size_t>(kMaxItemsPerColumn) * 1001 *
-                                static_cast<size_t>(t.max_depth + 1));
+    CHECK(d.items.size() <=
+          static_cast<size_t>(kMaxItemsPerColumn) * 1001 * static_cast<size_t>(t.max_depth + 1));
     int64_t count = 0;
     for (const auto& i : d.items) count += i.count;
     CHECK(count == t.spans);  // the whole track: every span stands in exactly one item

@@ -318,7 +318,7 @@ std::vector<std::string> createStatements() {
 
 const std::vector<std::string>& summaryTables() {
   static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod", "name_buckets",
-                                                   "memory_devices"};
+                                                  "memory_devices"};
   return kNames;
 }
 

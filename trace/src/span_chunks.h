@@ -63,9 +63,9 @@ constexpr int64_t idAt(int64_t first_id, int64_t position) noexcept {
 // Whether [first_id, last_id] holding `rows` rows has every id (no gap): only then does idAt
 // name the rows of a chunk read in rowid order. A damaged file may break it; readers check.
 constexpr bool idsDense(int64_t first_id, int64_t last_id, int64_t rows) noexcept {
-  return last_id >= first_id && static_cast<uint64_t>(last_id) - static_cast<uint64_t>(first_id) +
-                                        1 ==
-                                    static_cast<uint64_t>(rows);
+  return last_id >= first_id &&
+         static_cast<uint64_t>(last_id) - static_cast<uint64_t>(first_id) + 1 ==
+             static_cast<uint64_t>(rows);
 }
 
 // Rule 4: one span_chunks row, accumulated span by span in chunk order.
@@ -81,7 +81,8 @@ struct ChunkExtent {
   int64_t width() const noexcept { return max_end - min_start; }
   // Whether the span (track, id, order) may extend this chunk: same track, next id, not before
   // the last span in span order, and room left (rules 1-3).
-  bool accepts(int64_t span_track, int64_t id, const SpanOrder& order, size_t limit) const noexcept {
+  bool accepts(int64_t span_track, int64_t id, const SpanOrder& order,
+               size_t limit) const noexcept {
     return !empty() && span_track == track && id == last_id + 1 && !(order < last) &&
            static_cast<size_t>(rows) < limit;
   }
@@ -140,9 +141,9 @@ namespace tracerun::trace::lod {
 inline constexpr const char* kSummariesVersion = "1";
 
 // Level k buckets time into widths of 4^k ns, aligned to multiples of the width.
-inline constexpr int kLevels = 27;      // 4^26 ns: 52 days
-inline constexpr int kFirstLevel = 5;   // 1,024 ns: no level finer than this is stored
-inline constexpr int kNameLevel = 13;   // name_buckets: 4^13 ns = 67 ms
+inline constexpr int kLevels = 27;     // 4^26 ns: 52 days
+inline constexpr int kFirstLevel = 5;  // 1,024 ns: no level finer than this is stored
+inline constexpr int kNameLevel = 13;  // name_buckets: 4^13 ns = 67 ms
 // A track stores level k (>= kFirstLevel) when its rows there, over all depths, are at most
 // 1/kCompression of its spans: the summaries stay under a third of the spans, and a level not
 // stored is one where reading the spans costs about as much.

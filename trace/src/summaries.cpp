@@ -90,13 +90,15 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
   };
 
   SpanStream stream(db);
-  sql::Stmt insDepth(db, "INSERT INTO span_lod_depths (track, depth, span_count, longest_span_ns, "
-                         "first_level, top_level) VALUES (?, ?, ?, ?, ?, ?)");
+  sql::Stmt insDepth(db,
+                     "INSERT INTO span_lod_depths (track, depth, span_count, longest_span_ns, "
+                     "first_level, top_level) VALUES (?, ?, ?, ?, ?, ?)");
   sql::Stmt insLod(db,
                    "INSERT INTO span_lod (track, level, depth, bucket, count, busy_ns, first_ns, "
                    "max_end_ns, dom_id, dom_start_ns, dom_dur_ns, dom_packed) VALUES (?, ?, ?, ?, "
                    "?, ?, ?, ?, ?, ?, ?, ?)");
-  sql::Stmt insName(db, "INSERT INTO name_buckets (name, bucket, track, count) VALUES (?, ?, ?, ?)");
+  sql::Stmt insName(db,
+                    "INSERT INTO name_buckets (name, bucket, track, count) VALUES (?, ?, ?, ?)");
 
   sql::Stmt chunkList(db,
                       "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 ORDER BY "

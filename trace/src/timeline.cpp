@@ -93,7 +93,7 @@ class Timeline::Impl {
     auto it = depths_.find(track);
     if (it == depths_.end() || d < 0 || static_cast<size_t>(d) >= it->second.size()) return nullptr;
     return it->second[static_cast<size_t>(d)].count > 0 ? &it->second[static_cast<size_t>(d)]
-                                                         : nullptr;
+                                                        : nullptr;
   }
   int maxDepth(int64_t track) const {
     auto it = depths_.find(track);
@@ -157,8 +157,7 @@ void Timeline::Impl::open(const TimelineOptions& options) {
   namePrev_ = sql::Stmt(db_,
                         "SELECT bucket FROM name_buckets WHERE name = ?1 AND bucket <= ?2 ORDER BY "
                         "bucket DESC LIMIT 1");
-  nameTracks_ =
-      sql::Stmt(db_, "SELECT track FROM name_buckets WHERE name = ?1 AND bucket = ?2");
+  nameTracks_ = sql::Stmt(db_, "SELECT track FROM name_buckets WHERE name = ?1 AND bucket = ?2");
   nameRange_ = sql::Stmt(db_,
                          "SELECT bucket, track FROM name_buckets WHERE name = ?1 AND bucket "
                          "BETWEEN ?2 AND ?3");
@@ -214,9 +213,9 @@ DrawList Timeline::Impl::draw(const DrawRequest& req) const {
       }
     }
     rows.reset();
-    list.erase(std::remove_if(list.begin(), list.end(), [&](const lod::Bucket& b) {
-                 return !isVisible(b);
-               }), list.end());
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const lod::Bucket& b) { return !isVisible(b); }),
+               list.end());
   }
   if (!raw.empty()) {
     // From the spans: one read of the buckets from t0's to t1's; a bucket before t0's holds a span
@@ -636,8 +635,7 @@ std::vector<SpanRow> Timeline::matches(const std::vector<core::StringId>& names,
                                        int64_t t1, size_t limit) const {
   return impl_->matches(names, t0, t1, limit);
 }
-Series Timeline::counterSeries(int64_t track, int64_t t0, int64_t t1,
-                               int64_t ns_per_bucket) const {
+Series Timeline::counterSeries(int64_t track, int64_t t0, int64_t t1, int64_t ns_per_bucket) const {
   return impl_->counterSeries(track, t0, t1, ns_per_bucket);
 }
 std::vector<MemoryDevice> Timeline::memoryDevices() const {
@@ -646,8 +644,8 @@ std::vector<MemoryDevice> Timeline::memoryDevices() const {
               "device_type, device_index");
   std::vector<MemoryDevice> out;
   while (s.step()) {
-    out.push_back({static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)),
-                   static_cast<int>(s.i64(2))});
+    out.push_back(
+        {static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)), static_cast<int>(s.i64(2))});
   }
   return out;
 }

@@ -82,7 +82,7 @@ struct DrawList {
   bool from_summaries = false;  // read from the stored levels (false: folded from the spans)
 };
 
-// ---- span details, flows, search, series ---------------------------------------------------------
+// ---- span details, flows, search, series -------------------------------------------------------
 
 struct TrackDepth {
   int64_t track = 0;
