@@ -166,7 +166,13 @@ void Timeline::Impl::open(const TimelineOptions& options) {
 // ---------------------------------------------------------------------------------------------
 // draw
 
-DrawList Timeline::Impl::draw(const DrawRequest& req) const {
+DrawList Timeline::Impl::draw(const DrawRequest& request) const {
+  // Bucket arithmetic (bucket * width, one bucket past t1) stays far from the int64 limits: no
+  // span lies beyond +-2^61 ns (73 years) of the origin in a trace this reads.
+  constexpr int64_t kLimit = int64_t{1} << 61;
+  DrawRequest req = request;
+  req.t0 = std::clamp(req.t0, -kLimit, kLimit);
+  req.t1 = std::clamp(req.t1, -kLimit, kLimit);
   DrawList out;
   const double R = req.ns_per_px >= 1 ? req.ns_per_px : 1;
   const int k = lod::levelFor(R);
