@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -27,7 +29,7 @@ using tracerun::viewer::Viewer;
 using tracerun::viewer::ViewerOptions;
 
 struct Flags {
-  std::string path, screenshot, size = "1600x900", range, go;
+  std::string path, screenshot, size = "1600x900", range, go, dump_layout;
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
@@ -50,16 +52,41 @@ struct GlfwSession {
   GLFWwindow* window = nullptr;  // owned: destroyed above
 };
 
-void usageError(const std::string& what) { throw CLI::ValidationError(what); }
-
-std::pair<int, int> parseSize(const std::string& s) {
+std::optional<std::pair<int, int>> parseSize(const std::string& s) {
   int w = 0, h = 0;
-  char x = 0;
-  if (std::sscanf(s.c_str(), "%d%c%d", &w, &x, &h) != 3 || (x != 'x' && x != 'X') || w < 64 ||
-      h < 64 || w > 16384 || h > 16384) {
-    usageError("--size: expected WIDTHxHEIGHT between 64 and 16384, not '" + s + "'");
+  char x = 0, extra = 0;
+  if (std::sscanf(s.c_str(), "%d%c%d%c", &w, &x, &h, &extra) != 3 || (x != 'x' && x != 'X') ||
+      w < 64 || h < 64 || w > 16384 || h > 16384) {
+    return std::nullopt;
   }
-  return {w, h};
+  return std::make_pair(w, h);
+}
+
+std::optional<std::pair<int64_t, int64_t>> parseRange(const std::string& r) {
+  const auto colon = r.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  const auto a = tracerun::viewer::parseTime(r.substr(0, colon));
+  const auto b = tracerun::viewer::parseTime(r.substr(colon + 1));
+  if (!a || !b || *b <= *a) return std::nullopt;
+  return std::make_pair(*a, *b);
+}
+
+std::optional<std::pair<int, int64_t>> parseGoto(const std::string& g) {
+  int rank = -1;
+  long long id = -1;
+  char extra = 0;
+  if (std::sscanf(g.c_str(), "%d:%lld%c", &rank, &id, &extra) != 2 || rank < 0 || id < 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(rank, static_cast<int64_t>(id));
+}
+
+// A CLI11 check from a parser: a usage error (exit 2) with `what` when the parser says no.
+template <typename Parse>
+CLI::Validator checkWith(Parse parse, std::string what) {
+  return CLI::Validator(
+      [parse, what](std::string& v) { return parse(v) ? std::string() : what + ", not '" + v + "'"; },
+      "", "");
 }
 
 // Writes the back buffer as a PNG (rows flipped: OpenGL's origin is bottom-left).
@@ -80,30 +107,13 @@ int runViewer(const Flags& f) {
   o.path = f.path;
   o.log_actions = f.log_actions;
   o.headless = !f.screenshot.empty();
-  if (!f.range.empty()) {
-    const auto colon = f.range.find(':');
-    const auto a = colon == std::string::npos ? std::nullopt : tracerun::viewer::parseTime(f.range.substr(0, colon));
-    const auto b = colon == std::string::npos ? std::nullopt : tracerun::viewer::parseTime(f.range.substr(colon + 1));
-    if (!a || !b || *b <= *a) {
-      usageError("--range: expected T0:T1 with T0 < T1 (ns, or with a unit: 1.5ms:3ms), not '" + f.range + "'");
-    }
-    o.range = std::make_pair(*a, *b);
-  }
+  if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
-  if (!f.go.empty()) {
-    int rank = -1;
-    long long id = -1;
-    char extra = 0;
-    if (std::sscanf(f.go.c_str(), "%d:%lld%c", &rank, &id, &extra) != 2 || rank < 0 || id < 0) {
-      usageError("--goto: expected RANK:SPAN_ID (two whole numbers), not '" + f.go + "'");
-    }
-    o.go = std::make_pair(rank, static_cast<int64_t>(id));
-  }
+  if (!f.go.empty()) o.go = parseGoto(f.go);
   if (!f.path.empty() && !std::filesystem::exists(f.path)) {
     throw tracerun::trace::TraceError(f.path + ": no such file");
   }
-  if (o.headless && f.path.empty()) usageError("--screenshot needs a trace: traceview run.db --screenshot out.png");
-  const auto [width, height] = parseSize(f.size);
+  const auto [width, height] = *parseSize(f.size);
 
   GlfwSession s;
   glfwSetErrorCallback([](int, const char*) {});
@@ -150,7 +160,8 @@ int runViewer(const Flags& f) {
 
   Viewer viewer(o, [] { glfwPostEmptyEvent(); });
   const auto start = std::chrono::steady_clock::now();
-  int settledFrames = 0;
+  int settledFrames = 0, shots = 0;
+  bool wasSettled = false;
   bool firstCompleteLogged = false;
   while (!glfwWindowShouldClose(s.window) && !viewer.wantsQuit()) {
     if (o.headless) {
@@ -170,6 +181,29 @@ int runViewer(const Flags& f) {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     const bool settled = viewer.settled();
+    if (settled && !wasSettled) {
+      if (!f.dump_layout.empty()) {
+        const std::string tmp = f.dump_layout + ".tmp";
+        if (std::FILE* out = std::fopen(tmp.c_str(), "w")) {
+          std::fputs(viewer.layoutText().c_str(), out);
+          std::fclose(out);
+          std::rename(tmp.c_str(), f.dump_layout.c_str());
+        }
+      }
+      if (firstCompleteLogged) viewer.log("settled");
+    }
+    wasSettled = settled;
+    if (viewer.takeScreenshotRequest()) {
+      const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+      char name[64];
+      std::strftime(name, sizeof name, "traceview-%Y%m%d-%H%M%S", std::localtime(&now));
+      std::string file = std::string(name) + "-" + std::to_string(++shots) + ".png";
+      if (writePng(file, fw, fh)) {
+        viewer.log("saved screenshot " + file);
+      } else {
+        std::fprintf(stderr, "traceview: %s: cannot write the PNG\n", file.c_str());
+      }
+    }
     if (settled && !firstCompleteLogged) {
       firstCompleteLogged = true;
       if (f.log_actions) {
@@ -213,18 +247,25 @@ int main(int argc, char** argv) {
         app.add_option("trace", flags.path, "trace to open (run.db); none: start with the file picker");
         app.add_option("--screenshot", flags.screenshot,
                        "render one settled frame to this PNG and exit (needs a display: xvfb-run -a)");
-        app.add_option("--size", flags.size, "window size WIDTHxHEIGHT (default 1600x900)");
+        app.add_option("--size", flags.size, "window size WIDTHxHEIGHT (default 1600x900)")
+            ->check(checkWith(parseSize, "--size: expected WIDTHxHEIGHT between 64 and 16384"));
         app.add_option("--range", flags.range,
-                       "time window T0:T1 from the trace's start (ns, or 1.5ms:3ms; units ns us ms s)");
+                       "time window T0:T1 from the trace's start (ns, or 1.5ms:3ms; units ns us ms s)")
+            ->check(checkWith(parseRange, "--range: expected T0:T1 with T0 < T1 (ns, or 1.5ms:3ms)"));
         app.add_option("--select", flags.select, "select the span with this id")->check(tracerun::tools::atLeast(0));
-        app.add_option("--goto", flags.go, "open at span SPAN_ID of rank RANK (RANK:SPAN_ID)");
+        app.add_option("--goto", flags.go, "open at span SPAN_ID of rank RANK (RANK:SPAN_ID)")
+            ->check(checkWith(parseGoto, "--goto: expected RANK:SPAN_ID (two whole numbers)"));
         app.add_flag("--log-actions", flags.log_actions, "print one line on stdout per user action");
+        app.add_option("--dump-layout", flags.dump_layout,
+                       "write the timeline's geometry to this file each time the view settles (tests)");
         app.add_option("--settle-timeout", flags.timeout_s,
                        "--screenshot: seconds to wait for the data before giving up (default 120)");
         return std::vector<tracerun::tools::Command>{
             {&app, [&] {
-               if (flags.path.empty()) return runViewer(flags);
-               return tracerun::tools::withPath(flags.path, [&] { return runViewer(flags); });
+               if (!flags.screenshot.empty() && flags.path.empty()) {
+                 throw CLI::ValidationError("--screenshot needs a trace: traceview run.db --screenshot out.png");
+               }
+               return runViewer(flags);
              }}};
       });
 }

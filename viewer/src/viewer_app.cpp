@@ -26,6 +26,7 @@ constexpr float kCounterH = 44;
 constexpr float kStepStripRankH = 7;
 constexpr float kRulerH = 26;
 constexpr int kKeyF3 = 292;       // GLFW_KEY_F3
+constexpr int kKeyF12 = 301;      // GLFW_KEY_F12
 constexpr int kKeyPageUp = 266;   // GLFW_KEY_PAGE_UP
 constexpr int kKeyPageDown = 267; // GLFW_KEY_PAGE_DOWN
 constexpr int kKeyMinus = 45, kKeyEqual = 61, kKeyKpAdd = 334, kKeyKpSub = 333;
@@ -184,6 +185,24 @@ void Viewer::applyResults() {
   }
 }
 
+std::string Viewer::layoutText() const {
+  char b[256];
+  std::snprintf(b, sizeof b, "area %.2f %.2f %.3f %.3f %.2f %lld\n", areaX_, lastAreaW_, viewT0_,
+                viewT1_, rowH(), static_cast<long long>(info_ ? info_->range.first : 0));
+  std::string out = b;
+  for (const auto& r : rows_) {
+    int rank = -1;
+    if (info_) {
+      for (const auto& t : info_->tracks)
+        if (t.id == r.track) rank = t.rank;
+    }
+    std::snprintf(b, sizeof b, "track %lld %d %.2f %.2f\n", static_cast<long long>(r.track), rank,
+                  r.y, r.h);
+    out += b;
+  }
+  return out;
+}
+
 bool Viewer::settled() const {
   if (!worker_) return true;
   if (!info_) return false;
@@ -312,6 +331,7 @@ void Viewer::frame() {
   // Global keys.
   if (io.KeyCtrl && keyPressed('O')) pickerOpen_ = true;
   if (io.KeyCtrl && keyPressed('Q')) quit_ = true;
+  if (keyPressed(kKeyF12)) screenshotKey_ = true;
   if (io.KeyCtrl && keyPressed('F')) {
     findOpen_ = focusFind_ = true;
     sideTab_ = 1;
@@ -404,6 +424,7 @@ void Viewer::drawTimeline(float width, float height) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float areaX = p.x + kLabelW, areaW = std::max(10.0f, width - kLabelW - 14);
   lastAreaW_ = areaW;
+  areaX_ = areaX;
   const size_t nRanks = info_ ? info_->ranks.size() : 0;
   const float stripH = std::max(16.0f, kStepStripRankH * static_cast<float>(nRanks)) + 4;
   drawStepStrip(dl, areaX, p.y, areaW, stripH);

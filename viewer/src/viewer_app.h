@@ -49,6 +49,17 @@ class Viewer {
   // Primitives (boxes, lines, labels) the timeline submitted in the last frame.
   int64_t primitivesLastFrame() const { return primitives_; }
   bool wantsQuit() const { return quit_; }
+  // F12 asks for a screenshot of the window; main takes it after rendering. Resets the request.
+  bool takeScreenshotRequest() {
+    const bool r = screenshotKey_;
+    screenshotKey_ = false;
+    return r;
+  }
+  // The last frame's geometry, for tests and scripts (--dump-layout): "area X W T0 T1 ROWH ORIGIN"
+  // (screen pixels; ns on the trace axis; ORIGIN is the trace's first time) then one
+  // "track ID RANK Y H" line per track row on screen.
+  std::string layoutText() const;
+  void log(const std::string& line) const;
 
  private:
   struct SpanTrackState {
@@ -62,7 +73,6 @@ class Viewer {
   // opening and results
   void open(const std::string& path);
   void applyResults();
-  void log(const std::string& line) const;
   // view arithmetic and data requests
   double nsPerPx() const;
   void setView(double t0, double t1, const char* why);
@@ -145,6 +155,8 @@ class Viewer {
   char pickerPath_[1024] = {};
 
   bool quit_ = false;
+  bool screenshotKey_ = false;
+  float areaX_ = 0;
   int frames_ = 0;
 };
 
