@@ -22,11 +22,11 @@
 #include <utility>
 
 #include "file_check.h"
+#include "span_chunks.h"
 #include "sqlite_util.h"
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/schema.h"
-#include "tracerun/trace/shard_writer.h"
 
 namespace tracerun::trace {
 
@@ -34,9 +34,6 @@ namespace {
 
 using sql::Db;
 using sql::Stmt;
-
-// Spans per chunk when an incomplete shard lacks its chunk index: what the writer uses.
-const int64_t kRebuiltChunkRows = static_cast<int64_t>(ShardOptions{}.chunk_rows);
 
 // ---- statements ---------------------------------------------------------------------------------
 
@@ -497,47 +494,38 @@ struct TrackTotals {
   int64_t events = 0, longest_span = 0, longest_chunk = 0;
 };
 
-// span_chunks for the merged spans [lo, hi] of an incomplete shard: runs of consecutive ids of
-// one track, at most kRebuiltChunkRows long.
+// span_chunks for the merged spans [lo, hi] of an incomplete shard, under the chunk contract
+// (span_chunks.h): runs of consecutive ids of one track in span order, at most kChunkRows long. The
+// writer's own chunks are such runs, so this mostly finds them again; a run is cut wherever the
+// order breaks, so no chunk needs sorting by its reader.
 void rebuildChunks(const Db& out, int64_t lo, int64_t hi,
                    std::unordered_map<int64_t, TrackTotals>& totals) {
   Stmt select(out,
-              "SELECT id, track, start_ns, dur_ns FROM spans WHERE id BETWEEN ? AND ? "
+              "SELECT id, track, start_ns, dur_ns, packed FROM spans WHERE id BETWEEN ? AND ? "
               "ORDER BY id");
   Stmt insert(out,
               "INSERT INTO span_chunks (track, min_start_ns, max_end_ns, first_id, last_id) "
               "VALUES (?, ?, ?, ?, ?)");
-  struct Chunk {
-    int64_t track = 0, min_start = 0, max_end = 0, first = 0, last = 0, rows = 0;
-  } chunk;
-  bool open = false;
+  chunks::ChunkExtent chunk;
   auto flush = [&] {
-    if (!open) return;
+    if (chunk.empty()) return;
     insert.bind(1, chunk.track)
         .bind(2, chunk.min_start)
         .bind(3, chunk.max_end)
-        .bind(4, chunk.first)
-        .bind(5, chunk.last)
+        .bind(4, chunk.first_id)
+        .bind(5, chunk.last_id)
         .run();
     auto& t = totals[chunk.track];
-    t.longest_chunk = std::max(t.longest_chunk, chunk.max_end - chunk.min_start);
-    open = false;
+    t.longest_chunk = std::max(t.longest_chunk, chunk.width());
+    chunk = chunks::ChunkExtent();
   };
   select.bind(1, lo).bind(2, hi);
   while (select.step()) {
     const int64_t id = select.i64(0), track = select.i64(1);
     const int64_t start = select.i64(2), dur = select.i64(3);
-    if (open && (track != chunk.track || id != chunk.last + 1 || chunk.rows >= kRebuiltChunkRows)) {
-      flush();
-    }
-    if (!open) {
-      chunk = Chunk{track, start, start + dur, id, id, 0};
-      open = true;
-    }
-    chunk.min_start = std::min(chunk.min_start, start);
-    chunk.max_end = std::max(chunk.max_end, start + dur);
-    chunk.last = id;
-    ++chunk.rows;
+    const chunks::SpanOrder order{start, schema::packedDepth(select.i64(4)), id};
+    if (!chunk.accepts(track, id, order, chunks::kChunkRows)) flush();
+    chunk.add(track, id, order, start + dur);
     auto& t = totals[track];
     ++t.events;
     t.longest_span = std::max(t.longest_span, dur);

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <queue>
 #include <unordered_map>
 #include <vector>
 
 #include "file_check.h"
+#include "span_chunks.h"
 #include "sqlite_util.h"
 #include "tracerun/trace/schema.h"
 
@@ -39,21 +39,9 @@ bool isCorruption(sqlite3* db) {
   return code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
 }
 
-struct SpanCursorRow {
-  SpanRow row;
-  bool operator>(const SpanCursorRow& o) const {
-    const SpanRow& a = row;
-    const SpanRow& b = o.row;
-    if (a.start_ns != b.start_ns) return a.start_ns > b.start_ns;
-    if (a.depth != b.depth) return a.depth > b.depth;
-    return a.id > b.id;
-  }
-};
-
+// The span order of every result (span_chunks.h).
 bool spanLess(const SpanRow& a, const SpanRow& b) {
-  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-  if (a.depth != b.depth) return a.depth < b.depth;
-  return a.id < b.id;
+  return chunks::spanLess(a, b);
 }
 
 // Where the tracerun_spans() aggregate puts the rows of one chunk. Rows come from SQLite through
@@ -69,10 +57,10 @@ struct SpanSink {
 };
 
 // tracerun_spans(start_ns, dur_ns, packed, detail, seq [, id]): appends the row to the active
-// sink when it overlaps the window. Without id, the row's id is first_id plus its position, which
-// holds when the chunk's ids are consecutive (the caller checks) and SQLite scans the rowid range
-// in ascending order (it does unless PRAGMA reverse_unordered_selects, which this reader never
-// sets).
+// sink when it overlaps the window. Without id, the row's id is chunks::idAt(first_id, position):
+// the chunk contract's id rule, which holds when the chunk's ids are dense (the caller checks) and
+// SQLite scans the rowid range in ascending order (it does unless PRAGMA reverse_unordered_selects,
+// which this reader never sets).
 void collectSpan(sqlite3_context* ctx, int argc, sqlite3_value** v) {
   SpanSink* sink = *static_cast<SpanSink**>(sqlite3_user_data(ctx));
   if (!sink || argc < 5) {
@@ -89,7 +77,7 @@ void collectSpan(sqlite3_context* ctx, int argc, sqlite3_value** v) {
   if (start > sink->t1 || end < sink->t0) return;
   const int64_t packed = sqlite3_value_int64(v[2]);
   SpanRow r;
-  r.id = argc > 5 ? sqlite3_value_int64(v[5]) : sink->first_id + position;
+  r.id = argc > 5 ? sqlite3_value_int64(v[5]) : chunks::idAt(sink->first_id, position);
   r.track = sink->track;
   r.start_ns = start;
   r.dur_ns = dur;
@@ -265,10 +253,10 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
   for (const auto& [first, last] : ranges) {
     const size_t runStart = out.size();
     readChunk(first, last, sink);
-    // A chunk the writer made is sorted by (start, depth); one rebuilt by a merge of an incomplete
-    // shard may not be, so check. Chunks come in min_start order but overlap in time (a long span
-    // sorts first in a chunk written after its children): merge the new run into the rows it
-    // overlaps, not into all rows so far.
+    // Every chunk is in span order (the chunk contract, span_chunks.h); only a damaged or
+    // hand-edited file breaks that, so a cheap check guards the merge below. Chunks come in
+    // min_start order but overlap in time (a long span sorts first in a chunk written after its
+    // children): merge the new run into the rows it overlaps, not into all rows so far.
     const auto runBegin = out.begin() + static_cast<std::ptrdiff_t>(runStart);
     if (!std::is_sorted(runBegin, out.end(), spanLess)) std::sort(runBegin, out.end(), spanLess);
     if (runStart > 0 && runStart < out.size() && spanLess(out[runStart], out[runStart - 1])) {
@@ -289,11 +277,8 @@ void TraceReader::Impl::readChunk(int64_t first, int64_t last, SpanSink& sink) c
   chunkSpans_.step();  // an aggregate: one row, after every span of the chunk went to the sink
   chunkSpans_.reset();
   // Distinct integer ids in [first, last], as many as the range holds: every id is there, so
-  // first + position is each row's id.
-  if (last >= first && static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1 ==
-                           static_cast<uint64_t>(sink.rows)) {
-    return;
-  }
+  // the id rule names each row.
+  if (chunks::idsDense(first, last, sink.rows)) return;
   // Gaps (a damaged or hand-edited file): read the ids.
   sink.out->resize(begin);
   chunkSpansWithIds_.reset();
@@ -314,36 +299,23 @@ std::vector<std::pair<int64_t, int64_t>> TraceReader::Impl::chunkRanges(int64_t 
 
 void TraceReader::Impl::forEachSpan(int64_t track,
                                     const std::function<void(const SpanRow&)>& fn) const {
-  // Chunks overlap in time, so this is a merge: rows wait in a heap until no chunk still to be
-  // read can start before them.
-  auto& chunks = chunksOfTrack_;
-  chunks.reset();
-  chunks.bind(1, track);
-  struct Chunk {
-    int64_t minStart, first, last;
-  };
-  std::vector<Chunk> list;
-  while (chunks.step()) list.push_back({chunks.i64(0), chunks.i64(1), chunks.i64(2)});
-  chunks.reset();
+  // Chunks overlap in time, so this is a merge (span_chunks.h).
+  auto& stmt = chunksOfTrack_;
+  stmt.reset();
+  stmt.bind(1, track);
+  std::vector<chunks::ChunkRef> list;
+  while (stmt.step()) list.push_back({stmt.i64(0), stmt.i64(1), stmt.i64(2)});
+  stmt.reset();
 
-  std::priority_queue<SpanCursorRow, std::vector<SpanCursorRow>, std::greater<SpanCursorRow>> heap;
-  std::vector<SpanRow> chunk;
   SpanSink sink;
-  sink.out = &chunk;
   sink.track = track;
-  for (const Chunk& c : list) {
-    while (!heap.empty() && heap.top().row.start_ns < c.minStart) {
-      fn(heap.top().row);
-      heap.pop();
-    }
-    chunk.clear();
-    readChunk(c.first, c.last, sink);
-    for (const SpanRow& r : chunk) heap.push({r});
-  }
-  while (!heap.empty()) {
-    fn(heap.top().row);
-    heap.pop();
-  }
+  chunks::mergeChunks<SpanRow>(
+      list,
+      [&](const chunks::ChunkRef& c, std::vector<SpanRow>& rows) {
+        sink.out = &rows;
+        readChunk(c.first_id, c.last_id, sink);
+      },
+      fn);
 }
 
 // ---------------------------------------------------------------------------------------------

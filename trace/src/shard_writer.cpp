@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "flat_map.h"
+#include "span_chunks.h"
 #include "sqlite_util.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/trace/schema.h"
@@ -87,16 +88,6 @@ struct Aggregate {
   int64_t count = 0;
   int64_t total = 0;
   int64_t self = 0;
-};
-
-struct SortKey {
-  int64_t start;
-  uint32_t depth;
-  uint32_t index;
-  bool operator<(const SortKey& o) const noexcept {
-    return start != o.start ? start < o.start
-                            : (depth != o.depth ? depth < o.depth : index < o.index);
-  }
 };
 
 std::string hostName() {
@@ -238,7 +229,8 @@ class ShardWriter::Impl {
   std::unordered_map<TrackId, std::unique_ptr<TrackState>> farTracks_;  // ids too large for tracks_
   std::unordered_map<uint32_t, BufferState> buffers_;                   // by ThreadBuffer::index
   std::unordered_map<StringId, TrackId> counterTracks_;
-  std::vector<SortKey> keys_;
+  // A pending chunk in span order; SpanOrder::id is the arrival index until ids are handed out.
+  std::vector<chunks::SpanOrder> keys_;
 
   FlatMap<Aggregate> aggregates_{1024};  // key: (name << 8 | category) + 1
   FlatMap<int64_t> childTime_{1024};     // parent EventId -> summed child durations
@@ -263,7 +255,7 @@ ShardWriter::Impl::Impl(core::Session& session, ShardOptions options)
   if (opt_.host.empty()) opt_.host = hostName();
   if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(getpid());
   if (opt_.flush_interval_ms <= 0) opt_.flush_interval_ms = 1;
-  if (opt_.chunk_rows == 0) opt_.chunk_rows = 1;
+  if (opt_.chunk_rows == 0) opt_.chunk_rows = chunks::kChunkRows;
   if (opt_.transaction_rows == 0) opt_.transaction_rows = 1;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) removeIfExists(opt_.path + suffix);
   db_ = sql::Db(opt_.path, sql::Db::Mode::kCreatePrivate);  // 0600, never through a symlink
@@ -576,20 +568,21 @@ void ShardWriter::Impl::handleArgs(BufferState& st, const core::ArgsRecord& a) {
 
 void ShardWriter::Impl::writeChunk(TrackState& t) {
   if (t.chunk.empty()) return;
+  // The chunk contract (span_chunks.h): spans in span order, ids consecutive in that order.
   keys_.clear();
   for (size_t i = 0; i < t.chunk.size(); ++i) {
-    keys_.push_back({t.chunk[i].start, t.chunk[i].depth, static_cast<uint32_t>(i)});
+    keys_.push_back({t.chunk[i].start, t.chunk[i].depth, static_cast<int64_t>(i)});
   }
   std::sort(keys_.begin(), keys_.end());
   ensureTxn();
+  chunks::ChunkExtent extent;
   const int64_t firstId = nextSpanId_;
-  int64_t maxEnd = std::numeric_limits<int64_t>::min();
   // Full batches of kRowBatch rows through one statement, the rest one by one.
   for (size_t first = 0; first < keys_.size(); first += kRowBatch) {
     const size_t n = std::min(kRowBatch, keys_.size() - first);
     for (size_t i = 0; i < n; ++i) {
-      const PendingSpan& p = t.chunk[keys_[first + i].index];
-      const int64_t id = nextSpanId_++;
+      const PendingSpan& p = t.chunk[static_cast<size_t>(keys_[first + i].id)];
+      const int64_t id = chunks::idAt(firstId, static_cast<int64_t>(first + i));
       bindSpan(n == kRowBatch ? insSpanBatch_ : insSpan_,
                n == kRowBatch ? static_cast<int>(7 * i) : 0, id, t.id, p);
       if (n != kRowBatch) insSpan_.run();
@@ -598,15 +591,15 @@ void ShardWriter::Impl::writeChunk(TrackState& t) {
         insArg_.bind(1, id).bind(2, int64_t{arg.key}).bind(3, arg.value);
         insArg_.run();
       }
-      maxEnd = std::max(maxEnd, p.end);
+      extent.add(t.id, id, {p.start, p.depth, id}, p.end);
     }
     if (n == kRowBatch) insSpanBatch_.run();
   }
-  const int64_t minStart = keys_.front().start;
-  insChunk_.bind(1, int64_t{t.id}).bind(2, minStart).bind(3, maxEnd).bind(4, firstId);
-  insChunk_.bind(5, nextSpanId_ - 1);
+  nextSpanId_ = extent.last_id + 1;
+  insChunk_.bind(1, int64_t{t.id}).bind(2, extent.min_start).bind(3, extent.max_end);
+  insChunk_.bind(4, extent.first_id).bind(5, extent.last_id);
   insChunk_.run();
-  t.longestChunk = std::max(t.longestChunk, maxEnd - minStart);
+  t.longestChunk = std::max(t.longestChunk, extent.width());
   txnRows_ += t.chunk.size() + t.chunkArgs.size();
   t.chunk.clear();
   t.chunkArgs.clear();

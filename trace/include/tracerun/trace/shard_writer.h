@@ -28,7 +28,9 @@ struct ShardOptions {
   int64_t clock_offset_ns = 0;    // this rank's clock minus rank 0's, applied at merge
   std::string command;            // the traced command line, for meta
   int flush_interval_ms = 20;     // how often the drain thread wakes up
-  size_t chunk_rows = 256;        // spans per track buffered before a chunk is written
+  // Spans per track buffered before a chunk is written; 0: the chunk contract's size (256, see
+  // docs/trace-format.md). Other sizes are for tests and benchmarks.
+  size_t chunk_rows = 0;
   size_t transaction_rows = 100000;
   // The time origin (CLOCK_MONOTONIC ns) the shard's times are relative to; 0: when the writer is
   // made. Tests that must write byte-identical traces pin it.
