@@ -12,6 +12,7 @@
 #include <ctime>
 #include <thread>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <filesystem>
@@ -33,6 +34,7 @@ struct Flags {
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
+  int bench_steps = 0;
 };
 
 struct GlfwSession {
@@ -102,11 +104,96 @@ bool writePng(const std::string& path, int w, int h) {
   return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
 }
 
+// Resident memory of this process in kB: (VmRSS, VmHWM) from /proc/self/status.
+std::pair<long, long> residentKb() {
+  long rss = 0, hwm = 0;
+  if (std::FILE* in = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, in)) {
+      std::sscanf(line, "VmRSS: %ld", &rss);
+      std::sscanf(line, "VmHWM: %ld", &hwm);
+    }
+    std::fclose(in);
+  }
+  return {rss, hwm};
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// The scripted sweep of --bench-sweep: per step, every frame until the view settled plus two.
+struct BenchState {
+  int steps = 0;
+  int step = -1;        // -1: waiting for the first complete frame
+  int afterSettle = 0;
+  double firstCompleteMs = 0;
+  std::vector<double> cpuMs;  // ImGui build + draw submission, every frame of the sweep
+  std::vector<double> settleMs;
+  int64_t maxPrims = 0, maxVerts = 0;
+  std::chrono::steady_clock::time_point stepStart;
+};
+
+// One frame of the sweep; true when it is over.
+bool benchStep(BenchState& b, Viewer& viewer, bool settled, double cpuMs,
+               std::chrono::steady_clock::time_point start) {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t prims = viewer.primitivesLastFrame();
+  const ImDrawData* dd = ImGui::GetDrawData();
+  if (b.step >= 0) {
+    b.cpuMs.push_back(cpuMs);
+    b.maxPrims = std::max(b.maxPrims, prims);
+    b.maxVerts = std::max<int64_t>(b.maxVerts, dd ? dd->TotalVtxCount : 0);
+  }
+  if (!settled) {
+    b.afterSettle = 0;
+    return false;
+  }
+  if (b.step < 0) {
+    b.firstCompleteMs = std::chrono::duration<double, std::milli>(now - start).count();
+  } else if (++b.afterSettle < 3) {
+    return false;
+  } else {
+    b.settleMs.push_back(std::chrono::duration<double, std::milli>(now - b.stepStart).count());
+  }
+  if (++b.step > b.steps) return true;
+  // Step k shows ns/px = whole * (1 us / whole)^(k / steps), centred on the middle of the run.
+  const auto [a, z] = viewer.traceRange();
+  const double whole = static_cast<double>(z - a);
+  const double w = viewer.timeAreaWidth();
+  const double fullNpp = whole / w, endNpp = std::min(1000.0, fullNpp);
+  const double npp = fullNpp * std::pow(endNpp / fullNpp, static_cast<double>(b.step) / b.steps);
+  const double c = static_cast<double>(a) + whole * 0.37;  // off the middle: not a step boundary
+  viewer.showRange(c - npp * w / 2, c + npp * w / 2);
+  b.stepStart = now;
+  b.afterSettle = 0;
+  return false;
+}
+
+void printBench(const BenchState& b, const Flags& f) {
+  const auto [rss, hwm] = residentKb();
+  std::printf("traceview bench: %s, %d zoom steps to 1 us/px, window %s\n", f.path.c_str(), b.steps,
+              f.size.c_str());
+  std::printf("first_complete_frame_ms %.1f\n", b.firstCompleteMs);
+  std::printf("frames %zu\n", b.cpuMs.size());
+  std::printf("cpu_frame_ms_p50 %.2f\n", percentile(b.cpuMs, 0.5));
+  std::printf("cpu_frame_ms_p99 %.2f\n", percentile(b.cpuMs, 0.99));
+  std::printf("cpu_frame_ms_max %.2f\n", percentile(b.cpuMs, 1.0));
+  std::printf("settle_ms_p50 %.1f\n", percentile(b.settleMs, 0.5));
+  std::printf("settle_ms_max %.1f\n", percentile(b.settleMs, 1.0));
+  std::printf("primitives_max %lld\n", static_cast<long long>(b.maxPrims));
+  std::printf("vertices_max %lld\n", static_cast<long long>(b.maxVerts));
+  std::printf("rss_kb %ld\nrss_peak_kb %ld\n", rss, hwm);
+}
+
 int runViewer(const Flags& f) {
   ViewerOptions o;
   o.path = f.path;
   o.log_actions = f.log_actions;
-  o.headless = !f.screenshot.empty();
+  o.headless = !f.screenshot.empty() || f.bench_steps > 0;
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
@@ -160,6 +247,8 @@ int runViewer(const Flags& f) {
 
   Viewer viewer(o, [] { glfwPostEmptyEvent(); });
   const auto start = std::chrono::steady_clock::now();
+  BenchState bench;
+  bench.steps = f.bench_steps;
   int settledFrames = 0, shots = 0;
   bool wasSettled = false;
   bool firstCompleteLogged = false;
@@ -169,6 +258,7 @@ int runViewer(const Flags& f) {
     } else {
       glfwWaitEventsTimeout(0.1);
     }
+    const auto frameStart = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
@@ -180,7 +270,17 @@ int runViewer(const Flags& f) {
     glClearColor(0.11f, 0.11f, 0.13f, 1);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    const double cpuMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frameStart).count();
     const bool settled = viewer.settled();
+    if (f.bench_steps > 0) {
+      if (benchStep(bench, viewer, settled, cpuMs, start)) {
+        printBench(bench, f);
+        return tracerun::tools::kExitOk;
+      }
+      glfwSwapBuffers(s.window);
+      continue;
+    }
     if (settled && !wasSettled) {
       if (!f.dump_layout.empty()) {
         const std::string tmp = f.dump_layout + ".tmp";
@@ -258,6 +358,10 @@ int main(int argc, char** argv) {
         app.add_flag("--log-actions", flags.log_actions, "print one line on stdout per user action");
         app.add_option("--dump-layout", flags.dump_layout,
                        "write the timeline's geometry to this file each time the view settles (tests)");
+        app.add_option("--bench-sweep", flags.bench_steps,
+                       "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
+                       "times, primitives and memory, exit (bench/viewer_bench.sh)")
+            ->check(tracerun::tools::atLeast(1));
         app.add_option("--settle-timeout", flags.timeout_s,
                        "--screenshot: seconds to wait for the data before giving up (default 120)");
         return std::vector<tracerun::tools::Command>{

@@ -59,6 +59,12 @@ class Viewer {
   // (screen pixels; ns on the trace axis; ORIGIN is the trace's first time) then one
   // "track ID RANK Y H" line per track row on screen.
   std::string layoutText() const;
+  // Shows [t0, t1] (ns on the trace axis): the benchmark's scripted sweep.
+  void showRange(double t0, double t1) { setView(t0, t1, nullptr); }
+  std::pair<int64_t, int64_t> traceRange() const {
+    return info_ ? info_->range : std::pair<int64_t, int64_t>{0, 0};
+  }
+  float timeAreaWidth() const { return lastAreaW_; }
   void log(const std::string& line) const;
 
  private:
