@@ -71,7 +71,8 @@ void checkFold(const std::vector<LodSpan>& spans, const LodWindow& w) {
     REQUIRE(dom.depth == p.depth);
     REQUIRE(dom.start >= p.start);
     REQUIRE(dom.end <= p.end);
-    if (p.count == 1) {
+    REQUIRE(p.fold == (p.count > 1));  // inputs of count 1, none a fold
+    if (!p.fold) {
       REQUIRE(dom.start == p.start);
       REQUIRE(dom.end == p.end);
     }
@@ -212,4 +213,28 @@ TEST_CASE("reduceCounter keeps one column per pixel with the true min and max", 
     CHECK(seen.size() == mm.size());
     CHECK(cols.size() <= 502);
   }
+}
+
+TEST_CASE("foldSpans keeps the counts and folds of items that already stand for many spans",
+          "[viewer][lod]") {
+  // Items like trace/'s draw list: a fold of 40 spans, a wide span standing for 3, two items in
+  // one pixel column, and a narrow span after a gap.
+  std::vector<LodSpan> items = {
+      {1, 0, 25, 0, 0, 0, 40, true},     // fold, 2.5 px
+      {2, 100, 400, 0, 0, 0, 3, false},  // a span, 30 px, drawn alone
+      {3, 500, 509, 0, 0, 0, 1, false},  // these two start in column 50
+      {4, 505, 600, 0, 0, 0, 7, false},
+      {5, 900, 905, 0, 0, 0, 1, false},  // narrow, alone: not a fold
+  };
+  const auto prims = foldSpans(items, LodWindow{0, 1000, 10.0, 3});
+  REQUIRE(prims.size() == 4);
+  CHECK(prims[0].count == 40);
+  CHECK(prims[0].fold);
+  CHECK(prims[1].count == 3);
+  CHECK(!prims[1].fold);
+  CHECK(prims[2].count == 8);
+  CHECK(prims[2].fold);
+  CHECK(items[prims[2].dominant].id == 4);  // the longer of the two
+  CHECK(prims[3].count == 1);
+  CHECK(!prims[3].fold);
 }

@@ -150,6 +150,44 @@ TEST_CASE("--select outlines the span and fills the details panel", "[viewer][sc
   CHECK(textPixels(p1) > 3 * textPixels(p0));
 }
 
+TEST_CASE("--goto opens zoomed to the span of that rank, selected", "[viewer][screenshot]") {
+  testing::TempDir dir("traceview-goto");
+  fixture::Options o;
+  o.dir = dir.file("fx");
+  o.ranks = 2;
+  o.threads = 1;
+  o.roots_per_thread = 20;
+  const auto g = fixture::writeFixture(o);
+  const auto reader = trace::TraceReader::open(g.merged);
+  trace::SpanRow pick;  // a depth-1 span of rank 1 (from the reader)
+  for (const auto& t : reader.tracks()) {
+    if (t.rank != 1 || t.kind != core::TrackKind::kThread) continue;
+    for (const auto& sp : reader.spans(t.id, INT64_MIN / 4, INT64_MAX / 4))
+      if (sp.depth == 1 && pick.id == 0) pick = sp;
+  }
+  REQUIRE(pick.id > 0);
+  const auto r = runTraceviewXvfb({g.merged, "--screenshot", dir.file("goto.png"), "--goto",
+                                   "1:" + std::to_string(pick.id), "--dump-layout",
+                                   dir.file("layout.txt"), "--log-actions"},
+                                  dir.path.string());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("selected span " + std::to_string(pick.id)) != std::string::npos);
+  const Layout l = readLayout(dir.file("layout.txt"));
+  // The span fills the middle third of the view.
+  CHECK(l.t0 < static_cast<double>(pick.start_ns));
+  CHECK(l.t1 > static_cast<double>(pick.end_ns()));
+  CHECK(l.t1 - l.t0 <= 3.0 * std::max<double>(static_cast<double>(pick.dur_ns), 1000) + 20);
+  const Png png = loadPng(dir.file("goto.png"));
+  const int y = static_cast<int>(l.rows.at(pick.track).y + 2 + l.row_h * 1.5);
+  CHECK(png.outlineAt(static_cast<int>(l.xOf(static_cast<double>(pick.start_ns))), y));
+  // The same id asked of the wrong rank is not found.
+  const auto wrong = runTraceviewXvfb({g.merged, "--screenshot", dir.file("goto.png"), "--goto",
+                                       "0:" + std::to_string(pick.id)}, dir.path.string());
+  CHECK(wrong.exit_code == 1);
+  CHECK(wrong.err.find("no span with id") != std::string::npos);
+}
+
 TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash", "[viewer][badinput]") {
   testing::TempDir dir("traceview-bad");
   const std::string png = dir.file("out.png");

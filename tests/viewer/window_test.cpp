@@ -3,7 +3,11 @@
 // screenshot shows its outline and details panel.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <thread>
+#include <tuple>
 #include <regex>
 
 #include "fixture_trace.h"
@@ -22,6 +26,14 @@ void xdotool(const XServer& x, const std::string& dir, const std::vector<std::st
   const auto r = e2e::runProcess("/usr/bin/env", all, dir);
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
+}
+
+// A key held for 150 ms: ImGui 1.86 reads keys as held-down state once per frame, so a press
+// and release inside one frame (xdotool key) can go unseen.
+void press(const XServer& x, const std::string& dir, const std::string& key) {
+  xdotool(x, dir, {"keydown", key});
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  xdotool(x, dir, {"keyup", key});
 }
 
 std::string lastScreenshot(const std::string& out, size_t from) {
@@ -79,7 +91,7 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   CHECK(std::abs(tAfter - tBefore) < (zoomed.t1 - zoomed.t0) / zoomed.area_w * 2);
 
   // A screenshot before clicking, then click the widest root span of that track on screen.
-  xdotool(x, dir.path.string(), {"key", "F12"});
+  press(x, dir.path.string(), "F12");
   const size_t shotAt = view.waitFor("saved screenshot", 20, at);
   REQUIRE(shotAt != std::string::npos);
   const std::string before = lastScreenshot(view.out(), at);
@@ -106,7 +118,7 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
   // Move the pointer off the timeline so no tooltip covers the panel, then take the screenshot.
   xdotool(x, dir.path.string(), {"mousemove", "300", "895"});
-  xdotool(x, dir.path.string(), {"key", "F12"});
+  press(x, dir.path.string(), "F12");
   const size_t shot2 = view.waitFor("saved screenshot", 20, at);
   REQUIRE(shot2 != std::string::npos);
   const std::string after = lastScreenshot(view.out(), at);
@@ -128,6 +140,31 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
     return n;
   };
   CHECK(textPixels(p1) > 3 * textPixels(p0));
+  // Find (Ctrl+F): every match across ranks, counted by brute force over the reader's spans; Enter
+  // again goes to the second match in time order.
+  std::vector<trace::SpanRow> want;
+  for (const auto& t : reader.tracks()) {
+    for (const auto& sp : reader.spans(t.id, INT64_MIN / 4, INT64_MAX / 4))
+      if (reader.str(sp.name).find("aten::mm") != std::string::npos) want.push_back(sp);
+  }
+  std::sort(want.begin(), want.end(), [](const trace::SpanRow& a, const trace::SpanRow& b) {
+    return std::tie(a.start_ns, a.track, a.id) < std::tie(b.start_ns, b.track, b.id);
+  });
+  REQUIRE(want.size() >= 2);
+  xdotool(x, dir.path.string(), {"mousemove", "600", "400"});
+  press(x, dir.path.string(), "ctrl+f");
+  REQUIRE(view.waitFor("find opened", 20, shot2) != std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the box takes the focus next frame
+  xdotool(x, dir.path.string(), {"type", "--delay", "30", "aten::mm"});
+  press(x, dir.path.string(), "Return");
+  at = view.waitFor("find 'aten::mm': " + std::to_string(want.size()) + " matches", 30, shot2);
+  INFO("stdout after find:\n" << view.out());
+  CHECK(at != std::string::npos);
+  if (at != std::string::npos) {
+    press(x, dir.path.string(), "Return");
+    CHECK(view.waitFor("selected span " + std::to_string(want[1].id) + " aten::mm", 20, at) !=
+          std::string::npos);
+  }
   // Keep the pictures for a person to look at when the test fails.
   std::error_code ec;
   std::filesystem::copy_file(dir.file(after), std::filesystem::temp_directory_path() / "traceview-window-test.png",

@@ -45,11 +45,12 @@ std::vector<Primitive> foldSpans(const std::vector<LodSpan>& spans, const LodWin
     const bool small = x1 - x0 < w.min_px;
     Open& o = open[d];
     if (o.has) {
-      const bool openSmall = o.p.count > 1 || o.x1 - o.x0 < w.min_px;
+      const bool openSmall = o.p.fold || o.x1 - o.x0 < w.min_px;
       if (col <= o.col || (small && openSmall && x0 - o.x1 < w.min_px)) {
         o.p.end = std::max(o.p.end, s.end);
         o.x1 = std::max(o.x1, x1);
-        ++o.p.count;
+        o.p.count += s.count;
+        o.p.fold = true;
         if (s.end - s.start > o.dominantDur) {
           o.dominantDur = s.end - s.start;
           o.p.dominant = i;
@@ -59,7 +60,7 @@ std::vector<Primitive> foldSpans(const std::vector<LodSpan>& spans, const LodWin
       flush(static_cast<int>(d));
     }
     o.has = true;
-    o.p = Primitive{s.start, s.end, s.depth, 1, i};
+    o.p = Primitive{s.start, s.end, s.depth, s.count, i, s.fold};
     o.col = col;
     o.x0 = x0;
     o.x1 = x1;

@@ -16,6 +16,8 @@ struct LodSpan {
   int depth = 0;
   uint32_t name = 0;     // interned name id
   uint8_t category = 0;  // core::Category
+  int64_t count = 1;     // spans it stands for (an item of trace/'s draw list may stand for many)
+  bool fold = false;     // already a fold ("N spans") when it comes in
 };
 
 // A drawn box: one span (count == 1) or "N spans" folded together (count > 1). For a fold, start
@@ -25,6 +27,7 @@ struct Primitive {
   int depth = 0;
   int64_t count = 1;
   size_t dominant = 0;
+  bool fold = false;  // drawn as "N spans": several inputs merged, or an input that was a fold
 };
 
 struct LodWindow {
@@ -39,7 +42,7 @@ int64_t columnOf(int64_t t, const LodWindow& w);
 
 // Folds `spans` (any depth mix, sorted by start) over the window. Spans that do not overlap
 // [t0, t1] are skipped. Guarantees, per depth:
-//  - every overlapping span belongs to exactly one primitive (the counts add up);
+//  - every overlapping input belongs to exactly one primitive (their counts add up);
 //  - the start columns (of max(start, t0)) of the primitives strictly increase, so at most one
 //    primitive starts in each pixel column: a track draws at most (columns + 1) × depths boxes;
 //  - a span at least min_px wide (after clipping) is drawn alone (count == 1) unless another span

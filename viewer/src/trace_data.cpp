@@ -1,4 +1,5 @@
-// TraceData over trace::TraceReader (see trace_data.h). Queries only; no drawing, no threads.
+// TraceData over the plain trace::TraceReader (see trace_data.h): folds every span of the window
+// itself. Used while trace/ has no Timeline implementation. Queries only; no drawing, no threads.
 #include "trace_data.h"
 
 #include <algorithm>
@@ -24,17 +25,33 @@ int64_t memoryTrackId(int rank) { return -1 - static_cast<int64_t>(rank); }
 
 std::string categoryLabel(core::Category c) { return core::categoryName(c); }
 
-TraceData::TraceData(trace::TraceReader reader) : reader_(std::move(reader)) {}
+struct TraceData::Impl {
+  explicit Impl(trace::TraceReader r) : reader(std::move(r)) {}
+  trace::TraceReader reader;
+  std::vector<trace::FlowRow> flows;
+  std::optional<SpanRef> spanAt(int64_t track, int64_t start, int depth) const;
+};
+
+TraceData::TraceData() = default;
+TraceData::~TraceData() = default;
+TraceData::TraceData(TraceData&&) noexcept = default;
+TraceData& TraceData::operator=(TraceData&&) noexcept = default;
+
+const std::string& TraceData::str(core::StringId id) const { return impl_->reader.str(id); }
+size_t TraceData::stringCount() const { return impl_->reader.stringCount(); }
 
 TraceData TraceData::open(const std::string& path) {
-  TraceData d(trace::TraceReader::open(path));
-  d.ranks_ = d.reader_.ranks();
-  d.counts_ = d.reader_.counts();
-  d.range_ = d.reader_.timeRange();
+  TraceData d;
+  d.impl_ = std::make_unique<Impl>(trace::TraceReader::open(path));
+  d.path_ = path;
+  const trace::TraceReader& reader = d.impl_->reader;
+  d.ranks_ = reader.ranks();
+  d.counts_ = reader.counts();
+  d.range_ = reader.timeRange();
   std::map<int, std::vector<TrackInfo>> byRank;
-  for (const auto& t : d.reader_.tracks()) {
+  for (const auto& t : reader.tracks()) {
     if (t.kind == core::TrackKind::kMemory) continue;  // shown as the rank's memory row below
-    byRank[t.rank].push_back(TrackInfo{t.id, t.rank, t.kind, t.name, t.event_count});
+    byRank[t.rank].push_back(TrackInfo{t.id, t.rank, t.kind, t.name, t.event_count, 0});
   }
   for (auto& [rank, list] : byRank) {
     // Threads first, then async lanes, streams, counters; by id within a kind (creation order).
@@ -44,10 +61,10 @@ TraceData TraceData::open(const std::string& path) {
     d.tracks_.insert(d.tracks_.end(), list.begin(), list.end());
     if (d.counts_.memory > 0) {
       d.tracks_.push_back(TrackInfo{memoryTrackId(rank), rank, core::TrackKind::kMemory,
-                                    "memory (live bytes)", 0});
+                                    "memory (live bytes)", 0, 0});
     }
   }
-  d.flows_ = d.reader_.flows();
+  d.impl_->flows = reader.flows();
   return d;
 }
 
@@ -68,14 +85,14 @@ TrackWindow TraceData::window(int64_t track, const LodWindow& w) const {
     const int64_t lookback = std::max<int64_t>(w.t1 - w.t0, 1);
     if (info->kind == core::TrackKind::kMemory) {
       std::map<std::pair<int, int>, int64_t> live;  // per device: the last total
-      reader_.forEachMemory(info->rank, w.t0 - lookback, w.t1, [&](const trace::MemoryRow& m) {
+      impl_->reader.forEachMemory(info->rank, w.t0 - lookback, w.t1, [&](const trace::MemoryRow& m) {
         live[{m.device_type, m.device_index}] = m.total;
         int64_t sum = 0;
         for (const auto& kv : live) sum += kv.second;
         points.push_back({m.ts_ns, static_cast<double>(sum)});
       });
     } else {
-      for (const auto& c : reader_.counters(track, w.t0 - lookback, w.t1))
+      for (const auto& c : impl_->reader.counters(track, w.t0 - lookback, w.t1))
         points.push_back({c.ts_ns, c.value});
     }
     out.counter = reduceCounter(points, w);
@@ -88,7 +105,7 @@ TrackWindow TraceData::window(int64_t track, const LodWindow& w) const {
     return out;
   }
   std::vector<LodSpan> spans;
-  for (const auto& r : reader_.spans(track, w.t0, w.t1)) {
+  for (const auto& r : impl_->reader.spans(track, w.t0, w.t1)) {
     spans.push_back(toLod(r));
     out.max_depth = std::max(out.max_depth, r.depth);
   }
@@ -96,9 +113,9 @@ TrackWindow TraceData::window(int64_t track, const LodWindow& w) const {
   return out;
 }
 
-std::optional<SpanRef> TraceData::spanAt(int64_t track, int64_t start, int depth) const {
+std::optional<SpanRef> TraceData::Impl::spanAt(int64_t track, int64_t start, int depth) const {
   std::optional<SpanRef> best;
-  for (const auto& r : reader_.spans(track, start, start)) {
+  for (const auto& r : reader.spans(track, start, start)) {
     if (r.start_ns != start) continue;
     if (r.depth == depth) return toRef(r);
     if (!best || r.depth < best->depth) best = toRef(r);
@@ -113,7 +130,7 @@ std::optional<SpanRef> TraceData::spanById(int64_t id, int rank,
   for (const auto& t : tracks_) {
     if (t.counter() || (rank >= 0 && t.rank != rank)) continue;
     try {
-      reader_.forEachSpan(t.id, [&](const trace::SpanRow& r) {
+      impl_->reader.forEachSpan(t.id, [&](const trace::SpanRow& r) {
         if (cancel.load()) throw Cancelled{};
         if (r.id == id) {
           found = toRef(r);
@@ -136,7 +153,7 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   int64_t childNs = 0;
   std::map<core::StringId, ChildStat> kids;
   bool found = false;
-  for (const auto& r : reader_.spans(ref.track, ref.start, ref.end)) {
+  for (const auto& r : impl_->reader.spans(ref.track, ref.start, ref.end)) {
     if (r.id == ref.id) {
       d.span = r;
       found = true;
@@ -146,7 +163,7 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
       childNs += r.dur_ns;
       ++d.children;
       ChildStat& c = kids[r.name];
-      c.name = reader_.str(r.name);
+      c.name = impl_->reader.str(r.name);
       ++c.count;
       c.total_ns += r.dur_ns;
     }
@@ -161,23 +178,23 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   }
   std::sort(d.parents.begin(), d.parents.end(),
             [](const trace::SpanRow& a, const trace::SpanRow& b) { return a.depth < b.depth; });
-  for (const auto& p : d.parents) d.parent_names.push_back(reader_.str(p.name));
+  for (const auto& p : d.parents) d.parent_names.push_back(impl_->reader.str(p.name));
   d.children_ns = childNs;
   d.self_ns = d.span.dur_ns - childNs;
   for (auto& kv : kids) d.child_stats.push_back(kv.second);
   std::sort(d.child_stats.begin(), d.child_stats.end(),
             [](const ChildStat& a, const ChildStat& b) { return a.total_ns > b.total_ns; });
-  d.name = reader_.str(d.span.name);
-  d.detail = reader_.str(d.span.detail);
+  d.name = impl_->reader.str(d.span.name);
+  d.detail = impl_->reader.str(d.span.detail);
   d.category = categoryLabel(d.span.category);
-  for (const auto& a : reader_.args(ref.id)) d.args.push_back({reader_.str(a.key), a.value});
-  for (const auto& f : flows_) {
+  for (const auto& a : impl_->reader.args(ref.id)) d.args.push_back({impl_->reader.str(a.key), a.value});
+  for (const auto& f : impl_->flows) {
     const bool out = f.src_track == ref.track && f.src_ts_ns == ref.start;
     const bool in = f.dst_track == ref.track && f.dst_ts_ns == ref.start;
     if (!out && !in) continue;
-    const auto other = out ? spanAt(f.dst_track, f.dst_ts_ns, 0) : spanAt(f.src_track, f.src_ts_ns, 0);
+    const auto other = out ? impl_->spanAt(f.dst_track, f.dst_ts_ns, 0) : impl_->spanAt(f.src_track, f.src_ts_ns, 0);
     if (!other) continue;
-    d.flows.push_back({f.kind, out, *other, reader_.str(other->name)});
+    d.flows.push_back({f.kind, out, *other, impl_->reader.str(other->name)});
   }
   return d;
 }
@@ -187,14 +204,14 @@ std::vector<SpanRef> TraceData::find(const std::string& needle, size_t limit,
   std::vector<SpanRef> out;
   if (needle.empty()) return out;
   std::unordered_set<core::StringId> names;
-  for (size_t i = 1; i < reader_.stringCount(); ++i) {
-    if (reader_.str(static_cast<core::StringId>(i)).find(needle) != std::string::npos)
+  for (size_t i = 1; i < impl_->reader.stringCount(); ++i) {
+    if (impl_->reader.str(static_cast<core::StringId>(i)).find(needle) != std::string::npos)
       names.insert(static_cast<core::StringId>(i));
   }
   if (names.empty()) return out;
   for (const auto& t : tracks_) {
     if (t.counter()) continue;
-    reader_.forEachSpan(t.id, [&](const trace::SpanRow& r) {
+    impl_->reader.forEachSpan(t.id, [&](const trace::SpanRow& r) {
       if (cancel.load()) throw Cancelled{};
       if (out.size() < limit && names.count(r.name)) out.push_back(toRef(r));
     });
@@ -208,14 +225,14 @@ std::vector<Step> TraceData::steps(const std::atomic<bool>& cancel) const {
   // "step" phase spans (the trainer's and tracerun::step's), one list per rank.
   std::vector<Step> out;
   core::StringId stepName = 0;
-  for (size_t i = 1; i < reader_.stringCount(); ++i) {
-    const std::string& s = reader_.str(static_cast<core::StringId>(i));
+  for (size_t i = 1; i < impl_->reader.stringCount(); ++i) {
+    const std::string& s = impl_->reader.str(static_cast<core::StringId>(i));
     if (s == "step") stepName = static_cast<core::StringId>(i);
   }
   if (stepName == 0) return out;
   for (const auto& t : tracks_) {
     if (t.kind != core::TrackKind::kThread) continue;
-    reader_.forEachSpan(t.id, [&](const trace::SpanRow& r) {
+    impl_->reader.forEachSpan(t.id, [&](const trace::SpanRow& r) {
       if (cancel.load()) throw Cancelled{};
       if (r.name == stepName && r.category == core::Category::kPhase)
         out.push_back({t.rank, r.start_ns, r.end_ns(), -1});

@@ -1,9 +1,12 @@
-// TraceData: every question the viewer asks of a trace, answered through trace/'s reader (never
-// SQL). One instance per thread (it owns a TraceReader). The only file that changes when the viewer
-// moves to trace/'s level-of-detail API; it draws nothing and knows no ImGui.
+// TraceData: every question the viewer asks of a trace, answered through trace/ (never SQL). Two
+// implementations behind this one interface: trace_data_timeline.cpp over trace::Timeline (the
+// level-of-detail summaries; reads what is on screen) and trace_data.cpp over the plain
+// TraceReader (folds every span of the window itself), used while trace/ has no timeline.cpp.
+// One instance per thread (it owns its SQLite connections); it draws nothing and knows no ImGui.
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@ struct TrackInfo {
   core::TrackKind kind = core::TrackKind::kThread;
   std::string name;
   int64_t events = 0;
+  int max_depth = 0;  // deepest span depth known at open (0 when unknown)
   bool counter() const { return kind == core::TrackKind::kCounter || kind == core::TrackKind::kMemory; }
 };
 
@@ -80,10 +84,13 @@ struct Cancelled {};
 class TraceData {
  public:
   static TraceData open(const std::string& path);  // throws trace::TraceError
+  ~TraceData();
+  TraceData(TraceData&&) noexcept;
+  TraceData& operator=(TraceData&&) noexcept;
 
-  const std::string& path() const { return reader_.path(); }
-  const std::string& str(core::StringId id) const { return reader_.str(id); }
-  size_t stringCount() const { return reader_.stringCount(); }
+  const std::string& path() const { return path_; }
+  const std::string& str(core::StringId id) const;
+  size_t stringCount() const;
   const std::vector<trace::RankInfo>& ranks() const { return ranks_; }
   const std::vector<TrackInfo>& tracks() const { return tracks_; }
   std::pair<int64_t, int64_t> timeRange() const { return range_; }
@@ -92,20 +99,20 @@ class TraceData {
 
   // What to draw for one track over the window (span tracks folded, counters reduced).
   TrackWindow window(int64_t track, const LodWindow& w) const;
-  std::optional<SpanRef> spanAt(int64_t track, int64_t start, int depth) const;
   std::optional<SpanRef> spanById(int64_t id, int rank, const std::atomic<bool>& cancel) const;
   SpanDetails details(const SpanRef& s) const;
-  // Spans whose name contains `needle` (case-sensitive), in start order, across all ranks.
+  // Spans whose name contains `needle`, in start order, across all ranks.
   std::vector<SpanRef> find(const std::string& needle, size_t limit,
                             const std::atomic<bool>& cancel) const;
   std::vector<Step> steps(const std::atomic<bool>& cancel) const;
 
  private:
-  explicit TraceData(trace::TraceReader reader);
-  trace::TraceReader reader_;
+  struct Impl;
+  TraceData();
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
   std::vector<trace::RankInfo> ranks_;
   std::vector<TrackInfo> tracks_;
-  std::vector<trace::FlowRow> flows_;
   std::pair<int64_t, int64_t> range_{0, 0};
   trace::EventCounts counts_;
 };

@@ -107,6 +107,7 @@ void Viewer::applyResults() {
   WorkerOutput out = worker_->take();
   if (out.opened) {
     info_ = std::move(*out.opened);
+    for (const auto& t : info_->tracks) trackState_[t.id].max_depth = t.max_depth;
     if (!info_->ok) {
       problem_ = info_->error;
       log("error " + problem_);
@@ -335,6 +336,7 @@ void Viewer::frame() {
   if (io.KeyCtrl && keyPressed('F')) {
     findOpen_ = focusFind_ = true;
     sideTab_ = 1;
+    log("find opened");
   }
 
   const float statusH = ImGui::GetFrameHeightWithSpacing();
@@ -585,7 +587,7 @@ void Viewer::drawSpanTrack(ImDrawList* dl, const TrackInfo& t, float x, float y,
     lastX1 = p.depth == lastDepth ? std::max(x1, lastX1) : x1;
     lastDepth = p.depth;
     const float y0 = y + 2 + rh * static_cast<float>(p.depth);
-    const bool fold = p.count > 1;
+    const bool fold = p.fold;
     const uint32_t colour = fold ? palette::kFold : palette::category(item.span.category);
     dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y0 + rh - 1), colour);
     ++primitives_;
@@ -899,6 +901,7 @@ void Viewer::drawFind() {
   const bool enter = ImGui::InputText("##find", findText_, sizeof findText_,
                                       ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
+  if (enter) focusFind_ = true;  // Enter again: the next match
   if ((ImGui::Button("Find") || enter) && worker_) {
     if (find_ && find_->needle == findText_ && !find_->matches.empty()) {
       gotoMatch(findIndex_ + (enter ? 1 : 0));
