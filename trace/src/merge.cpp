@@ -24,6 +24,7 @@
 #include "file_check.h"
 #include "span_chunks.h"
 #include "sqlite_util.h"
+#include "summaries.h"
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/schema.h"
@@ -301,7 +302,9 @@ const std::vector<CopyRule>& copyRules() {
 bool writtenByMerge(const std::string& table) {
   static const char* const kOwn[] = {"meta",        "strings",           "categories",
                                      "track_kinds", "memory_categories", "flow_kinds"};
-  return std::any_of(std::begin(kOwn), std::end(kOwn), [&](const char* t) { return table == t; });
+  const auto& summaries = schema::summaryTables();  // rebuilt over the merged spans
+  return std::any_of(std::begin(kOwn), std::end(kOwn), [&](const char* t) { return table == t; }) ||
+         std::find(summaries.begin(), summaries.end(), table) != summaries.end();
 }
 
 const schema::Table& schemaTable(const std::string& name) {
@@ -808,6 +811,10 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
       setStat(out, static_cast<int>(u.index), "merge_unreadable_shard", 1, Severity::kError);
     }
     writeMeta(out, open, mergedOrigin);
+    // The level-of-detail summaries over the merged spans (the shards' own are not copied).
+    lod::build(out, {});
+    out.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries', '") +
+             lod::kSummariesVersion + "')");
     for (const auto& statement : schema::indexStatements()) out.exec(statement);
     out.exec("COMMIT");
   } catch (const sql::SqliteError& e) {

@@ -92,6 +92,56 @@ const std::vector<Table>& tables() {
         {"last_id", "INTEGER NOT NULL", "last spans.id (inclusive)"}},
        "PRIMARY KEY (track, min_start_ns, first_id)",
        true},
+      {"span_lod_depths",
+       "Level-of-detail summaries, per track and depth: how many spans, the longest, and which "
+       "levels of span_lod the track stores. Built by merge (meta summaries).",
+       {{"track", "INTEGER NOT NULL", "tracks.id"},
+        {"depth", "INTEGER NOT NULL", "spans.depth"},
+        {"span_count", "INTEGER NOT NULL", "spans of the track at this depth"},
+        {"longest_span_ns", "INTEGER NOT NULL", "the longest of them"},
+        {"first_level", "INTEGER NOT NULL",
+         "finest level stored for the track; -1: none (the track is read from spans)"},
+        {"top_level", "INTEGER NOT NULL",
+         "coarsest level stored: one bucket per depth; coarser levels are merged from it"}},
+       "PRIMARY KEY (track, depth)",
+       true},
+      {"span_lod",
+       "Level-of-detail summaries: the spans of one track and depth that start in one bucket of "
+       "width 4^level ns (bucket = floor(start_ns / 4^level)), with the bucket's dominant "
+       "(longest) span. Levels from first_level to top_level of span_lod_depths.",
+       {{"track", "INTEGER NOT NULL", "tracks.id"},
+        {"level", "INTEGER NOT NULL", "bucket width 4^level ns"},
+        {"depth", "INTEGER NOT NULL", "spans.depth"},
+        {"bucket", "INTEGER NOT NULL", "floor(start_ns / 4^level)"},
+        {"count", "INTEGER NOT NULL", "spans starting in the bucket"},
+        {"busy_ns", "INTEGER NOT NULL", "their summed durations"},
+        {"first_ns", "INTEGER NOT NULL", "earliest start"},
+        {"max_end_ns", "INTEGER NOT NULL", "latest end"},
+        {"dom_id", "INTEGER NOT NULL",
+         "spans.id of the longest (ties: earlier start, then lower id)"},
+        {"dom_start_ns", "INTEGER NOT NULL", "its start"},
+        {"dom_dur_ns", "INTEGER NOT NULL", "its duration"},
+        {"dom_packed", "INTEGER NOT NULL", "its spans.packed (name, depth, category)"}},
+       "PRIMARY KEY (track, level, depth, bucket)",
+       true},
+      {"name_buckets",
+       "Where each span name occurs: spans of one name on one track starting in one bucket of "
+       "4^13 ns (67 ms). Name search counts from it and reads only the buckets it names.",
+       {{"name", "INTEGER NOT NULL", "strings.id"},
+        {"bucket", "INTEGER NOT NULL", "floor(start_ns / 4^13)"},
+        {"track", "INTEGER NOT NULL", "tracks.id"},
+        {"count", "INTEGER NOT NULL", "spans of that name there"}},
+       "PRIMARY KEY (name, bucket, track)",
+       true},
+      {"memory_devices",
+       "Summary: the devices with memory events, per rank (so a reader lists them without "
+       "scanning memory).",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
+        {"events", "INTEGER NOT NULL", "memory rows of the device"}},
+       "PRIMARY KEY (rank, device_type, device_index)",
+       true},
       {"args",
        "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...).",
        {{"span", "INTEGER NOT NULL", "spans.id"},
@@ -223,6 +273,10 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture", "what libtracerun captured: a comma list of ops, scopes, memory, comm, cuda"},
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
+      {"summaries",
+       "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "
+       "memory_devices) when they are built (by merge, or a writer asked to); absent otherwise: a "
+       "Timeline then builds them when it opens the file"},
   };
   return kKeys;
 }
@@ -259,6 +313,25 @@ std::vector<std::string> createStatements() {
   enumRows(out, "track_kinds", core::TrackKind::kCount, core::trackKindName);
   enumRows(out, "memory_categories", core::MemoryCategory::kCount, core::memoryCategoryName);
   enumRows(out, "flow_kinds", core::FlowKind::kCount, core::flowKindName);
+  return out;
+}
+
+const std::vector<std::string>& summaryTables() {
+  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod", "name_buckets",
+                                                   "memory_devices"};
+  return kNames;
+}
+
+std::vector<std::string> summaryTableStatements(bool temporary) {
+  std::vector<std::string> out;
+  const auto all = createStatements();
+  for (const auto& name : summaryTables()) {
+    const std::string prefix = "CREATE TABLE " + name + " (";
+    for (const auto& sql : all) {
+      if (sql.rfind(prefix, 0) != 0) continue;
+      out.push_back(temporary ? "CREATE TEMP TABLE " + sql.substr(13) : sql);
+    }
+  }
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include "flat_map.h"
 #include "span_chunks.h"
 #include "sqlite_util.h"
+#include "summaries.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/trace/schema.h"
 
@@ -794,6 +795,15 @@ void ShardWriter::Impl::finish() {
     insMeta.run();
   }
   commit();
+
+  // The level-of-detail summaries over the spans just written (summaries.h), when asked for.
+  if (opt_.summaries) {
+    db_.exec("BEGIN");
+    lod::build(db_, {});
+    db_.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries', '") +
+             lod::kSummariesVersion + "')");
+    db_.exec("COMMIT");
+  }
 
   // Indexes once, at the end; then mark the file complete, last of all.
   db_.exec("BEGIN");

@@ -13,6 +13,9 @@
 //    with min_start_ns the first span's start and max_end_ns the latest end (ChunkExtent).
 // Chunks of one track overlap in time (a parent is written after its children), so a track's
 // spans in span order are a merge of its chunks in min_start order (mergeChunks).
+//
+// The level-of-detail summaries built from the chunks live here too (namespace lod below): their
+// level widths, which levels a track stores, the bucket of a span and what a bucket holds.
 #pragma once
 
 #include <cstddef>
@@ -128,3 +131,93 @@ void mergeChunks(const std::vector<ChunkRef>& list, ReadChunk&& readChunk, Emit&
 }
 
 }  // namespace tracerun::trace::chunks
+
+// Level-of-detail summaries (tables span_lod, span_lod_depths, name_buckets; docs/trace-format.md).
+namespace tracerun::trace::lod {
+
+// Version of the summary tables' layout, in meta `summaries`; a file without it (or with another
+// value) gets them built when a Timeline opens it.
+inline constexpr const char* kSummariesVersion = "1";
+
+// Level k buckets time into widths of 4^k ns, aligned to multiples of the width.
+inline constexpr int kLevels = 27;      // 4^26 ns: 52 days
+inline constexpr int kFirstLevel = 5;   // 1,024 ns: no level finer than this is stored
+inline constexpr int kNameLevel = 13;   // name_buckets: 4^13 ns = 67 ms
+// A track stores level k (>= kFirstLevel) when its rows there, over all depths, are at most
+// 1/kCompression of its spans: the summaries stay under a third of the spans, and a level not
+// stored is one where reading the spans costs about as much.
+inline constexpr int64_t kCompression = 4;
+
+constexpr int64_t width(int level) noexcept {
+  return int64_t{1} << (2 * level);
+}
+// The level for R ns per pixel: the largest width not above R (level 0 below 4 ns).
+inline int levelFor(double ns_per_px) noexcept {
+  int k = 0;
+  while (k + 1 < kLevels && static_cast<double>(width(k + 1)) <= ns_per_px) ++k;
+  return k;
+}
+constexpr int64_t floorDiv(int64_t t, int64_t w) noexcept {
+  return t >= 0 ? t / w : -((-(t + 1)) / w) - 1;
+}
+// floor(t / 4^level): an arithmetic shift (GCC and Clang shift signed values arithmetically, and
+// C++20 requires it), the builder's hot path.
+constexpr int64_t bucketOf(int64_t t, int level) noexcept {
+  return t >> (2 * level);
+}
+static_assert(bucketOf(-1, 3) == -1 && bucketOf(-64, 3) == -1 && bucketOf(-65, 3) == -2 &&
+              bucketOf(63, 3) == 0 && bucketOf(64, 3) == 1);
+
+// Whether span a (duration, start, id) dominates b: longer, then earlier, then lower id.
+constexpr bool dominates(int64_t durA, int64_t startA, int64_t idA, int64_t durB, int64_t startB,
+                         int64_t idB) noexcept {
+  if (durA != durB) return durA > durB;
+  if (startA != startB) return startA < startB;
+  return idA < idB;
+}
+
+// One span_lod row: the spans of one track and depth starting in one bucket of one level.
+struct Bucket {
+  int64_t bucket = 0;
+  int64_t count = 0;
+  int64_t busy = 0;  // summed durations
+  int64_t first = 0, max_end = 0;
+  int64_t dom_id = 0, dom_start = 0, dom_dur = -1, dom_packed = 0;
+
+  void add(int64_t id, int64_t start, int64_t dur, int64_t packed) noexcept {
+    if (count == 0) {
+      first = start;
+      max_end = start + dur;
+    }
+    ++count;
+    busy += dur;
+    first = start < first ? start : first;
+    max_end = start + dur > max_end ? start + dur : max_end;
+    if (dom_dur < 0 || dominates(dur, start, id, dom_dur, dom_start, dom_id)) {
+      dom_id = id;
+      dom_start = start;
+      dom_dur = dur;
+      dom_packed = packed;
+    }
+  }
+  // Folds another bucket's spans into this one (a coarser bucket from finer ones).
+  void merge(const Bucket& o) noexcept {
+    if (o.count == 0) return;
+    if (count == 0) {
+      *this = o;
+      return;
+    }
+    count += o.count;
+    busy += o.busy;
+    first = o.first < first ? o.first : first;
+    max_end = o.max_end > max_end ? o.max_end : max_end;
+    if (dominates(o.dom_dur, o.dom_start, o.dom_id, dom_dur, dom_start, dom_id)) {
+      dom_id = o.dom_id;
+      dom_start = o.dom_start;
+      dom_dur = o.dom_dur;
+      dom_packed = o.dom_packed;
+    }
+  }
+};
+
+}  // namespace tracerun::trace::lod

@@ -1,5 +1,6 @@
 // TraceReader: the only way dot/, viewer/, the report and exports read a trace (a merged run.db or
-// a single shard). Loads strings at open; everything else is queried on demand. Read-only.
+// a single shard), with Timeline (timeline.h) on top of it for interactive readers. Loads strings
+// at open; everything else is queried on demand. Read-only.
 //
 // Open checks, each failing with a TraceError naming the file: not an SQLite file, truncated
 // (file shorter than the page count in its header), not a tracerun trace (no meta table / wrong

@@ -83,6 +83,10 @@ const std::vector<MetaKey>& metaKeys();
 // CREATE TABLE / CREATE VIEW statements, and the enum lookup tables' INSERTs.
 std::vector<std::string> createStatements();
 std::vector<std::string> indexStatements();
+// The level-of-detail summary tables (built from the spans, never copied by merge), and their
+// CREATE TABLE statements; temporary: as TEMP tables (a Timeline on an older, read-only file).
+const std::vector<std::string>& summaryTables();
+std::vector<std::string> summaryTableStatements(bool temporary);
 // The reference section of docs/trace-format.md.
 std::string markdown();
 

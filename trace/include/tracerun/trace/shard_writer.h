@@ -32,6 +32,10 @@ struct ShardOptions {
   // docs/trace-format.md). Other sizes are for tests and benchmarks.
   size_t chunk_rows = 0;
   size_t transaction_rows = 100000;
+  // Build the level-of-detail summaries (docs/trace-format.md) at close, for a shard that is a
+  // final file. Off by default: the launcher merges shards, and merge builds them over the whole
+  // run; a shard without them gets them built when a Timeline opens it.
+  bool summaries = false;
   // The time origin (CLOCK_MONOTONIC ns) the shard's times are relative to; 0: when the writer is
   // made. Tests that must write byte-identical traces pin it.
   int64_t origin_ns = 0;

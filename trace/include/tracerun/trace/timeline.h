@@ -6,8 +6,9 @@
 // hold the trace in memory and never writes to the trace file.
 //
 // Contract:
-// - open() checks the file as TraceReader::open does (same one-line TraceErrors). A trace written
-//   before the summaries existed (no meta `summaries`) gets them built at open into a private
+// - open() checks the file as TraceReader::open does (same one-line TraceErrors). A file without
+//   the summaries (no meta `summaries`: a shard, or a trace written before they existed; merge
+//   writes them) gets them built at open into a private
 //   temporary database (SQLite's anonymous temp file, deleted at close): the trace file stays
 //   untouched and read-only; options.progress reports (done, total) spans and may cancel
 //   (returning false makes open throw TraceError "<path>: cancelled").
