@@ -36,8 +36,10 @@ std::vector<LodSpan> randomSpans(std::mt19937_64& rng, size_t n, bool overlappin
         out.push_back({id++, s, e, d, static_cast<uint32_t>(rng() % 5), static_cast<uint8_t>(d)});
         int64_t c = s;
         for (int k = 0; k < 3 && e - c > 4; ++k) {
-          const int64_t cs = c + static_cast<int64_t>(rng() % static_cast<uint64_t>((e - c) / 4 + 1));
-          const int64_t ce = std::min<int64_t>(e, cs + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>((e - cs) / 2 + 1)));
+          const int64_t cs =
+              c + static_cast<int64_t>(rng() % static_cast<uint64_t>((e - c) / 4 + 1));
+          const int64_t ce = std::min<int64_t>(
+              e, cs + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>((e - cs) / 2 + 1)));
           if (ce > cs) next.push_back({cs, ce});
           c = ce;
         }
@@ -60,7 +62,8 @@ void checkFold(const std::vector<LodSpan>& spans, const LodWindow& w) {
     if (s.end >= w.t0 && s.start <= w.t1) ++expected[s.depth];
   std::map<int, int64_t> counted;
   std::map<int, int64_t> lastCol;
-  const int64_t columns = static_cast<int64_t>(std::ceil(static_cast<double>(w.t1 - w.t0) / w.ns_per_px)) + 1;
+  const int64_t columns =
+      static_cast<int64_t>(std::ceil(static_cast<double>(w.t1 - w.t0) / w.ns_per_px)) + 1;
   std::map<int, int64_t> perDepth;
   for (const auto& p : prims) {
     counted[p.depth] += p.count;
@@ -101,7 +104,8 @@ void checkFold(const std::vector<LodSpan>& spans, const LodWindow& w) {
       alone = alone || (p.count == 1 && p.dominant == i);
     }
     REQUIRE(inside >= 1);
-    const double px = static_cast<double>(std::min(s.end, w.t1) - std::max(s.start, w.t0)) / w.ns_per_px;
+    const double px =
+        static_cast<double>(std::min(s.end, w.t1) - std::max(s.start, w.t0)) / w.ns_per_px;
     if (px >= w.min_px + 1e-6 &&
         startsPerColumn[{s.depth, columnOf(std::max(s.start, w.t0), w)}] == 1) {
       REQUIRE(alone);
@@ -116,17 +120,22 @@ TEST_CASE("foldSpans against brute force over zoom levels", "[viewer][lod]") {
     for (bool overlapping : {false, true}) {
       std::mt19937_64 rng(seed);
       const auto spans = randomSpans(rng, 3000, overlapping);
-      const int64_t end = std::max_element(spans.begin(), spans.end(), [](auto& a, auto& b) { return a.end < b.end; })->end;
+      const int64_t end = std::max_element(spans.begin(), spans.end(), [](auto& a, auto& b) {
+                            return a.end < b.end;
+                          })->end;
       for (double width : {200.0, 1000.0}) {
         // The whole run, a tenth, a hundredth and a window 20 ns wide.
         for (double frac : {1.0, 0.1, 0.01, 1e-6}) {
           LodWindow w;
-          const int64_t len = std::max<int64_t>(20, static_cast<int64_t>(static_cast<double>(end) * frac));
-          w.t0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, end - len)));
+          const int64_t len =
+              std::max<int64_t>(20, static_cast<int64_t>(static_cast<double>(end) * frac));
+          w.t0 =
+              static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(1, end - len)));
           if (frac == 1.0) w.t0 = 0;
           w.t1 = w.t0 + len;
           w.ns_per_px = static_cast<double>(len) / width;
-          INFO("seed " << seed << " overlapping " << overlapping << " width " << width << " frac " << frac);
+          INFO("seed " << seed << " overlapping " << overlapping << " width " << width << " frac "
+                       << frac);
           checkFold(spans, w);
         }
       }

@@ -40,9 +40,10 @@ Sampled sampleSpans(const Png& png, const Layout& l, const trace::TraceReader& r
       lastStartX[sp.depth] = std::max(prev, x1);
       const double y = row->second.y + 2 + l.row_h * (sp.depth + 0.5);
       if (x1 - x0 < 8 || x0 < l.area_x + 2 || x1 > l.area_x + l.area_w - 2) continue;
-      if (x0 - prev < 4) continue;  // shares pixels with the previous box of its depth
+      if (x0 - prev < 4) continue;             // shares pixels with the previous box of its depth
       if (y < 100 || y > statusTop) continue;  // scrolled out of the tracks' view
-      const uint32_t want = paletteRgb(viewer::palette::category(static_cast<uint8_t>(sp.category)));
+      const uint32_t want =
+          paletteRgb(viewer::palette::category(static_cast<uint8_t>(sp.category)));
       const uint32_t got = png.rgb(static_cast<int>(x0 + 1.5), static_cast<int>(y));
       ++s.checked;
       if (got == want) {
@@ -60,7 +61,8 @@ Sampled sampleSpans(const Png& png, const Layout& l, const trace::TraceReader& r
 
 }  // namespace
 
-TEST_CASE("a screenshot shows the spans at the columns their times map to", "[viewer][screenshot]") {
+TEST_CASE("a screenshot shows the spans at the columns their times map to",
+          "[viewer][screenshot]") {
   testing::TempDir dir("traceview-shot");
   fixture::Options o;
   o.dir = dir.file("fx");
@@ -74,7 +76,7 @@ TEST_CASE("a screenshot shows the spans at the columns their times map to", "[vi
   for (const char* rangeText : {"", "300000:900000"}) {
     const std::string range = rangeText;
     INFO("range '" << range << "'");
-    std::vector<std::string> args = {g.merged, "--screenshot", dir.file("shot.png"), "--size",
+    std::vector<std::string> args = {g.merged,    "--screenshot",  dir.file("shot.png"),  "--size",
                                      "1400x1000", "--dump-layout", dir.file("layout.txt")};
     if (!range.empty()) args.insert(args.end(), {"--range", range});
     const auto r = runTraceviewXvfb(args, dir.path.string());
@@ -119,13 +121,13 @@ TEST_CASE("--select outlines the span and fills the details panel", "[viewer][sc
       if (sp.depth == 0 && sp.dur_ns > pick.dur_ns) pick = sp;
   }
   REQUIRE(pick.id > 0);
-  const auto plain = runTraceviewXvfb({g.merged, "--screenshot", dir.file("plain.png"), "--size",
-                                       "1200x800"}, dir.path.string());
+  const auto plain = runTraceviewXvfb(
+      {g.merged, "--screenshot", dir.file("plain.png"), "--size", "1200x800"}, dir.path.string());
   REQUIRE(plain.exit_code == 0);
-  const auto r = runTraceviewXvfb({g.merged, "--screenshot", dir.file("sel.png"), "--size",
-                                   "1200x800", "--select", std::to_string(pick.id),
-                                   "--dump-layout", dir.file("layout.txt"), "--log-actions"},
-                                  dir.path.string());
+  const auto r = runTraceviewXvfb(
+      {g.merged, "--screenshot", dir.file("sel.png"), "--size", "1200x800", "--select",
+       std::to_string(pick.id), "--dump-layout", dir.file("layout.txt"), "--log-actions"},
+      dir.path.string());
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("selected span " + std::to_string(pick.id) + " " + reader.str(pick.name)) !=
@@ -166,10 +168,10 @@ TEST_CASE("--goto opens zoomed to the span of that rank, selected", "[viewer][sc
       if (sp.depth == 1 && pick.id == 0) pick = sp;
   }
   REQUIRE(pick.id > 0);
-  const auto r = runTraceviewXvfb({g.merged, "--screenshot", dir.file("goto.png"), "--goto",
-                                   "1:" + std::to_string(pick.id), "--dump-layout",
-                                   dir.file("layout.txt"), "--log-actions"},
-                                  dir.path.string());
+  const auto r = runTraceviewXvfb(
+      {g.merged, "--screenshot", dir.file("goto.png"), "--goto", "1:" + std::to_string(pick.id),
+       "--dump-layout", dir.file("layout.txt"), "--log-actions"},
+      dir.path.string());
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("selected span " + std::to_string(pick.id)) != std::string::npos);
@@ -182,18 +184,21 @@ TEST_CASE("--goto opens zoomed to the span of that rank, selected", "[viewer][sc
   const int y = static_cast<int>(l.rows.at(pick.track).y + 2 + l.row_h * 1.5);
   CHECK(png.outlineAt(static_cast<int>(l.xOf(static_cast<double>(pick.start_ns))), y));
   // The same id asked of the wrong rank is not found.
-  const auto wrong = runTraceviewXvfb({g.merged, "--screenshot", dir.file("goto.png"), "--goto",
-                                       "0:" + std::to_string(pick.id)}, dir.path.string());
+  const auto wrong = runTraceviewXvfb(
+      {g.merged, "--screenshot", dir.file("goto.png"), "--goto", "0:" + std::to_string(pick.id)},
+      dir.path.string());
   CHECK(wrong.exit_code == 1);
   CHECK(wrong.err.find("no span with id") != std::string::npos);
 }
 
-TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash", "[viewer][badinput]") {
+TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash",
+          "[viewer][badinput]") {
   testing::TempDir dir("traceview-bad");
   const std::string png = dir.file("out.png");
   {
     std::ofstream(dir.file("notes.txt")) << "not a trace\n";
-    const auto r = runTraceviewXvfb({dir.file("notes.txt"), "--screenshot", png}, dir.path.string());
+    const auto r =
+        runTraceviewXvfb({dir.file("notes.txt"), "--screenshot", png}, dir.path.string());
     INFO(r.describe());
     CHECK(r.exited);
     CHECK(r.exit_code == 1);
@@ -202,7 +207,8 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash", "[
     CHECK(r.errLines()[0].find("notes.txt") != std::string::npos);
   }
   {
-    const auto r = runTraceviewXvfb({dir.file("missing.db"), "--screenshot", png}, dir.path.string());
+    const auto r =
+        runTraceviewXvfb({dir.file("missing.db"), "--screenshot", png}, dir.path.string());
     INFO(r.describe());
     CHECK(r.exit_code == 1);
     REQUIRE(r.errLines().size() == 1);
@@ -226,15 +232,17 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash", "[
     CHECK(loadPng(png).distinctColours() > 10);
   }
   {
-    const auto r = runTraceviewXvfb({dir.file("small.db"), "--screenshot", png, "--select", "999999"},
-                                    dir.path.string());
+    const auto r = runTraceviewXvfb(
+        {dir.file("small.db"), "--screenshot", png, "--select", "999999"}, dir.path.string());
     INFO(r.describe());
     CHECK(r.exit_code == 1);
     REQUIRE(r.errLines().size() == 1);
     CHECK(r.errLines()[0].find("no span with id 999999") != std::string::npos);
   }
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--size", "12"}, {"--range", "5:1"}, {"--goto", "x"}, {"--bogus"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--size", "12"},
+                                              {"--range", "5:1"},
+                                              {"--goto", "x"},
+                                              {"--bogus"}}) {
     std::vector<std::string> args = {dir.file("small.db"), "--screenshot", png};
     args.insert(args.end(), bad.begin(), bad.end());
     const auto r = runTraceviewXvfb(args, dir.path.string());
@@ -244,8 +252,9 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash", "[
   }
   {
     // No display at all.
-    const auto r = e2e::runProcess("/usr/bin/env", {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY",
-                                                    TRACEVIEW_BIN, dir.file("small.db"), "--screenshot", png},
+    const auto r = e2e::runProcess("/usr/bin/env",
+                                   {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", TRACEVIEW_BIN,
+                                    dir.file("small.db"), "--screenshot", png},
                                    dir.path.string());
     INFO(r.describe());
     CHECK(r.exit_code == 1);

@@ -6,7 +6,8 @@
 using namespace tracerun::viewer;
 
 TEST_CASE("ruler ticks are on a 1-2-5 ladder, at least the asked spacing apart", "[viewer][axis]") {
-  for (int64_t span : {int64_t{100}, int64_t{12'345}, int64_t{7'000'000}, int64_t{3'600'000'000'000}}) {
+  for (int64_t span :
+       {int64_t{100}, int64_t{12'345}, int64_t{7'000'000}, int64_t{3'600'000'000'000}}) {
     const double width = 1200;
     const auto ticks = rulerTicks(1000, 1000 + span, width, 100, 1000);
     REQUIRE(!ticks.empty());

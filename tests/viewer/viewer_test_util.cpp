@@ -37,7 +37,8 @@ uint32_t Png::rgb(int x, int y) const {
 bool Png::outlineAt(int x, int y) const {
   for (int xx = x - 3; xx <= x + 1; ++xx) {
     const uint32_t c = rgb(xx, y);
-    if (c != 0xFFFFFFFFu && (c >> 16) >= 200 && ((c >> 8) & 0xFF) >= 200 && (c & 0xFF) >= 200) return true;
+    if (c != 0xFFFFFFFFu && (c >> 16) >= 200 && ((c >> 8) & 0xFF) >= 200 && (c & 0xFF) >= 200)
+      return true;
   }
   return false;
 }
@@ -199,8 +200,12 @@ static std::string slurp(const std::string& path) {
   return s.str();
 }
 
-std::string Background::out() const { return slurp(outPath_); }
-std::string Background::err() const { return slurp(errPath_); }
+std::string Background::out() const {
+  return slurp(outPath_);
+}
+std::string Background::err() const {
+  return slurp(errPath_);
+}
 
 size_t Background::waitFor(const std::string& text, double seconds, size_t from) const {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);

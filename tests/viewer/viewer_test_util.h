@@ -65,7 +65,8 @@ class XServer {
 // A program running in the background with DISPLAY set, cwd `dir`, stdout/stderr in files.
 class Background {
  public:
-  Background(const std::string& display, const std::string& dir, const std::vector<std::string>& argv);
+  Background(const std::string& display, const std::string& dir,
+             const std::vector<std::string>& argv);
   ~Background();  // SIGTERM, then waits
   Background(const Background&) = delete;
   Background& operator=(const Background&) = delete;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <thread>
 #include <tuple>
-#include <regex>
 
 #include "fixture_trace.h"
 #include "temp_dir.h"
@@ -41,14 +41,16 @@ std::string lastScreenshot(const std::string& out, size_t from) {
   std::smatch m;
   const std::string tail = out.substr(from);
   std::string last;
-  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator();
+       ++it)
     last = (*it)[1];
   return last;
 }
 
 }  // namespace
 
-TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed", "[viewer][window]") {
+TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed",
+          "[viewer][window]") {
   testing::TempDir dir("traceview-window");
   fixture::Options o;
   o.dir = dir.file("fx");
@@ -97,9 +99,11 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   const std::string before = lastScreenshot(view.out(), at);
   trace::SpanRow pick;
   double bestW = 0;
-  for (const auto& sp : reader.spans(mainTrack, static_cast<int64_t>(zoomed.t0), static_cast<int64_t>(zoomed.t1))) {
+  for (const auto& sp :
+       reader.spans(mainTrack, static_cast<int64_t>(zoomed.t0), static_cast<int64_t>(zoomed.t1))) {
     const double x0 = std::max(zoomed.xOf(static_cast<double>(sp.start_ns)), zoomed.area_x);
-    const double x1 = std::min(zoomed.xOf(static_cast<double>(sp.end_ns())), zoomed.area_x + zoomed.area_w);
+    const double x1 =
+        std::min(zoomed.xOf(static_cast<double>(sp.end_ns())), zoomed.area_x + zoomed.area_w);
     if (sp.depth == 0 && x1 - x0 > bestW) {
       bestW = x1 - x0;
       pick = sp;
@@ -107,12 +111,14 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   }
   REQUIRE(bestW > 20);
   const double px0 = std::max(zoomed.xOf(static_cast<double>(pick.start_ns)), zoomed.area_x);
-  const double px1 = std::min(zoomed.xOf(static_cast<double>(pick.end_ns())), zoomed.area_x + zoomed.area_w);
+  const double px1 =
+      std::min(zoomed.xOf(static_cast<double>(pick.end_ns())), zoomed.area_x + zoomed.area_w);
   const int cx = static_cast<int>((px0 + px1) / 2);
   const int cy = static_cast<int>(zoomed.rows.at(mainTrack).y + 2 + zoomed.row_h * 0.5);
   xdotool(x, dir.path.string(), {"mousemove", std::to_string(cx), std::to_string(cy)});
   xdotool(x, dir.path.string(), {"click", "1"});
-  const std::string expect = "selected span " + std::to_string(pick.id) + " " + reader.str(pick.name);
+  const std::string expect =
+      "selected span " + std::to_string(pick.id) + " " + reader.str(pick.name);
   at = view.waitFor(expect, 20, shotAt);
   REQUIRE(at != std::string::npos);
   REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
@@ -154,7 +160,8 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   xdotool(x, dir.path.string(), {"mousemove", "600", "400"});
   press(x, dir.path.string(), "ctrl+f");
   REQUIRE(view.waitFor("find opened", 20, shot2) != std::string::npos);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the box takes the focus next frame
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(300));  // the box takes the focus next frame
   xdotool(x, dir.path.string(), {"type", "--delay", "30", "aten::mm"});
   press(x, dir.path.string(), "Return");
   at = view.waitFor("find 'aten::mm': " + std::to_string(want.size()) + " matches", 30, shot2);
@@ -167,7 +174,8 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   }
   // Keep the pictures for a person to look at when the test fails.
   std::error_code ec;
-  std::filesystem::copy_file(dir.file(after), std::filesystem::temp_directory_path() / "traceview-window-test.png",
+  std::filesystem::copy_file(dir.file(after),
+                             std::filesystem::temp_directory_path() / "traceview-window-test.png",
                              std::filesystem::copy_options::overwrite_existing, ec);
   CHECK(view.running());
 }

@@ -43,7 +43,7 @@ struct ByIdResult {
 struct WorkerOutput {
   std::optional<OpenResult> opened;
   std::vector<TrackWindow> windows;
-  std::optional<uint64_t> view_done;  // generation of the finished view request
+  std::optional<uint64_t> view_done;                      // generation of the finished view request
   std::vector<std::pair<uint64_t, SpanDetails>> details;  // (tag, details)
   std::optional<ByIdResult> by_id;
   std::optional<FindResult> find;

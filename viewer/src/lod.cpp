@@ -15,7 +15,7 @@ namespace {
 struct Open {
   bool has = false;
   Primitive p;
-  int64_t col = 0;   // start column of p
+  int64_t col = 0;        // start column of p
   double x0 = 0, x1 = 0;  // pixel extent of p (clipped)
   int64_t dominantDur = 0;
 };

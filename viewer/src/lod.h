@@ -1,6 +1,7 @@
 // The timeline's visible-range → primitives step: spans of one track folded so that a frame draws
-// O(pixel columns) primitives, and counters reduced to one min/max column per pixel. Pure functions:
-// no ImGui, no reader, no I/O, so they are unit-tested without a window (tests/viewer/lod_test.cpp).
+// O(pixel columns) primitives, and counters reduced to one min/max column per pixel. Pure
+// functions: no ImGui, no reader, no I/O, so they are unit-tested without a window
+// (tests/viewer/lod_test.cpp).
 #pragma once
 
 #include <cstddef>

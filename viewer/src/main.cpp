@@ -9,15 +9,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
-#include <thread>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <optional>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -87,7 +87,9 @@ std::optional<std::pair<int, int64_t>> parseGoto(const std::string& g) {
 template <typename Parse>
 CLI::Validator checkWith(Parse parse, std::string what) {
   return CLI::Validator(
-      [parse, what](std::string& v) { return parse(v) ? std::string() : what + ", not '" + v + "'"; },
+      [parse, what](std::string& v) {
+        return parse(v) ? std::string() : what + ", not '" + v + "'";
+      },
       "", "");
 }
 
@@ -100,7 +102,8 @@ bool writePng(const std::string& path, int w, int h) {
   std::vector<unsigned char> flipped(pixels.size());
   const size_t row = static_cast<size_t>(w) * 4;
   for (int y = 0; y < h; ++y)
-    std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * row], row, &flipped[static_cast<size_t>(y) * row]);
+    std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * row], row,
+                &flipped[static_cast<size_t>(y) * row]);
   return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
 }
 
@@ -128,7 +131,7 @@ double percentile(std::vector<double> v, double p) {
 // The scripted sweep of --bench-sweep: per step, every frame until the view settled plus two.
 struct BenchState {
   int steps = 0;
-  int step = -1;        // -1: waiting for the first complete frame
+  int step = -1;  // -1: waiting for the first complete frame
   int afterSettle = 0;
   double firstCompleteMs = 0;
   std::vector<double> cpuMs;  // ImGui build + draw submission, every frame of the sweep
@@ -271,7 +274,8 @@ int runViewer(const Flags& f) {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     const double cpuMs =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frameStart).count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frameStart)
+            .count();
     const bool settled = viewer.settled();
     if (f.bench_steps > 0) {
       if (benchStep(bench, viewer, settled, cpuMs, start)) {
@@ -307,7 +311,9 @@ int runViewer(const Flags& f) {
     if (settled && !firstCompleteLogged) {
       firstCompleteLogged = true;
       if (f.log_actions) {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
         std::printf("first complete frame %.1f ms (%lld primitives)\n", ms,
                     static_cast<long long>(viewer.primitivesLastFrame()));
         std::fflush(stdout);
@@ -315,7 +321,8 @@ int runViewer(const Flags& f) {
     }
     if (o.headless) {
       settledFrames = settled ? settledFrames + 1 : 0;
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       // Three settled frames: the last answers are applied and laid out (track heights grow with
       // the depths read) before the pixels are taken.
       if (settledFrames >= 3 || waited > f.timeout_s) {
@@ -324,7 +331,8 @@ int runViewer(const Flags& f) {
           throw std::runtime_error(f.screenshot + ": cannot write the PNG");
         }
         if (waited > f.timeout_s) {
-          throw std::runtime_error("the view did not settle within " + std::to_string(static_cast<int>(f.timeout_s)) +
+          throw std::runtime_error("the view did not settle within " +
+                                   std::to_string(static_cast<int>(f.timeout_s)) +
                                    " s; wrote what was drawn to " + f.screenshot);
         }
         if (!viewer.problem().empty()) throw tracerun::trace::TraceError(viewer.problem());
@@ -344,20 +352,27 @@ int main(int argc, char** argv) {
   return tracerun::tools::runTool(
       argc, argv, "traceview", "traceview: the desktop viewer of tracerun traces",
       [&](CLI::App& app) {
-        app.add_option("trace", flags.path, "trace to open (run.db); none: start with the file picker");
-        app.add_option("--screenshot", flags.screenshot,
-                       "render one settled frame to this PNG and exit (needs a display: xvfb-run -a)");
+        app.add_option("trace", flags.path,
+                       "trace to open (run.db); none: start with the file picker");
+        app.add_option(
+            "--screenshot", flags.screenshot,
+            "render one settled frame to this PNG and exit (needs a display: xvfb-run -a)");
         app.add_option("--size", flags.size, "window size WIDTHxHEIGHT (default 1600x900)")
             ->check(checkWith(parseSize, "--size: expected WIDTHxHEIGHT between 64 and 16384"));
-        app.add_option("--range", flags.range,
-                       "time window T0:T1 from the trace's start (ns, or 1.5ms:3ms; units ns us ms s)")
-            ->check(checkWith(parseRange, "--range: expected T0:T1 with T0 < T1 (ns, or 1.5ms:3ms)"));
-        app.add_option("--select", flags.select, "select the span with this id")->check(tracerun::tools::atLeast(0));
+        app.add_option(
+               "--range", flags.range,
+               "time window T0:T1 from the trace's start (ns, or 1.5ms:3ms; units ns us ms s)")
+            ->check(
+                checkWith(parseRange, "--range: expected T0:T1 with T0 < T1 (ns, or 1.5ms:3ms)"));
+        app.add_option("--select", flags.select, "select the span with this id")
+            ->check(tracerun::tools::atLeast(0));
         app.add_option("--goto", flags.go, "open at span SPAN_ID of rank RANK (RANK:SPAN_ID)")
             ->check(checkWith(parseGoto, "--goto: expected RANK:SPAN_ID (two whole numbers)"));
-        app.add_flag("--log-actions", flags.log_actions, "print one line on stdout per user action");
-        app.add_option("--dump-layout", flags.dump_layout,
-                       "write the timeline's geometry to this file each time the view settles (tests)");
+        app.add_flag("--log-actions", flags.log_actions,
+                     "print one line on stdout per user action");
+        app.add_option(
+            "--dump-layout", flags.dump_layout,
+            "write the timeline's geometry to this file each time the view settles (tests)");
         app.add_option("--bench-sweep", flags.bench_steps,
                        "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
                        "times, primitives and memory, exit (bench/viewer_bench.sh)")
@@ -367,7 +382,8 @@ int main(int argc, char** argv) {
         return std::vector<tracerun::tools::Command>{
             {&app, [&] {
                if (!flags.screenshot.empty() && flags.path.empty()) {
-                 throw CLI::ValidationError("--screenshot needs a trace: traceview run.db --screenshot out.png");
+                 throw CLI::ValidationError(
+                     "--screenshot needs a trace: traceview run.db --screenshot out.png");
                }
                return runViewer(flags);
              }}};

@@ -6,8 +6,8 @@
 namespace tracerun::viewer::palette {
 
 constexpr uint32_t rgba(uint8_t r, uint8_t g, uint8_t b, uint8_t a = 255) {
-  return static_cast<uint32_t>(r) | static_cast<uint32_t>(g) << 8 |
-         static_cast<uint32_t>(b) << 16 | static_cast<uint32_t>(a) << 24;
+  return static_cast<uint32_t>(r) | static_cast<uint32_t>(g) << 8 | static_cast<uint32_t>(b) << 16 |
+         static_cast<uint32_t>(a) << 24;
 }
 
 // By core::Category: op, backward, user, module, comm, phase, kernel, memcpy, other.
@@ -38,6 +38,8 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
-inline uint32_t category(uint8_t c) { return kCategory[c < 9 ? c : 8]; }
+inline uint32_t category(uint8_t c) {
+  return kCategory[c < 9 ? c : 8];
+}
 
 }  // namespace tracerun::viewer::palette

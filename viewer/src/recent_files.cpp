@@ -14,7 +14,8 @@ std::string RecentFiles::location() {
   const char* state = std::getenv("XDG_STATE_HOME");
   if (state != nullptr && state[0] == '/') return std::string(state) + "/tracerun/recent";
   const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return std::string(home) + "/.local/state/tracerun/recent";
+  if (home != nullptr && home[0] != '\0')
+    return std::string(home) + "/.local/state/tracerun/recent";
   return "";
 }
 

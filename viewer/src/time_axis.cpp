@@ -86,11 +86,16 @@ std::optional<int64_t> parseTime(const std::string& text) {
   if (end == text.c_str()) return std::nullopt;
   const std::string unit(end);
   double scale = 0;
-  if (unit.empty() || unit == "ns") scale = 1;
-  else if (unit == "us") scale = 1e3;
-  else if (unit == "ms") scale = 1e6;
-  else if (unit == "s") scale = 1e9;
-  else return std::nullopt;
+  if (unit.empty() || unit == "ns")
+    scale = 1;
+  else if (unit == "us")
+    scale = 1e3;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "s")
+    scale = 1e9;
+  else
+    return std::nullopt;
   const double ns = v * scale;
   if (!std::isfinite(ns) || std::fabs(ns) > 9e18) return std::nullopt;
   return static_cast<int64_t>(std::llround(ns));

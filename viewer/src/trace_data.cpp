@@ -19,11 +19,15 @@ SpanRef toRef(const trace::SpanRow& r) {
 }
 
 // The memory row of a rank: a synthetic id below zero.
-int64_t memoryTrackId(int rank) { return -1 - static_cast<int64_t>(rank); }
+int64_t memoryTrackId(int rank) {
+  return -1 - static_cast<int64_t>(rank);
+}
 
 }  // namespace
 
-std::string categoryLabel(core::Category c) { return core::categoryName(c); }
+std::string categoryLabel(core::Category c) {
+  return core::categoryName(c);
+}
 
 struct TraceData::Impl {
   explicit Impl(trace::TraceReader r) : reader(std::move(r)) {}
@@ -37,8 +41,12 @@ TraceData::~TraceData() = default;
 TraceData::TraceData(TraceData&&) noexcept = default;
 TraceData& TraceData::operator=(TraceData&&) noexcept = default;
 
-const std::string& TraceData::str(core::StringId id) const { return impl_->reader.str(id); }
-size_t TraceData::stringCount() const { return impl_->reader.stringCount(); }
+const std::string& TraceData::str(core::StringId id) const {
+  return impl_->reader.str(id);
+}
+size_t TraceData::stringCount() const {
+  return impl_->reader.stringCount();
+}
 
 TraceData TraceData::open(const std::string& path) {
   TraceData d;
@@ -85,12 +93,13 @@ TrackWindow TraceData::window(int64_t track, const LodWindow& w) const {
     const int64_t lookback = std::max<int64_t>(w.t1 - w.t0, 1);
     if (info->kind == core::TrackKind::kMemory) {
       std::map<std::pair<int, int>, int64_t> live;  // per device: the last total
-      impl_->reader.forEachMemory(info->rank, w.t0 - lookback, w.t1, [&](const trace::MemoryRow& m) {
-        live[{m.device_type, m.device_index}] = m.total;
-        int64_t sum = 0;
-        for (const auto& kv : live) sum += kv.second;
-        points.push_back({m.ts_ns, static_cast<double>(sum)});
-      });
+      impl_->reader.forEachMemory(info->rank, w.t0 - lookback, w.t1,
+                                  [&](const trace::MemoryRow& m) {
+                                    live[{m.device_type, m.device_index}] = m.total;
+                                    int64_t sum = 0;
+                                    for (const auto& kv : live) sum += kv.second;
+                                    points.push_back({m.ts_ns, static_cast<double>(sum)});
+                                  });
     } else {
       for (const auto& c : impl_->reader.counters(track, w.t0 - lookback, w.t1))
         points.push_back({c.ts_ns, c.value});
@@ -187,12 +196,14 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   d.name = impl_->reader.str(d.span.name);
   d.detail = impl_->reader.str(d.span.detail);
   d.category = categoryLabel(d.span.category);
-  for (const auto& a : impl_->reader.args(ref.id)) d.args.push_back({impl_->reader.str(a.key), a.value});
+  for (const auto& a : impl_->reader.args(ref.id))
+    d.args.push_back({impl_->reader.str(a.key), a.value});
   for (const auto& f : impl_->flows) {
     const bool out = f.src_track == ref.track && f.src_ts_ns == ref.start;
     const bool in = f.dst_track == ref.track && f.dst_ts_ns == ref.start;
     if (!out && !in) continue;
-    const auto other = out ? impl_->spanAt(f.dst_track, f.dst_ts_ns, 0) : impl_->spanAt(f.src_track, f.src_ts_ns, 0);
+    const auto other = out ? impl_->spanAt(f.dst_track, f.dst_ts_ns, 0)
+                           : impl_->spanAt(f.src_track, f.src_ts_ns, 0);
     if (!other) continue;
     d.flows.push_back({f.kind, out, *other, impl_->reader.str(other->name)});
   }

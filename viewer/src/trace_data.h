@@ -6,8 +6,8 @@
 #pragma once
 
 #include <atomic>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +25,9 @@ struct TrackInfo {
   std::string name;
   int64_t events = 0;
   int max_depth = 0;  // deepest span depth known at open (0 when unknown)
-  bool counter() const { return kind == core::TrackKind::kCounter || kind == core::TrackKind::kMemory; }
+  bool counter() const {
+    return kind == core::TrackKind::kCounter || kind == core::TrackKind::kMemory;
+  }
 };
 
 // A primitive with its dominant span (the span itself when count == 1).
@@ -37,10 +39,10 @@ struct DrawItem {
 struct TrackWindow {
   int64_t track = 0;
   LodWindow window;
-  std::vector<DrawItem> items;          // span tracks
-  std::vector<CounterColumn> counter;   // counter and memory tracks
-  double lo = 0, hi = 0;                // counter value range seen in the window
-  int max_depth = 0;                    // deepest depth among the spans read
+  std::vector<DrawItem> items;         // span tracks
+  std::vector<CounterColumn> counter;  // counter and memory tracks
+  double lo = 0, hi = 0;               // counter value range seen in the window
+  int max_depth = 0;                   // deepest depth among the spans read
 };
 
 struct SpanRef {

@@ -32,10 +32,16 @@ TraceData::~TraceData() = default;
 TraceData::TraceData(TraceData&&) noexcept = default;
 TraceData& TraceData::operator=(TraceData&&) noexcept = default;
 
-std::string categoryLabel(core::Category c) { return core::categoryName(c); }
+std::string categoryLabel(core::Category c) {
+  return core::categoryName(c);
+}
 
-const std::string& TraceData::str(core::StringId id) const { return impl_->reader().str(id); }
-size_t TraceData::stringCount() const { return impl_->reader().stringCount(); }
+const std::string& TraceData::str(core::StringId id) const {
+  return impl_->reader().str(id);
+}
+size_t TraceData::stringCount() const {
+  return impl_->reader().stringCount();
+}
 
 TraceData TraceData::open(const std::string& path) {
   TraceData d;
@@ -46,7 +52,8 @@ TraceData TraceData::open(const std::string& path) {
   d.counts_ = reader.counts();
   d.range_ = reader.timeRange();
   std::map<int64_t, int> depth;
-  for (const auto& td : d.impl_->timeline.trackDepths()) depth[td.track] = std::max(0, td.max_depth);
+  for (const auto& td : d.impl_->timeline.trackDepths())
+    depth[td.track] = std::max(0, td.max_depth);
   std::map<int, std::vector<TrackInfo>> byRank;
   for (const auto& t : reader.tracks()) {
     if (t.kind == core::TrackKind::kMemory) continue;  // shown per device below
@@ -61,9 +68,10 @@ TraceData TraceData::open(const std::string& path) {
     d.tracks_.insert(d.tracks_.end(), list.begin(), list.end());
     for (const auto& dev : devices) {
       if (dev.rank != rank) continue;
-      const std::string name = dev.device_type == 0
-                                   ? std::string("memory cpu (live bytes)")
-                                   : "memory cuda:" + std::to_string(dev.device_index) + " (live bytes)";
+      const std::string name =
+          dev.device_type == 0
+              ? std::string("memory cpu (live bytes)")
+              : "memory cuda:" + std::to_string(dev.device_index) + " (live bytes)";
       d.tracks_.push_back(TrackInfo{next, rank, core::TrackKind::kMemory, name, 0, 0});
       d.impl_->memory[next--] = dev;
     }
@@ -162,7 +170,7 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   d.category = categoryLabel(d.span.category);
   for (const auto& a : sd->args) d.args.push_back({reader.str(a.key), a.value});
   // The chain of parents, outermost first.
-  for (auto p = sd->parent; p; ) {
+  for (auto p = sd->parent; p;) {
     d.parents.insert(d.parents.begin(), *p);
     const auto up = tl.span(p->id, 0);
     p = up ? up->parent : std::nullopt;

@@ -25,18 +25,24 @@ constexpr float kRankHeaderH = 22;
 constexpr float kCounterH = 44;
 constexpr float kStepStripRankH = 7;
 constexpr float kRulerH = 26;
-constexpr int kKeyF3 = 292;       // GLFW_KEY_F3
-constexpr int kKeyF12 = 301;      // GLFW_KEY_F12
-constexpr int kKeyPageUp = 266;   // GLFW_KEY_PAGE_UP
-constexpr int kKeyPageDown = 267; // GLFW_KEY_PAGE_DOWN
+constexpr int kKeyF3 = 292;        // GLFW_KEY_F3
+constexpr int kKeyF12 = 301;       // GLFW_KEY_F12
+constexpr int kKeyPageUp = 266;    // GLFW_KEY_PAGE_UP
+constexpr int kKeyPageDown = 267;  // GLFW_KEY_PAGE_DOWN
 constexpr int kKeyMinus = 45, kKeyEqual = 61, kKeyKpAdd = 334, kKeyKpSub = 333;
 constexpr uint64_t kTagSelect = 1, kTagHover = 2;
 constexpr int kHistBins = 32;
 
-float rowH() { return ImGui::GetFontSize() + 6; }
+float rowH() {
+  return ImGui::GetFontSize() + 6;
+}
 
-bool keyPressed(int key) { return ImGui::IsKeyPressed(key, true); }
-bool namedKey(ImGuiKey k) { return ImGui::IsKeyPressed(ImGui::GetKeyIndex(k), true); }
+bool keyPressed(int key) {
+  return ImGui::IsKeyPressed(key, true);
+}
+bool namedKey(ImGuiKey k) {
+  return ImGui::IsKeyPressed(ImGui::GetKeyIndex(k), true);
+}
 
 std::string shortName(const std::string& s, size_t max = 80) {
   return s.size() <= max ? s : s.substr(0, max) + "...";
@@ -215,7 +221,9 @@ bool Viewer::settled() const {
 // ---------------------------------------------------------------------------------------------
 // view arithmetic and data requests
 
-double Viewer::nsPerPx() const { return (viewT1_ - viewT0_) / std::max(1.0f, lastAreaW_); }
+double Viewer::nsPerPx() const {
+  return (viewT1_ - viewT0_) / std::max(1.0f, lastAreaW_);
+}
 
 float Viewer::xOf(double t, float areaX, float areaW) const {
   return areaX + static_cast<float>((t - viewT0_) / (viewT1_ - viewT0_) * areaW);
@@ -271,8 +279,10 @@ void Viewer::ensureData() {
   // One screen of margin on each side, so a pan shows data at once while the next answer comes.
   const double w = viewT1_ - viewT0_;
   LodWindow lw;
-  lw.t0 = static_cast<int64_t>(std::floor(std::max(viewT0_ - w, static_cast<double>(INT64_MIN / 4))));
-  lw.t1 = static_cast<int64_t>(std::ceil(std::min(viewT1_ + w, static_cast<double>(INT64_MAX / 4))));
+  lw.t0 =
+      static_cast<int64_t>(std::floor(std::max(viewT0_ - w, static_cast<double>(INT64_MIN / 4))));
+  lw.t1 =
+      static_cast<int64_t>(std::ceil(std::min(viewT1_ + w, static_cast<double>(INT64_MAX / 4))));
   lw.ns_per_px = std::max(npp, 1e-3);
   lw.min_px = 3;
   // Tracks already drawn keep their old primitives until the new ones come.
@@ -325,9 +335,9 @@ void Viewer::frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowRounding, 0);
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
   ImGui::Begin("traceview", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
-                   ImGuiWindowFlags_NoResize | ImGuiWindowFlags_MenuBar |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoSavedSettings);
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                   ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                   ImGuiWindowFlags_NoSavedSettings);
   drawMenu();
   // Global keys.
   if (io.KeyCtrl && keyPressed('O')) pickerOpen_ = true;
@@ -347,9 +357,9 @@ void Viewer::frame() {
   } else if (!info_) {
     drawMessage("Opening " + path_ + " ...", palette::kText);
   } else if (!problem_.empty()) {
-    drawMessage(problem_ +
-                    "\n\nOpen another file with Ctrl+O (tracerun writes traces with -o run.db).",
-                palette::kError);
+    drawMessage(
+        problem_ + "\n\nOpen another file with Ctrl+O (tracerun writes traces with -o run.db).",
+        palette::kError);
   } else {
     const float sideW = std::min(kSideW, avail.x * 0.4f);
     drawTimeline(avail.x - sideW - 4, bodyH);
@@ -361,8 +371,8 @@ void Viewer::frame() {
     ImGui::OpenPopup("Open trace");
     pickerOpen_ = false;
   }
-  ImGui::SetNextWindowSize(ImVec2(std::min(io.DisplaySize.x - 40, 760.0f),
-                                  std::min(io.DisplaySize.y - 40, 520.0f)));
+  ImGui::SetNextWindowSize(
+      ImVec2(std::min(io.DisplaySize.x - 40, 760.0f), std::min(io.DisplaySize.y - 40, 520.0f)));
   if (ImGui::BeginPopupModal("Open trace", nullptr, ImGuiWindowFlags_NoSavedSettings)) {
     drawPicker(false);
     ImGui::EndPopup();
@@ -390,7 +400,8 @@ void Viewer::drawMenu() {
   }
   if (ImGui::BeginMenu("View")) {
     if (ImGui::MenuItem("Fit the whole run", "F")) fit("fit");
-    if (ImGui::MenuItem("Zoom to selection", "Z", false, selected_.has_value())) gotoSpan(*selected_);
+    if (ImGui::MenuItem("Zoom to selection", "Z", false, selected_.has_value()))
+      gotoSpan(*selected_);
     if (ImGui::MenuItem("Expand all ranks")) collapsed_.clear();
     if (ImGui::MenuItem("Collapse all ranks") && info_) {
       for (const auto& r : info_->ranks) collapsed_.insert(r.rank);
@@ -495,7 +506,8 @@ void Viewer::drawRuler(ImDrawList* dl, float x, float y, float w, float h) {
     primitives_ += t.major ? 2 : 1;
   }
   char b[64];
-  std::snprintf(b, sizeof b, "%s / px", durationText(static_cast<int64_t>(std::max(1.0, nsPerPx()))).c_str());
+  std::snprintf(b, sizeof b, "%s / px",
+                durationText(static_cast<int64_t>(std::max(1.0, nsPerPx()))).c_str());
   ImGui::GetWindowDrawList()->AddText(ImVec2(x - kLabelW + 4, y + 4), palette::kTextDim, b);
 }
 
@@ -518,7 +530,8 @@ void Viewer::drawTracks(float areaX, float areaW) {
       if (y + kRankHeaderH >= winTop && y <= winBottom) {
         dl->AddRectFilled(ImVec2(origin.x, y), ImVec2(areaX + areaW, y + kRankHeaderH - 1),
                           palette::kRankHeader);
-        std::string label = std::string(isCollapsed ? "+ " : "- ") + "rank " + std::to_string(t.rank);
+        std::string label =
+            std::string(isCollapsed ? "+ " : "- ") + "rank " + std::to_string(t.rank);
         for (const auto& r : info_->ranks) {
           if (r.rank == t.rank) label += "   " + r.host + "  pid " + std::to_string(r.pid);
         }
@@ -532,13 +545,14 @@ void Viewer::drawTracks(float areaX, float areaW) {
         } else {
           collapsed_.insert(t.rank);
         }
-        log(std::string(isCollapsed ? "expanded" : "collapsed") + " rank " + std::to_string(t.rank));
+        log(std::string(isCollapsed ? "expanded" : "collapsed") + " rank " +
+            std::to_string(t.rank));
       }
       y += kRankHeaderH;
     }
     if (collapsed_.count(t.rank)) continue;
-    const float h = t.counter() ? kCounterH
-                                : rowH() * static_cast<float>(trackState_[t.id].max_depth + 1) + 4;
+    const float h =
+        t.counter() ? kCounterH : rowH() * static_cast<float>(trackState_[t.id].max_depth + 1) + 4;
     rows_.push_back({t.id, y, h});
     if (y + h >= winTop && y <= winBottom) {
       stripe = !stripe;
@@ -571,7 +585,8 @@ void Viewer::drawSpanTrack(ImDrawList* dl, const TrackInfo& t, float x, float y,
   if (it == windows_.end()) return;
   const float rh = rowH();
   const ImVec2 mouse = ImGui::GetMousePos();
-  const bool mouseHere = ImGui::IsWindowHovered() && mouse.y >= y && mouse.x >= x && mouse.x < x + w;
+  const bool mouseHere =
+      ImGui::IsWindowHovered() && mouse.y >= y && mouse.x >= x && mouse.x < x + w;
   const ImVec4 clip(x, y, x + w, y + rh * 64);
   float lastX1 = -1e9f;
   int lastDepth = -1;
@@ -626,7 +641,8 @@ void Viewer::drawSpanTrack(ImDrawList* dl, const TrackInfo& t, float x, float y,
       } else {
         SpanRef ref{s.id, t.id, s.start, s.end, s.depth, s.name};
         hovered_ = ref;
-        if (!hoverDetails_ || hoverDetails_->span.id != s.id) worker_->requestDetails(ref, kTagHover);
+        if (!hoverDetails_ || hoverDetails_->span.id != s.id)
+          worker_->requestDetails(ref, kTagHover);
         ImGui::BeginTooltip();
         ImGui::TextUnformatted(shortName(name(s.name), 120).c_str());
         ImGui::Text("duration %s   %s", durationText(s.end - s.start).c_str(),
@@ -634,7 +650,8 @@ void Viewer::drawSpanTrack(ImDrawList* dl, const TrackInfo& t, float x, float y,
         if (hoverDetails_ && hoverDetails_->span.id == s.id) {
           const SpanDetails& d = *hoverDetails_;
           ImGui::Text("self %s   children %" PRId64, durationText(d.self_ns).c_str(), d.children);
-          if (!d.detail.empty()) ImGui::TextUnformatted(("shapes " + shortName(d.detail, 160)).c_str());
+          if (!d.detail.empty())
+            ImGui::TextUnformatted(("shapes " + shortName(d.detail, 160)).c_str());
           for (const auto& a : d.args) ImGui::Text("%s = %" PRId64, a.first.c_str(), a.second);
           if (!d.parent_names.empty()) {
             ImGui::TextUnformatted(("in " + shortName(d.parent_names.back())).c_str());
@@ -658,10 +675,12 @@ void Viewer::drawCounterTrack(ImDrawList* dl, const TrackInfo& t, float x, float
   auto yOf = [&](double v) {
     return y + h - 3 - static_cast<float>((v - lo) / (hi - lo)) * (h - 18);
   };
-  const uint32_t line = t.kind == core::TrackKind::kMemory ? palette::kMemoryLine : palette::kCounterLine;
+  const uint32_t line =
+      t.kind == core::TrackKind::kMemory ? palette::kMemoryLine : palette::kCounterLine;
   float px = -1, py = 0;
   for (const CounterColumn& c : tw.counter) {
-    const double tc = static_cast<double>(tw.window.t0) + static_cast<double>(c.column) * tw.window.ns_per_px;
+    const double tc =
+        static_cast<double>(tw.window.t0) + static_cast<double>(c.column) * tw.window.ns_per_px;
     const float cx = std::clamp(xOf(tc, x, w), x, x + w);
     if (px >= 0) {
       dl->AddLine(ImVec2(px, py), ImVec2(cx, py), line);  // held value
@@ -695,11 +714,13 @@ void Viewer::drawFlowsAndHighlights(ImDrawList* dl, float x, float w) {
                    ImVec2(x + w, ImGui::GetWindowPos().y + ImGui::GetWindowSize().y), true);
   if (find_ && highlightBin_ >= 0) {
     // Highlighted matches in view, one mark per pixel column and track.
-    auto first = std::lower_bound(find_->matches.begin(), find_->matches.end(), viewT0_ - 1e12,
-                                  [](const SpanRef& m, double t) { return static_cast<double>(m.start) < t; });
+    auto first = std::lower_bound(
+        find_->matches.begin(), find_->matches.end(), viewT0_ - 1e12,
+        [](const SpanRef& m, double t) { return static_cast<double>(m.start) < t; });
     std::map<int64_t, float> lastX;
     int drawn = 0;
-    for (auto it = first; it != find_->matches.end() && static_cast<double>(it->start) <= viewT1_; ++it) {
+    for (auto it = first; it != find_->matches.end() && static_cast<double>(it->start) <= viewT1_;
+         ++it) {
       const int64_t d = it->end - it->start;
       if (d < highlightLo_ || d > highlightHi_ || static_cast<double>(it->end) < viewT0_) continue;
       const auto yy = rowY(it->track, it->depth);
@@ -710,7 +731,8 @@ void Viewer::drawFlowsAndHighlights(ImDrawList* dl, float x, float w) {
       if (drawn > 0 && x0 < lx + 1) continue;
       lx = x1;
       const float half = rowH() / 2;
-      dl->AddRect(ImVec2(x0 - 1, *yy - half - 1), ImVec2(x1 + 1, *yy + half), palette::kHighlight, 0, 0, 2);
+      dl->AddRect(ImVec2(x0 - 1, *yy - half - 1), ImVec2(x1 + 1, *yy + half), palette::kHighlight,
+                  0, 0, 2);
       ++primitives_;
       if (++drawn > 20000) break;
     }
@@ -741,7 +763,8 @@ void Viewer::handleTimelineInput(float areaX, float areaW, bool hovered) {
     if (io.KeyShift) {
       ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * rowH() * 3);
     } else {
-      zoomAt(tMouse, std::pow(0.8, io.MouseWheel), io.MouseWheel > 0 ? "wheel zoom in" : "wheel zoom out");
+      zoomAt(tMouse, std::pow(0.8, io.MouseWheel),
+             io.MouseWheel > 0 ? "wheel zoom in" : "wheel zoom out");
     }
   }
   if (overArea && ImGui::IsMouseClicked(0)) {
@@ -772,16 +795,26 @@ void Viewer::handleTimelineInput(float areaX, float areaW, bool hovered) {
   if (io.WantTextInput) return;
   const double span = viewT1_ - viewT0_;
   const double c = (viewT0_ + viewT1_) / 2;
-  if (namedKey(ImGuiKey_LeftArrow) || keyPressed('A')) setView(viewT0_ - span * 0.1, viewT1_ - span * 0.1, "key pan left");
-  if (namedKey(ImGuiKey_RightArrow) || keyPressed('D')) setView(viewT0_ + span * 0.1, viewT1_ + span * 0.1, "key pan right");
-  if (!io.KeyCtrl && (keyPressed('W') || keyPressed(kKeyEqual) || keyPressed(kKeyKpAdd))) zoomAt(c, 0.8, "key zoom in");
-  if (!io.KeyCtrl && (keyPressed('S') || keyPressed(kKeyMinus) || keyPressed(kKeyKpSub))) zoomAt(c, 1.25, "key zoom out");
+  if (namedKey(ImGuiKey_LeftArrow) || keyPressed('A'))
+    setView(viewT0_ - span * 0.1, viewT1_ - span * 0.1, "key pan left");
+  if (namedKey(ImGuiKey_RightArrow) || keyPressed('D'))
+    setView(viewT0_ + span * 0.1, viewT1_ + span * 0.1, "key pan right");
+  if (!io.KeyCtrl && (keyPressed('W') || keyPressed(kKeyEqual) || keyPressed(kKeyKpAdd)))
+    zoomAt(c, 0.8, "key zoom in");
+  if (!io.KeyCtrl && (keyPressed('S') || keyPressed(kKeyMinus) || keyPressed(kKeyKpSub)))
+    zoomAt(c, 1.25, "key zoom out");
   if (namedKey(ImGuiKey_UpArrow)) ImGui::SetScrollY(ImGui::GetScrollY() - rowH() * 2);
   if (namedKey(ImGuiKey_DownArrow)) ImGui::SetScrollY(ImGui::GetScrollY() + rowH() * 2);
-  if (keyPressed(kKeyPageUp)) ImGui::SetScrollY(ImGui::GetScrollY() - ImGui::GetWindowHeight() * 0.8f);
-  if (keyPressed(kKeyPageDown)) ImGui::SetScrollY(ImGui::GetScrollY() + ImGui::GetWindowHeight() * 0.8f);
-  if (namedKey(ImGuiKey_Home) && info_) setView(static_cast<double>(info_->range.first), static_cast<double>(info_->range.first) + span, "home");
-  if (namedKey(ImGuiKey_End) && info_) setView(static_cast<double>(info_->range.second) - span, static_cast<double>(info_->range.second), "end");
+  if (keyPressed(kKeyPageUp))
+    ImGui::SetScrollY(ImGui::GetScrollY() - ImGui::GetWindowHeight() * 0.8f);
+  if (keyPressed(kKeyPageDown))
+    ImGui::SetScrollY(ImGui::GetScrollY() + ImGui::GetWindowHeight() * 0.8f);
+  if (namedKey(ImGuiKey_Home) && info_)
+    setView(static_cast<double>(info_->range.first), static_cast<double>(info_->range.first) + span,
+            "home");
+  if (namedKey(ImGuiKey_End) && info_)
+    setView(static_cast<double>(info_->range.second) - span,
+            static_cast<double>(info_->range.second), "end");
   if (!io.KeyCtrl && keyPressed('F')) fit("fit");
   if (!io.KeyCtrl && keyPressed('Z') && selected_) gotoSpan(*selected_);
   if (namedKey(ImGuiKey_Escape) && selected_) {
@@ -789,8 +822,10 @@ void Viewer::handleTimelineInput(float areaX, float areaW, bool hovered) {
     details_.reset();
     log("cleared selection");
   }
-  if (keyPressed(kKeyF3) || (!io.KeyCtrl && keyPressed('N'))) gotoMatch(io.KeyShift ? findIndex_ + (find_ ? find_->matches.size() : 0) - 1 : findIndex_ + 1);
-  if (!io.KeyCtrl && keyPressed('P') && find_ && !find_->matches.empty()) gotoMatch(findIndex_ + find_->matches.size() - 1);
+  if (keyPressed(kKeyF3) || (!io.KeyCtrl && keyPressed('N')))
+    gotoMatch(io.KeyShift ? findIndex_ + (find_ ? find_->matches.size() : 0) - 1 : findIndex_ + 1);
+  if (!io.KeyCtrl && keyPressed('P') && find_ && !find_->matches.empty())
+    gotoMatch(findIndex_ + find_->matches.size() - 1);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -817,8 +852,9 @@ void Viewer::drawSidePanel(float width, float height) {
 
 void Viewer::drawDetails() {
   if (!selected_) {
-    ImGui::TextWrapped("Click a span to select it. Wheel: zoom at the cursor. Drag: pan. "
-                       "F: fit. Ctrl+F: find.");
+    ImGui::TextWrapped(
+        "Click a span to select it. Wheel: zoom at the cursor. Drag: pan. "
+        "F: fit. Ctrl+F: find.");
     if (!notice_.empty()) ImGui::TextDisabled("%s", notice_.c_str());
     return;
   }
@@ -864,7 +900,9 @@ void Viewer::drawDetails() {
   if (ImGui::CollapsingHeader("Children", ImGuiTreeNodeFlags_DefaultOpen)) {
     ImGui::Text("%" PRId64 " children, %s (%.1f%% of the span)", d.children,
                 durationText(d.children_ns).c_str(),
-                d.span.dur_ns > 0 ? 100.0 * static_cast<double>(d.children_ns) / static_cast<double>(d.span.dur_ns) : 0.0);
+                d.span.dur_ns > 0 ? 100.0 * static_cast<double>(d.children_ns) /
+                                        static_cast<double>(d.span.dur_ns)
+                                  : 0.0);
     if (ImGui::BeginTable("kids", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
       size_t shown = 0;
       for (const auto& c : d.child_stats) {
@@ -898,8 +936,8 @@ void Viewer::drawFind() {
     focusFind_ = false;
   }
   ImGui::SetNextItemWidth(-70);
-  const bool enter = ImGui::InputText("##find", findText_, sizeof findText_,
-                                      ImGuiInputTextFlags_EnterReturnsTrue);
+  const bool enter =
+      ImGui::InputText("##find", findText_, sizeof findText_, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
   if (enter) focusFind_ = true;  // Enter again: the next match
   if ((ImGui::Button("Find") || enter) && worker_) {
@@ -954,22 +992,27 @@ void Viewer::drawFind() {
   dl->AddRectFilled(p, ImVec2(p.x + hw, p.y + hh), palette::kRuler);
   ImGui::InvisibleButton("hist", ImVec2(hw, hh));
   const float bw = hw / kHistBins;
-  const int hoverBin = ImGui::IsItemHovered()
-                           ? std::clamp(static_cast<int>((ImGui::GetMousePos().x - p.x) / bw), 0, kHistBins - 1)
-                           : -1;
+  const int hoverBin =
+      ImGui::IsItemHovered()
+          ? std::clamp(static_cast<int>((ImGui::GetMousePos().x - p.x) / bw), 0, kHistBins - 1)
+          : -1;
   auto binEdge = [&](int b) {
     return static_cast<int64_t>(std::exp(logLo + (logHi - logLo) * b / kHistBins));
   };
   for (int b = 0; b < kHistBins; ++b) {
     if (bins[static_cast<size_t>(b)] == 0) continue;
-    const float bh = static_cast<float>(std::log1p(static_cast<double>(bins[static_cast<size_t>(b)])) /
-                                        std::log1p(static_cast<double>(peak))) * (hh - 6);
+    const float bh =
+        static_cast<float>(std::log1p(static_cast<double>(bins[static_cast<size_t>(b)])) /
+                           std::log1p(static_cast<double>(peak))) *
+        (hh - 6);
     const uint32_t colour = b == highlightBin_ ? palette::kHighlight : palette::kHistogram;
-    dl->AddRectFilled(ImVec2(p.x + b * bw + 1, p.y + hh - bh), ImVec2(p.x + (b + 1) * bw - 1, p.y + hh), colour);
+    dl->AddRectFilled(ImVec2(p.x + b * bw + 1, p.y + hh - bh),
+                      ImVec2(p.x + (b + 1) * bw - 1, p.y + hh), colour);
   }
   if (hoverBin >= 0) {
-    ImGui::SetTooltip("%" PRId64 " spans of %s .. %s\nclick: highlight them", bins[static_cast<size_t>(hoverBin)],
-                      durationText(binEdge(hoverBin)).c_str(), durationText(binEdge(hoverBin + 1)).c_str());
+    ImGui::SetTooltip("%" PRId64 " spans of %s .. %s\nclick: highlight them",
+                      bins[static_cast<size_t>(hoverBin)], durationText(binEdge(hoverBin)).c_str(),
+                      durationText(binEdge(hoverBin + 1)).c_str());
     if (ImGui::IsItemClicked()) {
       if (highlightBin_ == hoverBin) {
         highlightBin_ = -1;
@@ -1007,7 +1050,8 @@ void Viewer::drawFind() {
       std::snprintf(b, sizeof b, "%10s  r%d  %10s  %s##%d", durationText(s.start - origin).c_str(),
                     t ? t->rank : -1, durationText(s.end - s.start).c_str(),
                     shortName(name(s.name), 40).c_str(), i);
-      if (ImGui::Selectable(b, static_cast<size_t>(i) == findIndex_)) gotoMatch(static_cast<size_t>(i));
+      if (ImGui::Selectable(b, static_cast<size_t>(i) == findIndex_))
+        gotoMatch(static_cast<size_t>(i));
     }
   }
   ImGui::EndChild();
@@ -1019,7 +1063,8 @@ void Viewer::drawFind() {
 void Viewer::drawPicker(bool inlinePanel) {
   if (inlinePanel) {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    ImGui::BeginChild("picker", ImVec2(avail.x, avail.y - ImGui::GetFrameHeightWithSpacing()), true);
+    ImGui::BeginChild("picker", ImVec2(avail.x, avail.y - ImGui::GetFrameHeightWithSpacing()),
+                      true);
     ImGui::TextUnformatted("Open a trace (a run.db written by tracerun -o run.db)");
     ImGui::Separator();
   }
@@ -1032,12 +1077,14 @@ void Viewer::drawPicker(bool inlinePanel) {
     ImGui::Separator();
   }
   ImGui::SetNextItemWidth(-80);
-  if (ImGui::InputText("##path", pickerPath_, sizeof pickerPath_, ImGuiInputTextFlags_EnterReturnsTrue) ||
+  if (ImGui::InputText("##path", pickerPath_, sizeof pickerPath_,
+                       ImGuiInputTextFlags_EnterReturnsTrue) ||
       (ImGui::SameLine(), ImGui::Button("Open"))) {
     if (pickerPath_[0] != '\0') chosen = pickerPath_;
   }
   ImGui::TextDisabled("%s", pickerDir_.c_str());
-  ImGui::BeginChild("entries", ImVec2(0, inlinePanel ? 0 : -ImGui::GetFrameHeightWithSpacing()), true);
+  ImGui::BeginChild("entries", ImVec2(0, inlinePanel ? 0 : -ImGui::GetFrameHeightWithSpacing()),
+                    true);
   std::error_code ec;
   std::vector<fs::directory_entry> dirs, files;
   for (fs::directory_iterator it(pickerDir_, ec), end; !ec && it != end; it.increment(ec)) {
@@ -1090,13 +1137,12 @@ void Viewer::drawStatus() {
     return;
   }
   const bool loading = worker_ && (worker_->busy() || doneGen_ < requestedGen_);
-  ImGui::TextDisabled("%s  |  %zu ranks, %zu tracks, %s spans  |  %s/px  |  %" PRId64
-                      " primitives%s%s%s",
-                      path_.c_str(), info_->ranks.size(), info_->tracks.size(),
-                      std::to_string(info_->counts.spans).c_str(),
-                      durationText(static_cast<int64_t>(std::max(1.0, nsPerPx()))).c_str(),
-                      primitives_, loading ? "  |  loading..." : "",
-                      notice_.empty() ? "" : "  |  ", notice_.c_str());
+  ImGui::TextDisabled(
+      "%s  |  %zu ranks, %zu tracks, %s spans  |  %s/px  |  %" PRId64 " primitives%s%s%s",
+      path_.c_str(), info_->ranks.size(), info_->tracks.size(),
+      std::to_string(info_->counts.spans).c_str(),
+      durationText(static_cast<int64_t>(std::max(1.0, nsPerPx()))).c_str(), primitives_,
+      loading ? "  |  loading..." : "", notice_.empty() ? "" : "  |  ", notice_.c_str());
 }
 
 }  // namespace tracerun::viewer

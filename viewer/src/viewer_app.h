@@ -24,7 +24,7 @@ struct ImDrawList;
 namespace tracerun::viewer {
 
 struct ViewerOptions {
-  std::string path;  // "" = start with the file picker
+  std::string path;                                  // "" = start with the file picker
   std::optional<std::pair<int64_t, int64_t>> range;  // --range, ns from the trace's start
   std::optional<int64_t> select;                     // --select SPAN_ID
   std::optional<std::pair<int, int64_t>> go;         // --goto RANK:SPAN_ID
