@@ -104,7 +104,7 @@ TEST_CASE("a screenshot shows the spans at the columns their times map to",
   }
 }
 
-TEST_CASE("--select outlines the span and fills the details panel", "[viewer][screenshot]") {
+TEST_CASE("select: outlines the span and fills the details panel", "[viewer][screenshot]") {
   testing::TempDir dir("traceview-select");
   fixture::Options o;
   o.dir = dir.file("fx");
@@ -152,7 +152,7 @@ TEST_CASE("--select outlines the span and fills the details panel", "[viewer][sc
   CHECK(textPixels(p1) > 3 * textPixels(p0));
 }
 
-TEST_CASE("--goto opens zoomed to the span of that rank, selected", "[viewer][screenshot]") {
+TEST_CASE("goto: opens zoomed to the span of that rank, selected", "[viewer][screenshot]") {
   testing::TempDir dir("traceview-goto");
   fixture::Options o;
   o.dir = dir.file("fx");
