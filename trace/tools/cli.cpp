@@ -79,10 +79,12 @@ int runTool(int argc, char** argv, const std::string& name, const std::string& d
   }
 
   const std::string names = commandList(commands, app);
-  bool known = false;
-  for (const auto& c : commands)
+  bool known = false, named = false;  // a program with no named subcommand takes positionals
+  for (const auto& c : commands) {
+    named = named || c.app != &app;
     known = known || (c.app != &app && argc > 1 && c.app->check_name(argv[1]));
-  if (argc > 1 && argv[1][0] != '-' && !known) {
+  }
+  if (named && argc > 1 && argv[1][0] != '-' && !known) {
     printError(name, std::string("unknown command '") + argv[1] + "' (commands: " + names +
                          "; see " + name + " --help)");
     return kExitUsage;

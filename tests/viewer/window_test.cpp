@@ -1,0 +1,181 @@
+// One real traceview window on a private Xvfb, driven by xdotool like a user: open a trace, zoom
+// with the wheel, click a span; the viewer logs that span selected (--log-actions) and an F12
+// screenshot shows its outline and details panel.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <thread>
+#include <tuple>
+
+#include "fixture_trace.h"
+#include "temp_dir.h"
+#include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+
+namespace {
+
+void xdotool(const XServer& x, const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  const auto r = e2e::runProcess("/usr/bin/env", all, dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+}
+
+// A key held for 150 ms: ImGui 1.86 reads keys as held-down state once per frame, so a press
+// and release inside one frame (xdotool key) can go unseen.
+void press(const XServer& x, const std::string& dir, const std::string& key) {
+  xdotool(x, dir, {"keydown", key});
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  xdotool(x, dir, {"keyup", key});
+}
+
+std::string lastScreenshot(const std::string& out, size_t from) {
+  static const std::regex re("saved screenshot (\\S+)");
+  std::smatch m;
+  const std::string tail = out.substr(from);
+  std::string last;
+  for (auto it = std::sregex_iterator(tail.begin(), tail.end(), re); it != std::sregex_iterator();
+       ++it)
+    last = (*it)[1];
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed",
+          "[viewer][window]") {
+  testing::TempDir dir("traceview-window");
+  fixture::Options o;
+  o.dir = dir.file("fx");
+  o.ranks = 2;
+  o.threads = 2;
+  o.roots_per_thread = 30;
+  const auto g = fixture::writeFixture(o);
+  const auto reader = trace::TraceReader::open(g.merged);
+  const std::string layoutFile = dir.file("layout.txt");
+
+  XServer x;
+  Background view(x.display(), dir.path.string(),
+                  {TRACEVIEW_BIN, g.merged, "--log-actions", "--size", "1400x900", "--dump-layout",
+                   layoutFile});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+
+  // Zoom in twice with the wheel over the middle of rank 0's first thread.
+  Layout l = readLayout(layoutFile);
+  int64_t mainTrack = 0;
+  for (const auto& t : reader.tracks())
+    if (t.rank == 0 && t.kind == core::TrackKind::kThread && mainTrack == 0) mainTrack = t.id;
+  REQUIRE(l.rows.count(mainTrack));
+  const int mx = static_cast<int>(l.area_x + l.area_w * 0.3);
+  const int my = static_cast<int>(l.rows[mainTrack].y + 4);
+  xdotool(x, dir.path.string(), {"mousemove", std::to_string(mx), std::to_string(my)});
+  xdotool(x, dir.path.string(), {"click", "4"});
+  at = view.waitFor("wheel zoom in", 20, at);
+  REQUIRE(at != std::string::npos);
+  xdotool(x, dir.path.string(), {"click", "4"});
+  at = view.waitFor("wheel zoom in", 20, at);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
+  const Layout zoomed = readLayout(layoutFile);
+  CHECK(zoomed.t1 - zoomed.t0 < 0.7 * (l.t1 - l.t0));  // two notches of 0.8
+  // The time under the cursor stayed under the cursor.
+  const double tBefore = l.t0 + (mx - l.area_x) / l.area_w * (l.t1 - l.t0);
+  const double tAfter = zoomed.t0 + (mx - zoomed.area_x) / zoomed.area_w * (zoomed.t1 - zoomed.t0);
+  CHECK(std::abs(tAfter - tBefore) < (zoomed.t1 - zoomed.t0) / zoomed.area_w * 2);
+
+  // A screenshot before clicking, then click the widest root span of that track on screen.
+  press(x, dir.path.string(), "F12");
+  const size_t shotAt = view.waitFor("saved screenshot", 20, at);
+  REQUIRE(shotAt != std::string::npos);
+  const std::string before = lastScreenshot(view.out(), at);
+  trace::SpanRow pick;
+  double bestW = 0;
+  for (const auto& sp :
+       reader.spans(mainTrack, static_cast<int64_t>(zoomed.t0), static_cast<int64_t>(zoomed.t1))) {
+    const double x0 = std::max(zoomed.xOf(static_cast<double>(sp.start_ns)), zoomed.area_x);
+    const double x1 =
+        std::min(zoomed.xOf(static_cast<double>(sp.end_ns())), zoomed.area_x + zoomed.area_w);
+    if (sp.depth == 0 && x1 - x0 > bestW) {
+      bestW = x1 - x0;
+      pick = sp;
+    }
+  }
+  REQUIRE(bestW > 20);
+  const double px0 = std::max(zoomed.xOf(static_cast<double>(pick.start_ns)), zoomed.area_x);
+  const double px1 =
+      std::min(zoomed.xOf(static_cast<double>(pick.end_ns())), zoomed.area_x + zoomed.area_w);
+  const int cx = static_cast<int>((px0 + px1) / 2);
+  const int cy = static_cast<int>(zoomed.rows.at(mainTrack).y + 2 + zoomed.row_h * 0.5);
+  xdotool(x, dir.path.string(), {"mousemove", std::to_string(cx), std::to_string(cy)});
+  xdotool(x, dir.path.string(), {"click", "1"});
+  const std::string expect =
+      "selected span " + std::to_string(pick.id) + " " + reader.str(pick.name);
+  at = view.waitFor(expect, 20, shotAt);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
+  // Move the pointer off the timeline so no tooltip covers the panel, then take the screenshot.
+  xdotool(x, dir.path.string(), {"mousemove", "300", "895"});
+  press(x, dir.path.string(), "F12");
+  const size_t shot2 = view.waitFor("saved screenshot", 20, at);
+  REQUIRE(shot2 != std::string::npos);
+  const std::string after = lastScreenshot(view.out(), at);
+  REQUIRE(!before.empty());
+  REQUIRE(!after.empty());
+  const Png p0 = loadPng(dir.file(before));
+  const Png p1 = loadPng(dir.file(after));
+  // The outline left of the box, and the details panel full of text.
+  if (zoomed.xOf(static_cast<double>(pick.start_ns)) > zoomed.area_x + 3) {
+    const int ox = static_cast<int>(zoomed.xOf(static_cast<double>(pick.start_ns)));
+    CHECK(p1.outlineAt(ox, cy));
+    CHECK(!p0.outlineAt(ox, cy));
+  }
+  auto textPixels = [&](const Png& p) {
+    int n = 0;
+    for (int yy = 60; yy < p.h - 40; ++yy)
+      for (int xx = static_cast<int>(zoomed.area_x + zoomed.area_w + 30); xx < p.w; ++xx)
+        if ((p.rgb(xx, yy) & 0xFF) > 180) ++n;
+    return n;
+  };
+  CHECK(textPixels(p1) > 3 * textPixels(p0));
+  // Find (Ctrl+F): every match across ranks, counted by brute force over the reader's spans; Enter
+  // again goes to the second match in time order.
+  std::vector<trace::SpanRow> want;
+  for (const auto& t : reader.tracks()) {
+    for (const auto& sp : reader.spans(t.id, INT64_MIN / 4, INT64_MAX / 4))
+      if (reader.str(sp.name).find("aten::mm") != std::string::npos) want.push_back(sp);
+  }
+  std::sort(want.begin(), want.end(), [](const trace::SpanRow& a, const trace::SpanRow& b) {
+    return std::tie(a.start_ns, a.track, a.id) < std::tie(b.start_ns, b.track, b.id);
+  });
+  REQUIRE(want.size() >= 2);
+  xdotool(x, dir.path.string(), {"mousemove", "600", "400"});
+  press(x, dir.path.string(), "ctrl+f");
+  REQUIRE(view.waitFor("find opened", 20, shot2) != std::string::npos);
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(300));  // the box takes the focus next frame
+  xdotool(x, dir.path.string(), {"type", "--delay", "30", "aten::mm"});
+  press(x, dir.path.string(), "Return");
+  at = view.waitFor("find 'aten::mm': " + std::to_string(want.size()) + " matches", 30, shot2);
+  INFO("stdout after find:\n" << view.out());
+  CHECK(at != std::string::npos);
+  if (at != std::string::npos) {
+    press(x, dir.path.string(), "Return");
+    CHECK(view.waitFor("selected span " + std::to_string(want[1].id) + " aten::mm", 20, at) !=
+          std::string::npos);
+  }
+  // Keep the pictures for a person to look at when the test fails.
+  std::error_code ec;
+  std::filesystem::copy_file(dir.file(after),
+                             std::filesystem::temp_directory_path() / "traceview-window-test.png",
+                             std::filesystem::copy_options::overwrite_existing, ec);
+  CHECK(view.running());
+}
