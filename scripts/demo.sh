@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: builds tracerun, traces an unmodified libtorch program, an unmodified PyTorch
 # script and an 8-rank gpttrain run (TP x PP x DP), then reads the traces back: info, the report
-# (bubbles, memory, ops, communication) and an export for Perfetto.
+# (bubbles, memory, ops, communication) and an export for Perfetto, draws the pictures (tracedot:
+# model diagrams, call graphs, the autograd and pipeline graphs) and screenshots the viewer.
 # Everything it writes lands in out/ (override with OUT_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,4 +43,35 @@ sqlite3 -header -column "$OUT_DIR/gpttrain.db" \
   "SELECT name, count, total_ns/1000 AS total_us, self_ns/1000 AS self_us
      FROM aggregate_names WHERE category = 'op' AND rank = 0 ORDER BY self_ns DESC LIMIT 10"
 
-printf '\ndemo done: traces, logs, report and export are in %s/\n' "$OUT_DIR"
+TRACEDOT="$ROOT/$BUILD_DIR/dot/tracedot"
+TRACEVIEW="$ROOT/$BUILD_DIR/viewer/traceview"
+
+step "8. ResNet-18, traced for one training step: torchvision's (unmodified Python) and a C++ one"
+"$TRACERUN" -o "$OUT_DIR/resnet18_py.db" -- /usr/bin/python3 samples/python/resnet18_step.py
+"$TRACERUN" -o "$OUT_DIR/resnet18_cpp.db" -- "$BUILD_DIR/samples/resnet18_cpp"
+
+step "9. pictures: model diagrams, call graphs, the autograd graph and the pipeline graph"
+if [ -x "$TRACEDOT" ]; then
+  "$TRACEDOT" model "$OUT_DIR/resnet18_py.db" -o "$OUT_DIR/resnet18_model.svg"
+  "$TRACEDOT" callgraph "$OUT_DIR/resnet18_py.db" -o "$OUT_DIR/resnet18_callgraph.svg"
+  "$TRACEDOT" model "$OUT_DIR/resnet18_cpp.db" -o "$OUT_DIR/resnet18_cpp_model.svg"
+  "$TRACEDOT" callgraph "$OUT_DIR/resnet18_cpp.db" -o "$OUT_DIR/resnet18_cpp_callgraph.svg"
+  "$TRACEDOT" model "$OUT_DIR/gpttrain.db" -o "$OUT_DIR/gpttrain_model.svg"
+  "$TRACEDOT" pipeline "$OUT_DIR/gpttrain.db" -o "$OUT_DIR/gpttrain_pipeline.svg"
+  "$TRACEDOT" callgraph "$OUT_DIR/gpttrain.db" --rank 0 -o "$OUT_DIR/gpttrain_callgraph.svg"
+  "$TRACEDOT" autograd "$OUT_DIR/python_mlp.db" -o "$OUT_DIR/python_mlp_autograd.svg"
+  "$TRACEDOT" callgraph "$OUT_DIR/gpttrain.db" --rank 0 --depth 3 -T txt -o "$OUT_DIR/gpttrain_callgraph.txt"
+  head -30 "$OUT_DIR/gpttrain_callgraph.txt"
+else
+  echo "tracedot was not built (Graphviz missing?): no pictures"
+fi
+
+step "10. the viewer: a screenshot of the gpttrain timeline (off-screen, under Xvfb)"
+if [ -x "$TRACEVIEW" ]; then
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/gpttrain.db" \
+    --screenshot "$OUT_DIR/gpttrain_timeline.png" --size 1600x900
+else
+  echo "traceview was not built (ImGui or GLFW missing?): no screenshot"
+fi
+
+printf '\ndemo done: traces, logs, report, export, pictures and screenshot are in %s/\n' "$OUT_DIR"

@@ -1,7 +1,6 @@
-// TraceData: every question the viewer asks of a trace, answered through trace/ (never SQL). Two
-// implementations behind this one interface: trace_data_timeline.cpp over trace::Timeline (the
-// level-of-detail summaries; reads what is on screen) and trace_data.cpp over the plain
-// TraceReader (folds every span of the window itself), used while trace/ has no timeline.cpp.
+// TraceData: every question the viewer asks of a trace, answered through trace/ (never SQL);
+// implemented in trace_data_timeline.cpp over trace::Timeline (the level-of-detail summaries; reads
+// what is on screen).
 // One instance per thread (it owns its SQLite connections); it draws nothing and knows no ImGui.
 #pragma once
 
