@@ -6,7 +6,8 @@
 #
 # Layout under the prefix (the launcher finds libtracerun.so at ../lib beside its own binary):
 #   bin/tracerun bin/gpttrain bin/tracedot bin/traceview     lib/libtracerun.so lib/libtracerun_nccl.so
-#   lib/libtracerun_{core,trace}.a                           include/tracerun/{core,trace}/... annotate.h
+#   lib/tracerun-python/sitecustomize.py (the Python module hooks)
+#   lib/libtracerun_{core,trace}.a                           include/tracerun/{core,trace}/... annotate*.h
 #   lib/cmake/tracerun/tracerunConfig.cmake (+ Version, Targets)
 include(CMakePackageConfigHelpers)
 
@@ -30,7 +31,9 @@ install(EXPORT tracerunTraceTargets NAMESPACE tracerun:: FILE tracerunTraceTarge
 # find_package(Torch), done by tracerunConfig.cmake), and the capture library the launcher preloads.
 if(TARGET tracerun_annotate)
   install(TARGETS tracerun_annotate EXPORT tracerunAnnotateTargets)
+  # annotate.h includes annotate_abi.h and tracerun/core/vocabulary.h (installed with core above).
   install(FILES ${PROJECT_SOURCE_DIR}/interpose/include/tracerun/annotate.h
+                ${PROJECT_SOURCE_DIR}/interpose/include/tracerun/annotate_abi.h
           DESTINATION include/tracerun)
   install(EXPORT tracerunAnnotateTargets NAMESPACE tracerun:: FILE tracerunAnnotateTargets.cmake
           DESTINATION ${TRACERUN_INSTALL_CMAKEDIR})
@@ -46,6 +49,10 @@ foreach(_library tracerun_capture tracerun_nccl)
     install(TARGETS ${_library} LIBRARY DESTINATION lib)
   endif()
 endforeach()
+if(TARGET tracerun_capture)  # the Python module hooks, at lib/tracerun-python beside the library
+  install(FILES ${PROJECT_SOURCE_DIR}/interpose/python/sitecustomize.py
+          DESTINATION lib/tracerun-python)
+endif()
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tracerunConfig.cmake.in
   ${PROJECT_BINARY_DIR}/tracerunConfig.cmake INSTALL_DESTINATION ${TRACERUN_INSTALL_CMAKEDIR})

@@ -4,6 +4,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 bool needsFp32(const Group& g, const at::Tensor& t) {
   return g.size > 1 && !g.native_bf16 && t.scalar_type() == at::kBFloat16;
 }
@@ -69,8 +71,8 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
     shape.insert(shape.end(), input.sizes().begin(), input.sizes().end());
     at::Tensor stacked = at::empty(shape, input.options());
     g.count(CollectiveImpl::kAllGatherBase);
-    tracerun::Scope scope("all_gather[all_gather_base]",
-                          {{"bytes", static_cast<int64_t>(input.nbytes())}});
+    tracerun::Scope scope(vocab::scope::kAllGatherBase,
+                          {{vocab::arg::kBytes, static_cast<int64_t>(input.nbytes())}});
     g.pg->_allgather_base(stacked, input)->wait();
     return at::cat(stacked.unbind(0), dim);
   }
@@ -78,8 +80,8 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
   for (int i = 0; i < g.size; ++i) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
   g.count(CollectiveImpl::kAllGatherList);
-  tracerun::Scope scope("all_gather[all_gather_list+cat]",
-                        {{"bytes", static_cast<int64_t>(input.nbytes())}});
+  tracerun::Scope scope(vocab::scope::kAllGatherListCat,
+                        {{vocab::arg::kBytes, static_cast<int64_t>(input.nbytes())}});
   g.pg->allgather(outputs, inputs)->wait();
   return at::cat(outputs[0], dim);
 }
@@ -93,16 +95,16 @@ at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
     at::Tensor input = at::stack(t.chunk(g.size, dim), 0).contiguous();
     at::Tensor output = at::empty(input.sizes().slice(1), input.options());
     g.count(CollectiveImpl::kReduceScatterBase);
-    tracerun::Scope scope("reduce_scatter[reduce_scatter_base]",
-                          {{"bytes", static_cast<int64_t>(input.nbytes())}});
+    tracerun::Scope scope(vocab::scope::kReduceScatterBase,
+                          {{vocab::arg::kBytes, static_cast<int64_t>(input.nbytes())}});
     g.pg->_reduce_scatter_base(output, input)->wait();
     return output;
   }
   at::Tensor summed = t.contiguous().clone();
   std::vector<at::Tensor> tensors{summed};
   g.count(CollectiveImpl::kReduceScatterAllReduce);
-  tracerun::Scope scope("reduce_scatter[all_reduce+narrow]",
-                        {{"bytes", static_cast<int64_t>(summed.nbytes())}});
+  tracerun::Scope scope(vocab::scope::kReduceScatterAllReduce,
+                        {{vocab::arg::kBytes, static_cast<int64_t>(summed.nbytes())}});
   g.pg->allreduce(tensors)->wait();
   return summed.chunk(g.size, dim)[g.rank].contiguous();
 }

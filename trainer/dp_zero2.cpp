@@ -14,6 +14,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 class Zero2 final : public DataParallelStrategy {
  public:
   Zero2(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
@@ -151,10 +153,10 @@ class Zero2 final : public DataParallelStrategy {
     if (!b.flat.defined()) return;
     completeReduce();  // one bucket's reduction in flight at a time
     const bool native = dp_->native_base_collectives;
-    tracerun::Scope scope(native ? "dp_bucket_reduce_scatter[reduce_scatter_base]"
-                                 : "dp_bucket_reduce_scatter[all_reduce+narrow]",
-                          {{"bucket", static_cast<int64_t>(index)},
-                           {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
+    tracerun::Scope scope(native ? vocab::scope::kDpBucketReduceScatterBase
+                                 : vocab::scope::kDpBucketReduceScatterAllReduce,
+                          {{vocab::arg::kBucket, static_cast<int64_t>(index)},
+                           {vocab::arg::kBytes, static_cast<int64_t>(b.flat.nbytes())}});
     // The gradients let go of the buffer: the next microbatch accumulates into a new one.
     buckets_.detachGrads(b);
     f.reducing = std::move(b.flat);
@@ -187,8 +189,8 @@ class Zero2 final : public DataParallelStrategy {
     GradBucket& b = buckets_[*reducing_];
     InFlight& f = in_flight_[*reducing_];
     if (b.work) {
-      tracerun::Scope scope("dp_bucket_reduce_wait",
-                            {{"bucket", static_cast<int64_t>(*reducing_)}});
+      tracerun::Scope scope(vocab::scope::kDpBucketReduceWait,
+                            {{vocab::arg::kBucket, static_cast<int64_t>(*reducing_)}});
       b.work->wait();
       b.work.reset();
     }

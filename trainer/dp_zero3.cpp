@@ -13,6 +13,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 class Zero3 final : public DataParallelStrategy, public ParamUnits {
  public:
   Zero3(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
@@ -113,8 +115,9 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
     if (it == unit_bucket_.end()) return;
     completeUnitReduce();  // at most one layer's reduction in flight
     GradBucket& b = buckets_[it->second];
-    tracerun::Scope scope("zero3_reduce_scatter[all_reduce+narrow]",
-                          {{"unit", b.unit}, {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
+    tracerun::Scope scope(
+        vocab::scope::kZero3ReduceScatter,
+        {{vocab::arg::kUnit, b.unit}, {vocab::arg::kBytes, static_cast<int64_t>(b.flat.nbytes())}});
     b.flat.div_(dp_->size);
     buckets_.detachGrads(b);
     if (dp_->size > 1) {
@@ -172,9 +175,9 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
     GradBucket& b = buckets_[index];
     Shard& s = shards_[index];
     if (b.params.defined() || s.gather_work || dp_->size == 1) return;
-    tracerun::Scope scope(
-        "zero3_gather_start[all_gather_list+cat]",
-        {{"unit", b.unit}, {"bytes", static_cast<int64_t>(s.param_shard.nbytes())}});
+    tracerun::Scope scope(vocab::scope::kZero3GatherStart,
+                          {{vocab::arg::kUnit, b.unit},
+                           {vocab::arg::kBytes, static_cast<int64_t>(s.param_shard.nbytes())}});
     s.gather_out.assign(1, {});
     for (int i = 0; i < dp_->size; ++i) s.gather_out[0].push_back(at::empty_like(s.param_shard));
     std::vector<at::Tensor> inputs{s.param_shard};
@@ -190,7 +193,7 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
       b.params = s.param_shard;
     } else {
       startGather(index);
-      tracerun::Scope scope("zero3_gather_wait", {{"unit", b.unit}});
+      tracerun::Scope scope(vocab::scope::kZero3GatherWait, {{vocab::arg::kUnit, b.unit}});
       s.gather_work->wait();
       s.gather_work.reset();
       b.params = at::cat(s.gather_out[0]);
@@ -218,7 +221,7 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
     GradBucket& b = buckets_[*pending_unit_];
     pending_unit_.reset();
     if (b.work) {
-      tracerun::Scope scope("zero3_reduce_wait", {{"unit", b.unit}});
+      tracerun::Scope scope(vocab::scope::kZero3ReduceWait, {{vocab::arg::kUnit, b.unit}});
       b.work->wait();
       b.work.reset();
     }

@@ -9,6 +9,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 // "layers.<i>...." -> i; anything else -> -1 (the root).
 int unitOf(const std::string& name) {
   if (name.rfind("layers.", 0) != 0) return -1;
@@ -136,11 +138,11 @@ int64_t GradBuckets::flatParameterBytes() const {
 void GradBuckets::launchReduction(Group& dp, size_t index, bool scatter, bool after_backward) {
   GradBucket& b = buckets_[index];
   // The scope names the implementation that runs (Gloo has no reduce-scatter).
-  const char* name = !scatter                     ? "dp_bucket_allreduce"
-                     : dp.native_base_collectives ? "dp_bucket_reduce_scatter[reduce_scatter_base]"
-                                                  : "dp_bucket_reduce_scatter[all_reduce+narrow]";
-  tracerun::Scope scope(name, {{"bucket", static_cast<int64_t>(index)},
-                               {"bytes", static_cast<int64_t>(b.flat.nbytes())}});
+  const char* name = !scatter                     ? vocab::scope::kDpBucketAllreduce
+                     : dp.native_base_collectives ? vocab::scope::kDpBucketReduceScatterBase
+                                                  : vocab::scope::kDpBucketReduceScatterAllReduce;
+  tracerun::Scope scope(name, {{vocab::arg::kBucket, static_cast<int64_t>(index)},
+                               {vocab::arg::kBytes, static_cast<int64_t>(b.flat.nbytes())}});
   b.flat.div_(dp.size);
   if (scatter && dp.native_base_collectives) {
     dp.count(CollectiveImpl::kReduceScatterBase);
@@ -195,8 +197,9 @@ at::Tensor gatherFullGrad(Group& dp, const GradBucket& b, const at::Tensor& shar
 
 void allGatherParams(Group& dp, GradBucket& b, size_t index, const at::Tensor& shard) {
   if (dp.size == 1) return;
-  tracerun::Scope scope("zero_param_allgather", {{"bucket", static_cast<int64_t>(index)},
-                                                 {"bytes", static_cast<int64_t>(shard.nbytes())}});
+  tracerun::Scope scope(vocab::scope::kZeroParamAllgather,
+                        {{vocab::arg::kBucket, static_cast<int64_t>(index)},
+                         {vocab::arg::kBytes, static_cast<int64_t>(shard.nbytes())}});
   b.params.copy_(allGather(dp, shard, 0));
 }
 

@@ -11,6 +11,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 constexpr double kInitStd = 0.02;
 
 std::string layerName(int index, const char* part) {
@@ -48,15 +50,50 @@ struct SplitQkv : torch::autograd::Function<SplitQkv> {
   }
 };
 
+// "f32[16,2,64]": dtype and shape, the dimension `dim` multiplied by `factor` (the global shape of
+// a TP-split tensor).
+std::string shapeText(const at::Tensor& x, int dim, int64_t factor) {
+  const at::ScalarType t = x.scalar_type();
+  std::string s = t == at::kFloat      ? "f32["
+                  : t == at::kBFloat16 ? "bf16["
+                  : t == at::kHalf     ? "f16["
+                  : t == at::kLong     ? "i64["
+                                       : std::string(c10::toString(t)) + "[";
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    s += (i > 0 ? "," : "") + std::to_string(x.size(i) * (i == dim ? factor : 1));
+  }
+  return s + "]";
+}
+
+// A module scope's detail: its type and, only while tracerun captures, its input on this rank
+// ("in=") and over the TP group when TP splits the input along `split_dim` ("global=").
+class ScopeDetail {
+ public:
+  ScopeDetail(const char* type, const at::Tensor& x, int split_dim, int64_t tp) : type_(type) {
+    if (!tracerun::capturing()) return;
+    text_ = std::string(type) + " in=" + shapeText(x, -1, 1);
+    if (split_dim >= 0 && tp > 1) text_ += " global=" + shapeText(x, split_dim, tp);
+  }
+  const char* c_str() const { return text_.empty() ? type_ : text_.c_str(); }
+
+ private:
+  const char* type_;
+  std::string text_;
+};
+
 }  // namespace
 
 TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int index, GroupPtr tp)
     : config_(c),
       tp_(tp),
       index_(index),
-      path_("layers." + std::to_string(index)),
-      attn_path_(path_ + ".attn"),
-      mlp_path_(path_ + ".mlp"),
+      path_(std::string(vocab::module_path::kLayers) + "." + std::to_string(index)),
+      attn_path_(path_ + "." + vocab::module_path::kAttn),
+      mlp_path_(path_ + "." + vocab::module_path::kMlp),
+      qkv_path_(attn_path_ + "." + vocab::module_path::kQkv),
+      proj_path_(attn_path_ + "." + vocab::module_path::kProj),
+      fc1_path_(mlp_path_ + "." + vocab::module_path::kFc1),
+      fc2_path_(mlp_path_ + "." + vocab::module_path::kFc2),
       local_heads_(c.heads / tp->size),
       ln1_weight_(params.add(layerName(index, "ln1.weight"), {c.hidden}, -1, Init::kOnes)),
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
@@ -75,14 +112,25 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
         e.name.find(".mlp.") != std::string::npos || e.name.find(".ln2.") != std::string::npos;
-    (mlp ? mlp_params_ : attn_params_) += e.tensor.numel();
+    const int64_t local = e.tensor.numel(), logical = e.split_dim >= 0 ? local * tp->size : local;
+    const std::pair<const std::string*, Count*> counts[] = {
+        {&path_, mlp ? &mlp_params_ : &attn_params_},
+        {&qkv_path_, &qkv_params_},
+        {&proj_path_, &proj_params_},
+        {&fc1_path_, &fc1_params_},
+        {&fc2_path_, &fc2_params_}};
+    for (auto [prefix, count] : counts) {
+      if (e.name.rfind(*prefix + ".", 0) != 0) continue;
+      count->local += local;
+      count->logical += logical;
+    }
   }
 }
 
 at::Tensor TransformerLayer::attention(const at::Tensor& qkv, DropoutRng* rng) const {
   if (config_.recompute != ModelConfig::Recompute::kSelective) return attentionCore(qkv, rng);
   return recomputed(
-      "attention_core", index_, qkv,
+      vocab::arg::kAttentionCore, index_, qkv,
       [this, rng](const at::Tensor& t) { return attentionCore(t, rng); }, rewoundRng(rng),
       config_.bf16, recomputes_);
 }
@@ -121,11 +169,11 @@ at::Tensor TransformerLayer::forward(const at::Tensor& x, DropoutRng* rng) const
                            u->reduceGrads(i);
                            u->release(i);
                          }};
-    return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_,
-                      std::move(hooks));
+    return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16,
+                      recomputes_, std::move(hooks));
   }
   if (config_.recompute != ModelConfig::Recompute::kFull) return forwardLayer(x, rng);
-  return recomputed("layer", index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
+  return recomputed(vocab::arg::kLayer, index_, x, run, rewoundRng(rng), config_.bf16, recomputes_);
 }
 
 DropoutRng* TransformerLayer::rewoundRng(DropoutRng* rng) const {
@@ -138,19 +186,47 @@ at::Tensor TransformerLayer::forwardLayer(const at::Tensor& x, DropoutRng* rng) 
   if (rng) residual_gen = config_.sp && tp_->size > 1 ? &rng->sharded : &rng->replicated;
   const std::vector<int64_t> norm_shape{config_.hidden};
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
-  tracerun::ModuleScope layer_scope(path_.c_str(), "TransformerLayer", attn_params_ + mlp_params_,
-                                    shard);
+  // Module scopes: the parameters on this rank and over all TP shards ("logical"), how TP splits a
+  // linear ("tp_col"/"tp_row": the weight dimension split), the ZeRO-3 unit (-1: none), the input
+  // shapes (global too where TP splits them: the sequence under SP, the hidden dimension of a row-
+  // parallel linear's input).
+  const int64_t tp = tp_->size;
+  const int seq_split = config_.sp && tp > 1 ? 0 : -1;
+  tracerun::ModuleScope layer_scope(
+      path_.c_str(), ScopeDetail(vocab::module_type::kTransformerLayer, x, seq_split, tp).c_str(),
+      attn_params_.local + mlp_params_.local, shard,
+      {{vocab::arg::kLogical, attn_params_.logical + mlp_params_.logical},
+       {vocab::arg::kZeroUnit, units_ ? index_ : -1}});
+  auto linear = [shard, tp](const auto& layer, const std::string& path, const char* type, Count n,
+                            const char* split, int64_t dim, int input_split, const at::Tensor& in) {
+    tracerun::ModuleScope scope(path.c_str(), ScopeDetail(type, in, input_split, tp).c_str(),
+                                n.local, shard, {{vocab::arg::kLogical, n.logical}, {split, dim}});
+    return layer.forward(in);
+  };
   at::Tensor h;
   {
-    tracerun::ModuleScope scope(attn_path_.c_str(), "ParallelAttention", attn_params_, shard);
+    tracerun::ModuleScope scope(
+        attn_path_.c_str(),
+        ScopeDetail(vocab::module_type::kParallelAttention, x, seq_split, tp).c_str(),
+        attn_params_.local, shard, {{vocab::arg::kLogical, attn_params_.logical}});
     at::Tensor a = at::layer_norm(x, norm_shape, ln1_weight_, ln1_bias_, 1e-5);
-    h = x + dropout(proj_.forward(attention(qkv_.forward(a), rng)), config_.dropout, residual_gen);
+    at::Tensor qkv = linear(qkv_, qkv_path_, vocab::module_type::kColumnParallelLinear, qkv_params_,
+                            vocab::arg::kTpCol, 0, seq_split, a);
+    at::Tensor proj = linear(proj_, proj_path_, vocab::module_type::kRowParallelLinear,
+                             proj_params_, vocab::arg::kTpRow, 1, 2, attention(qkv, rng));
+    h = x + dropout(proj, config_.dropout, residual_gen);
   }
-  tracerun::ModuleScope scope(mlp_path_.c_str(), "ParallelMLP", mlp_params_, shard);
+  tracerun::ModuleScope scope(
+      mlp_path_.c_str(), ScopeDetail(vocab::module_type::kParallelMLP, h, seq_split, tp).c_str(),
+      mlp_params_.local, shard, {{vocab::arg::kLogical, mlp_params_.logical}});
   at::Tensor m = at::layer_norm(h, norm_shape, ln2_weight_, ln2_bias_, 1e-5);
   // Exact (erf) GELU, as torch.nn.GELU and Megatron's default: libtorch 1.13's CPU kernels for
   // the tanh approximation take about 3x as long, forward and backward.
-  at::Tensor mlp = fc2_.forward(at::gelu(fc1_.forward(m)));
+  at::Tensor mlp =
+      linear(fc2_, fc2_path_, vocab::module_type::kRowParallelLinear, fc2_params_,
+             vocab::arg::kTpRow, 1, 2,
+             at::gelu(linear(fc1_, fc1_path_, vocab::module_type::kColumnParallelLinear,
+                             fc1_params_, vocab::arg::kTpCol, 0, seq_split, m)));
   return h + dropout(mlp, config_.dropout, residual_gen);
 }
 
@@ -174,8 +250,15 @@ GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int firs
   }
   for (size_t i = first_entry; i < params.entries().size(); ++i) {
     const ParamEntry& e = params.entries()[i];
-    if (e.name.rfind("embedding.", 0) == 0) embedding_params_ += e.tensor.numel();
-    if (e.name.rfind("final_ln.", 0) == 0) head_params_ += e.tensor.numel();
+    const int64_t local = e.tensor.numel(), logical = e.split_dim >= 0 ? local * tp->size : local;
+    if (e.name.rfind("embedding.", 0) == 0) {
+      embedding_params_ += local;
+      embedding_logical_ += logical;
+    }
+    if (e.name.rfind("final_ln.", 0) == 0) {
+      head_params_ += local;
+      head_logical_ += logical;
+    }
   }
 }
 
@@ -184,7 +267,11 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   at::Tensor x = input;
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
-    tracerun::ModuleScope scope("embedding", "VocabParallelEmbedding", embedding_params_, shard);
+    tracerun::ModuleScope scope(
+        vocab::module_path::kEmbedding,
+        ScopeDetail(vocab::module_type::kVocabParallelEmbedding, input, -1, 1).c_str(),
+        embedding_params_, shard,
+        {{vocab::arg::kLogical, embedding_logical_}, {vocab::arg::kTpVocab, 0}});
     const int64_t s = input.size(0);
     at::Tensor partial = embedding_->forwardPartial(input);
     at::Tensor pos = position_.narrow(0, 0, s);
@@ -201,7 +288,10 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
   // The tied output projection's weight is the embedding's (counted there).
-  tracerun::ModuleScope scope("head", "LMHead+VocabParallelCrossEntropy", head_params_, shard);
+  tracerun::ModuleScope scope(
+      vocab::module_path::kHead,
+      ScopeDetail(vocab::module_type::kLMHead, x, sp_ ? 0 : -1, tp_->size).c_str(), head_params_,
+      shard, {{vocab::arg::kLogical, head_logical_}});
   at::Tensor h = at::layer_norm(x, {config_.hidden}, final_ln_weight_, final_ln_bias_, 1e-5);
   at::Tensor replicated = sp_ ? gatherFromSeq(h, tp_) : copyToTp(h, tp_);
   at::Tensor logits = at::matmul(replicated, embedding_->weight().t());

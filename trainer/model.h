@@ -46,8 +46,13 @@ class TransformerLayer {
   ModelConfig config_;
   GroupPtr tp_;
   int index_;
-  std::string path_, attn_path_, mlp_path_;   // module paths for trace scopes
-  int64_t attn_params_ = 0, mlp_params_ = 0;  // on this rank, for trace scopes
+  std::string path_, attn_path_, mlp_path_;  // module paths for trace scopes
+  std::string qkv_path_, proj_path_, fc1_path_, fc2_path_;
+  // Parameters of each traced module, on this rank and over all TP shards (trace scope arguments).
+  struct Count {
+    int64_t local = 0, logical = 0;
+  };
+  Count attn_params_, mlp_params_, qkv_params_, proj_params_, fc1_params_, fc2_params_;
   int local_heads_;
   at::Tensor ln1_weight_, ln1_bias_, ln2_weight_, ln2_bias_;
   ColumnParallelLinear qkv_;  // output layout [heads][q,k,v][head_dim]: heads split evenly
@@ -98,7 +103,8 @@ class GptStage {
   at::Tensor position_;
   std::vector<TransformerLayer> layers_;
   at::Tensor final_ln_weight_, final_ln_bias_;
-  int64_t embedding_params_ = 0, head_params_ = 0;  // on this rank, for trace scopes
+  int64_t embedding_params_ = 0, head_params_ = 0;    // on this rank, for trace scopes
+  int64_t embedding_logical_ = 0, head_logical_ = 0;  // over all TP shards
   bool last_;
 };
 

@@ -9,6 +9,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 // What one (chunk, microbatch) holds between its actions; dropped after its backward.
 struct Slot {
   at::Tensor input, output, grad, input_grad;
@@ -65,9 +67,10 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
     switch (a.kind) {
       case ActionKind::kRecvForward:
       case ActionKind::kRecvBackward: {
-        tracerun::Scope scope(
-            actionName(a.kind),
-            {{"peer", peer}, {"bytes", bytes}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
+        tracerun::Scope scope(actionName(a.kind), {{vocab::arg::kPeer, peer},
+                                                   {vocab::arg::kBytes, bytes},
+                                                   {vocab::arg::kMicrobatch, a.microbatch},
+                                                   {vocab::arg::kChunk, a.chunk}});
         postAhead(index);
         auto it = posted.find(index);
         const int64_t start = nowNs();
@@ -84,9 +87,10 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
       }
       case ActionKind::kSendForward:
       case ActionKind::kSendBackward: {
-        tracerun::Scope scope(
-            actionName(a.kind),
-            {{"peer", peer}, {"bytes", bytes}, {"microbatch", a.microbatch}, {"chunk", a.chunk}});
+        tracerun::Scope scope(actionName(a.kind), {{vocab::arg::kPeer, peer},
+                                                   {vocab::arg::kBytes, bytes},
+                                                   {vocab::arg::kMicrobatch, a.microbatch},
+                                                   {vocab::arg::kChunk, a.chunk}});
         const at::Tensor& t =
             a.kind == ActionKind::kSendForward ? slot.output.detach() : slot.input_grad;
         sends.push_back(sendAsync(pp, t, a.peer, a.tag));
@@ -94,8 +98,10 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         break;
       }
       case ActionKind::kForward: {
-        tracerun::PhaseScope phase(
-            "forward", {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.microbatch}});
+        tracerun::PhaseScope phase(vocab::phase::kForward,
+                                   {{vocab::arg::kStage, stage},
+                                    {vocab::arg::kChunk, a.chunk},
+                                    {vocab::arg::kMicrobatch, a.microbatch}});
         const int64_t start = nowNs();
         slot.output = compute.forward(a.chunk, a.microbatch, slot.input);
         stats.compute_ns += nowNs() - start;
@@ -103,8 +109,10 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         break;
       }
       case ActionKind::kBackward: {
-        tracerun::PhaseScope phase(
-            "backward", {{"stage", stage}, {"chunk", a.chunk}, {"microbatch", a.microbatch}});
+        tracerun::PhaseScope phase(vocab::phase::kBackward,
+                                   {{vocab::arg::kStage, stage},
+                                    {vocab::arg::kChunk, a.chunk},
+                                    {vocab::arg::kMicrobatch, a.microbatch}});
         const int64_t start = nowNs();
         slot.input_grad =
             compute.backward(a.chunk, a.microbatch, slot.input, slot.output, slot.grad);
@@ -118,7 +126,8 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
     }
   }
   {
-    tracerun::Scope scope("pipeline_send_wait", {{"sends", static_cast<int64_t>(sends.size())}});
+    tracerun::Scope scope(vocab::scope::kPipelineSendWait,
+                          {{vocab::arg::kSends, static_cast<int64_t>(sends.size())}});
     for (auto& work : sends) work->wait();
   }
   return stats;

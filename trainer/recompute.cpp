@@ -9,6 +9,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
@@ -69,7 +71,8 @@ struct RecomputeFn : torch::autograd::Function<RecomputeFn> {
     at::Tensor output;
     call(closure->hooks.before_rerun);
     {
-      tracerun::PhaseScope phase("recompute_forward", {{closure->what, closure->index}});
+      tracerun::PhaseScope phase(vocab::phase::kRecomputeForward,
+                                 {{closure->what, closure->index}});
       tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
       RngRewind rewind(*closure);
       std::optional<tracerun::compat::AutocastGuard> autocast;  // on the device it computes on

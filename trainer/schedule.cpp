@@ -4,6 +4,8 @@
 // (microbatch, chunk) the k-th forward and backward are.
 #include "schedule.h"
 
+#include <tracerun/core/vocabulary.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -84,17 +86,17 @@ const char* scheduleName(ScheduleKind kind) {
 const char* actionName(ActionKind kind) {
   switch (kind) {
     case ActionKind::kRecvForward:
-      return "recv_forward";
+      return tracerun::vocab::scope::kRecvForward;
     case ActionKind::kForward:
-      return "forward";
+      return tracerun::vocab::phase::kForward;
     case ActionKind::kSendForward:
-      return "send_forward";
+      return tracerun::vocab::scope::kSendForward;
     case ActionKind::kRecvBackward:
-      return "recv_backward";
+      return tracerun::vocab::scope::kRecvBackward;
     case ActionKind::kBackward:
-      return "backward";
+      return tracerun::vocab::phase::kBackward;
     case ActionKind::kSendBackward:
-      return "send_backward";
+      return tracerun::vocab::scope::kSendBackward;
   }
   return "?";
 }

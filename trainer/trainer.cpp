@@ -21,6 +21,8 @@
 namespace gpttrain {
 namespace {
 
+namespace vocab = tracerun::vocab;
+
 // The process's peak resident set (Linux: ru_maxrss in KiB).
 long peakRssKiB() {
   rusage usage{};
@@ -255,7 +257,8 @@ StepResult Trainer::trainStep(int step) {
       runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
-    tracerun::PhaseScope phase("grad_sync", {{"dp", groups_.dp->size}, {"tp", groups_.tp->size}});
+    tracerun::PhaseScope phase(vocab::phase::kGradSync, {{vocab::arg::kDp, groups_.dp->size},
+                                                         {vocab::arg::kTp, groups_.tp->size}});
     strategy_->finish();
     strategy_->releaseRoot();
     optimizer_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
@@ -266,7 +269,7 @@ StepResult Trainer::trainStep(int step) {
   r.step = step;
   r.lr = learningRate(schedule_, step);
   {
-    tracerun::PhaseScope phase("optimizer");
+    tracerun::PhaseScope phase(vocab::phase::kOptimizer);
     if (step == config_.steps) at_optimizer_step_ = memoryAccount();
     r.grad_norm = optimizer_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
     optimizer_->step(r.lr);
@@ -318,7 +321,7 @@ StepResult Trainer::dryRunStep(int step) {
 // --- evaluation
 
 double Trainer::evaluate() {
-  tracerun::PhaseScope phase("validation");
+  tracerun::PhaseScope phase(vocab::phase::kValidation);
   at::NoGradGuard no_grad;
   const std::vector<Action> actions = buildForwardOnlySchedule(shape_, groups_.coords.pp);
   strategy_->gatherRoot();
@@ -370,11 +373,12 @@ void Trainer::dumpGrads(const std::string& path) {
 // --- output
 
 void Trainer::report(const StepResult& r) {
-  tracerun::counter("step", r.step);  // the true step after a restart (launcher status line)
-  tracerun::counter("loss", r.loss);
-  tracerun::counter("lr", r.lr);
-  tracerun::counter("grad_norm", r.grad_norm);
-  tracerun::counter("tokens_per_s", r.tokens_per_s);
+  // step: the true step after a restart (the launcher's status line)
+  tracerun::counter(vocab::counter::kStep, r.step);
+  tracerun::counter(vocab::counter::kLoss, r.loss);
+  tracerun::counter(vocab::counter::kLr, r.lr);
+  tracerun::counter(vocab::counter::kGradNorm, r.grad_norm);
+  tracerun::counter(vocab::counter::kTokensPerS, r.tokens_per_s);
   if (groups_.rank != 0) return;
   for (size_t k = 0; k < r.stage_idle.size() && !config_.quiet; ++k) {
     std::printf("step %d | stage %zu idle %.4f (closed form %.4f)\n", r.step, k, r.stage_idle[k],

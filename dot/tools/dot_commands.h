@@ -12,6 +12,8 @@ namespace tracerun::tools {
 
 Command addCallgraphCommand(CLI::App& parent);
 Command addPipelineCommand(CLI::App& parent);
+Command addModelCommand(CLI::App& parent);
+Command addAutogradCommand(CLI::App& parent);
 
 // -o/--output (required; "-" is stdout), -T/--format (default: from the output's extension, else
 // svg) and --max-nodes, shared by every subcommand.

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
                    std::vector<Command> commands;
                    commands.push_back(addCallgraphCommand(app));
                    commands.push_back(addPipelineCommand(app));
+                   commands.push_back(addModelCommand(app));
+                   commands.push_back(addAutogradCommand(app));
                    return commands;
                  });
 }

@@ -53,10 +53,7 @@ namespace tracerun::interpose::cuda {
 namespace {
 
 bool cudaWanted() {
-  const char* what = std::getenv("TRACERUN_CAPTURE");
-  if (what == nullptr) return false;
-  const std::string list = std::string(",") + what + ",";
-  return list.find(",cuda,") != std::string::npos;
+  return captureWordsFromEnvironment().has(CaptureWord::kCuda);
 }
 
 #if TRACERUN_TORCH_HAS_ALLOC_TRACE_TRACKER

@@ -73,10 +73,7 @@ constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 constexpr size_t kBufferBytes = size_t{8} << 20;
 
 bool cudaWanted() {
-  const char* what = std::getenv("TRACERUN_CAPTURE");
-  if (what == nullptr) return false;
-  const std::string list = std::string(",") + what + ",";
-  return list.find(",cuda,") != std::string::npos;
+  return captureWordsFromEnvironment().has(CaptureWord::kCuda);
 }
 
 // The one line, and a warning row in the stats table so the trace says it too.

@@ -8,8 +8,8 @@
 // directory (TRACERUN_STORE_FILE, rendezvous.h), on several rank 0 of the program hosts it, as
 // under torchrun; with several nodes node 0's agent decides restarts for all.
 //
-// Sections: helpers · workers · status line · one attempt · merge · nodes · restarts across
-//           nodes · launchGroup
+// Sections: helpers · workers · status line · one attempt (class Attempt, whose stopRanks is the
+//           one stop path) · merge · nodes · restarts across nodes · launchGroup (class Group)
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -37,6 +37,8 @@
 #include "launch.h"
 #include "output_guard.h"
 #include "rendezvous.h"
+#include "stop_sequence.h"
+#include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 
 namespace tracerun::launcher {
@@ -104,7 +106,8 @@ void onSignal(int sig) {
   errno = saved;
 }
 
-// Installs the launcher's handlers for its lifetime and restores the old ones after.
+// Installs the launcher's handlers for its lifetime and restores the old ones after. The only
+// reader of the handler's flags: everything else asks it (stopSignal(), cancelledAfterNow()).
 class SignalScope {
  public:
   SignalScope() {
@@ -122,6 +125,23 @@ class SignalScope {
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;
   static constexpr std::array<int, 5> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
+
+  // The first stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) since the scope began; 0: none.
+  int stopSignal() const { return gStopSignal; }
+  // A check that is true once a stop signal arrives after now (the first one stopped the ranks; a
+  // later one ends a wait on other nodes).
+  CancelCheck cancelledAfterNow() const {
+    const sig_atomic_t seen = gStopSignals;
+    return [seen] { return gStopSignals > seen; };
+  }
+  // The self-pipe's read end: readable after any of kSignals (SIGCHLD included); drain() empties
+  // it.
+  int wakeFd() const { return gWake[0]; }
+  void drain() const {
+    char sink[64];
+    while (gWake[0] >= 0 && ::read(gWake[0], sink, sizeof sink) > 0) {
+    }
+  }
 
  private:
   struct sigaction old_[5]{};
@@ -342,58 +362,96 @@ void sendAll(std::vector<AgentLink>& links, const AgentMessage& m, int except = 
   }
 }
 
-AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
-                         const std::string& dir,
-                         const std::vector<std::pair<std::string, std::string>>& commonEnv,
-                         int restart, std::vector<AgentLink>& links,
-                         std::vector<AgentMessage>& peerEnded) {
-  AttemptResult result;
-  // Links still watched: a peer that said "done" may close its end without it being a fault.
-  // Per link: the peer's kDone/kEnded (its ranks ended) or node 0's decision (kRestart/kEnd),
-  // read here and kept for agreeOnRestart; kind 0 when none came.
-  peerEnded.assign(links.size(), AgentMessage{0, 0, -1, 0});
-  std::vector<bool> watching(links.size());
-  for (size_t i = 0; i < links.size(); ++i) watching[i] = links[i].open();
-  std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
-  const int world = o.nnodes * o.nproc_per_node;
-  for (int local = 0; local < o.nproc_per_node; ++local) {
-    Worker& w = workers[static_cast<size_t>(local)];
-    w.local = local;
-    w.rank = o.node_rank * o.nproc_per_node + local;
-    auto env = commonEnv;
-    env.emplace_back("RANK", std::to_string(w.rank));
-    env.emplace_back("LOCAL_RANK", std::to_string(local));
-    env.emplace_back("ROLE_RANK", std::to_string(w.rank));
-    env.emplace_back("GROUP_RANK", std::to_string(o.node_rank));
-    env.emplace_back("WORLD_SIZE", std::to_string(world));
-    env.emplace_back("ROLE_WORLD_SIZE", std::to_string(world));
-    if (!spawn(w, executable, o.program, env)) {
-      std::fprintf(stderr, "tracerun: cannot start rank %d: %s\n", w.rank, std::strerror(errno));
-      result.failed_rank = w.rank;
-      result.failed_status = 127 << 8;
-      signalAll(workers, SIGKILL);
-      break;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// One attempt of the group on this node: its ranks, their output, the status line, what the other
+// nodes' agents say on the links, and the one way the attempt stops its ranks (stopRanks: a line,
+// then the StopSequence's SIGTERM and SIGKILL). run() returns how the attempt ended.
+class Attempt {
+ public:
+  Attempt(const LaunchOptions& o, const SignalScope& signals, std::vector<AgentLink>& links,
+          const std::string& dir, int restart)
+      : o_(o),
+        signals_(signals),
+        links_(links),
+        workers_(static_cast<size_t>(o.nproc_per_node)),
+        status_(o.status, dir, workers_, restart),
+        stop_(o.grace_s) {}
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+  ~Attempt() {
+    for (auto& w : workers_) {
+      for (int& fd : w.fds) {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+      }
     }
   }
 
-  StatusLine status(o.status, dir, workers, restart);
-  bool stopping = result.failed_rank >= 0;
-  Clock::time_point killAt =
-      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-  bool killed = false;
-  Clock::time_point nextStatus = Clock::now();
-  Clock::time_point drainUntil{};
-  bool draining = false;
-  char buf[65536];
+  // Starts the ranks and waits for them (and their output). *peerEnded: per link, the peer's
+  // kDone/kEnded (its ranks ended) or node 0's decision (kRestart/kEnd) read here and kept for
+  // agreeOnRestart; kind 0 when none came.
+  AttemptResult run(const std::string& executable, const Env& env,
+                    std::vector<AgentMessage>* peerEnded) {
+    peerEnded_ = peerEnded;
+    peerEnded_->assign(links_.size(), AgentMessage{0, 0, -1, 0});
+    // Links still watched: a peer that said "done" may close its end without it being a fault.
+    watching_.resize(links_.size());
+    for (size_t i = 0; i < links_.size(); ++i) watching_[i] = links_[i].open();
+    spawnRanks(executable, env);
+    while (turn()) {
+    }
+    status_.finish();
+    // Ranks ended well: the peers may now see this side close without taking it for a fault.
+    if (result_.failed_rank < 0 && result_.stop_signal == 0 && result_.lost_node < 0) {
+      sendAll(links_, {AgentMessage::kDone, o_.node_rank, -1, 0});
+    }
+    return result_;
+  }
 
-  for (;;) {
+ private:
+  void spawnRanks(const std::string& executable, const Env& commonEnv) {
+    const int world = o_.nnodes * o_.nproc_per_node;
+    for (int local = 0; local < o_.nproc_per_node; ++local) {
+      Worker& w = workers_[static_cast<size_t>(local)];
+      w.local = local;
+      w.rank = o_.node_rank * o_.nproc_per_node + local;
+      auto env = commonEnv;
+      env.emplace_back("RANK", std::to_string(w.rank));
+      env.emplace_back("LOCAL_RANK", std::to_string(local));
+      env.emplace_back("ROLE_RANK", std::to_string(w.rank));
+      env.emplace_back("GROUP_RANK", std::to_string(o_.node_rank));
+      env.emplace_back("WORLD_SIZE", std::to_string(world));
+      env.emplace_back("ROLE_WORLD_SIZE", std::to_string(world));
+      if (!spawn(w, executable, o_.program, env)) {
+        std::fprintf(stderr, "tracerun: cannot start rank %d: %s\n", w.rank, std::strerror(errno));
+        result_.failed_rank = w.rank;
+        result_.failed_status = 127 << 8;
+        stop_.killNow();  // the ranks started so far have nothing to flush yet
+        stop_.advance([this](int sig) { signalAll(workers_, sig); });
+        break;
+      }
+    }
+  }
+
+  // The one stop path: says why on one line and begins the SIGTERM, SIGKILL sequence (once; a
+  // later reason is said, the first deadlines stand).
+  void stopRanks(const std::string& line) {
+    status_.hide();
+    std::fprintf(stderr, "%s\n", line.c_str());
+    stop_.begin();
+  }
+
+  // One turn of the wait loop: wait up to 200 ms for output, a signal or a peer; then read what
+  // came, reap ranks, follow a stop signal, send what the stop sequence has due. False: done.
+  bool turn() {
     const bool anyRunning =
-        std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.running; });
+        std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
     std::vector<pollfd> pfds;
     std::vector<std::pair<Worker*, int>> owners;
-    pfds.push_back({gWake[0], POLLIN, 0});
+    pfds.push_back({signals_.wakeFd(), POLLIN, 0});
     owners.emplace_back(nullptr, 0);
-    for (auto& w : workers) {
+    for (auto& w : workers_) {
       for (int s = 0; s < 2; ++s) {
         if (w.fds[s] >= 0) {
           pfds.push_back({w.fds[s], POLLIN, 0});
@@ -404,152 +462,150 @@ AttemptResult runAttempt(const LaunchOptions& o, const std::string& executable,
     if (!anyRunning) {
       // Everyone is reaped; read what is left, but do not wait on a grandchild that keeps a
       // pipe open for longer than a second.
-      if (pfds.size() == 1) break;
-      if (!draining) {
-        draining = true;
-        drainUntil = Clock::now() + std::chrono::seconds(1);
-      } else if (Clock::now() >= drainUntil) {
-        break;
+      if (pfds.size() == 1) return false;
+      if (!draining_) {
+        draining_ = true;
+        drainUntil_ = Clock::now() + std::chrono::seconds(1);
+      } else if (Clock::now() >= drainUntil_) {
+        return false;
       }
     }
     const size_t firstLink = pfds.size();
-    std::vector<size_t> linkOf;  // pfds index - firstLink -> index in links
+    std::vector<size_t> linkOf;  // pfds index - firstLink -> index in links_
     if (anyRunning) {
-      for (size_t i = 0; i < links.size(); ++i) {
-        if (!watching[i]) continue;
-        pfds.push_back({links[i].fd(), POLLIN, 0});
+      for (size_t i = 0; i < links_.size(); ++i) {
+        if (!watching_[i]) continue;
+        pfds.push_back({links_[i].fd(), POLLIN, 0});
         linkOf.push_back(i);
       }
     }
     ::poll(pfds.data(), pfds.size(), 200);
-
-    // Stops this node's ranks because of something that happened elsewhere (once).
-    auto stopForRemote = [&](const AttemptResult& what) {
-      if (stopping) return;
-      result.failed_rank = what.failed_rank;
-      result.failed_node = what.failed_node;
-      result.failed_status = what.failed_status;
-      result.stop_signal = what.stop_signal;
-      result.stop_node = what.stop_node;
-      result.lost_node = what.lost_node;
-      status.hide();
-      std::fprintf(stderr, "tracerun: node %d: %s; stopping this node's ranks\n", o.node_rank,
-                   describeFault(result).c_str());
-      stopping = true;
-      killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-      signalAll(workers, SIGTERM);
-    };
     for (size_t i = firstLink; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      const size_t li = linkOf[i - firstLink];
-      AgentLink& link = links[li];
-      AgentMessage m;
-      AttemptResult what;
-      if (!link.receive(&m)) {
-        // The peer's agent died (or its host): node 0 treats it as a fault on that node and
-        // tells the others; another node has lost its coordinator and stops.
-        watching[li] = false;
-        link.close();
-        what.lost_node = link.node();
-        if (o.node_rank == 0 && !stopping) {
-          sendAll(links, {AgentMessage::kFault, link.node(), -1, 0});
-        }
-        stopForRemote(what);
-        continue;
-      }
-      if (m.kind == AgentMessage::kDone || m.kind == AgentMessage::kEnded ||
-          m.kind == AgentMessage::kRestart || m.kind == AgentMessage::kEnd) {
-        peerEnded[li] = m;
-        watching[li] = false;
-        continue;
-      }
-      if (m.kind != AgentMessage::kFault && m.kind != AgentMessage::kStop) continue;
-      if (o.node_rank == 0) sendAll(links, m, link.node());  // relay to every other node
-      if (m.kind == AgentMessage::kFault && m.rank < 0) {
-        what.lost_node = static_cast<int>(m.node);  // node 0 lost that node's agent
-      } else if (m.kind == AgentMessage::kFault) {
-        what.failed_rank = static_cast<int>(m.rank);
-        what.failed_node = static_cast<int>(m.node);
-        what.failed_status = static_cast<int>(m.value);
-      } else {
-        what.stop_signal = static_cast<int>(m.value);
-        what.stop_node = static_cast<int>(m.node);
-      }
-      stopForRemote(what);
+      if (pfds[i].revents != 0) readLink(linkOf[i - firstLink]);
     }
     pfds.resize(firstLink);
-
-    char sink[64];
-    while (::read(gWake[0], sink, sizeof sink) > 0) {
-    }
+    signals_.drain();
     for (size_t i = 1; i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
-      auto [w, s] = owners[i];
-      const ssize_t n = ::read(w->fds[s], buf, sizeof buf);
-      if (n > 0) {
-        emitLines(*w, s, buf, static_cast<size_t>(n), status, false);
-      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        emitLines(*w, s, buf, 0, status, true);
-        ::close(w->fds[s]);
-        w->fds[s] = -1;
-      }
+      if (pfds[i].revents != 0) readOutput(*owners[i].first, owners[i].second);
     }
+    reapRanks();
+    followStopSignal();
+    stop_.advance([this](int sig) { signalAll(workers_, sig); });
+    if (Clock::now() >= nextStatus_ && anyRunning) {
+      status_.update();
+      nextStatus_ = Clock::now() + std::chrono::milliseconds(500);
+    }
+    return true;
+  }
 
+  // A message (or the end) on link `li`: a peer's fault or stop (node 0 relays it to the others),
+  // its ranks' end, or node 0's decision.
+  void readLink(size_t li) {
+    AgentLink& link = links_[li];
+    AgentMessage m;
+    AttemptResult what;
+    if (!link.receive(&m)) {
+      // The peer's agent died (or its host): node 0 treats it as a fault on that node and tells
+      // the others; another node has lost its coordinator and stops.
+      watching_[li] = false;
+      link.close();
+      what.lost_node = link.node();
+      if (o_.node_rank == 0 && !stop_.stopping()) {
+        sendAll(links_, {AgentMessage::kFault, link.node(), -1, 0});
+      }
+      stopForRemote(what);
+      return;
+    }
+    if (m.kind == AgentMessage::kDone || m.kind == AgentMessage::kEnded ||
+        m.kind == AgentMessage::kRestart || m.kind == AgentMessage::kEnd) {
+      (*peerEnded_)[li] = m;
+      watching_[li] = false;
+      return;
+    }
+    if (m.kind != AgentMessage::kFault && m.kind != AgentMessage::kStop) return;
+    if (o_.node_rank == 0) sendAll(links_, m, link.node());  // relay to every other node
+    if (m.kind == AgentMessage::kFault && m.rank < 0) {
+      what.lost_node = static_cast<int>(m.node);  // node 0 lost that node's agent
+    } else if (m.kind == AgentMessage::kFault) {
+      what.failed_rank = static_cast<int>(m.rank);
+      what.failed_node = static_cast<int>(m.node);
+      what.failed_status = static_cast<int>(m.value);
+    } else {
+      what.stop_signal = static_cast<int>(m.value);
+      what.stop_node = static_cast<int>(m.node);
+    }
+    stopForRemote(what);
+  }
+
+  // Stops this node's ranks because of something that happened elsewhere (the first reason only).
+  void stopForRemote(const AttemptResult& what) {
+    if (stop_.stopping()) return;
+    result_.failed_rank = what.failed_rank;
+    result_.failed_node = what.failed_node;
+    result_.failed_status = what.failed_status;
+    result_.stop_signal = what.stop_signal;
+    result_.stop_node = what.stop_node;
+    result_.lost_node = what.lost_node;
+    stopRanks("tracerun: node " + std::to_string(o_.node_rank) + ": " + describeFault(result_) +
+              "; stopping this node's ranks");
+  }
+
+  void readOutput(Worker& w, int stream) {
+    const ssize_t n = ::read(w.fds[stream], buf_, sizeof buf_);
+    if (n > 0) {
+      emitLines(w, stream, buf_, static_cast<size_t>(n), status_, false);
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      emitLines(w, stream, buf_, 0, status_, true);
+      ::close(w.fds[stream]);
+      w.fds[stream] = -1;
+    }
+  }
+
+  // Reaps ended ranks; the first failure (before any stop) is the attempt's and stops the others.
+  void reapRanks() {
     int st = 0;
     for (pid_t pid; (pid = ::waitpid(-1, &st, WNOHANG)) > 0;) {
-      for (auto& w : workers) {
+      for (auto& w : workers_) {
         if (w.pid != pid || !w.running) continue;
         w.running = false;
         w.status = st;
-        if (!succeeded(st) && !stopping) {
-          result.failed_rank = w.rank;
-          result.failed_pid = pid;
-          result.failed_node = o.node_rank;
-          result.failed_status = st;
-          sendAll(links, {AgentMessage::kFault, o.node_rank, w.rank, st});
-          status.hide();
-          std::fprintf(stderr, "tracerun: rank %d (pid %d) %s; stopping the other ranks\n", w.rank,
-                       static_cast<int>(pid), describeStatus(st).c_str());
-          stopping = true;
-          killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-          signalAll(workers, SIGTERM);
-        }
+        if (succeeded(st) || stop_.stopping()) continue;
+        result_.failed_rank = w.rank;
+        result_.failed_pid = pid;
+        result_.failed_node = o_.node_rank;
+        result_.failed_status = st;
+        sendAll(links_, {AgentMessage::kFault, o_.node_rank, w.rank, st});
+        stopRanks("tracerun: rank " + std::to_string(w.rank) + " (pid " +
+                  std::to_string(static_cast<int>(pid)) + ") " + describeStatus(st) +
+                  "; stopping the other ranks");
       }
     }
-    if (gStopSignal != 0 && (result.stop_signal == 0 || result.stop_node != o.node_rank)) {
-      result.stop_signal = gStopSignal;
-      result.stop_node = o.node_rank;
-      sendAll(links, {AgentMessage::kStop, o.node_rank, -1, gStopSignal});
-      status.hide();
-      std::fprintf(stderr, "tracerun: %s: stopping all ranks (they flush their traces)\n",
-                   signalName(gStopSignal).c_str());
-      if (!stopping)
-        killAt = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-      stopping = true;
-      signalAll(workers, SIGTERM);
-    }
-    if (stopping && !killed && Clock::now() >= killAt) {
-      killed = true;
-      signalAll(workers, SIGKILL);
-    }
-    if (Clock::now() >= nextStatus && anyRunning) {
-      status.update();
-      nextStatus = Clock::now() + std::chrono::milliseconds(500);
-    }
   }
-  status.finish();
-  // Ranks ended well: the peers may now see this side close without taking it for a fault.
-  if (result.failed_rank < 0 && result.stop_signal == 0 && result.lost_node < 0) {
-    sendAll(links, {AgentMessage::kDone, o.node_rank, -1, 0});
+
+  // A stop signal to this launcher: the attempt's reason (over another node's), said to the peers.
+  void followStopSignal() {
+    const int sig = signals_.stopSignal();
+    if (sig == 0 || (result_.stop_signal != 0 && result_.stop_node == o_.node_rank)) return;
+    result_.stop_signal = sig;
+    result_.stop_node = o_.node_rank;
+    sendAll(links_, {AgentMessage::kStop, o_.node_rank, -1, sig});
+    stopRanks("tracerun: " + signalName(sig) + ": stopping all ranks (they flush their traces)");
   }
-  for (auto& w : workers) {
-    for (int& fd : w.fds) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-  }
-  return result;
-}
+
+  const LaunchOptions& o_;
+  const SignalScope& signals_;
+  std::vector<AgentLink>& links_;
+  std::vector<Worker> workers_;  // sized once: status_ keeps a reference
+  StatusLine status_;
+  StopSequence stop_;
+  AttemptResult result_;
+  std::vector<bool> watching_;
+  std::vector<AgentMessage>* peerEnded_ = nullptr;
+  Clock::time_point nextStatus_ = Clock::now();
+  Clock::time_point drainUntil_{};
+  bool draining_ = false;
+  char buf_[65536];
+};
 
 // ---- merge --------------------------------------------------------------------------------------
 
@@ -610,14 +666,9 @@ int transferTimeoutS() {
   return s > 0 ? s : 300;
 }
 
-// A stop signal that arrives after `seen` ended the wait (the first one stopped the ranks).
-CancelCheck signalSince(sig_atomic_t seen) {
-  return [seen] { return gStopSignals > seen; };
-}
-
 // Node 0: the other nodes' shards, into shardDir/received/nodeK/. Says which node did not deliver.
 ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDir,
-                           const std::string& token) {
+                           const std::string& token, const CancelCheck& cancelled) {
   const int timeout = transferTimeoutS();
   if (const std::string p = makePrivateDir(receivedDir); !p.empty()) {
     std::fprintf(stderr, "tracerun: %s\n", p.c_str());
@@ -629,7 +680,7 @@ ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDi
   ReceiveResult got;
   try {
     got = receiveShards(o.master_addr, o.master_port + 1, o.nnodes, receivedDir, token, timeout,
-                        signalSince(gStopSignals));
+                        cancelled);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: %s\n", e.what());
     for (int n = 1; n < o.nnodes; ++n) got.missing.push_back(n);
@@ -639,8 +690,8 @@ ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDi
     std::fprintf(stderr, "tracerun: shard transfer: %s\n", e.c_str());
   for (const auto& node : got.delivered) {
     if (!o.quiet) {
-      std::fprintf(stderr, "tracerun: node %d: %zu shard(s), %.1f MB received\n", node.node_rank,
-                   node.paths.size(), static_cast<double>(node.bytes) / 1e6);
+      std::fprintf(stderr, "tracerun: node %d: %zu shard(s), %s received\n", node.node_rank,
+                   node.paths.size(), trace::formatBytes(static_cast<double>(node.bytes)).c_str());
     }
   }
   for (int n : got.missing) {
@@ -663,20 +714,20 @@ void removeReceived(const std::string& receivedDir, const std::vector<NodeShards
 
 // Node K > 0: its shards to node 0. Returns false (after saying so) when they did not get there.
 bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offset,
-                    const std::string& token) {
+                    const std::string& token, const CancelCheck& cancelled) {
   NodeShards mine;
   mine.node_rank = o.node_rank;
   mine.clock_offset_ns = offset;
   mine.paths = shardFiles(dir);
   try {
-    const int64_t bytes = sendShards(o.master_addr, o.master_port + 1, mine, token,
-                                     transferTimeoutS(), signalSince(gStopSignals));
+    const int64_t bytes =
+        sendShards(o.master_addr, o.master_port + 1, mine, token, transferTimeoutS(), cancelled);
     if (!o.quiet) {
       std::fprintf(stderr,
-                   "tracerun: node %d: %zu shard(s), %.1f MB sent to node 0, whose output holds "
+                   "tracerun: node %d: %zu shard(s), %s sent to node 0, whose output holds "
                    "every node's ranks; this node's own ranks are also in %s\n",
-                   o.node_rank, mine.paths.size(), static_cast<double>(bytes) / 1e6,
-                   o.output.c_str());
+                   o.node_rank, mine.paths.size(),
+                   trace::formatBytes(static_cast<double>(bytes)).c_str(), o.output.c_str());
     }
     return true;
   } catch (const std::exception& e) {
@@ -693,9 +744,9 @@ bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offs
 // Reads `link` until a message of one of `kinds` (earlier fault/stop messages are stale: the ranks
 // are already stopped) or until timeout_s / a stop signal / a broken link; false then.
 bool awaitMessage(const AgentLink& link, std::initializer_list<int64_t> kinds, int timeout_s,
-                  AgentMessage* got) {
+                  const SignalScope& signals, AgentMessage* got) {
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  while (Clock::now() < deadline && gStopSignal == 0) {
+  while (Clock::now() < deadline && signals.stopSignal() == 0) {
     pollfd p{link.fd(), POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
     if (!link.receive(got)) return false;
@@ -709,7 +760,8 @@ bool awaitMessage(const AgentLink& link, std::initializer_list<int64_t> kinds, i
 // node says its ranks have ended; it tells every node the next attempt's number, or to end.
 // Returns that number, or -1 for no restart.
 int agreeOnRestart(const LaunchOptions& o, std::vector<AgentLink>& links, const AttemptResult& r,
-                   int attempt, const std::vector<AgentMessage>& peerEnded) {
+                   int attempt, const std::vector<AgentMessage>& peerEnded,
+                   const SignalScope& signals) {
   const int timeout = static_cast<int>(o.grace_s) + 60;  // the other nodes' ranks are stopping
   if (o.node_rank > 0) {
     if (links.empty() || !links[0].open() || r.lost_node >= 0) return -1;
@@ -717,19 +769,20 @@ int agreeOnRestart(const LaunchOptions& o, std::vector<AgentLink>& links, const 
     AgentMessage m = peerEnded.empty() ? AgentMessage{0, 0, -1, 0} : peerEnded[0];
     if (m.kind == 0 &&
         !awaitMessage(links[0], {AgentMessage::kRestart, AgentMessage::kEnd, AgentMessage::kDone},
-                      300, &m)) {
+                      300, signals, &m)) {
       return -1;
     }
     return m.kind == AgentMessage::kRestart ? static_cast<int>(m.value) : -1;
   }
   bool restart = r.failed_rank >= 0 && r.stop_signal == 0 && r.lost_node < 0 &&
-                 attempt < o.max_restarts && gStopSignal == 0;
+                 attempt < o.max_restarts && signals.stopSignal() == 0;
   for (size_t i = 0; i < links.size(); ++i) {
     // kDone: that node's ranks had all ended well; the group cannot restart without them.
     AgentMessage m;
     m.kind = i < peerEnded.size() ? peerEnded[i].kind : 0;
     if (restart && links[i].open() && m.kind == 0 &&
-        !awaitMessage(links[i], {AgentMessage::kEnded, AgentMessage::kDone}, timeout, &m)) {
+        !awaitMessage(links[i], {AgentMessage::kEnded, AgentMessage::kDone}, timeout, signals,
+                      &m)) {
       m.kind = 0;
     }
     if (!links[i].open() || m.kind != AgentMessage::kEnded) restart = false;
@@ -767,221 +820,273 @@ std::string groupOptionsProblem(const LaunchOptions& o) {
   return {};
 }
 
-int launchGroup(const LaunchOptions& o, const std::string& executable,
-                const std::string& shardDir) {
-  LaunchOptions opts = o;
-  if (opts.nproc_per_node <= 0) opts.nproc_per_node = 1;
-  if (const std::string p = groupOptionsProblem(opts); !p.empty()) {
-    std::fprintf(stderr, "tracerun: %s\n", p.c_str());
-    return 2;
-  }
-  if (opts.master_addr.empty()) opts.master_addr = "127.0.0.1";
-  // The job token (rendezvous.h): several nodes must share one; one node makes its own. The ranks
-  // do not see it.
-  std::string token = opts.job_token;
-  if (const char* t = std::getenv(kJobTokenVariable); token.empty() && t != nullptr) token = t;
-  ::unsetenv(kJobTokenVariable);  // checked by groupOptionsProblem
-  // One node: the ranks rendezvous through a c10d FileStore in a private directory (no socket);
-  // several nodes: TCPStore on MASTER_ADDR:MASTER_PORT, where the program puts it.
-  std::optional<StoreDir> storeDir;
-  try {
-    if (token.empty()) token = generateJobToken();
-    if (opts.nnodes == 1) storeDir.emplace();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: %s\n", e.what());
-    return 1;
-  }
-  if (opts.nnodes > 1) ::unsetenv(kStoreFileVariable);
-  std::vector<std::string> refused;  // peers node 0's agent turned away (no job token)
-  // A port we chose ourselves is chosen again for every restart: the previous attempt's store
-  // and Gloo connections may still linger on the old one (seen as "connection reset by peer").
-  const bool ownPort = opts.master_port <= 0 && opts.nnodes == 1;
-  try {
-    if (opts.master_port <= 0) opts.master_port = freePort(opts.master_addr);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: no free port for the rendezvous: %s\n", e.what());
-    return 2;
+namespace {
+
+// The group on this node across its attempts: what launchGroup settles once (job token, store
+// directory, rendezvous port, clock offsets and the links to the other nodes' agents, the ranks'
+// common environment), the attempts with their restarts, and the final merge.
+class Group {
+ public:
+  Group(LaunchOptions opts, std::string executable, std::string shardDir)
+      : o_(std::move(opts)), executable_(std::move(executable)), shardDir_(std::move(shardDir)) {}
+
+  // Whether runAttempts stopped without an attempt directory (then there is nothing to finish).
+  bool noDirectory() const { return noDirectory_; }
+
+  // Everything before the first attempt. Returns an exit code when it failed (after one line).
+  std::optional<int> prepare() {
+    if (o_.nproc_per_node <= 0) o_.nproc_per_node = 1;
+    if (const std::string p = groupOptionsProblem(o_); !p.empty()) {
+      std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+      return 2;
+    }
+    if (o_.master_addr.empty()) o_.master_addr = "127.0.0.1";
+    // The job token (rendezvous.h): several nodes must share one; one node makes its own. The
+    // ranks do not see it.
+    token_ = o_.job_token;
+    if (const char* t = std::getenv(kJobTokenVariable); token_.empty() && t != nullptr) token_ = t;
+    ::unsetenv(kJobTokenVariable);  // checked by groupOptionsProblem
+    // One node: the ranks rendezvous through a c10d FileStore in a private directory (no
+    // socket); several nodes: TCPStore on MASTER_ADDR:MASTER_PORT, where the program puts it.
+    try {
+      if (token_.empty()) token_ = generateJobToken();
+      if (o_.nnodes == 1) storeDir_.emplace();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: %s\n", e.what());
+      return 1;
+    }
+    if (o_.nnodes > 1) ::unsetenv(kStoreFileVariable);
+    // A port we chose ourselves is chosen again for every restart: the previous attempt's store
+    // and Gloo connections may still linger on the old one (seen as "connection reset by peer").
+    ownPort_ = o_.master_port <= 0 && o_.nnodes == 1;
+    try {
+      if (o_.master_port <= 0) o_.master_port = freePort(o_.master_addr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: no free port for the rendezvous: %s\n", e.what());
+      return 2;
+    }
+    if (const auto code = connectNodes()) return code;
+    env_ = commonEnv();
+    return std::nullopt;
   }
 
-  // Clock offsets: one host shares CLOCK_MONOTONIC; across hosts the agents measure (port+1).
-  // The same connections stay open as the fault links (node 0: one per node; others: to node 0).
-  ClockEstimate clock;
-  std::string clockSource = "same host (CLOCK_MONOTONIC shared)";
-  std::vector<AgentLink> links;
-  if (opts.nnodes > 1) {
+  // The attempts, restarting as --max-restarts (and, on several nodes, node 0) allow. Returns the
+  // exit code so far (the merge may still fail the run).
+  int runAttempts(const SignalScope& signals) {
+    int code = 0;
+    for (;; ++attempt_) {
+      // A fresh attempt directory, 0700, in the private shard directory launch() holds.
+      const std::string dir = shardDir_ + "/attempt" + std::to_string(attempt_);
+      removeAttemptDir(dir);
+      if (const std::string p = makePrivateDir(dir); !p.empty()) {
+        std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+        noDirectory_ = true;  // nothing to merge: finish() is not called
+        return code != 0 ? code : 2;
+      }
+      lastDir_ = dir;
+      std::vector<AgentMessage> peerEnded;
+      const AttemptResult r =
+          Attempt(o_, signals, links_, dir, attempt_).run(executable_, attemptEnv(dir), &peerEnded);
+      const bool failed = r.failed_rank >= 0 || r.stop_signal != 0 || r.lost_node >= 0;
+      // Several nodes: node 0 decides whether the whole group restarts, every node follows.
+      const int next = o_.nnodes > 1 && o_.max_restarts > 0 && failed
+                           ? agreeOnRestart(o_, links_, r, attempt_, peerEnded, signals)
+                           : -1;
+      if (r.stop_signal != 0) {
+        if (r.stop_node != o_.node_rank) {
+          std::fprintf(stderr, "tracerun: stopped by %s\n", describeFault(r).c_str());
+        }
+        return 128 + r.stop_signal;
+      }
+      if (r.lost_node >= 0) {
+        // The exit code 1 and the line name the node; its ranks' fate is on that node (if any).
+        std::fprintf(stderr, "tracerun: stopped: %s (killed or unreachable)\n",
+                     describeFault(r).c_str());
+        return 1;
+      }
+      if (r.failed_rank < 0) return 0;
+      code = exitCodeOf(r.failed_status);
+      if (o_.nnodes > 1 && next < 0) {
+        std::fprintf(stderr, "tracerun: fault on node %d: %s%s\n", r.failed_node,
+                     describeFault(r).c_str(), o_.max_restarts > 0 ? " (no restart)" : "");
+        return code;
+      }
+      if (o_.nnodes > 1) {
+        std::fprintf(stderr, "tracerun: fault on node %d: %s; node 0 restarts every node\n",
+                     r.failed_node, describeFault(r).c_str());
+      }
+      if (o_.nnodes == 1 && attempt_ >= o_.max_restarts) {
+        std::fprintf(stderr, "tracerun: rank %d (pid %d) %s%s\n", r.failed_rank,
+                     static_cast<int>(r.failed_pid), describeStatus(r.failed_status).c_str(),
+                     o_.max_restarts > 0 ? " (no restarts left)" : "");
+        return code;
+      }
+      keepAttempt(dir);
+      const int restartNumber = o_.nnodes > 1 ? next : attempt_ + 1;
+      std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
+                   o_.nproc_per_node * o_.nnodes, restartNumber, o_.max_restarts);
+      attempt_ = restartNumber - 1;  // the loop's ++attempt_ makes it node 0's number
+    }
+  }
+
+  // The end: several nodes: node 0 merges every node's shards into its output; the others merge
+  // their own (their "node file") and ship their shards to node 0, keeping them when that fails.
+  int finish(int code, const SignalScope& signals) {
+    const bool severalNodes = o_.nnodes > 1;
+    const std::string receivedDir = shardDir_ + "/received";
+    ReceiveResult others;
+    if (severalNodes && o_.node_rank == 0) {
+      others = collectNodes(o_, receivedDir, token_, signals.cancelledAfterNow());
+      refused_.insert(refused_.end(), others.refused.begin(), others.refused.end());
+    }
+    const auto merged = mergeAttempt(lastDir_, o_.output, clock_.offset_ns, others.delivered);
+    bool keep = o_.keep_shards;
+    if (severalNodes && o_.node_rank == 0 && !others.missing.empty()) {
+      keep = true;
+      std::fprintf(stderr, "tracerun: node 0's shards kept in %s (for `tracerun merge`)\n",
+                   lastDir_.c_str());
+    }
+    if (severalNodes && o_.node_rank > 0 &&
+        !deliverToNode0(o_, lastDir_, clock_.offset_ns, token_, signals.cancelledAfterNow())) {
+      keep = true;
+    }
+    if (merged && !o_.quiet) {
+      try {
+        printSummary(o_.output);
+        if (attempt_ > 0) {
+          std::fprintf(stderr, "  restarts: %d (earlier attempts: %s ...)\n", attempt_,
+                       attemptOutput(o_.output, 0).c_str());
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tracerun: %s: %s\n", o_.output.c_str(), e.what());
+      }
+    }
+    // A shard not merged whole (a full disk cut its writer short) fails the run and stays; a
+    // failed merge kept every shard already.
+    const bool lost = merged && reportMergeLoss(*merged, o_.output, lastDir_);
+    if (merged && !keep && !lost) {
+      removeAttemptDir(lastDir_);
+      removeReceived(receivedDir, others.delivered);
+      ::rmdir(shardDir_.c_str());
+    }
+    if (!refused_.empty()) {
+      std::fprintf(stderr,
+                   "tracerun: node 0's agent refused %zu connection(s) without this job's token "
+                   "(first from %s)\n",
+                   refused_.size(), refused_.front().c_str());
+    }
+    if ((!merged || lost) && code == 0) code = 1;
+    return code;
+  }
+
+ private:
+  // Clock offsets: one host shares CLOCK_MONOTONIC; across hosts the agents measure (port+1). The
+  // same connections stay open as the fault links (node 0: one per node; others: to node 0).
+  std::optional<int> connectNodes() {
+    if (o_.nnodes == 1) return std::nullopt;
     try {
-      if (opts.node_rank == 0) {
-        links = serveClock(opts.master_addr, opts.master_port + 1, opts.nnodes - 1, 300, token,
-                           &refused);
-        clockSource = "node 0 (reference)";
+      if (o_.node_rank == 0) {
+        links_ =
+            serveClock(o_.master_addr, o_.master_port + 1, o_.nnodes - 1, 300, token_, &refused_);
+        clockSource_ = "node 0 (reference)";
       } else {
-        links.emplace_back();
-        clock = measureClock(opts.master_addr, opts.master_port + 1, 16, 300, token, opts.node_rank,
-                             &links[0]);
-        clockSource = "measured: " + std::to_string(clock.rounds) + " round trips, min RTT " +
-                      std::to_string(clock.rtt_ns) + " ns";
+        links_.emplace_back();
+        clock_ = measureClock(o_.master_addr, o_.master_port + 1, 16, 300, token_, o_.node_rank,
+                              &links_[0]);
+        clockSource_ = "measured: " + std::to_string(clock_.rounds) + " round trips, min RTT " +
+                       std::to_string(clock_.rtt_ns) + " ns";
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tracerun: %s\n", e.what());
       return 1;
     }
+    return std::nullopt;
   }
 
-  const bool severalHere = opts.nproc_per_node > 1;
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"MASTER_ADDR", opts.master_addr},
-      {"MASTER_PORT", std::to_string(opts.master_port)},
-      {"LOCAL_WORLD_SIZE", std::to_string(opts.nproc_per_node)},
-      {"ROLE_NAME", "default"},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(opts.max_restarts)},
-      {"TORCHELASTIC_RUN_ID", "tracerun-" + std::to_string(::getpid())},
-      {"TRACERUN_CLOCK_OFFSET_NS", std::to_string(clock.offset_ns)},
-      {"TRACERUN_CLOCK_RTT_NS", std::to_string(clock.rtt_ns)},
-      {"TRACERUN_CLOCK_SOURCE", clockSource},
-  };
-  // Several ranks on one machine: one intra-op thread and one BLAS thread each, unless the user
-  // set them (torchrun does the same for OMP_NUM_THREADS).
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
-    if (severalHere && std::getenv(var) == nullptr) env.emplace_back(var, "1");
-  }
-
-  const SignalScope signals;
-  int code = 0;
-  int attempt = 0;
-  std::string lastDir;
-  for (;; ++attempt) {
-    // A fresh attempt directory, 0700, in the private shard directory launch() holds.
-    const std::string dir = shardDir + "/attempt" + std::to_string(attempt);
-    removeAttemptDir(dir);
-    if (const std::string p = makePrivateDir(dir); !p.empty()) {
-      std::fprintf(stderr, "tracerun: %s\n", p.c_str());
-      return code != 0 ? code : 2;
+  // What every rank of every attempt gets (the torchrun variables but the per-rank ones).
+  Env commonEnv() const {
+    Env env = {
+        {"MASTER_ADDR", o_.master_addr},
+        {"MASTER_PORT", std::to_string(o_.master_port)},
+        {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
+        {"ROLE_NAME", "default"},
+        {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o_.max_restarts)},
+        {"TORCHELASTIC_RUN_ID", "tracerun-" + std::to_string(::getpid())},
+        {"TRACERUN_CLOCK_OFFSET_NS", std::to_string(clock_.offset_ns)},
+        {"TRACERUN_CLOCK_RTT_NS", std::to_string(clock_.rtt_ns)},
+        {"TRACERUN_CLOCK_SOURCE", clockSource_},
+    };
+    // Several ranks on one machine: one intra-op thread and one BLAS thread each, unless the user
+    // set them (torchrun does the same for OMP_NUM_THREADS).
+    for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+      if (o_.nproc_per_node > 1 && std::getenv(var) == nullptr) env.emplace_back(var, "1");
     }
-    lastDir = dir;
-    auto attemptEnv = env;
-    if (ownPort && attempt > 0) {
+    return env;
+  }
+
+  // commonEnv plus what differs per attempt: the restart count, where the shards and status files
+  // go, the store file, and (a port of our own) a fresh rendezvous port.
+  Env attemptEnv(const std::string& dir) {
+    Env env = env_;
+    if (ownPort_ && attempt_ > 0) {
       try {
-        const int port = freePort(opts.master_addr);
-        for (auto& [key, value] : attemptEnv) {
+        const int port = freePort(o_.master_addr);
+        for (auto& [key, value] : env) {
           if (key == "MASTER_PORT") value = std::to_string(port);
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "tracerun: no free port for the restart, keeping %d: %s\n",
-                     opts.master_port, e.what());
+                     o_.master_port, e.what());
       }
     }
-    attemptEnv.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt));
-    attemptEnv.emplace_back("TRACERUN_RESTART", std::to_string(attempt));
-    attemptEnv.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
-    attemptEnv.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
-    if (storeDir) attemptEnv.emplace_back(kStoreFileVariable, storeDir->attemptFile(attempt));
-    attemptEnv.emplace_back("TRACERUN_OUTPUT", escapePattern(dir) + "/rank%r.db");
-    attemptEnv.emplace_back("TRACERUN_STATUS", escapePattern(dir) + "/status.rank%r");
+    env.emplace_back("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt_));
+    env.emplace_back("TRACERUN_RESTART", std::to_string(attempt_));
+    env.emplace_back("TRACERUN_OUTPUT", dir + "/rank%r.db");
+    env.emplace_back("TRACERUN_STATUS", dir + "/status.rank%r");
+    if (storeDir_) env.emplace_back(kStoreFileVariable, storeDir_->attemptFile(attempt_));
+    env.emplace_back("TRACERUN_OUTPUT", escapePattern(dir) + "/rank%r.db");
+    env.emplace_back("TRACERUN_STATUS", escapePattern(dir) + "/status.rank%r");
+    return env;
+  }
 
-    std::vector<AgentMessage> peerEnded;
-    const AttemptResult r =
-        runAttempt(opts, executable, dir, attemptEnv, attempt, links, peerEnded);
-    const bool failed = r.failed_rank >= 0 || r.stop_signal != 0 || r.lost_node >= 0;
-    // Several nodes: node 0 decides whether the whole group restarts, every node follows.
-    const int next = opts.nnodes > 1 && opts.max_restarts > 0 && failed
-                         ? agreeOnRestart(opts, links, r, attempt, peerEnded)
-                         : -1;
-    if (r.stop_signal != 0) {
-      code = 128 + r.stop_signal;
-      if (r.stop_node != opts.node_rank) {
-        std::fprintf(stderr, "tracerun: stopped by %s\n", describeFault(r).c_str());
-      }
-      break;
-    }
-    if (r.lost_node >= 0) {
-      // The exit code 1 and the line name the node; its ranks' fate is on that node (if any).
-      code = 1;
-      std::fprintf(stderr, "tracerun: stopped: %s (killed or unreachable)\n",
-                   describeFault(r).c_str());
-      break;
-    }
-    if (r.failed_rank < 0) {
-      code = 0;
-      break;
-    }
-    code = exitCodeOf(r.failed_status);
-    if (opts.nnodes > 1 && next < 0) {
-      std::fprintf(stderr, "tracerun: fault on node %d: %s%s\n", r.failed_node,
-                   describeFault(r).c_str(), opts.max_restarts > 0 ? " (no restart)" : "");
-      break;
-    }
-    if (opts.nnodes > 1) {
-      std::fprintf(stderr, "tracerun: fault on node %d: %s; node 0 restarts every node\n",
-                   r.failed_node, describeFault(r).c_str());
-    }
-    if (opts.nnodes == 1 && attempt >= opts.max_restarts) {
-      std::fprintf(stderr, "tracerun: rank %d (pid %d) %s%s\n", r.failed_rank,
-                   static_cast<int>(r.failed_pid), describeStatus(r.failed_status).c_str(),
-                   opts.max_restarts > 0 ? " (no restarts left)" : "");
-      break;
-    }
-    const std::string kept = attemptOutput(opts.output, attempt);
-    const auto attemptMerged = mergeAttempt(dir, kept, clock.offset_ns);
+  // Before a restart: the failed attempt's trace merged into run.attemptN.db; shards a failed
+  // merge left, or that were not merged whole, stay for `tracerun merge`.
+  void keepAttempt(const std::string& dir) const {
+    const std::string kept = attemptOutput(o_.output, attempt_);
+    const auto attemptMerged = mergeAttempt(dir, kept, clock_.offset_ns);
     if (attemptMerged) {
-      std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt, kept.c_str());
+      std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt_, kept.c_str());
     }
-    // Shards a failed merge left, or that were not merged whole, stay for `tracerun merge`.
     const bool attemptLost =
         attemptMerged ? reportMergeLoss(*attemptMerged, kept, dir) : !shardFiles(dir).empty();
-    if (!opts.keep_shards && !attemptLost) removeAttemptDir(dir);
-    const int restartNumber = opts.nnodes > 1 ? next : attempt + 1;
-    std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
-                 opts.nproc_per_node * opts.nnodes, restartNumber, opts.max_restarts);
-    attempt = restartNumber - 1;  // the loop's ++attempt makes it node 0's number
+    if (!o_.keep_shards && !attemptLost) removeAttemptDir(dir);
   }
 
-  // Several nodes: node 0 merges every node's shards into its output; the others merge their own
-  // (their "node file") and ship their shards to node 0, keeping them when that fails.
-  const bool severalNodes = opts.nnodes > 1;
-  const std::string receivedDir = shardDir + "/received";
-  ReceiveResult others;
-  if (severalNodes && opts.node_rank == 0) {
-    others = collectNodes(opts, receivedDir, token);
-    refused.insert(refused.end(), others.refused.begin(), others.refused.end());
-  }
-  const auto merged = mergeAttempt(lastDir, opts.output, clock.offset_ns, others.delivered);
-  bool keep = opts.keep_shards;
-  if (severalNodes && opts.node_rank == 0 && !others.missing.empty()) {
-    keep = true;
-    std::fprintf(stderr, "tracerun: node 0's shards kept in %s (for `tracerun merge`)\n",
-                 lastDir.c_str());
-  }
-  if (severalNodes && opts.node_rank > 0 &&
-      !deliverToNode0(opts, lastDir, clock.offset_ns, token)) {
-    keep = true;
-  }
-  if (merged && !opts.quiet) {
-    try {
-      printSummary(opts.output);
-      if (attempt > 0) {
-        std::fprintf(stderr, "  restarts: %d (earlier attempts: %s ...)\n", attempt,
-                     attemptOutput(opts.output, 0).c_str());
-      }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tracerun: %s: %s\n", opts.output.c_str(), e.what());
-    }
-  }
-  // A shard not merged whole (a full disk cut its writer short) fails the run and stays; a failed
-  // merge kept every shard already.
-  const bool lost = merged && reportMergeLoss(*merged, opts.output, lastDir);
-  if (merged && !keep && !lost) {
-    removeAttemptDir(lastDir);
-    removeReceived(receivedDir, others.delivered);
-    ::rmdir(shardDir.c_str());
-  }
-  if (!refused.empty()) {
-    std::fprintf(stderr,
-                 "tracerun: node 0's agent refused %zu connection(s) without this job's token "
-                 "(first from %s)\n",
-                 refused.size(), refused.front().c_str());
-  }
-  if ((!merged || lost) && code == 0) code = 1;
-  return code;
+  LaunchOptions o_;
+  const std::string executable_;
+  const std::string shardDir_;
+  std::string token_;
+  std::optional<StoreDir> storeDir_;
+  bool ownPort_ = false;
+  std::vector<std::string> refused_;  // peers node 0's agent turned away (no job token)
+  ClockEstimate clock_;
+  std::string clockSource_ = "same host (CLOCK_MONOTONIC shared)";
+  std::vector<AgentLink> links_;
+  Env env_;
+  int attempt_ = 0;
+  std::string lastDir_;
+  bool noDirectory_ = false;
+};
+
+}  // namespace
+
+int launchGroup(const LaunchOptions& o, const std::string& executable,
+                const std::string& shardDir) {
+  Group group(o, executable, shardDir);
+  if (const auto code = group.prepare()) return *code;
+  const SignalScope signals;
+  const int code = group.runAttempts(signals);
+  return group.noDirectory() ? code : group.finish(code, signals);
 }
 
 }  // namespace tracerun::launcher

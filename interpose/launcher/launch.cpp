@@ -25,9 +25,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "capture_words.h"
 #include "commands.h"
 #include "output_guard.h"
+#include "stop_sequence.h"
 #include "tracerun/trace/error.h"
+#include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 
@@ -72,18 +75,6 @@ std::string searchPath(const std::string& name) {
   return {};
 }
 
-std::string bytesText(double bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char b[48];
-  std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
-  return b;
-}
-
 }  // namespace
 
 void removeShardFiles(const std::string& dir) {
@@ -114,18 +105,6 @@ std::vector<std::string> shardFiles(const std::string& dir) {
 
 // ---- finding things -----------------------------------------------------------------------------
 
-bool validCaptureList(const std::string& list, std::string* bad) {
-  std::stringstream words(list);
-  for (std::string w; std::getline(words, w, ',');) {
-    if (w != "ops" && w != "scopes" && w != "memory" && w != "comm" && w != "cuda" &&
-        w != "tensors") {
-      if (bad) *bad = w;
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string findLibrary(const std::string& explicitPath) {
   if (!explicitPath.empty()) return isFile(explicitPath) ? realPath(explicitPath) : std::string();
   if (const char* env = std::getenv("TRACERUN_LIBRARY"); env != nullptr && isFile(env)) {
@@ -148,10 +127,9 @@ namespace {
 
 // libtracerun_nccl.so (the NCCL host-call interposer) beside `library`, when the capture words ask
 // for collectives or CUDA; empty when not asked for or not built (no nccl.h at build time).
-std::string ncclInterposer(const std::string& library, const std::string& capture) {
-  bool wanted = false;
-  std::stringstream words(capture);
-  for (std::string w; std::getline(words, w, ',');) wanted = wanted || w == "comm" || w == "cuda";
+std::string ncclInterposer(const std::string& library, interpose::CaptureSet capture) {
+  const bool wanted =
+      capture.has(interpose::CaptureWord::kComm) || capture.has(interpose::CaptureWord::kCuda);
   const std::string candidate = dirName(library) + "/libtracerun_nccl.so";
   return wanted && isFile(candidate) ? candidate : std::string();
 }
@@ -187,8 +165,6 @@ std::string captureTarget(const std::string& resolvedProgram) {
 // ---- the child ----------------------------------------------------------------------------------
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Signal-handler state while PROGRAM runs (ChildSignals): the first stop signal, whether the
 // terminal sent it (to the whole foreground group, so PROGRAM got it too), and a self-pipe that
@@ -237,6 +213,17 @@ class ChildSignals {
   void restoreInChild() const {
     for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
   }
+  // The first stop signal since the scope began (0: none), and whether the terminal sent it.
+  int stopSignal() const { return gStopSignal; }
+  bool fromTerminal() const { return gStopFromTerminal != 0; }
+  // Waits up to `ms` for a signal (stop or SIGCHLD), then empties the self-pipe.
+  void wait(int ms) const {
+    pollfd p{gChildWake[0], POLLIN, 0};
+    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, ms);
+    char sink[64];
+    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
+    }
+  }
 
  private:
   struct sigaction old_[5]{};
@@ -284,19 +271,16 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
   const bool execFailed = got == sizeof execErrno;
   ::close(errPipe[0]);
 
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-  bool stopping = false, termSent = false, killed = false;
-  Clock::time_point termAt{}, killAt{};
+  StopSequence stop(grace_s);
   int status = 0;
   for (;;) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno != EINTR)) break;
-    const int sig = gStopSignal;
-    if (sig != 0 && !stopping && !execFailed) {
-      stopping = true;
+    const int sig = signals.stopSignal();
+    if (sig != 0 && !stop.stopping() && !execFailed) {
       *stopSignal = sig;
-      const bool terminal = gStopFromTerminal != 0 && (sig == SIGINT || sig == SIGQUIT);
-      termAt = Clock::now() + (terminal ? Clock::duration(grace) : Clock::duration::zero());
+      const bool terminal = signals.fromTerminal() && (sig == SIGINT || sig == SIGQUIT);
+      stop.begin(terminal ? stop.grace() : StopSequence::Clock::duration::zero());
       if (terminal) {
         std::fprintf(stderr,
                      "tracerun: %s from the terminal reached %s too; SIGTERM follows in %g s if it "
@@ -309,20 +293,8 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
                      signalName(sig).c_str(), name.c_str(), grace_s);
       }
     }
-    if (stopping && !termSent && Clock::now() >= termAt) {
-      ::kill(pid, SIGTERM);
-      termSent = true;
-      killAt = Clock::now() + grace;
-    }
-    if (termSent && !killed && Clock::now() >= killAt) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-    }
-    pollfd p{gChildWake[0], POLLIN, 0};
-    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, 200);
-    char sink[64];
-    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
-    }
+    stop.advance([pid](int s) { ::kill(pid, s); });
+    signals.wait(200);
   }
   if (execFailed) {
     errno = execErrno;
@@ -387,13 +359,13 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
   struct statvfs fs {};
   const std::string free =
       ::statvfs(dir.c_str(), &fs) == 0
-          ? bytesText(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize))
+          ? trace::formatBytes(static_cast<double>(fs.f_bavail) * static_cast<double>(fs.f_frsize))
           : std::string("?");
   std::fprintf(stderr,
                "tracerun: %s lacks part of the recording (%s); the file system of %s has %s free, "
                "the shards take %s; %s\n",
                output.c_str(), what.c_str(), dir.c_str(), free.c_str(),
-               bytesText(static_cast<double>(shardBytes)).c_str(),
+               trace::formatBytes(static_cast<double>(shardBytes)).c_str(),
                keptShardsHint(output, dir).c_str());
   return true;
 }
@@ -406,11 +378,9 @@ int launch(const LaunchOptions& o) {
     return 2;
   }
   std::string bad;
-  if (!validCaptureList(o.capture, &bad)) {
-    std::fprintf(stderr,
-                 "tracerun: --capture: unknown word '%s' (words: ops, scopes, memory, comm, "
-                 "cuda, tensors)\n",
-                 bad.c_str());
+  const interpose::CaptureSet capture = interpose::CaptureSet::parse(o.capture, &bad);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "tracerun: --capture: %s\n", bad.c_str());
     return 2;
   }
   const std::string library = findLibrary(o.library);
@@ -451,7 +421,7 @@ int launch(const LaunchOptions& o) {
   if (!group) removeShardFiles(shardDir);
 
   std::string preload = library;
-  if (const std::string nccl = ncclInterposer(library, o.capture); !nccl.empty()) {
+  if (const std::string nccl = ncclInterposer(library, capture); !nccl.empty()) {
     preload += ":" + nccl;  // after libtracerun (it records through it), before any libnccl
   }
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') {
@@ -461,9 +431,15 @@ int launch(const LaunchOptions& o) {
   // "%r" is the rank; a "%" of the user's own output name is passed doubled (status_file.h).
   ::setenv("TRACERUN_OUTPUT", (escapePattern(shardDir) + "/rank%r.db").c_str(), 1);
   ::setenv("TRACERUN_TARGET", target.c_str(), 1);
-  ::setenv("TRACERUN_CAPTURE", o.capture.c_str(), 1);
+  ::setenv("TRACERUN_CAPTURE", capture.text().c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
+  // Python programs: nn.Module scopes through the sitecustomize.py found here (docs/capture.md).
+  if (const std::string hooks = dirName(library) + "/tracerun-python";
+      isFile(hooks + "/sitecustomize.py")) {
+    const char* old = std::getenv("PYTHONPATH");
+    ::setenv("PYTHONPATH", (old != nullptr && *old != '\0' ? hooks + ":" + old : hooks).c_str(), 1);
+  }
   if (group) return launchGroup(o, executable, shardDir);
 
   const ChildSignals signals;  // until the merge's own rule takes over

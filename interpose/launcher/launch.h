@@ -16,8 +16,7 @@ namespace tracerun::launcher {
 
 struct LaunchOptions {
   std::string output = "run.db";
-  std::string capture =
-      "ops,scopes,memory,comm";  // words: ops, scopes, memory, comm, cuda, tensors
+  std::string capture = "ops,scopes,memory,comm";  // capture words (interpose/src/capture_words.h)
   bool shapes = true;
   std::string target;                // empty: PROGRAM itself (through a #! line to its interpreter)
   std::string library;               // empty: libtracerun.so next to this binary, then the build's
@@ -67,9 +66,6 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
 // "the shards are kept in DIR: once there is room, `tracerun merge --allow-incomplete -o OUTPUT
 // DIR/rank*.db` merges them" (the end of a failed merge's line).
 std::string keptShardsHint(const std::string& output, const std::string& dir);
-
-// The words --capture accepts; an unknown word is a usage error.
-bool validCaptureList(const std::string& list, std::string* bad);
 
 // Where libtracerun.so is: `explicitPath` if given, else next to the running tracerun binary,
 // else where the build put it. Empty when none exists.

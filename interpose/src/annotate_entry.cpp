@@ -1,18 +1,37 @@
-// The C entry points that tracerun/annotate.h declares weak: defined here, so they resolve when
+// The C entry points that tracerun/annotate_abi.h declares weak: defined here, so they resolve when
 // libtracerun.so is linked or preloaded. Each is a no-op when nothing is capturing. No libtorch.
 #include <cstdint>
 
 #include "capture.h"
 #include "status_file.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/core/records.h"
+
+#define TRACERUN_ANNOTATE_WEAK  // the definitions below are the strong ones
+#include "tracerun/annotate_abi.h"
+
+namespace {
+
+// annotate.h's copy of the memory categories is core's, value for value (the integer crosses the
+// C ABI), and it has them all.
+using AbiCategory = tracerun::MemoryCategory;
+using CoreCategory = tracerun::core::MemoryCategory;
+constexpr bool sameCategory(AbiCategory a, CoreCategory c) {
+  return static_cast<int>(a) == static_cast<int>(c);
+}
+static_assert(sameCategory(AbiCategory::kUnknown, CoreCategory::kUnknown));
+static_assert(sameCategory(AbiCategory::kParameter, CoreCategory::kParameter));
+static_assert(sameCategory(AbiCategory::kGradient, CoreCategory::kGradient));
+static_assert(sameCategory(AbiCategory::kOptimizerState, CoreCategory::kOptimizerState));
+static_assert(sameCategory(AbiCategory::kActivation, CoreCategory::kActivation));
+static_assert(sameCategory(AbiCategory::kTemporary, CoreCategory::kTemporary));
+static_assert(sameCategory(AbiCategory::kOther, CoreCategory::kOther));
+static_assert(static_cast<int>(AbiCategory::kOther) + 1 == static_cast<int>(CoreCategory::kCount),
+              "core::MemoryCategory has a category that tracerun/annotate_abi.h lacks");
+
+}  // namespace
 
 extern "C" {
-
-// Same layout as in tracerun/annotate.h (a C ABI: key pointer, then value).
-struct tracerun_annotate_arg {
-  const char* key;
-  int64_t value;
-};
 
 __attribute__((visibility("default"))) void tracerun_annotate_attach(
     const void* record_function, int kind, const char* detail, const tracerun_annotate_arg* args,
@@ -22,14 +41,15 @@ __attribute__((visibility("default"))) void tracerun_annotate_attach(
   if (t == nullptr) return;
   Frame* f = t->top();
   if (f == nullptr || f->key != record_function) return;  // this scope is not being recorded
-  switch (kind) {
-    case 1:
+  switch (static_cast<tracerun::ScopeKind>(kind)) {
+    case tracerun::ScopeKind::kPhase:
       f->category = tracerun::core::Category::kPhase;
       break;
-    case 2:
+    case tracerun::ScopeKind::kModule:
       f->category = tracerun::core::Category::kModule;
       break;
-    default:
+    case tracerun::ScopeKind::kUser:
+    default:  // an unknown kind from a newer header: a plain user scope
       f->category = tracerun::core::Category::kUser;
       break;
   }

@@ -24,7 +24,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -85,6 +84,16 @@ bool targetMatches(const std::string& target, const std::string& exe) {
   return target == baseName(exe);
 }
 
+CaptureSet captureWordsOf(const CaptureConfig& config) {
+  return CaptureSet{}
+      .set(CaptureWord::kOps, config.ops)
+      .set(CaptureWord::kScopes, config.scopes)
+      .set(CaptureWord::kMemory, config.memory)
+      .set(CaptureWord::kComm, config.comm)
+      .set(CaptureWord::kCuda, config.cuda)
+      .set(CaptureWord::kTensors, config.tensors);
+}
+
 std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   const char* output = env("TRACERUN_OUTPUT");
   if (output == nullptr) {
@@ -103,16 +112,16 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   c.rank = envInt("RANK", 0);
   c.world_size = envInt("WORLD_SIZE", 1);
   c.output = expandRank(output, c.rank);
-  if (const char* what = env("TRACERUN_CAPTURE")) {
-    c.ops = c.scopes = c.memory = false;
-    std::stringstream list(what);
-    for (std::string word; std::getline(list, word, ',');) {
-      if (word == "ops") c.ops = true;
-      if (word == "scopes") c.scopes = true;
-      if (word == "memory") c.memory = true;
-      if (word == "tensors") c.tensors = true;
-    }
-  }
+  std::string problem;
+  const CaptureSet words = captureWordsFromEnvironment(&problem);
+  if (!problem.empty())
+    std::fprintf(stderr, "tracerun: TRACERUN_CAPTURE: %s; ignored\n", problem.c_str());
+  c.ops = words.has(CaptureWord::kOps);
+  c.scopes = words.has(CaptureWord::kScopes);
+  c.memory = words.has(CaptureWord::kMemory);
+  c.tensors = words.has(CaptureWord::kTensors);
+  c.comm = words.has(CaptureWord::kComm);
+  c.cuda = words.has(CaptureWord::kCuda);
   if (const char* shapes = env("TRACERUN_SHAPES")) c.shapes = std::strcmp(shapes, "0") != 0;
   if (const char* claim = env("TRACERUN_CLAIM")) c.claim = std::strcmp(claim, "1") == 0;
   if (const int mb = envInt("TRACERUN_BUFFER_MB", 0); mb > 0) {
@@ -349,13 +358,7 @@ bool startCapture(const CaptureConfig& config) {
   options.clock_offset_ns = config.clock_offset_ns;
   try {
     active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
-    std::string what;
-    for (const char* w : {"ops", "scopes", "memory", "tensors"}) {
-      const bool on = (w[0] == 'o' && config.ops) || (w[0] == 's' && config.scopes) ||
-                      (w[0] == 'm' && config.memory) || (w[0] == 't' && config.tensors);
-      if (on) what += what.empty() ? w : std::string(",") + w;
-    }
-    active->writer->setMeta("capture", what);
+    active->writer->setMeta("capture", captureWordsOf(config).text());
     active->writer->setMeta("capture_shapes", config.shapes ? "1" : "0");
     if (!config.target.empty()) active->writer->setMeta("capture_target", config.target);
     if (config.restart > 0) active->writer->setMeta("restart", std::to_string(config.restart));

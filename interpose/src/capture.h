@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "capture_words.h"
 #include "thread_state.h"
 
 namespace tracerun::interpose {
@@ -25,6 +26,8 @@ struct CaptureConfig {
   bool memory = true;    // CPU allocations and frees
   bool shapes = true;    // input shapes and dtypes of ops
   bool tensors = false;  // input/output tensor identities of ops (dataflow; costs, so opt-in)
+  bool comm = true;      // collectives (comm_entry.cpp and CUPTI read TRACERUN_CAPTURE themselves;
+  bool cuda = false;     // these two only go into the shard's meta `capture`)
   int rank = 0;
   int world_size = 1;
   std::string command;  // for meta
@@ -43,8 +46,8 @@ struct CaptureConfig {
 //   TRACERUN_OUTPUT   shard path, "%r" -> rank (required: nothing starts without it)
 //   TRACERUN_TARGET   capture only in this program: an absolute path compared with the realpath
 //                     of /proc/self/exe, or a bare name compared with its basename
-//   TRACERUN_CAPTURE  comma list of ops,scopes,memory,tensors (default ops,scopes,memory;
-//                     unknown words are ignored)
+//   TRACERUN_CAPTURE  comma list of capture words (capture_words.h; unset or empty: its
+//                     defaults); an unknown word is said once on stderr and ignored
 //   TRACERUN_SHAPES   0 to skip input shapes
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
 //   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
@@ -55,6 +58,8 @@ struct CaptureConfig {
 //   TRACERUN_STATUS   per-rank status file for the launcher's status line (status_file.cpp)
 // Returns the configuration, or nullopt with the reason in *why.
 std::optional<CaptureConfig> configFromEnvironment(std::string* why);
+// The capture words `config` asks for (the shard's meta `capture`).
+CaptureSet captureWordsOf(const CaptureConfig& config);
 // Whether TRACERUN_TARGET `target` names the program at `exe` (a resolved path).
 bool targetMatches(const std::string& target, const std::string& exe);
 std::string selfExecutable();  // realpath of /proc/self/exe

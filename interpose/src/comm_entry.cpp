@@ -7,6 +7,7 @@
 
 #include "capture.h"
 #include "tracerun/core/records.h"
+#include "tracerun/core/vocabulary.h"
 
 #define TRACERUN_COMM_WEAK  // the definitions below are the strong ones
 #include "tracerun/comm_event.h"
@@ -14,15 +15,9 @@
 namespace tracerun::interpose {
 namespace {
 
-// Communication is recorded unless TRACERUN_CAPTURE is set and lacks the word "comm" (read once;
-// capture.cpp's CaptureConfig knows ops, scopes and memory only).
+// Communication is recorded unless TRACERUN_CAPTURE lacks the word "comm" (read once).
 bool commWanted() noexcept {
-  static const bool wanted = [] {
-    const char* what = std::getenv("TRACERUN_CAPTURE");
-    if (what == nullptr) return true;
-    const std::string list = std::string(",") + what + ",";
-    return list.find(",comm,") != std::string::npos;
-  }();
+  static const bool wanted = captureWordsFromEnvironment().has(CaptureWord::kComm);
   return wanted;
 }
 
@@ -70,14 +65,14 @@ bool recordComm(const tracerun_comm_event& e) noexcept {
     args[n].value = value;
     ++n;
   };
-  add("bytes", e.bytes, true);
-  add("peer", e.peer, false);
-  add("root", e.root, false);
-  add("group_size", e.group_size, false);
-  add("group_rank", e.group_rank, false);
-  add("seq", e.seq, false);
-  add("dtype", e.dtype, false);
-  add("tag", e.tag, false);
+  add(vocab::arg::kBytes, e.bytes, true);
+  add(vocab::arg::kPeer, e.peer, false);
+  add(vocab::arg::kRoot, e.root, false);
+  add(vocab::arg::kGroupSize, e.group_size, false);
+  add(vocab::arg::kGroupRank, e.group_rank, false);
+  add(vocab::arg::kSeq, e.seq, false);
+  add(vocab::arg::kDtype, e.dtype, false);
+  add(vocab::arg::kTag, e.tag, false);
   pushSpanWithArgs(*t, s, args, n);
   return true;
 }

@@ -2,17 +2,21 @@
 // each thread's span stack; forward->backward flows from sequence numbers; input shapes. Also the
 // library's static initializer. No allocation or lock on the hot path (docs/capture.md;
 // costs in docs/performance.md). With the opt-in `tensors` category, each op's input and output
-// tensor identities too (dataflow), as the span's arguments.
+// tensor identities too (dataflow), as the span's arguments. Backward nodes carry their autograd
+// graph edges as arguments (ag_node, ag_next, ag_var: docs/capture.md "Autograd graph").
 //
-// Sections: shapes · tensor identities · async scopes · start/end callbacks · hooks ·
-//           library lifetime
+// Sections: shapes · tensor identities · autograd graph · async scopes · start/end callbacks ·
+//           hooks · library lifetime
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
 
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "autograd_engine.h"
 #include "capture.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/torch_compat.h"
@@ -205,6 +209,21 @@ core::StringId shapesOf(ThreadState& t, const at::RecordFunction& fn) {
   return id;
 }
 
+// The text of one tensor's dtype and dims ("f32[8,4]"), through the same cache as op signatures
+// (a one-tensor signature has the same text).
+core::StringId tensorShape(ThreadState& t, const at::Tensor& tensor) {
+  if (!tensor.defined()) return 0;
+  const uint64_t h = mix64(hashTensor(1, tensor), 0);
+  core::StringId id = 0;
+  if (t.shapes.find(h, &id)) return id;
+  std::string text;
+  formatValue(text, c10::IValue(tensor));
+  id = t.session->strings().intern(text);
+  t.shapes.insert(h, id);
+  countStat(Stat::kShapeCacheMisses);
+  return id;
+}
+
 // ---- tensor identities -------------------------------------------------------------------------
 // A tensor's identity: the address of its storage's data (views share it) with the low 16 bits of
 // its version counter in the top 16 bits (an in-place op's output differs from its input; user-
@@ -249,6 +268,101 @@ int collectIdentities(const Values& values, int64_t* ids, int n, int max) noexce
     }
   }
   return n;
+}
+
+// ---- autograd graph ----------------------------------------------------------------------------
+// A backward node's span carries, as arguments (docs/capture.md "Autograd graph"):
+//   ag_node  the node's identity: its address (low 48 bits), unique while its graph lives
+//   ag_next  one per next edge, in next_edges() order: the target node's identity | input_nr << 48,
+//            0 for an edge without a function (an input that needs no gradient)
+//   ag_var   AccumulateGrad only: the variable's data address (Python's tensor.data_ptr()); with
+//            shapes, its dtype and dims are the span's detail
+// The node comes from autograd_engine.cpp (the engine's evaluate_function); it is trusted only
+// when its sequence number is the RecordFunction's.
+
+constexpr uint64_t kAddressMask = (uint64_t{1} << 48) - 1;
+constexpr uint64_t kMaxInputNr = 0x7FFF;  // keeps the value positive
+
+const torch::autograd::Node* evaluatingNode(const at::RecordFunction& fn) noexcept {
+  const auto* node = static_cast<const torch::autograd::Node*>(tlsEvaluatingNode);
+  if (node == nullptr || static_cast<int64_t>(node->sequence_nr()) != fn.seqNr()) return nullptr;
+  return node;
+}
+
+const torch::autograd::AccumulateGrad* asAccumulateGrad(const torch::autograd::Node* node,
+                                                        int64_t seq) noexcept {
+  // AccumulateGrad nodes have no sequence number (UINT64_MAX): the cast runs only for those.
+  if (seq != -1) return nullptr;
+  return dynamic_cast<const torch::autograd::AccumulateGrad*>(node);
+}
+
+int64_t nodeIdentity(const void* node) noexcept {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(node) & kAddressMask);
+}
+
+// Arguments three to a record: the first record goes into the ring together with the span (a drop
+// never splits them), the rest one by one after it.
+class ArgsWriter {
+ public:
+  ArgsWriter(ThreadState& t, const Frame& f, int64_t endNs) noexcept : t_(t), f_(f), end_(endNs) {
+    rec_.owner = f.id;
+  }
+  void add(core::StringId key, int64_t value) noexcept {
+    rec_.args[rec_.count++] = core::ArgsRecord::Arg{key, 0, value};
+    if (rec_.count == 3) flush();
+  }
+  void finish() noexcept {
+    if (first_ || rec_.count != 0) flush();
+  }
+
+ private:
+  void flush() noexcept {
+    core::RecordRing& ring = t_.buffer->ring;
+    if (first_) {
+      first_ = false;
+      if (!ring.reserve(2)) [[unlikely]] {
+        dropped_ = true;  // the span is lost: its arguments with it
+      } else {
+        buildSpan(ring.pending(0), f_, end_);
+        std::memcpy(ring.pending(1), &rec_, sizeof rec_);
+        ring.commit(2);
+      }
+    } else if (!dropped_) {
+      ring.tryPush(core::Record::from(rec_));
+    }
+    rec_.count = 0;
+  }
+
+  ThreadState& t_;
+  const Frame& f_;
+  int64_t end_;
+  core::ArgsRecord rec_;
+  bool first_ = true;
+  bool dropped_ = false;
+};
+
+// The span of a backward frame whose node is known, with the node's graph arguments.
+void emitBackwardNode(ThreadState& t, const Frame& f, int64_t endNs) noexcept {
+  const auto* node = static_cast<const torch::autograd::Node*>(f.node);
+  ArgsWriter out(t, f, endNs);
+  for (int i = 0; i < f.nargs; ++i) out.add(f.args[i].key, f.args[i].value);
+  out.add(t.intern("ag_node"), nodeIdentity(node));
+  const core::StringId next = t.intern("ag_next");
+  for (const torch::autograd::Edge& e : node->next_edges()) {
+    int64_t value = 0;
+    if (e.function) {
+      const uint64_t nr = e.input_nr < kMaxInputNr ? e.input_nr : kMaxInputNr;
+      value = nodeIdentity(e.function.get()) | static_cast<int64_t>(nr << 48);
+    }
+    out.add(next, value);
+  }
+  if (const auto* acc = asAccumulateGrad(node, f.seq)) {
+    const at::Tensor& v = acc->variable;
+    const int64_t data =
+        v.defined() && v.has_storage() ? reinterpret_cast<intptr_t>(v.data_ptr()) : 0;
+    out.add(t.intern("ag_var"), data);
+  }
+  out.finish();
 }
 
 // ---- async scopes -------------------------------------------------------------------------------
@@ -345,12 +459,20 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     f.ninputs = static_cast<uint8_t>(collectIdentities(fn.inputs(), f.inputs, 0, kMaxTensorInputs));
   }
   f.key = &fn;
+  f.node = nullptr;
   f.category = category;
   f.depth = static_cast<uint16_t>(d);
   f.parent = d > 0 ? t->frames[d - 1].id : 0;
   f.name = name;
   f.detail = detail;
   f.seq = fn.seqNr();
+  if (category == core::Category::kBackward) {
+    const torch::autograd::Node* node = evaluatingNode(fn);
+    f.node = node;
+    // With shapes: the parameter's shape, not its gradient's (--no-shapes keeps every detail 0).
+    const auto* acc = node != nullptr && gShapes ? asAccumulateGrad(node, f.seq) : nullptr;
+    if (acc != nullptr) f.detail = tensorShape(*t, acc->variable);
+  }
   f.id = t->buffer->nextId();
   f.nargs = 0;
   if (category == core::Category::kUser) {
@@ -405,6 +527,9 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     int64_t outputs[kMaxTensorOutputs];
     const int n = collectIdentities(fn.outputs(), outputs, 0, kMaxTensorOutputs);
     emitSpan(*t, f, endNs, outputs, n);
+    if (f.prevUser != kNotUser) t->userTop = f.prevUser;
+  } else if (f.node != nullptr) {
+    emitBackwardNode(*t, f, endNs);
     if (f.prevUser != kNotUser) t->userTop = f.prevUser;
   } else {
     popFrame(*t, i, endNs);

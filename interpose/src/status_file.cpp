@@ -18,6 +18,8 @@
 #include <string>
 #include <thread>
 
+#include "tracerun/core/vocabulary.h"
+
 namespace tracerun::interpose {
 
 namespace {
@@ -109,12 +111,12 @@ void noteStatusCounter(const char* name, double value) noexcept {
     }
   });
   if (!gEnabled.load(std::memory_order_acquire)) return;
-  if (std::strcmp(name, "loss") == 0) {
+  if (std::strcmp(name, vocab::counter::kLoss) == 0) {
     gLoss.store(value, std::memory_order_relaxed);
     gLossSamples.fetch_add(1, std::memory_order_relaxed);
-  } else if (std::strcmp(name, "tokens_per_s") == 0) {
+  } else if (std::strcmp(name, vocab::counter::kTokensPerS) == 0) {
     gTokensPerS.store(value, std::memory_order_relaxed);
-  } else if (std::strcmp(name, "step") == 0) {
+  } else if (std::strcmp(name, vocab::counter::kStep) == 0) {
     gStep.store(value, std::memory_order_relaxed);
   } else {
     return;

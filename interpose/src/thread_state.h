@@ -226,6 +226,8 @@ struct alignas(64) Frame {
   int16_t prevUser = -1;      // index of the enclosing user/phase/module frame, -1 for none
   uint8_t nargs = 0;
   uint8_t ninputs = 0;  // tensor identities in `inputs` (only with the tensors category)
+  // Backward frames: the torch::autograd::Node being evaluated, when known (autograd_engine.h).
+  const void* node = nullptr;
   core::ArgsRecord::Arg args[kMaxFrameArgs];
   int64_t inputs[kMaxTensorInputs];
 };

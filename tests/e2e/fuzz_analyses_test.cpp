@@ -19,6 +19,7 @@
 #include "tracerun/trace/analysis/callgraph.h"
 #include "tracerun/trace/analysis/comm.h"
 #include "tracerun/trace/analysis/memory.h"
+#include "tracerun/trace/analysis/model.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/analysis/report.h"
 #include "tracerun/trace/chrome_export.h"
@@ -80,6 +81,14 @@ std::string buildBase(const std::string& dir) {
                        "f32[8, 16]",
                        10 * step + mb});
         tb.span(rank, {"main", "aten::mm", Category::kOp, t + 200, t + 1400, 3, {}, "f32[8, 16]"});
+        tb.span(rank, {"main",
+                       "layers.0",
+                       Category::kModule,
+                       t + 1600,
+                       t + 2900,
+                       2,
+                       {{"params", 40}, {"shard", -1}, {"logical", 40}},
+                       "Linear in=f32[8,16]"});
         tb.memory(rank, {t + 300, ptr, 4096, MemoryCategory::kUnknown, "aten::mm", "forward"});
         tb.memory(rank, {t + 400, ptr + 64, 512, MemoryCategory::kUnknown, "aten::mm", ""});
         tb.memory(rank, {t + 900, ptr + 64, -512, MemoryCategory::kUnknown, "aten::mm", ""});
@@ -209,6 +218,13 @@ const std::vector<Analysis>& analyses() {
        }},
       {"pipeline (bubbles)", [](const auto& r, const auto&) { a::analyzePipeline(r); }},
       {"comm", [](const auto& r, const auto&) { a::analyzeComm(r); }},
+      {"model tree",
+       [](const auto& r, const auto&) {
+         for (int rank : {-1, 0}) {
+           const auto t = a::buildModelTree(r, a::ModelOptions{rank});
+           for (int p = -1; p < static_cast<int>(t.modules.size()); ++p) a::identicalRuns(t, p);
+         }
+       }},
       {"callgraph",
        [](const auto& r, const auto&) {
          for (int rank : {-1, 0}) {

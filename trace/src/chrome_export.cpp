@@ -22,6 +22,7 @@
 #include "tracerun/core/records.h"
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/error.h"
+#include "tracerun/trace/format.h"
 #include "utf8.h"
 
 namespace tracerun::trace {
@@ -350,12 +351,6 @@ std::vector<std::pair<int64_t, int64_t>> windows(int64_t lo, int64_t hi, int64_t
   return out;
 }
 
-std::string deviceName(int type, int index) {
-  std::string name = type == 1 ? "CUDA" : type == 0 ? "CPU" : "device " + std::to_string(type);
-  if (index >= 0) name += ":" + std::to_string(index);
-  return name;
-}
-
 // Writes to a temporary file renamed over the target at the end, so a failed export never leaves
 // a half-written file behind; special files (/dev/stdout, pipes) are written directly.
 class Destination {
@@ -510,7 +505,8 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
       const auto rows = reader.memory(rank, t0, t1);
       for (const auto& m : rows) {
         auto& name = names[{m.device_type, m.device_index}];
-        if (name.empty()) name = "memory " + deviceName(m.device_type, m.device_index);
+        if (name.empty())
+          name = "memory " + deviceName(m.device_type, m.device_index, DeviceSpelling::kTitle);
         counterEvent(out, name, rank, 0, m.ts_ns, "live bytes", double(m.total));
       }
       stats.memory += static_cast<int64_t>(rows.size());

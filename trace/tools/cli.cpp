@@ -54,6 +54,12 @@ std::vector<Command> addTraceCommands(CLI::App& parent) {
           addReportCommand(parent)};
 }
 
+std::string programName(const CLI::App& app) {
+  const CLI::App* root = &app;
+  while (root->get_parent() != nullptr) root = root->get_parent();
+  return root->get_name();
+}
+
 std::string versionText() {
   return std::string("tracerun ") + TRACERUN_VERSION;
 }

@@ -27,7 +27,7 @@ Command addReportCommand(CLI::App& parent) {
   app->add_option("trace", opts->path, "the trace file (run.db or a rank shard)")->required();
   app->add_flag("--json", opts->json, "print one JSON object instead of tables");
   app->add_option("--top", opts->top, "ops listed by self time (default 15)")->check(atLeast(1));
-  return {app, [opts] {
+  return {app, [opts, app] {
             return withPath(opts->path, [&] {
               const auto reader = trace::TraceReader::open(opts->path);
               reader.quickCheck();  // a damaged page fails here with one line, before any output
@@ -44,9 +44,9 @@ Command addReportCommand(CLI::App& parent) {
               std::string what;
               for (const auto& l : report.lost) what += (what.empty() ? "" : "; ") + l;
               // Stat names come from the file: printed escaped, like every error line.
-              std::fprintf(stderr,
-                           "tracerun: %s: the capture lost data (%s): the report is incomplete\n",
-                           trace::printable(opts->path).c_str(), trace::printable(what).c_str());
+              std::fprintf(stderr, "%s: %s: the capture lost data (%s): the report is incomplete\n",
+                           programName(*app).c_str(), trace::printable(opts->path).c_str(),
+                           trace::printable(what).c_str());
               return kExitLostData;
             });
           }};

@@ -1,6 +1,7 @@
 // The trace-reading commands (info, export, merge, report) and the plumbing every program of the
 // suite shares (tracerun, tracedot, traceview): CLI11 set-up, exit codes, the one-line error,
-// --version, numeric checks, human-readable numbers. Needs trace/ only, never interpose/.
+// --version, numeric checks (human-readable numbers are tracerun/trace/format.h's). Needs trace/
+// only, never interpose/.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "tracerun/trace/format.h"
 
 namespace tracerun::tools {
 
@@ -47,6 +50,10 @@ std::string versionText();
 int runTool(int argc, char** argv, const std::string& name, const std::string& description,
             const std::function<std::vector<Command>(CLI::App&)>& addCommands);
 
+// The program's name as runTool set it (the root app's: "tracerun", "tracedot"...), for the lines a
+// command prints itself ("NAME: PATH: problem").
+std::string programName(const CLI::App& app);
+
 // info's short form: the launcher's end-of-run summary on `out` ("tracerun: trace written to PATH
 // (N ranks, SIZE)", then spans, events, memory peak, dropped events). Throws trace::TraceError.
 void printRunSummary(const std::string& path, std::FILE* out);
@@ -60,12 +67,10 @@ int withPath(const std::string& path, const std::function<int()>& fn);
 // where CLI11's own PositiveNumber / NonNegativeNumber print the largest double in 300 digits.
 CLI::Validator atLeast(int min, bool whole = true);
 
-// "1.234 ms", "56.7 us", "12 ns": a duration for people.
-std::string formatDuration(int64_t ns);
-// "12.3 MiB"
-std::string formatBytes(double bytes);
-// "1,234,567"
-std::string formatCount(int64_t n);
+// Durations, bytes and counts for people: the one implementation is trace/format.h's.
+using trace::formatBytes;
+using trace::formatCount;
+using trace::formatDuration;
 
 // Prints progress on stderr when it is a terminal ("label 42%"), throttled; done() clears it.
 class Progress {

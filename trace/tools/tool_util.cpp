@@ -1,5 +1,5 @@
 // Small helpers shared by the suite's commands (tracerun, tracedot, traceview): error wrapping, the
-// bounds check of numeric flags, human-readable numbers, the stderr progress line. No trace access.
+// bounds check of numeric flags, the stderr progress line. No trace access.
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,40 +42,6 @@ CLI::Validator atLeast(int min, bool whole) {
     return std::string();
   };
   return CLI::Validator(check, what + " >= " + std::to_string(min), "AT_LEAST");
-}
-
-std::string formatDuration(int64_t ns) {
-  char b[64];
-  const double a = std::fabs(static_cast<double>(ns));
-  if (a >= 1e9) {
-    std::snprintf(b, sizeof b, "%.3f s", double(ns) / 1e9);
-  } else if (a >= 1e6) {
-    std::snprintf(b, sizeof b, "%.3f ms", double(ns) / 1e6);
-  } else if (a >= 1e3) {
-    std::snprintf(b, sizeof b, "%.3f us", double(ns) / 1e3);
-  } else {
-    std::snprintf(b, sizeof b, "%lld ns", static_cast<long long>(ns));
-  }
-  return b;
-}
-
-std::string formatBytes(double bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (std::fabs(bytes) >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char b[48];
-  std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
-  return b;
-}
-
-std::string formatCount(int64_t n) {
-  const uint64_t magnitude = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
-  std::string digits = std::to_string(magnitude);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return (n < 0 ? "-" : "") + digits;
 }
 
 Progress::Progress(std::string label, bool enabled)

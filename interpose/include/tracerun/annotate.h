@@ -1,6 +1,6 @@
-// tracerun's annotation API: the one header of ours that trainer/ and user programs include.
-// Scopes, steps, module scopes, counters and memory-category tags. Needs libtorch only, never
-// libtracerun.
+// tracerun's annotation API: the one header of ours that trainer/ and user programs include (it
+// brings annotate_abi.h and the names of tracerun/core/vocabulary.h). Scopes, steps, module scopes,
+// counters and memory-category tags. Needs libtorch only, never libtracerun.
 //
 // How it works
 // - Scopes are libtorch RecordFunction user scopes (RecordScope::USER_SCOPE), so libtorch's own
@@ -34,44 +34,13 @@
 #include <cstdint>
 #include <initializer_list>
 
-// ---- Entry points defined by libtracerun.so (weak: null when it is not loaded) -----------------
-// A stable C ABI; `kind`, `category` use the integer values of the enums below.
-extern "C" {
-struct tracerun_annotate_arg {
-  const char* key;
-  int64_t value;
-};
-// Adds a category, detail text and arguments to the user scope `record_function` just opened on
-// this thread. Ignored when that scope is not being recorded.
-__attribute__((weak)) void tracerun_annotate_attach(const void* record_function, int kind,
-                                                    const char* detail,
-                                                    const tracerun_annotate_arg* args, int n);
-__attribute__((weak)) void tracerun_annotate_counter(const char* name, double value);
-// Sets this thread's memory category; returns the previous one.
-__attribute__((weak)) int tracerun_annotate_set_memory_category(int category);
-// Non-zero while tracerun is capturing in this process.
-__attribute__((weak)) int tracerun_annotate_capturing(void);
-}
+// The C entry points into libtracerun.so (weak), MemoryCategory and ScopeKind.
+#include "tracerun/annotate_abi.h"
+// The names tracerun's analyses read (phases, pipeline messages, argument keys, counters):
+// tracerun::vocab::phase::kForward, vocab::arg::kMicrobatch, ...
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun {
-
-// Same values as core::MemoryCategory.
-enum class MemoryCategory : int {
-  kUnknown = 0,
-  kParameter = 1,
-  kGradient = 2,
-  kOptimizerState = 3,
-  kActivation = 4,
-  kTemporary = 5,
-  kOther = 6,
-};
-
-// What a scope is; shown as the span's category in the trace.
-enum class ScopeKind : int {
-  kUser = 0,    // anything
-  kPhase = 1,   // a training phase: step, forward, backward, optimizer, all-reduce of grads...
-  kModule = 2,  // a module's forward or backward (name = module path, detail = module type)
-};
 
 struct Arg {
   const char* key;  // e.g. "stage", "chunk", "microbatch"
@@ -133,10 +102,10 @@ class PhaseScope : public Scope {
 // One training step: a phase span named "step" with argument step=<n>.
 class Step : public Scope {
  public:
-  explicit Step(int64_t step) : Step(Arg{"step", step}) {}
+  explicit Step(int64_t step) : Step(Arg{vocab::arg::kStep, step}) {}
 
  private:
-  explicit Step(Arg arg) : Scope(ScopeKind::kPhase, "step", nullptr, &arg, 1) {}
+  explicit Step(Arg arg) : Scope(ScopeKind::kPhase, vocab::phase::kStep, nullptr, &arg, 1) {}
 };
 
 // A module's forward (or backward) on this rank: name = module path ("layers.3.attn"), detail =
@@ -151,7 +120,10 @@ class ModuleScope : public Scope {
  private:
   struct Packed {
     Packed(int64_t params, int64_t shard, std::initializer_list<Arg> extra)
-        : args{{"params", params}, {"shard", shard}, {nullptr, 0}, {nullptr, 0}} {
+        : args{{vocab::arg::kParams, params},
+               {vocab::arg::kShard, shard},
+               {nullptr, 0},
+               {nullptr, 0}} {
       for (const Arg& a : extra) {
         if (n == kMaxArgs) break;
         args[n++] = a;

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 
@@ -504,15 +505,16 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
 
 CommAnalysis analyzeComm(const TraceReader& reader) {
   CommAnalysis out;
-  Keys keys{NameCodes::find(reader, "bytes"), NameCodes::find(reader, "group_size"),
-            NameCodes::find(reader, "peer"),  NameCodes::find(reader, "microbatch"),
-            NameCodes::find(reader, "chunk"), NameCodes::find(reader, "tag")};
+  Keys keys{
+      NameCodes::find(reader, vocab::arg::kBytes), NameCodes::find(reader, vocab::arg::kGroupSize),
+      NameCodes::find(reader, vocab::arg::kPeer),  NameCodes::find(reader, vocab::arg::kMicrobatch),
+      NameCodes::find(reader, vocab::arg::kChunk), NameCodes::find(reader, vocab::arg::kTag)};
   // 1 send_forward, 2 send_backward, 3 recv_forward, 4 recv_backward
   NameCodes p2pNames(reader, [](const std::string& s) {
-    if (s == "send_forward") return 1;
-    if (s == "send_backward") return 2;
-    if (s == "recv_forward") return 3;
-    if (s == "recv_backward") return 4;
+    if (s == vocab::scope::kSendForward) return 1;
+    if (s == vocab::scope::kSendBackward) return 2;
+    if (s == vocab::scope::kRecvForward) return 3;
+    if (s == vocab::scope::kRecvBackward) return 4;
     return 0;
   });
   std::map<int, RankData> data;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 
@@ -47,8 +48,10 @@ Context contextOf(const TraceReader& reader, int rank) {
   enum { kOther = 1, kForwardPhase, kBackwardPhase };
   NameCodes codes(reader, [](const std::string& s) {
     // Recomputation re-runs a forward inside backward: its outputs are activations too.
-    if (s == "forward" || s == "recompute_forward") return int(kForwardPhase);
-    if (s == "backward") return int(kBackwardPhase);
+    if (s == vocab::phase::kForward || s == vocab::phase::kRecomputeForward) {
+      return int(kForwardPhase);
+    }
+    if (s == vocab::phase::kBackward) return int(kBackwardPhase);
     return int(kOther);
   });
   Context c;

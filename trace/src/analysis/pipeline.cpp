@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 
@@ -70,20 +71,20 @@ struct Collected {
 
 Collected collect(const TraceReader& reader) {
   NameCodes codes(reader, [](const std::string& s) -> int {
-    if (s == "step") return kStep;
-    if (s == "forward") return kForward;
-    if (s == "backward") return kBackward;
-    if (s == "recv_forward") return kRecvForward;
-    if (s == "recv_backward") return kRecvBackward;
-    if (s == "send_forward") return kSendForward;
-    if (s == "send_backward") return kSendBackward;
+    if (s == vocab::phase::kStep) return kStep;
+    if (s == vocab::phase::kForward) return kForward;
+    if (s == vocab::phase::kBackward) return kBackward;
+    if (s == vocab::scope::kRecvForward) return kRecvForward;
+    if (s == vocab::scope::kRecvBackward) return kRecvBackward;
+    if (s == vocab::scope::kSendForward) return kSendForward;
+    if (s == vocab::scope::kSendBackward) return kSendBackward;
     return kNone;
   });
-  const core::StringId kStepKey = NameCodes::find(reader, "step");
-  const core::StringId kStage = NameCodes::find(reader, "stage");
-  const core::StringId kChunk = NameCodes::find(reader, "chunk");
-  const core::StringId kMicrobatch = NameCodes::find(reader, "microbatch");
-  const core::StringId kPeer = NameCodes::find(reader, "peer");
+  const core::StringId kStepKey = NameCodes::find(reader, vocab::arg::kStep);
+  const core::StringId kStage = NameCodes::find(reader, vocab::arg::kStage);
+  const core::StringId kChunk = NameCodes::find(reader, vocab::arg::kChunk);
+  const core::StringId kMicrobatch = NameCodes::find(reader, vocab::arg::kMicrobatch);
+  const core::StringId kPeer = NameCodes::find(reader, vocab::arg::kPeer);
 
   Collected out;
   if (kStage == 0 && kPeer == 0) return out;  // nothing pipeline-shaped was ever recorded

@@ -2,6 +2,7 @@
 //
 // Sections: formatting helpers · building · text · JSON
 #include "tracerun/trace/analysis/report.h"
+#include "tracerun/trace/format.h"  // durations, bytes, device names
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "span_select.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 
@@ -32,22 +34,13 @@ std::string fmt(const char* f, ...) {
   return buf;
 }
 
+// Durations and bytes are spelled by trace/format.h, like every other command's.
 std::string duration(double ns) {
-  const double a = std::fabs(ns);
-  if (a >= 1e9) return fmt("%.3f s", ns / 1e9);
-  if (a >= 1e6) return fmt("%.3f ms", ns / 1e6);
-  if (a >= 1e3) return fmt("%.3f us", ns / 1e3);
-  return fmt("%.0f ns", ns);
+  return formatDuration(ns);
 }
 
 std::string bytes(double b) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (std::fabs(b) >= 1024 && unit < 4) {
-    b /= 1024;
-    ++unit;
-  }
-  return unit ? fmt("%.1f %s", b, kUnits[unit]) : fmt("%.0f B", b);
+  return formatBytes(b);
 }
 
 std::string percent(double f) {
@@ -61,9 +54,7 @@ std::string rankList(const std::vector<int>& ranks) {
 }
 
 std::string deviceName(const DeviceMemory& d) {
-  if (d.device_type == 1) return "cuda:" + std::to_string(d.device_index);
-  if (d.device_type == 0) return "cpu";
-  return "device " + std::to_string(d.device_type) + ":" + std::to_string(d.device_index);
+  return trace::deviceName(d.device_type, d.device_index);  // "cpu", "cuda:0"
 }
 
 const MemoryCategory kShown[] = {MemoryCategory::kParameter,      MemoryCategory::kGradient,
@@ -81,7 +72,7 @@ void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
   std::map<std::pair<core::StringId, int>, Acc> ops;
   const core::StringId stepName = [&] {
     for (size_t i = 1; i < reader.stringCount(); ++i) {
-      if (reader.str(static_cast<core::StringId>(i)) == "step")
+      if (reader.str(static_cast<core::StringId>(i)) == vocab::phase::kStep)
         return static_cast<core::StringId>(i);
     }
     return core::StringId{0};

@@ -1,0 +1,132 @@
+// The annotation vocabulary: every phase, scope, module, argument and counter name that one part
+// of tracerun writes and another reads (trainer/ and the capture write them; trace/'s analyses
+// and the launcher's status line read them). One spelling each, so a rename breaks the build
+// instead of silently emptying an analysis. Names only: no types, no libtorch.
+//
+// It lives in core/ because both ends must see it and dependencies point down (trace/ never sees
+// interpose/); tracerun/annotate.h includes it, so an annotated program (trainer/ included) gets it
+// with the annotation API and needs nothing else of ours. Installed as include/tracerun/core/.
+//
+// Each name is a `const char[]`: it passes as the `const char*` that annotate.h and the C entry
+// points take, and compares with `==` against a std::string read back from a trace.
+//
+// Sections: phases · pipeline messages · data-parallel and ZeRO scopes · collective fallbacks ·
+//           modules · arguments · counters
+#pragma once
+
+namespace tracerun::vocab {
+
+// ---- Phases: tracerun::PhaseScope / Step (span category "phase"). The analyses read step,
+// forward, backward (pipeline, memory, report) and recompute_forward (memory).
+namespace phase {
+inline constexpr char kStep[] = "step";          // one training step; argument arg::kStep
+inline constexpr char kForward[] = "forward";    // a microbatch's forward on one stage
+inline constexpr char kBackward[] = "backward";  // ... and its backward
+inline constexpr char kRecomputeForward[] = "recompute_forward";  // a forward re-run in backward
+inline constexpr char kGradSync[] = "grad_sync";     // gradient reductions after the last backward
+inline constexpr char kOptimizer[] = "optimizer";    // clipping and the update
+inline constexpr char kValidation[] = "validation";  // evaluation (outside any step)
+}  // namespace phase
+
+// ---- Pipeline messages: user scopes, arguments peer (global rank), bytes, microbatch, chunk.
+// The pipeline and communication analyses read the four send/recv names.
+namespace scope {
+inline constexpr char kRecvForward[] = "recv_forward";
+inline constexpr char kSendForward[] = "send_forward";
+inline constexpr char kRecvBackward[] = "recv_backward";
+inline constexpr char kSendBackward[] = "send_backward";
+inline constexpr char kPipelineSendWait[] = "pipeline_send_wait";  // end of a step; arg sends
+
+// ---- Data parallelism and ZeRO: user scopes naming the implementation that ran (for people and
+// the communication analysis' "via" column; no analysis matches them).
+inline constexpr char kDpBucketAllreduce[] = "dp_bucket_allreduce";
+inline constexpr char kDpBucketReduceScatterBase[] =
+    "dp_bucket_reduce_scatter[reduce_scatter_base]";
+inline constexpr char kDpBucketReduceScatterAllReduce[] =
+    "dp_bucket_reduce_scatter[all_reduce+narrow]";
+inline constexpr char kDpBucketReduceWait[] = "dp_bucket_reduce_wait";
+inline constexpr char kZeroParamAllgather[] = "zero_param_allgather";
+inline constexpr char kZero3ReduceScatter[] = "zero3_reduce_scatter[all_reduce+narrow]";
+inline constexpr char kZero3GatherStart[] = "zero3_gather_start[all_gather_list+cat]";
+inline constexpr char kZero3GatherWait[] = "zero3_gather_wait";
+inline constexpr char kZero3ReduceWait[] = "zero3_reduce_wait";
+
+// ---- Collective fallbacks of trainer/collectives.cpp: op[implementation].
+inline constexpr char kAllGatherBase[] = "all_gather[all_gather_base]";
+inline constexpr char kAllGatherListCat[] = "all_gather[all_gather_list+cat]";
+inline constexpr char kReduceScatterBase[] = "reduce_scatter[reduce_scatter_base]";
+inline constexpr char kReduceScatterAllReduce[] = "reduce_scatter[all_reduce+narrow]";
+}  // namespace scope
+
+// ---- Modules: tracerun::ModuleScope (span category "module"); the name is a dotted path,
+// the detail is the type (optionally followed by " in=SHAPES", " out=SHAPES", " global=SHAPES";
+// docs/capture.md). gpttrain's paths: embedding, layers.<i>, layers.<i>.attn(.qkv, .proj),
+// layers.<i>.mlp(.fc1, .fc2), head.
+namespace module_path {
+inline constexpr char kEmbedding[] = "embedding";
+inline constexpr char kLayers[] = "layers";  // layers.<i>
+inline constexpr char kAttn[] = "attn";      // layers.<i>.attn
+inline constexpr char kMlp[] = "mlp";        // layers.<i>.mlp
+inline constexpr char kHead[] = "head";
+inline constexpr char kQkv[] = "qkv";    // layers.<i>.attn.qkv
+inline constexpr char kProj[] = "proj";  // layers.<i>.attn.proj
+inline constexpr char kFc1[] = "fc1";    // layers.<i>.mlp.fc1
+inline constexpr char kFc2[] = "fc2";    // layers.<i>.mlp.fc2
+}  // namespace module_path
+namespace module_type {
+inline constexpr char kVocabParallelEmbedding[] = "VocabParallelEmbedding";
+inline constexpr char kTransformerLayer[] = "TransformerLayer";
+inline constexpr char kParallelAttention[] = "ParallelAttention";
+inline constexpr char kParallelMLP[] = "ParallelMLP";
+inline constexpr char kLMHead[] = "LMHead+VocabParallelCrossEntropy";
+inline constexpr char kColumnParallelLinear[] = "ColumnParallelLinear";
+inline constexpr char kRowParallelLinear[] = "RowParallelLinear";
+}  // namespace module_type
+
+// ---- Argument keys (integers attached to a span).
+namespace arg {
+// Pipeline (phases and messages); read by the pipeline and communication analyses.
+inline constexpr char kStep[] = "step";
+inline constexpr char kStage[] = "stage";  // virtual stage of a forward/backward
+inline constexpr char kChunk[] = "chunk";
+inline constexpr char kMicrobatch[] = "microbatch";
+inline constexpr char kPeer[] = "peer";  // global rank on the other side of a message
+inline constexpr char kSends[] = "sends";
+// Communication spans (the capture's comm entry point and gpttrain's scopes); the communication
+// analysis reads bytes, peer, group_size and tag.
+inline constexpr char kBytes[] = "bytes";
+inline constexpr char kRoot[] = "root";
+inline constexpr char kGroupSize[] = "group_size";
+inline constexpr char kGroupRank[] = "group_rank";
+inline constexpr char kSeq[] = "seq";
+inline constexpr char kDtype[] = "dtype";
+inline constexpr char kTag[] = "tag";
+// Data parallelism, ZeRO and recomputation (gpttrain).
+inline constexpr char kBucket[] = "bucket";
+inline constexpr char kUnit[] = "unit";  // a ZeRO-3 parameter unit (a layer)
+inline constexpr char kDp[] = "dp";
+inline constexpr char kTp[] = "tp";
+inline constexpr char kLayer[] = "layer";                   // recompute_forward of a layer
+inline constexpr char kAttentionCore[] = "attention_core";  // ... of an attention core
+// Modules (tracerun::ModuleScope).
+inline constexpr char kParams[] = "params";  // parameter count on this rank
+inline constexpr char kShard[] = "shard";    // this rank's shard index, -1 when not sharded
+// ... read by the model analysis (trace/analysis/model.h) with params and shard:
+inline constexpr char kLogical[] = "logical";     // parameter count over all TP shards
+inline constexpr char kTpCol[] = "tp_col";        // column-parallel: the weight dimension TP splits
+inline constexpr char kTpRow[] = "tp_row";        // row-parallel: likewise
+inline constexpr char kTpVocab[] = "tp_vocab";    // vocab-parallel embedding: likewise
+inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -1 none
+}  // namespace arg
+
+// ---- Counters (tracerun::counter): one counter track per name. The launcher's status line reads
+// step, loss and tokens_per_s.
+namespace counter {
+inline constexpr char kStep[] = "step";
+inline constexpr char kLoss[] = "loss";
+inline constexpr char kLr[] = "lr";
+inline constexpr char kGradNorm[] = "grad_norm";
+inline constexpr char kTokensPerS[] = "tokens_per_s";
+}  // namespace counter
+
+}  // namespace tracerun::vocab

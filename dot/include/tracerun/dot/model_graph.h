@@ -1,0 +1,31 @@
+// The model diagram: trace/'s model tree (buildModelTree) turned into a neutral Graph — modules
+// nested as clusters (leaves as boxes) with path, type and parameter counts (logical and on the
+// module's rank), dtype and shapes on the edges between consecutive modules, the parallel layout
+// (pipeline stage and chunk clusters, TP split, ZeRO-3 unit), and runs of identical consecutive
+// modules folded into one ×N cluster per stage. Counts nothing itself beyond folding; never lays
+// out.
+#pragma once
+
+#include <string>
+
+#include "tracerun/dot/graph.h"
+#include "tracerun/trace/analysis/model.h"
+#include "tracerun/trace/reader.h"
+
+namespace tracerun::dot {
+
+struct ModelGraphOptions {
+  int rank = -1;        // -1: the whole job (each module from the lowest rank that ran it)
+  int depth = -1;       // module levels drawn (1: top-level modules only); -1: no limit
+  bool expand = false;  // do not fold identical consecutive modules
+};
+
+// Throws trace::TraceError naming the file when the trace has no forward module scopes (or none
+// on the rank asked for), or no such rank.
+Graph buildModelGraph(const trace::TraceReader& reader, const ModelGraphOptions& options);
+
+// The same from a tree already built; `source` names it in the title.
+Graph buildModelGraph(const trace::analysis::ModelTree& tree, const ModelGraphOptions& options,
+                      const std::string& source);
+
+}  // namespace tracerun::dot

@@ -1,0 +1,274 @@
+// The model diagram builder (see model_graph.h): model tree -> clusters, boxes and dataflow edges.
+// Reads only trace/'s model analysis; no Graphviz, no SQL.
+#include "tracerun/dot/model_graph.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "tracerun/dot/palette.h"
+#include "tracerun/trace/error.h"
+
+namespace tracerun::dot {
+namespace {
+
+using trace::analysis::ModelTree;
+using trace::analysis::ModuleNode;
+using trace::analysis::TpSplit;
+
+std::string grouped(int64_t n) {  // 11181642 -> "11,181,642"
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string count(int64_t n) {
+  return n < 0 ? std::string("?") : grouped(n);
+}
+
+// Light fills, one per pipeline stage (cycled).
+constexpr Rgb kStageFills[] = {{222, 235, 247}, {229, 245, 224}, {254, 230, 206},
+                               {239, 237, 245}, {255, 247, 188}, {253, 224, 239}};
+constexpr Rgb kColumn{49, 130, 189}, kRow{49, 163, 84}, kVocab{117, 107, 177};
+constexpr Rgb kZeroUnit{230, 85, 13};
+
+class Builder {
+ public:
+  Builder(const ModelTree& tree, const ModelGraphOptions& o) : t_(tree), o_(o) {}
+
+  Graph build(const std::string& source) {
+    g_.title = "model: " + source + (o_.rank >= 0 ? " (rank " + std::to_string(o_.rank) + ")" : "");
+    drawSiblings(t_.roots, -1, -1);
+    caption();
+    return std::move(g_);
+  }
+
+ private:
+  const ModuleNode& mod(int m) const { return t_.modules[static_cast<size_t>(m)]; }
+
+  std::string uniqueId(const std::string& base) {
+    std::string id = base;
+    for (int k = 2; !ids_.insert(id).second; ++k) id = base + "#" + std::to_string(k);
+    return id;
+  }
+
+  std::vector<std::vector<int>> runsOf(const std::vector<int>& kids, int parent) const {
+    if (!o_.expand) return trace::analysis::identicalRuns(t_, parent);
+    std::vector<std::vector<int>> runs;
+    for (int k : kids) runs.push_back({k});
+    return runs;
+  }
+
+  // Draws the modules `kids` of `parent` (-1: top level) in `cluster`, chained by dataflow edges;
+  // returns the first entry and last exit node (-1, -1 when nothing was drawn).
+  std::pair<int, int> drawSiblings(const std::vector<int>& kids, int parent, int cluster) {
+    std::pair<int, int> ends{-1, -1};
+    int stageCluster = -1, lastStage = -2, lastChunk = -2;
+    const ModuleNode* prev = nullptr;
+    for (const std::vector<int>& run : runsOf(kids, parent)) {
+      const ModuleNode& first = mod(run.front());
+      int into = cluster;
+      if (parent < 0 && t_.stages > 1) {  // top level: one cluster per stage (and chunk)
+        if (first.stage != lastStage || first.chunk != lastChunk) {
+          lastStage = first.stage;
+          lastChunk = first.chunk;
+          stageCluster = stageClusterFor(first);
+        }
+        into = stageCluster;
+      }
+      const auto [entry, exit] = drawRun(run, into);
+      if (entry < 0) continue;
+      if (ends.second >= 0) dataflow(ends.second, entry, *prev, first);
+      if (ends.first < 0) ends.first = entry;
+      ends.second = exit;
+      prev = &mod(run.back());
+    }
+    return ends;
+  }
+
+  int stageClusterFor(const ModuleNode& m) {
+    Cluster c;
+    const std::string name =
+        m.stage < 0 ? std::string("no stage")
+                    : "stage " + std::to_string(m.stage) +
+                          (m.chunk > 0 || chunks() > 1 ? " chunk " + std::to_string(m.chunk) : "");
+    c.id = uniqueId("stage/" + std::to_string(m.stage) + "." + std::to_string(m.chunk));
+    c.label = "pipeline " + name;
+    c.fill = kStageFills[static_cast<size_t>(std::max(0, m.stage)) % std::size(kStageFills)];
+    c.border = palette::kClusterBorder;
+    return g_.addCluster(std::move(c));
+  }
+
+  int chunks() const {
+    int n = 0;
+    for (const ModuleNode& m : t_.modules) n = std::max(n, m.chunk + 1);
+    return n;
+  }
+
+  void dataflow(int from, int to, const ModuleNode& before, const ModuleNode& after) {
+    Edge e;
+    e.from = from;
+    e.to = to;
+    // The next module's inputs (else the previous one's outputs); where TP splits them, the shape
+    // on this rank and over the TP group.
+    std::string shapes = after.inputs.empty() ? before.outputs : after.inputs;
+    for (char& ch : shapes) {
+      if (ch == ';') ch = '\n';
+    }
+    if (!after.inputs.empty() && !after.inputs_global.empty()) {
+      shapes = after.inputs + " on this rank\n" + after.inputs_global + " global";
+    }
+    e.label = shapes;
+    e.tooltip = before.path + " -> " + after.path + (shapes.empty() ? "" : ": " + shapes);
+    e.color = palette::kLink;
+    g_.addEdge(std::move(e));
+  }
+
+  std::string labelOf(const std::vector<int>& run) const {
+    const ModuleNode& m = mod(run.front());
+    const size_t n = run.size();
+    std::string label =
+        n > 1 ? "\u00d7" + std::to_string(n) + " " + m.path + " \u2026 " + mod(run.back()).path
+              : m.path;
+    label += "\n" + m.type;
+    const bool sharded = m.shard >= 0 || m.tp_shards > 1;
+    std::string params = "params " + count(m.params_logical);
+    if (sharded || m.params_logical != m.params_local) {
+      params += " logical, " + count(m.params_local) + " on rank " + std::to_string(m.rank);
+    }
+    if (n > 1 && m.params_logical >= 0)
+      params += " (each; \u00d7" + std::to_string(n) + ": " +
+                grouped(m.params_logical * int64_t(n)) + ")";
+    label += "\n" + params;
+    std::string layout;
+    if (m.tp_split != TpSplit::kNone && sharded) {  // a TP-capable layer on TP 1 is not split
+      layout += std::string("TP ") + trace::analysis::tpSplitName(m.tp_split) +
+                "-parallel, weight dim " + std::to_string(m.tp_dim);
+    }
+    if (sharded) {
+      if (!layout.empty()) layout += ", ";
+      layout += "TP shard " + std::to_string(m.shard) + " of " +
+                std::to_string(std::max(m.tp_shards, m.shard + 1));
+    }
+    if (m.zero_unit >= 0) {
+      if (!layout.empty()) layout += ", ";
+      layout += n > 1 ? "ZeRO-3 units " + std::to_string(m.zero_unit) + "\u2026" +
+                            std::to_string(mod(run.back()).zero_unit)
+                      : "ZeRO-3 unit " + std::to_string(m.zero_unit);
+    }
+    if (!layout.empty()) label += "\n" + layout;
+    return label;
+  }
+
+  std::string tooltipOf(const std::vector<int>& run) const {
+    const ModuleNode& m = mod(run.front());
+    std::string tip = m.path + ": " + m.type;
+    if (!m.inputs.empty()) tip += "\nin: " + m.inputs;
+    if (!m.inputs_global.empty()) tip += " (global " + m.inputs_global + ")";
+    if (!m.outputs.empty()) tip += "\nout: " + m.outputs;
+    tip += "\ncalls " + std::to_string(m.calls) + ", rank " + std::to_string(m.rank);
+    if (m.stage >= 0) tip += ", stage " + std::to_string(m.stage);
+    if (m.chunk >= 0) tip += ", chunk " + std::to_string(m.chunk);
+    if (run.size() > 1) {
+      tip += "\nfolded:";
+      for (int r : run) tip += " " + mod(r).path;
+    }
+    return tip;
+  }
+
+  Rgb borderOf(const ModuleNode& m) const {
+    if (m.shard < 0 && m.tp_shards <= 1) return m.zero_unit >= 0 ? kZeroUnit : palette::kBlack;
+    switch (m.tp_split) {
+      case TpSplit::kColumn:
+        return kColumn;
+      case TpSplit::kRow:
+        return kRow;
+      case TpSplit::kVocab:
+        return kVocab;
+      default:
+        return m.zero_unit >= 0 ? kZeroUnit : palette::kBlack;
+    }
+  }
+
+  std::pair<int, int> drawRun(const std::vector<int>& run, int cluster) {
+    const ModuleNode& m = mod(run.front());
+    const bool open = !m.children.empty() && (o_.depth < 0 || m.depth + 1 < o_.depth);
+    if (open) {
+      Cluster c;
+      c.id = uniqueId("module/" + m.path);
+      c.label = labelOf(run);
+      c.tooltip = tooltipOf(run);
+      c.parent = cluster;
+      c.fill = palette::kCluster;
+      c.border = m.zero_unit >= 0 ? kZeroUnit : palette::kClusterBorder;
+      const int at = g_.addCluster(std::move(c));
+      return drawSiblings(m.children, run.front(), at);
+    }
+    Node node;
+    node.id = uniqueId("module/" + m.path);
+    node.label = labelOf(run);
+    node.tooltip = tooltipOf(run);
+    node.shape = NodeShape::kBox;
+    node.cluster = cluster;
+    node.border = borderOf(m);
+    node.penwidth = borderOf(m) == palette::kBlack ? 1.0 : 2.0;
+    node.fold = static_cast<int>(run.size());
+    const int id = g_.addNode(std::move(node));
+    return {id, id};
+  }
+
+  void caption() {
+    int tp = 1;
+    bool zero3 = false;
+    for (const ModuleNode& m : t_.modules) {
+      tp = std::max({tp, m.tp_shards, m.shard + 1});
+      zero3 = zero3 || m.zero_unit >= 0;
+    }
+    std::string ranks;
+    for (int r : t_.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    std::string lines = "params " + grouped(t_.logicalParams()) + " logical (" +
+                        std::to_string(t_.roots.size()) + " top-level module" +
+                        (t_.roots.size() == 1 ? "" : "s") + ", " +
+                        std::to_string(t_.modules.size()) + " modules)";
+    std::string layout;
+    if (t_.stages > 1) layout += "PP " + std::to_string(t_.stages) + " stages";
+    if (tp > 1) layout += std::string(layout.empty() ? "" : ", ") + "TP " + std::to_string(tp);
+    if (t_.dp > 1)
+      layout += std::string(layout.empty() ? "" : ", ") + "DP " + std::to_string(t_.dp);
+    if (zero3) layout += std::string(layout.empty() ? "" : ", ") + "ZeRO-3 units (orange)";
+    if (!layout.empty()) lines += "\nlayout: " + layout;
+    lines += "\nread from rank" + std::string(t_.ranks.size() == 1 ? " " : "s ") + ranks;
+    if (o_.depth >= 0) lines += ", depth " + std::to_string(o_.depth);
+    g_.caption = lines;
+  }
+
+  const ModelTree& t_;
+  const ModelGraphOptions& o_;
+  Graph g_;
+  std::set<std::string> ids_;
+};
+
+}  // namespace
+
+Graph buildModelGraph(const trace::analysis::ModelTree& tree, const ModelGraphOptions& options,
+                      const std::string& source) {
+  if (tree.modules.empty()) {
+    throw trace::TraceError(
+        source + ": no module scopes" +
+        (options.rank >= 0 ? " on rank " + std::to_string(options.rank) : std::string()) +
+        " (record them with tracerun::ModuleScope in C++; Python nn.Modules are recorded when "
+        "tracerun runs the script)");
+  }
+  return Builder(tree, options).build(source);
+}
+
+Graph buildModelGraph(const trace::TraceReader& reader, const ModelGraphOptions& options) {
+  trace::analysis::ModelOptions mo;
+  mo.rank = options.rank;
+  return buildModelGraph(trace::analysis::buildModelTree(reader, mo), options, reader.path());
+}
+
+}  // namespace tracerun::dot

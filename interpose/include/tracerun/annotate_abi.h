@@ -1,0 +1,62 @@
+// The C ABI between tracerun/annotate.h (inlined into the annotated program) and libtracerun.so
+// (interpose/src/annotate_entry.cpp, which defines the entry points), and the integer enums it
+// passes. One declaration for both sides. No libtorch; not the annotation API (that is annotate.h).
+#pragma once
+
+#include <cstdint>
+
+// libtracerun.so, which defines the entry points, sets this to nothing before including.
+#ifndef TRACERUN_ANNOTATE_WEAK
+#define TRACERUN_ANNOTATE_WEAK __attribute__((weak))
+#endif
+
+// ---- Entry points defined by libtracerun.so (weak: null when it is not loaded) -----------------
+// A stable C ABI; `kind`, `category` use the integer values of the enums below.
+extern "C" {
+struct tracerun_annotate_arg {
+  const char* key;
+  int64_t value;
+};
+// Adds a category, detail text and arguments to the user scope `record_function` just opened on
+// this thread. Ignored when that scope is not being recorded.
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_attach(const void* record_function, int kind,
+                                                     const char* detail,
+                                                     const tracerun_annotate_arg* args, int n);
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_counter(const char* name, double value);
+// Sets this thread's memory category; returns the previous one.
+TRACERUN_ANNOTATE_WEAK int tracerun_annotate_set_memory_category(int category);
+// Non-zero while tracerun is capturing in this process.
+TRACERUN_ANNOTATE_WEAK int tracerun_annotate_capturing(void);
+// For callers that cannot hold an at::RecordFunction (Python through ctypes: the nn.Module hooks
+// of interpose/python/sitecustomize.py; defined in annotate_scope_entry.cpp). begin opens a user
+// scope like tracerun_annotate_attach's and returns a token (0 when nothing records user scopes);
+// end closes it and every scope opened after it on this thread, first replacing its detail when
+// `detail` is not null.
+TRACERUN_ANNOTATE_WEAK int64_t tracerun_annotate_scope_begin(int kind, const char* name,
+                                                             const char* detail,
+                                                             const tracerun_annotate_arg* args,
+                                                             int n);
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_scope_end(int64_t token, const char* detail);
+}
+
+namespace tracerun {
+
+// Same values as core::MemoryCategory (annotate_entry.cpp checks it at compile time).
+enum class MemoryCategory : int {
+  kUnknown = 0,
+  kParameter = 1,
+  kGradient = 2,
+  kOptimizerState = 3,
+  kActivation = 4,
+  kTemporary = 5,
+  kOther = 6,
+};
+
+// What a scope is; shown as the span's category in the trace.
+enum class ScopeKind : int {
+  kUser = 0,    // anything
+  kPhase = 1,   // a training phase: step, forward, backward, optimizer, all-reduce of grads...
+  kModule = 2,  // a module's forward or backward (name = module path, detail = module type)
+};
+
+}  // namespace tracerun

@@ -1,0 +1,195 @@
+# tracerun's Python module hooks: when `tracerun` runs a Python program (its launcher puts this
+# file's directory first on PYTHONPATH), every nn.Module forward becomes a module scope in the
+# trace: name = module path ("layer1.0.conv1"), detail = "TYPE in=SHAPES out=SHAPES", arguments
+# params (the module's parameter count, children included) and shard (-1). It records through
+# libtracerun's C entry points (tracerun_annotate_scope_begin/end, via ctypes); it does not import
+# torch itself, changes no result of the program, and records no backward module scopes.
+#
+# - Installed when torch.nn.modules.module is first imported (a post-import hook), and only while
+#   libtracerun captures with "scopes" in its capture words; otherwise it costs one import finder.
+# - The sitecustomize module this file shadows (Debian's /etc/python3.X/sitecustomize.py, or one
+#   on the user's PYTHONPATH) still runs: it is loaded after ours.
+# - A module called with no module forward open is a root: its path is its type name ("ResNet"),
+#   its descendants are named as root.named_modules() names them; a module the root does not list
+#   is named parent path + "." + its type.
+# - Shapes: "f32[32,3,32,32]", tensors of a tuple joined by ';' (the first 4; nested lists and
+#   dicts flattened), the same dtype names as the op shapes of the trace.
+import sys
+
+
+def _run_shadowed_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["_tracerun_shadowed_sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+_DTYPES = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",
+    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "bool",
+    "complex64": "c64", "complex128": "c128",
+}
+_MAX_TENSORS = 4
+
+
+def _capture_words():
+    import os
+
+    words = os.environ.get("TRACERUN_CAPTURE", "")
+    return set(w for w in words.split(",") if w) if words else {"ops", "scopes", "memory"}
+
+
+def _install(module_module):
+    """Registers the global forward hooks in torch.nn.modules.module (just imported)."""
+    import ctypes
+    import threading
+    import weakref
+
+    lib = ctypes.CDLL(None)
+    try:
+        capturing = lib.tracerun_annotate_capturing
+        begin = lib.tracerun_annotate_scope_begin
+        end = lib.tracerun_annotate_scope_end
+    except AttributeError:
+        return  # libtracerun is not loaded in this process
+    capturing.restype = ctypes.c_int
+    if capturing() == 0 or "scopes" not in _capture_words():
+        return
+    if not hasattr(module_module, "register_module_forward_pre_hook"):
+        sys.stderr.write("tracerun: this torch has no global module hooks; no module scopes\n")
+        return
+
+    class Arg(ctypes.Structure):
+        _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+    begin.restype = ctypes.c_int64
+    begin.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(Arg),
+                      ctypes.c_int]
+    end.restype = None
+    end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
+    kind_module = 2  # tracerun::ScopeKind::kModule
+    params_key, shard_key = b"params", b"shard"
+
+    local = threading.local()  # .stack: [(module, path, token, detail)] of open module forwards
+    root_names = weakref.WeakKeyDictionary()  # root -> {id(module): name}
+    param_counts = weakref.WeakKeyDictionary()  # module -> parameter count (children included)
+
+    def tensors(value, out):
+        if len(out) > _MAX_TENSORS:
+            return
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", None)
+        if shape is not None and dtype is not None and hasattr(value, "numel"):
+            name = str(dtype).rpartition(".")[2]
+            out.append("%s[%s]" % (_DTYPES.get(name, name), ",".join(str(d) for d in shape)))
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                tensors(v, out)
+        elif isinstance(value, dict):
+            for v in value.values():
+                tensors(v, out)
+
+    def shapes(value):
+        out = []
+        tensors(value, out)
+        text = ";".join(out[:_MAX_TENSORS])
+        return text + (";..." if len(out) > _MAX_TENSORS else "")
+
+    def path_of(module, stack):
+        if not stack:
+            return type(module).__name__, module
+        parent, parent_path, _, _, root = stack[-1]
+        names = root_names.get(root)
+        if names is None:
+            names = {id(m): n for n, m in root.named_modules() if n}
+            root_names[root] = names
+        name = names.get(id(module))
+        return (name if name is not None else parent_path + "." + type(module).__name__), root
+
+    def pre_hook(module, inputs):
+        try:
+            stack = getattr(local, "stack", None)
+            if stack is None:
+                stack = local.stack = []
+            path, root = path_of(module, stack)
+            params = param_counts.get(module)
+            if params is None:
+                params = sum(p.numel() for p in module.parameters())
+                param_counts[module] = params
+            detail = type(module).__name__
+            text = shapes(inputs)
+            if text:
+                detail += " in=" + text
+            args = (Arg * 2)(Arg(params_key, params), Arg(shard_key, -1))
+            token = begin(kind_module, path.encode(), detail.encode(), args, 2)
+            stack.append((module, path, token, detail, root))
+        except Exception as e:  # never break the program being traced
+            sys.stderr.write("tracerun: module hook: %s\n" % e)
+        return None
+
+    def post_hook(module, inputs, output):
+        try:
+            stack = getattr(local, "stack", None)
+            if not stack:
+                return None
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i][0] is module:
+                    _, _, token, detail, _ = stack[i]
+                    text = shapes(output)
+                    if text:
+                        detail += " out=" + text
+                    end(token, detail.encode())
+                    del stack[i:]  # and any forward that raised inside this one
+                    break
+        except Exception as e:
+            sys.stderr.write("tracerun: module hook: %s\n" % e)
+        return None
+
+    module_module.register_module_forward_pre_hook(pre_hook)
+    module_module.register_module_forward_hook(post_hook)
+
+
+class _TorchModuleFinder:
+    """Runs _install right after torch.nn.modules.module is executed (a post-import hook)."""
+
+    target = "torch.nn.modules.module"
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.target:
+            return None
+        sys.meta_path.remove(self)
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            loader_exec(module)
+            try:
+                _install(module)
+            except Exception as e:
+                sys.stderr.write("tracerun: Python module hooks not installed: %s\n" % e)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch.nn.modules.module" not in sys.modules:
+    sys.meta_path.insert(0, _TorchModuleFinder())
+try:
+    _run_shadowed_sitecustomize()
+except Exception as e:  # the shadowed file's own error, as Python would print it
+    sys.stderr.write("Error in sitecustomize (run by tracerun's): %r\n" % (e,))

@@ -1,0 +1,52 @@
+// The one implementation of format.h's human-readable numbers and device names. Not for parsing.
+#include "tracerun/trace/format.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace tracerun::trace {
+
+std::string formatDuration(double ns) {
+  char b[64];
+  const double a = std::fabs(ns);
+  if (a >= 1e9) {
+    std::snprintf(b, sizeof b, "%.3f s", ns / 1e9);
+  } else if (a >= 1e6) {
+    std::snprintf(b, sizeof b, "%.3f ms", ns / 1e6);
+  } else if (a >= 1e3) {
+    std::snprintf(b, sizeof b, "%.3f us", ns / 1e3);
+  } else {
+    std::snprintf(b, sizeof b, "%.0f ns", ns);
+  }
+  return b;
+}
+
+std::string formatBytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::fabs(bytes) >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char b[48];
+  std::snprintf(b, sizeof b, unit ? "%.1f %s" : "%.0f %s", bytes, kUnits[unit]);
+  return b;
+}
+
+std::string formatCount(int64_t n) {
+  const uint64_t magnitude = n < 0 ? 0 - static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+  std::string digits = std::to_string(magnitude);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
+  return (n < 0 ? "-" : "") + digits;
+}
+
+std::string deviceName(int type, int index, DeviceSpelling spelling) {
+  const bool title = spelling == DeviceSpelling::kTitle;
+  std::string name = type == 0   ? (title ? "CPU" : "cpu")
+                     : type == 1 ? (title ? "CUDA" : "cuda")
+                                 : "device " + std::to_string(type);
+  if (index >= 0) name += ":" + std::to_string(index);
+  return name;
+}
+
+}  // namespace tracerun::trace
