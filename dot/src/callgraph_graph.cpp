@@ -529,7 +529,9 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
 
     // Tooltip: the exact numbers (tests read them) and the full detail.
     std::string tip = dp < 0 ? "all" : id.substr(4);
-    tip += "\ncategory: " + std::string(x.other ? "other" : categoryWord(x.category));
+    tip += "\ncategory: " + std::string(dp < 0    ? "root"
+                                        : x.other ? "other"
+                                                  : categoryWord(x.category));
     tip += "\ncalls: " + std::to_string(x.count);
     tip += "\ninclusive_ns: " + std::to_string(x.incl);
     tip += "\nexclusive_ns: " + std::to_string(x.excl);

@@ -8,6 +8,7 @@
 #include <graphviz/gvc.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "escape.h"
@@ -359,6 +360,19 @@ std::string LaidOutGraph::render(Format format) const {
   }
   std::string out(data, length);
   gvFreeRenderData(data);
+  if (format == Format::kPdf) {
+    // cairo 1.16 stamps the current time (and ignores SOURCE_DATE_EPOCH): overwrite it in place
+    // with the same number of bytes, so the xref offsets stay right and the output is the same
+    // for the same trace.
+    const std::string key = "/CreationDate (D:";
+    const size_t at = out.find(key);
+    if (at != std::string::npos) {
+      for (size_t i = at + key.size();
+           i < out.size() && std::isdigit(static_cast<unsigned char>(out[i])); ++i) {
+        out[i] = '0';
+      }
+    }
+  }
   return out;
 }
 

@@ -152,10 +152,18 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   std::map<int, int64_t> computeOfRank;
   std::map<std::tuple<int, int, int>, int> computeNode;  // (virtual stage, kind, microbatch)
   std::map<std::string, int> seenIds;
+  // Over the budget, sends and receives are not drawn: messages join the computes around them.
+  const bool drawMessages = static_cast<long>(acts.size()) <= o.max_nodes;
+  std::vector<int> nodeOf(acts.size(), -1);  // action -> graph node, -1 when not drawn
+  int64_t hiddenMessages = 0;
   for (size_t i = 0; i < acts.size(); ++i) {
     const PipelineAction& a = acts[i];
     lo = std::min(lo, a.start_ns);
     hi = std::max(hi, a.end_ns);
+    if (!drawMessages && !isCompute(a.kind)) {
+      ++hiddenMessages;
+      continue;
+    }
     Node n;
     std::string what;
     const std::string mb = mbText(a, v);
@@ -164,7 +172,8 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
       what = mb;
       n.fill = a.kind == Kind::kForward ? palette::kForward : palette::kBackward;
       n.shape = NodeShape::kBox;
-      computeNode[{a.virtual_stage, static_cast<int>(a.kind), a.microbatch}] = static_cast<int>(i);
+      computeNode[{a.virtual_stage, static_cast<int>(a.kind), a.microbatch}] =
+          static_cast<int>(g.nodes.size());
     } else {
       what = std::string(isRecv(a.kind) ? "recv " : "send ") + mb +
              (isRecv(a.kind) ? " \u2190 r" : " \u2192 r") + std::to_string(a.peer);
@@ -187,21 +196,43 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
       n.penwidth = 3.0;
     }
     n.font = palette::textOn(n.fill);
-    g.addNode(std::move(n));
+    nodeOf[i] = g.addNode(std::move(n));
   }
+  // Whether the critical path runs from action `from` to action `to` through undrawn actions only.
   auto critical = [&](size_t from, size_t to) {
-    return cp.onPath[from] && cp.onPath[to] && cp.via[to] == static_cast<int>(from);
+    if (!cp.onPath[to]) return false;
+    for (int k = cp.via[to]; k >= 0; k = cp.via[static_cast<size_t>(k)]) {
+      if (!cp.onPath[static_cast<size_t>(k)]) return false;
+      if (static_cast<size_t>(k) == from) return true;
+      if (nodeOf[static_cast<size_t>(k)] >= 0) return false;
+    }
+    return false;
   };
-  // Order on a rank.
+  // The drawn action at or before / at or after `i` on its rank, -1 when none.
+  auto drawnBefore = [&](size_t i) {
+    for (size_t k = i + 1; k-- > 0 && acts[k].rank == acts[i].rank;) {
+      if (nodeOf[k] >= 0) return static_cast<long>(k);
+    }
+    return -1L;
+  };
+  auto drawnAfter = [&](size_t i) {
+    for (size_t k = i; k < acts.size() && acts[k].rank == acts[i].rank; ++k) {
+      if (nodeOf[k] >= 0) return static_cast<long>(k);
+    }
+    return -1L;
+  };
+  // Order on a rank (between drawn actions).
   for (size_t i = 1; i < acts.size(); ++i) {
-    if (acts[i].rank != acts[i - 1].rank) continue;
+    if (nodeOf[i] < 0) continue;
+    const long prev = drawnBefore(i - 1);
+    if (acts[i].rank != acts[i - 1].rank || prev < 0) continue;
     Edge e;
-    e.from = static_cast<int>(i - 1);
-    e.to = static_cast<int>(i);
+    e.from = nodeOf[static_cast<size_t>(prev)];
+    e.to = nodeOf[i];
     e.style = EdgeStyle::kDotted;
     e.color = palette::kMessage;
     e.tooltip = "order on rank " + std::to_string(acts[i].rank);
-    if (critical(i - 1, i)) {
+    if (critical(static_cast<size_t>(prev), i)) {
       e.style = EdgeStyle::kBold;
       e.color = palette::kCritical;
       e.penwidth = 3.0;
@@ -212,14 +243,16 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   for (size_t i = 0; i < acts.size(); ++i) {
     if (!isRecv(acts[i].kind) || acts[i].match < 0) continue;
     const size_t s = static_cast<size_t>(acts[i].match);
+    const long from = drawnBefore(s), to = drawnAfter(i);
+    if (from < 0 || to < 0) continue;
     Edge e;
-    e.from = static_cast<int>(s);
-    e.to = static_cast<int>(i);
+    e.from = nodeOf[static_cast<size_t>(from)];
+    e.to = nodeOf[static_cast<size_t>(to)];
     e.color = palette::kMessage;
     e.tooltip = "send -> receive, arrived " +
                 formatNs(std::max<int64_t>(0, acts[i].end_ns - acts[s].start_ns)) +
                 " after the send began";
-    if (critical(s, i)) {
+    if (critical(static_cast<size_t>(from), static_cast<size_t>(to))) {
       e.style = EdgeStyle::kBold;
       e.color = palette::kCritical;
       e.penwidth = 3.0;
@@ -274,6 +307,11 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   if (sa.replicas > 1) {
     cap += "\nreplica " + std::to_string(o.replica) + " of " + std::to_string(sa.replicas) +
            " (data-parallel copies of the pipeline)";
+  }
+  if (hiddenMessages > 0) {
+    cap += "\nover the budget of " + std::to_string(o.max_nodes) +
+           " nodes (--max-nodes): " + std::to_string(hiddenMessages) +
+           " sends and receives not drawn; messages join the computes around them";
   }
   g.caption = cap;
   return g;

@@ -28,6 +28,7 @@ Command addPipelineCommand(CLI::App& parent) {
               const auto reader = trace::TraceReader::open(f->path);
               dot::PipelineGraphOptions o;
               o.step = f->step;
+              o.max_nodes = f->out.max_nodes;
               writeGraph(dot::buildPipelineGraph(reader, o), f->out);
               return kExitOk;
             });

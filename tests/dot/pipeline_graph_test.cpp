@@ -2,6 +2,8 @@
 // hand below, plus the trace/ hunk it reads (pipelineStepActions) and its bad input.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "analysis_builder.h"
 #include "tracerun/dot/pipeline_graph.h"
 #include "tracerun/trace/analysis/pipeline.h"
@@ -117,6 +119,37 @@ TEST_CASE("pipeline picture: the critical path is the longest path by measured t
   int red = 0;
   for (const auto& e : g.edges) red += e.style == dot::EdgeStyle::kBold ? 1 : 0;
   CHECK(red == static_cast<int>(expected.size()) - 1);  // a chain
+}
+
+TEST_CASE("pipeline picture: over the budget, messages join the computes around them",
+          "[dot][pipeline]") {
+  const auto reader = trace::TraceReader::open(gpipeTrace("pp_budget"));
+  dot::PipelineGraphOptions o;
+  o.max_nodes = 10;
+  const dot::Graph g = dot::buildPipelineGraph(reader, o);
+  REQUIRE(g.nodes.size() == 8);  // the computes
+  CHECK(g.caption.find("over the budget of 10 nodes (--max-nodes): 8 sends and receives not "
+                       "drawn") != std::string::npos);
+  CHECK(g.caption.find("critical path 845 ns") != std::string::npos);
+  std::vector<std::string> onPath;
+  for (const auto& n : g.nodes) {
+    if (critical(n)) onPath.push_back(n.id);
+  }
+  CHECK(onPath == std::vector<std::string>{"rank0/F0", "rank0/B0", "rank0/B1", "rank1/F0",
+                                           "rank1/F1", "rank1/B0"});
+  std::vector<std::pair<std::string, std::string>> red;
+  for (const auto& e : g.edges) {
+    if (e.style == dot::EdgeStyle::kBold) {
+      red.push_back(
+          {g.nodes[static_cast<size_t>(e.from)].id, g.nodes[static_cast<size_t>(e.to)].id});
+    }
+  }
+  std::sort(red.begin(), red.end());
+  CHECK(red == std::vector<std::pair<std::string, std::string>>{{"rank0/B0", "rank0/B1"},
+                                                                {"rank0/F0", "rank1/F0"},
+                                                                {"rank1/B0", "rank0/B0"},
+                                                                {"rank1/F0", "rank1/F1"},
+                                                                {"rank1/F1", "rank1/B0"}});
 }
 
 TEST_CASE("pipeline picture: bad input names the problem", "[dot][pipeline]") {

@@ -12,6 +12,7 @@ namespace tracerun::dot {
 struct PipelineGraphOptions {
   int step = -1;  // -1: the first complete step after the first one (warm-up excluded) or the only
   int replica = 0;
+  int max_nodes = 600;  // over it, sends and receives are not drawn (the caption says so)
 };
 
 // Throws trace::TraceError naming the file when the trace has no pipeline or not that step.
