@@ -1,6 +1,7 @@
 // tracedot on real traces: gpttrain traced by the tracerun launcher (6 layers in one process; 4
-// layers on two pipeline stages; a 1F1B dry run with p = 4, m = 8), each SVG parsed as XML and
-// read back against trace/'s analyses; bad input; byte-identical output.
+// layers on two pipeline stages; a 1F1B dry run with p = 4, m = 8; two data-parallel copies of a
+// 2-stage pipeline for --replica), each SVG parsed as XML and read back against trace/'s
+// analyses; bad input; byte-identical output.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
