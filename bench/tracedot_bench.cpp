@@ -2,10 +2,12 @@
 // Graphviz, render SVG, write) on (a) one step of a traced 12-layer gpttrain run and (b) a
 // synthetic step of 50,000 ops pruned to the node budget (threshold 0, so the budget alone cuts),
 // each beside a baseline measured in the same run: trace/'s buildCallGraph of the same step alone
-// (the reading no picture can avoid). Prints medians and their ratio; asserts nothing. Built by
-// default, never run by CI. Results and the command: docs/performance.md ("tracedot").
+// (the reading no picture can avoid); and (c) the model diagram of a traced 80-layer gpttrain
+// (default depth, folded, and --expand) beside open + buildModelTree alone. Prints medians and
+// their ratio; asserts nothing. Built by default, never run by CI. Results and the command:
+// docs/performance.md ("tracedot").
 //
-//   tracedot_bench [--repeat K] [--dir DIR] [--ops N] [--no-gpt]
+//   tracedot_bench [--repeat K] [--dir DIR] [--ops N] [--no-gpt] [--model-layers L]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -19,8 +21,10 @@
 #include "analysis_builder.h"
 #include "tracerun/dot/callgraph_graph.h"
 #include "tracerun/dot/layout.h"
+#include "tracerun/dot/model_graph.h"
 #include "tracerun/dot/render.h"
 #include "tracerun/trace/analysis/callgraph.h"
+#include "tracerun/trace/analysis/model.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -131,6 +135,54 @@ Row measure(const std::string& name, const std::string& db, int step, double nod
   return row;
 }
 
+// The model diagram as `tracedot model DB -o OUT [--expand]` makes it (default depth, the
+// command's default budget) against open + buildModelTree alone. analysisNodes: modules in the
+// tree; drawn: nodes in the graph.
+Row measureModel(const std::string& name, const std::string& db, bool expand, int repeat,
+                 const std::string& out) {
+  Row row;
+  row.name = name;
+  std::vector<double> base, pic;
+  for (int i = 0; i < repeat; ++i) {
+    double t0 = seconds();
+    {
+      const auto reader = trace::TraceReader::open(db);
+      row.analysisNodes = trace::analysis::buildModelTree(reader).modules.size();
+    }
+    base.push_back(seconds() - t0);
+    t0 = seconds();
+    {
+      const auto reader = trace::TraceReader::open(db);
+      dot::ModelGraphOptions o;
+      o.expand = expand;
+      const dot::Graph g = dot::buildModelGraph(reader, o);
+      dot::LayoutOptions lo;
+      lo.max_nodes = 600 + 64;  // as tools/dot_output.cpp with the default --max-nodes
+      dot::writeOutput(out, dot::renderGraph(g, dot::Format::kSvg, lo));
+      row.drawn = g.nodes.size();
+    }
+    pic.push_back(seconds() - t0);
+  }
+  row.baseline = median(base);
+  row.picture = median(pic);
+  return row;
+}
+
+#if defined(GPTTRAIN_EXE) && defined(TRACERUN_EXE)
+// Traces gpttrain with `layers` layers (tiny hidden size, one process) into `db`.
+bool traceGpt(const std::string& db, int layers, int steps) {
+  std::remove(db.c_str());
+  const std::string cmd =
+      std::string("OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ") + TRACERUN_EXE + " -o " + db +
+      " -- " + GPTTRAIN_EXE + " --layers " + std::to_string(layers) +
+      " --hidden 64 --heads 4 --seq-len 16 --vocab 128 --steps " + std::to_string(steps) +
+      " --global-batch 4 --micro-batch-size 2 --threads 1 > /dev/null 2>&1";
+  if (std::system(cmd.c_str()) == 0) return true;
+  std::fprintf(stderr, "tracedot_bench: tracing gpttrain failed: %s\n", cmd.c_str());
+  return false;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,7 +194,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "scratch folder for the traces and pictures");
   app.add_option("--ops", ops, "ops in the synthetic step")->check(CLI::PositiveNumber);
-  app.add_flag("--no-gpt", noGpt, "skip the traced gpttrain run");
+  app.add_flag("--no-gpt", noGpt, "skip the traced gpttrain runs");
+  int modelLayers = 80;
+  app.add_option("--model-layers", modelLayers,
+                 "layers of the gpttrain traced for the model diagram")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (std::system(("mkdir -p '" + dir + "/synthetic'").c_str()) != 0) return 1;
 
@@ -150,17 +206,20 @@ int main(int argc, char** argv) {
 #if defined(GPTTRAIN_EXE) && defined(TRACERUN_EXE)
   if (!noGpt) {
     const std::string db = dir + "/gpt12.db";
-    std::remove(db.c_str());
-    const std::string cmd = std::string("OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ") +
-                            TRACERUN_EXE + " -o " + db + " -- " + GPTTRAIN_EXE +
-                            " --layers 12 --hidden 64 --heads 4 --seq-len 16 --vocab 128"
-                            " --steps 2 --global-batch 4 --micro-batch-size 2 --threads 1"
-                            " > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) != 0) {
-      std::fprintf(stderr, "tracedot_bench: tracing gpttrain failed: %s\n", cmd.c_str());
-      return 1;
-    }
+    if (!traceGpt(db, 12, 2)) return 1;
     rows.push_back(measure("gpttrain 12 layers, step 2", db, 2, 0.005, repeat, dir + "/gpt12.svg"));
+  }
+#endif
+  std::vector<Row> modelRows;
+#if defined(GPTTRAIN_EXE) && defined(TRACERUN_EXE)
+  if (!noGpt) {
+    const std::string db = dir + "/gpt" + std::to_string(modelLayers) + ".db";
+    if (!traceGpt(db, modelLayers, 1)) return 1;
+    const std::string layers = std::to_string(modelLayers);
+    modelRows.push_back(measureModel("model " + layers + " layers", db, false, repeat,
+                                     dir + "/model" + layers + ".svg"));
+    modelRows.push_back(measureModel("model " + layers + " layers --expand", db, true, repeat,
+                                     dir + "/model" + layers + "-expand.svg"));
   }
 #endif
   const std::string synth = syntheticTrace(dir + "/synthetic", ops);
@@ -178,5 +237,17 @@ int main(int argc, char** argv) {
       "(medians of %d; baseline: open + buildCallGraph of the step; tracedot: open + "
       "build + prune + layout + SVG + write)\n",
       repeat);
+  if (!modelRows.empty()) {
+    std::printf("\n%-30s %10s %7s %14s %14s %7s\n", "case", "modules", "drawn", "baseline s",
+                "tracedot s", "ratio");
+    for (const Row& r : modelRows) {
+      std::printf("%-30s %10zu %7zu %14.3f %14.3f %7.2f\n", r.name.c_str(), r.analysisNodes,
+                  r.drawn, r.baseline, r.picture, r.baseline > 0 ? r.picture / r.baseline : 0.0);
+    }
+    std::printf(
+        "(medians of %d; baseline: open + buildModelTree; tracedot: open + model tree + "
+        "build + fold + layout + SVG + write, default depth)\n",
+        repeat);
+  }
   return 0;
 }

@@ -122,6 +122,11 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   }
   const auto first = trace::analysis::pipelineStepActions(reader, -1, o.replica);
   if (first.steps.empty()) throw trace::TraceError(file + ": no pipeline steps in the trace");
+  if (o.replica < 0 || o.replica >= first.replicas) {
+    throw trace::TraceError(file + ": no replica " + std::to_string(o.replica) +
+                            " in the pipeline (replicas 0.." + std::to_string(first.replicas - 1) +
+                            ", the data-parallel copies; see --replica)");
+  }
   const int step = o.step >= 0 ? o.step : first.steps.size() > 1 ? first.steps[1] : first.steps[0];
   const auto sa = trace::analysis::pipelineStepActions(reader, step, o.replica);
   if (!sa.found) {

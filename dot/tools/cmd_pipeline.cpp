@@ -1,5 +1,5 @@
-// `tracedot pipeline run.db -o pp.svg [--step S]`: one step of a pipeline-parallel run as a
-// dependency graph with its critical path (see dot/include/tracerun/dot/pipeline_graph.h).
+// `tracedot pipeline run.db -o pp.svg [--step S] [--replica R]`: one step of a pipeline-parallel
+// run as a dependency graph with its critical path (see dot/include/tracerun/dot/pipeline_graph.h).
 // Flags and output only.
 #include <memory>
 
@@ -14,6 +14,7 @@ Command addPipelineCommand(CLI::App& parent) {
     std::string path;
     GraphOutput out;
     int step = -1;
+    int replica = 0;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* app = parent.add_subcommand(
@@ -23,11 +24,16 @@ Command addPipelineCommand(CLI::App& parent) {
   addOutputOptions(app, f->out);
   app->add_option("--step", f->step, "the step drawn (default: the second, or the only one)")
       ->check(atLeast(0));
+  app->add_option("--replica", f->replica,
+                  "the data-parallel copy of the pipeline drawn (default 0; the caption says how "
+                  "many there are)")
+      ->check(atLeast(0));
   return {app, [f] {
             return withPath(f->path, [&] {
               const auto reader = trace::TraceReader::open(f->path);
               dot::PipelineGraphOptions o;
               o.step = f->step;
+              o.replica = f->replica;
               o.max_nodes = f->out.max_nodes;
               writeGraph(dot::buildPipelineGraph(reader, o), f->out);
               return kExitOk;

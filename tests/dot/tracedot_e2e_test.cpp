@@ -1,12 +1,14 @@
 // tracedot on real traces: gpttrain traced by the tracerun launcher (6 layers in one process; 4
-// layers on two pipeline stages; a 1F1B dry run with p = 4, m = 8), each SVG parsed as XML and
-// read back against trace/'s analyses; bad input; byte-identical output.
+// layers on two pipeline stages; a 1F1B dry run with p = 4, m = 8; two data-parallel copies of a
+// 2-stage pipeline for --replica), each SVG parsed as XML and read back against trace/'s
+// analyses; bad input; byte-identical output.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "dot_test_util.h"
 #include "e2e_common.h"
@@ -199,6 +201,81 @@ TEST_CASE("tracedot pipeline: 1F1B dry run p=4 m=8, critical path within 5% of t
   CHECK(std::stod(m[1]) >= 95.0);
   CHECK(caption.find("(p-1)/(m+p-1) = 27.3%") != std::string::npos);
   CHECK(caption.find("1f1b p=4 m=8") != std::string::npos);
+}
+
+TEST_CASE("tracedot pipeline --replica: draws the data-parallel copy asked for",
+          "[dot][e2e][pipeline]") {
+  // 4 ranks with --pp 2: two data-parallel copies of a 2-stage pipeline (dry run, fast).
+  const std::string db = e2e::scratch().file("dp2.db");
+  const auto run = e2e::runGpttrain({"--nproc-per-node", "4", "-o", db}, GPTTRAIN_BIN,
+                                    {"--pp",
+                                     "2",
+                                     "--layers",
+                                     "2",
+                                     "--hidden",
+                                     "32",
+                                     "--heads",
+                                     "2",
+                                     "--seq-len",
+                                     "8",
+                                     "--vocab",
+                                     "64",
+                                     "--steps",
+                                     "2",
+                                     "--global-batch",
+                                     "8",
+                                     "--micro-batch-size",
+                                     "2",
+                                     "--schedule",
+                                     "1f1b",
+                                     "--dry-run-costs",
+                                     "5,10"});
+  REQUIRE(run.exit_code == 0);
+  // The ranks of each stage cluster, read from the labels "stage S (rank R)".
+  auto ranksDrawn = [](const dottest::Svg& s) {
+    std::set<int> out;
+    const std::regex re("\\(rank ([0-9]+)\\)");
+    for (const auto& c : s.clusters) {
+      for (const auto& t : c.text) {
+        std::smatch m;
+        if (std::regex_search(t, m, re)) out.insert(std::stoi(m[1]));
+      }
+    }
+    return out;
+  };
+  const std::string svg0 = e2e::scratch().file("dp2-r0.svg");
+  const std::string svg1 = e2e::scratch().file("dp2-r1.svg");
+  {
+    const auto r = tracedot({"pipeline", db, "-o", svg0});
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+  }
+  {
+    const auto r = tracedot({"pipeline", db, "-o", svg1, "--replica", "1"});
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::set<int> r0 = ranksDrawn(svgOf(svg0)), r1 = ranksDrawn(svgOf(svg1));
+  // Two stages each; together the job's four ranks, no rank in both copies.
+  CHECK(r0.size() == 2);
+  CHECK(r1.size() == 2);
+  std::set<int> all = r0;
+  all.insert(r1.begin(), r1.end());
+  CHECK(all == std::set<int>{0, 1, 2, 3});
+  // Replica 1 is the analysis' second pipeline.
+  const auto pa = trace::analysis::analyzePipeline(trace::TraceReader::open(db));
+  REQUIRE(pa.replicas.size() == 2);
+  CHECK(r1 == std::set<int>(pa.replicas[1].begin(), pa.replicas[1].end()));
+  std::string caption;
+  for (const auto& c : svgOf(svg1).caption) caption += c + "\n";
+  CHECK(caption.find("replica 1 of 2") != std::string::npos);
+
+  const auto bad =
+      tracedot({"pipeline", db, "-o", e2e::scratch().file("dp2-r2.svg"), "--replica", "2"});
+  INFO(bad.describe());
+  CHECK(bad.exit_code == 1);
+  REQUIRE(bad.errLines().size() == 1);
+  CHECK(bad.errLines()[0].find("no replica 2 in the pipeline (replicas 0..1") != std::string::npos);
 }
 
 TEST_CASE("tracedot: the same trace gives byte-identical output", "[dot][e2e]") {

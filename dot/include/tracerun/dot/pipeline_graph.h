@@ -11,11 +11,12 @@ namespace tracerun::dot {
 
 struct PipelineGraphOptions {
   int step = -1;  // -1: the first complete step after the first one (warm-up excluded) or the only
-  int replica = 0;
+  int replica = 0;      // which data-parallel copy of the pipeline (0..replicas-1)
   int max_nodes = 600;  // over it, sends and receives are not drawn (the caption says so)
 };
 
-// Throws trace::TraceError naming the file when the trace has no pipeline or not that step.
+// Throws trace::TraceError naming the file when the trace has no pipeline, not that step or not
+// that replica.
 Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOptions& options);
 
 }  // namespace tracerun::dot
