@@ -10,6 +10,15 @@
 // get_current_graph_task_nodes_in_graph() lists every node but the root and not which one runs.
 #include "autograd_engine.h"
 
+#include "tracerun/torch_compat.h"
+
+namespace tracerun::interpose {
+
+__thread const void* tlsEvaluatingNode __attribute__((tls_model("initial-exec"))) = nullptr;
+
+}  // namespace tracerun::interpose
+
+#if TRACERUN_INTERPOSE_AUTOGRAD_ENGINE
 #include <dlfcn.h>
 #include <torch/csrc/autograd/engine.h>
 
@@ -17,9 +26,6 @@
 #include <cstdlib>
 
 namespace tracerun::interpose {
-
-__thread const void* tlsEvaluatingNode __attribute__((tls_model("initial-exec"))) = nullptr;
-
 namespace {
 
 using torch::autograd::Engine;
@@ -32,13 +38,9 @@ using torch::autograd::ReadyQueue;
 using EvaluateFn = void (*)(Engine*, std::shared_ptr<GraphTask>&, Node*, InputBuffer&,
                             const std::shared_ptr<ReadyQueue>&);
 
-constexpr const char* kEvaluateSymbol =
-    "_ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_"
-    "11InputBufferERKS2_INS0_10ReadyQueueEE";
-
 EvaluateFn realEvaluate() {
   static const EvaluateFn fn = [] {
-    void* sym = dlsym(RTLD_NEXT, kEvaluateSymbol);
+    void* sym = dlsym(RTLD_NEXT, compat::kEngineEvaluateFunctionSymbol);
     if (sym == nullptr) {
       std::fprintf(stderr,
                    "tracerun: libtorch's autograd Engine::evaluate_function not found after "
@@ -72,3 +74,4 @@ void torch::autograd::Engine::evaluate_function(
   tracerun::interpose::EvaluatingNodeScope scope(func);
   real(this, graph_task, func, inputs, cpu_ready_queue);
 }
+#endif  // TRACERUN_INTERPOSE_AUTOGRAD_ENGINE

@@ -25,6 +25,23 @@ inline constexpr int kTorchMinor = TORCH_VERSION_MINOR;
 }  // namespace tracerun::compat
 
 // ---------------------------------------------------------------------------------------------
+// The autograd engine's evaluate_function, which libtracerun interposes to learn which Node a
+// backward RecordFunction belongs to (interpose/src/autograd_engine.cpp). Private libtorch API:
+// its signature and Itanium mangling are checked for 1.13 only. Elsewhere nothing is interposed,
+// backward spans carry no graph edges, and `tracedot autograd` says so in one line.
+// ---------------------------------------------------------------------------------------------
+#if TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR == 13
+#define TRACERUN_INTERPOSE_AUTOGRAD_ENGINE 1
+namespace tracerun::compat {
+inline constexpr const char* kEngineEvaluateFunctionSymbol =
+    "_ZN5torch8autograd6Engine17evaluate_functionERSt10shared_ptrINS0_9GraphTaskEEPNS0_4NodeERNS0_"
+    "11InputBufferERKS2_INS0_10ReadyQueueEE";
+}  // namespace tracerun::compat
+#else
+#define TRACERUN_INTERPOSE_AUTOGRAD_ENGINE 0
+#endif
+
+// ---------------------------------------------------------------------------------------------
 // c10d (process groups). Opt-in: define TRACERUN_COMPAT_C10D before the FIRST inclusion of this
 // header in a translation unit (#pragma once skips later ones), so that code without collectives
 // does not pay for the c10d headers.
