@@ -362,8 +362,8 @@ void checkSpansAtDepth(const Timeline& tl, const All& all, std::mt19937_64& rng)
     hi = std::max(hi, s.start_ns);
   }
   auto key = [](const std::vector<SpanRow>& v) {
-    std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, uint32_t, uint32_t,
-                           int64_t>>
+    std::vector<
+        std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, uint32_t, uint32_t, int64_t>>
         out;
     for (const auto& s : v)
       out.emplace_back(s.start_ns, s.id, s.track, s.dur_ns, s.depth, static_cast<int>(s.category),

@@ -318,7 +318,9 @@ std::vector<SpanRow> Timeline::Impl::spansAtDepth(int64_t track, int d, int64_t 
   std::vector<SpanRow> out;
   const DepthInfo* info = depth(track, d);
   if (info == nullptr || t0 > t1) return out;
-  auto keep = [&](const SpanRow& s) { return s.depth == d && s.start_ns >= t0 && s.start_ns <= t1; };
+  auto keep = [&](const SpanRow& s) {
+    return s.depth == d && s.start_ns >= t0 && s.start_ns <= t1;
+  };
   if (info->first < 0) {  // no stored level: the spans themselves
     for (const SpanRow& s : reader_.spans(track, t0, t1))
       if (keep(s)) out.push_back(s);
