@@ -352,6 +352,43 @@ void checkFlows(const Timeline& tl, const All& all, std::mt19937_64& rng) {
   if (!flows.empty()) CHECK(resolved > 0);
 }
 
+// spansAtDepth: every track and depth over the whole trace and over random windows.
+void checkSpansAtDepth(const Timeline& tl, const All& all, std::mt19937_64& rng) {
+  std::map<std::pair<int64_t, int>, std::vector<SpanRow>> byDepth;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& s : all.spans) {
+    byDepth[{s.track, s.depth}].push_back(s);
+    lo = std::min(lo, s.start_ns);
+    hi = std::max(hi, s.start_ns);
+  }
+  auto key = [](const std::vector<SpanRow>& v) {
+    std::vector<
+        std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, uint32_t, uint32_t, int64_t>>
+        out;
+    for (const auto& s : v)
+      out.emplace_back(s.start_ns, s.id, s.track, s.dur_ns, s.depth, static_cast<int>(s.category),
+                       s.name, s.detail, s.seq);
+    return out;
+  };
+  for (auto& [td, list] : byDepth) {
+    std::sort(list.begin(), list.end(), [](const SpanRow& a, const SpanRow& b) {
+      return std::tie(a.start_ns, a.id) < std::tie(b.start_ns, b.id);
+    });
+    INFO("track " << td.first << " depth " << td.second);
+    CHECK(key(tl.spansAtDepth(td.first, td.second, INT64_MIN / 4, INT64_MAX / 4)) == key(list));
+    for (int i = 0; i < 4; ++i) {
+      const int64_t a = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+      const int64_t b = a + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+      std::vector<SpanRow> want;
+      for (const auto& s : list)
+        if (s.start_ns >= a && s.start_ns <= b) want.push_back(s);
+      CHECK(key(tl.spansAtDepth(td.first, td.second, a, b)) == key(want));
+    }
+    CHECK(tl.spansAtDepth(td.first, td.second, 10, 9).empty());
+  }
+  CHECK(tl.spansAtDepth(-12345, 0, INT64_MIN / 4, INT64_MAX / 4).empty());
+}
+
 void checkSearch(const Timeline& tl, const All& all, std::mt19937_64& rng) {
   const auto& r = tl.reader();
   std::set<core::StringId> used;
@@ -377,6 +414,9 @@ void checkSearch(const Timeline& tl, const All& all, std::mt19937_64& rng) {
     };
     std::sort(matches.begin(), matches.end(), order);
     CHECK(tl.matchCount(names) == static_cast<int64_t>(matches.size()));
+    std::set<int64_t> holding;
+    for (const auto& m : matches) holding.insert(m.track);
+    CHECK(tl.matchTracks(names) == std::vector<int64_t>(holding.begin(), holding.end()));
     // Walk forward and backward from the ends, then jump from random places.
     MatchPosition pos{INT64_MIN, INT64_MIN, INT64_MIN};
     for (size_t i = 0; i < std::min<size_t>(matches.size(), 40); ++i) {
@@ -509,6 +549,7 @@ void checkEverything(const std::string& path, uint64_t seed, bool expectSummarie
   checkDepthsAndDetails(tl, all, rng);
   checkFlows(tl, all, rng);
   checkSearch(tl, all, rng);
+  checkSpansAtDepth(tl, all, rng);
   checkSeries(tl, rng);
 }
 

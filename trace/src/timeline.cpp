@@ -76,6 +76,8 @@ class Timeline::Impl {
   DrawList draw(const DrawRequest& req) const;
   std::optional<SpanDetail> span(int64_t id, size_t maxChildren) const;
   std::vector<FlowLink> flows(int64_t t0, int64_t t1) const;
+  std::vector<SpanRow> spansAtDepth(int64_t track, int d, int64_t t0, int64_t t1) const;
+  std::optional<SpanRow> rowById(int64_t id) const;
   int64_t spanStartingAt(int64_t track, int64_t ts) const;
   std::vector<core::StringId> namesMatching(const std::string& text) const;
   int64_t matchCount(const std::vector<core::StringId>& names) const;
@@ -309,9 +311,58 @@ DrawList Timeline::Impl::draw(const DrawRequest& request) const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// spans at one depth
+
+std::vector<SpanRow> Timeline::Impl::spansAtDepth(int64_t track, int d, int64_t t0,
+                                                  int64_t t1) const {
+  std::vector<SpanRow> out;
+  const DepthInfo* info = depth(track, d);
+  if (info == nullptr || t0 > t1) return out;
+  auto keep = [&](const SpanRow& s) {
+    return s.depth == d && s.start_ns >= t0 && s.start_ns <= t1;
+  };
+  if (info->first < 0) {  // no stored level: the spans themselves
+    for (const SpanRow& s : reader_.spans(track, t0, t1))
+      if (keep(s)) out.push_back(s);
+  } else {
+    // Buckets of the finest stored level by start: a bucket of one span names it (its dominant);
+    // a fuller one is read from the spans of its own width.
+    constexpr int64_t kLimit = int64_t{1} << 61;
+    const int j = info->first;
+    const int64_t W = lod::width(j);
+    std::vector<std::pair<int64_t, int64_t>> rows;  // (bucket, id when alone else 0)
+    auto& r = lodRows_;
+    r.reset();
+    r.bind(1, track).bind(2, int64_t{j}).bind(3, int64_t{d});
+    r.bind(4, lod::bucketOf(std::clamp(t0, -kLimit, kLimit), j));
+    r.bind(5, lod::bucketOf(std::clamp(t1, -kLimit, kLimit), j));
+    r.bind(6, std::numeric_limits<int64_t>::min()).bind(7, std::numeric_limits<int64_t>::max());
+    while (r.step()) {
+      const lod::Bucket b = bucketFromRow(r);
+      rows.push_back({b.bucket, b.count == 1 ? b.dom_id : 0});
+    }
+    r.reset();
+    for (const auto& [bucket, id] : rows) {
+      if (id != 0) {
+        const auto one = rowById(id);
+        if (one && keep(*one)) out.push_back(*one);
+        continue;
+      }
+      const int64_t lo = bucket * W, hi = lo + W - 1;
+      for (const SpanRow& s : reader_.spans(track, lo, hi))
+        if (keep(s) && s.start_ns >= lo && s.start_ns <= hi) out.push_back(s);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const SpanRow& a, const SpanRow& b) {
+    return std::tie(a.start_ns, a.id) < std::tie(b.start_ns, b.id);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // span details
 
-std::optional<SpanDetail> Timeline::Impl::span(int64_t id, size_t maxChildren) const {
+std::optional<SpanRow> Timeline::Impl::rowById(int64_t id) const {
   auto& s = spanById_;
   s.reset();
   s.bind(1, id);
@@ -319,8 +370,7 @@ std::optional<SpanDetail> Timeline::Impl::span(int64_t id, size_t maxChildren) c
     s.reset();
     return std::nullopt;
   }
-  SpanDetail out;
-  SpanRow& r = out.span;
+  SpanRow r;
   r.id = s.i64(0);
   r.track = s.i64(1);
   r.start_ns = s.i64(2);
@@ -332,6 +382,15 @@ std::optional<SpanDetail> Timeline::Impl::span(int64_t id, size_t maxChildren) c
   r.detail = s.isNull(5) ? 0 : static_cast<core::StringId>(s.i64(5));
   r.seq = s.isNull(6) ? -1 : s.i64(6);
   s.reset();
+  return r;
+}
+
+std::optional<SpanDetail> Timeline::Impl::span(int64_t id, size_t maxChildren) const {
+  const auto row = rowById(id);
+  if (!row) return std::nullopt;
+  SpanDetail out;
+  SpanRow& r = out.span;
+  r = *row;
   const int64_t end = r.end_ns();
   if (r.depth > 0) {
     // The enclosing span one level up: the latest-starting one in span order.
@@ -620,6 +679,10 @@ DrawList Timeline::draw(const DrawRequest& request) const {
 std::optional<SpanDetail> Timeline::span(int64_t id, size_t max_children) const {
   return impl_->span(id, max_children);
 }
+std::vector<SpanRow> Timeline::spansAtDepth(int64_t track, int depth, int64_t t0,
+                                            int64_t t1) const {
+  return impl_->spansAtDepth(track, depth, t0, t1);
+}
 std::vector<FlowLink> Timeline::flows(int64_t t0, int64_t t1) const {
   return impl_->flows(t0, t1);
 }
@@ -628,6 +691,16 @@ std::vector<core::StringId> Timeline::namesMatching(const std::string& text) con
 }
 int64_t Timeline::matchCount(const std::vector<core::StringId>& names) const {
   return impl_->matchCount(names);
+}
+std::vector<int64_t> Timeline::matchTracks(const std::vector<core::StringId>& names) const {
+  sql::Stmt s(impl_->db_, "SELECT DISTINCT track FROM name_buckets WHERE name = ?1");
+  std::set<int64_t> tracks;
+  for (core::StringId name : names) {
+    s.reset();
+    s.bind(1, int64_t{name});
+    while (s.step()) tracks.insert(s.i64(0));
+  }
+  return {tracks.begin(), tracks.end()};
 }
 std::optional<SpanRow> Timeline::nextMatch(const std::vector<core::StringId>& names,
                                            const MatchPosition& after) const {

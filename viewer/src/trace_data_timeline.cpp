@@ -212,18 +212,34 @@ std::vector<SpanRef> TraceData::find(const std::string& needle, size_t limit,
   return out;
 }
 
-std::vector<Step> TraceData::steps(const std::atomic<bool>&) const {
+std::vector<Step> TraceData::steps(const std::atomic<bool>& cancel) const {
   std::vector<Step> out;
   const trace::Timeline& tl = impl_->timeline;
   std::vector<core::StringId> names;
   for (core::StringId id : tl.namesMatching("step"))
     if (impl_->reader().str(id) == "step") names.push_back(id);
   if (names.empty()) return out;
-  for (const auto& r : tl.matches(names, kAllT0, kAllT1, 10'000'000)) {
-    const TrackInfo* t = track(r.track);
-    if (r.category != core::Category::kPhase || t == nullptr || t->kind != core::TrackKind::kThread)
-      continue;
-    out.push_back({t->rank, r.start_ns, r.end_ns(), -1});
+  // Depth by depth over every span track (steps sit at depth 0 above dense ops), until every span
+  // named "step" (matchCount, from the name buckets) has been seen: reads the steps' depths only,
+  // not every span sharing a name bucket with a step.
+  const int64_t total = tl.matchCount(names);
+  int64_t seen = 0;
+  int maxDepth = 0;
+  for (const auto& t : tracks_) maxDepth = std::max(maxDepth, t.max_depth);
+  const auto holding = tl.matchTracks(names);
+  for (int d = 0; d <= maxDepth && seen < total; ++d) {
+    for (const auto& t : tracks_) {
+      if (t.counter() || t.max_depth < d ||
+          !std::binary_search(holding.begin(), holding.end(), t.id))
+        continue;
+      if (cancel.load()) throw Cancelled{};
+      for (const auto& r : tl.spansAtDepth(t.id, d, kAllT0, kAllT1)) {
+        if (std::find(names.begin(), names.end(), r.name) == names.end()) continue;
+        ++seen;
+        if (r.category == core::Category::kPhase && t.kind == core::TrackKind::kThread)
+          out.push_back({t.rank, r.start_ns, r.end_ns(), -1});
+      }
+    }
   }
   std::sort(out.begin(), out.end(), [](const Step& a, const Step& b) {
     return a.rank != b.rank ? a.rank < b.rank : a.start < b.start;

@@ -154,6 +154,11 @@ class Timeline {
   // A span by id, with its parent and children; nullopt when no span has the id.
   std::optional<SpanDetail> span(int64_t id, size_t max_children = 1000) const;
 
+  // The spans of one track at one depth starting in [t0, t1], by start then id; read from the
+  // finest stored summary level, so a sparse depth (steps at depth 0 over dense ops below) costs
+  // its own spans, not the track's.
+  std::vector<SpanRow> spansAtDepth(int64_t track, int depth, int64_t t0, int64_t t1) const;
+
   // Flows with at least one end in [t0, t1], in the flows' recorded order.
   std::vector<FlowLink> flows(int64_t t0, int64_t t1) const;
 
@@ -164,6 +169,8 @@ class Timeline {
   // starting in [t0, t1] in that order, at most `limit`.
   std::vector<core::StringId> namesMatching(const std::string& text) const;
   int64_t matchCount(const std::vector<core::StringId>& names) const;
+  // The tracks holding at least one match, by id (from the name buckets).
+  std::vector<int64_t> matchTracks(const std::vector<core::StringId>& names) const;
   std::optional<SpanRow> nextMatch(const std::vector<core::StringId>& names,
                                    const MatchPosition& after) const;
   std::optional<SpanRow> previousMatch(const std::vector<core::StringId>& names,
