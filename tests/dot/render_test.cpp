@@ -120,7 +120,7 @@ TEST_CASE("layout: one box per node, one route per edge, inside the drawing", "[
   CHECK(l.clusters[0].max.y >= l.nodes[0].center.y);
 }
 
-TEST_CASE("layout: the node budget refuses a larger graph; large graphs get limits",
+TEST_CASE("layout: the node budget refuses a larger graph, large graphs get limits",
           "[dot][layout]") {
   Graph g;
   for (int i = 0; i < 40; ++i) {

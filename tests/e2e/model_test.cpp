@@ -141,7 +141,7 @@ std::vector<std::string> gpt(std::vector<std::string> layout) {
 }
 }  // namespace
 
-TEST_CASE("gpttrain with 24 layers folds into exactly one x24; on two stages x12 + x12",
+TEST_CASE("gpttrain with 24 layers folds into exactly one x24, on two stages x12 + x12",
           "[e2e][model]") {
   const int64_t expected = gptParams(24, 32, 16, 64);
   const std::string one = scratch().file("gpt24.db");
@@ -276,7 +276,7 @@ TEST_CASE("tracedot model: bad input is one line and a non-zero exit", "[e2e][mo
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("Python hooks: the program's own sitecustomize still runs; modules are recorded",
+TEST_CASE("Python hooks: the program's own sitecustomize still runs, modules are recorded",
           "[e2e][model]") {
   const std::string site = scratch().file("usersite");
   REQUIRE(std::system(("mkdir -p '" + site + "'").c_str()) == 0);
