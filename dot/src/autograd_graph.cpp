@@ -3,9 +3,10 @@
 #include "tracerun/dot/autograd_graph.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
+
+#include "tracerun/trace/format.h"
 
 namespace tracerun::dot {
 
@@ -39,18 +40,6 @@ std::string modulePath(const trace::TraceReader& reader, const std::vector<core:
     path += reader.str(m);
   }
   return path;
-}
-
-std::string durationText(int64_t ns) {
-  char buf[32];
-  if (ns >= 1000000) {
-    std::snprintf(buf, sizeof buf, "%.3f ms", static_cast<double>(ns) / 1e6);
-  } else if (ns >= 1000) {
-    std::snprintf(buf, sizeof buf, "%.1f us", static_cast<double>(ns) / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%lld ns", static_cast<long long>(ns));
-  }
-  return buf;
 }
 
 }  // namespace
@@ -105,7 +94,7 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
     node.label = shortName(name);
     node.tooltip = name;
     if (n.seq >= 0) node.tooltip += "\nseq " + std::to_string(n.seq);
-    node.tooltip += "\nbackward " + durationText(n.dur_ns);
+    node.tooltip += "\nbackward " + trace::formatDuration(n.dur_ns);
     if (n.accumulate_grad) {
       ++leaves;
       node.shape = NodeShape::kEllipse;

@@ -13,9 +13,9 @@
 #include <map>
 #include <set>
 
-#include "text_format.h"
 #include "tracerun/dot/palette.h"
 #include "tracerun/trace/analysis/callgraph.h"
+#include "tracerun/trace/format.h"
 
 namespace tracerun::dot {
 
@@ -307,7 +307,7 @@ void prune(View& v, int n, int drawnParent, double t, int maxDepth, int64_t tota
   if (droppedKids.empty()) return;
   const int64_t k = static_cast<int64_t>(droppedKids.size());
   other.name = "other (" + std::to_string(k) + (k == 1 ? " node, " : " nodes, ") +
-               formatShare(share(other.incl, total)) + ")";
+               trace::formatShare(share(other.incl, total)) + ")";
   p.hidden_nodes += other.dropped;
   p.hidden_ns = sat(p.hidden_ns, other.incl);
   const int o = v.add(std::move(other));
@@ -500,30 +500,32 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
     if (dp < 0) {
       label = o.rank >= 0 ? "rank " + std::to_string(o.rank) : "all ranks";
       if (o.step >= 0) label += ", step " + std::to_string(o.step);
-      label += "\n" + formatNs(x.incl) + " (100%)";
+      label += "\n" + trace::formatDuration(x.incl) + " (100%)";
     } else {
       label = x.fold > 1 ? x.name + " \u00d7" + std::to_string(x.fold) : x.name;
-      label += "\n" + formatNs(x.incl) + " (" + formatShare(share(x.incl, total)) + ")";
-      if (!x.other) label += " \u00b7 self " + formatNs(x.excl);
-      label += "\n" + formatCount(x.count) + (x.count == 1 ? " call" : " calls");
+      label += "\n" + trace::formatDuration(x.incl) + " (" +
+               trace::formatShare(share(x.incl, total)) + ")";
+      if (!x.other) label += " \u00b7 self " + trace::formatDuration(x.excl);
+      label += "\n" + trace::formatCount(x.count) + (x.count == 1 ? " call" : " calls");
     }
     if (x.bytes_incl != 0) {
-      label += "\nalloc " + formatBytes(double(x.bytes_incl));
+      label += "\nalloc " + trace::formatBytes(double(x.bytes_incl));
       if (!x.other && x.bytes_self != x.bytes_incl) {
-        label += " (self " + formatBytes(double(x.bytes_self)) + ")";
+        label += " (self " + trace::formatBytes(double(x.bytes_self)) + ")";
       }
     }
     if (x.category == core::Category::kComm && !x.other) {
-      label += "\n" + formatBytes(double(x.comm_bytes)) + " sent";
+      label += "\n" + trace::formatBytes(double(x.comm_bytes)) + " sent";
       if (!x.group.empty()) label += " \u00b7 group " + x.group + (x.several_groups ? " +" : "");
     }
     if (base) {
-      label += "\n\u0394 " + std::string(change[i] >= 0 ? "+" : "") + formatShare(change[i]) +
-               (inBase[i] ? " (was " +
-                                (o.color_by == ColorBy::kBytes ? formatBytes(double(baseValue[i]))
-                                                               : formatNs(baseValue[i])) +
-                                ")"
-                          : " (new)");
+      label +=
+          "\n\u0394 " + std::string(change[i] >= 0 ? "+" : "") + trace::formatShare(change[i]) +
+          (inBase[i] ? " (was " +
+                           (o.color_by == ColorBy::kBytes ? trace::formatBytes(double(baseValue[i]))
+                                                          : trace::formatDuration(baseValue[i])) +
+                           ")"
+                     : " (new)");
     }
     node.label = label;
 
@@ -625,7 +627,7 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
     e.constraint = false;
     e.color = palette::kLink;
     const auto kind = static_cast<core::FlowKind>(std::get<2>(key));
-    e.label = "\u00d7" + formatCount(val.first);
+    e.label = "\u00d7" + trace::formatCount(val.first);
     e.tooltip = std::string(core::flowKindName(kind)) + ": " + std::to_string(val.first) +
                 (val.second ? " (through nodes not drawn)" : "");
     g.addEdge(std::move(e));
@@ -636,21 +638,23 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
             (o.rank >= 0 ? "rank " + std::to_string(o.rank)
                          : "all ranks (" + std::to_string(ranks.size()) + ")") +
             " \u00b7 " + (o.step >= 0 ? "step " + std::to_string(o.step) : "all steps");
-  std::string cap = "total " + formatNs(total) +
+  std::string cap = "total " + trace::formatDuration(total) +
                     " (top-level spans, summed over threads and ranks); colour: " +
                     (base                            ? std::string("change against ") + base->path()
                      : o.color_by == ColorBy::kSelf  ? std::string("self time")
                      : o.color_by == ColorBy::kBytes ? std::string("bytes allocated")
                                                      : std::string("total time"));
   cap += "\n" + std::to_string(p.drawn.size()) + " nodes drawn; node threshold " +
-         formatShare(t > 1.0 ? 1.0 : t) + ", edge threshold " + formatShare(o.edge_thres);
+         trace::formatShare(t > 1.0 ? 1.0 : t) + ", edge threshold " +
+         trace::formatShare(o.edge_thres);
   if (p.hidden_nodes > 0) {
-    cap += "; 'other' nodes hold " + formatCount(p.hidden_nodes) + " nodes (" +
-           formatShare(share(p.hidden_ns, total)) + " of the time)";
+    cap += "; 'other' nodes hold " + trace::formatCount(p.hidden_nodes) + " nodes (" +
+           trace::formatShare(share(p.hidden_ns, total)) + " of the time)";
   }
   if (t > wanted) {
     cap += "\nover the budget of " + std::to_string(budget) + " nodes (--max-nodes): threshold " +
-           "raised from " + formatShare(wanted) + " to " + formatShare(t > 1.0 ? 1.0 : t);
+           "raised from " + trace::formatShare(wanted) + " to " +
+           trace::formatShare(t > 1.0 ? 1.0 : t);
   }
   if (!folds.empty()) {
     std::string list;
@@ -664,10 +668,11 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
   }
   if (o.depth >= 0) cap += "\ndepth limited to " + std::to_string(o.depth) + " levels";
   if (cg.unattributed_bytes > 0) {
-    cap += "\n" + formatBytes(double(cg.unattributed_bytes)) + " allocated outside any span";
+    cap += "\n" + trace::formatBytes(double(cg.unattributed_bytes)) + " allocated outside any span";
   }
   if (base && onlyInBase > 0) {
-    cap += "\n" + formatCount(onlyInBase) + " paths only in " + base->path() + " (not drawn)";
+    cap +=
+        "\n" + trace::formatCount(onlyInBase) + " paths only in " + base->path() + " (not drawn)";
   }
   g.caption = cap;
   return g;

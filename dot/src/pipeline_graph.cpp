@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <map>
 
-#include "text_format.h"
 #include "tracerun/dot/palette.h"
 #include "tracerun/trace/analysis/pipeline.h"
+#include "tracerun/trace/format.h"
 
 namespace tracerun::dot {
 
@@ -185,7 +185,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
       n.fill = palette::kCollective;
       n.shape = NodeShape::kHexagon;
     }
-    n.label = what + "\n" + formatNs(duration(a));
+    n.label = what + "\n" + trace::formatDuration(duration(a));
     std::string id = "rank" + std::to_string(a.rank) + "/" + what;
     const int dup = seenIds[id]++;
     if (dup > 0) id += "~" + std::to_string(dup + 1);
@@ -255,7 +255,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     e.to = nodeOf[static_cast<size_t>(to)];
     e.color = palette::kMessage;
     e.tooltip = "send -> receive, arrived " +
-                formatNs(std::max<int64_t>(0, acts[i].end_ns - acts[s].start_ns)) +
+                trace::formatDuration(std::max<int64_t>(0, acts[i].end_ns - acts[s].start_ns)) +
                 " after the send began";
     if (critical(static_cast<size_t>(from), static_cast<size_t>(to))) {
       e.style = EdgeStyle::kBold;
@@ -293,22 +293,23 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                                  [&](const PipelineAction& a) { return a.rank == r; });
     perStage += std::string(perStage.empty() ? "" : " \u00b7 ") + "stage " +
                 std::to_string(it == acts.end() ? -1 : it->stage) + ": " +
-                formatShare(window > 0 ? 1.0 - c / double(window) : 0.0);
+                trace::formatShare(window > 0 ? 1.0 - c / double(window) : 0.0);
   }
   const double bubble =
       window > 0 && !sa.ranks.empty() ? 1.0 - compute / (double(sa.ranks.size()) * window) : 0.0;
   g.title = "pipeline \u00b7 " + file + " \u00b7 step " + std::to_string(step) + " \u00b7 " +
             pa.schedule + " p=" + std::to_string(pa.stages) +
             " m=" + std::to_string(pa.microbatches) + (v > 1 ? " v=" + std::to_string(v) : "");
-  std::string cap =
-      "step window " + formatNs(window) +
-      " (first action start to last action end); critical path " + formatNs(cp.length) + " = " +
-      formatShare(window > 0 ? double(cp.length) / double(window) : 0.0) + " of it (red)";
+  std::string cap = "step window " + trace::formatDuration(window) +
+                    " (first action start to last action end); critical path " +
+                    trace::formatDuration(cp.length) + " = " +
+                    trace::formatShare(window > 0 ? double(cp.length) / double(window) : 0.0) +
+                    " of it (red)";
   cap += "\nbubble per stage: " + perStage;
-  cap += "\nstep bubble " + formatShare(bubble) + " measured; closed form " +
+  cap += "\nstep bubble " + trace::formatShare(bubble) + " measured; closed form " +
          (pa.schedule == "interleaved" ? std::string("((p-1)/v)/(m+(p-1)/v)")
                                        : std::string("(p-1)/(m+p-1)")) +
-         " = " + formatShare(pa.bubble_theory);
+         " = " + trace::formatShare(pa.bubble_theory);
   if (sa.replicas > 1) {
     cap += "\nreplica " + std::to_string(o.replica) + " of " + std::to_string(sa.replicas) +
            " (data-parallel copies of the pipeline)";

@@ -57,3 +57,13 @@ TEST_CASE("device names: PyTorch's spelling or a title, the index only when know
   CHECK(deviceName(7, 2) == "device 7:2");
   CHECK(deviceName(7, 2, DeviceSpelling::kTitle) == "device 7:2");
 }
+
+TEST_CASE("shares: one decimal from 1%, two below, none from 100%") {
+  CHECK(formatShare(0) == "0.0%");
+  CHECK(formatShare(0.456) == "45.6%");
+  CHECK(formatShare(0.01) == "1.0%");
+  CHECK(formatShare(0.00123) == "0.12%");
+  CHECK(formatShare(1.0) == "100%");
+  CHECK(formatShare(2.5) == "250%");
+  CHECK(formatShare(-0.2) == "-20.0%");
+}

@@ -40,6 +40,19 @@ std::string formatCount(int64_t n) {
   return (n < 0 ? "-" : "") + digits;
 }
 
+std::string formatShare(double share) {
+  char b[32];
+  const double p = share * 100.0;
+  if (std::fabs(p) >= 100.0) {
+    std::snprintf(b, sizeof b, "%.0f%%", p);
+  } else if (std::fabs(p) >= 1.0 || p == 0.0) {
+    std::snprintf(b, sizeof b, "%.1f%%", p);
+  } else {
+    std::snprintf(b, sizeof b, "%.2f%%", p);
+  }
+  return b;
+}
+
 std::string deviceName(int type, int index, DeviceSpelling spelling) {
   const bool title = spelling == DeviceSpelling::kTitle;
   std::string name = type == 0   ? (title ? "CPU" : "cpu")

@@ -1,6 +1,8 @@
 // Ruler ticks, time labels and time parsing (see time_axis.h).
 #include "time_axis.h"
 
+#include "tracerun/trace/format.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -65,18 +67,7 @@ std::string timeLabel(int64_t t, int64_t step) {
 }
 
 std::string durationText(int64_t ns) {
-  char b[64];
-  const double a = std::fabs(static_cast<double>(ns));
-  if (a >= 1e9) {
-    std::snprintf(b, sizeof b, "%.3f s", static_cast<double>(ns) / 1e9);
-  } else if (a >= 1e6) {
-    std::snprintf(b, sizeof b, "%.3f ms", static_cast<double>(ns) / 1e6);
-  } else if (a >= 1e3) {
-    std::snprintf(b, sizeof b, "%.3f us", static_cast<double>(ns) / 1e3);
-  } else {
-    std::snprintf(b, sizeof b, "%lld ns", static_cast<long long>(ns));
-  }
-  return b;
+  return trace::formatDuration(static_cast<double>(ns));
 }
 
 std::optional<int64_t> parseTime(const std::string& text) {

@@ -14,6 +14,8 @@ std::string formatDuration(double ns);
 std::string formatBytes(double bytes);
 // "1,234,567", "-1,000"
 std::string formatCount(int64_t n);
+// A fraction as a share: 0.456 -> "45.6%" (two decimals under 1%, none from 100%).
+std::string formatShare(double share);
 
 // How a device is spelled: as PyTorch writes it ("cpu", "cuda:0": the report's text and JSON), or
 // as a title ("CPU", "CUDA:0": the Chrome export's track names).
