@@ -21,13 +21,6 @@ namespace tracerun::trace {
 
 namespace {
 
-int64_t saturatingSub(int64_t a, int64_t b) {
-  if (b > 0 && a < std::numeric_limits<int64_t>::min() + b) {
-    return std::numeric_limits<int64_t>::min();
-  }
-  return a - b;
-}
-
 // A problem this file found itself (as opposed to an SQLite failure), passed on unchanged.
 class CheckFailed : public TraceError {
  public:
@@ -229,7 +222,8 @@ std::vector<SpanRow> TraceReader::Impl::spans(int64_t track, int64_t t0, int64_t
   // Chunks are indexed by their earliest start; a chunk overlapping [t0, t1] starts no earlier
   // than t0 minus the widest chunk of the track.
   const int64_t widest = longestChunk(track);
-  const int64_t lo = widest >= 0 ? saturatingSub(t0, widest) : std::numeric_limits<int64_t>::min();
+  const int64_t lo =
+      widest >= 0 ? chunks::earliestStartReaching(t0, widest) : std::numeric_limits<int64_t>::min();
   auto& chunks = chunksInWindow_;
   chunks.reset();
   chunks.bind(1, track).bind(2, lo).bind(3, t1).bind(4, t0);

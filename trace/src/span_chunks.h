@@ -56,6 +56,16 @@ bool spanLess(const Row& a, const Row& b) noexcept {
   return orderOf(a) < orderOf(b);
 }
 
+// The earliest start a span reaching time t can have when no span is longer than `longest`:
+// t - longest, saturated at the int64 minimum. The lower bound of every window query (reader,
+// timeline), which lets SQLite seek on start instead of scanning.
+inline int64_t earliestStartReaching(int64_t t, int64_t longest) noexcept {
+  if (longest > 0 && t < std::numeric_limits<int64_t>::min() + longest) {
+    return std::numeric_limits<int64_t>::min();
+  }
+  return t - longest;
+}
+
 // Rule 3: the id of the span at `position` (0-based) of the chunk whose first id is first_id.
 constexpr int64_t idAt(int64_t first_id, int64_t position) noexcept {
   return first_id + position;

@@ -24,13 +24,6 @@ namespace tracerun::trace {
 
 namespace {
 
-int64_t saturatingSub(int64_t a, int64_t b) {
-  if (b > 0 && a < std::numeric_limits<int64_t>::min() + b) {
-    return std::numeric_limits<int64_t>::min();
-  }
-  return a - b;
-}
-
 int64_t endOf(int64_t start, int64_t dur) {
   int64_t end = 0;
   if (__builtin_add_overflow(start, dur, &end)) return std::numeric_limits<int64_t>::max();
@@ -200,7 +193,7 @@ DrawList Timeline::Impl::draw(const DrawRequest& request) const {
     out.from_summaries = true;
     const int j = std::min(k, info->top);
     const int64_t ratio = lod::width(k - j);  // level-j buckets per level-k bucket
-    const int64_t kbLo = lod::bucketOf(saturatingSub(req.t0, info->longest), k);
+    const int64_t kbLo = lod::bucketOf(chunks::earliestStartReaching(req.t0, info->longest), k);
     const int64_t kbHi = lod::bucketOf(req.t1, k);
     auto& rows = lodRows_;
     rows.reset();
