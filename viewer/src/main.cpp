@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "time_axis.h"
 #include "viewer_app.h"
+#include "views.h"
 
 namespace {
 
@@ -30,7 +31,8 @@ using tracerun::viewer::Viewer;
 using tracerun::viewer::ViewerOptions;
 
 struct Flags {
-  std::string path, screenshot, size = "1600x900", range, go, dump_layout;
+  std::string path, screenshot, size = "1600x900", range, go, dump_layout, view = "timeline",
+                                dump_view;
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
@@ -105,6 +107,16 @@ bool writePng(const std::string& path, int w, int h) {
     std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * row], row,
                 &flipped[static_cast<size_t>(y) * row]);
   return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
+}
+
+// Writes `text` to `path` through a temporary file, so a reader never sees half of it.
+void writeAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  if (std::FILE* out = std::fopen(tmp.c_str(), "w")) {
+    std::fputs(text.c_str(), out);
+    std::fclose(out);
+    std::rename(tmp.c_str(), path.c_str());
+  }
 }
 
 // Resident memory of this process in kB: (VmRSS, VmHWM) from /proc/self/status.
@@ -197,6 +209,7 @@ int runViewer(const Flags& f) {
   o.path = f.path;
   o.log_actions = f.log_actions;
   o.headless = !f.screenshot.empty() || f.bench_steps > 0;
+  o.view = f.view;
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
@@ -287,13 +300,9 @@ int runViewer(const Flags& f) {
     }
     if (settled && !wasSettled) {
       if (!f.dump_layout.empty()) {
-        const std::string tmp = f.dump_layout + ".tmp";
-        if (std::FILE* out = std::fopen(tmp.c_str(), "w")) {
-          std::fputs(viewer.layoutText().c_str(), out);
-          std::fclose(out);
-          std::rename(tmp.c_str(), f.dump_layout.c_str());
-        }
+        writeAtomically(f.dump_layout, viewer.layoutText());
       }
+      if (!f.dump_view.empty()) writeAtomically(f.dump_view, viewer.activeViewText());
       if (firstCompleteLogged) viewer.log("settled");
     }
     wasSettled = settled;
@@ -373,6 +382,13 @@ int main(int argc, char** argv) {
         app.add_option(
             "--dump-layout", flags.dump_layout,
             "write the timeline's geometry to this file each time the view settles (tests)");
+        std::string words;
+        for (const auto& w : tracerun::viewer::viewWords()) words += (words.empty() ? "" : "|") + w;
+        app.add_option("--view", flags.view, "the tab in front at open: " + words)
+            ->check(CLI::IsMember(tracerun::viewer::viewWords()));
+        app.add_option("--dump-view", flags.dump_view,
+                       "write the numbers the tab in front shows to this file each time the view "
+                       "settles (tests; the timeline writes its geometry)");
         app.add_option("--bench-sweep", flags.bench_steps,
                        "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
                        "times, primitives and memory, exit (bench/viewer_bench.sh)")

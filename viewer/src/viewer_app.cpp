@@ -12,6 +12,7 @@
 
 #include "palette.h"
 #include "time_axis.h"
+#include "views.h"
 
 namespace tracerun::viewer {
 
@@ -105,6 +106,11 @@ void Viewer::open(const std::string& path) {
   haveFetched_ = false;
   requestedGen_ = doneGen_ = 0;
   pendingById_ = false;
+  views_ = makeViews();
+  wantedTab_ = kTimelineTab;
+  for (size_t i = 0; i < views_.size(); ++i)
+    if (options_.view == views_[i]->word()) wantedTab_ = static_cast<int>(i);
+  requestTab_ = wantedTab_;
   worker_ = std::make_unique<DataWorker>(path, wake_);
 }
 
@@ -214,8 +220,29 @@ bool Viewer::settled() const {
   if (!worker_) return true;
   if (!info_) return false;
   if (!problem_.empty()) return !worker_->busy() || !info_->ok;
+  const bool viewSettled = activeTab_ == wantedTab_ &&
+                           (activeTab_ < 0 || views_[static_cast<size_t>(activeTab_)]->settled());
   return !worker_->busy() && !pendingById_ && doneGen_ >= requestedGen_ && haveFetched_ &&
-         stepsDone_ && (!selected_ || details_) && !findPending_;
+         stepsDone_ && (!selected_ || details_) && !findPending_ && viewSettled;
+}
+
+std::string Viewer::activeViewWord() const {
+  return activeTab_ < 0 ? kTimelineWord : views_[static_cast<size_t>(activeTab_)]->word();
+}
+
+std::string Viewer::activeViewText() const {
+  return activeTab_ < 0 ? layoutText() : views_[static_cast<size_t>(activeTab_)]->dumpText();
+}
+
+void Viewer::selectSpan(int64_t id, bool centre) {
+  if (!worker_) return;
+  worker_->requestSpanById(id, -1, centre);
+  pendingById_ = true;
+}
+
+std::optional<int64_t> Viewer::selectedSpan() const {
+  if (!selected_) return std::nullopt;
+  return selected_->id;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -361,10 +388,7 @@ void Viewer::frame() {
         problem_ + "\n\nOpen another file with Ctrl+O (tracerun writes traces with -o run.db).",
         palette::kError);
   } else {
-    const float sideW = std::min(kSideW, avail.x * 0.4f);
-    drawTimeline(avail.x - sideW - 4, bodyH);
-    ImGui::SameLine(0, 4);
-    drawSidePanel(sideW, bodyH);
+    drawTabs(avail.x, bodyH);
   }
   drawStatus();
   if (pickerOpen_) {
@@ -380,6 +404,38 @@ void Viewer::frame() {
   ImGui::End();
   ImGui::PopStyleVar(2);
   ensureData();
+}
+
+void Viewer::drawTabs(float width, float height) {
+  const float top = ImGui::GetCursorPosY();
+  if (!ImGui::BeginTabBar("views")) return;
+  const auto flags = [&](int tab) {
+    return requestTab_ == tab ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
+  };
+  if (ImGui::BeginTabItem("Timeline", nullptr, flags(kTimelineTab))) {
+    activeTab_ = kTimelineTab;
+    const float h = height - (ImGui::GetCursorPosY() - top);
+    const float sideW = std::min(kSideW, width * 0.4f);
+    drawTimeline(width - sideW - 4, h);
+    ImGui::SameLine(0, 4);
+    drawSidePanel(sideW, h);
+    ImGui::EndTabItem();
+  }
+  for (size_t i = 0; i < views_.size(); ++i) {
+    View& v = *views_[i];
+    if (ImGui::BeginTabItem(v.title(), nullptr, flags(static_cast<int>(i)))) {
+      if (activeTab_ != static_cast<int>(i)) log(std::string("view ") + v.word());
+      activeTab_ = static_cast<int>(i);
+      const float h = height - (ImGui::GetCursorPosY() - top);
+      ImGui::BeginChild(v.word(), ImVec2(width, h), false);
+      v.draw(*this, width, h);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+  }
+  // A requested tab is in front once ImGui drew it; until then keep asking.
+  if (requestTab_ != kNoRequest && activeTab_ == requestTab_) requestTab_ = kNoRequest;
+  ImGui::EndTabBar();
 }
 
 void Viewer::drawMenu() {

@@ -18,6 +18,7 @@
 
 #include "data_worker.h"
 #include "recent_files.h"
+#include "view.h"
 
 struct ImDrawList;
 
@@ -29,15 +30,16 @@ struct ViewerOptions {
   std::optional<int64_t> select;                     // --select SPAN_ID
   std::optional<std::pair<int, int64_t>> go;         // --goto RANK:SPAN_ID
   bool log_actions = false;
-  bool headless = false;  // --screenshot: settle, then stop
+  bool headless = false;          // --screenshot: settle, then stop
+  std::string view = "timeline";  // --view: the tab in front at open (views.h's words)
   std::string recent_file = RecentFiles::location();
 };
 
-class Viewer {
+class Viewer : private ViewHost {
  public:
   // `wake` is called from the data thread when results are ready (glfwPostEmptyEvent).
   Viewer(ViewerOptions options, std::function<void()> wake);
-  ~Viewer();
+  ~Viewer() override;
 
   // Builds one ImGui frame covering the whole display. Call between NewFrame and Render.
   void frame();
@@ -65,9 +67,24 @@ class Viewer {
     return info_ ? info_->range : std::pair<int64_t, int64_t>{0, 0};
   }
   float timeAreaWidth() const { return lastAreaW_; }
-  void log(const std::string& line) const;
+  void log(const std::string& line) const override;
+  // The tab in front: its --view word, and what it shows as text (View::dumpText; for the
+  // timeline, layoutText()).
+  std::string activeViewWord() const;
+  std::string activeViewText() const;
 
  private:
+  // ViewHost: what the tabs beside the timeline may ask (view.h).
+  const std::string& tracePath() const override { return path_; }
+  const OpenResult& trace() const override { return *info_; }
+  const std::string& name(core::StringId id) const override;
+  void selectSpan(int64_t id, bool centre) override;
+  std::optional<int64_t> selectedSpan() const override;
+  std::pair<double, double> timelineRange() const override { return {viewT0_, viewT1_}; }
+  void showTimeRange(double t0, double t1) override { setView(t0, t1, "view"); }
+  void showTimeline() override { requestTab_ = kTimelineTab; }
+  std::function<void()> waker() const override { return wake_; }
+
   struct SpanTrackState {
     int max_depth = 0;
   };
@@ -106,7 +123,7 @@ class Viewer {
   void drawPicker(bool inlinePanel);
   void drawStatus();
   void drawMessage(const std::string& text, uint32_t colour);
-  const std::string& name(core::StringId id) const;
+  void drawTabs(float width, float height);
   float xOf(double t, float areaX, float areaW) const;
 
   ViewerOptions options_;
@@ -159,6 +176,13 @@ class Viewer {
   bool pickerOpen_ = false;
   std::string pickerDir_;
   char pickerPath_[1024] = {};
+
+  // the tabs beside the timeline (views.h); index -1 is the timeline
+  static constexpr int kTimelineTab = -1, kNoRequest = -2;
+  std::vector<std::unique_ptr<View>> views_;
+  int activeTab_ = kTimelineTab;
+  int requestTab_ = kNoRequest;   // applied in the next frame (ImGui shows it one frame later)
+  int wantedTab_ = kTimelineTab;  // --view: settled() waits until it is in front
 
   bool quit_ = false;
   bool screenshotKey_ = false;

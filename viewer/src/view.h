@@ -1,0 +1,57 @@
+// A view: one tab beside the timeline (pipeline, memory, collectives, graphs, statistics,
+// comparison). The contract between the window (viewer_app.cpp, the ViewHost) and each view.
+// Not the timeline itself (the Viewer draws it) and not a data layer: a view reads the trace
+// through trace/ on its own thread (background_query.h), never on the UI thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "data_worker.h"
+
+namespace tracerun::viewer {
+
+// What a view may ask of the window. Every view shares one selection with the timeline.
+class ViewHost {
+ public:
+  virtual ~ViewHost() = default;
+  // The open trace (always ok while a view is drawn) and its file.
+  virtual const std::string& tracePath() const = 0;
+  virtual const OpenResult& trace() const = 0;
+  virtual const std::string& name(core::StringId id) const = 0;
+  // Selects span `id` (ids are unique in a trace) and, with `centre`, centres the timeline on it
+  // in the next frame; the timeline tab is not forced to the front.
+  virtual void selectSpan(int64_t id, bool centre) = 0;
+  virtual std::optional<int64_t> selectedSpan() const = 0;
+  // The timeline's window, ns on the trace axis; setting it moves the timeline.
+  virtual std::pair<double, double> timelineRange() const = 0;
+  virtual void showTimeRange(double t0, double t1) = 0;
+  // Brings the timeline tab to the front in the next frame.
+  virtual void showTimeline() = 0;
+  // --log-actions: one line on stdout (no-op otherwise).
+  virtual void log(const std::string& line) const = 0;
+  // Wakes the frame loop from another thread (a background query finished).
+  virtual std::function<void()> waker() const = 0;
+};
+
+class View {
+ public:
+  virtual ~View() = default;
+  // The word of `--view WORD` (lower case, one word) and the tab's title.
+  virtual const char* word() const = 0;
+  virtual const char* title() const = 0;
+  // Draws the tab's content into the current ImGui window region (width x height pixels). Called
+  // only while the tab is in front; the first call may start the view's background queries.
+  virtual void draw(ViewHost& host, float width, float height) = 0;
+  // True when everything the view shows has arrived (what --screenshot waits for). A view that
+  // was never drawn is settled.
+  virtual bool settled() const = 0;
+  // The numbers the view shows, as text (--dump-view FILE writes it when the view settles), so
+  // tests can hold them equal to `tracerun report --json`. "" when the view has none.
+  virtual std::string dumpText() const { return {}; }
+};
+
+}  // namespace tracerun::viewer

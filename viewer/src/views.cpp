@@ -1,0 +1,18 @@
+// The tab set (see views.h). Adding a view: its factory line here, its file in viewer/CMakeLists.
+#include "views.h"
+
+namespace tracerun::viewer {
+
+std::vector<std::unique_ptr<View>> makeViews() {
+  std::vector<std::unique_ptr<View>> views;
+  // One line per view, in tab order, e.g. views.push_back(makePipelineView());
+  return views;
+}
+
+std::vector<std::string> viewWords() {
+  std::vector<std::string> words{kTimelineWord};
+  for (const auto& v : makeViews()) words.emplace_back(v->word());
+  return words;
+}
+
+}  // namespace tracerun::viewer
