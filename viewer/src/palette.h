@@ -38,6 +38,12 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// The collectives view: arrival lag from none to the group's scale (dark blue, teal, yellow), the
+// mark of the last rank to arrive (a red no lag colour takes), a member absent from the trace.
+constexpr uint32_t kCollLagRamp[] = {rgba(40, 60, 120), rgba(40, 160, 150), rgba(245, 220, 80)};
+constexpr uint32_t kCollLast = rgba(240, 50, 60);
+constexpr uint32_t kCollAbsent = rgba(70, 70, 78);
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }

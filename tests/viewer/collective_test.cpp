@@ -1,0 +1,234 @@
+// traceview's collectives tab on a real 4-rank gpttrain trace (TP 2 x DP 2): the instance of a
+// selected collective span is found on every rank with the arrival, start, end and wait a brute
+// force over the trace's spans computes (same group, same sequence number); the straggler table
+// equals the brute force's; the groups hold the calls `tracerun report --json` counts; and the
+// heatmap shows the last rank's mark in the cell computed from the trace.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "e2e_common.h"
+#include "palette.h"
+#include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+using nlohmann::json;
+
+namespace {
+
+struct Call {
+  int rank = 0;
+  int64_t id = 0, start = 0, end = 0;
+};
+
+// (decorator track name, seq) -> the calls, one per rank: straight from the trace's rows.
+using Instances = std::map<std::pair<std::string, int64_t>, std::vector<Call>>;
+
+Instances bruteForce(const trace::TraceReader& reader) {
+  Instances out;
+  for (const auto& t : reader.tracks()) {
+    if (t.name.rfind("c10d ", 0) != 0) continue;
+    for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+      if (s.category != core::Category::kComm) continue;
+      const std::string& name = reader.str(s.name);
+      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
+        continue;
+      }
+      int64_t seq = -1;
+      for (const auto& a : reader.args(s.id))
+        if (reader.str(a.key) == "seq") seq = a.value;
+      REQUIRE(seq >= 0);
+      out[{t.name, seq}].push_back({t.rank, s.id, s.start_ns, s.end_ns()});
+    }
+  }
+  for (auto& [k, calls] : out) {
+    std::sort(calls.begin(), calls.end(),
+              [](const Call& a, const Call& b) { return a.rank < b.rank; });
+  }
+  return out;
+}
+
+// The last to arrive: the latest start, ties to the lowest rank.
+int lastRank(const std::vector<Call>& calls) {
+  const Call* last = &calls.front();
+  for (const Call& c : calls)
+    if (c.start > last->start) last = &c;
+  return last->rank;
+}
+
+std::vector<std::string> linesStarting(const std::string& text, const std::string& word) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(word + " ", 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// "k1 v1 k2 v2 ..." -> map (values as text); a line with an odd number of words starts with a
+// keyword of its own ("selected group 3 seq 7 ..."), which is skipped.
+std::map<std::string, std::string> fields(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  std::map<std::string, std::string> m;
+  for (size_t i = words.size() % 2; i + 1 < words.size(); i += 2) m[words[i]] = words[i + 1];
+  return m;
+}
+
+std::vector<int> intList(const std::string& s) {
+  std::vector<int> v;
+  std::istringstream in(s);
+  for (std::string x; std::getline(in, x, ',');) v.push_back(std::stoi(x));
+  return v;
+}
+
+}  // namespace
+
+#ifdef GPTTRAIN_BIN
+
+TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrain run") {
+  e2e::ScratchDir dir("vcoll");
+  const std::string db = dir.file("tp2dp2.db");
+  const auto run =
+      e2e::runGpttrain({"--nproc-per-node", "4", "--status", "off", "-o", db}, GPTTRAIN_BIN,
+                       {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len",
+                        "16", "--global-batch", "4", "--steps", "3", "--quiet"});
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+
+  const auto reader = trace::TraceReader::open(db);
+  const Instances all = bruteForce(reader);
+  // The chosen call: the instance with the widest arrival spread among those two or more ranks
+  // made; its span on a rank that was not last (the view must find the others).
+  const std::pair<std::string, int64_t>* chosen = nullptr;
+  int64_t widest = -1;
+  for (const auto& [key, calls] : all) {
+    if (calls.size() < 2) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const Call& c : calls) lo = std::min(lo, c.start), hi = std::max(hi, c.start);
+    if (hi - lo > widest) {
+      widest = hi - lo;
+      chosen = &key;
+    }
+  }
+  REQUIRE(chosen != nullptr);
+  const std::vector<Call>& calls = all.at(*chosen);
+  const int last = lastRank(calls);
+  const Call& picked = calls.front().rank == last ? calls.back() : calls.front();
+  INFO("instance " << chosen->first << " seq " << chosen->second << ", selected span "
+                   << picked.id);
+
+  const std::string png = dir.file("coll.png"), dump = dir.file("coll.txt");
+  const auto r =
+      runTraceviewXvfb({db, "--select", std::to_string(picked.id), "--view", "collectives",
+                        "--size", "1600x900", "--dump-view", dump, "--screenshot", png},
+                       dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exited);
+  REQUIRE(r.exit_code == 0);
+  const std::string text = e2e::readFile(dump);
+  INFO(text);
+
+  // The selected instance: every rank's row equals the brute force's.
+  const auto sel = linesStarting(text, "selected");
+  REQUIRE(sel.size() == 1);
+  CHECK(fields(sel[0])["seq"] == std::to_string(chosen->second));
+  CHECK(fields(sel[0])["last"] == std::to_string(last));
+  const auto rows = linesStarting(text, "rank");
+  REQUIRE(rows.size() == calls.size());
+  int64_t lastArrival = INT64_MIN, firstArrival = INT64_MAX;
+  for (const Call& c : calls) {
+    lastArrival = std::max(lastArrival, c.start);
+    firstArrival = std::min(firstArrival, c.start);
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& c = calls[i];
+    auto f = fields(rows[i]);
+    const int64_t start = std::clamp(lastArrival, c.start, c.end);
+    CHECK(f["rank"] == std::to_string(c.rank));
+    CHECK(f["span"] == std::to_string(c.id));
+    CHECK(f["arrival"] == std::to_string(c.start));
+    CHECK(f["start"] == std::to_string(start));
+    CHECK(f["end"] == std::to_string(c.end));
+    CHECK(f["wait"] == std::to_string(start - c.start));
+    CHECK(f["lag"] == std::to_string(c.start - firstArrival));
+    CHECK(f["last"] == (c.rank == last ? "1" : "0"));
+  }
+
+  // Stragglers: who arrived last, over every instance with two or more ranks.
+  std::map<int, std::pair<int64_t, int64_t>> expected;  // rank -> (last, instances)
+  for (const auto& [key, cs] : all) {
+    if (cs.size() < 2) continue;
+    for (const Call& c : cs) ++expected[c.rank].second;
+    ++expected[lastRank(cs)].first;
+  }
+  std::map<int, std::pair<int64_t, int64_t>> shown;
+  for (const auto& line : linesStarting(text, "straggler")) {
+    auto f = fields(line);
+    shown[std::stoi(f["rank"])] = {std::stoll(f["last"]), std::stoll(f["instances"])};
+  }
+  CHECK(shown == expected);
+
+  // Groups: as many instances as the brute force finds, and as many calls as the report counts
+  // for that op and member set (summed over callers).
+  const auto rep = e2e::runTracerun({"report", "--json", db});
+  REQUIRE(rep.exit_code == 0);
+  const json j = json::parse(rep.out);
+  std::map<std::vector<int>, int64_t> reportCalls;
+  for (const auto& c : j["comm"]["collectives"]) {
+    reportCalls[c["ranks"].get<std::vector<int>>()] += c["calls"].get<int64_t>();
+  }
+  std::map<std::string, int64_t> bruteCount;
+  for (const auto& [key, cs] : all) ++bruteCount[key.first];
+  const auto groups = linesStarting(text, "group");
+  REQUIRE(groups.size() == bruteCount.size());
+  std::map<std::string, int> groupIndex;
+  for (const auto& line : groups) {
+    const std::string name = line.substr(line.find(" name ") + 6);
+    auto f = fields(line.substr(0, line.find(" name ")));
+    groupIndex[name] = std::stoi(f["group"]);
+    CHECK(std::stoll(f["instances"]) == bruteCount[name]);
+    CHECK(reportCalls[intList(f["members"])] == bruteCount[name]);
+  }
+
+  // The heatmap: the chosen instance's column, the last rank's row holds the red mark, the other
+  // ranks' cells a lag colour.
+  const auto hm = linesStarting(text, "heatmap");
+  REQUIRE(hm.size() == 1);
+  auto h = fields(hm[0]);
+  CHECK(std::stoi(h["group"]) == groupIndex[chosen->first]);
+  int col = 0;
+  for (const auto& [key, cs] : all) {
+    if (key.first == chosen->first && key.second < chosen->second) ++col;
+  }
+  const std::vector<int> order = intList(h["rows"]);
+  const double x0 = std::stod(h["x"]), y0 = std::stod(h["y"]), colW = std::stod(h["col_w"]),
+               rowH = std::stod(h["row_h"]), first = std::stod(h["first_col"]);
+  REQUIRE(colW >= 6);
+  const double cx = x0 + (col - first) * colW + (colW - 1) / 2;
+  REQUIRE(cx > x0);
+  REQUIRE(cx < x0 + std::stod(h["w"]));
+  const Png shot = loadPng(png);
+  const uint32_t mark = paletteRgb(viewer::palette::kCollLast);
+  for (size_t row = 0; row < order.size(); ++row) {
+    const int cy = static_cast<int>(y0 + rowH * static_cast<double>(row) + (rowH - 1) / 2);
+    const uint32_t px = shot.rgb(static_cast<int>(cx), cy);
+    INFO("rank " << order[row] << " pixel " << std::hex << px);
+    if (order[row] == last) {
+      CHECK(px == mark);
+    } else {
+      CHECK(px != mark);
+      CHECK(px != paletteRgb(viewer::palette::kBackground));
+      CHECK(px != paletteRgb(viewer::palette::kCollAbsent));
+    }
+  }
+}
+
+#endif

@@ -1,0 +1,191 @@
+// Collective instances across ranks (see comm_instances.h): one streamed pass per track picks the
+// collective spans, then they are keyed by (group, sequence) and each instance's arrivals, waits
+// and last arrival computed; stragglers counted from those.
+#include "tracerun/trace/analysis/comm_instances.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "span_select.h"
+#include "tracerun/core/vocabulary.h"
+#include "tracerun/trace/analysis/comm.h"
+
+namespace tracerun::trace::analysis {
+
+const CollectiveInstance* CommInstances::instanceOfSpan(int64_t id) const {
+  auto it = std::lower_bound(by_span.begin(), by_span.end(), std::make_pair(id, size_t{0}));
+  if (it == by_span.end() || it->first != id) return nullptr;
+  return &instances[it->second];
+}
+
+namespace {
+
+struct Call {
+  int rank = 0;
+  int64_t id = 0, start = 0, end = 0, seq = -1;
+  std::string op, group;     // group: the decorator track's name, or the signature
+  std::vector<int> members;  // from the track's name; empty when not a decorator track
+  bool decorator = false;
+};
+
+// "c10d dp [0,2]" (tracerun/traced_group.h's track names) -> {0, 2}; false for other names.
+// The same reading as comm.cpp's.
+bool decoratorTrack(const std::string& name, std::vector<int>* members) {
+  if (name.rfind("c10d ", 0) != 0) return false;
+  const size_t open = name.rfind('['), close = name.rfind(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return true;
+  int cur = 0;
+  bool digits = false;
+  for (size_t i = open + 1; i <= close; ++i) {
+    if (name[i] >= '0' && name[i] <= '9') {
+      cur = std::min(cur, 100'000'000) * 10 + (name[i] - '0');  // a damaged name: saturate
+      digits = true;
+    } else {
+      if (digits) members->push_back(cur);
+      cur = 0;
+      digits = false;
+    }
+  }
+  std::sort(members->begin(), members->end());
+  members->erase(std::unique(members->begin(), members->end()), members->end());
+  return true;
+}
+
+}  // namespace
+
+CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<bool>* cancel) {
+  const core::StringId kSeqKey = NameCodes::find(reader, vocab::arg::kSeq);
+  const core::StringId kBytesKey = NameCodes::find(reader, vocab::arg::kBytes);
+  std::map<int, std::vector<Call>> byRank;
+  for (const TrackRow& t : reader.tracks()) {
+    if (cancel && cancel->load()) break;
+    if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
+    std::vector<int> members;
+    const bool decorator = decoratorTrack(t.name, &members);
+    auto picked = pickSpans(
+        reader, t, [](const SpanRow& s) { return s.category == core::Category::kComm ? 1 : 0; });
+    int64_t ordinal = 0;
+    for (const PickedSpan& p : picked) {
+      const std::string& name = reader.str(p.span.name);
+      std::string op = normalizeCommName(name);
+      if (op.empty()) op = name;
+      if (op == "send" || op == "recv") continue;  // point-to-point: comm.h's p2p
+      Call c;
+      c.rank = t.rank;
+      c.id = p.span.id;
+      c.start = p.span.start_ns;
+      c.end = std::max(p.span.start_ns, p.span.end_ns());  // damaged: end < start
+      c.op = op;
+      c.decorator = decorator;
+      if (decorator) {
+        c.group = t.name;
+        c.members = members;
+        c.seq = p.arg(kSeqKey, -1);
+        if (c.seq < 0) c.seq = ordinal;
+      } else {
+        const std::string& detail = reader.str(p.span.detail);
+        int64_t bytes = p.arg(kBytesKey, -1);
+        if (bytes < 0) bytes = bytesOfShapes(detail);
+        c.group = op + "|" + detail + "|" + std::to_string(bytes);
+      }
+      ++ordinal;
+      byRank[t.rank].push_back(std::move(c));
+    }
+  }
+  // As analyzeComm: where the decorator recorded a rank's calls, Gloo's own spans of the same
+  // calls are not counted again.
+  std::map<std::pair<std::string, std::vector<int>>, std::map<int64_t, std::vector<const Call*>>>
+      keyed;                                            // (group name, members) -> seq -> calls
+  std::map<std::string, std::set<int>> signatureRanks;  // unannotated: who made such calls
+  for (auto& [rank, calls] : byRank) {
+    if (std::any_of(calls.begin(), calls.end(), [](const Call& c) { return c.decorator; })) {
+      calls.erase(
+          std::remove_if(calls.begin(), calls.end(), [](const Call& c) { return !c.decorator; }),
+          calls.end());
+    }
+    std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) {
+      return std::tie(a.start, a.id) < std::tie(b.start, b.id);
+    });
+    std::map<std::string, int64_t> ordinals;
+    for (Call& c : calls) {
+      if (!c.decorator) {
+        c.seq = ordinals[c.group]++;  // the k-th call of its signature on this rank
+        signatureRanks[c.group].insert(rank);
+      }
+    }
+  }
+  for (auto& [rank, calls] : byRank) {
+    for (Call& c : calls) {
+      if (!c.decorator) {
+        const auto& s = signatureRanks[c.group];
+        c.members.assign(s.begin(), s.end());
+      }
+      if (c.members.empty()) c.members = {rank};
+      keyed[{c.group, c.members}][c.seq].push_back(&c);
+    }
+  }
+
+  CommInstances out;
+  std::map<int, StragglerRow> stragglers;
+  for (const auto& [key, bySeq] : keyed) {
+    CollectiveGroup g;
+    g.name = key.first;
+    g.members = key.second;
+    const int gi = static_cast<int>(out.groups.size());
+    for (const auto& [seq, calls] : bySeq) {
+      CollectiveInstance in;
+      in.group = gi;
+      in.seq = seq;
+      in.op = calls.front()->op;
+      // One span per rank (a damaged trace may repeat a seq on a rank: the first one counts).
+      std::map<int, const Call*> perRank;
+      for (const Call* c : calls) perRank.emplace(c->rank, c);
+      int64_t first = INT64_MAX, last = INT64_MIN;
+      for (const auto& [r, c] : perRank) {
+        first = std::min(first, c->start);
+        if (c->start > last) {
+          last = c->start;
+          in.last_rank = r;  // ranks ascend: a tie keeps the lowest
+        }
+      }
+      in.spread_ns = satSub(last, first);
+      for (const auto& [r, c] : perRank) {
+        InstanceRank x;
+        x.rank = r;
+        x.span_id = c->id;
+        x.arrival_ns = c->start;
+        x.end_ns = c->end;
+        x.start_ns = std::clamp(last, c->start, c->end);
+        x.wait_ns = satSub(x.start_ns, x.arrival_ns);
+        x.lag_ns = satSub(c->start, first);
+        in.ranks.push_back(x);
+      }
+      if (in.ranks.size() >= 2) {
+        int64_t caused = 0;
+        for (const InstanceRank& x : in.ranks) {
+          StragglerRow& s = stragglers[x.rank];
+          s.rank = x.rank;
+          ++s.instances;
+          if (x.rank != in.last_rank) caused = satAdd(caused, x.wait_ns);
+        }
+        StragglerRow& s = stragglers[in.last_rank];
+        ++s.last;
+        s.caused_wait_ns = satAdd(s.caused_wait_ns, caused);
+      }
+      const size_t idx = out.instances.size();
+      for (const InstanceRank& x : in.ranks) out.by_span.emplace_back(x.span_id, idx);
+      g.instances.push_back(idx);
+      out.instances.push_back(std::move(in));
+    }
+    out.groups.push_back(std::move(g));
+  }
+  std::sort(out.by_span.begin(), out.by_span.end());
+  for (const auto& [r, s] : stragglers) out.stragglers.push_back(s);
+  std::stable_sort(out.stragglers.begin(), out.stragglers.end(),
+                   [](const StragglerRow& a, const StragglerRow& b) { return a.last > b.last; });
+  return out;
+}
+
+}  // namespace tracerun::trace::analysis
