@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "e2e_common.h"
 #include "palette.h"
@@ -89,20 +91,41 @@ std::vector<int> intList(const std::string& s) {
   return v;
 }
 
+#ifdef GPTTRAIN_BIN
+// gpttrain on `ranks` ranks through the launcher (made once per test process).
+std::string gptTrace(const std::string& name, int ranks, const std::vector<std::string>& gpt) {
+  const std::string db = e2e::scratch().file(name + ".db");
+  if (std::ifstream(db).good()) return db;
+  const auto run = e2e::runGpttrain(
+      {"--nproc-per-node", std::to_string(ranks), "--status", "off", "-o", db}, GPTTRAIN_BIN, gpt);
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+  return db;
+}
+
+// A 4-rank TP 2 x DP 2 run: four groups of two.
+std::string tp2dp2() {
+  return gptTrace("tp2dp2", 4,
+                  {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len",
+                   "16", "--global-batch", "4", "--steps", "3", "--quiet"});
+}
+
+void xdotool(const XServer& x, const std::string& dir, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  const auto r = e2e::runProcess("/usr/bin/env", all, dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+}
+#endif
+
 }  // namespace
 
 #ifdef GPTTRAIN_BIN
 
 TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrain run") {
   e2e::ScratchDir dir("vcoll");
-  const std::string db = dir.file("tp2dp2.db");
-  const auto run =
-      e2e::runGpttrain({"--nproc-per-node", "4", "--status", "off", "-o", db}, GPTTRAIN_BIN,
-                       {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len",
-                        "16", "--global-batch", "4", "--steps", "3", "--quiet"});
-  INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
-
+  const std::string db = tp2dp2();
   const auto reader = trace::TraceReader::open(db);
   const Instances all = bruteForce(reader);
   // The chosen call: the instance with the widest arrival spread among those two or more ranks
@@ -227,6 +250,93 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
       CHECK(px != mark);
       CHECK(px != paletteRgb(viewer::palette::kBackground));
       CHECK(px != paletteRgb(viewer::palette::kCollAbsent));
+    }
+  }
+}
+
+TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call") {
+  e2e::ScratchDir dir("vcoll-click");
+  const std::string db = tp2dp2();
+  const auto reader = trace::TraceReader::open(db);
+  const Instances all = bruteForce(reader);
+  // Open on the first instance of a TP group (its first call, rank order first).
+  const auto first = std::find_if(all.begin(), all.end(), [](const auto& kv) {
+    return kv.first.first.find(" tp ") != std::string::npos && kv.second.size() == 2;
+  });
+  REQUIRE(first != all.end());
+  const std::string group = first->first.first;
+  const std::string dump = dir.file("coll.txt");
+  XServer x;
+  Background view(
+      x.display(), dir.path(),
+      {TRACEVIEW_BIN, db, "--log-actions", "--size", "1600x900", "--view", "collectives",
+       "--select", std::to_string(first->second[0].id), "--dump-view", dump});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  std::string text = e2e::readFile(dump);
+  auto h = fields(linesStarting(text, "heatmap").at(0));
+  const std::vector<int> order = intList(h["rows"]);
+  const double x0 = std::stod(h["x"]), y0 = std::stod(h["y"]), colW = std::stod(h["col_w"]),
+               rowH = std::stod(h["row_h"]), firstCol = std::stod(h["first_col"]);
+  // The instance two after the selected one in that group (its column from the trace: the
+  // group's instances by sequence), on its second row's rank.
+  auto it = first;
+  std::advance(it, 2);
+  REQUIRE(it->first.first == group);
+  int col = 0;
+  for (const auto& [key, cs] : all) col += key.first == group && key.second < it->first.second;
+  const int rank = order.at(1);
+  const Call* target = nullptr;
+  for (const Call& c : it->second)
+    if (c.rank == rank) target = &c;
+  REQUIRE(target != nullptr);
+  const int cx = static_cast<int>(x0 + (col - firstCol) * colW + colW / 2);
+  const int cy = static_cast<int>(y0 + rowH * 1 + rowH / 2);
+  xdotool(x, dir.path(), {"mousemove", std::to_string(cx), std::to_string(cy)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a frame sees the hover first
+  xdotool(x, dir.path(), {"click", "1"});
+  at = view.waitFor("selected span " + std::to_string(target->id) + " of collective", 20, at);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
+  text = e2e::readFile(dump);
+  INFO(text);
+  const auto sel = linesStarting(text, "selected");
+  REQUIRE(sel.size() == 1);
+  CHECK(fields(sel[0])["seq"] == std::to_string(it->first.second));
+  std::vector<std::string> spans;
+  for (const auto& line : linesStarting(text, "rank")) spans.push_back(fields(line)["span"]);
+  std::vector<std::string> expected;
+  for (const Call& c : it->second) expected.push_back(std::to_string(c.id));
+  CHECK(spans == expected);
+}
+
+TEST_CASE("collectives view: point-to-point wait and transfer equal the report's") {
+  e2e::ScratchDir dir("vcoll-p2p");
+  const std::string db = gptTrace("pp2", 2,
+                                  {"--pp", "2", "--schedule", "1f1b", "--global-batch", "4",
+                                   "--layers", "2", "--hidden", "32", "--steps", "2", "--quiet"});
+  const std::string dump = dir.file("coll.txt");
+  const auto r = runTraceviewXvfb(
+      {db, "--view", "collectives", "--dump-view", dump, "--screenshot", dir.file("p2p.png")},
+      dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const std::string text = e2e::readFile(dump);
+  INFO(text);
+  const auto rep = e2e::runTracerun({"report", "--json", db});
+  REQUIRE(rep.exit_code == 0);
+  const json p2p = json::parse(rep.out)["comm"]["p2p"];
+  const auto lines = linesStarting(text, "p2p");
+  REQUIRE(!p2p.empty());
+  REQUIRE(lines.size() == p2p.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto f = fields(lines[i]);
+    CHECK(f["src"] == p2p[i]["src"].dump());
+    CHECK(f["dst"] == p2p[i]["dst"].dump());
+    CHECK(f["kind"] == p2p[i]["kind"].get<std::string>());
+    for (const char* k : {"messages", "matched", "wait_ns", "transfer_ns"}) {
+      CHECK(f[k] == p2p[i][k].dump());
     }
   }
 }
