@@ -352,6 +352,7 @@ class CollectivesView final : public View {
       // Several instances per pixel column: the largest lag of each rank in that column.
       for (int px = 0; px < static_cast<int>(plotW_); ++px) {
         const int a = std::max(c0, static_cast<int>(std::floor(firstCol_ + px / colW_)));
+        if (a >= cols) break;  // past the last instance
         const int b = std::min(cols, static_cast<int>(std::floor(firstCol_ + (px + 1) / colW_)));
         for (int row = 0; row < rows; ++row) {
           float worst = -1;
@@ -388,7 +389,9 @@ class CollectivesView final : public View {
     const float mx = io.MousePos.x, my = io.MousePos.y;
     if (io.MouseWheel != 0 && mx >= plotX_) {  // zoom about the mouse
       const double at = firstCol_ + (mx - plotX_) / colW_;
-      colW_ = std::clamp(colW_ * std::pow(1.25f, io.MouseWheel), 0.02f, 60.0f);
+      // Zoomed out at most until the whole group fits.
+      const float fit = std::min(12.0f, plotW_ / static_cast<float>(std::max(cols, 1)));
+      colW_ = std::clamp(colW_ * std::pow(1.25f, io.MouseWheel), fit, 60.0f);
       firstCol_ = at - (mx - plotX_) / colW_;
       clampScroll(cols);
     }
@@ -466,8 +469,9 @@ class CollectivesView final : public View {
     ImGui::SameLine(0, 16);
     ImGui::BeginGroup();
     ImGui::TextUnformatted("Point-to-point: receive wait versus transfer");
-    if (!r.comm.p2p.empty() && ImGui::BeginTable("p2p", 6, flags, ImVec2(half, 0))) {
-      for (const char* h : {"src", "dst", "kind", "messages", "wait", "transfer"}) {
+    if (!r.comm.p2p.empty() && ImGui::BeginTable("p2p", 7, flags, ImVec2(half, 0))) {
+      for (const char* h :
+           {"src", "dst", "kind", "messages", "wait", "transfer", "wait | transfer"}) {
         ImGui::TableSetupColumn(h);
       }
       ImGui::TableHeadersRow();
@@ -487,6 +491,18 @@ class CollectivesView final : public View {
                     trace::formatShare(total > 0 ? double(p.wait_ns) / double(total) : 0).c_str());
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(dur(p.transfer_ns).c_str());
+        ImGui::TableNextColumn();
+        // The receive time split: waiting for the send (left), transferring (right).
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        const float w = 120, h = ImGui::GetTextLineHeight() - 2;
+        const float split =
+            total > 0 ? w * static_cast<float>(double(p.wait_ns) / double(total)) : 0.0f;
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        dl->AddRectFilled(ImVec2(at.x, at.y + 1), ImVec2(at.x + split, at.y + 1 + h),
+                          palette::kCollWait);
+        dl->AddRectFilled(ImVec2(at.x + split, at.y + 1), ImVec2(at.x + w, at.y + 1 + h),
+                          palette::kCollTransfer);
+        ImGui::Dummy(ImVec2(w, h));
       }
       ImGui::EndTable();
     } else if (r.comm.p2p.empty()) {

@@ -43,6 +43,9 @@ constexpr uint32_t kError = rgba(240, 110, 100);
 constexpr uint32_t kCollLagRamp[] = {rgba(40, 60, 120), rgba(40, 160, 150), rgba(245, 220, 80)};
 constexpr uint32_t kCollLast = rgba(240, 50, 60);
 constexpr uint32_t kCollAbsent = rgba(70, 70, 78);
+// Point-to-point receive time: waiting for the send, transferring.
+constexpr uint32_t kCollWait = rgba(200, 120, 60);
+constexpr uint32_t kCollTransfer = rgba(90, 170, 110);
 
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
