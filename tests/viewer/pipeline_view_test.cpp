@@ -99,6 +99,12 @@ std::string dryRun(const std::string& name, const std::string& schedule, int v, 
   return db;
 }
 
+// The 1F1B trace (p 4, m 8), made once per test process.
+const std::string& oneFOneB() {
+  static const std::string db = dryRun("pipe-1f1b", "1f1b", 1, 8, "20,40");
+  return db;
+}
+
 json reportPipeline(const std::string& db) {
   const auto r = e2e::runTracerun({"report", "--json", db});
   INFO(r.describe());
@@ -150,6 +156,7 @@ void checkNumbersAgainstReport(const Dump& d, const json& pl) {
 }
 
 struct Compute {
+  int64_t id = 0;
   int rank = 0;
   bool backward = false;
   int microbatch = 0, chunk = 0;
@@ -170,6 +177,7 @@ std::vector<Compute> computeSpans(const std::string& db, int64_t w0, int64_t w1)
       }
       if (sp.start_ns < w0 || sp.end_ns() > w1) continue;
       Compute c;
+      c.id = sp.id;
       c.rank = t.rank;
       c.backward = name == vocab::phase::kBackward;
       c.start = sp.start_ns;
@@ -239,7 +247,7 @@ TEST_CASE(
     "pipeline view: a dry-run 1F1B trace shows forward, backward and bubble where its "
     "schedule puts them",
     "[viewer][pipeline][screenshot]") {
-  const std::string db = dryRun("pipe-1f1b", "1f1b", 1, 8, "20,40");
+  const std::string& db = oneFOneB();
   const json pl = reportPipeline(db);
   const std::string png = e2e::scratch().file("pipe-1f1b.png");
   const Dump d = shoot(db, png);
@@ -315,6 +323,41 @@ TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart
         (c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." + std::to_string(c.chunk));
   }
   CHECK(d.planOrder == ran);
+}
+
+TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
+          "[viewer][pipeline][window]") {
+  const std::string& db = oneFOneB();
+  const std::string dir = e2e::scratch().path();
+  const std::string dump = e2e::scratch().file("pipe-click.txt");
+  XServer x;
+  Background view(x.display(), dir,
+                  {TRACEVIEW_BIN, db, "--view", "pipeline", "--log-actions", "--size", "1600x900",
+                   "--dump-view", dump});
+  const size_t at = view.waitFor("first complete frame", 60);  // the dump is written then
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  const Dump d = readDump(dump);
+  // The widest backward of stage 1's rank, from the trace.
+  Compute pick;
+  for (const Compute& c : computeSpans(db, d.w0, d.w1)) {
+    if (c.backward && d.stageOfRank.at(c.rank) == 1 && c.end - c.start > pick.end - pick.start) {
+      pick = c;
+    }
+  }
+  REQUIRE(pick.id > 0);
+  const int cx = static_cast<int>((d.xOf(double(pick.start)) + d.xOf(double(pick.end))) / 2);
+  const int cy = static_cast<int>(d.laneYOfRank.at(pick.rank) + 6);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"mousemove", std::to_string(cx), std::to_string(cy)}, {"click", "1"}}) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::string expect = "selected span " + std::to_string(pick.id) + " backward";
+  CHECK(view.waitFor(expect, 20, at) != std::string::npos);
 }
 
 #endif

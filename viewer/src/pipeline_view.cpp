@@ -238,7 +238,8 @@ void PipelineView::drawChart(ViewHost& host, float width) {
     }
     const ImVec2 ts = ImGui::CalcTextSize(b);
     if (ts.x + 4 < x1 - x0) {
-      dl->AddText(ImVec2((x0 + x1 - ts.x) / 2, y + (laneInner - ts.y) / 2), palette::kTextDark, b);
+      dl->AddText(ImVec2((x0 + x1 - ts.x) / 2, y + (laneInner - ts.y) / 2),
+                  bar.backward ? palette::kText : palette::kTextDark, b);
     }
     if (selected && *selected == bar.span_id) {
       dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + laneInner), palette::kPipelineSelection, 0, 0, 2);
