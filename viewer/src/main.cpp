@@ -22,6 +22,7 @@
 
 #include "commands.h"
 #include "time_axis.h"
+#include "view_switch_bench.h"
 #include "viewer_app.h"
 #include "views.h"
 
@@ -36,7 +37,7 @@ struct Flags {
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
-  int bench_steps = 0;
+  int bench_steps = 0, bench_views = 0;
 };
 
 struct GlfwSession {
@@ -208,7 +209,7 @@ int runViewer(const Flags& f) {
   ViewerOptions o;
   o.path = f.path;
   o.log_actions = f.log_actions;
-  o.headless = !f.screenshot.empty() || f.bench_steps > 0;
+  o.headless = !f.screenshot.empty() || f.bench_steps > 0 || f.bench_views > 0;
   o.view = f.view;
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
@@ -265,6 +266,7 @@ int runViewer(const Flags& f) {
   const auto start = std::chrono::steady_clock::now();
   BenchState bench;
   bench.steps = f.bench_steps;
+  tracerun::viewer::ViewSwitchBench viewBench(f.bench_views, tracerun::viewer::viewWords());
   int settledFrames = 0, shots = 0;
   bool wasSettled = false;
   bool firstCompleteLogged = false;
@@ -290,6 +292,15 @@ int runViewer(const Flags& f) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frameStart)
             .count();
     const bool settled = viewer.settled();
+    if (f.bench_views > 0) {
+      if (viewBench.frame(viewer, settled, cpuMs)) {
+        std::printf("traceview view switches: %s, %d rounds, window %s\n%s", f.path.c_str(),
+                    f.bench_views, f.size.c_str(), viewBench.text().c_str());
+        return tracerun::tools::kExitOk;
+      }
+      glfwSwapBuffers(s.window);
+      continue;
+    }
     if (f.bench_steps > 0) {
       if (benchStep(bench, viewer, settled, cpuMs, start)) {
         printBench(bench, f);
@@ -392,6 +403,10 @@ int main(int argc, char** argv) {
         app.add_option("--bench-sweep", flags.bench_steps,
                        "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
                        "times, primitives and memory, exit (bench/viewer_bench.sh)")
+            ->check(tracerun::tools::atLeast(1));
+        app.add_option("--bench-views", flags.bench_views,
+                       "benchmark: switch through every tab ROUNDS times, print how long each "
+                       "takes to show its data and the frame times, exit")
             ->check(tracerun::tools::atLeast(1));
         app.add_option("--settle-timeout", flags.timeout_s,
                        "--screenshot: seconds to wait for the data before giving up (default 120)");

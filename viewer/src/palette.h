@@ -38,6 +38,30 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// Pipeline view (pipeline_view.cpp): bars coloured by microbatch (forward full, backward darker,
+// later chunks of an interleaved schedule lighter), idle time as bubble, the plan as an outline.
+constexpr uint32_t kPipelineMicrobatch[] = {
+    rgba(86, 150, 230),  rgba(236, 152, 60), rgba(110, 196, 100), rgba(220, 96, 120),
+    rgba(166, 130, 224), rgba(80, 200, 200), rgba(224, 200, 80),  rgba(200, 140, 110),
+};
+constexpr uint32_t kPipelineBubble = rgba(96, 36, 44);
+constexpr uint32_t kPipelinePlan = rgba(255, 255, 255);
+constexpr uint32_t kPipelineSelection = rgba(255, 220, 0);
+
+constexpr uint32_t pipelineBar(int microbatch, bool backward, int chunk, int chunks) {
+  const uint32_t c = kPipelineMicrobatch[(microbatch < 0 ? 0 : microbatch) % 8];
+  double r = c & 0xff, g = (c >> 8) & 0xff, b = (c >> 16) & 0xff;
+  if (chunks > 1 && chunk > 0) {  // lighter toward white, the last chunk 45 % of the way
+    const double t = 0.45 * chunk / (chunks - 1);
+    r += (255 - r) * t;
+    g += (255 - g) * t;
+    b += (255 - b) * t;
+  }
+  const double k = backward ? 0.55 : 1.0;
+  return rgba(static_cast<uint8_t>(r * k), static_cast<uint8_t>(g * k),
+              static_cast<uint8_t>(b * k));
+}
+
 // The collectives view: arrival lag from none to the group's scale (dark blue, teal, yellow), the
 // mark of the last rank to arrive (a red no lag colour takes), a member absent from the trace.
 constexpr uint32_t kCollLagRamp[] = {rgba(40, 60, 120), rgba(40, 160, 150), rgba(245, 220, 80)};

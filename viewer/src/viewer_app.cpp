@@ -234,6 +234,15 @@ std::string Viewer::activeViewText() const {
   return activeTab_ < 0 ? layoutText() : views_[static_cast<size_t>(activeTab_)]->dumpText();
 }
 
+bool Viewer::showView(const std::string& word) {
+  int tab = word == kTimelineWord ? kTimelineTab : kNoRequest;
+  for (size_t i = 0; i < views_.size(); ++i)
+    if (word == views_[i]->word()) tab = static_cast<int>(i);
+  if (tab == kNoRequest) return false;
+  requestTab_ = wantedTab_ = tab;
+  return true;
+}
+
 void Viewer::selectSpan(int64_t id, bool centre) {
   if (!worker_) return;
   worker_->requestSpanById(id, -1, centre);

@@ -71,6 +71,9 @@ class Viewer : private ViewHost {
   // The tab in front: its --view word, and what it shows as text (View::dumpText; for the
   // timeline, layoutText()).
   std::string activeViewWord() const;
+  // Brings the tab of `word` (views.h) to the front in the next frame; false when there is no
+  // such tab. settled() then waits for it.
+  bool showView(const std::string& word);
   std::string activeViewText() const;
 
  private:

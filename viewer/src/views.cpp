@@ -2,12 +2,14 @@
 #include "views.h"
 
 #include "collectives_view.h"
+#include "pipeline_view.h"
 
 namespace tracerun::viewer {
 
 std::vector<std::unique_ptr<View>> makeViews() {
   std::vector<std::unique_ptr<View>> views;
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
+  views.push_back(makePipelineView());
   views.push_back(makeCollectivesView());
   return views;
 }

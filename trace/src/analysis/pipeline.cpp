@@ -54,6 +54,7 @@ struct Action {
   int step = 0;   // the step number it belongs to
   int64_t start = 0, end = 0;
   long match = -1;  // receives: index of the matching send in the step's action list
+  int64_t span = 0;  // the span's id
   int64_t dur() const { return satSub(end, start); }
 };
 
@@ -127,6 +128,7 @@ Collected collect(const TraceReader& reader) {
       a.step = it->step;
       a.start = p.span.start_ns;
       a.end = p.span.end_ns();
+      a.span = p.span.id;
       a.chunk = static_cast<int>(p.arg(kChunk, 0));
       a.microbatch = static_cast<int>(p.arg(kMicrobatch, 0));
       if (isCompute(a.kind)) {
@@ -575,6 +577,7 @@ PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int
     x.start_ns = a.start;
     x.end_ns = a.end;
     x.match = a.match;
+    x.span_id = a.span;
     out.actions.push_back(x);
   }
   return out;

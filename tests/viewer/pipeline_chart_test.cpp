@@ -1,0 +1,104 @@
+// The pipeline view's data without a window: the plan (the trainer's schedules timed with uniform
+// costs) has exactly the closed-form bubble of its schedule, and the view opens on the step behind
+// the report's median bubble.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "pipeline_chart.h"
+
+using namespace tracerun;
+using viewer::PipelineBar;
+
+namespace {
+
+// One measured bar per stage, chunk and direction: forward `f`, backward `b` (the plan's costs).
+std::vector<PipelineBar> uniformCosts(int p, int v, int64_t f, int64_t b) {
+  std::vector<PipelineBar> out;
+  for (int s = 0; s < p; ++s) {
+    for (int c = 0; c < v; ++c) {
+      for (bool bwd : {false, true}) {
+        PipelineBar bar;
+        bar.lane = s;
+        bar.chunk = c;
+        bar.backward = bwd;
+        bar.t1 = bwd ? b : f;
+        out.push_back(bar);
+      }
+    }
+  }
+  return out;
+}
+
+// 1 - compute / (p x makespan) of the planned bars.
+double planBubble(const std::vector<PipelineBar>& plan, int p, int64_t t0) {
+  int64_t end = t0;
+  double compute = 0;
+  for (const auto& b : plan) {
+    end = std::max(end, b.t1);
+    compute += double(b.t1 - b.t0);
+  }
+  return 1.0 - compute / (double(p) * double(end - t0));
+}
+
+}  // namespace
+
+TEST_CASE("pipeline plan: uniform costs give the closed-form bubble of each schedule",
+          "[viewer][pipeline]") {
+  struct Case {
+    const char* schedule;
+    int p, v, m;
+  };
+  for (const Case c : {Case{"gpipe", 4, 1, 8}, Case{"1f1b", 4, 1, 8}, Case{"1f1b", 3, 1, 5},
+                       Case{"interleaved", 4, 2, 8}, Case{"interleaved", 2, 3, 4}}) {
+    INFO(c.schedule << " p " << c.p << " v " << c.v << " m " << c.m);
+    std::string note;
+    const int64_t t0 = 1000;
+    // Per chunk 1/v of the work: forward 30, backward 60 per microbatch and stage.
+    const auto plan = viewer::plannedBars(c.schedule, c.p, c.v, c.m,
+                                          uniformCosts(c.p, c.v, 30 / c.v, 60 / c.v), t0, &note);
+    INFO(note);
+    REQUIRE(plan.size() == size_t(2 * c.p * c.v * c.m));
+    CHECK(planBubble(plan, c.p, t0) ==
+          Approx(trace::analysis::closedFormBubble(c.schedule, c.p, c.m, c.v)).margin(1e-12));
+    // Every bar starts at or after t0 and no two bars of a stage overlap.
+    std::map<int, int64_t> laneEnd;
+    for (const auto& b : plan) {
+      CHECK(b.t0 >= std::max(t0, laneEnd[b.lane]));
+      laneEnd[b.lane] = b.t1;
+    }
+  }
+}
+
+TEST_CASE("pipeline plan: a shape the trainer cannot run has no plan and says why",
+          "[viewer][pipeline]") {
+  std::string note;
+  CHECK(viewer::plannedBars("interleaved", 4, 2, 6, uniformCosts(4, 2, 1, 2), 0, &note).empty());
+  CHECK(note.find("multiple") != std::string::npos);
+  note.clear();
+  CHECK(viewer::plannedBars("zb-h1", 4, 1, 8, uniformCosts(4, 1, 1, 2), 0, &note).empty());
+  CHECK(note.find("zb-h1") != std::string::npos);
+}
+
+TEST_CASE("pipeline view opens on the step behind the report's median bubble",
+          "[viewer][pipeline]") {
+  trace::analysis::PipelineAnalysis a;
+  auto step = [&](int s, int replica, double bubble) {
+    trace::analysis::PipelineStep x;
+    x.step = s;
+    x.replica = replica;
+    x.bubble = bubble;
+    a.per_step.push_back(x);
+  };
+  CHECK(viewer::steadyStep(a) == -1);
+  step(1, 0, 0.50);  // the first step: warm-up, the largest bubble
+  step(2, 0, 0.30);
+  step(3, 0, 0.35);
+  CHECK(viewer::steadyStep(a) == 3);
+  // Replicas are averaged first: step 2 becomes (0.30 + 0.42) / 2 = 0.36, the median.
+  step(2, 1, 0.42);
+  step(1, 1, 0.50);
+  step(3, 1, 0.35);
+  CHECK(viewer::steadyStep(a) == 2);
+}

@@ -1,0 +1,363 @@
+// traceview --view pipeline on real dry-run pipeline traces (gpttrain under tracerun, 4 stages):
+// forward, backward and bubble colours at the pixels the recorded spans map to (positions from the
+// trace's own spans and the chart geometry of --dump-view), the bubble fractions equal to
+// `tracerun report --json`, the chunks of an interleaved schedule shaded apart, and the plan's
+// order on each stage equal to the order the trainer ran.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "e2e_common.h"
+#include "palette.h"
+#include "temp_dir.h"
+#include "tracerun/core/vocabulary.h"
+#include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+using nlohmann::json;
+
+#ifdef GPTTRAIN_BIN
+
+namespace {
+
+// The --dump-view text of the pipeline view.
+struct Dump {
+  std::string schedule;
+  double measured = -1, theory = -1, modeled = -1;
+  std::map<int, double> stageBubble, stageTheory;
+  int step = -1, replica = -1;
+  double stepBubble = -1, stepModeled = -1;
+  int64_t w0 = 0, w1 = 0;
+  double areaX = 0, areaY = 0, areaW = 0, barH = 0, laneH = 0, t0 = 0, t1 = 1;
+  std::map<int, double> laneYOfRank;  // global rank -> lane top
+  std::map<int, int> stageOfRank;
+  std::map<int, std::vector<std::string>> planOrder;  // stage -> "F3" / "B3.1" in plan order
+  double xOf(double t) const { return areaX + (t - t0) / (t1 - t0) * areaW; }
+};
+
+Dump readDump(const std::string& path) {
+  std::istringstream in(e2e::readFile(path));
+  Dump d;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string w, x;
+    l >> w;
+    if (w == "pipeline") {
+      l >> d.schedule;
+    } else if (w == "bubble") {
+      l >> x >> d.measured >> x >> d.theory >> x >> d.modeled;
+    } else if (w == "stage") {
+      int s = 0;
+      l >> s >> x >> d.stageBubble[s] >> x >> d.stageTheory[s];
+    } else if (w == "step") {
+      l >> d.step >> x >> d.replica >> x >> d.stepBubble >> x >> d.stepModeled;
+    } else if (w == "window") {
+      l >> d.w0 >> d.w1;
+    } else if (w == "area") {
+      l >> d.areaX >> d.areaY >> d.areaW >> d.barH >> d.laneH >> d.t0 >> d.t1;
+    } else if (w == "lane") {
+      int s = 0, r = 0;
+      double y = 0;
+      l >> s >> x >> r >> x >> y;
+      d.laneYOfRank[r] = y;
+      d.stageOfRank[r] = s;
+    } else if (w == "plan") {
+      int s = 0, mb = 0, c = 0;
+      std::string kind;
+      if (l >> s >> kind >> mb >> c) {
+        d.planOrder[s].push_back(kind + std::to_string(mb) + "." + std::to_string(c));
+      }
+    }
+  }
+  REQUIRE(d.areaW > 0);
+  REQUIRE(d.t1 > d.t0);
+  return d;
+}
+
+// A dry run: 4 stages, m microbatches of 1 sample, `costs` ms forward,backward, 2 steps.
+std::string dryRun(const std::string& name, const std::string& schedule, int v, int m,
+                   const std::string& costs) {
+  const std::string db = e2e::scratch().file(name + ".db");
+  std::vector<std::string> gpt = {"--pp", "4", "--schedule", schedule, "--vp", std::to_string(v)};
+  for (const char* arg : {"--hidden", "32", "--heads", "4", "--seq-len", "16", "--micro-batch-size",
+                          "1", "--steps", "2", "--quiet"}) {
+    gpt.push_back(arg);
+  }
+  gpt.insert(gpt.end(), {"--layers", std::to_string(2 * 4 * v), "--global-batch", std::to_string(m),
+                         "--dry-run-costs", costs});
+  const auto run =
+      e2e::runGpttrain({"--nproc-per-node", "4", "--status", "off", "-o", db}, GPTTRAIN_BIN, gpt);
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+  return db;
+}
+
+// The 1F1B trace (p 4, m 8), made once per test process.
+const std::string& oneFOneB() {
+  static const std::string db = dryRun("pipe-1f1b", "1f1b", 1, 8, "20,40");
+  return db;
+}
+
+json reportPipeline(const std::string& db) {
+  const auto r = e2e::runTracerun({"report", "--json", db});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["pipeline"].is_object());
+  return j["pipeline"];
+}
+
+// The pipeline view's screenshot and dump of `db`.
+Dump shoot(const std::string& db, const std::string& png) {
+  const std::string dump = png + ".txt";
+  const auto r = runTraceviewXvfb(
+      {db, "--view", "pipeline", "--screenshot", png, "--size", "1600x900", "--dump-view", dump},
+      e2e::scratch().path());
+  INFO(r.describe());
+  REQUIRE(r.exited);
+  REQUIRE(r.exit_code == 0);
+  return readDump(dump);
+}
+
+// The view's numbers are the report's, to the last bit.
+void checkNumbersAgainstReport(const Dump& d, const json& pl) {
+  CHECK(d.schedule == pl["schedule"].get<std::string>());
+  CHECK(d.measured == pl["bubble_measured"].get<double>());
+  CHECK(d.theory == pl["bubble_theory"].get<double>());
+  CHECK(d.modeled == pl["bubble_modeled"].get<double>());
+  REQUIRE(d.stageBubble.size() == pl["per_stage"].size());
+  for (const auto& s : pl["per_stage"]) {
+    const int stage = s["stage"].get<int>();
+    CHECK(d.stageBubble.at(stage) == s["bubble"].get<double>());
+    CHECK(d.stageTheory.at(stage) == pl["bubble_theory"].get<double>());
+  }
+  // The step shown is one the report measured, with its numbers; its bubble is the median.
+  bool found = false;
+  std::vector<double> bubbles;
+  for (const auto& s : pl["per_step"]) {
+    bubbles.push_back(s["bubble"].get<double>());
+    if (s["step"].get<int>() != d.step || s["replica"].get<int>() != d.replica) continue;
+    found = true;
+    CHECK(d.stepBubble == s["bubble"].get<double>());
+    CHECK(d.stepModeled == s["bubble_modeled"].get<double>());
+    CHECK(d.w0 == s["start_ns"].get<int64_t>());
+    CHECK(d.w1 == s["end_ns"].get<int64_t>());
+  }
+  CHECK(found);
+  std::sort(bubbles.begin(), bubbles.end());
+  CHECK(d.stepBubble == bubbles[(bubbles.size() - 1) / 2]);
+}
+
+struct Compute {
+  int64_t id = 0;
+  int rank = 0;
+  bool backward = false;
+  int microbatch = 0, chunk = 0;
+  int64_t start = 0, end = 0;
+};
+
+// The forward and backward phase spans of every rank inside [w0, w1], read from the trace.
+std::vector<Compute> computeSpans(const std::string& db, int64_t w0, int64_t w1) {
+  const auto reader = trace::TraceReader::open(db);
+  std::vector<Compute> out;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    for (const auto& sp : reader.spans(t.id, w0, w1)) {
+      const std::string& name = reader.str(sp.name);
+      if (sp.category != core::Category::kPhase ||
+          (name != vocab::phase::kForward && name != vocab::phase::kBackward)) {
+        continue;
+      }
+      if (sp.start_ns < w0 || sp.end_ns() > w1) continue;
+      Compute c;
+      c.id = sp.id;
+      c.rank = t.rank;
+      c.backward = name == vocab::phase::kBackward;
+      c.start = sp.start_ns;
+      c.end = sp.end_ns();
+      for (const auto& a : reader.args(sp.id)) {
+        if (reader.str(a.key) == vocab::arg::kMicrobatch) c.microbatch = static_cast<int>(a.value);
+        if (reader.str(a.key) == vocab::arg::kChunk) c.chunk = static_cast<int>(a.value);
+      }
+      out.push_back(c);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Compute& a, const Compute& b) {
+    return std::tie(a.rank, a.start) < std::tie(b.rank, b.start);
+  });
+  return out;
+}
+
+struct Samples {
+  int checked = 0, matched = 0;
+  std::string firstMismatch;
+  void check(const Png& png, double x, double y, uint32_t want, const std::string& what) {
+    const uint32_t got = png.rgb(static_cast<int>(x), static_cast<int>(y));
+    ++checked;
+    if (got == want) {
+      ++matched;
+    } else if (firstMismatch.empty()) {
+      char b[240];
+      std::snprintf(b, sizeof b, "%s at (%.1f, %.1f): %06x, want %06x", what.c_str(), x, y, got,
+                    want);
+      firstMismatch = b;
+    }
+  }
+};
+
+// Each bar's colour 4 px below its top at its centre (labels sit in the middle), and the bubble
+// colour in the middle of every gap between bars (and at the window's ends) wider than 8 px.
+void sampleChart(const Png& png, const Dump& d, const std::vector<Compute>& spans, int chunks,
+                 Samples* bars, Samples* bubble, std::map<int, int>* bubblesOfRank) {
+  std::map<int, int64_t> lastEnd;
+  auto gap = [&](int rank, int64_t a, int64_t b) {
+    const double x0 = d.xOf(double(a)), x1 = d.xOf(double(b));
+    if (x1 - x0 < 8) return;
+    bubble->check(png, (x0 + x1) / 2, d.laneYOfRank.at(rank) + 4,
+                  paletteRgb(viewer::palette::kPipelineBubble),
+                  "bubble on rank " + std::to_string(rank));
+    ++(*bubblesOfRank)[rank];
+  };
+  for (const Compute& c : spans) {
+    REQUIRE(d.laneYOfRank.count(c.rank));
+    const double x0 = d.xOf(double(c.start)), x1 = d.xOf(double(c.end));
+    if (x1 - x0 >= 4) {
+      bars->check(
+          png, (x0 + x1) / 2, d.laneYOfRank.at(c.rank) + 4,
+          paletteRgb(viewer::palette::pipelineBar(c.microbatch, c.backward, c.chunk, chunks)),
+          std::string(c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." +
+              std::to_string(c.chunk) + " on rank " + std::to_string(c.rank));
+    }
+    gap(c.rank, lastEnd.count(c.rank) ? lastEnd[c.rank] : d.w0, c.start);
+    lastEnd[c.rank] = c.end;
+  }
+  for (const auto& [rank, end] : lastEnd) gap(rank, end, d.w1);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "pipeline view: a dry-run 1F1B trace shows forward, backward and bubble where its "
+    "schedule puts them",
+    "[viewer][pipeline][screenshot]") {
+  const std::string& db = oneFOneB();
+  const json pl = reportPipeline(db);
+  const std::string png = e2e::scratch().file("pipe-1f1b.png");
+  const Dump d = shoot(db, png);
+  checkNumbersAgainstReport(d, pl);
+
+  const auto spans = computeSpans(db, d.w0, d.w1);
+  REQUIRE(spans.size() == 4 * 8 * 2);  // 4 stages x 8 microbatches x (forward, backward)
+  const Png img = loadPng(png);
+  Samples bars, bubble;
+  std::map<int, int> bubblesOfRank;
+  sampleChart(img, d, spans, 1, &bars, &bubble, &bubblesOfRank);
+  INFO(bars.firstMismatch);
+  INFO(bubble.firstMismatch);
+  CHECK(bars.checked == 64);
+  CHECK(bars.matched == bars.checked);
+  // 1F1B idles every stage but the last while the first backward comes back, and the last while
+  // the first forward reaches it: bubble on every stage.
+  CHECK(bubblesOfRank.size() == 4);
+  CHECK(bubble.checked >= 4);
+  CHECK(bubble.matched == bubble.checked);
+  // Forward and backward of a microbatch are told apart.
+  CHECK(viewer::palette::pipelineBar(3, false, 0, 1) !=
+        viewer::palette::pipelineBar(3, true, 0, 1));
+
+  // The plan is the order the trainer ran on each stage.
+  std::map<int, std::vector<std::string>> ran;
+  for (const Compute& c : spans) {
+    ran[d.stageOfRank.at(c.rank)].push_back((c.backward ? "B" : "F") +
+                                            std::to_string(c.microbatch) + ".0");
+  }
+  CHECK(d.planOrder == ran);
+}
+
+TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart",
+          "[viewer][pipeline][screenshot]") {
+  const std::string db = dryRun("pipe-inter", "interleaved", 2, 8, "20,40");
+  const json pl = reportPipeline(db);
+  REQUIRE(pl["virtual"] == 2);
+  const std::string png = e2e::scratch().file("pipe-inter.png");
+  const Dump d = shoot(db, png);
+  checkNumbersAgainstReport(d, pl);
+
+  const auto spans = computeSpans(db, d.w0, d.w1);
+  REQUIRE(spans.size() == 4 * 8 * 2 * 2);
+  const Png img = loadPng(png);
+  Samples bars, bubble;
+  std::map<int, int> bubblesOfRank;
+  sampleChart(img, d, spans, 2, &bars, &bubble, &bubblesOfRank);
+  INFO(bars.firstMismatch);
+  INFO(bubble.firstMismatch);
+  CHECK(bars.checked == 128);
+  CHECK(bars.matched == bars.checked);
+  CHECK(bubble.matched == bubble.checked);
+  // The same microbatch and direction on chunk 0 and chunk 1: two colours on screen.
+  std::map<std::tuple<int, bool, int>, uint32_t> seen;  // (microbatch, backward, chunk) -> pixel
+  for (const Compute& c : spans) {
+    const double x = (d.xOf(double(c.start)) + d.xOf(double(c.end))) / 2;
+    seen[{c.microbatch, c.backward, c.chunk}] =
+        img.rgb(static_cast<int>(x), static_cast<int>(d.laneYOfRank.at(c.rank) + 4));
+  }
+  int pairs = 0;
+  for (const auto& [key, colour] : seen) {
+    const auto [mb, bwd, chunk] = key;
+    if (chunk != 0 || !seen.count({mb, bwd, 1})) continue;
+    ++pairs;
+    CHECK(colour != seen.at({mb, bwd, 1}));
+  }
+  CHECK(pairs == 16);
+  // The plan is the order the trainer ran on each stage, chunks included.
+  std::map<int, std::vector<std::string>> ran;
+  for (const Compute& c : spans) {
+    ran[d.stageOfRank.at(c.rank)].push_back(
+        (c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." + std::to_string(c.chunk));
+  }
+  CHECK(d.planOrder == ran);
+}
+
+TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
+          "[viewer][pipeline][window]") {
+  const std::string& db = oneFOneB();
+  const std::string dir = e2e::scratch().path();
+  const std::string dump = e2e::scratch().file("pipe-click.txt");
+  XServer x;
+  Background view(x.display(), dir,
+                  {TRACEVIEW_BIN, db, "--view", "pipeline", "--log-actions", "--size", "1600x900",
+                   "--dump-view", dump});
+  const size_t at = view.waitFor("first complete frame", 60);  // the dump is written then
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  const Dump d = readDump(dump);
+  // The widest backward of stage 1's rank, from the trace.
+  Compute pick;
+  for (const Compute& c : computeSpans(db, d.w0, d.w1)) {
+    if (c.backward && d.stageOfRank.at(c.rank) == 1 && c.end - c.start > pick.end - pick.start) {
+      pick = c;
+    }
+  }
+  REQUIRE(pick.id > 0);
+  const int cx = static_cast<int>((d.xOf(double(pick.start)) + d.xOf(double(pick.end))) / 2);
+  const int cy = static_cast<int>(d.laneYOfRank.at(pick.rank) + 6);
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"mousemove", std::to_string(cx), std::to_string(cy)}, {"click", "1"}}) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::string expect = "selected span " + std::to_string(pick.id) + " backward";
+  CHECK(view.waitFor(expect, 20, at) != std::string::npos);
+}
+
+#endif
