@@ -105,26 +105,6 @@ struct CommSpan {
   int64_t dur() const { return satSub(end, start); }
 };
 
-// "c10d dp [0,2]" (tracerun/traced_group.h's track names) -> {0, 2}; false for other names.
-bool decoratorTrack(const std::string& name, std::vector<int>* members) {
-  if (name.rfind("c10d ", 0) != 0) return false;
-  const size_t open = name.rfind('['), close = name.rfind(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return true;
-  int cur = 0;
-  bool digits = false;
-  for (size_t i = open + 1; i <= close; ++i) {
-    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
-      cur = std::min(cur, 100'000'000) * 10 + (name[i] - '0');  // a damaged name: saturate
-      digits = true;
-    } else {
-      if (digits) members->push_back(cur);
-      cur = 0;
-      digits = false;
-    }
-  }
-  return true;
-}
-
 struct Scope {
   core::StringId name = 0;
   int64_t start = 0, end = 0;
@@ -499,6 +479,28 @@ void pointToPoint(std::map<int, RankData>& data, CommAnalysis& out) {
 }
 
 }  // namespace
+
+bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
+  const std::string& name = track_name;
+  if (name.rfind("c10d ", 0) != 0) return false;
+  const size_t open = name.rfind('['), close = name.rfind(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return true;
+  int cur = 0;
+  bool digits = false;
+  for (size_t i = open + 1; i <= close; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
+      cur = std::min(cur, 100'000'000) * 10 + (name[i] - '0');  // a damaged name: saturate
+      digits = true;
+    } else {
+      if (digits) members->push_back(cur);
+      cur = 0;
+      digits = false;
+    }
+  }
+  std::sort(members->begin(), members->end());
+  members->erase(std::unique(members->begin(), members->end()), members->end());
+  return true;
+}
 
 // ---------------------------------------------------------------------------------------------
 // entry point

@@ -30,29 +30,6 @@ struct Call {
   bool decorator = false;
 };
 
-// "c10d dp [0,2]" (tracerun/traced_group.h's track names) -> {0, 2}; false for other names.
-// The same reading as comm.cpp's.
-bool decoratorTrack(const std::string& name, std::vector<int>* members) {
-  if (name.rfind("c10d ", 0) != 0) return false;
-  const size_t open = name.rfind('['), close = name.rfind(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return true;
-  int cur = 0;
-  bool digits = false;
-  for (size_t i = open + 1; i <= close; ++i) {
-    if (name[i] >= '0' && name[i] <= '9') {
-      cur = std::min(cur, 100'000'000) * 10 + (name[i] - '0');  // a damaged name: saturate
-      digits = true;
-    } else {
-      if (digits) members->push_back(cur);
-      cur = 0;
-      digits = false;
-    }
-  }
-  std::sort(members->begin(), members->end());
-  members->erase(std::unique(members->begin(), members->end()), members->end());
-  return true;
-}
-
 }  // namespace
 
 CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<bool>* cancel) {

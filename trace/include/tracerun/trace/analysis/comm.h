@@ -72,6 +72,10 @@ double busBandwidthFactor(const std::string& op, int n);
 std::string normalizeCommName(const std::string& name);
 // Bytes of the tensors in a shapes text such as "f32[32,1,64], i64[8]" (0 when none).
 int64_t bytesOfShapes(const std::string& detail);
+// Is `track_name` a track of tracerun's c10d decorator ("c10d dp [0,2]", traced_group.h's names)?
+// Then `members` gets the group's ranks from the brackets, sorted and unique (none when the name
+// carries no list).
+bool decoratorTrack(const std::string& track_name, std::vector<int>* members);
 
 CommAnalysis analyzeComm(const TraceReader& reader);
 
