@@ -33,7 +33,7 @@ class ParamSet {
 
   // Creates the full tensor on the CPU from a generator seeded by (seed, name) -- the same on
   // every layout and every device --, keeps this rank's shard of `split_dim` (-1: all of it),
-  // moves it to the device in the set's dtype (bf16: the fp32 values rounded once) and registers it.
+  // moves it to the device in the set's dtype (bf16: the fp32 values rounded once), registers it.
   at::Tensor add(const std::string& name, std::vector<int64_t> full_shape, int split_dim, Init init,
                  double stddev = 0.0);
 

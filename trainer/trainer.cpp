@@ -49,8 +49,8 @@ ModelConfig modelConfig(const TrainConfig& c) {
 }
 
 OptimizerConfig optimizerConfig(const TrainConfig& c) {
-  return OptimizerConfig{c.optimizer == "adamw", c.beta1,        c.beta2,
-                         c.eps,                  c.weight_decay, c.mixedPrecision()};
+  return OptimizerConfig{c.optimizer == "adamw", c.beta1,           c.beta2, c.eps,
+                         c.weight_decay,         c.mixedPrecision()};
 }
 
 ScheduleConfig scheduleConfig(const TrainConfig& c) {
@@ -89,8 +89,7 @@ void annotateMemoryDtypes(const TrainConfig& c) {
   const std::pair<const char*, const char*> named[] = {
       {"parameter", params}, {"gradient", params}, {"optimizer_state", "fp32"}};
   for (const auto& [category, dtype] : named) {
-    const std::string name =
-        std::string(vocab::scope::kMemoryDtypePrefix) + category + "=" + dtype;
+    const std::string name = std::string(vocab::scope::kMemoryDtypePrefix) + category + "=" + dtype;
     tracerun::Scope scope(name.c_str());
   }
 }

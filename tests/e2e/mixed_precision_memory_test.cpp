@@ -43,11 +43,13 @@ Closed closedForm(int z, double psi, int n) {
 void checkZero(int z) {
   const int n = 4;
   const std::string db = scratch().file("mixed-zero" + std::to_string(z) + ".db");
-  const auto run = runGpttrain(
-      {"--nproc-per-node", std::to_string(n), "--status", "off", "-o", db}, GPTTRAIN_BIN,
-      {"--precision", "bf16-mixed", "--zero", std::to_string(z), "--layers", "24", "--hidden",
-       "32", "--heads", "4", "--seq-len", "16", "--global-batch", "4", "--steps", "2",
-       "--optimizer", "adamw", "--bucket-mb", "0.008"});
+  const auto run =
+      runGpttrain({"--nproc-per-node", std::to_string(n), "--status", "off", "-o", db},
+                  GPTTRAIN_BIN, {"--precision",    "bf16-mixed", "--zero",      std::to_string(z),
+                                 "--layers",       "24",         "--hidden",    "32",
+                                 "--heads",        "4",          "--seq-len",   "16",
+                                 "--global-batch", "4",          "--steps",     "2",
+                                 "--optimizer",    "adamw",      "--bucket-mb", "0.008"});
   INFO(run.describe());
   REQUIRE(run.exit_code == 0);
   const double psi = static_cast<double>(parametersPrinted(run.out));
@@ -73,13 +75,13 @@ void checkZero(int z) {
     CHECK(p == Approx(want.parameter).epsilon(0.10));
     CHECK(g == Approx(want.gradient).epsilon(0.10));
     CHECK(o == Approx(want.optimizer_state).epsilon(0.10));
-    CHECK(p + g + o ==
-          Approx(want.parameter + want.gradient + want.optimizer_state).epsilon(0.10));
+    CHECK(p + g + o == Approx(want.parameter + want.gradient + want.optimizer_state).epsilon(0.10));
     if (rank["rank"] == 0) {
-      std::printf("bf16-mixed zero %d rank 0 (psi %.0f): parameter %.0f B (closed form %.0f), "
-                  "gradient %.0f B (%.0f), optimizer_state %.0f B (%.0f), temporary %.0f B\n",
-                  z, psi, p, want.parameter, g, want.gradient, o, want.optimizer_state,
-                  at["temporary"].get<double>());
+      std::printf(
+          "bf16-mixed zero %d rank 0 (psi %.0f): parameter %.0f B (closed form %.0f), "
+          "gradient %.0f B (%.0f), optimizer_state %.0f B (%.0f), temporary %.0f B\n",
+          z, psi, p, want.parameter, g, want.gradient, o, want.optimizer_state,
+          at["temporary"].get<double>());
     }
   }
 }

@@ -78,11 +78,11 @@ TEST_CASE("bf16-mixed: every layout within the bf16 tolerance of fp32 and of eac
   std::vector<double> single;
   for (const Layout& layout : layouts()) {
     const std::string json = dir + "/" + layout.name + ".json";
-    auto run = launchRanks(kGpttrain,
-                           tinyModelArgs() + layout.flags +
-                               std::vector<std::string>{"--precision", "bf16-mixed", "--log-json",
-                                                        json},
-                           layout.ranks, dir + "/" + layout.name);
+    auto run =
+        launchRanks(kGpttrain,
+                    tinyModelArgs() + layout.flags +
+                        std::vector<std::string>{"--precision", "bf16-mixed", "--log-json", json},
+                    layout.ranks, dir + "/" + layout.name);
     INFO(layout.name << "\n" << run.summary());
     REQUIRE(run.ok());
     const auto got = jsonValues(json, "loss");
@@ -97,9 +97,10 @@ TEST_CASE("bf16-mixed: every layout within the bf16 tolerance of fp32 and of eac
       from_fp32 = std::max(from_fp32, std::abs(got[i] - want[i]));
       from_single = std::max(from_single, std::abs(got[i] - single[i]));
     }
-    std::printf("bf16-mixed %-10s losses %.6f .. %.6f; largest difference from fp32 %.2e, from "
-                "the single process %.2e\n",
-                layout.name, got.front(), got.back(), from_fp32, from_single);
+    std::printf(
+        "bf16-mixed %-10s losses %.6f .. %.6f; largest difference from fp32 %.2e, from "
+        "the single process %.2e\n",
+        layout.name, got.front(), got.back(), from_fp32, from_single);
     // bf16 really ran: the rounding moves the losses off the fp32 ones.
     CHECK(from_fp32 > 1e-5);
     // What rank 0 holds at the optimizer step: bf16 parameters and gradients (2 bytes each, or
@@ -125,12 +126,12 @@ TEST_CASE("bf16-mixed: the independent reference GPT trained in bf16 mixed preci
     return;
   }
   const std::string dir = scratchDir("precision_oracle");
-  auto run = launchRanks(kGpttrain,
-                         tinyModelArgs() + std::vector<std::string>{"--precision", "bf16-mixed",
-                                                                    "--dump-init", dir + "/dump",
-                                                                    "--log-json",
-                                                                    dir + "/gpttrain.json"},
-                         0, dir + "/run");
+  auto run =
+      launchRanks(kGpttrain,
+                  tinyModelArgs() + std::vector<std::string>{"--precision", "bf16-mixed",
+                                                             "--dump-init", dir + "/dump",
+                                                             "--log-json", dir + "/gpttrain.json"},
+                  0, dir + "/run");
   INFO(run.summary());
   REQUIRE(run.ok());
   const std::string cmd = python + " " + REFERENCE_GPT_MIXED_PY + " " + dir + "/dump " + dir +
@@ -148,7 +149,8 @@ TEST_CASE("bf16-mixed: the independent reference GPT trained in bf16 mixed preci
     CHECK(std::abs(got[i] - ref[i]) <= kTolerance);
     largest = std::max(largest, std::abs(got[i] - ref[i]));
   }
-  std::printf("bf16-mixed oracle: losses %.6f .. %.6f, reference %.6f .. %.6f, largest "
-              "difference %.2e\n",
-              got.front(), got.back(), ref.front(), ref.back(), largest);
+  std::printf(
+      "bf16-mixed oracle: losses %.6f .. %.6f, reference %.6f .. %.6f, largest "
+      "difference %.2e\n",
+      got.front(), got.back(), ref.front(), ref.back(), largest);
 }
