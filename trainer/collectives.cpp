@@ -6,9 +6,39 @@ namespace {
 
 namespace vocab = tracerun::vocab;
 
-bool needsFp32(const Group& g, const at::Tensor& t) {
+// A bfloat16 tensor on a group whose backend has no bfloat16 (Gloo in libtorch 1.13 takes neither
+// bfloat16 nor int16): sums travel as fp32, gathers as the tensor's bytes (uint8, exact).
+bool lacksBf16(const Group& g, const at::Tensor& t) {
   return g.size > 1 && !g.native_bf16 && t.scalar_type() == at::kBFloat16;
 }
+
+// The fp32 copy a bfloat16 sum travels in: a temporary (the memory report counts it so).
+at::Tensor wideTemporary(const at::Tensor& t) {
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+  return t.to(at::kFloat);
+}
+
+// The pending sum of a bfloat16 tensor in its fp32 copy: wait() waits for the sum, rounds it back
+// into the bfloat16 tensor once and frees the copy.
+class WidenedWork final : public c10d::Work {
+ public:
+  WidenedWork(c10::intrusive_ptr<c10d::Work> inner, at::Tensor wide, at::Tensor target)
+      : inner_(std::move(inner)), wide_(std::move(wide)), target_(std::move(target)) {}
+  bool isCompleted() override { return !wide_.defined() || inner_->isCompleted(); }
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!wide_.defined()) return true;
+    const bool ok = inner_->wait(timeout);
+    at::NoGradGuard no_grad;
+    target_.copy_(wide_);
+    wide_ = at::Tensor();
+    target_ = at::Tensor();
+    return ok;
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> inner_;
+  at::Tensor wide_, target_;
+};
 
 c10::intrusive_ptr<c10d::Work> launchAllReduce(Group& g, at::Tensor& t, ReduceOp op) {
   if (g.size == 1) return {};
@@ -47,9 +77,17 @@ GroupPtr makeSoloGroup(const std::string& name, int global_rank) {
   return g;
 }
 
+at::Tensor wireView(const Group& g, const at::Tensor& t) {
+  return lacksBf16(g, t) ? t.view(at::kByte) : t;
+}
+
+at::Tensor fromWire(const at::Tensor& wire, at::ScalarType dtype) {
+  return wire.scalar_type() == dtype ? wire : wire.view(dtype);
+}
+
 void allReduce(Group& g, at::Tensor& t, ReduceOp op) {
-  if (needsFp32(g, t)) {
-    at::Tensor wide = t.to(at::kFloat);
+  if (lacksBf16(g, t)) {
+    at::Tensor wide = wideTemporary(t);
     allReduce(g, wide, op);
     t.copy_(wide);
     return;
@@ -58,13 +96,20 @@ void allReduce(Group& g, at::Tensor& t, ReduceOp op) {
 }
 
 c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t) {
-  TORCH_CHECK(!needsFp32(g, t), "allReduceAsync: bfloat16 on a ", g.name, " group without it");
+  if (lacksBf16(g, t)) {
+    TORCH_CHECK(t.is_contiguous(), "allReduceAsync needs a contiguous tensor");
+    at::Tensor wide = wideTemporary(t);
+    auto inner = launchAllReduce(g, wide, ReduceOp::kSum);
+    return c10::make_intrusive<WidenedWork>(std::move(inner), std::move(wide), t);
+  }
   return launchAllReduce(g, t, ReduceOp::kSum);
 }
 
 at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
   if (g.size == 1) return t;
-  if (needsFp32(g, t)) return allGather(g, t.to(at::kFloat), dim).to(t.scalar_type());
+  if (lacksBf16(g, t)) {  // exact: the bytes travel; a trailing byte dimension keeps pairs
+    return allGather(g, t.contiguous().view(at::kByte), dim).view(at::kBFloat16);
+  }
   at::Tensor input = t.contiguous();
   if (g.native_base_collectives) {
     std::vector<int64_t> shape{g.size};
@@ -88,7 +133,7 @@ at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim) {
 
 at::Tensor reduceScatter(Group& g, const at::Tensor& t, int64_t dim) {
   if (g.size == 1) return t;
-  if (needsFp32(g, t)) return reduceScatter(g, t.to(at::kFloat), dim).to(t.scalar_type());
+  if (lacksBf16(g, t)) return reduceScatter(g, wideTemporary(t), dim).to(t.scalar_type());
   TORCH_CHECK(t.size(dim) % g.size == 0, "reduceScatter: dimension ", dim, " of size ", t.size(dim),
               " is not divisible by the group size ", g.size);
   if (g.native_base_collectives) {

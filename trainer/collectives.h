@@ -38,7 +38,9 @@ struct Group : torch::CustomClassHolder {
   std::vector<int> global_ranks;  // member i is global rank global_ranks[i]
   tracerun::compat::CollectiveGroupPtr pg;
   bool native_base_collectives = false;  // _allgather_base / _reduce_scatter_base available
-  bool native_bf16 = false;              // Gloo has no bfloat16: such tensors travel as fp32
+  // Gloo (libtorch 1.13) has no bfloat16 (nor int16): sums of such tensors travel as fp32, gathers
+  // as their bytes (collectives.cpp).
+  bool native_bf16 = false;
   // Gloo's send/recv read and write host memory only: CUDA tensors travel through a CPU copy.
   bool host_p2p = true;
   std::array<std::int64_t, static_cast<int>(CollectiveImpl::kCount)> counts{};
@@ -54,9 +56,14 @@ enum class ReduceOp { kSum, kMax };
 
 // In place, blocking. `t` must be contiguous.
 void allReduce(Group& g, at::Tensor& t, ReduceOp op = ReduceOp::kSum);
-// In place, returns the pending work (null when g.size == 1). `t` must be contiguous and, on a
-// group without native_bf16, not bfloat16.
+// In place, returns the pending work (null when g.size == 1). `t` must be contiguous. A bfloat16
+// `t` on a group without native_bf16 is summed in an fp32 copy (a temporary) that the work's wait()
+// rounds back into `t`.
 c10::intrusive_ptr<c10d::Work> allReduceAsync(Group& g, at::Tensor& t);
+// What a gather or broadcast of `t` sends on `g`: `t`, or, bfloat16 on a group without it, its
+// bytes (a uint8 view, the last dimension doubled; exact). fromWire undoes it.
+at::Tensor wireView(const Group& g, const at::Tensor& t);
+at::Tensor fromWire(const at::Tensor& wire, at::ScalarType dtype);
 // Concatenation along `dim` of every rank's `t` (same shape on all ranks), in rank order.
 at::Tensor allGather(Group& g, const at::Tensor& t, int64_t dim);
 // Sum over ranks of `t`, split in g.size equal slices along `dim`; returns this rank's slice.

@@ -64,7 +64,12 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--vocab", c.vocab, "vocabulary size (>= 256 with --data FILE)")
       ->check(atLeast(1, true));
   app.add_option("--dropout", c.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99));
-  app.add_flag("--bf16", c.bf16, "forward under bf16 autocast (fp32 parameters)");
+  app.add_flag("--bf16", c.bf16, "the same as --precision bf16-autocast");
+  auto* precision =
+      app.add_option("--precision", c.precision,
+                     "fp32; bf16-autocast (fp32 parameters); bf16-mixed (bf16 parameters and "
+                     "gradients, fp32 master weights and AdamW states)")
+          ->check(CLI::IsMember({"fp32", "bf16-autocast", "bf16-mixed"}));
   app.add_option("--recompute", c.recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")
@@ -116,6 +121,16 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
     std::fprintf(stderr, "gpttrain: %s (see --help)\n", e.what());
     return 2;
   }
+  // --bf16 is --precision bf16-autocast; with another --precision it says two things at once.
+  if (c.bf16 && precision->count() > 0 && c.precision != "bf16-autocast") {
+    std::fprintf(stderr,
+                 "gpttrain: --bf16 (bf16 autocast) contradicts --precision %s: give one of them "
+                 "(see --help)\n",
+                 c.precision.c_str());
+    return 2;
+  }
+  if (c.bf16) c.precision = "bf16-autocast";
+  c.bf16 = c.precision != "fp32";
   return std::nullopt;
 }
 

@@ -25,7 +25,12 @@ struct TrainConfig {
   int seq_len = 32;
   int vocab = 256;
   double dropout = 0.1;
-  bool bf16 = false;  // forward under autocast to bfloat16 (parameters, grads stay fp32)
+  // --precision: "fp32"; "bf16-autocast" (the forward under bf16 autocast, parameters, gradients
+  // and optimizer states fp32; --bf16 says the same); "bf16-mixed" (FSDP/Megatron mixed precision:
+  // bf16 working parameters and gradients, fp32 master weights and AdamW moments in the optimizer,
+  // the forward under the same autocast).
+  std::string precision = "fp32";
+  bool bf16 = false;  // the forward runs under bf16 autocast (both bf16 precisions)
   std::string recompute = "none";
   // Optimisation.
   int steps = 10;
@@ -62,6 +67,7 @@ struct TrainConfig {
   double bucket_mb = 4.0;
   bool quiet = false;  // no start line and no per-step lines (the end-of-run summary stays)
 
+  bool mixedPrecision() const { return precision == "bf16-mixed"; }
   int dpSize(int world) const { return world / (tp * pp); }
   int microbatches(int world) const { return global_batch / (micro_batch * dpSize(world)); }
   // --device as given, or what --backend implies: "cpu" or "cuda" (cuda device LOCAL_RANK).

@@ -29,7 +29,11 @@ class PlainDdp final : public DataParallelStrategy {
   at::Tensor paramShard(size_t) override { noShards("paramShard"); }
   void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
 
-  int64_t parameterBytes() const override { return numel() * int64_t(sizeof(float)); }
+  int64_t parameterBytes() const override {  // the parameters' dtype is their gradients'
+    int64_t bytes = 0;
+    for (const GradBucket& b : buckets_.all()) bytes += b.numel * int64_t(b.flat.element_size());
+    return bytes;
+  }
   NamedTensors bufferTensors() const override {
     NamedTensors out;
     for (size_t i = 0; i < buckets_.size(); ++i) {

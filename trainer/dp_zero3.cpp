@@ -178,9 +178,10 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
     tracerun::Scope scope(vocab::scope::kZero3GatherStart,
                           {{vocab::arg::kUnit, b.unit},
                            {vocab::arg::kBytes, static_cast<int64_t>(s.param_shard.nbytes())}});
+    const at::Tensor wire = wireView(*dp_, s.param_shard);  // bf16 on Gloo: its bytes
     s.gather_out.assign(1, {});
-    for (int i = 0; i < dp_->size; ++i) s.gather_out[0].push_back(at::empty_like(s.param_shard));
-    std::vector<at::Tensor> inputs{s.param_shard};
+    for (int i = 0; i < dp_->size; ++i) s.gather_out[0].push_back(at::empty_like(wire));
+    std::vector<at::Tensor> inputs{wire};
     dp_->count(CollectiveImpl::kAllGatherList);
     s.gather_work = dp_->pg->allgather(s.gather_out, inputs);
   }
@@ -196,7 +197,7 @@ class Zero3 final : public DataParallelStrategy, public ParamUnits {
       tracerun::Scope scope(vocab::scope::kZero3GatherWait, {{vocab::arg::kUnit, b.unit}});
       s.gather_work->wait();
       s.gather_work.reset();
-      b.params = at::cat(s.gather_out[0]);
+      b.params = fromWire(at::cat(s.gather_out[0]), s.param_shard.scalar_type());
       s.gather_out.clear();
     }
     at::NoGradGuard no_grad;

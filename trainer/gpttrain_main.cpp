@@ -57,7 +57,8 @@ void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
   manifest << "{\"layers\":" << c.layers << ",\"hidden\":" << c.hidden << ",\"heads\":" << c.heads
            << ",\"seq_len\":" << c.seq_len << ",\"vocab\":" << c.vocab
            << ",\"global_batch\":" << c.global_batch << ",\"steps\":" << c.steps
-           << ",\"dropout\":" << c.dropout << ",\"optimizer\":\"" << c.optimizer << "\"";
+           << ",\"dropout\":" << c.dropout << ",\"optimizer\":\"" << c.optimizer << "\""
+           << ",\"precision\":\"" << c.precision << "\"";
   manifest.precision(17);
   // As Trainer's schedule resolves the defaults (trainer.cpp, scheduleConfig).
   manifest << ",\"lr\":" << c.lr << ",\"min_lr\":" << (c.min_lr >= 0 ? c.min_lr : c.lr / 10)

@@ -13,6 +13,15 @@ namespace {
 
 namespace vocab = tracerun::vocab;
 
+// The additive causal mask [s, s] (-inf above the diagonal): a buffer, neither parameter nor
+// gradient, so its bytes are tagged "other" (the constructors run under the parameter tag).
+at::Tensor causalMask(int64_t seq_len, torch::Device device) {
+  tracerun::MemoryTag tag(tracerun::MemoryCategory::kOther);
+  return at::full({seq_len, seq_len}, -std::numeric_limits<float>::infinity(),
+                  at::TensorOptions().device(device))
+      .triu(1);
+}
+
 constexpr double kInitStd = 0.02;
 
 std::string layerName(int index, const char* part) {
@@ -105,9 +114,7 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      causal_mask_(at::full({c.seq_len, c.seq_len}, -std::numeric_limits<float>::infinity(),
-                            at::TensorOptions().device(params.device()))
-                       .triu(1)) {
+      causal_mask_(causalMask(c.seq_len, params.device())) {
   for (const auto& e : params.entries()) {
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =

@@ -49,6 +49,9 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kActivation);
   std::optional<tracerun::compat::AutocastGuard> autocast;  // CPU or CUDA autocast
   if (config_.bf16) autocast.emplace(stage.device().type(), at::kBFloat16);
+  // Pipeline messages travel as fp32 (sendAsync / recv); with bf16 working parameters a later
+  // stage computes on bf16 again (exact: the values were bf16), as layer_norm wants one dtype.
+  if (!stage.first() && config_.mixedPrecision()) x = x.to(at::kBFloat16);
   at::Tensor out = stage.forward(x, targets, rng_);
   if (stage.last()) loss_sum_ += out.item<double>();
   return out;

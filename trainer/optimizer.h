@@ -31,6 +31,10 @@ struct OptimizerConfig {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.01;
+  // Mixed precision (--precision bf16-mixed): the parameters the model computes with are bf16;
+  // the optimizer keeps an fp32 master copy of what it updates (all of it, or its ZeRO shard),
+  // updates that from the gradient widened to fp32, and rounds the result into the bf16 parameters.
+  bool master_weights = false;
 };
 
 // One AdamW update of parameter p from gradient g with moments m and v, all four the same shape:

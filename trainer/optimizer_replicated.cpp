@@ -1,6 +1,7 @@
 // The optimizer of plain data parallelism (and of one process): every rank holds AdamW moments for
 // its full parameters and steps them from .grad(); the SP, tied-embedding and norm steps are
-// tp_grads.h's. No DP communication: the strategy has averaged the gradients already.
+// tp_grads.h's. No DP communication: the strategy has averaged the gradients already. With master
+// weights (bf16-mixed) it updates an fp32 copy of every parameter and rounds it into the parameter.
 #include "optimizer.h"
 
 #include "tp_grads.h"
@@ -12,10 +13,14 @@ class ReplicatedOptimizer final : public Optimizer {
  public:
   ReplicatedOptimizer(ParamSet& params, const OptimizerConfig& config)
       : params_(params), config_(config) {
-    if (!config_.adamw) return;
     for (auto& e : params_.entries()) {
-      exp_avg_.push_back(at::zeros_like(e.tensor, e.tensor.options().requires_grad(false)));
-      exp_avg_sq_.push_back(at::zeros_like(e.tensor, e.tensor.options().requires_grad(false)));
+      const auto options = e.tensor.options().dtype(at::kFloat).requires_grad(false);
+      if (config_.master_weights) {  // the bf16 values, exactly, as fp32
+        master_.push_back(at::empty(e.tensor.sizes(), options).copy_(e.tensor.detach()));
+      }
+      if (!config_.adamw) continue;
+      exp_avg_.push_back(at::zeros(e.tensor.sizes(), options));
+      exp_avg_sq_.push_back(at::zeros(e.tensor.sizes(), options));
     }
   }
 
@@ -33,20 +38,30 @@ class ReplicatedOptimizer final : public Optimizer {
     at::NoGradGuard no_grad;
     ++steps_;
     auto& entries = params_.entries();
-    if (!config_.adamw) {
-      for (auto& e : entries) e.tensor.add_(e.tensor.grad(), -lr);
-      return;
-    }
     AdamwStep adamw = adamwStep(config_, lr, steps_);
     for (size_t i = 0; i < entries.size(); ++i) {
-      adamw.decay = adamwDecay(config_, lr, entries[i].decay);
-      adamwUpdate(entries[i].tensor, entries[i].tensor.grad(), exp_avg_[i], exp_avg_sq_[i], adamw);
+      at::Tensor& p = master_.empty() ? entries[i].tensor : master_[i];
+      at::Tensor g = entries[i].tensor.grad();
+      if (g.scalar_type() != p.scalar_type()) {
+        tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+        g = g.to(p.scalar_type());  // the bf16 gradient widened for the fp32 update
+      }
+      if (!config_.adamw) {
+        p.add_(g, -lr);
+      } else {
+        adamw.decay = adamwDecay(config_, lr, entries[i].decay);
+        adamwUpdate(p, g, exp_avg_[i], exp_avg_sq_[i], adamw);
+      }
+      if (!master_.empty()) entries[i].tensor.copy_(p);  // rounded to bf16 once
     }
   }
 
-  // "exp_avg.<param>" and "exp_avg_sq.<param>" (AdamW only).
+  // "exp_avg.<param>" and "exp_avg_sq.<param>" (AdamW only), "master.<param>" (master weights).
   std::vector<std::pair<std::string, at::Tensor>> namedState() override {
     std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t i = 0; i < master_.size(); ++i) {
+      out.emplace_back("master." + params_.entries()[i].name, master_[i]);
+    }
     for (size_t i = 0; i < exp_avg_.size(); ++i) {
       out.emplace_back("exp_avg." + params_.entries()[i].name, exp_avg_[i]);
       out.emplace_back("exp_avg_sq." + params_.entries()[i].name, exp_avg_sq_[i]);
@@ -56,6 +71,7 @@ class ReplicatedOptimizer final : public Optimizer {
 
   int64_t stateBytes() const override {
     int64_t bytes = 0;
+    for (const at::Tensor& m : master_) bytes += m.nbytes();
     for (size_t i = 0; i < exp_avg_.size(); ++i) {
       bytes += exp_avg_[i].nbytes() + exp_avg_sq_[i].nbytes();
     }
@@ -66,6 +82,7 @@ class ReplicatedOptimizer final : public Optimizer {
   ParamSet& params_;
   OptimizerConfig config_;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<at::Tensor> master_;  // fp32 master weights (bf16-mixed), per parameter
 };
 
 }  // namespace

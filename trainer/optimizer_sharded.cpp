@@ -2,7 +2,9 @@
 // its shard of every gradient bucket only, updates that shard of the parameters and hands it back
 // to the strategy (ZeRO-1/2 all-gather it; ZeRO-3 keeps only the shard). The gradient steps that
 // must see shards live here too: SP sums over TP, the tied embedding's sum, the global norm and
-// clipping. It does not reduce gradients or gather parameters for compute (dp_strategy.h).
+// clipping. With master weights (bf16-mixed) it keeps an fp32 copy of its shards, updates that and
+// rounds it into the bf16 shard. It does not reduce gradients or gather parameters for compute
+// (dp_strategy.h).
 #include "optimizer.h"
 
 #include "dp_strategy.h"
@@ -28,8 +30,12 @@ class ShardedOptimizer final : public Optimizer {
         if (lo < hi) segments.push_back(Segment{m.param, lo - begin, lo - m.offset, hi - lo});
       }
       segments_.push_back(std::move(segments));
+      // fp32 on the parameters' device (with master weights, the parameters are bf16)
+      const auto options = buckets.options(b).dtype(at::kFloat);
+      if (config_.master_weights) {  // the bf16 shard's values, exactly, as fp32
+        master_.push_back(at::empty({b.shard_size}, options).copy_(strategy_.paramShard(i)));
+      }
       if (config_.adamw) {
-        const auto options = buckets.options(b);  // the parameters' dtype and device
         exp_avg_.push_back(at::zeros({b.shard_size}, options));
         exp_avg_sq_.push_back(at::zeros({b.shard_size}, options));
       }
@@ -97,9 +103,14 @@ class ShardedOptimizer final : public Optimizer {
     AdamwStep adamw = adamwStep(config_, lr, steps_);
     for (size_t b = 0; b < segments_.size(); ++b) {
       at::Tensor shard = strategy_.paramShard(b);
+      at::Tensor updated = master_.empty() ? shard : master_[b];
       at::Tensor grad = strategy_.gradShard(b);
+      if (grad.scalar_type() != updated.scalar_type()) {
+        tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+        grad = grad.to(updated.scalar_type());  // the bf16 gradient shard widened for the update
+      }
       for (const Segment& s : segments_[b]) {
-        at::Tensor p = shard.narrow(0, s.shard_offset, s.length);
+        at::Tensor p = updated.narrow(0, s.shard_offset, s.length);
         at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
         if (!config_.adamw) {
           p.add_(g, -lr);
@@ -110,13 +121,18 @@ class ShardedOptimizer final : public Optimizer {
         at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
         adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
       }
+      if (!master_.empty()) shard.copy_(updated);  // rounded to bf16 once
       strategy_.shardUpdated(b, shard);
     }
   }
 
-  // Moments of this rank's shards: "zero.exp_avg.<bucket>", "zero.exp_avg_sq.<bucket>".
+  // Moments of this rank's shards: "zero.exp_avg.<bucket>", "zero.exp_avg_sq.<bucket>"; master
+  // weights: "zero.master.<bucket>".
   std::vector<std::pair<std::string, at::Tensor>> namedState() override {
     std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t b = 0; b < master_.size(); ++b) {
+      out.emplace_back("zero.master." + std::to_string(b), master_[b]);
+    }
     for (size_t b = 0; b < exp_avg_.size(); ++b) {
       out.emplace_back("zero.exp_avg." + std::to_string(b), exp_avg_[b]);
       out.emplace_back("zero.exp_avg_sq." + std::to_string(b), exp_avg_sq_[b]);
@@ -126,6 +142,7 @@ class ShardedOptimizer final : public Optimizer {
 
   int64_t stateBytes() const override {
     int64_t bytes = 0;
+    for (const at::Tensor& m : master_) bytes += m.nbytes();
     for (size_t b = 0; b < exp_avg_.size(); ++b) {
       bytes += exp_avg_[b].nbytes() + exp_avg_sq_[b].nbytes();
     }
@@ -147,6 +164,7 @@ class ShardedOptimizer final : public Optimizer {
   OptimizerConfig config_;
   std::vector<std::vector<Segment>> segments_;    // per bucket
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per bucket, [shard_size]
+  std::vector<at::Tensor> master_;                // per bucket, [shard_size], fp32 (bf16-mixed)
 };
 
 }  // namespace

@@ -36,7 +36,7 @@ at::Tensor ParamSet::add(const std::string& name, std::vector<int64_t> full_shap
                 " is not divisible by tp ", tp_size_);
     shard = full.chunk(tp_size_, split_dim)[tp_rank_].clone();
   }
-  shard = shard.to(device_);  // the tensor itself on the CPU
+  shard = shard.to(device_, dtype_);  // the tensor itself on the CPU in fp32
   shard.set_requires_grad(true);
   entries_.push_back(ParamEntry{name, shard, split_dim, full.dim() >= 2, false});
   return shard;

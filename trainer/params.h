@@ -25,13 +25,15 @@ enum class Init { kNormal, kZeros, kOnes };
 
 class ParamSet {
  public:
-  // Every parameter (and every buffer the model derives from this set) lives on `device`.
-  ParamSet(uint64_t seed, int tp_rank, int tp_size, torch::Device device)
-      : seed_(seed), tp_rank_(tp_rank), tp_size_(tp_size), device_(device) {}
+  // Every parameter (and every buffer the model derives from this set) lives on `device`, in
+  // `dtype` (fp32, or bf16 working parameters under --precision bf16-mixed).
+  ParamSet(uint64_t seed, int tp_rank, int tp_size, torch::Device device,
+           at::ScalarType dtype = at::kFloat)
+      : seed_(seed), tp_rank_(tp_rank), tp_size_(tp_size), device_(device), dtype_(dtype) {}
 
   // Creates the full tensor on the CPU from a generator seeded by (seed, name) -- the same on
   // every layout and every device --, keeps this rank's shard of `split_dim` (-1: all of it),
-  // moves it to the device and registers it.
+  // moves it to the device in the set's dtype (bf16: the fp32 values rounded once), registers it.
   at::Tensor add(const std::string& name, std::vector<int64_t> full_shape, int split_dim, Init init,
                  double stddev = 0.0);
 
@@ -40,6 +42,7 @@ class ParamSet {
   int tpRank() const { return tp_rank_; }
   int tpSize() const { return tp_size_; }
   torch::Device device() const { return device_; }
+  at::ScalarType dtype() const { return dtype_; }
   int64_t numel() const;
 
  private:
@@ -47,6 +50,7 @@ class ParamSet {
   int tp_rank_;
   int tp_size_;
   torch::Device device_;
+  at::ScalarType dtype_;
   std::vector<ParamEntry> entries_;
 };
 

@@ -9,6 +9,7 @@
 #include "model_compute.h"
 
 #include <tracerun/annotate.h>
+#include <tracerun/core/memory_dtype.h>
 
 #include <sys/resource.h>
 
@@ -48,7 +49,8 @@ ModelConfig modelConfig(const TrainConfig& c) {
 }
 
 OptimizerConfig optimizerConfig(const TrainConfig& c) {
-  return OptimizerConfig{c.optimizer == "adamw", c.beta1, c.beta2, c.eps, c.weight_decay};
+  return OptimizerConfig{c.optimizer == "adamw", c.beta1,           c.beta2, c.eps,
+                         c.weight_decay,         c.mixedPrecision()};
 }
 
 ScheduleConfig scheduleConfig(const TrainConfig& c) {
@@ -77,6 +79,19 @@ std::string resumeDir(const TrainConfig& c) {
   const char* restarts = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (restarts == nullptr || std::strtol(restarts, nullptr, 10) <= 0) return "";
   return std::filesystem::exists(c.save + "/latest") ? c.save : "";
+}
+
+// Names the dtype of each model-state memory category in the trace (allocations carry bytes, not
+// dtypes): one empty user scope "memory_dtype:<category>=<dtype>" each, which `tracerun report`
+// shows. Temporaries and activations mix dtypes and are not named.
+void annotateMemoryDtypes(const TrainConfig& c) {
+  const char* params = c.mixedPrecision() ? "bf16" : "fp32";
+  const std::pair<const char*, const char*> named[] = {
+      {"parameter", params}, {"gradient", params}, {"optimizer_state", "fp32"}};
+  for (const auto& [category, dtype] : named) {
+    const std::string name = std::string(vocab::scope::kMemoryDtypePrefix) + category + "=" + dtype;
+    tracerun::Scope scope(name.c_str());
+  }
 }
 
 // Parameters, gradient buffers and optimizer states are allocated under their memory category.
@@ -113,7 +128,8 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
       kind_(parseScheduleKind(config.schedule)),
       shape_(pipelineShape(config, groups.grid.world())),
       actions_(buildSchedule(kind_, shape_, groups.coords.pp)),
-      params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize(), device),
+      params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize(), device,
+              config.mixedPrecision() ? at::kBFloat16 : at::kFloat),
       chunks_(makeChunks(params_, config, shape_, groups)),
       schedule_(scheduleConfig(config)),
       source_(makeSource(config)),
@@ -125,6 +141,7 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
         params_, groups.dp,
         DataParallelOptions{config.zero, static_cast<int64_t>(config.bucket_mb * (1 << 20))});
   }
+  annotateMemoryDtypes(config);
   if (ParamUnits* units = strategy_->paramUnits()) {
     for (auto& chunk : chunks_) chunk.setParamUnits(units);
   }

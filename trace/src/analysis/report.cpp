@@ -13,6 +13,7 @@
 #include <set>
 
 #include "span_select.h"
+#include "tracerun/core/memory_dtype.h"
 #include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
@@ -60,6 +61,27 @@ std::string deviceName(const DeviceMemory& d) {
 const MemoryCategory kShown[] = {MemoryCategory::kParameter,      MemoryCategory::kGradient,
                                  MemoryCategory::kOptimizerState, MemoryCategory::kActivation,
                                  MemoryCategory::kTemporary,      MemoryCategory::kOther};
+
+// The dtype the traced program named for each memory category (core/memory_dtype.h: allocations
+// carry no dtype), trace-wide, read from the string table; two names for one category are both
+// shown ("bf16|fp32"). Empty when the program named none.
+std::map<std::string, std::string> memoryDtypes(const TraceReader& reader) {
+  std::map<std::string, std::string> out;
+  const std::string prefix = vocab::scope::kMemoryDtypePrefix;
+  for (size_t i = 1; i < reader.stringCount(); ++i) {
+    const std::string& s = reader.str(static_cast<core::StringId>(i));
+    const size_t eq = s.find('=', prefix.size());
+    if (s.compare(0, prefix.size(), prefix) != 0 || eq == std::string::npos) continue;
+    const std::string dtype = s.substr(eq + 1);
+    std::string& named = out[s.substr(prefix.size(), eq - prefix.size())];
+    if (named.empty()) {
+      named = dtype;
+    } else if (("|" + named + "|").find("|" + dtype + "|") == std::string::npos) {
+      named += "|" + dtype;
+    }
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------
 // building
@@ -189,6 +211,13 @@ std::string reportText(const Report& r, const TraceReader& reader) {
   // memory
   line("");
   line("memory: live bytes by category at each rank's peak");
+  if (const auto dtypes = memoryDtypes(reader); !dtypes.empty()) {
+    std::string named;
+    for (const auto& [category, dtype] : dtypes) {
+      named += (named.empty() ? "" : ", ") + category + " " + dtype;
+    }
+    line("  dtypes, as the program named them: " + named);
+  }
   line(fmt("  %-4s %-7s %10s %10s %10s %10s %10s %10s %10s", "rank", "device", "peak", "parameter",
            "gradient", "optimizer", "activation", "temporary", "other"));
   for (const DeviceMemory& d : r.memory.devices) {
@@ -376,6 +405,8 @@ std::string reportJson(const Report& r, const TraceReader& reader, int indent) {
     }
     mj["per_rank"].push_back(pr);
   }
+  // {"parameter": "bf16", ...}: only when the program named dtypes (memoryDtypes).
+  if (const auto dtypes = memoryDtypes(reader); !dtypes.empty()) mj["dtypes"] = dtypes;
   j["memory"] = mj;
 
   ordered_json oj;
