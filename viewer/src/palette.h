@@ -38,6 +38,10 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// The statistics view (stats_view.cpp) and its range selection band on the timeline.
+constexpr uint32_t kRangeBand = rgba(90, 150, 220, 60);
+constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }
