@@ -7,11 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "e2e_common.h"
 #include "fixture_trace.h"
@@ -275,6 +279,108 @@ TEST_CASE("the statistics tables' CSV quotes names and keeps the shown order", "
         "op,calls,bytes,time_ns,group_size,algbw_gbps,busbw_gbps\nall_reduce,2,4096,2048,2,2,2\n");
   CHECK(tables[2].csv() == "rank,spans,total_ns,busy_ns\n3,4,4000,1200\n");
   CHECK(viewer::statsDumpText("whole", tables).rfind("scope whole\ntable ops\nname,", 0) == 0);
+}
+
+TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that range",
+          "[viewer][stats][window]") {
+  testing::TempDir dir("stats-window");
+  fixture::Options o;
+  o.dir = dir.file("fx");
+  o.ranks = 2;
+  o.threads = 2;
+  o.roots_per_thread = 60;
+  const auto g = fixture::writeFixture(o);
+  const auto reader = trace::TraceReader::open(g.merged);
+  const std::string layoutFile = dir.file("layout.txt"), dumpFile = dir.file("view.txt");
+  const std::string d = dir.path.string();
+
+  XServer x;
+  Background view(x.display(), d,
+                  {TRACEVIEW_BIN, g.merged, "--log-actions", "--size", "1400x900", "--dump-layout",
+                   layoutFile, "--dump-view", dumpFile});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  auto xdo = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto r = e2e::runProcess("/usr/bin/env", all, d);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  };
+  for (int i = 0; i < 100 && !std::filesystem::exists(layoutFile); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Layout l = readLayout(layoutFile);
+
+  // Shift+drag from 30% to 60% of the time area, inside rank 1's first thread row only.
+  int64_t track = 0;
+  for (const auto& t : reader.tracks())
+    if (t.rank == 1 && t.kind == core::TrackKind::kThread && track == 0) track = t.id;
+  REQUIRE(l.rows.count(track));
+  const int y = static_cast<int>(l.rows.at(track).y + 3);
+  REQUIRE(y < 850);  // on screen (1400x900)
+  const int x0 = static_cast<int>(l.area_x + 0.3 * l.area_w);
+  const int x1 = static_cast<int>(l.area_x + 0.6 * l.area_w);
+  xdo({"mousemove", std::to_string(x0), std::to_string(y)});
+  xdo({"keydown", "shift"});
+  xdo({"mousedown", "1"});
+  for (int k = 1; k <= 6; ++k) {
+    xdo({"mousemove", std::to_string(x0 + (x1 - x0) * k / 6), std::to_string(y)});
+  }
+  xdo({"mouseup", "1"});
+  xdo({"keyup", "shift"});
+  at = view.waitFor("range selected", 20, at);
+  REQUIRE(at != std::string::npos);
+
+  // The Statistics tab, right of "Timeline" in the tab bar under the menu (ImGui's 13 px font).
+  xdo({"mousemove", "104", "35"});
+  xdo({"click", "1"});
+  at = view.waitFor("stats range", 30, at);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
+
+  const Dump dump = parseDump(e2e::readFile(dumpFile));
+  std::string scope;
+  for (const auto& [k, v] : dump)
+    if (k.rfind("range ", 0) == 0) scope = k;
+  REQUIRE(!scope.empty());
+  long long t0 = 0, t1 = 0;
+  char ranks[32] = {};
+  REQUIRE(std::sscanf(scope.c_str(), "range %lld %lld ranks %31s", &t0, &t1, ranks) == 3);
+  CHECK(std::string(ranks) == "1");
+  const double nsPerPx = (l.t1 - l.t0) / l.area_w;
+  CHECK(std::abs(static_cast<double>(t0) - (l.t0 + (x0 - l.area_x) * nsPerPx)) < 3 * nsPerPx);
+  CHECK(std::abs(static_cast<double>(t1) - (l.t0 + (x1 - l.area_x) * nsPerPx)) < 3 * nsPerPx);
+
+  // The range's ops table is the brute-force scan of that range over rank 1.
+  const BruteResult want = bruteForce(reader, {t0, t1, {1}});
+  const auto ops = records(dump.at(scope).at("ops"));
+  REQUIRE(ops.size() == want.names.size());
+  REQUIRE(!ops.empty());
+  for (const auto& row : ops) {
+    bool found = false;
+    for (const auto& [key, b] : want.names) {
+      if (reader.str(key.first) != row.at("name") ||
+          core::categoryName(static_cast<core::Category>(key.second)) != row.at("category"))
+        continue;
+      found = true;
+      INFO(row.at("name"));
+      CHECK(std::stoll(row.at("count")) == b.count);
+      CHECK(std::stoll(row.at("total_ns")) == b.total);
+      CHECK(std::stoll(row.at("self_ns")) == b.self);
+      CHECK(std::stoll(row.at("min_ns")) == b.min);
+      CHECK(std::stoll(row.at("max_ns")) == b.max);
+      CHECK(std::stoll(row.at("p50_ns")) == b.p50);
+      CHECK(std::stoll(row.at("p95_ns")) == b.p95);
+    }
+    CHECK(found);
+  }
+  const auto rk = records(dump.at(scope).at("ranks"));
+  REQUIRE(rk.size() == 1);
+  CHECK(rk[0].at("rank") == "1");
+  CHECK(std::stoll(rk[0].at("spans")) == want.spans);
 }
 
 #ifdef GPTTRAIN_BIN

@@ -162,8 +162,10 @@ class StatsView : public View {
         rangeScope_ = "range " + std::to_string(q.t0) + " " + std::to_string(q.t1) + " ranks " +
                       ranks + " inside";
         char b[256];
-        std::snprintf(b, sizeof b, "Range %s (%s) over ranks %s: %s spans inside, %.1f ms",
-                      trace::formatDuration(static_cast<double>(q.t0)).c_str(),
+        // From the trace's first event, as the timeline's ruler counts.
+        const auto from = static_cast<double>(q.t0 - host.trace().range.first);
+        std::snprintf(b, sizeof b, "Range from %s for %s over ranks %s: %s spans inside, %.1f ms",
+                      trace::formatDuration(from).c_str(),
                       trace::formatDuration(static_cast<double>(q.t1 - q.t0)).c_str(),
                       ranks.c_str(), trace::formatCount(r->stats.spans).c_str(), r->ms);
         rangeNote_ = b;

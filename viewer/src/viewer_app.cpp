@@ -435,6 +435,7 @@ void Viewer::drawTabs(float width, float height) {
   }
   // A requested tab is in front once ImGui drew it; until then keep asking.
   if (requestTab_ != kNoRequest && activeTab_ == requestTab_) requestTab_ = kNoRequest;
+  if (requestTab_ == kNoRequest) wantedTab_ = activeTab_;  // then settled() follows the user's tab
   ImGui::EndTabBar();
 }
 
