@@ -121,7 +121,7 @@ class StatsView : public View {
   }
 
   void startRangeIfNew(ViewHost& host) {
-    const auto sel = host.rangeSelection();
+    const RangeSelection* sel = host.rangeSelection();
     if (!sel || sel->generation == 0 || sel->generation == rangeGen_) return;
     rangeGen_ = sel->generation;
     trace::analysis::RangeQuery q;

@@ -44,8 +44,9 @@ class ViewHost {
   virtual void log(const std::string& line) const = 0;
   // Wakes the frame loop from another thread (a background query finished).
   virtual std::function<void()> waker() const = 0;
-  // The timeline's range selection (Shift+drag), if any; drawn there as a shaded band.
-  virtual std::optional<RangeSelection> rangeSelection() const { return std::nullopt; }
+  // The timeline's range selection (Shift+drag), null when none; drawn there as a shaded band.
+  // Valid until the next frame.
+  virtual const RangeSelection* rangeSelection() const { return nullptr; }
 };
 
 class View {

@@ -84,7 +84,9 @@ class Viewer : private ViewHost {
   void showTimeRange(double t0, double t1) override { setView(t0, t1, "view"); }
   void showTimeline() override { requestTab_ = kTimelineTab; }
   std::function<void()> waker() const override { return wake_; }
-  std::optional<RangeSelection> rangeSelection() const override { return rangeSel_; }
+  const RangeSelection* rangeSelection() const override {
+    return rangeSel_ ? &*rangeSel_ : nullptr;
+  }
 
   struct SpanTrackState {
     int max_depth = 0;
