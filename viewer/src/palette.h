@@ -70,6 +70,9 @@ constexpr uint32_t kCollAbsent = rgba(70, 70, 78);
 // Point-to-point receive time: waiting for the send, transferring.
 constexpr uint32_t kCollWait = rgba(200, 120, 60);
 constexpr uint32_t kCollTransfer = rgba(90, 170, 110);
+// The statistics view (stats_view.cpp) and its range selection band on the timeline.
+constexpr uint32_t kRangeBand = rgba(90, 150, 220, 60);
+constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
 
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];

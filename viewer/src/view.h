@@ -9,10 +9,19 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "data_worker.h"
 
 namespace tracerun::viewer {
+
+// A Shift+drag on the timeline: a time range (ns on the trace axis) over the ranks whose rows the
+// drag crossed (every rank when it crossed none). `generation` grows with each new selection.
+struct RangeSelection {
+  double t0 = 0, t1 = 0;
+  std::vector<int> ranks;
+  uint64_t generation = 0;
+};
 
 // What a view may ask of the window. Every view shares one selection with the timeline.
 class ViewHost {
@@ -35,6 +44,9 @@ class ViewHost {
   virtual void log(const std::string& line) const = 0;
   // Wakes the frame loop from another thread (a background query finished).
   virtual std::function<void()> waker() const = 0;
+  // The timeline's range selection (Shift+drag), null when none; drawn there as a shaded band.
+  // Valid until the next frame.
+  virtual const RangeSelection* rangeSelection() const { return nullptr; }
 };
 
 class View {

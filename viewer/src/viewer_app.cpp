@@ -444,6 +444,7 @@ void Viewer::drawTabs(float width, float height) {
   }
   // A requested tab is in front once ImGui drew it; until then keep asking.
   if (requestTab_ != kNoRequest && activeTab_ == requestTab_) requestTab_ = kNoRequest;
+  if (requestTab_ == kNoRequest) wantedTab_ = activeTab_;  // then settled() follows the user's tab
   ImGui::EndTabBar();
 }
 
@@ -777,6 +778,17 @@ void Viewer::drawFlowsAndHighlights(ImDrawList* dl, float x, float w) {
   };
   dl->PushClipRect(ImVec2(x, ImGui::GetWindowPos().y),
                    ImVec2(x + w, ImGui::GetWindowPos().y + ImGui::GetWindowSize().y), true);
+  for (const auto& row : rows_) {  // the range selection (Shift+drag) over its ranks' rows
+    for (const auto& t : info_->tracks) {
+      if (rangeSel_ && t.id == row.track &&
+          (rangeSel_->ranks.empty() ||
+           std::count(rangeSel_->ranks.begin(), rangeSel_->ranks.end(), t.rank)))
+        dl->AddRectFilled(
+            ImVec2(xOf(rangeSel_->t0, x, w), row.y),
+            ImVec2(std::max(xOf(rangeSel_->t1, x, w), xOf(rangeSel_->t0, x, w) + 1), row.y + row.h),
+            palette::kRangeBand);
+    }
+  }
   if (find_ && highlightBin_ >= 0) {
     // Highlighted matches in view, one mark per pixel column and track.
     auto first = std::lower_bound(
@@ -837,7 +849,33 @@ void Viewer::handleTimelineInput(float areaX, float areaW, bool hovered) {
     dragStartT0_ = viewT0_;
     dragging_ = false;
   }
-  if (ImGui::IsMouseDown(0) && ImGui::IsMouseDragging(0, 3) && hovered) {
+  // Shift+drag: a range selection over the ranks whose rows the drag crosses (view.h).
+  if (overArea && ImGui::IsMouseClicked(0) && io.KeyShift) rangeFrom_.emplace(tMouse, mouse.y);
+  if (rangeFrom_ && ImGui::IsMouseDragging(0, 3)) {
+    RangeSelection r{std::min(rangeFrom_->first, tMouse),
+                     std::max(rangeFrom_->first, tMouse),
+                     {},
+                     rangeSel_ ? rangeSel_->generation : 0};
+    const auto [y0, y1] = std::minmax(rangeFrom_->second, mouse.y);
+    for (const auto& row : rows_)
+      for (const auto& t : info_->tracks)
+        if (t.id == row.track && row.y < y1 && row.y + row.h > y0 &&
+            std::find(r.ranks.begin(), r.ranks.end(), t.rank) == r.ranks.end())
+          r.ranks.push_back(t.rank);
+    rangeSel_ = std::move(r);
+    dragging_ = true;  // no click selection on release
+  }
+  if (rangeFrom_ && ImGui::IsMouseReleased(0)) {
+    rangeFrom_.reset();
+    if (dragging_ && rangeSel_ && ++rangeSel_->generation) {
+      char b[96];
+      std::snprintf(b, sizeof b, "range selected %.0f..%.0f ns, %zu ranks", rangeSel_->t0,
+                    rangeSel_->t1, rangeSel_->ranks.size());
+      log(b);
+    }
+    dragging_ = false;
+  }
+  if (ImGui::IsMouseDown(0) && ImGui::IsMouseDragging(0, 3) && hovered && !rangeFrom_) {
     const double span = viewT1_ - viewT0_;
     const double t0 = dragStartT0_ - (mouse.x - dragStartX_) / areaW * span;
     if (!dragging_) log("drag pan");

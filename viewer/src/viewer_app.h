@@ -87,6 +87,9 @@ class Viewer : private ViewHost {
   void showTimeRange(double t0, double t1) override { setView(t0, t1, "view"); }
   void showTimeline() override { requestTab_ = kTimelineTab; }
   std::function<void()> waker() const override { return wake_; }
+  const RangeSelection* rangeSelection() const override {
+    return rangeSel_ ? &*rangeSel_ : nullptr;
+  }
 
   struct SpanTrackState {
     int max_depth = 0;
@@ -164,6 +167,9 @@ class Viewer : private ViewHost {
   float dragStartX_ = 0;
   double dragStartT0_ = 0;
   bool dragging_ = false;
+  // Shift+drag: a range selection (view.h), its start (time, screen y) while dragging.
+  std::optional<RangeSelection> rangeSel_;
+  std::optional<std::pair<double, float>> rangeFrom_;
 
   // find
   bool findOpen_ = false, focusFind_ = false;

@@ -3,6 +3,7 @@
 
 #include "collectives_view.h"
 #include "pipeline_view.h"
+#include "stats_view.h"
 
 namespace tracerun::viewer {
 
@@ -11,6 +12,7 @@ std::vector<std::unique_ptr<View>> makeViews() {
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
   views.push_back(makePipelineView());
   views.push_back(makeCollectivesView());
+  views.push_back(makeStatsView());
   return views;
 }
 
