@@ -38,6 +38,12 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// The call graph and model tabs (graph_view.cpp): nodes keep tracedot's colours (dot/palette.h),
+// drawn on the same white paper as its SVG.
+constexpr uint32_t kGraphPaper = rgba(255, 255, 255);
+constexpr uint32_t kGraphHover = rgba(40, 120, 255);
+constexpr uint32_t kGraphCaption = rgba(70, 70, 80);
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }

@@ -1,11 +1,18 @@
 // The tab set (see views.h). Adding a view: its factory line here, its file in viewer/CMakeLists.
 #include "views.h"
 
+#ifdef TRACEVIEW_WITH_GRAPHS
+#include "graph_view.h"
+#endif
+
 namespace tracerun::viewer {
 
 std::vector<std::unique_ptr<View>> makeViews() {
   std::vector<std::unique_ptr<View>> views;
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
+#ifdef TRACEVIEW_WITH_GRAPHS
+  appendGraphViews(views);  // callgraph, model (tracedot's pictures; need Graphviz)
+#endif
   return views;
 }
 
