@@ -356,7 +356,7 @@ TEST_CASE("builders: a fold named in expand_folds is drawn unfolded, the others 
   CHECK(mx.size() > model.size());
 }
 
-TEST_CASE("a real window: clicking the ×2 node selects its span and unfolds it alone",
+TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it alone",
           "[viewer][graph][window]") {
   const std::string& db = gptTrace();
   const std::string dir = e2e::scratch().path();
@@ -401,4 +401,20 @@ TEST_CASE("a real window: clicking the ×2 node selects its span and unfolds it 
   // The span selected is the one the view said; it lies in layer 0 or 1, so it is highlighted.
   CHECK((e.highlighted == "all/step/forward/layers.0" ||
          e.highlighted == "all/step/forward/layers.1"));
+}
+
+TEST_CASE("model view: a trace without module scopes says so in one line", "[viewer][graph]") {
+  const std::string dir = e2e::scratch().path();
+  writeSmallTrace(dir + "/plain.db", 20);
+  const auto r = runTraceviewXvfb({dir + "/plain.db", "--view", "model", "--dump-view",
+                                   dir + "/plain.txt", "--screenshot", dir + "/plain.png"},
+                                  dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);  // the trace is fine; the tab explains what it cannot draw
+  std::ifstream in(dir + "/plain.txt");
+  std::string line, rest;
+  REQUIRE(std::getline(in, line));
+  CHECK(line.rfind("error ", 0) == 0);
+  CHECK(line.find("no module scopes") != std::string::npos);
+  CHECK(!std::getline(in, rest));
 }

@@ -286,6 +286,22 @@ void GraphView::handleInput(ViewHost& host, bool hovered) {
     }
   }
   if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('F', false)) fit("fit", host);
+  if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('Z', false) &&
+      highlight_.kind != GraphElement::kNone) {
+    // The selection's element, centred at a scale where its label reads (at least 1 px/point).
+    const GraphScene& s = *query_.result();
+    dot::Point c;
+    if (highlight_.kind == GraphElement::kNode) {
+      c = s.layout.nodes[static_cast<size_t>(highlight_.index)].center;
+    } else {
+      const dot::ClusterBox& b = s.layout.clusters[static_cast<size_t>(highlight_.index)];
+      c = {(b.min.x + b.max.x) / 2, (b.min.y + b.max.y) / 2};
+    }
+    scale_ = std::max(scale_, 1.0);
+    panX_ = c.x - canvasSize_.x / 2 / scale_;
+    panY_ = c.y - canvasSize_.y / 2 / scale_;
+    host.log(std::string(word()) + " zoom to " + s.idOf(highlight_));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
