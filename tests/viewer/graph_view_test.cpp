@@ -273,6 +273,26 @@ TEST_CASE("model view: --select SPAN highlights the module around that span", "[
       ring = ring || near(png.rgb(x, static_cast<int>(y)), 0xffdc00, 30);
     CHECK(ring);
   }
+  // An op inside the second layer (folded into layers.0's ×2 cluster) highlights the same module
+  // of the first layer, the one drawn.
+  int64_t second = -1;
+  std::string secondPath;
+  for (const auto& [id, m] : moduleOf) {
+    if (second < 0 && rows.at(id).category == core::Category::kOp && m.rfind("layers.1.", 0) == 0 &&
+        drawn.count("module/layers.0." + m.substr(9))) {
+      second = id;
+      secondPath = "module/layers.0." + m.substr(9);
+    }
+  }
+  REQUIRE(second >= 0);
+  {
+    const auto r = runTraceviewXvfb(
+        {db, "--view", "model", "--select", std::to_string(second), "--dump-view",
+         dir + "/model1.txt", "--screenshot", dir + "/model1.png", "--size", "1400x900"},
+        dir);
+    REQUIRE(r.exit_code == 0);
+    CHECK(readDump(dir + "/model1.txt").highlighted == secondPath);
+  }
   // Nothing selected: nothing highlighted.
   const auto r = runTraceviewXvfb({db, "--view", "model", "--dump-view", dir + "/model0.txt",
                                    "--screenshot", dir + "/model0.png", "--size", "1400x900"},

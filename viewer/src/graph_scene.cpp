@@ -101,6 +101,25 @@ void mapModel(const trace::TraceReader& reader, const trace::analysis::ModelTree
   for (size_t m = 0; m < tree.modules.size(); ++m) {
     byPath.emplace(tree.modules[m].path, static_cast<int>(m));
   }
+  // Inside the second and later members of a ×N fold ("layers.1.attn.qkv"), the same module of
+  // the fold's first member ("layers.0.attn.qkv", the one drawn) where that is drawn.
+  const std::string kPrefix = "module/";
+  for (size_t m = 0; m < tree.modules.size(); ++m) {
+    const auto& path = tree.modules[m].path;
+    for (int k = tree.modules[m].parent; k >= 0; k = tree.modules[static_cast<size_t>(k)].parent) {
+      const int c = map.cluster_of[static_cast<size_t>(k)];
+      if (c < 0 && map.node_of[static_cast<size_t>(k)] < 0) continue;
+      if (c < 0) break;  // an ancestor drawn as a node: it draws m too
+      const std::string& id = scene.graph.clusters[static_cast<size_t>(c)].id;
+      const std::string& member = tree.modules[static_cast<size_t>(k)].path;
+      if (id.rfind(kPrefix, 0) != 0 || id.compare(kPrefix.size(), std::string::npos, member) == 0)
+        break;  // k is the fold's first member (or no fold): m is drawn as computed
+      const auto it = byPath.find(id.substr(kPrefix.size()) + path.substr(member.size()));
+      if (it != byPath.end() && of[static_cast<size_t>(it->second)].kind != GraphElement::kNone)
+        of[m] = of[static_cast<size_t>(it->second)];
+      break;
+    }
+  }
   std::vector<int64_t> nodeDur(scene.graph.nodes.size(), 0);
   std::vector<int64_t> clusterDur(scene.graph.clusters.size(), 0);
   forEachSpanTrack(reader, cancel, [&](const trace::TrackRow& t) {
