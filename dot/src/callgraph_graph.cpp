@@ -164,8 +164,15 @@ void renameUnder(View& v, int n, const std::string& root, const std::string& pat
 }
 
 // Folds runs of consecutive identical siblings (same category, same name up to digits, same
-// stage and chunk, same subtree shape) into their first one, ×N. Returns the folds made.
-void fold(View& v, int n, std::vector<int>& folds) {
+// stage and chunk, same subtree shape) into their first one, ×N. Returns the folds made. `path`
+// is n's node id; a fold whose id would be in `keep` stays unfolded.
+void fold(View& v, int n, std::vector<int>& folds, const std::set<std::string>& keep,
+          const std::string& path);
+
+std::string idPiece(const std::string& name);
+
+void fold(View& v, int n, std::vector<int>& folds, const std::set<std::string>& keep,
+          const std::string& path) {
   std::vector<int> kids = v.nodes[static_cast<size_t>(n)].children;
   std::vector<int> out;
   for (size_t i = 0; i < kids.size();) {
@@ -186,6 +193,7 @@ void fold(View& v, int n, std::vector<int>& folds) {
         if (other != sig) break;
       }
     }
+    if (j - i >= 2 && keep.count(path + "/" + idPiece(pattern))) j = i + 1;
     if (j - i >= 2) {
       const int keep = kids[i];
       const std::string rootName = v.nodes[static_cast<size_t>(keep)].name;
@@ -202,7 +210,9 @@ void fold(View& v, int n, std::vector<int>& folds) {
     i = j;
   }
   v.nodes[static_cast<size_t>(n)].children = out;
-  for (int c : out) fold(v, c, folds);
+  for (int c : out) {
+    fold(v, c, folds, keep, path + "/" + idPiece(v.nodes[static_cast<size_t>(c)].name));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,7 +396,7 @@ const char* categoryWord(core::Category c) {
 // entry point
 
 Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& o,
-                          const trace::TraceReader* base) {
+                          const trace::TraceReader* base, CallGraphGraphMap* map) {
   const std::string file = reader.path();
   const auto ranks = reader.ranks();
   if (o.rank >= 0 &&
@@ -418,7 +428,10 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
   View v = View::from(cg, reader);
   const int64_t total = v.nodes[0].incl;
   std::vector<int> folds;
-  if (!o.expand) fold(v, 0, folds);
+  if (!o.expand) {
+    const std::set<std::string> keep(o.expand_folds.begin(), o.expand_folds.end());
+    fold(v, 0, folds, keep, "all");
+  }
 
   const double wanted = std::max(0.0, o.node_thres);
   const int budget = std::max(10, o.max_nodes);
@@ -601,6 +614,12 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
       for (int c : v.nodes[static_cast<size_t>(n)].children) stack.push_back(c);
     }
   }
+  if (map) {
+    map->drawn_of.assign(cg.nodes.size(), 0);
+    for (const auto& [cgNode, viewNode] : owner) {
+      map->drawn_of[static_cast<size_t>(cgNode)] = p.representative.at(viewNode);
+    }
+  }
   auto findRep = [&](int cgNode) {
     auto it = owner.find(cgNode);
     if (it == owner.end()) return std::make_pair(0, true);
@@ -675,6 +694,7 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
         "\n" + trace::formatCount(onlyInBase) + " paths only in " + base->path() + " (not drawn)";
   }
   g.caption = cap;
+  if (map) map->analysis = cg;
   return g;
 }
 

@@ -37,7 +37,13 @@ constexpr Rgb kZeroUnit{230, 85, 13};
 
 class Builder {
  public:
-  Builder(const ModelTree& tree, const ModelGraphOptions& o) : t_(tree), o_(o) {}
+  Builder(const ModelTree& tree, const ModelGraphOptions& o, ModelGraphMap* map)
+      : t_(tree), o_(o), map_(map), keep_(o.expand_folds.begin(), o.expand_folds.end()) {
+    if (map_) {
+      map_->node_of.assign(t_.modules.size(), -1);
+      map_->cluster_of.assign(t_.modules.size(), -1);
+    }
+  }
 
   Graph build(const std::string& source) {
     g_.title = "model: " + source + (o_.rank >= 0 ? " (rank " + std::to_string(o_.rank) + ")" : "");
@@ -56,8 +62,17 @@ class Builder {
   }
 
   std::vector<std::vector<int>> runsOf(const std::vector<int>& kids, int parent) const {
-    if (!o_.expand) return trace::analysis::identicalRuns(t_, parent);
     std::vector<std::vector<int>> runs;
+    if (!o_.expand) {
+      for (std::vector<int>& run : trace::analysis::identicalRuns(t_, parent)) {
+        if (run.size() < 2 || !keep_.count("module/" + mod(run.front()).path)) {
+          runs.push_back(std::move(run));
+          continue;
+        }
+        for (int k : run) runs.push_back({k});  // a fold the reader asked to see unfolded
+      }
+      return runs;
+    }
     for (int k : kids) runs.push_back({k});
     return runs;
   }
@@ -204,7 +219,11 @@ class Builder {
       c.parent = cluster;
       c.fill = palette::kCluster;
       c.border = m.zero_unit >= 0 ? kZeroUnit : palette::kClusterBorder;
+      c.fold = static_cast<int>(run.size());
       const int at = g_.addCluster(std::move(c));
+      if (map_) {
+        for (int r : run) map_->cluster_of[static_cast<size_t>(r)] = at;
+      }
       return drawSiblings(m.children, run.front(), at);
     }
     Node node;
@@ -217,6 +236,9 @@ class Builder {
     node.penwidth = borderOf(m) == palette::kBlack ? 1.0 : 2.0;
     node.fold = static_cast<int>(run.size());
     const int id = g_.addNode(std::move(node));
+    if (map_) {
+      for (int r : run) map_->node_of[static_cast<size_t>(r)] = id;
+    }
     return {id, id};
   }
 
@@ -247,6 +269,8 @@ class Builder {
 
   const ModelTree& t_;
   const ModelGraphOptions& o_;
+  ModelGraphMap* map_;
+  std::set<std::string> keep_;  // folds drawn unfolded
   Graph g_;
   std::set<std::string> ids_;
 };
@@ -254,7 +278,7 @@ class Builder {
 }  // namespace
 
 Graph buildModelGraph(const trace::analysis::ModelTree& tree, const ModelGraphOptions& options,
-                      const std::string& source) {
+                      const std::string& source, ModelGraphMap* map) {
   if (tree.modules.empty()) {
     throw trace::TraceError(
         source + ": no module scopes" +
@@ -262,7 +286,7 @@ Graph buildModelGraph(const trace::analysis::ModelTree& tree, const ModelGraphOp
         " (record them with tracerun::ModuleScope in C++; Python nn.Modules are recorded when "
         "tracerun runs the script)");
   }
-  return Builder(tree, options).build(source);
+  return Builder(tree, options, map).build(source);
 }
 
 Graph buildModelGraph(const trace::TraceReader& reader, const ModelGraphOptions& options) {

@@ -73,6 +73,11 @@ constexpr uint32_t kCollTransfer = rgba(90, 170, 110);
 // The statistics view (stats_view.cpp) and its range selection band on the timeline.
 constexpr uint32_t kRangeBand = rgba(90, 150, 220, 60);
 constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
+// The call graph and model tabs (graph_view.cpp): nodes keep tracedot's colours (dot/palette.h),
+// drawn on the same white paper as its SVG.
+constexpr uint32_t kGraphPaper = rgba(255, 255, 255);
+constexpr uint32_t kGraphHover = rgba(40, 120, 255);
+constexpr uint32_t kGraphCaption = rgba(70, 70, 80);
 
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];

@@ -4,6 +4,9 @@
 #include "collectives_view.h"
 #include "pipeline_view.h"
 #include "stats_view.h"
+#ifdef TRACEVIEW_WITH_GRAPHS
+#include "graph_view.h"
+#endif
 
 namespace tracerun::viewer {
 
@@ -12,6 +15,9 @@ std::vector<std::unique_ptr<View>> makeViews() {
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
   views.push_back(makePipelineView());
   views.push_back(makeCollectivesView());
+#ifdef TRACEVIEW_WITH_GRAPHS
+  appendGraphViews(views);  // callgraph, model (tracedot's pictures; need Graphviz)
+#endif
   views.push_back(makeStatsView());
   return views;
 }

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tracerun/dot/graph.h"
+#include "tracerun/trace/analysis/callgraph.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::dot {
@@ -23,12 +25,23 @@ struct CallGraphGraphOptions {
   ColorBy color_by = ColorBy::kTotal;
   bool expand = false;  // do not fold identical sibling subtrees
   int max_nodes = 600;  // the node budget: thresholds are raised until the graph fits
+  // Ids of ×N nodes ("all/step/forward/layers.*") to draw unfolded (traceview's click on a fold).
+  std::vector<std::string> expand_folds;
+};
+
+// Optional output for a reader that maps spans to nodes (traceview): trace/'s call graph the
+// picture was built from and, for each of its nodes, the index of the drawn node that shows it
+// (itself, the fold it was folded into, or the "other" node or ancestor that hides it).
+struct CallGraphGraphMap {
+  trace::analysis::CallGraph analysis;
+  std::vector<int> drawn_of;
 };
 
 // Builds the picture of `reader`'s trace. With `base` (--diff), colours say how each node's time
 // (or bytes with kBytes) changed from `base` to `reader`. Throws trace::TraceError naming the
 // file for a rank or step the trace does not have.
 Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& options,
-                          const trace::TraceReader* base = nullptr);
+                          const trace::TraceReader* base = nullptr,
+                          CallGraphGraphMap* map = nullptr);
 
 }  // namespace tracerun::dot

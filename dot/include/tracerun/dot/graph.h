@@ -70,6 +70,7 @@ struct Cluster {
   int parent = -1;  // enclosing cluster, -1 for a top-level cluster
   Rgb fill{255, 255, 255};
   Rgb border{0, 0, 0};
+  int fold = 1;  // > 1 when this cluster stands for that many identical siblings ("×N")
 };
 
 enum class Direction : uint8_t { kTopToBottom, kLeftToRight };

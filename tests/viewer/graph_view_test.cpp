@@ -1,0 +1,440 @@
+// traceview's call graph and model tabs on a real gpttrain trace (2 layers, traced by the tracerun
+// launcher): the dumped nodes are tracedot's (its SVG read back by svg_nodes.py), at the positions
+// dot/'s layout gives; the screenshot shows each node's fill at its computed box; a selected span
+// highlights its module (found independently from the reader's spans); ×N folds unfold one by one.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "dot_test_util.h"
+#include "e2e_common.h"
+#include "tracerun/dot/callgraph_graph.h"
+#include "tracerun/dot/layout.h"
+#include "tracerun/dot/model_graph.h"
+#include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+
+namespace {
+
+const std::string& gptTrace() {
+  static const std::string path = [] {
+    const std::string db = e2e::scratch().file("gpt2l.db");
+    const auto r = e2e::runGpttrain(
+        {"-o", db}, GPTTRAIN_BIN,
+        {"--layers", "2", "--hidden", "32", "--heads", "2", "--seq-len", "8", "--vocab", "64",
+         "--steps", "2", "--global-batch", "2", "--micro-batch-size", "1"});
+    if (!r.exited || r.exit_code != 0) throw std::runtime_error("gpttrain: " + r.describe());
+    return db;
+  }();
+  return path;
+}
+
+struct DumpNode {
+  double cx = 0, cy = 0, w = 0, h = 0;
+  uint32_t fill = 0;
+  int fold = 1;
+  int64_t span = -1;
+  std::map<std::string, int64_t> num;
+};
+
+struct Dump {
+  double canvasX = 0, canvasY = 0, canvasW = 0, canvasH = 0, panX = 0, panY = 0, scale = 1;
+  std::map<std::string, DumpNode> nodes;
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> clusters;
+  std::string highlighted;
+  double sx(double x) const { return canvasX + (x - panX) * scale; }
+  double sy(double y) const { return canvasY + (y - panY) * scale; }
+};
+
+std::vector<std::string> splitTabs(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string f;
+  while (std::getline(ss, f, '\t')) out.push_back(f);
+  return out;
+}
+
+Dump readDump(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  Dump d;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("transform ", 0) == 0) {
+      char a[32], b[32], c[32];
+      REQUIRE(std::sscanf(line.c_str(), "transform %31s %lf %lf %lf %lf %31s %lf %lf %31s %lf", a,
+                          &d.canvasX, &d.canvasY, &d.canvasW, &d.canvasH, b, &d.panX, &d.panY, c,
+                          &d.scale) == 10);
+    } else if (line.rfind("node ", 0) == 0) {
+      const auto f = splitTabs(line);
+      REQUIRE(f.size() == 3);
+      DumpNode n;
+      REQUIRE(std::sscanf(f[1].c_str(), "%lf %lf %lf %lf", &n.cx, &n.cy, &n.w, &n.h) == 4);
+      std::stringstream ss(f[2]);
+      std::string kv;
+      while (ss >> kv) {
+        const size_t eq = kv.find('=');
+        const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+        if (k == "fill") {
+          n.fill = static_cast<uint32_t>(std::stoul(v, nullptr, 16));
+        } else if (k == "fold") {
+          n.fold = std::stoi(v);
+        } else if (k == "span") {
+          n.span = std::stoll(v);
+        } else {
+          n.num[k] = std::stoll(v);
+        }
+      }
+      const std::string id = f[0].substr(5);
+      d.order.push_back(id);
+      d.nodes[id] = n;
+    } else if (line.rfind("cluster ", 0) == 0) {
+      const auto f = splitTabs(line);
+      std::vector<double> box(4);
+      REQUIRE(std::sscanf(f[1].c_str(), "%lf %lf %lf %lf", &box[0], &box[1], &box[2], &box[3]) ==
+              4);
+      d.clusters[f[0].substr(8)] = box;
+    } else if (line.rfind("highlighted ", 0) == 0) {
+      d.highlighted = line.substr(12);
+    }
+  }
+  return d;
+}
+
+uint32_t rgbOf(dot::Rgb c) {
+  return static_cast<uint32_t>(c.r) << 16 | static_cast<uint32_t>(c.g) << 8 | c.b;
+}
+
+bool near(uint32_t a, uint32_t b, int tol) {
+  for (int s = 0; s < 24; s += 8) {
+    if (std::abs(static_cast<int>((a >> s) & 255) - static_cast<int>((b >> s) & 255)) > tol)
+      return false;
+  }
+  return true;
+}
+
+// The innermost module scope around each span of the trace, from the reader alone: span id ->
+// module path ("" outside every module).
+std::map<int64_t, std::string> moduleOfSpans(const trace::TraceReader& reader,
+                                             std::map<int64_t, trace::SpanRow>& rows) {
+  std::map<int64_t, std::string> out;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    std::vector<std::string> stack;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      const size_t depth = static_cast<size_t>(std::max(0, s.depth));
+      if (stack.size() > depth) stack.resize(depth);
+      std::string m = stack.empty() ? "" : stack.back();
+      if (s.category == core::Category::kModule) m = reader.str(s.name);
+      stack.push_back(m);
+      out[s.id] = m;
+      rows[s.id] = s;
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's positions, on screen",
+          "[viewer][graph]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/cg.txt",
+                                   "--screenshot", dir + "/cg.png", "--size", "1600x1000"},
+                                  dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const Dump d = readDump(dir + "/cg.txt");
+
+  // tracedot's own picture (another process, read back as XML): the same nodes, the same numbers.
+  const auto t = e2e::runProcess(TRACEDOT_BIN, {"callgraph", db, "-o", dir + "/cg.svg"}, dir);
+  REQUIRE(t.exit_code == 0);
+  const auto svg = dottest::parseSvg(dir + "/cg.svg", dir);
+  REQUIRE(svg.nodes.size() == d.nodes.size());
+  REQUIRE(svg.nodes.size() >= 10);
+  for (const auto& n : svg.nodes) {
+    INFO(n.id);
+    REQUIRE(d.nodes.count(n.id));
+    const DumpNode& x = d.nodes.at(n.id);
+    for (const char* k : {"calls", "inclusive_ns", "exclusive_ns", "bytes"}) {
+      INFO(k);
+      REQUIRE(x.num.count(k));
+      CHECK(x.num.at(k) == n.num(k));
+    }
+    CHECK(x.fold == (n.fields.count("fold") ? n.num("fold") : 1));
+  }
+  CHECK(d.nodes.at("all").num.at("inclusive_ns") == svg.byId("all")->num("inclusive_ns"));
+  // The 2 layers fold into one ×2 node.
+  REQUIRE(d.nodes.count("all/step/forward/layers.*"));
+  CHECK(d.nodes.at("all/step/forward/layers.*").fold == 2);
+
+  // dot/'s layout of the same graph, in this process: every node where the view says.
+  const auto reader = trace::TraceReader::open(db);
+  const dot::Graph g = dot::buildCallGraphGraph(reader, {});
+  const auto laid = dot::LaidOutGraph::layout(g);
+  const auto& pos = laid.positions();
+  REQUIRE(g.nodes.size() == d.nodes.size());
+  const Png png = loadPng(dir + "/cg.png");
+  int checked = 0, matched = 0;
+  std::string firstMiss;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    INFO(g.nodes[i].id);
+    REQUIRE(d.nodes.count(g.nodes[i].id));
+    const DumpNode& x = d.nodes.at(g.nodes[i].id);
+    CHECK(x.cx == Approx(pos.nodes[i].center.x).margin(0.01));
+    CHECK(x.cy == Approx(pos.nodes[i].center.y).margin(0.01));
+    CHECK(x.w == Approx(pos.nodes[i].width).margin(0.01));
+    CHECK(x.h == Approx(pos.nodes[i].height).margin(0.01));
+    CHECK(x.fill == rgbOf(g.nodes[i].fill));
+    // On screen: most pixels of the box's inside (text aside) have the node's fill.
+    const auto& b = pos.nodes[i];
+    const double x0 = d.sx(b.center.x - b.width / 2) + 2, x1 = d.sx(b.center.x + b.width / 2) - 2;
+    const double y0 = d.sy(b.center.y - b.height / 2) + 2, y1 = d.sy(b.center.y + b.height / 2) - 2;
+    if (x1 - x0 < 4 || y1 - y0 < 2) continue;
+    if (x0 < d.canvasX || y0 < d.canvasY || x1 > d.canvasX + d.canvasW ||
+        y1 > d.canvasY + d.canvasH)
+      continue;
+    int in = 0, all = 0;
+    for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
+      for (int xx = static_cast<int>(x0); xx <= static_cast<int>(x1); ++xx) {
+        ++all;
+        in += near(png.rgb(xx, y), rgbOf(g.nodes[i].fill), 6) ? 1 : 0;
+      }
+    ++checked;
+    if (in * 2 >= all) {
+      ++matched;
+    } else if (firstMiss.empty()) {
+      firstMiss = g.nodes[i].id + ": " + std::to_string(in) + " of " + std::to_string(all) +
+                  " pixels have the fill";
+    }
+  }
+  INFO(firstMiss);
+  CHECK(checked * 2 >= static_cast<int>(g.nodes.size()));
+  CHECK(matched == checked);
+}
+
+TEST_CASE("model view: --select SPAN highlights the module around that span", "[viewer][graph]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const auto reader = trace::TraceReader::open(db);
+  std::map<int64_t, trace::SpanRow> rows;
+  const auto moduleOf = moduleOfSpans(reader, rows);
+  // The model picture (the builder): which module paths are drawn as nodes.
+  const dot::Graph g = dot::buildModelGraph(reader, {});
+  std::map<std::string, bool> drawn;
+  for (const auto& n : g.nodes) drawn[n.id] = true;
+  // An op inside a module drawn as a node of its own, and that module's own span.
+  int64_t op = -1, mod = -1;
+  std::string path;
+  for (const auto& [id, m] : moduleOf) {
+    if (m.empty() || !drawn.count("module/" + m)) continue;
+    const auto& s = rows.at(id);
+    if (op < 0 && s.category == core::Category::kOp) {
+      op = id;
+      path = m;
+    }
+  }
+  REQUIRE(op >= 0);
+  for (const auto& [id, s] : rows) {
+    if (s.category == core::Category::kModule && reader.str(s.name) == path) {
+      mod = id;
+      break;
+    }
+  }
+  REQUIRE(mod >= 0);
+  for (const int64_t span : {op, mod}) {
+    INFO("span " << span << " in module " << path);
+    const auto r = runTraceviewXvfb(
+        {db, "--view", "model", "--select", std::to_string(span), "--dump-view", dir + "/model.txt",
+         "--screenshot", dir + "/model.png", "--size", "1400x900"},
+        dir);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    const Dump d = readDump(dir + "/model.txt");
+    CHECK(d.highlighted == "module/" + path);
+    REQUIRE(d.nodes.count("module/" + path));
+    // The highlight ring (palette::kHighlight) around the node's box on screen.
+    const DumpNode& n = d.nodes.at("module/" + path);
+    const Png png = loadPng(dir + "/model.png");
+    const double y = d.sy(n.cy);
+    const double left = d.sx(n.cx - n.w / 2);
+    bool ring = false;
+    for (int x = static_cast<int>(left) - 7; x <= static_cast<int>(left) - 2; ++x)
+      ring = ring || near(png.rgb(x, static_cast<int>(y)), 0xffdc00, 30);
+    CHECK(ring);
+  }
+  // An op inside the second layer (folded into layers.0's ×2 cluster) highlights the same module
+  // of the first layer, the one drawn.
+  int64_t second = -1;
+  std::string secondPath;
+  for (const auto& [id, m] : moduleOf) {
+    if (second < 0 && rows.at(id).category == core::Category::kOp && m.rfind("layers.1.", 0) == 0 &&
+        drawn.count("module/layers.0." + m.substr(9))) {
+      second = id;
+      secondPath = "module/layers.0." + m.substr(9);
+    }
+  }
+  REQUIRE(second >= 0);
+  {
+    const auto r = runTraceviewXvfb(
+        {db, "--view", "model", "--select", std::to_string(second), "--dump-view",
+         dir + "/model1.txt", "--screenshot", dir + "/model1.png", "--size", "1400x900"},
+        dir);
+    REQUIRE(r.exit_code == 0);
+    CHECK(readDump(dir + "/model1.txt").highlighted == secondPath);
+  }
+  // Nothing selected: nothing highlighted.
+  const auto r = runTraceviewXvfb({db, "--view", "model", "--dump-view", dir + "/model0.txt",
+                                   "--screenshot", dir + "/model0.png", "--size", "1400x900"},
+                                  dir);
+  REQUIRE(r.exit_code == 0);
+  CHECK(readDump(dir + "/model0.txt").highlighted == "none");
+}
+
+TEST_CASE("callgraph view: --select a step span highlights its node", "[viewer][graph]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const auto reader = trace::TraceReader::open(db);
+  int64_t step = -1;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (step < 0 && s.depth == 0 && reader.str(s.name) == "step") step = s.id;
+    });
+  }
+  REQUIRE(step >= 0);
+  const auto r = runTraceviewXvfb(
+      {db, "--view", "callgraph", "--select", std::to_string(step), "--dump-view",
+       dir + "/cgsel.txt", "--screenshot", dir + "/cgsel.png", "--size", "1400x900"},
+      dir);
+  REQUIRE(r.exit_code == 0);
+  const Dump d = readDump(dir + "/cgsel.txt");
+  CHECK(d.highlighted == "all/step");
+  // The node's span (what a click selects) is its longest: a step span of the trace.
+  REQUIRE(d.nodes.count("all/step"));
+  int64_t longest = -1, dur = -1;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (s.depth == 0 && reader.str(s.name) == "step" && s.dur_ns > dur) {
+        dur = s.dur_ns;
+        longest = s.id;
+      }
+    });
+  }
+  CHECK(d.nodes.at("all/step").span == longest);
+}
+
+TEST_CASE("builders: a fold named in expand_folds is drawn unfolded, the others stay folded",
+          "[viewer][graph]") {
+  const auto reader = trace::TraceReader::open(gptTrace());
+  auto ids = [](const dot::Graph& g) {
+    std::map<std::string, int> out;
+    for (const auto& n : g.nodes) out[n.id] = n.fold;
+    for (const auto& c : g.clusters) out[c.id] = c.fold;
+    return out;
+  };
+  // Call graph: every fold, each unfolded alone.
+  const auto folded = ids(dot::buildCallGraphGraph(reader, {}));
+  std::vector<std::string> folds;
+  for (const auto& [id, f] : folded)
+    if (f > 1) folds.push_back(id);
+  REQUIRE(!folds.empty());
+  for (const std::string& f : folds) {
+    INFO(f);
+    dot::CallGraphGraphOptions o;
+    o.expand_folds = {f};
+    const auto x = ids(dot::buildCallGraphGraph(reader, o));
+    CHECK(!x.count(f));
+    const std::string stem = f.substr(0, f.rfind('*'));
+    CHECK(x.count(stem + "0" + f.substr(f.rfind('*') + 1)));
+    CHECK(x.count(stem + "1" + f.substr(f.rfind('*') + 1)));
+    for (const std::string& other : folds) {
+      if (other.rfind(f, 0) != 0) CHECK(x.count(other));  // folds outside this one stay
+    }
+  }
+  // Model: the ×2 run of layers, unfolded by its first member's id.
+  const auto model = ids(dot::buildModelGraph(reader, {}));
+  std::string fold;
+  for (const auto& [id, f] : model)
+    if (f == 2) fold = id;
+  REQUIRE(!fold.empty());
+  dot::ModelGraphOptions mo;
+  mo.expand_folds = {fold};
+  const auto mx = ids(dot::buildModelGraph(reader, mo));
+  CHECK(mx.at(fold) == 1);
+  CHECK(mx.size() > model.size());
+}
+
+TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it alone",
+          "[viewer][graph][window]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const std::string dump = dir + "/live.txt";
+  XServer x;
+  Background view(x.display(), dir,
+                  {TRACEVIEW_BIN, db, "--log-actions", "--size", "1400x900", "--view", "callgraph",
+                   "--dump-view", dump});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  const Dump d = readDump(dump);
+  const std::string fold = "all/step/forward/layers.*";
+  REQUIRE(d.nodes.count(fold));
+  const DumpNode& n = d.nodes.at(fold);
+  const int cx = static_cast<int>(d.sx(n.cx)), cy = static_cast<int>(d.sy(n.cy));
+  auto xdo = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    REQUIRE(e2e::runProcess("/usr/bin/env", all, dir).exit_code == 0);
+  };
+  xdo({"mousemove", std::to_string(cx), std::to_string(cy)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdo({"click", "1"});
+  at = view.waitFor("selected node " + fold, 20, at);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(view.waitFor("expanded fold " + fold, 20, at) != std::string::npos);
+  // The timeline selected the node's longest span (the viewer logs the span it selected).
+  REQUIRE(view.waitFor("selected span " + std::to_string(n.span), 20, at) != std::string::npos);
+  REQUIRE(view.waitFor("settled", 60, at) != std::string::npos);
+  const Dump e = readDump(dump);
+  CHECK(!e.nodes.count(fold));
+  CHECK(e.nodes.count("all/step/forward/layers.0"));
+  CHECK(e.nodes.count("all/step/forward/layers.1"));
+  // The two layers' numbers add up to the fold's.
+  for (const char* k : {"calls", "inclusive_ns", "exclusive_ns"}) {
+    INFO(k);
+    CHECK(e.nodes.at("all/step/forward/layers.0").num.at(k) +
+              e.nodes.at("all/step/forward/layers.1").num.at(k) ==
+          n.num.at(k));
+  }
+  // The span selected is the one the view said; it lies in layer 0 or 1, so it is highlighted.
+  CHECK((e.highlighted == "all/step/forward/layers.0" ||
+         e.highlighted == "all/step/forward/layers.1"));
+}
+
+TEST_CASE("model view: a trace without module scopes says so in one line", "[viewer][graph]") {
+  const std::string dir = e2e::scratch().path();
+  writeSmallTrace(dir + "/plain.db", 20);
+  const auto r = runTraceviewXvfb({dir + "/plain.db", "--view", "model", "--dump-view",
+                                   dir + "/plain.txt", "--screenshot", dir + "/plain.png"},
+                                  dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);  // the trace is fine; the tab explains what it cannot draw
+  std::ifstream in(dir + "/plain.txt");
+  std::string line, rest;
+  REQUIRE(std::getline(in, line));
+  CHECK(line.rfind("error ", 0) == 0);
+  CHECK(line.find("no module scopes") != std::string::npos);
+  CHECK(!std::getline(in, rest));
+}

@@ -1,0 +1,531 @@
+// The call graph and model tabs (see graph_view.h): a GraphScene from a BackgroundQuery, drawn with
+// ImGui's draw list in Graphviz's coordinates (points) under a pan/zoom transform; clusters, edges
+// (cubic Béziers with arrowheads), nodes with their labels; hover, click to select, ×N folds
+// expanded by a click (a new layout on the background thread).
+//
+// Sections: the view · transform and input · drawing · dump
+#include "graph_view.h"
+
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+
+#include "background_query.h"
+#include "graph_scene.h"
+#include "palette.h"
+
+namespace tracerun::viewer {
+
+namespace {
+
+constexpr float kMargin = 16;     // px around the fitted picture
+constexpr float kMaxFit = 1.5f;   // px per point at most when fitting a small graph
+constexpr double kNodeFont = 10;  // the layout's node font size, points
+constexpr double kEdgeFont = 9;
+
+uint32_t colour(dot::Rgb c, uint8_t alpha = 255) {
+  return palette::rgba(c.r, c.g, c.b, alpha);
+}
+
+// The lines of a '\n'-separated label.
+template <typename Fn>
+void forEachLine(const std::string& text, Fn&& fn) {
+  size_t at = 0, k = 0;
+  while (at <= text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    fn(k++, text.data() + at, text.data() + nl);
+    at = nl + 1;
+  }
+}
+
+size_t lineCount(const std::string& text) {
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+}
+
+class GraphView final : public View {
+ public:
+  GraphView(GraphKind kind, std::shared_ptr<std::mutex> graphviz)
+      : kind_(kind), graphviz_(std::move(graphviz)) {}
+
+  const char* word() const override {
+    return kind_ == GraphKind::kCallGraph ? "callgraph" : "model";
+  }
+  const char* title() const override {
+    return kind_ == GraphKind::kCallGraph ? "Call graph" : "Model";
+  }
+
+  void draw(ViewHost& host, float width, float height) override;
+  bool settled() const override {
+    if (!query_.started()) return true;
+    if (!query_.ready()) return false;
+    return query_.result() == nullptr || fitted_;
+  }
+  std::string dumpText() const override;
+
+ private:
+  // ---- the view
+  void start(ViewHost& host);
+  void sceneArrived();
+  // ---- transform and input
+  ImVec2 toScreen(dot::Point p) const {
+    return ImVec2(canvas_.x + static_cast<float>((p.x - panX_) * scale_),
+                  canvas_.y + static_cast<float>((p.y - panY_) * scale_));
+  }
+  dot::Point toGraph(ImVec2 s) const {
+    return {panX_ + (s.x - canvas_.x) / scale_, panY_ + (s.y - canvas_.y) / scale_};
+  }
+  void fit(const char* why, const ViewHost& host);
+  void handleInput(ViewHost& host, bool hovered);
+  GraphElement hitTest(ImVec2 mouse) const;
+  void click(ViewHost& host, GraphElement e);
+  // ---- drawing
+  void drawScene(ImDrawList* dl) const;
+  // Lines from `topLeft`; with centreX >= 0 the first line (every line with `centreAll`) is
+  // centred on it, as Graphviz places a node's bold first line.
+  void drawText(ImDrawList* dl, const std::string& text, ImVec2 topLeft, float size, float lineH,
+                ImVec4 clip, uint32_t col, float centreX, bool centreAll = false) const;
+  void drawTooltip(GraphElement e) const;
+
+  GraphKind kind_;
+  std::shared_ptr<std::mutex> graphviz_;
+  BackgroundQuery<GraphScene> query_;
+  std::vector<std::string> expanded_;          // ids of ×N folds drawn unfolded
+  std::vector<dot::Point> edgeMin_, edgeMax_;  // per edge, its control points' bounds
+  bool arrived_ = false;                       // sceneArrived ran for the current result
+  bool fitted_ = false;
+  ImVec2 canvas_{0, 0}, canvasSize_{1, 1};
+  double panX_ = 0, panY_ = 0, scale_ = 1;  // screen = canvas + (point - pan) * scale
+  GraphElement hovered_, highlight_;
+  ImVec2 pressAt_{0, 0};
+};
+
+// ---------------------------------------------------------------------------------------------
+// the view
+
+void GraphView::start(ViewHost& host) {
+  arrived_ = false;
+  fitted_ = false;
+  hovered_ = {};
+  highlight_ = {};
+  const GraphKind kind = kind_;
+  const std::string path = host.tracePath();
+  const std::vector<std::string> expand = expanded_;
+  const std::shared_ptr<std::mutex> lock = graphviz_;
+  query_.start(
+      [kind, path, expand, lock](const std::atomic<bool>& cancel) {
+        return buildGraphScene(path, kind, expand, *lock, cancel);
+      },
+      host.waker());
+}
+
+void GraphView::sceneArrived() {
+  arrived_ = true;
+  const GraphScene& s = *query_.result();
+  edgeMin_.assign(s.layout.edges.size(), {});
+  edgeMax_.assign(s.layout.edges.size(), {});
+  for (size_t i = 0; i < s.layout.edges.size(); ++i) {
+    dot::Point lo{1e300, 1e300}, hi{-1e300, -1e300};
+    const auto& r = s.layout.edges[i];
+    auto take = [&](dot::Point p) {
+      lo = {std::min(lo.x, p.x), std::min(lo.y, p.y)};
+      hi = {std::max(hi.x, p.x), std::max(hi.y, p.y)};
+    };
+    for (const auto& bz : r.beziers)
+      for (const dot::Point& p : bz) take(p);
+    if (r.has_head_arrow) take(r.head_arrow);
+    if (r.has_tail_arrow) take(r.tail_arrow);
+    edgeMin_[i] = lo;
+    edgeMax_[i] = hi;
+  }
+}
+
+void GraphView::draw(ViewHost& host, float width, float height) {
+  if (!query_.started()) start(host);
+  // Toolbar.
+  if (ImGui::Button("Fit (F)") && query_.result()) fit("fit", host);
+  ImGui::SameLine();
+  if (!expanded_.empty()) {
+    if (ImGui::Button("Fold again")) {
+      expanded_.clear();
+      host.log(std::string(word()) + " folds restored");
+      start(host);
+    }
+    ImGui::SameLine();
+  }
+  const GraphScene* scene = query_.result();
+  if (scene) {
+    ImGui::TextColored(ImColor(palette::kTextDim),
+                       "%zu nodes, %zu edges%s  drag pans, wheel zooms, "
+                       "click selects%s",
+                       scene->graph.nodes.size(), scene->graph.edges.size(),
+                       scene->layout.limited ? " (large: Graphviz limits applied)" : "",
+                       kind_ == GraphKind::kCallGraph ? " (a \u00d7N node also unfolds)"
+                                                      : " (a \u00d7N fold also unfolds)");
+  } else {
+    ImGui::TextUnformatted("");
+  }
+  const ImVec2 pos = ImGui::GetCursorScreenPos();
+  const float top = ImGui::GetCursorPosY();
+  (void)height;
+  const ImVec2 size(std::max(1.0f, width), std::max(1.0f, ImGui::GetWindowHeight() - top));
+  if (!query_.ready()) {
+    ImGui::TextColored(ImColor(palette::kTextDim), "laying out the %s...",
+                       kind_ == GraphKind::kCallGraph ? "call graph" : "model diagram");
+    return;
+  }
+  if (!scene) {
+    ImGui::TextColored(ImColor(palette::kError), "%s", query_.error().c_str());
+    return;
+  }
+  if (!arrived_) sceneArrived();
+  canvas_ = pos;
+  canvasSize_ = size;
+  if (!fitted_) fit(nullptr, host);
+
+  // The selection's element, every frame (a binary search; the selection may change anywhere).
+  const auto sel = host.selectedSpan();
+  highlight_ = sel ? scene->elementOfSpan(*sel) : GraphElement{};
+
+  ImGui::InvisibleButton("canvas", size, ImGuiButtonFlags_MouseButtonLeft);
+  const bool hovered = ImGui::IsItemHovered();
+  handleInput(host, hovered);
+  if (!query_.result()) return;  // a click unfolded a fold: a new layout is on its way
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PushClipRect(pos, ImVec2(pos.x + size.x, pos.y + size.y), true);
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), palette::kGraphPaper);
+  drawScene(dl);
+  // The picture's title and caption (tracedot prints them above the graph), fixed on screen.
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 6), palette::kGraphCaption, scene->graph.title.c_str());
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 8 + ImGui::GetTextLineHeight()), palette::kGraphCaption,
+              scene->graph.caption.c_str());
+  dl->PopClipRect();
+  if (hovered && hovered_.kind != GraphElement::kNone && !ImGui::IsMouseDown(0)) {
+    drawTooltip(hovered_);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// transform and input
+
+void GraphView::fit(const char* why, const ViewHost& host) {
+  const GraphScene& s = *query_.result();
+  const double w = std::max(1.0, s.layout.width), h = std::max(1.0, s.layout.height);
+  scale_ = std::min({(canvasSize_.x - 2 * kMargin) / w, (canvasSize_.y - 2 * kMargin) / h,
+                     static_cast<double>(kMaxFit)});
+  scale_ = std::max(scale_, 1e-3);
+  panX_ = w / 2 - canvasSize_.x / 2 / scale_;
+  panY_ = h / 2 - canvasSize_.y / 2 / scale_;
+  fitted_ = true;
+  if (why) host.log(std::string(word()) + " " + why);
+}
+
+GraphElement GraphView::hitTest(ImVec2 mouse) const {
+  const GraphScene& s = *query_.result();
+  const dot::Point p = toGraph(mouse);
+  for (size_t i = s.layout.nodes.size(); i-- > 0;) {
+    const dot::NodeBox& b = s.layout.nodes[i];
+    if (std::fabs(p.x - b.center.x) <= b.width / 2 && std::fabs(p.y - b.center.y) <= b.height / 2)
+      return {GraphElement::kNode, static_cast<int>(i)};
+  }
+  // Clusters nest, children after their parents: the last one containing the point is innermost.
+  for (size_t i = s.layout.clusters.size(); i-- > 0;) {
+    const dot::ClusterBox& c = s.layout.clusters[i];
+    if (p.x >= c.min.x && p.x <= c.max.x && p.y >= c.min.y && p.y <= c.max.y)
+      return {GraphElement::kCluster, static_cast<int>(i)};
+  }
+  return {};
+}
+
+void GraphView::click(ViewHost& host, GraphElement e) {
+  const GraphScene& s = *query_.result();
+  const std::string id = s.idOf(e);
+  const int fold = e.kind == GraphElement::kNode
+                       ? s.graph.nodes[static_cast<size_t>(e.index)].fold
+                       : s.graph.clusters[static_cast<size_t>(e.index)].fold;
+  const int64_t span = e.kind == GraphElement::kNode ? s.node_span[static_cast<size_t>(e.index)]
+                                                     : s.cluster_span[static_cast<size_t>(e.index)];
+  if (span >= 0) {
+    host.selectSpan(span, true);
+    host.log("selected node " + id);
+  } else {
+    host.log("node " + id + " has no span");
+  }
+  if (fold > 1) {
+    expanded_.push_back(id);
+    host.log("expanded fold " + id + " \u00d7" + std::to_string(fold));
+    start(host);  // drops the scene: nothing below may read it
+  }
+}
+
+void GraphView::handleInput(ViewHost& host, bool hovered) {
+  ImGuiIO& io = ImGui::GetIO();
+  const ImVec2 mouse = io.MousePos;
+  hovered_ = hovered ? hitTest(mouse) : GraphElement{};
+  if (hovered && io.MouseWheel != 0) {
+    const dot::Point at = toGraph(mouse);
+    const double f = std::pow(1.2, static_cast<double>(io.MouseWheel));
+    scale_ = std::clamp(scale_ * f, 1e-3, 20.0);
+    panX_ = at.x - (mouse.x - canvas_.x) / scale_;
+    panY_ = at.y - (mouse.y - canvas_.y) / scale_;
+  }
+  if (ImGui::IsItemActivated()) pressAt_ = mouse;
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(0, 3)) {
+    panX_ -= io.MouseDelta.x / scale_;
+    panY_ -= io.MouseDelta.y / scale_;
+  }
+  if (ImGui::IsItemDeactivated() && std::fabs(mouse.x - pressAt_.x) < 3 &&
+      std::fabs(mouse.y - pressAt_.y) < 3) {
+    const GraphElement e = hitTest(mouse);
+    if (e.kind != GraphElement::kNone) {
+      click(host, e);
+      return;
+    }
+  }
+  if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('F', false)) fit("fit", host);
+  if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('Z', false) &&
+      highlight_.kind != GraphElement::kNone) {
+    // The selection's element, centred at a scale where its label reads (at least 1 px/point).
+    const GraphScene& s = *query_.result();
+    dot::Point c;
+    if (highlight_.kind == GraphElement::kNode) {
+      c = s.layout.nodes[static_cast<size_t>(highlight_.index)].center;
+    } else {
+      const dot::ClusterBox& b = s.layout.clusters[static_cast<size_t>(highlight_.index)];
+      c = {(b.min.x + b.max.x) / 2, (b.min.y + b.max.y) / 2};
+    }
+    scale_ = std::max(scale_, 1.0);
+    panX_ = c.x - canvasSize_.x / 2 / scale_;
+    panY_ = c.y - canvasSize_.y / 2 / scale_;
+    host.log(std::string(word()) + " zoom to " + s.idOf(highlight_));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// drawing
+
+void GraphView::drawText(ImDrawList* dl, const std::string& text, ImVec2 topLeft, float size,
+                         float lineH, ImVec4 clip, uint32_t col, float centreX,
+                         bool centreAll) const {
+  ImFont* font = ImGui::GetFont();
+  forEachLine(text, [&](size_t k, const char* b, const char* e) {
+    float x = topLeft.x;
+    if ((k == 0 || centreAll) && centreX >= 0) {
+      x = centreX - font->CalcTextSizeA(size, 1e9f, 0, b, e).x / 2;
+    }
+    const float y = topLeft.y + static_cast<float>(k) * lineH;
+    if (y > clip.w || y + lineH < clip.y) return;
+    dl->AddText(font, size, ImVec2(x, y), col, b, e, 0, &clip);
+  });
+}
+
+void GraphView::drawScene(ImDrawList* dl) const {
+  const GraphScene& s = *query_.result();
+  const float sc = static_cast<float>(scale_);
+  const ImVec2 lo = canvas_, hi(canvas_.x + canvasSize_.x, canvas_.y + canvasSize_.y);
+  auto visible = [&](ImVec2 a, ImVec2 b) {
+    return b.x >= lo.x && a.x <= hi.x && b.y >= lo.y && a.y <= hi.y;
+  };
+  const float textSize = static_cast<float>(kNodeFont * scale_) * 1.15f;
+  const bool text = textSize >= 5;
+  const float lineH = textSize * 1.1f;
+
+  // Clusters (parents first, so children paint over them).
+  for (size_t i = 0; i < s.layout.clusters.size(); ++i) {
+    const dot::ClusterBox& c = s.layout.clusters[i];
+    const dot::Cluster& g = s.graph.clusters[i];
+    const ImVec2 a = toScreen(c.min), b = toScreen(c.max);
+    if (!visible(a, b)) continue;
+    const float round = std::min(6.0f, 4 * sc);
+    dl->AddRectFilled(a, b, colour(g.fill), round);
+    const bool lit = highlight_ == GraphElement{GraphElement::kCluster, static_cast<int>(i)};
+    dl->AddRect(a, b, lit ? palette::kHighlight : colour(g.border), round, 0, lit ? 3.0f : 1.0f);
+    if (g.fold > 1) {
+      dl->AddRect(ImVec2(a.x + 3, a.y + 3), ImVec2(b.x - 3, b.y - 3), colour(g.border), round);
+    }
+    if (text && c.has_label) {
+      const float n = static_cast<float>(lineCount(g.label));
+      const ImVec2 at = toScreen(c.label);
+      drawText(dl, g.label, ImVec2(a.x + 8 * sc, at.y - n * lineH / 2), textSize, lineH,
+               ImVec4(a.x, a.y, b.x, b.y), palette::rgba(0, 0, 0), -1);
+    }
+  }
+
+  // Edges: Béziers, then the arrowhead from the curve's end to its tip.
+  for (size_t i = 0; i < s.layout.edges.size(); ++i) {
+    if (!visible(toScreen(edgeMin_[i]), toScreen(edgeMax_[i]))) continue;
+    const dot::Edge& e = s.graph.edges[i];
+    const dot::EdgeRoute& r = s.layout.edges[i];
+    const uint32_t col = colour(e.color, e.style == dot::EdgeStyle::kSolid ? 255 : 150);
+    const float thick = std::clamp(static_cast<float>(e.penwidth) * std::min(1.0f, sc * 1.5f) *
+                                       (e.style == dot::EdgeStyle::kBold ? 2.0f : 1.0f),
+                                   1.0f, 8.0f);
+    for (const auto& bz : r.beziers) {
+      for (size_t k = 0; k + 3 < bz.size(); k += 3) {
+        dl->AddBezierCubic(toScreen(bz[k]), toScreen(bz[k + 1]), toScreen(bz[k + 2]),
+                           toScreen(bz[k + 3]), col, thick);
+      }
+    }
+    auto arrow = [&](dot::Point from, dot::Point tip) {
+      const ImVec2 a = toScreen(from), t = toScreen(tip);
+      const float dx = t.x - a.x, dy = t.y - a.y;
+      const float len = std::sqrt(dx * dx + dy * dy);
+      if (len < 0.5f) return;
+      const float px = -dy / len * len * 0.35f, py = dx / len * len * 0.35f;
+      dl->AddTriangleFilled(t, ImVec2(a.x + px, a.y + py), ImVec2(a.x - px, a.y - py), col);
+    };
+    if (r.has_head_arrow && !r.beziers.empty() && !r.beziers.back().empty())
+      arrow(r.beziers.back().back(), r.head_arrow);
+    if (r.has_tail_arrow && !r.beziers.empty() && !r.beziers.front().empty())
+      arrow(r.beziers.front().front(), r.tail_arrow);
+    if (text && r.has_label && !e.label.empty()) {
+      const float es = static_cast<float>(kEdgeFont * scale_) * 1.15f;
+      const ImVec2 at = toScreen(r.label);
+      const float n = static_cast<float>(lineCount(e.label));
+      drawText(dl, e.label, ImVec2(at.x, at.y - n * es * 1.1f / 2), es, es * 1.1f,
+               ImVec4(lo.x, lo.y, hi.x, hi.y), palette::rgba(60, 60, 60), at.x, true);
+    }
+  }
+
+  // Nodes.
+  for (size_t i = 0; i < s.layout.nodes.size(); ++i) {
+    const dot::NodeBox& b = s.layout.nodes[i];
+    const dot::Node& n = s.graph.nodes[i];
+    const ImVec2 a = toScreen({b.center.x - b.width / 2, b.center.y - b.height / 2});
+    const ImVec2 z = toScreen({b.center.x + b.width / 2, b.center.y + b.height / 2});
+    if (!visible(a, z)) continue;
+    const ImVec2 c((a.x + z.x) / 2, (a.y + z.y) / 2);
+    const uint32_t fill = colour(n.fill), border = colour(n.border);
+    const float pen = std::max(1.0f, static_cast<float>(n.penwidth) * std::min(1.0f, sc * 1.5f));
+    switch (n.shape) {
+      case dot::NodeShape::kHexagon: {
+        const float q = (z.x - a.x) / 4;
+        const ImVec2 pts[6] = {{a.x, c.y}, {a.x + q, a.y}, {z.x - q, a.y},
+                               {z.x, c.y}, {z.x - q, z.y}, {a.x + q, z.y}};
+        dl->AddConvexPolyFilled(pts, 6, fill);
+        dl->AddPolyline(pts, 6, border, ImDrawFlags_Closed, pen);
+        break;
+      }
+      case dot::NodeShape::kEllipse: {
+        ImVec2 pts[32];
+        for (int k = 0; k < 32; ++k) {
+          const float t = static_cast<float>(k) / 32 * 6.2831853f;
+          pts[k] = ImVec2(c.x + std::cos(t) * (z.x - a.x) / 2, c.y + std::sin(t) * (z.y - a.y) / 2);
+        }
+        dl->AddConvexPolyFilled(pts, 32, fill);
+        dl->AddPolyline(pts, 32, border, ImDrawFlags_Closed, pen);
+        break;
+      }
+      case dot::NodeShape::kPlain:
+        break;
+      default: {
+        const float round = n.shape == dot::NodeShape::kRoundedBox ? std::min(8.0f, 6 * sc) : 0;
+        dl->AddRectFilled(a, z, fill, round);
+        dl->AddRect(a, z, border, round, 0, pen);
+        if (n.shape == dot::NodeShape::kNote) {
+          const float k = std::min(8 * sc, (z.y - a.y) / 3);
+          dl->AddTriangleFilled(ImVec2(z.x - k, a.y), ImVec2(z.x, a.y), ImVec2(z.x, a.y + k),
+                                palette::kGraphPaper);
+          dl->AddLine(ImVec2(z.x - k, a.y), ImVec2(z.x, a.y + k), border, pen);
+        }
+        break;
+      }
+    }
+    if (n.fold > 1) {  // peripheries=2, as tracedot draws a fold
+      dl->AddRect(ImVec2(a.x - 3, a.y - 3), ImVec2(z.x + 3, z.y + 3), border, 0, 0, 1.0f);
+    }
+    const GraphElement self{GraphElement::kNode, static_cast<int>(i)};
+    if (highlight_ == self) {
+      dl->AddRect(ImVec2(a.x - 5, a.y - 5), ImVec2(z.x + 5, z.y + 5), palette::kHighlight, 3, 0,
+                  3.0f);
+    } else if (hovered_ == self) {
+      dl->AddRect(ImVec2(a.x - 2, a.y - 2), ImVec2(z.x + 2, z.y + 2), palette::kGraphHover, 2, 0,
+                  2.0f);
+    }
+    if (text) {
+      const float lines = static_cast<float>(lineCount(n.label));
+      drawText(dl, n.label, ImVec2(a.x + 8 * sc, c.y - lines * lineH / 2), textSize, lineH,
+               ImVec4(a.x, a.y, z.x, z.y), colour(n.font),
+               n.shape == dot::NodeShape::kPlain ? -1 : c.x);
+    }
+  }
+}
+
+void GraphView::drawTooltip(GraphElement e) const {
+  const GraphScene& s = *query_.result();
+  const bool node = e.kind == GraphElement::kNode;
+  const std::string& label = node ? s.graph.nodes[static_cast<size_t>(e.index)].label
+                                  : s.graph.clusters[static_cast<size_t>(e.index)].label;
+  const std::string& tip = node ? s.graph.nodes[static_cast<size_t>(e.index)].tooltip
+                                : s.graph.clusters[static_cast<size_t>(e.index)].tooltip;
+  const int fold = node ? s.graph.nodes[static_cast<size_t>(e.index)].fold
+                        : s.graph.clusters[static_cast<size_t>(e.index)].fold;
+  const int64_t span = node ? s.node_span[static_cast<size_t>(e.index)]
+                            : s.cluster_span[static_cast<size_t>(e.index)];
+  ImGui::BeginTooltip();
+  ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+  ImGui::TextUnformatted(label.c_str());
+  if (!tip.empty() && tip != label) {
+    ImGui::Separator();
+    ImGui::TextUnformatted(tip.c_str());
+  }
+  ImGui::Separator();
+  if (span >= 0) {
+    ImGui::TextColored(ImColor(palette::kTextDim), "click: select its longest span (id %lld)%s",
+                       static_cast<long long>(span), fold > 1 ? " and unfold it" : "");
+  } else if (fold > 1) {
+    ImGui::TextColored(ImColor(palette::kTextDim), "click: unfold it");
+  }
+  ImGui::PopTextWrapPos();
+  ImGui::EndTooltip();
+}
+
+// ---------------------------------------------------------------------------------------------
+// dump
+
+std::string GraphView::dumpText() const {
+  if (!query_.ready()) return "";
+  const GraphScene* s = query_.result();
+  if (!s) return "error " + query_.error() + "\n";
+  std::string out;
+  char b[256];
+  std::snprintf(b, sizeof b, "graph %s %zu nodes %zu edges %zu clusters size %.2f %.2f\n", word(),
+                s->graph.nodes.size(), s->graph.edges.size(), s->graph.clusters.size(),
+                s->layout.width, s->layout.height);
+  out += b;
+  // screen px = canvas + (point - pan) * scale
+  std::snprintf(b, sizeof b, "transform canvas %.2f %.2f %.2f %.2f pan %.4f %.4f scale %.6f\n",
+                canvas_.x, canvas_.y, canvasSize_.x, canvasSize_.y, panX_, panY_, scale_);
+  out += b;
+  for (size_t i = 0; i < s->graph.nodes.size(); ++i) {
+    const dot::Node& n = s->graph.nodes[i];
+    const dot::NodeBox& p = s->layout.nodes[i];
+    std::snprintf(b, sizeof b, "\t%.2f %.2f %.2f %.2f\tfill=%02x%02x%02x fold=%d span=%lld",
+                  p.center.x, p.center.y, p.width, p.height, n.fill.r, n.fill.g, n.fill.b, n.fold,
+                  static_cast<long long>(s->node_span[i]));
+    out += "node " + n.id + b + tooltipNumbers(n.tooltip) + "\n";
+  }
+  for (size_t i = 0; i < s->graph.clusters.size(); ++i) {
+    const dot::Cluster& c = s->graph.clusters[i];
+    const dot::ClusterBox& p = s->layout.clusters[i];
+    std::snprintf(b, sizeof b, "\t%.2f %.2f %.2f %.2f\tfold=%d span=%lld", p.min.x, p.min.y,
+                  p.max.x, p.max.y, c.fold, static_cast<long long>(s->cluster_span[i]));
+    out += "cluster " + c.id + b + "\n";
+  }
+  const std::string& lit = s->idOf(highlight_);
+  out += "highlighted " + (lit.empty() ? std::string("none") : lit) + "\n";
+  return out;
+}
+
+}  // namespace
+
+void appendGraphViews(std::vector<std::unique_ptr<View>>& views) {
+  auto graphviz = std::make_shared<std::mutex>();
+  views.push_back(std::make_unique<GraphView>(GraphKind::kCallGraph, graphviz));
+  views.push_back(std::make_unique<GraphView>(GraphKind::kModel, graphviz));
+}
+
+}  // namespace tracerun::viewer
