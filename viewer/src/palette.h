@@ -38,6 +38,18 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// Memory view: the stacked categories in kStackOrder (parameter, gradient, optimizer state,
+// activation, temporary, other), the peak marker, the closed-form lines, the chosen time.
+constexpr uint32_t kMemoryCategory[] = {
+    rgba(86, 132, 214), rgba(226, 140, 60), rgba(150, 96, 200),
+    rgba(96, 180, 110), rgba(214, 86, 96),  rgba(140, 140, 150),
+};
+constexpr uint32_t kMemoryPeak = rgba(255, 230, 40);
+constexpr uint32_t kMemoryClosedForm = rgba(80, 230, 235);
+constexpr uint32_t kMemoryLow = rgba(20, 20, 24, 200);
+constexpr uint32_t kMemoryCursor = rgba(255, 255, 255);
+constexpr uint32_t kMemoryPlot = rgba(36, 38, 44);
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }
