@@ -266,8 +266,11 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
   MemoryClosedForm f;
   f.formula = kFormula[zero];
   f.bytes = bytes[zero];
-  f.label = "ZeRO-" + std::to_string(zero) + " " + f.formula + " = " + formatBytes(f.bytes) +
-            " (Ψ " + formatCount(static_cast<int64_t>(psi)) + " parameters, N " +
+  // The label in ASCII ("psi"): the viewer's font has no Greek.
+  static const char* const kAscii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N",
+                                       "16 psi/N"};
+  f.label = "ZeRO-" + std::to_string(zero) + " " + kAscii[zero] + " = " + formatBytes(f.bytes) +
+            " (psi " + formatCount(static_cast<int64_t>(psi)) + " parameters, N " +
             std::to_string(dp) + ", fp32 AdamW)";
   return {f};
 }

@@ -85,7 +85,7 @@ std::vector<LiveBlock> liveAt(const TraceReader& reader, int rank, int64_t t,
 // A reference line: bytes a rank's parameters + gradients + optimizer states should take.
 struct MemoryClosedForm {
   std::string formula;  // "8Ψ + 8Ψ/N"
-  std::string label;    // "ZeRO-1 8Ψ + 8Ψ/N = 400.5 KiB (Ψ 34,176 parameters, N 2, ...)"
+  std::string label;    // "ZeRO-1 8 psi + 8 psi/N = 400.5 KiB (psi 34,176 parameters, ...)"
   double bytes = 0;
 };
 // The closed forms the trace knows for `rank`: ZeRO's (Rajbhandari et al. 2020; fp32 AdamW: 16Ψ,
