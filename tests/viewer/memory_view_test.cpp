@@ -125,8 +125,8 @@ std::string randomTrace(const std::string& dir) {
         const uint64_t ptr = 0x1000 + (rng() % 400) * 0x100;
         const int64_t bytes = 64 * static_cast<int64_t>(1 + rng() % 1000);
         const auto cat = static_cast<MemoryCategory>(rng() % 7);
-        tb.memory(rank, {ts, ptr, bytes, cat, i % 3 ? "aten::mm" : "aten::empty", "scope",
-                         dev, dev ? 0 : -1});
+        tb.memory(rank, {ts, ptr, bytes, cat, i % 3 ? "aten::mm" : "aten::empty", "scope", dev,
+                         dev ? 0 : -1});
         live.emplace_back(ptr, dev);
       } else {
         const size_t k = rng() % live.size();
@@ -226,8 +226,10 @@ TEST_CASE("memory series: peaks equal analyzeMemory, columns equal a brute-force
     // Windows: the whole run, a zoom inside it, one narrower than an event gap, one beyond.
     const double a = double(steps.front().ts), b = double(steps.back().ts);
     for (auto [t0, t1, w] : std::vector<std::tuple<double, double, size_t>>{
-             {a - 100, b + 100, 700}, {a + (b - a) * 0.3, a + (b - a) * 0.6, 333},
-             {a + (b - a) * 0.5, a + (b - a) * 0.5 + 50, 40}, {b + 10, b + 1000, 5},
+             {a - 100, b + 100, 700},
+             {a + (b - a) * 0.3, a + (b - a) * 0.6, 333},
+             {a + (b - a) * 0.5, a + (b - a) * 0.5 + 50, 40},
+             {b + 10, b + 1000, 5},
              {a, b, 3}}) {
       INFO("window " << t0 << " .. " << t1 << " in " << w);
       std::vector<an::MemorySeries::Column> cols;
@@ -314,9 +316,10 @@ TEST_CASE("memory live set: liveAt equals a brute-force scan of the memory event
 }
 
 #ifdef GPTTRAIN_BIN
-TEST_CASE("memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, closed form, "
-          "peak marker",
-          "[viewer][memory][e2e]") {
+TEST_CASE(
+    "memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, closed form, "
+    "peak marker",
+    "[viewer][memory][e2e]") {
   const std::string db = e2e::scratch().file("zero1.db");
   const auto run = e2e::runGpttrain(
       {"--nproc-per-node", "2", "--status", "off", "-o", db}, GPTTRAIN_BIN,
@@ -332,9 +335,9 @@ TEST_CASE("memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, 
 
   const std::string shot = e2e::scratch().file("memory.png");
   const std::string dump = e2e::scratch().file("memory.txt");
-  const auto tv = runTraceviewXvfb({db, "--view", "memory", "--screenshot", shot, "--size",
-                                    "1400x900", "--dump-view", dump},
-                                   e2e::scratch().path());
+  const auto tv = runTraceviewXvfb(
+      {db, "--view", "memory", "--screenshot", shot, "--size", "1400x900", "--dump-view", dump},
+      e2e::scratch().path());
   INFO(tv.describe());
   REQUIRE(tv.exit_code == 0);
   const Dumped d = readDump(dump);
@@ -361,7 +364,8 @@ TEST_CASE("memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, 
     // rounding of the geometry.
     const int px = static_cast<int>(std::lround(x)), py = static_cast<int>(dr.y + 1);
     const int mid = static_cast<int>(dr.y + dr.h / 2);
-    INFO("peak at x " << x << " y " << py);
+    INFO("peak at x " << x << " y " << py << " (range " << d.t0 << " .. " << d.t1 << ", chart x "
+                      << dr.x << " w " << dr.w << ")");
     CHECK(png.rgb(px, py) == peakRgb);
     CHECK(png.rgb(px, mid) == peakRgb);
     CHECK(png.rgb(px - 4, mid) != peakRgb);
@@ -407,9 +411,11 @@ TEST_CASE("memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, 
       for (const auto& b : an::liveAt(reader, rank, all[i].row.ts_ns, ma.categories.at(rank))) {
         if (b.module.empty()) continue;
         ++named;
-        const bool covered = std::any_of(moduleSpans.begin(), moduleSpans.end(), [&](const auto& s) {
-          return reader.str(s.name) == b.module && s.start_ns <= b.ts_ns && s.end_ns() >= b.ts_ns;
-        });
+        const bool covered =
+            std::any_of(moduleSpans.begin(), moduleSpans.end(), [&](const auto& s) {
+              return reader.str(s.name) == b.module && s.start_ns <= b.ts_ns &&
+                     s.end_ns() >= b.ts_ns;
+            });
         CHECK(covered);
       }
     }

@@ -105,7 +105,8 @@ MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) 
       }
     }
   };
-  const size_t n = std::min<size_t>(ranks.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const size_t n =
+      std::min<size_t>(ranks.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t i = 1; i < n; ++i) threads.emplace_back(work);
   work();
@@ -132,8 +133,7 @@ LiveList loadLive(const std::string& path, const RankChart& chart, int64_t t) {
   l.rank = chart.rank;
   l.t = t;
   for (const an::LiveBlock& b : blocks) {
-    if (b.device_type != chart.series.device_type ||
-        b.device_index != chart.series.device_index) {
+    if (b.device_type != chart.series.device_type || b.device_index != chart.series.device_index) {
       continue;
     }
     l.total += b.bytes;
@@ -167,8 +167,8 @@ class MemoryView final : public View {
   std::string dumpText() const override;
 
  private:
-  void drawChart(ViewHost& host, ImDrawList* dl, const RankChart& c, size_t index, float x,
-                 float y, float w, float h);
+  void drawChart(ViewHost& host, ImDrawList* dl, const RankChart& c, size_t index, float x, float y,
+                 float w, float h);
   void handleInput(ViewHost& host, const RankChart& c, const ChartGeometry& g);
   void drawLiveList(float width, float height);
   float xOf(double t, const ChartGeometry& g) const {
@@ -199,8 +199,8 @@ class MemoryView final : public View {
 void MemoryView::handleInput(ViewHost& host, const RankChart& c, const ChartGeometry& g) {
   ImGuiIO& io = ImGui::GetIO();
   const ImVec2 m = io.MousePos;
-  const bool over = ImGui::IsWindowHovered() && m.x >= g.x && m.x < g.x + g.w && m.y >= g.y &&
-                    m.y < g.y + g.h;
+  const bool over =
+      ImGui::IsWindowHovered() && m.x >= g.x && m.x < g.x + g.w && m.y >= g.y && m.y < g.y + g.h;
   const size_t index = static_cast<size_t>(&c - &data_.result()->ranks[0]);
   const double span = t1_ - t0_;
   const double tMouse = t0_ + (m.x - g.x) / g.w * span;
@@ -329,8 +329,8 @@ void MemoryView::draw(ViewHost& host, float width, float height) {
   const ChartGeometry rulerG{px, origin.y, plotW, rulerH};
   for (const Tick& t : rulerTicks(it0, it1, plotW, 110, host.trace().range.first)) {
     const float tx = xOf(static_cast<double>(t.t), rulerG);
-    dl->AddLine(ImVec2(tx, origin.y + (t.major ? 0 : rulerH * 0.6f)),
-                ImVec2(tx, origin.y + rulerH), t.major ? palette::kTickMajor : palette::kTickMinor);
+    dl->AddLine(ImVec2(tx, origin.y + (t.major ? 0 : rulerH * 0.6f)), ImVec2(tx, origin.y + rulerH),
+                t.major ? palette::kTickMajor : palette::kTickMinor);
     if (t.major) {
       dl->AddText(nullptr, 0, ImVec2(tx + 3, origin.y + 2), palette::kText, t.label.c_str(),
                   nullptr, 0, &clip);
@@ -387,7 +387,8 @@ void MemoryView::drawChart(ViewHost& host, ImDrawList* dl, const RankChart& c, s
       below = std::min(below, top);
     }
     const float lo = yOf(double(k.lo[5]));
-    if (lo - below >= 2) dl->AddRectFilled(ImVec2(cx, lo), ImVec2(cx + 1, lo + 1), palette::kMemoryLow);
+    if (lo - below >= 2)
+      dl->AddRectFilled(ImVec2(cx, lo), ImVec2(cx + 1, lo + 1), palette::kMemoryLow);
   }
   // Closed forms.
   for (const auto& f : c.forms) {

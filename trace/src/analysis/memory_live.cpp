@@ -224,8 +224,8 @@ std::vector<LiveBlock> liveAt(const TraceReader& reader, int rank, int64_t t,
     int depth = -1;
     for (int64_t track : threads) {
       for (const SpanRow& s : reader.spans(track, a.ts_ns, a.ts_ns)) {
-        if (s.category != core::Category::kModule || s.start_ns > a.ts_ns ||
-            s.end_ns() < a.ts_ns || s.depth <= depth) {
+        if (s.category != core::Category::kModule || s.start_ns > a.ts_ns || s.end_ns() < a.ts_ns ||
+            s.depth <= depth) {
           continue;
         }
         depth = s.depth;
@@ -267,8 +267,7 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
   f.formula = kFormula[zero];
   f.bytes = bytes[zero];
   // The label in ASCII ("psi"): the viewer's font has no Greek.
-  static const char* const kAscii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N",
-                                       "16 psi/N"};
+  static const char* const kAscii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N", "16 psi/N"};
   f.label = "ZeRO-" + std::to_string(zero) + " " + kAscii[zero] + " = " + formatBytes(f.bytes) +
             " (psi " + formatCount(static_cast<int64_t>(psi)) + " parameters, N " +
             std::to_string(dp) + ", fp32 AdamW)";

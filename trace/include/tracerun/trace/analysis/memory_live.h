@@ -21,9 +21,9 @@ namespace tracerun::trace::analysis {
 // The stacking order, bottom first (the report's column order).
 inline constexpr int kStackCount = 6;
 inline constexpr core::MemoryCategory kStackOrder[kStackCount] = {
-    core::MemoryCategory::kParameter,  core::MemoryCategory::kGradient,
+    core::MemoryCategory::kParameter,      core::MemoryCategory::kGradient,
     core::MemoryCategory::kOptimizerState, core::MemoryCategory::kActivation,
-    core::MemoryCategory::kTemporary,  core::MemoryCategory::kOther};
+    core::MemoryCategory::kTemporary,      core::MemoryCategory::kOther};
 // The position of a category in kStackOrder (kUnknown counts as other).
 int stackIndex(core::MemoryCategory c);
 
@@ -36,20 +36,20 @@ struct MemorySeries {
   static constexpr size_t kBlock = 64;  // events per summary block
 
   int rank = 0, device_type = 0, device_index = -1;
-  std::vector<int64_t> ts;      // per event, non-decreasing
-  std::vector<int64_t> delta;   // signed bytes
-  std::vector<uint8_t> stack;   // kStackOrder index of the bytes' category
-  std::vector<Levels> block_start;          // levels before block b's first event
-  std::vector<Levels> block_lo, block_hi;   // min / max of the levels after each event of block b
-  int64_t peak_bytes = 0, peak_ts_ns = 0;   // highest total after an allocation (first such)
-  CategoryBytes at_peak{};                  // by core::MemoryCategory at the peak
+  std::vector<int64_t> ts;                 // per event, non-decreasing
+  std::vector<int64_t> delta;              // signed bytes
+  std::vector<uint8_t> stack;              // kStackOrder index of the bytes' category
+  std::vector<Levels> block_start;         // levels before block b's first event
+  std::vector<Levels> block_lo, block_hi;  // min / max of the levels after each event of block b
+  int64_t peak_bytes = 0, peak_ts_ns = 0;  // highest total after an allocation (first such)
+  CategoryBytes at_peak{};                 // by core::MemoryCategory at the peak
 
   size_t size() const { return ts.size(); }
   // The levels after the first i events (i <= size()).
   Levels levelsAfter(size_t i) const;
 
   struct Column {
-    Levels lo{}, hi{};  // over the state carried into the column and the states after its events
+    Levels lo{}, hi{};    // over the state carried into the column and the states after its events
     bool events = false;  // whether some event lies in the column
   };
   // Splits [t0, t1) into `columns` equal columns and fills `out` (resized) with each column's
