@@ -275,7 +275,9 @@ StepResult Trainer::trainStep(int step) {
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
     tracerun::PhaseScope phase(vocab::phase::kGradSync, {{vocab::arg::kDp, groups_.dp->size},
-                                                         {vocab::arg::kTp, groups_.tp->size}});
+                                                         {vocab::arg::kTp, groups_.tp->size},
+                                                         {vocab::arg::kZero, config_.zero},
+                                                         {vocab::arg::kParams, strategy_->numel()}});
     strategy_->finish();
     strategy_->releaseRoot();
     optimizer_->syncSequenceParallelGrads(*groups_.tp, config_.sp);

@@ -78,6 +78,17 @@ constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
 constexpr uint32_t kGraphPaper = rgba(255, 255, 255);
 constexpr uint32_t kGraphHover = rgba(40, 120, 255);
 constexpr uint32_t kGraphCaption = rgba(70, 70, 80);
+// Memory view: the stacked categories in kStackOrder (parameter, gradient, optimizer state,
+// activation, temporary, other), the peak marker, the closed-form lines, the chosen time.
+constexpr uint32_t kMemoryCategory[] = {
+    rgba(86, 132, 214), rgba(226, 140, 60), rgba(150, 96, 200),
+    rgba(96, 180, 110), rgba(214, 86, 96),  rgba(140, 140, 150),
+};
+constexpr uint32_t kMemoryPeak = rgba(255, 230, 40);
+constexpr uint32_t kMemoryClosedForm = rgba(80, 230, 235);
+constexpr uint32_t kMemoryLow = rgba(20, 20, 24, 200);
+constexpr uint32_t kMemoryCursor = rgba(255, 255, 255);
+constexpr uint32_t kMemoryPlot = rgba(36, 38, 44);
 
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];

@@ -2,6 +2,7 @@
 #include "views.h"
 
 #include "collectives_view.h"
+#include "memory_view.h"
 #include "pipeline_view.h"
 #include "stats_view.h"
 #ifdef TRACEVIEW_WITH_GRAPHS
@@ -14,6 +15,7 @@ std::vector<std::unique_ptr<View>> makeViews() {
   std::vector<std::unique_ptr<View>> views;
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
   views.push_back(makePipelineView());
+  views.push_back(makeMemoryView());
   views.push_back(makeCollectivesView());
 #ifdef TRACEVIEW_WITH_GRAPHS
   appendGraphViews(views);  // callgraph, model (tracedot's pictures; need Graphviz)

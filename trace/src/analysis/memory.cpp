@@ -55,6 +55,7 @@ Context contextOf(const TraceReader& reader, int rank) {
     return int(kOther);
   });
   Context c;
+  size_t mergeAt = 4096;
   for (const TrackRow& t : reader.tracks()) {
     if (t.rank != rank || t.kind != core::TrackKind::kThread) continue;
     Intervals ops;
@@ -79,8 +80,12 @@ Context contextOf(const TraceReader& reader, int rank) {
         }
         if (code == kBackwardPhase) c.backward.emplace_back(s.start_ns, s.end_ns());
       }
-      // Merge as we go: autograd nodes can be millions; their union is small.
-      if (c.backward.size() > 4096) normalize(c.backward);
+      // Merge as we go: autograd nodes can be millions; their union is usually small. When it is
+      // not (disjoint nodes), the next merge waits until the list doubled: amortised O(n log n).
+      if (c.backward.size() > mergeAt) {
+        normalize(c.backward);
+        mergeAt = std::max<size_t>(4096, 2 * c.backward.size());
+      }
     });
     c.outermost_ops.push_back(std::move(ops));
   }
@@ -323,8 +328,11 @@ MemoryAnalysis analyzeMemory(const TraceReader& reader, const MemoryOptions& opt
     const Context ctx = contextOf(reader, r.rank);
     classificationPass(reader, r.rank, ctx, st);
     if (st.devices.empty()) continue;
-    replayPass(reader, r.rank, options, st);
-    peakPass(reader, r.rank, options, st);
+    if (options.replay) {
+      replayPass(reader, r.rank, options, st);
+      peakPass(reader, r.rank, options, st);
+    }
+    if (options.keep_categories) out.categories[r.rank] = std::move(st.category);
     for (auto& [key, d] : st.devices) out.devices.push_back(std::move(d));
   }
   return out;

@@ -106,10 +106,11 @@ inline constexpr char kBucket[] = "bucket";
 inline constexpr char kUnit[] = "unit";  // a ZeRO-3 parameter unit (a layer)
 inline constexpr char kDp[] = "dp";
 inline constexpr char kTp[] = "tp";
+inline constexpr char kZero[] = "zero";  // ZeRO stage 0-3 (grad_sync, with params: memory_live.h)
 inline constexpr char kLayer[] = "layer";                   // recompute_forward of a layer
 inline constexpr char kAttentionCore[] = "attention_core";  // ... of an attention core
 // Modules (tracerun::ModuleScope).
-inline constexpr char kParams[] = "params";  // parameter count on this rank
+inline constexpr char kParams[] = "params";  // parameter count on this rank (also on grad_sync)
 inline constexpr char kShard[] = "shard";    // this rank's shard index, -1 when not sharded
 // ... read by the model analysis (trace/analysis/model.h) with params and shard:
 inline constexpr char kLogical[] = "logical";     // parameter count over all TP shards

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "tracerun/core/records.h"
@@ -31,6 +32,10 @@ struct MemoryOptions {
   int rank = -1;                 // -1: every rank
   size_t timeline_points = 512;  // per device; each point is the highest moment of its slice
   size_t top_allocations = 10;   // largest live allocations kept at the peak
+  bool keep_categories = false;  // fill MemoryAnalysis::categories (memory_live.h replays them)
+  // false: classify only (event counts and categories); no peak, timeline, allocated bytes or
+  // largest blocks (memory_live.h's buildMemorySeries replays itself: one pass fewer).
+  bool replay = true;
 };
 
 struct MemoryPoint {
@@ -68,6 +73,9 @@ struct DeviceMemory {
 
 struct MemoryAnalysis {
   std::vector<DeviceMemory> devices;  // by rank, then device
+  // With keep_categories: per rank, each allocation's category, indexed by its ordinal among the
+  // rank's allocations (all devices) in forEachMemory order.
+  std::map<int, std::vector<core::MemoryCategory>> categories;
   // The device a rank's report shows: a CUDA one when the rank has any, else its CPU. Null when
   // the rank recorded no memory events.
   const DeviceMemory* primary(int rank) const;

@@ -1,0 +1,425 @@
+// The memory view (issue 17 point 2) and its data (trace/analysis/memory_live.h): the series'
+// pixel-column reduction and live set against brute-force replays of the trace's memory events
+// (TraceReader), its peak against analyzeMemory; on a real traced gpttrain run (ZeRO-1, DP 2) the
+// view's dumped peaks against `tracerun report --json`, its closed-form line against 8Ψ + 8Ψ/N
+// with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "analysis_builder.h"
+#include "e2e_common.h"
+#include "palette.h"
+#include "temp_dir.h"
+#include "tracerun/trace/analysis/memory.h"
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+namespace an = tracerun::trace::analysis;
+using core::MemoryCategory;
+using nlohmann::json;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// brute force over TraceReader::memory
+
+struct Alloc {
+  trace::MemoryRow row;
+  int64_t end = INT64_MAX;  // ts of the event that ended it (free or re-allocation), or never
+  size_t ordinal = 0;       // among the rank's allocations
+};
+
+// Every allocation of `rank` with the event that ended it, found by scanning forward.
+std::vector<Alloc> allocations(const trace::TraceReader& reader, int rank) {
+  const auto rows = reader.memory(rank, INT64_MIN, INT64_MAX);
+  std::vector<Alloc> out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].bytes <= 0) continue;
+    Alloc a;
+    a.row = rows[i];
+    a.ordinal = out.size();
+    for (size_t j = i + 1; j < rows.size(); ++j) {
+      const auto& r = rows[j];
+      if (r.ptr == a.row.ptr && r.device_type == a.row.device_type &&
+          r.device_index == a.row.device_index && r.bytes != 0) {
+        a.end = r.ts_ns;
+        break;
+      }
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+// The levels (memory_live.h) after each event of one device, replayed from the allocations: a list
+// of (ts, levels) in event order, applying the ends and starts in trace order.
+struct Step {
+  int64_t ts;
+  an::Levels levels;
+};
+
+std::vector<Step> bruteLevels(const trace::TraceReader& reader, int rank, int type, int index,
+                              const std::vector<MemoryCategory>& cats) {
+  const auto rows = reader.memory(rank, INT64_MIN, INT64_MAX);
+  std::map<uint64_t, std::pair<int64_t, int>> live;  // ptr -> bytes, stack index
+  std::vector<Step> out;
+  an::Levels l{};
+  size_t ordinal = 0;
+  auto add = [&](int64_t ts, int64_t d, int k) {
+    for (int j = k; j < an::kStackCount; ++j) l[static_cast<size_t>(j)] += d;
+    out.push_back(Step{ts, l});
+  };
+  for (const auto& r : rows) {
+    if (r.bytes > 0) {
+      const int k = an::stackIndex(cats.at(ordinal++));
+      if (r.device_type != type || r.device_index != index) continue;
+      auto it = live.find(r.ptr);
+      if (it != live.end()) add(r.ts_ns, -it->second.first, it->second.second);
+      live[r.ptr] = {r.bytes, k};
+      add(r.ts_ns, r.bytes, k);
+    } else if (r.bytes < 0 && r.device_type == type && r.device_index == index) {
+      auto it = live.find(r.ptr);
+      if (it == live.end()) continue;
+      add(r.ts_ns, -it->second.first, it->second.second);
+      live.erase(it);
+    }
+  }
+  return out;
+}
+
+// A trace with phases, ops and 3000 memory events on two ranks and two devices: tagged state,
+// untagged blocks freed inside their op (temporaries) or in backward (activations), reused
+// addresses and frees of blocks never seen.
+std::string randomTrace(const std::string& dir) {
+  testing::TraceBuilder tb(2);
+  std::mt19937_64 rng(17);
+  for (int rank = 0; rank < 2; ++rank) {
+    int64_t t = 1000;
+    for (int step = 0; step < 3; ++step) {
+      const int64_t f0 = t, f1 = t + 40000, b1 = t + 80000;
+      tb.span(rank, {"main", "forward", core::Category::kPhase, f0, f1, 0});
+      tb.span(rank, {"main", "backward", core::Category::kPhase, f1, b1, 0});
+      for (int64_t o = f0; o + 900 < f1; o += 1000) {
+        tb.span(rank, {"main", "aten::mm", core::Category::kOp, o, o + 900, 1});
+      }
+      t = b1 + 5000;
+    }
+    std::vector<std::pair<uint64_t, int>> live;  // ptr, device
+    int64_t ts = 1000;
+    for (int i = 0; i < 1500; ++i) {
+      ts += static_cast<int64_t>(rng() % 200);
+      const int dev = static_cast<int>(rng() % 4 == 0);
+      const bool alloc = live.empty() || rng() % 100 < 55;
+      if (alloc) {
+        // Some addresses repeat while live (an unrecorded free).
+        const uint64_t ptr = 0x1000 + (rng() % 400) * 0x100;
+        const int64_t bytes = 64 * static_cast<int64_t>(1 + rng() % 1000);
+        const auto cat = static_cast<MemoryCategory>(rng() % 7);
+        tb.memory(rank, {ts, ptr, bytes, cat, i % 3 ? "aten::mm" : "aten::empty", "scope", dev,
+                         dev ? 0 : -1});
+        live.emplace_back(ptr, dev);
+      } else {
+        const size_t k = rng() % live.size();
+        tb.memory(rank, {ts, live[k].first, -1, MemoryCategory::kUnknown, "", "", live[k].second,
+                         live[k].second ? 0 : -1});
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      if (i % 250 == 0) {  // a block allocated before the capture
+        tb.memory(rank, {ts, 0xdead0000 + static_cast<uint64_t>(i), -1, MemoryCategory::kUnknown,
+                         "", "", 0, -1});
+      }
+    }
+  }
+  return tb.write(dir);
+}
+
+json reportJson(const std::string& db) {
+  const auto r = e2e::runTracerun({"report", "--json", db});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  return json::parse(r.out);
+}
+
+// The dump's "rank R device D peak_bytes ... " and "chart R x X y Y w W h H" lines.
+struct DumpedRank {
+  std::map<std::string, std::string> kv;
+  double x = 0, y = 0, w = 0, h = 0;
+  std::vector<double> closed;
+};
+struct Dumped {
+  double t0 = 0, t1 = 0;
+  std::map<int, DumpedRank> ranks;
+};
+Dumped readDump(const std::string& path) {
+  std::istringstream in(e2e::readFile(path));
+  Dumped d;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string head;
+    ls >> head;
+    if (head == "memory") {
+      std::string k;
+      while (ls >> k) {
+        if (k == "range") ls >> d.t0 >> d.t1;
+      }
+    } else if (head == "rank") {
+      int r = 0;
+      ls >> r;
+      std::string k, v;
+      while (ls >> k >> v) d.ranks[r].kv[k] = v;
+    } else if (head == "chart") {
+      int r = 0;
+      std::string k;
+      ls >> r;
+      auto& dr = d.ranks[r];
+      ls >> k >> dr.x >> k >> dr.y >> k >> dr.w >> k >> dr.h;
+    } else if (head == "closed_form") {
+      int r = 0;
+      std::string k;
+      double b = 0;
+      ls >> r >> k >> b;
+      d.ranks[r].closed.push_back(b);
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("memory series: peaks equal analyzeMemory, columns equal a brute-force replay",
+          "[viewer][memory]") {
+  testing::TempDir dir("memview-series");
+  const std::string db = randomTrace(dir.path.string());
+  const auto reader = trace::TraceReader::open(db);
+  an::MemoryOptions mo;
+  mo.keep_categories = true;
+  const an::MemoryAnalysis ma = an::analyzeMemory(reader, mo);
+  const auto series = an::buildMemorySeries(reader, ma);
+  REQUIRE(series.size() == ma.devices.size());
+  REQUIRE(series.size() == 4);
+  for (const an::MemorySeries& s : series) {
+    INFO("rank " << s.rank << " device " << s.device_type);
+    const an::DeviceMemory* d = nullptr;
+    for (const auto& x : ma.devices) {
+      if (x.rank == s.rank && x.device_type == s.device_type) d = &x;
+    }
+    REQUIRE(d != nullptr);
+    CHECK(s.peak_bytes == d->peak_bytes);
+    CHECK(s.peak_ts_ns == d->peak_ts_ns);
+    CHECK(s.at_peak == d->at_peak);
+    const auto steps =
+        bruteLevels(reader, s.rank, s.device_type, s.device_index, ma.categories.at(s.rank));
+    REQUIRE(steps.size() == s.size());
+    REQUIRE(steps.size() > 200);
+    CHECK(steps.back().levels == s.levelsAfter(s.size()));
+    // Windows: the whole run, a zoom inside it, one narrower than an event gap, one beyond.
+    const double a = double(steps.front().ts), b = double(steps.back().ts);
+    for (auto [t0, t1, w] : std::vector<std::tuple<double, double, size_t>>{
+             {a - 100, b + 100, 700},
+             {a + (b - a) * 0.3, a + (b - a) * 0.6, 333},
+             {a + (b - a) * 0.5, a + (b - a) * 0.5 + 50, 40},
+             {b + 10, b + 1000, 5},
+             {a, b, 3}}) {
+      INFO("window " << t0 << " .. " << t1 << " in " << w);
+      std::vector<an::MemorySeries::Column> cols;
+      s.reduce(t0, t1, w, cols);
+      REQUIRE(cols.size() == w);
+      const double dt = (t1 - t0) / double(w);
+      for (size_t c = 0; c < w; ++c) {
+        const double c0 = t0 + dt * double(c), c1 = c + 1 == w ? t1 : t0 + dt * double(c + 1);
+        an::Levels carry{}, lo{}, hi{};
+        bool any = false;
+        for (const Step& st : steps) {
+          if (double(st.ts) < c0) carry = st.levels;
+        }
+        lo = hi = carry;
+        for (const Step& st : steps) {
+          if (double(st.ts) >= c0 && double(st.ts) < c1) {
+            any = true;
+            for (size_t k = 0; k < lo.size(); ++k) {
+              lo[k] = std::min(lo[k], st.levels[k]);
+              hi[k] = std::max(hi[k], st.levels[k]);
+            }
+          }
+        }
+        INFO("column " << c);
+        CHECK(cols[c].events == any);
+        CHECK(cols[c].lo == lo);
+        CHECK(cols[c].hi == hi);
+        if (cols[c].lo != lo || cols[c].hi != hi) break;
+      }
+    }
+  }
+}
+
+TEST_CASE("memory live set: liveAt equals a brute-force scan of the memory events",
+          "[viewer][memory]") {
+  testing::TempDir dir("memview-live");
+  const std::string db = randomTrace(dir.path.string());
+  const auto reader = trace::TraceReader::open(db);
+  an::MemoryOptions mo;
+  mo.keep_categories = true;
+  mo.top_allocations = 20;
+  const an::MemoryAnalysis ma = an::analyzeMemory(reader, mo);
+  for (int rank : {0, 1}) {
+    const auto all = allocations(reader, rank);
+    const auto& cats = ma.categories.at(rank);
+    const auto rows = reader.memory(rank, INT64_MIN, INT64_MAX);
+    for (size_t i = 0; i < rows.size(); i += rows.size() / 7) {
+      const int64_t t = rows[i].ts_ns;
+      INFO("rank " << rank << " t " << t);
+      std::vector<std::tuple<int64_t, int64_t, uint64_t, MemoryCategory>> want, got;
+      for (const Alloc& a : all) {
+        if (a.row.ts_ns <= t && a.end > t) {
+          want.emplace_back(a.row.bytes, a.row.ts_ns, a.row.ptr, cats[a.ordinal]);
+        }
+      }
+      for (const an::LiveBlock& b : an::liveAt(reader, rank, t, cats)) {
+        got.emplace_back(b.bytes, b.ts_ns, b.ptr, b.category);
+      }
+      // liveAt's order: largest first, then oldest.
+      CHECK(std::is_sorted(got.begin(), got.end(), [](const auto& x, const auto& y) {
+        return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) > std::get<0>(y)
+                                                : std::get<1>(x) < std::get<1>(y);
+      }));
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      CHECK(got == want);
+    }
+    // At the peak of the rank's CPU device, the largest blocks are the report's.
+    const an::DeviceMemory* cpu = nullptr;
+    for (const auto& d : ma.devices) {
+      if (d.rank == rank && d.device_type == 0) cpu = &d;
+    }
+    REQUIRE(cpu != nullptr);
+    std::vector<an::LiveBlock> onCpu;
+    for (const auto& b : an::liveAt(reader, rank, cpu->peak_ts_ns, cats)) {
+      if (b.device_type == 0) onCpu.push_back(b);
+    }
+    REQUIRE(onCpu.size() >= cpu->largest_at_peak.size());
+    for (size_t k = 0; k < cpu->largest_at_peak.size(); ++k) {
+      CHECK(onCpu[k].bytes == cpu->largest_at_peak[k].bytes);
+      CHECK(onCpu[k].category == cpu->largest_at_peak[k].category);
+    }
+  }
+}
+
+#ifdef GPTTRAIN_BIN
+TEST_CASE(
+    "memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, closed form, "
+    "peak marker",
+    "[viewer][memory][e2e]") {
+  const std::string db = e2e::scratch().file("zero1.db");
+  const auto run = e2e::runGpttrain(
+      {"--nproc-per-node", "2", "--status", "off", "-o", db}, GPTTRAIN_BIN,
+      {"--zero", "1", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
+       "--global-batch", "4", "--steps", "2", "--optimizer", "adamw", "--bucket-mb", "0.02"});
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
+  const double psi = std::stod(m[1].str());
+  const json report = reportJson(db);
+  REQUIRE(report["memory"]["per_rank"].size() == 2);
+
+  const std::string shot = e2e::scratch().file("memory.png");
+  const std::string dump = e2e::scratch().file("memory.txt");
+  const auto tv = runTraceviewXvfb(
+      {db, "--view", "memory", "--screenshot", shot, "--size", "1400x900", "--dump-view", dump},
+      e2e::scratch().path());
+  INFO(tv.describe());
+  REQUIRE(tv.exit_code == 0);
+  const Dumped d = readDump(dump);
+  REQUIRE(d.ranks.size() == 2);
+  const Png png = loadPng(shot);
+  const uint32_t peakRgb = paletteRgb(viewer::palette::kMemoryPeak);
+  for (const auto& r : report["memory"]["per_rank"]) {
+    const int rank = r["rank"].get<int>();
+    INFO("rank " << rank << ": " << r.dump());
+    const DumpedRank& dr = d.ranks.at(rank);
+    CHECK(dr.kv.at("device") == r["device"].get<std::string>());
+    CHECK(std::stoll(dr.kv.at("peak_bytes")) == r["peak_bytes"].get<int64_t>());
+    CHECK(std::stoll(dr.kv.at("peak_ts_ns")) == r["peak_ts_ns"].get<int64_t>());
+    for (const auto& [cat, bytes] : r["by_category"].items()) {
+      CHECK(std::stoll(dr.kv.at(cat)) == bytes.get<int64_t>());
+    }
+    // The closed form of ZeRO-1 (optimizer states sharded) over N = 2 with the Ψ gpttrain printed.
+    REQUIRE(dr.closed.size() == 1);
+    CHECK(dr.closed[0] == Approx(8 * psi + 8 * psi / 2).epsilon(1e-9));
+    // The peak marker: at the x of the report's peak time, in the chart's top rows (above every
+    // stack: the scale leaves 8% over the highest peak); not 8 px either side.
+    const double x = dr.x + (r["peak_ts_ns"].get<double>() - d.t0) / (d.t1 - d.t0) * dr.w;
+    // The marker covers [floor(x), floor(x) + 2): x rounded lies in it whatever the dump's
+    // rounding of the geometry.
+    const int px = static_cast<int>(std::lround(x)), py = static_cast<int>(dr.y + 1);
+    const int mid = static_cast<int>(dr.y + dr.h / 2);
+    INFO("peak at x " << x << " y " << py << " (range " << d.t0 << " .. " << d.t1 << ", chart x "
+                      << dr.x << " w " << dr.w << ")");
+    CHECK(png.rgb(px, py) == peakRgb);
+    CHECK(png.rgb(px, mid) == peakRgb);
+    CHECK(png.rgb(px - 4, mid) != peakRgb);
+    CHECK(png.rgb(px + 4, mid) != peakRgb);
+  }
+
+  // The live set at each rank's peak against a brute-force scan, and the report's largest blocks.
+  const auto reader = trace::TraceReader::open(db);
+  an::MemoryOptions mo;
+  mo.keep_categories = true;
+  const an::MemoryAnalysis ma = an::analyzeMemory(reader, mo);
+  for (const auto& r : report["memory"]["per_rank"]) {
+    const int rank = r["rank"].get<int>();
+    const int64_t t = r["peak_ts_ns"].get<int64_t>();
+    const auto blocks = an::liveAt(reader, rank, t, ma.categories.at(rank), 20);
+    std::multiset<int64_t> want, got;
+    for (const Alloc& a : allocations(reader, rank)) {
+      if (a.row.ts_ns <= t && a.end > t) want.insert(a.row.bytes);
+    }
+    for (const auto& b : blocks) got.insert(b.bytes);
+    CHECK(got == want);
+    const auto& largest = r["largest_at_peak"];
+    REQUIRE(blocks.size() >= largest.size());
+    for (size_t k = 0; k < largest.size(); ++k) {
+      INFO("block " << k << " " << largest[k].dump());
+      CHECK(blocks[k].bytes == largest[k]["bytes"].get<int64_t>());
+      CHECK(core::memoryCategoryName(blocks[k].category) == largest[k]["category"]);
+      CHECK(reader.str(blocks[k].op) == largest[k]["op"].get<std::string>());
+      CHECK(reader.str(blocks[k].scope) == largest[k]["scope"].get<std::string>());
+    }
+    // Modules: at allocation times through the run, every module named is a module scope of the
+    // rank covering the block's allocation (brute force over its spans), and some are named.
+    std::vector<trace::SpanRow> moduleSpans;
+    for (const auto& tr : reader.tracks()) {
+      if (tr.rank != rank || tr.kind != core::TrackKind::kThread) continue;
+      for (const auto& s : reader.spans(tr.id, INT64_MIN / 4, INT64_MAX / 4)) {
+        if (s.category == core::Category::kModule) moduleSpans.push_back(s);
+      }
+    }
+    const auto all = allocations(reader, rank);
+    int named = 0;
+    for (size_t i = 0; i < all.size(); i += all.size() / 10) {
+      for (const auto& b : an::liveAt(reader, rank, all[i].row.ts_ns, ma.categories.at(rank))) {
+        if (b.module.empty()) continue;
+        ++named;
+        const bool covered =
+            std::any_of(moduleSpans.begin(), moduleSpans.end(), [&](const auto& s) {
+              return reader.str(s.name) == b.module && s.start_ns <= b.ts_ns &&
+                     s.end_ns() >= b.ts_ns;
+            });
+        CHECK(covered);
+      }
+    }
+    CHECK(named > 0);
+  }
+}
+#endif

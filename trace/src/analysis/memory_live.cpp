@@ -1,0 +1,277 @@
+// Memory over time for the viewer (see memory_live.h): the per-device series with block
+// summaries, their reduction to pixel columns, the live set at a time, and the ZeRO closed form.
+// Not the classification (memory.cpp) and not drawing (viewer/src/memory_view.cpp).
+//
+// Sections: series · reduction · live set · closed forms
+#include "tracerun/trace/analysis/memory_live.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "span_select.h"
+#include "tracerun/core/vocabulary.h"
+#include "tracerun/trace/format.h"
+
+namespace tracerun::trace::analysis {
+
+namespace {
+
+using core::MemoryCategory;
+
+struct DeviceKey {
+  int type, index;
+  bool operator<(const DeviceKey& o) const {
+    return type != o.type ? type < o.type : index < o.index;
+  }
+};
+
+void apply(Levels& l, int64_t delta, uint8_t stack) {
+  for (size_t k = stack; k < l.size(); ++k) l[k] = satAdd(l[k], delta);
+}
+
+void widen(Levels& lo, Levels& hi, const Levels& l) {
+  for (size_t k = 0; k < l.size(); ++k) {
+    lo[k] = std::min(lo[k], l[k]);
+    hi[k] = std::max(hi[k], l[k]);
+  }
+}
+
+constexpr Levels kHighest = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+constexpr Levels kLowest = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+
+// Appends events to a series, keeping the block summaries and the levels current.
+struct SeriesBuilder {
+  size_t index = 0;  // into the rank's series
+  Levels levels{};
+  CategoryBytes bytes{};
+
+  void push(MemorySeries& s, int64_t ts, int64_t delta, MemoryCategory c) {
+    const uint8_t k = static_cast<uint8_t>(stackIndex(c));
+    if (s.ts.size() % MemorySeries::kBlock == 0) {
+      s.block_start.push_back(levels);
+      s.block_lo.push_back(kHighest);
+      s.block_hi.push_back(kLowest);
+    }
+    s.ts.push_back(ts);
+    s.delta.push_back(delta);
+    s.stack.push_back(k);
+    apply(levels, delta, k);
+    at(bytes, c) = satAdd(at(bytes, c), delta);
+    widen(s.block_lo.back(), s.block_hi.back(), levels);
+  }
+};
+
+struct Block {
+  int64_t bytes;
+  MemoryCategory category;
+};
+
+}  // namespace
+
+int stackIndex(MemoryCategory c) {
+  for (int k = 0; k < kStackCount; ++k) {
+    if (kStackOrder[k] == c) return k;
+  }
+  return kStackCount - 1;  // unknown: other
+}
+
+// ---------------------------------------------------------------------------------------------
+// series
+
+std::vector<MemorySeries> buildMemorySeries(const TraceReader& reader,
+                                            const MemoryAnalysis& analysis, int rank,
+                                            const std::atomic<bool>* cancel) {
+  std::vector<MemorySeries> out;
+  for (const auto& [r, categories] : analysis.categories) {
+    if (rank >= 0 && r != rank) continue;
+    if (cancel != nullptr && cancel->load()) break;
+    std::map<DeviceKey, SeriesBuilder> builders;
+    std::map<DeviceKey, std::unordered_map<uint64_t, Block>> live;
+    std::vector<MemorySeries> series;  // in order of first appearance
+    size_t ordinal = 0;
+    reader.forEachMemory(r, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
+      const DeviceKey key{m.device_type, m.device_index};
+      auto b = builders.find(key);
+      if (b == builders.end()) {
+        MemorySeries s;
+        s.rank = r;
+        s.device_type = m.device_type;
+        s.device_index = m.device_index;
+        series.push_back(std::move(s));
+        b = builders.emplace(key, SeriesBuilder{series.size() - 1, {}, {}}).first;
+      }
+      SeriesBuilder& sb = b->second;
+      MemorySeries& s = series[sb.index];
+      auto& map = live[key];
+      if (m.bytes > 0) {
+        const MemoryCategory c =
+            ordinal < categories.size() ? categories[ordinal] : MemoryCategory::kOther;
+        ++ordinal;
+        auto [it, inserted] = map.try_emplace(m.ptr, Block{m.bytes, c});
+        if (!inserted) {  // an unrecorded free: drop the earlier block (as analyzeMemory does)
+          sb.push(s, m.ts_ns, -it->second.bytes, it->second.category);
+          it->second = Block{m.bytes, c};
+        }
+        sb.push(s, m.ts_ns, m.bytes, c);
+        if (sb.levels.back() > s.peak_bytes) {
+          s.peak_bytes = sb.levels.back();
+          s.peak_ts_ns = m.ts_ns;
+          s.at_peak = sb.bytes;
+        }
+      } else if (m.bytes < 0) {
+        auto it = map.find(m.ptr);
+        if (it == map.end()) return;  // allocated before the capture: not counted
+        sb.push(s, m.ts_ns, -it->second.bytes, it->second.category);
+        map.erase(it);
+      }
+    });
+    for (MemorySeries& s : series) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Levels MemorySeries::levelsAfter(size_t i) const {
+  if (block_start.empty()) return Levels{};
+  i = std::min(i, ts.size());
+  const size_t b = std::min(i / kBlock, block_start.size() - 1);
+  Levels l = block_start[b];
+  for (size_t j = b * kBlock; j < i; ++j) apply(l, delta[j], stack[j]);
+  return l;
+}
+
+// ---------------------------------------------------------------------------------------------
+// reduction
+
+void MemorySeries::reduce(double t0, double t1, size_t columns, std::vector<Column>& out) const {
+  out.assign(columns, Column{});
+  if (columns == 0 || !(t1 > t0)) return;
+  const double dt = (t1 - t0) / static_cast<double>(columns);
+  const auto firstAtOrAfter = [&](size_t from, double t) {
+    return static_cast<size_t>(
+        std::lower_bound(ts.begin() + static_cast<std::ptrdiff_t>(from), ts.end(), t,
+                         [](int64_t v, double x) { return static_cast<double>(v) < x; }) -
+        ts.begin());
+  };
+  size_t j = firstAtOrAfter(0, t0);
+  Levels l = levelsAfter(j);
+  for (size_t c = 0; c < columns; ++c) {
+    const double end = c + 1 == columns ? t1 : t0 + dt * static_cast<double>(c + 1);
+    const size_t i1 = firstAtOrAfter(j, end);
+    Column& col = out[c];
+    col.lo = col.hi = l;
+    col.events = i1 > j;
+    while (j < i1) {
+      if (j % kBlock == 0 && j + kBlock <= i1) {
+        const size_t b = j / kBlock;
+        widen(col.lo, col.hi, block_lo[b]);
+        widen(col.lo, col.hi, block_hi[b]);
+        j += kBlock;
+        l = b + 1 < block_start.size() ? block_start[b + 1] : levelsAfter(j);
+      } else {
+        apply(l, delta[j], stack[j]);
+        widen(col.lo, col.hi, l);
+        ++j;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// live set
+
+std::vector<LiveBlock> liveAt(const TraceReader& reader, int rank, int64_t t,
+                              const std::vector<MemoryCategory>& categories, size_t modules) {
+  std::map<DeviceKey, std::unordered_map<uint64_t, LiveBlock>> live;
+  size_t ordinal = 0;
+  reader.forEachMemory(rank, INT64_MIN, t, [&](const MemoryRow& m) {
+    auto& map = live[DeviceKey{m.device_type, m.device_index}];
+    if (m.bytes > 0) {
+      LiveBlock a;
+      a.ptr = m.ptr;
+      a.bytes = m.bytes;
+      a.ts_ns = m.ts_ns;
+      a.device_type = m.device_type;
+      a.device_index = m.device_index;
+      a.category = ordinal < categories.size() ? categories[ordinal] : MemoryCategory::kOther;
+      a.op = m.op;
+      a.scope = m.scope;
+      ++ordinal;
+      map[m.ptr] = a;  // a live address again: the earlier block's free was not recorded
+    } else if (m.bytes < 0) {
+      map.erase(m.ptr);
+    }
+  });
+  std::vector<LiveBlock> out;
+  for (auto& [key, map] : live) {
+    for (auto& [ptr, a] : map) out.push_back(std::move(a));
+  }
+  const auto order = [](const LiveBlock& a, const LiveBlock& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    if (a.ts_ns != b.ts_ns) return a.ts_ns < b.ts_ns;
+    return a.ptr < b.ptr;
+  };
+  std::sort(out.begin(), out.end(), order);
+  // The module: the deepest module scope running on one of the rank's threads at the allocation.
+  std::vector<int64_t> threads;
+  for (const TrackRow& tr : reader.tracks()) {
+    if (tr.rank == rank && tr.kind == core::TrackKind::kThread) threads.push_back(tr.id);
+  }
+  const size_t n = modules > 0 ? std::min(modules, out.size()) : out.size();
+  for (size_t i = 0; i < n; ++i) {
+    LiveBlock& a = out[i];
+    int depth = -1;
+    for (int64_t track : threads) {
+      for (const SpanRow& s : reader.spans(track, a.ts_ns, a.ts_ns)) {
+        if (s.category != core::Category::kModule || s.start_ns > a.ts_ns || s.end_ns() < a.ts_ns ||
+            s.depth <= depth) {
+          continue;
+        }
+        depth = s.depth;
+        a.module = reader.str(s.name);
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// closed forms
+
+std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank) {
+  const core::StringId gradSync = NameCodes::find(reader, vocab::phase::kGradSync);
+  const core::StringId zeroKey = NameCodes::find(reader, vocab::arg::kZero);
+  const core::StringId dpKey = NameCodes::find(reader, vocab::arg::kDp);
+  const core::StringId paramsKey = NameCodes::find(reader, vocab::arg::kParams);
+  if (gradSync == 0 || zeroKey == 0 || dpKey == 0 || paramsKey == 0) return {};
+  int zero = -1, dp = -1;
+  int64_t params = -1;
+  for (const TrackRow& tr : reader.tracks()) {
+    if (tr.rank != rank || tr.kind != core::TrackKind::kThread) continue;
+    const auto picked = pickSpans(reader, tr, [&](const SpanRow& s) {
+      return s.category == core::Category::kPhase && s.name == gradSync ? 1 : 0;
+    });
+    for (const PickedSpan& p : picked) {
+      zero = std::max<int>(zero, static_cast<int>(p.arg(zeroKey, -1)));
+      dp = std::max<int>(dp, static_cast<int>(p.arg(dpKey, -1)));
+      params = std::max<int64_t>(params, p.arg(paramsKey, -1));
+    }
+  }
+  if (zero < 0 || zero > 3 || dp < 1 || params <= 0) return {};
+  const double psi = static_cast<double>(params);
+  const double n = dp;
+  static const char* const kFormula[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
+  const double bytes[] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n, 16 * psi / n};
+  MemoryClosedForm f;
+  f.formula = kFormula[zero];
+  f.bytes = bytes[zero];
+  // The label in ASCII ("psi"): the viewer's font has no Greek.
+  static const char* const kAscii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N", "16 psi/N"};
+  f.label = "ZeRO-" + std::to_string(zero) + " " + kAscii[zero] + " = " + formatBytes(f.bytes) +
+            " (psi " + formatCount(static_cast<int64_t>(psi)) + " parameters, N " +
+            std::to_string(dp) + ", fp32 AdamW)";
+  return {f};
+}
+
+}  // namespace tracerun::trace::analysis
