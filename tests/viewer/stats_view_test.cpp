@@ -334,8 +334,11 @@ TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that
   at = view.waitFor("range selected", 20, at);
   REQUIRE(at != std::string::npos);
 
-  // The Statistics tab, right of "Timeline" in the tab bar under the menu (ImGui's 13 px font).
-  xdo({"mousemove", "104", "35"});
+  // The Statistics tab, where the layout dump puts its button.
+  REQUIRE(l.tabs.count("stats"));
+  const Layout::Tab& tab = l.tabs.at("stats");
+  xdo({"mousemove", std::to_string(static_cast<int>(tab.x + tab.w / 2)),
+       std::to_string(static_cast<int>(tab.y + tab.h / 2))});
   xdo({"click", "1"});
   at = view.waitFor("stats range", 30, at);
   REQUIRE(at != std::string::npos);

@@ -80,6 +80,11 @@ Layout readLayout(const std::string& path) {
       Layout::Row r;
       s >> id >> r.rank >> r.y >> r.h;
       l.rows[id] = r;
+    } else if (kind == "tab") {
+      std::string word;
+      Layout::Tab t;
+      s >> word >> t.x >> t.y >> t.w >> t.h;
+      l.tabs[word] = t;
     }
   }
   REQUIRE(area);
@@ -91,9 +96,12 @@ uint32_t paletteRgb(uint32_t c) {
 }
 
 e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const std::string& dir) {
-  std::vector<std::string> all = {"-a", "-s", "-screen 0 1920x1080x24", TRACEVIEW_BIN};
+  // A private server per run (XServer), not xvfb-run -a: two of those started at once under
+  // ctest -j2 can pick the same display number and one fails.
+  const XServer x;
+  std::vector<std::string> all = {"DISPLAY=" + x.display(), TRACEVIEW_BIN};
   all.insert(all.end(), args.begin(), args.end());
-  return e2e::runProcess(XVFB_RUN, all, dir);
+  return e2e::runProcess("/usr/bin/env", all, dir);
 }
 
 void writeSmallTrace(const std::string& path, int spans) {
@@ -121,36 +129,35 @@ void writeSmallTrace(const std::string& path, int spans) {
 }
 
 XServer::XServer() {
-  // A display number nobody holds: Xvfb refuses a taken one, so try a few.
-  for (int n = 100 + static_cast<int>(getpid() % 300); n < 1000; n += 7) {
-    if (fs::exists("/tmp/.X" + std::to_string(n) + "-lock")) continue;
-    const std::string disp = ":" + std::to_string(n);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      const int null = open("/dev/null", O_RDWR);
-      dup2(null, 0);
-      dup2(null, 1);
-      dup2(null, 2);
-      execl(XVFB_BIN, XVFB_BIN, disp.c_str(), "-screen", "0", "1920x1080x24", "-nolisten", "tcp",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    const std::string socket = "/tmp/.X11-unix/X" + std::to_string(n);
-    for (int i = 0; i < 200; ++i) {
-      if (fs::exists(socket)) {
-        number_ = n;
-        pid_ = pid;
-        return;
-      }
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) break;  // it lost the race for that number
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+  // Xvfb picks a free display itself and writes its number to the pipe (-displayfd): no race with
+  // another test's server or with xvfb-run -a, which a "free number" guess had under ctest -j2.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    const std::string fd = std::to_string(fds[1]);
+    execl(XVFB_BIN, XVFB_BIN, "-displayfd", fd.c_str(), "-screen", "0", "1920x1080x24", "-nolisten",
+          "tcp", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string digits;
+  char c = 0;
+  while (read(fds[0], &c, 1) == 1 && c != '\n') digits += c;
+  close(fds[0]);
+  if (digits.empty()) {
     kill(pid, SIGTERM);
     waitpid(pid, nullptr, 0);
+    FAIL("could not start Xvfb (it wrote no display number)");
   }
-  FAIL("could not start Xvfb");
+  number_ = std::stoi(digits);
+  pid_ = pid;
 }
 
 XServer::~XServer() {

@@ -35,13 +35,17 @@ struct Layout {
     double y = 0, h = 0;
   };
   std::map<int64_t, Row> rows;
+  struct Tab {
+    double x = 0, y = 0, w = 0, h = 0;
+  };
+  std::map<std::string, Tab> tabs;  // by --view word: the tab buttons
   double xOf(double t) const { return area_x + (t - t0) / (t1 - t0) * area_w; }
 };
 Layout readLayout(const std::string& path);  // REQUIREs success
 
 uint32_t paletteRgb(uint32_t imguiColour);  // palette's ABGR → 0xRRGGBB
 
-// traceview ARGS under `xvfb-run -a` (screen 1920x1080x24).
+// traceview ARGS on a private Xvfb of its own (screen 1920x1080x24).
 e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const std::string& dir);
 
 // A trace with `spans` root spans on one thread of one rank (no memory, no counters, no flows);

@@ -213,6 +213,10 @@ std::string Viewer::layoutText() const {
                   r.y, r.h);
     out += b;
   }
+  for (const auto& t : tabRects_) {
+    std::snprintf(b, sizeof b, "tab %s %.1f %.1f %.1f %.1f\n", t.word, t.x, t.y, t.w, t.h);
+    out += b;
+  }
   return out;
 }
 
@@ -421,7 +425,14 @@ void Viewer::drawTabs(float width, float height) {
   const auto flags = [&](int tab) {
     return requestTab_ == tab ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
   };
-  if (ImGui::BeginTabItem("Timeline", nullptr, flags(kTimelineTab))) {
+  tabRects_.clear();  // capacity kept: no allocation after the first frame
+  const auto noteTab = [&](const char* word) {
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    tabRects_.push_back({word, a.x, a.y, b.x - a.x, b.y - a.y});
+  };
+  const bool timelineOpen = ImGui::BeginTabItem("Timeline", nullptr, flags(kTimelineTab));
+  noteTab(kTimelineWord);
+  if (timelineOpen) {
     activeTab_ = kTimelineTab;
     const float h = height - (ImGui::GetCursorPosY() - top);
     const float sideW = std::min(kSideW, width * 0.4f);
@@ -432,7 +443,9 @@ void Viewer::drawTabs(float width, float height) {
   }
   for (size_t i = 0; i < views_.size(); ++i) {
     View& v = *views_[i];
-    if (ImGui::BeginTabItem(v.title(), nullptr, flags(static_cast<int>(i)))) {
+    const bool open = ImGui::BeginTabItem(v.title(), nullptr, flags(static_cast<int>(i)));
+    noteTab(v.word());
+    if (open) {
       if (activeTab_ != static_cast<int>(i)) log(std::string("view ") + v.word());
       activeTab_ = static_cast<int>(i);
       const float h = height - (ImGui::GetCursorPosY() - top);

@@ -58,8 +58,8 @@ class Viewer : private ViewHost {
     return r;
   }
   // The last frame's geometry, for tests and scripts (--dump-layout): "area X W T0 T1 ROWH ORIGIN"
-  // (screen pixels; ns on the trace axis; ORIGIN is the trace's first time) then one
-  // "track ID RANK Y H" line per track row on screen.
+  // (screen pixels; ns on the trace axis; ORIGIN is the trace's first time), one
+  // "track ID RANK Y H" line per track row on screen and one "tab WORD X Y W H" per tab button.
   std::string layoutText() const;
   // Shows [t0, t1] (ns on the trace axis): the benchmark's scripted sweep.
   void showRange(double t0, double t1) { setView(t0, t1, nullptr); }
@@ -192,6 +192,11 @@ class Viewer : private ViewHost {
   int activeTab_ = kTimelineTab;
   int requestTab_ = kNoRequest;   // applied in the next frame (ImGui shows it one frame later)
   int wantedTab_ = kTimelineTab;  // --view: settled() waits until it is in front
+  struct TabRect {
+    const char* word = nullptr;
+    float x = 0, y = 0, w = 0, h = 0;
+  };
+  std::vector<TabRect> tabRects_;  // last frame's tab buttons (--dump-layout)
 
   bool quit_ = false;
   bool screenshotKey_ = false;
