@@ -38,6 +38,14 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
+// The compare view: run A and run B (strip accents), a slower and a faster difference, the aligned
+// step's start and end lines.
+constexpr uint32_t kCompareA = rgba(90, 170, 240);
+constexpr uint32_t kCompareB = rgba(240, 170, 70);
+constexpr uint32_t kCompareSlower = rgba(240, 120, 110);
+constexpr uint32_t kCompareFaster = rgba(120, 210, 120);
+constexpr uint32_t kCompareAlign = rgba(255, 255, 255, 160);
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }

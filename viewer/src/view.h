@@ -35,6 +35,11 @@ class ViewHost {
   virtual void log(const std::string& line) const = 0;
   // Wakes the frame loop from another thread (a background query finished).
   virtual std::function<void()> waker() const = 0;
+  // --compare FILE: the trace the compare view opens beside this one at start ("" when none).
+  virtual const std::string& comparePath() const {
+    static const std::string kNone;
+    return kNone;
+  }
 };
 
 class View {

@@ -32,6 +32,7 @@ struct ViewerOptions {
   bool log_actions = false;
   bool headless = false;          // --screenshot: settle, then stop
   std::string view = "timeline";  // --view: the tab in front at open (views.h's words)
+  std::string compare;            // --compare: the second trace of the compare view
   std::string recent_file = RecentFiles::location();
 };
 
@@ -84,6 +85,7 @@ class Viewer : private ViewHost {
   void showTimeRange(double t0, double t1) override { setView(t0, t1, "view"); }
   void showTimeline() override { requestTab_ = kTimelineTab; }
   std::function<void()> waker() const override { return wake_; }
+  const std::string& comparePath() const override { return options_.compare; }
 
   struct SpanTrackState {
     int max_depth = 0;

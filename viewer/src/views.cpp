@@ -1,11 +1,14 @@
 // The tab set (see views.h). Adding a view: its factory line here, its file in viewer/CMakeLists.
 #include "views.h"
 
+#include "compare_view.h"
+
 namespace tracerun::viewer {
 
 std::vector<std::unique_ptr<View>> makeViews() {
   std::vector<std::unique_ptr<View>> views;
   // One line per view, in tab order, e.g. views.push_back(makePipelineView());
+  views.push_back(makeCompareView());
   return views;
 }
 
