@@ -23,6 +23,7 @@
 #include "commands.h"
 #include "time_axis.h"
 #include "view_switch_bench.h"
+#include "tracerun/trace/reader.h"
 #include "viewer_app.h"
 #include "views.h"
 
@@ -33,7 +34,7 @@ using tracerun::viewer::ViewerOptions;
 
 struct Flags {
   std::string path, screenshot, size = "1600x900", range, go, dump_layout, view = "timeline",
-                                dump_view;
+                                dump_view, compare;
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
@@ -211,11 +212,18 @@ int runViewer(const Flags& f) {
   o.log_actions = f.log_actions;
   o.headless = !f.screenshot.empty() || f.bench_steps > 0 || f.bench_views > 0;
   o.view = f.view;
+  o.compare = f.compare;
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
   if (!f.path.empty() && !std::filesystem::exists(f.path)) {
     throw tracerun::trace::TraceError(f.path + ": no such file");
+  }
+  if (!f.compare.empty()) {
+    if (!std::filesystem::exists(f.compare)) {
+      throw tracerun::trace::TraceError(f.compare + ": no such file (--compare)");
+    }
+    tracerun::trace::TraceReader::open(f.compare);  // one line naming the problem when not a trace
   }
   const auto [width, height] = *parseSize(f.size);
 
@@ -400,6 +408,9 @@ int main(int argc, char** argv) {
         app.add_option("--dump-view", flags.dump_view,
                        "write the numbers the tab in front shows to this file each time the view "
                        "settles (tests; the timeline writes its geometry)");
+        app.add_option("--compare", flags.compare,
+                       "a second trace to compare with the first (the compare tab: steps aligned, "
+                       "per-name differences, both timelines)");
         app.add_option("--bench-sweep", flags.bench_steps,
                        "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
                        "times, primitives and memory, exit (bench/viewer_bench.sh)")
@@ -415,6 +426,10 @@ int main(int argc, char** argv) {
                if (!flags.screenshot.empty() && flags.path.empty()) {
                  throw CLI::ValidationError(
                      "--screenshot needs a trace: traceview run.db --screenshot out.png");
+               }
+               if (!flags.compare.empty() && flags.path.empty()) {
+                 throw CLI::ValidationError(
+                     "--compare needs a trace first: traceview a.db --compare b.db");
                }
                return runViewer(flags);
              }}};

@@ -89,6 +89,13 @@ constexpr uint32_t kMemoryClosedForm = rgba(80, 230, 235);
 constexpr uint32_t kMemoryLow = rgba(20, 20, 24, 200);
 constexpr uint32_t kMemoryCursor = rgba(255, 255, 255);
 constexpr uint32_t kMemoryPlot = rgba(36, 38, 44);
+// The compare view: run A and run B (strip accents), a slower and a faster difference, the aligned
+// step's start and end lines.
+constexpr uint32_t kCompareA = rgba(90, 170, 240);
+constexpr uint32_t kCompareB = rgba(240, 170, 70);
+constexpr uint32_t kCompareSlower = rgba(240, 120, 110);
+constexpr uint32_t kCompareFaster = rgba(120, 210, 120);
+constexpr uint32_t kCompareAlign = rgba(255, 255, 255, 160);
 
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];

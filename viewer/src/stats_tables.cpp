@@ -96,7 +96,8 @@ WholeRunStats computeWholeRun(const trace::TraceReader& reader, const std::atomi
   trace::analysis::ReportOptions o;
   o.top_ops = SIZE_MAX;  // every op: the table lists them all
   s.report = trace::analysis::buildReport(reader, o);
-  s.aggregates = reader.aggregates();
+  s.totals = trace::analysis::opTotals(reader, /*every_category=*/true);
+  for (const trace::AggregateRow& a : reader.aggregates()) s.spans_per_rank[a.rank] += a.count;
   s.scan = trace::analysis::rangeStats(reader, {}, cancel);
   s.names.reserve(reader.stringCount());
   for (size_t i = 0; i < reader.stringCount(); ++i) {
@@ -107,29 +108,17 @@ WholeRunStats computeWholeRun(const trace::TraceReader& reader, const std::atomi
 
 std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
   std::vector<StatsTable> tables(3);
-  // ops: the aggregates summed over ranks per (name, category), as the report sums them.
+  // ops: the report's rule (opTotals), over every category.
   StatsTable& ops = tables[0];
   ops.name = "ops";
   ops.columns = opColumns();
-  struct Sum {
-    int64_t count = 0, total = 0, self = 0;
-    std::set<int> ranks;
-  };
-  std::map<std::pair<core::StringId, int>, Sum> sums;
-  for (const trace::AggregateRow& a : s.aggregates) {
-    Sum& x = sums[{a.name, static_cast<int>(a.category)}];
-    x.count += a.count;
-    x.total += a.total_ns;
-    x.self += a.self_ns;
-    x.ranks.insert(a.rank);
-  }
-  std::map<std::pair<core::StringId, int>, const trace::analysis::NameStats*> scanned;
-  for (const auto& n : s.scan.names) scanned[{n.name, static_cast<int>(n.category)}] = &n;
-  for (const auto& [key, x] : sums) {
-    auto it = scanned.find(key);
-    addOpRow(ops, nameOf(s.names, key.first), static_cast<core::Category>(key.second), x.count,
-             x.total, x.self, it == scanned.end() ? nullptr : it->second,
-             static_cast<int>(x.ranks.size()));
+  std::map<std::pair<std::string, int>, const trace::analysis::NameStats*> scanned;
+  for (const auto& n : s.scan.names)
+    scanned[{nameOf(s.names, n.name), static_cast<int>(n.category)}] = &n;
+  for (const auto& t : s.totals) {
+    auto it = scanned.find({t.name, static_cast<int>(t.category)});
+    addOpRow(ops, t.name, t.category, t.count, t.total_ns, t.self_ns,
+             it == scanned.end() ? nullptr : it->second, t.ranks);
   }
   sortByTotalDesc(ops);
 
@@ -149,8 +138,7 @@ std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
   ranks.name = "ranks";
   ranks.columns = {"rank",       "host",       "spans",        "comm_ns",
                    "compute_ns", "overlap_ns", "recv_wait_ns", "peak_bytes"};
-  std::map<int, int64_t> spans;
-  for (const trace::AggregateRow& a : s.aggregates) spans[a.rank] += a.count;
+  std::map<int, int64_t> spans = s.spans_per_rank;
   for (const trace::RankInfo& r : s.report.ranks) {
     const trace::analysis::RankCommStats* c = nullptr;
     for (const auto& x : s.report.comm.ranks) {

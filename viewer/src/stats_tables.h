@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,10 @@ struct StatsTable {
 // Everything the whole-run tables need, computed off the UI thread.
 struct WholeRunStats {
   trace::analysis::Report report;
-  std::vector<trace::AggregateRow> aggregates;
-  trace::analysis::RangeStats scan;  // every span of every rank: min, max, p50, p95
-  std::vector<std::string> names;    // by StringId (the reader's strings)
+  std::vector<trace::analysis::OpRow> totals;  // report.h's opTotals over every category
+  std::map<int, int64_t> spans_per_rank;       // spans in the aggregates
+  trace::analysis::RangeStats scan;            // every span of every rank: min, max, p50, p95
+  std::vector<std::string> names;              // by StringId (the reader's strings)
 };
 WholeRunStats computeWholeRun(const trace::TraceReader& reader,
                               const std::atomic<bool>* cancel = nullptr);

@@ -47,6 +47,11 @@ class ViewHost {
   // The timeline's range selection (Shift+drag), null when none; drawn there as a shaded band.
   // Valid until the next frame.
   virtual const RangeSelection* rangeSelection() const { return nullptr; }
+  // --compare FILE: the trace the compare view opens beside this one at start ("" when none).
+  virtual const std::string& comparePath() const {
+    static const std::string kNone;
+    return kNone;
+  }
 };
 
 class View {

@@ -32,6 +32,7 @@ struct ViewerOptions {
   bool log_actions = false;
   bool headless = false;          // --screenshot: settle, then stop
   std::string view = "timeline";  // --view: the tab in front at open (views.h's words)
+  std::string compare;            // --compare: the second trace of the compare view
   std::string recent_file = RecentFiles::location();
 };
 
@@ -90,6 +91,7 @@ class Viewer : private ViewHost {
   const RangeSelection* rangeSelection() const override {
     return rangeSel_ ? &*rangeSel_ : nullptr;
   }
+  const std::string& comparePath() const override { return options_.compare; }
 
   struct SpanTrackState {
     int max_depth = 0;

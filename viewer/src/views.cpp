@@ -2,6 +2,7 @@
 #include "views.h"
 
 #include "collectives_view.h"
+#include "compare_view.h"
 #include "memory_view.h"
 #include "pipeline_view.h"
 #include "stats_view.h"
@@ -21,6 +22,7 @@ std::vector<std::unique_ptr<View>> makeViews() {
   appendGraphViews(views);  // callgraph, model (tracedot's pictures; need Graphviz)
 #endif
   views.push_back(makeStatsView());
+  views.push_back(makeCompareView());
   return views;
 }
 

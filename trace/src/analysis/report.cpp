@@ -87,11 +87,6 @@ std::map<std::string, std::string> memoryDtypes(const TraceReader& reader) {
 // building
 
 void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
-  struct Acc {
-    int64_t count = 0, total = 0, self = 0;
-    std::set<int> ranks;
-  };
-  std::map<std::pair<core::StringId, int>, Acc> ops;
   const core::StringId stepName = [&] {
     for (size_t i = 1; i < reader.stringCount(); ++i) {
       if (reader.str(static_cast<core::StringId>(i)) == vocab::phase::kStep)
@@ -107,30 +102,16 @@ void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
       stepSpans = satAdd(stepSpans, a.count);
       stepTotal = satAdd(stepTotal, a.total_ns);
     }
-    if (a.category != core::Category::kOp && a.category != core::Category::kBackward) continue;
-    Acc& acc = ops[{a.name, static_cast<int>(a.category)}];
-    acc.count = satAdd(acc.count, a.count);
-    acc.total = satAdd(acc.total, a.total_ns);
-    acc.self = satAdd(acc.self, a.self_ns);
-    acc.ranks.insert(a.rank);
-    r.op_spans = satAdd(r.op_spans, a.count);
   }
   for (const auto& [rank, n] : stepsPerRank) {
     r.steps = static_cast<int>(std::clamp<int64_t>(n, r.steps, INT32_MAX));
   }
   r.step_mean_ns = stepSpans > 0 ? stepTotal / stepSpans : 0;
-  std::set<core::StringId> names;
-  std::vector<OpRow> rows;
-  for (const auto& [key, acc] : ops) {
-    names.insert(key.first);
-    OpRow row;
-    row.name = reader.str(key.first);
-    row.category = static_cast<core::Category>(key.second);
-    row.count = acc.count;
-    row.total_ns = acc.total;
-    row.self_ns = acc.self;
-    row.ranks = static_cast<int>(acc.ranks.size());
-    rows.push_back(std::move(row));
+  std::vector<OpRow> rows = opTotals(reader);
+  std::set<std::string> names;
+  for (const OpRow& row : rows) {
+    names.insert(row.name);
+    r.op_spans = satAdd(r.op_spans, row.count);
   }
   r.op_names = static_cast<int64_t>(names.size());
   const size_t k = std::min(o.top_ops, rows.size());
@@ -143,6 +124,40 @@ void addOps(const TraceReader& reader, const ReportOptions& o, Report& r) {
 }
 
 }  // namespace
+
+std::vector<OpRow> opTotals(const TraceReader& reader, bool every_category) {
+  struct Acc {
+    int64_t count = 0, total = 0, self = 0;
+    std::set<int> ranks;
+  };
+  std::map<std::pair<core::StringId, int>, Acc> ops;
+  for (const AggregateRow& a : reader.aggregates()) {
+    if (!every_category && a.category != core::Category::kOp &&
+        a.category != core::Category::kBackward)
+      continue;
+    Acc& acc = ops[{a.name, static_cast<int>(a.category)}];
+    acc.count = satAdd(acc.count, a.count);
+    acc.total = satAdd(acc.total, a.total_ns);
+    acc.self = satAdd(acc.self, a.self_ns);
+    acc.ranks.insert(a.rank);
+  }
+  std::vector<OpRow> rows;
+  rows.reserve(ops.size());
+  for (const auto& [key, acc] : ops) {
+    OpRow row;
+    row.name = reader.str(key.first);
+    row.category = static_cast<core::Category>(key.second);
+    row.count = acc.count;
+    row.total_ns = acc.total;
+    row.self_ns = acc.self;
+    row.ranks = static_cast<int>(acc.ranks.size());
+    rows.push_back(std::move(row));
+  }
+  std::sort(rows.begin(), rows.end(), [](const OpRow& x, const OpRow& y) {
+    return std::tie(x.name, x.category) < std::tie(y.name, y.category);
+  });
+  return rows;
+}
 
 Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   Report r;

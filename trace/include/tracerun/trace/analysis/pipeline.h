@@ -82,7 +82,7 @@ struct PipelineAction {
   int chunk = 0, microbatch = 0;
   int peer = -1;  // messages: the global rank on the other side
   int64_t start_ns = 0, end_ns = 0;
-  long match = -1;  // receives: index in `actions` of the send it received, -1 when not traced
+  long match = -1;      // receives: index in `actions` of the send it received, -1 when not traced
   int64_t span_id = 0;  // the recorded span (for selecting it in a viewer)
 };
 

@@ -45,6 +45,12 @@ struct Report {
   std::vector<std::string> lost;  // one line per stat with severity error ("rank 1: x = 3")
 };
 
+// Every row of the report's ops table (op and autograd-node spans summed over ranks from the
+// aggregates; not only the top N), by name then category. The one rule for "ops": the report, the
+// compare view and the statistics view use it; `every_category` keeps the other categories'
+// names too (phases, comm, user scopes), summed the same way.
+std::vector<OpRow> opTotals(const TraceReader& reader, bool every_category = false);
+
 Report buildReport(const TraceReader& reader, const ReportOptions& options = {});
 // Tables for people. `reader` resolves names (the one the report was built from).
 std::string reportText(const Report& report, const TraceReader& reader);
