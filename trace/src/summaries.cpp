@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -101,19 +102,18 @@ class SeriesBuilder {
       keyList += key + ", ";
       marks += "?, ";
     }
-    scanSql_ = "SELECT " + keyList + "ts_ns, " + value + " FROM " + table + " ORDER BY rowid";
-    orderedSql_ = "SELECT " + keyList + "ts_ns, " + value + " FROM " + table + " ORDER BY " +
-                  keyList + "ts_ns, rowid";
+    scanSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table +
+               " ORDER BY rowid";
+    orderedSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table +
+                  " ORDER BY " + keyList + "ts_ns, rowid";
     insert_ = sql::Stmt(db, "INSERT INTO " + lodTable + " (" + keyList + "level, bucket, count, " +
                                 lodValues + ") VALUES (" + marks + "?, ?, ?, ?, ?, ?)");
   }
 
   template <typename Tick>
   void countPass(Tick&& tick) {
-    scan(scanSql_, [&](State& st, int64_t ts, V) {
-      ++st.n;
-      if (ts < st.lastTs) st.sorted = false;
-      st.lastTs = ts;
+    counting_ = true;
+    scan(scanSql_, true, [&](State& st, int64_t ts, V) {
       for (int k = kFirstLevel; k < kLevels; ++k) {
         const int64_t b = bucketOf(ts, k);
         if (b == st.last[static_cast<size_t>(k)]) break;
@@ -145,16 +145,19 @@ class SeriesBuilder {
 
   template <typename Tick>
   void writePass(Tick&& tick) {
-    scan(scanSql_, [&](State& st, int64_t ts, V v) {
-      if (st.sorted && !st.open.empty()) push(st, ts, v);
+    counting_ = false;
+    for (auto& entry : series_) entry.second.resetOrder();
+    scan(scanSql_, true, [&](State& st, int64_t ts, V v) {
+      if (!st.open.empty()) push(st, ts, v);
       tick();
     });
     const bool anyUnsorted = std::any_of(series_.begin(), series_.end(), [](const auto& e) {
       return !e.second.sorted && !e.second.open.empty();
     });
     if (anyUnsorted) {
-      scan(orderedSql_, [&](State& st, int64_t ts, V v) {
-        if (!st.sorted && !st.open.empty()) push(st, ts, v);
+      for (auto& entry : series_) entry.second.resetOrder();
+      scan(orderedSql_, false, [&](State& st, int64_t ts, V v) {
+        if (!st.open.empty()) push(st, ts, v);
       });
     }
     for (auto& entry : series_) {
@@ -167,21 +170,55 @@ class SeriesBuilder {
   struct State {
     SeriesKey key{};
     int64_t n = 0;
-    int64_t lastTs = std::numeric_limits<int64_t>::min();
     bool sorted = true;
     std::array<int64_t, kLevels> rows{};
     std::array<int64_t, kLevels> last;
     int first = -1;
     std::vector<SeriesBucket<V>> open;  // levels first .. top
+    // Reordering (scan): samples wait here until kReorder later ones are read, so a series
+    // whose rowid order strays from time order by less than that still reads in (ts, rowid) order.
+    struct Sample {
+      int64_t ts, rowid;
+      V v;
+      bool operator>(const Sample& o) const noexcept {
+        return ts != o.ts ? ts > o.ts : rowid > o.rowid;
+      }
+    };
+    std::priority_queue<Sample, std::vector<Sample>, std::greater<Sample>> pending;
+    int64_t emittedTs = std::numeric_limits<int64_t>::min(), emittedRowid = 0;
+    bool emittedAny = false;
     State() { last.fill(kNone); }
+    void resetOrder() {
+      pending = {};
+      emittedAny = false;
+    }
   };
+  static constexpr size_t kReorder = 4096;
 
+  // Calls fn(state, ts, value) for each sample of the statement's rows (key..., ts, value, rowid),
+  // per series in (ts, rowid) order. reorder (the rowid-order scans): through each series'
+  // reordering heap, and a series found out of order beyond it is marked unsorted (no longer
+  // given to fn; read again by the sorted statement). Otherwise only the unsorted series' rows.
   template <typename Fn>
-  void scan(const std::string& sql, Fn&& fn) {
+  void scan(const std::string& sql, bool reorder, Fn&& fn) {
     sql::Stmt s(db_, sql);
     const int nk = static_cast<int>(keys_.size());
     SeriesKey previous{};
     State* st = nullptr;
+    auto emit = [&](State& state) {
+      const typename State::Sample x = state.pending.top();
+      state.pending.pop();
+      if (state.emittedAny && (x.ts < state.emittedTs ||
+                               (x.ts == state.emittedTs && x.rowid < state.emittedRowid))) {
+        state.sorted = false;
+        state.pending = {};
+        return;
+      }
+      state.emittedAny = true;
+      state.emittedTs = x.ts;
+      state.emittedRowid = x.rowid;
+      fn(state, x.ts, x.v);
+    };
     while (s.step()) {
       SeriesKey key{};
       for (int i = 0; i < nk; ++i) key[static_cast<size_t>(i)] = s.i64(i);
@@ -190,7 +227,18 @@ class SeriesBuilder {
         st->key = key;
         previous = key;
       }
-      fn(*st, s.i64(nk), valueAt<V>(s, nk + 1));
+      if (!reorder) {
+        if (!st->sorted) fn(*st, s.i64(nk), valueAt<V>(s, nk + 1));
+        continue;
+      }
+      if (counting_) ++st->n;
+      if (!st->sorted) continue;
+      st->pending.push({s.i64(nk), s.i64(nk + 2), valueAt<V>(s, nk + 1)});
+      if (st->pending.size() > kReorder) emit(*st);
+    }
+    if (!reorder) return;
+    for (auto& entry : series_) {
+      while (entry.second.sorted && !entry.second.pending.empty()) emit(entry.second);
     }
   }
 
@@ -227,6 +275,7 @@ class SeriesBuilder {
   std::string scanSql_, orderedSql_;
   sql::Stmt insert_;
   std::map<SeriesKey, State> series_;
+  bool counting_ = false;  // the first pass: counts each series' samples
 };
 
 }  // namespace
