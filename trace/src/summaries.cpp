@@ -112,16 +112,11 @@ class SeriesBuilder {
 
   template <typename Tick>
   void countPass(Tick&& tick) {
+    // Rows per level are counted in rowid order (the scan does it), so a series out of time
+    // order there is overcounted at each place it goes back: its stored levels may be coarser,
+    // never missing rows.
     counting_ = true;
-    scan(scanSql_, true, [&](State& st, int64_t ts, V) {
-      for (int k = kFirstLevel; k < kLevels; ++k) {
-        const int64_t b = bucketOf(ts, k);
-        if (b == st.last[static_cast<size_t>(k)]) break;
-        ++st.rows[static_cast<size_t>(k)];
-        st.last[static_cast<size_t>(k)] = b;
-      }
-      tick();
-    });
+    scan(scanSql_, true, [&](State&, int64_t, V) { tick(); });
     for (auto& entry : series_) {
       State& st = entry.second;
       for (int k = kFirstLevel; k < kLevels; ++k) {
@@ -231,7 +226,16 @@ class SeriesBuilder {
         if (!st->sorted) fn(*st, s.i64(nk), valueAt<V>(s, nk + 1));
         continue;
       }
-      if (counting_) ++st->n;
+      if (counting_) {
+        ++st->n;
+        const int64_t ts = s.i64(nk);
+        for (int k = kFirstLevel; k < kLevels; ++k) {
+          const int64_t b = bucketOf(ts, k);
+          if (b == st->last[static_cast<size_t>(k)]) break;
+          ++st->rows[static_cast<size_t>(k)];
+          st->last[static_cast<size_t>(k)] = b;
+        }
+      }
       if (!st->sorted) continue;
       st->pending.push({s.i64(nk), s.i64(nk + 2), valueAt<V>(s, nk + 1)});
       if (st->pending.size() > kReorder) emit(*st);
