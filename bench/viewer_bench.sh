@@ -46,9 +46,10 @@ for ((i = 0; i < repeat; ++i)); do  # alternated: load changes hit both alike
     --bench-sweep "$steps" --size 1600x900 >"$tmp/out" &
   xpid=$!
   vpid=""
-  for ((w = 0; w < 100 && -z $vpid; ++w)); do
-    sleep 0.05
+  for ((w = 0; w < 100; ++w)); do
     vpid=$(pgrep -n -f "^$build/viewer/traceview $trace --bench-sweep" || true)
+    [[ -n $vpid ]] && break
+    sleep 0.05
   done
   rchar=0
   while [[ -n $vpid ]] && io=$(cat "/proc/$vpid/io" 2>/dev/null); do

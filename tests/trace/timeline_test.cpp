@@ -708,6 +708,10 @@ void checkEverything(const std::string& path, uint64_t seed, bool expectSummarie
   checkSeries(tl, rng);
   int fromSummaries = 0;
   checkSeriesZooms(tl, rng, &fromSummaries);
+  const EventCounts want = tl.reader().counts(), got = tl.summaryCounts();
+  CHECK(got.spans == want.spans);
+  CHECK(got.memory == want.memory);
+  CHECK(got.counters == want.counters);
 }
 
 }  // namespace
@@ -758,6 +762,8 @@ TEST_CASE("timeline: counter and memory series equal brute force at every zoom")
     int fromSummaries = 0;
     checkSeriesZooms(tl, rng, &fromSummaries);
     CHECK(fromSummaries > 0);  // the zoomed-out answers came from the stored levels
+    CHECK(tl.summaryCounts().memory == tl.reader().counts().memory);
+    CHECK(tl.summaryCounts().counters == tl.reader().counts().counters);
   };
   SECTION("summaries written at close") {
     check(path, false);

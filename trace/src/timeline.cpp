@@ -815,6 +815,24 @@ std::vector<MemoryDevice> Timeline::memoryDevices() const {
   }
   return out;
 }
+EventCounts Timeline::summaryCounts() const {
+  EventCounts c;
+  for (const auto& t : trackDepths()) c.spans += t.spans;
+  auto one = [&](const char* sql) {
+    sql::Stmt s(impl_->db_, sql);
+    return s.step() ? static_cast<int64_t>(s.f64(0)) : 0;
+  };
+  c.memory = one("SELECT total(events) FROM memory_devices");
+  // A counter track's samples: its top stored level's counts; a track storing no level (under 8
+  // samples or so) is counted from its rows.
+  c.counters = one(
+      "SELECT total(count) FROM counter_lod l WHERE level = (SELECT max(level) FROM counter_lod "
+      "WHERE track = l.track)");
+  c.counters += one(
+      "SELECT count(*) FROM counters WHERE track NOT IN (SELECT DISTINCT track FROM counter_lod)");
+  c.args = c.instants = c.flows = -1;
+  return c;
+}
 Series Timeline::memorySeries(const MemoryDevice& device, int64_t t0, int64_t t1,
                               int64_t ns_per_bucket) const {
   return impl_->memorySeries(device, t0, t1, ns_per_bucket);

@@ -187,6 +187,10 @@ class Timeline {
   // Series over [t0, t1] at about ns_per_bucket per bucket.
   Series counterSeries(int64_t track, int64_t t0, int64_t t1, int64_t ns_per_bucket) const;
   std::vector<MemoryDevice> memoryDevices() const;
+  // Spans, memory events and counter samples from the summaries (exact; a few rows read), for a
+  // viewer's header at open. TraceReader::counts() counts memory and flow rows, which reads their
+  // tables (a quarter of the benchmark trace); here args, instants and flows are -1 (not counted).
+  EventCounts summaryCounts() const;
   Series memorySeries(const MemoryDevice& device, int64_t t0, int64_t t1,
                       int64_t ns_per_bucket) const;
 
