@@ -180,9 +180,12 @@ std::string shuffled(const std::string& path, const std::string& copy, const std
   const std::string sql =
       "CREATE TEMP TABLE m AS SELECT rowid AS r, * FROM memory; DELETE FROM memory; INSERT INTO "
       "memory SELECT rank, ts_ns, device_type, device_index, ptr, bytes, total, category, op, "
-      "scope FROM m ORDER BY " + order + "; CREATE TEMP TABLE c AS SELECT rowid AS r, * FROM "
+      "scope FROM m ORDER BY " +
+      order +
+      "; CREATE TEMP TABLE c AS SELECT rowid AS r, * FROM "
       "counters; DELETE FROM counters; INSERT INTO counters SELECT track, ts_ns, value FROM c "
-      "ORDER BY " + order + "; DELETE FROM meta WHERE key = 'summaries'";
+      "ORDER BY " +
+      order + "; DELETE FROM meta WHERE key = 'summaries'";
   const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
   INFO((err ? err : ""));
   sqlite3_free(err);

@@ -304,7 +304,8 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"summaries",
        "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "
-       "memory_devices, memory_lod, counter_lod) when they are built (by merge, or a writer asked to); absent otherwise: a "
+       "memory_devices, memory_lod, counter_lod) when they are built (by merge, or a writer asked "
+       "to); absent otherwise: a "
        "Timeline then builds them when it opens the file"},
   };
   return kKeys;
@@ -346,7 +347,7 @@ std::vector<std::string> createStatements() {
 }
 
 const std::vector<std::string>& summaryTables() {
-  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod", "name_buckets",
+  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod",   "name_buckets",
                                                   "memory_devices",  "memory_lod", "counter_lod"};
   return kNames;
 }

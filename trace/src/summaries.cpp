@@ -94,18 +94,17 @@ template <typename V>
 class SeriesBuilder {
  public:
   SeriesBuilder(const sql::Db& db, const std::string& table, std::vector<std::string> keys,
-                const std::string& value, const std::string& lodTable,
-                const std::string& lodValues)
+                const std::string& value, const std::string& lodTable, const std::string& lodValues)
       : db_(db), keys_(std::move(keys)) {
     std::string keyList, marks;
     for (const auto& key : keys_) {
       keyList += key + ", ";
       marks += "?, ";
     }
-    scanSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table +
-               " ORDER BY rowid";
-    orderedSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table +
-                  " ORDER BY " + keyList + "ts_ns, rowid";
+    scanSql_ =
+        "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table + " ORDER BY rowid";
+    orderedSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table + " ORDER BY " +
+                  keyList + "ts_ns, rowid";
     insert_ = sql::Stmt(db, "INSERT INTO " + lodTable + " (" + keyList + "level, bucket, count, " +
                                 lodValues + ") VALUES (" + marks + "?, ?, ?, ?, ?, ?)");
   }
@@ -203,8 +202,8 @@ class SeriesBuilder {
     auto emit = [&](State& state) {
       const typename State::Sample x = state.pending.top();
       state.pending.pop();
-      if (state.emittedAny && (x.ts < state.emittedTs ||
-                               (x.ts == state.emittedTs && x.rowid < state.emittedRowid))) {
+      if (state.emittedAny &&
+          (x.ts < state.emittedTs || (x.ts == state.emittedTs && x.rowid < state.emittedRowid))) {
         state.sorted = false;
         state.pending = {};
         return;

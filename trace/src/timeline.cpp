@@ -173,13 +173,12 @@ void Timeline::Impl::open(const TimelineOptions& options) {
                         "SELECT bucket FROM name_buckets WHERE name = ?1 AND bucket <= ?2 ORDER BY "
                         "bucket DESC LIMIT 1");
   nameTracks_ = sql::Stmt(db_, "SELECT track FROM name_buckets WHERE name = ?1 AND bucket = ?2");
-  memory_ = std::make_unique<SeriesQuery>(db_, "memory",
-                                          std::vector<std::string>{"rank", "device_type",
-                                                                   "device_index"},
-                                          "total", "memory_lod", "min_total, max_total, last_total");
-  counters_ = std::make_unique<SeriesQuery>(db_, "counters", std::vector<std::string>{"track"},
-                                            "value", "counter_lod",
-                                            "min_value, max_value, last_value");
+  memory_ = std::make_unique<SeriesQuery>(
+      db_, "memory", std::vector<std::string>{"rank", "device_type", "device_index"}, "total",
+      "memory_lod", "min_total, max_total, last_total");
+  counters_ =
+      std::make_unique<SeriesQuery>(db_, "counters", std::vector<std::string>{"track"}, "value",
+                                    "counter_lod", "min_value, max_value, last_value");
   nameRange_ = sql::Stmt(db_,
                          "SELECT bucket, track FROM name_buckets WHERE name = ?1 AND bucket "
                          "BETWEEN ?2 AND ?3");
