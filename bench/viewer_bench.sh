@@ -34,16 +34,36 @@ size=$(stat -c %s "$trace")
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 info_s=(); info_kb=(); first=(); p99=(); p50=(); prims=(); verts=(); rss=(); peak=(); settle=()
+readb=()
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 for ((i = 0; i < repeat; ++i)); do  # alternated: load changes hit both alike
   out=$( { /usr/bin/time -f "%e %M" "$build/interpose/tracerun" info "$trace" >/dev/null; } 2>&1 | tail -1)
   info_s+=("$(echo "$out" | cut -d' ' -f1)"); info_kb+=("$(echo "$out" | cut -d' ' -f2)")
-  b=$(xvfb-run -a -s "-screen 0 1920x1080x24" "$build/viewer/traceview" "$trace" \
-        --bench-sweep "$steps" --size 1600x900)
+  # traceview in the background, its /proc/PID/io polled until it exits: rchar is every byte it
+  # read (SQLite's preads, page cache or not), to compare with the file's size.
+  xvfb-run -a -s "-screen 0 1920x1080x24" "$build/viewer/traceview" "$trace" \
+    --bench-sweep "$steps" --size 1600x900 >"$tmp/out" &
+  xpid=$!
+  vpid=""
+  for ((w = 0; w < 100; ++w)); do
+    vpid=$(pgrep -n -f "^$build/viewer/traceview $trace --bench-sweep" || true)
+    [[ -n $vpid ]] && break
+    sleep 0.05
+  done
+  rchar=0
+  while [[ -n $vpid ]] && io=$(cat "/proc/$vpid/io" 2>/dev/null); do
+    rchar=$(echo "$io" | awk '$1 == "rchar:" {print $2}')
+    sleep 0.05
+  done
+  wait "$xpid"
+  b=$(cat "$tmp/out")
+  readb+=("$rchar")
   get() { echo "$b" | awk -v k="$1" '$1 == k {print $2}'; }
   first+=("$(get first_complete_frame_ms)"); p99+=("$(get cpu_frame_ms_p99)")
   p50+=("$(get cpu_frame_ms_p50)"); prims+=("$(get primitives_max)"); verts+=("$(get vertices_max)")
   rss+=("$(get rss_kb)"); peak+=("$(get rss_peak_kb)"); settle+=("$(get settle_ms_max)")
-  echo "run $((i + 1)): info ${info_s[-1]} s; first frame ${first[-1]} ms, p99 ${p99[-1]} ms, peak RSS ${peak[-1]} kB" >&2
+  echo "run $((i + 1)): info ${info_s[-1]} s; first frame ${first[-1]} ms, p99 ${p99[-1]} ms, peak RSS ${peak[-1]} kB, read ${readb[-1]} B" >&2
 done
 m() { printf '%s\n' "$@" | median; }
 I=$(m "${info_s[@]}"); F=$(m "${first[@]}"); P=$(m "${peak[@]}")
@@ -57,3 +77,4 @@ echo "| CPU frame p50 / p99 over the sweep | $(m "${p50[@]}") / $(m "${p99[@]}")
 echo "| slowest step to settle (data thread) | $(m "${settle[@]}") ms | | |"
 echo "| primitives per frame (max) / vertices (max) | $(m "${prims[@]}") / $(m "${verts[@]}") | <= 50,000 | |"
 awk -v p="$P" -v s="$size" -v i="$(m "${info_kb[@]}")" 'BEGIN {printf "| peak resident memory | %.0f MiB (%.1f%% of the file) | <= 25%% of the file | %.1fx |\n", p / 1024, 100 * p * 1024 / s, p / i}'
+awk -v r="$(m "${readb[@]}")" -v s="$size" 'BEGIN {printf "| bytes read by the viewer (rchar, whole sweep) | %.0f MiB (%.1f%% of the file) | what is on screen | |\n", r / 1048576, 100 * r / s}'

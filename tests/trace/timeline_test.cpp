@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -115,6 +116,84 @@ void writeDense(const std::string& path, uint64_t seed, int roots) {
   writer.close();
 }
 
+// One rank of counters and memory only, for the series summaries: `samples` memory events over
+// two devices and as many counter samples over three tracks, in bursts (runs of samples a few ns
+// apart, some at the same ns) separated by gaps of every size, with negative and large values.
+void writeSeries(const std::string& path, uint64_t seed, int samples) {
+  core::Session session;
+  ShardOptions o;
+  o.path = path;
+  o.summaries = true;
+  ShardWriter writer(session, o);
+  writer.start();
+  auto& buf = session.threadBuffer("main");
+  std::vector<core::StringId> names;
+  for (const char* n : {"loss", "tokens/s", "lr"}) names.push_back(session.strings().intern(n));
+  std::mt19937_64 rng(seed);
+  auto times = [&] {
+    std::vector<int64_t> out;
+    int64_t t = -3'000'000 + static_cast<int64_t>(rng() % 1000);  // times before the origin too
+    while (static_cast<int>(out.size()) < samples) {
+      const int burst = 1 + static_cast<int>(rng() % 200);
+      for (int i = 0; i < burst; ++i) {
+        out.push_back(t);
+        t += static_cast<int64_t>(rng() % 4 == 0 ? 0 : rng() % 3000);
+      }
+      t += static_cast<int64_t>(rng() % (int64_t{1} << (rng() % 26)));
+    }
+    return out;
+  };
+  const auto counterTimes = times();
+  for (size_t i = 0; i < counterTimes.size(); ++i) {
+    core::CounterRecord c;
+    c.name = names[rng() % names.size()];
+    c.ts_ns = counterTimes[i];
+    c.value = static_cast<double>(static_cast<int64_t>(rng() % 2001) - 1000) / 8.0 +
+              (rng() % 50 == 0 ? 1e12 : 0);
+    while (!buf.ring.tryPush(core::Record::from(c))) writer.flush();
+  }
+  int64_t live[2] = {0, 0};
+  for (int64_t ts : times()) {
+    core::MemoryRecord m;
+    const int dev = static_cast<int>(rng() % 2);
+    m.ts_ns = ts;
+    m.device_type = static_cast<int8_t>(dev);
+    m.device_index = static_cast<int8_t>(dev ? 0 : -1);
+    m.bytes = live[dev] > 0 && rng() % 2
+                  ? -static_cast<int64_t>(rng() % static_cast<uint64_t>(live[dev] + 1))
+                  : static_cast<int64_t>(rng() % (uint64_t{1} << (rng() % 40)));
+    live[dev] += m.bytes;
+    m.total = live[dev];
+    while (!buf.ring.tryPush(core::Record::from(m))) writer.flush();
+  }
+  writer.close();
+}
+
+// A copy of `path` whose memory and counter rows are stored in another order (`order`, an ORDER BY
+// over the old rows: rowid order no longer time order, as when capture threads interleave),
+// without the summaries (built at open).
+std::string shuffled(const std::string& path, const std::string& copy, const std::string& order) {
+  fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(copy.c_str(), &db) == SQLITE_OK);
+  char* err = nullptr;
+  const std::string sql =
+      "CREATE TEMP TABLE m AS SELECT rowid AS r, * FROM memory; DELETE FROM memory; INSERT INTO "
+      "memory SELECT rank, ts_ns, device_type, device_index, ptr, bytes, total, category, op, "
+      "scope FROM m ORDER BY " +
+      order +
+      "; CREATE TEMP TABLE c AS SELECT rowid AS r, * FROM "
+      "counters; DELETE FROM counters; INSERT INTO counters SELECT track, ts_ns, value FROM c "
+      "ORDER BY " +
+      order + "; DELETE FROM meta WHERE key = 'summaries'";
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  INFO((err ? err : ""));
+  sqlite3_free(err);
+  sqlite3_close(db);
+  REQUIRE(rc == SQLITE_OK);
+  return copy;
+}
+
 // A copy of `path` as a file written before the summaries existed.
 std::string asOlder(const std::string& path, const std::string& copy) {
   fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
@@ -123,8 +202,8 @@ std::string asOlder(const std::string& path, const std::string& copy) {
   char* err = nullptr;
   const int rc = sqlite3_exec(db,
                               "DROP TABLE span_lod; DROP TABLE span_lod_depths; DROP TABLE "
-                              "name_buckets; DROP TABLE memory_devices; DELETE FROM meta WHERE "
-                              "key = 'summaries'",
+                              "name_buckets; DROP TABLE memory_devices; DROP TABLE memory_lod; "
+                              "DROP TABLE counter_lod; DELETE FROM meta WHERE key = 'summaries'",
                               nullptr, nullptr, &err);
   INFO((err ? err : ""));
   sqlite3_free(err);
@@ -529,6 +608,85 @@ void checkSeries(const Timeline& tl, std::mt19937_64& rng) {
   }
 }
 
+// Every counter track and memory device against brute force at bucket widths from 1 ns to past
+// the whole run, over the widest window, the samples' range, windows cut at bucket edges and
+// random ones. Counts the answers that came (partly) from the series summaries.
+void checkSeriesZooms(const Timeline& tl, std::mt19937_64& rng, int* fromSummaries) {
+  using Samples = std::vector<std::pair<int64_t, double>>;  // (ts, value) in (ts, rowid) order
+  using Tuple = std::tuple<int64_t, int64_t, int64_t, double, double, double>;
+  const auto& r = tl.reader();
+  std::vector<std::pair<std::function<Series(int64_t, int64_t, int64_t)>, Samples>> all;
+  for (const auto& t : r.tracks()) {
+    if (t.kind != core::TrackKind::kCounter) continue;
+    Samples samples;
+    for (const auto& c : r.counters(t.id, INT64_MIN, INT64_MAX)) {
+      samples.emplace_back(c.ts_ns, c.value);
+    }
+    all.emplace_back([&tl, id = t.id](int64_t t0, int64_t t1,
+                                      int64_t w) { return tl.counterSeries(id, t0, t1, w); },
+                     samples);
+  }
+  for (const auto& d : tl.memoryDevices()) {
+    Samples samples;
+    for (const auto& m : r.memory(d.rank, INT64_MIN, INT64_MAX)) {
+      if (m.device_type == d.device_type && m.device_index == d.device_index) {
+        samples.emplace_back(m.ts_ns, static_cast<double>(m.total));
+      }
+    }
+    all.emplace_back(
+        [&tl, d](int64_t t0, int64_t t1, int64_t w) { return tl.memorySeries(d, t0, t1, w); },
+        samples);
+  }
+  for (const auto& [query, samples] : all) {
+    if (samples.empty()) continue;
+    const int64_t lo = samples.front().first, hi = samples.back().first;
+    for (int e = 0; e <= 22; ++e) {
+      const int64_t W = int64_t{1} << (2 * e);
+      const int64_t asked = W + static_cast<int64_t>(rng() % static_cast<uint64_t>(3 * W));
+      std::vector<std::pair<int64_t, int64_t>> windows = {
+          {INT64_MIN, INT64_MAX}, {lo, hi}, {lo + 1, hi - 1}};
+      for (int i = 0; i < 6; ++i) {
+        const int64_t a = lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+        const int64_t len = (hi - lo) >> (rng() % 12);
+        windows.push_back({a, a + len});
+        // Cut at edges of the summary buckets of this width and of the ones below it.
+        const int64_t Wc = std::max<int64_t>(1, W >> (2 * (rng() % 3)));
+        const int64_t a0 = floorDiv(a, Wc) * Wc;
+        windows.push_back({a0, a0 + Wc * (1 + static_cast<int64_t>(rng() % 64)) - 1});
+      }
+      for (const auto& [t0, t1] : windows) {
+        if (t0 > t1) continue;
+        std::vector<Tuple> want;
+        std::optional<double> before;
+        for (const auto& [ts, v] : samples) {
+          if (ts < t0) before = v;
+          if (ts < t0 || ts > t1) continue;
+          const int64_t start = floorDiv(ts, W) * W;
+          if (want.empty() || std::get<0>(want.back()) != start) {
+            want.emplace_back(start, start + W, 0, v, v, v);
+          }
+          auto& b = want.back();
+          ++std::get<2>(b);
+          std::get<3>(b) = std::min(std::get<3>(b), v);
+          std::get<4>(b) = std::max(std::get<4>(b), v);
+          std::get<5>(b) = v;
+        }
+        const Series s = query(t0, t1, asked);
+        std::vector<Tuple> got;
+        for (const auto& b : s.buckets) {
+          got.emplace_back(b.start_ns, b.end_ns, b.count, b.min, b.max, b.last);
+        }
+        INFO("window [" << t0 << ", " << t1 << "], asked " << asked << " ns per bucket");
+        CHECK(s.bucket_ns == W);
+        CHECK(got == want);
+        CHECK(s.has_before == before.has_value());
+        if (before && s.has_before) CHECK(s.before == *before);
+        if (s.from_summaries) ++*fromSummaries;
+      }
+    }
+  }
+}
+
 void checkEverything(const std::string& path, uint64_t seed, bool expectSummaries) {
   int64_t lastDone = -1;
   TimelineOptions options;
@@ -551,6 +709,12 @@ void checkEverything(const std::string& path, uint64_t seed, bool expectSummarie
   checkSearch(tl, all, rng);
   checkSpansAtDepth(tl, all, rng);
   checkSeries(tl, rng);
+  int fromSummaries = 0;
+  checkSeriesZooms(tl, rng, &fromSummaries);
+  const EventCounts want = tl.reader().counts(), got = tl.summaryCounts();
+  CHECK(got.spans == want.spans);
+  CHECK(got.memory == want.memory);
+  CHECK(got.counters == want.counters);
 }
 
 }  // namespace
@@ -588,6 +752,46 @@ TEST_CASE("timeline: every query equals brute force on the merged multi-rank fix
   checkEverything(g.merged, 3, false);
   checkEverything(g.shards[1], 5, false);
   checkEverything(asOlder(g.merged, dir.file("older.db")), 4, false);
+}
+
+TEST_CASE("timeline: counter and memory series equal brute force at every zoom") {
+  TempDir dir;
+  const std::string path = dir.file("series.db");
+  writeSeries(path, 21, 40000);
+  std::mt19937_64 rng(22);
+  auto check = [&](const std::string& file, bool builtAtOpen) {
+    Timeline tl = Timeline::open(file);
+    CHECK(tl.summariesBuiltAtOpen() == builtAtOpen);
+    int fromSummaries = 0;
+    checkSeriesZooms(tl, rng, &fromSummaries);
+    CHECK(fromSummaries > 0);  // the zoomed-out answers came from the stored levels
+    CHECK(tl.summaryCounts().memory == tl.reader().counts().memory);
+    CHECK(tl.summaryCounts().counters == tl.reader().counts().counters);
+  };
+  SECTION("summaries written at close") {
+    check(path, false);
+  }
+  SECTION("an older file: built at open") {
+    check(asOlder(path, dir.file("older.db")), true);
+  }
+  SECTION("summaries of version 1 (spans only): the series ones built at open") {
+    const std::string v1 = dir.file("v1.db");
+    fs::copy_file(path, v1);
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(v1.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "DROP TABLE memory_lod; DROP TABLE counter_lod; UPDATE meta SET value "
+                         "= '1' WHERE key = 'summaries'",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    check(v1, true);
+  }
+  SECTION("rows out of time order in the file (threads interleaved): built at open") {
+    check(shuffled(path, dir.file("shuffled.db"), "random()"), true);
+  }
+  SECTION("rows a little out of time order (shuffled within runs of 16): built at open") {
+    check(shuffled(path, dir.file("local.db"), "r / 16, random()"), true);
+  }
 }
 
 TEST_CASE("timeline: a zoomed-out draw of a dense track comes from the summaries, bounded") {

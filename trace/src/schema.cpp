@@ -142,6 +142,35 @@ const std::vector<Table>& tables() {
         {"events", "INTEGER NOT NULL", "memory rows of the device"}},
        "PRIMARY KEY (rank, device_type, device_index)",
        true},
+      {"memory_lod",
+       "Level-of-detail summaries of each device's live memory (memory.total): the samples of "
+       "one (rank, device) whose ts_ns lies in one bucket of width 4^level ns (bucket = "
+       "floor(ts_ns / 4^level)), reduced to count, min, max and last. Only levels that hold at "
+       "most a quarter as many rows as the device has samples are stored, from the finest such "
+       "one up to one with at most 4 rows (the stored levels: min(level) .. max(level)).",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
+        {"level", "INTEGER NOT NULL", "bucket width 4^level ns"},
+        {"bucket", "INTEGER NOT NULL", "floor(ts_ns / 4^level)"},
+        {"count", "INTEGER NOT NULL", "samples in the bucket"},
+        {"min_total", "INTEGER NOT NULL", "smallest memory.total among them"},
+        {"max_total", "INTEGER NOT NULL", "largest"},
+        {"last_total", "INTEGER NOT NULL", "the last one's, in (ts_ns, rowid) order"}},
+       "PRIMARY KEY (rank, device_type, device_index, level, bucket)",
+       true},
+      {"counter_lod",
+       "Level-of-detail summaries of each counter track, as memory_lod is of memory: the samples "
+       "of one track in one bucket of width 4^level ns reduced to count, min, max and last.",
+       {{"track", "INTEGER NOT NULL", "tracks.id (kind counter)"},
+        {"level", "INTEGER NOT NULL", "bucket width 4^level ns"},
+        {"bucket", "INTEGER NOT NULL", "floor(ts_ns / 4^level)"},
+        {"count", "INTEGER NOT NULL", "samples in the bucket"},
+        {"min_value", "REAL NOT NULL", "smallest counters.value among them"},
+        {"max_value", "REAL NOT NULL", "largest"},
+        {"last_value", "REAL NOT NULL", "the last one's, in (ts_ns, rowid) order"}},
+       "PRIMARY KEY (track, level, bucket)",
+       true},
       {"args",
        "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...).",
        {{"span", "INTEGER NOT NULL", "spans.id"},
@@ -275,7 +304,8 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"summaries",
        "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "
-       "memory_devices) when they are built (by merge, or a writer asked to); absent otherwise: a "
+       "memory_devices, memory_lod, counter_lod) when they are built (by merge, or a writer asked "
+       "to); absent otherwise: a "
        "Timeline then builds them when it opens the file"},
   };
   return kKeys;
@@ -317,8 +347,8 @@ std::vector<std::string> createStatements() {
 }
 
 const std::vector<std::string>& summaryTables() {
-  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod", "name_buckets",
-                                                  "memory_devices"};
+  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod",   "name_buckets",
+                                                  "memory_devices",  "memory_lod", "counter_lod"};
   return kNames;
 }
 

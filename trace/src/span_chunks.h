@@ -148,7 +148,7 @@ namespace tracerun::trace::lod {
 
 // Version of the summary tables' layout, in meta `summaries`; a file without it (or with another
 // value) gets them built when a Timeline opens it.
-inline constexpr const char* kSummariesVersion = "1";
+inline constexpr const char* kSummariesVersion = "2";  // 2: memory_lod, counter_lod
 
 // Level k buckets time into widths of 4^k ns, aligned to multiples of the width.
 inline constexpr int kLevels = 27;     // 4^26 ns: 52 days

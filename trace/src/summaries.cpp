@@ -1,11 +1,15 @@
 // The level-of-detail builder (summaries.h): two passes over each track's spans in span order, the
-// first to count each level's rows (which levels the track stores), the second to write them.
+// first to count each level's rows (which levels the track stores), the second to write them; the
+// same for the memory and counter series, two passes over each table in rowid order.
 #include "summaries.h"
 
 #include <algorithm>
 #include <array>
 #include <functional>
 #include <limits>
+#include <map>
+#include <queue>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +70,217 @@ class SpanStream {
 
 constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
 
+// A series' key: (track) for counters, (rank, device_type, device_index) for memory.
+using SeriesKey = std::array<int64_t, 3>;
+
+template <typename V>
+V valueAt(const sql::Stmt& s, int col);
+template <>
+int64_t valueAt<int64_t>(const sql::Stmt& s, int col) {
+  return s.i64(col);
+}
+template <>
+double valueAt<double>(const sql::Stmt& s, int col) {
+  return s.f64(col);
+}
+
+// The summaries of every series of one table (summaries.h): a first pass in rowid order counts
+// each series' samples and rows per level (which levels it stores) and checks that the series is in
+// time order there (a shard's rows are, unless threads interleaved); the second pass writes the
+// finest stored level's buckets, each folded into the next level's as it closes. The series not in
+// time order in rowid order are then read in one more statement, ORDER BY key, ts_ns, rowid (one
+// sort of the table, however many series need it).
+template <typename V>
+class SeriesBuilder {
+ public:
+  SeriesBuilder(const sql::Db& db, const std::string& table, std::vector<std::string> keys,
+                const std::string& value, const std::string& lodTable, const std::string& lodValues)
+      : db_(db), keys_(std::move(keys)) {
+    std::string keyList, marks;
+    for (const auto& key : keys_) {
+      keyList += key + ", ";
+      marks += "?, ";
+    }
+    scanSql_ =
+        "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table + " ORDER BY rowid";
+    orderedSql_ = "SELECT " + keyList + "ts_ns, " + value + ", rowid FROM " + table + " ORDER BY " +
+                  keyList + "ts_ns, rowid";
+    insert_ = sql::Stmt(db, "INSERT INTO " + lodTable + " (" + keyList + "level, bucket, count, " +
+                                lodValues + ") VALUES (" + marks + "?, ?, ?, ?, ?, ?)");
+  }
+
+  template <typename Tick>
+  void countPass(Tick&& tick) {
+    // Rows per level are counted in rowid order (the scan does it), so a series out of time
+    // order there is overcounted at each place it goes back: its stored levels may be coarser,
+    // never missing rows.
+    counting_ = true;
+    scan(scanSql_, true, [&](State&, int64_t, V) { tick(); });
+    for (auto& entry : series_) {
+      State& st = entry.second;
+      for (int k = kFirstLevel; k < kLevels; ++k) {
+        if (st.rows[static_cast<size_t>(k)] * kCompression <= st.n) {
+          st.first = k;
+          break;
+        }
+      }
+      if (st.first < 0) continue;
+      int top = st.first;
+      while (top + 1 < kLevels && st.rows[static_cast<size_t>(top)] > kSeriesTopRows) ++top;
+      st.open.resize(static_cast<size_t>(top - st.first + 1));
+    }
+  }
+
+  std::vector<std::pair<SeriesKey, int64_t>> sampleCounts() const {
+    std::vector<std::pair<SeriesKey, int64_t>> out;
+    for (const auto& [key, st] : series_) out.emplace_back(key, st.n);
+    return out;
+  }
+
+  template <typename Tick>
+  void writePass(Tick&& tick) {
+    counting_ = false;
+    for (auto& entry : series_) entry.second.resetOrder();
+    scan(scanSql_, true, [&](State& st, int64_t ts, V v) {
+      if (!st.open.empty()) push(st, ts, v);
+      tick();
+    });
+    const bool anyUnsorted = std::any_of(series_.begin(), series_.end(), [](const auto& e) {
+      return !e.second.sorted && !e.second.open.empty();
+    });
+    if (anyUnsorted) {
+      for (auto& entry : series_) entry.second.resetOrder();
+      scan(orderedSql_, false, [&](State& st, int64_t ts, V v) {
+        if (!st.open.empty()) push(st, ts, v);
+      });
+    }
+    for (auto& entry : series_) {
+      State& st = entry.second;
+      for (size_t j = 0; j < st.open.size(); ++j) close(st, j);
+    }
+  }
+
+ private:
+  struct State {
+    SeriesKey key{};
+    int64_t n = 0;
+    bool sorted = true;
+    std::array<int64_t, kLevels> rows{};
+    std::array<int64_t, kLevels> last;
+    int first = -1;
+    std::vector<SeriesBucket<V>> open;  // levels first .. top
+    // Reordering (scan): samples wait here until kReorder later ones are read, so a series
+    // whose rowid order strays from time order by less than that still reads in (ts, rowid) order.
+    struct Sample {
+      int64_t ts, rowid;
+      V v;
+      bool operator>(const Sample& o) const noexcept {
+        return ts != o.ts ? ts > o.ts : rowid > o.rowid;
+      }
+    };
+    std::priority_queue<Sample, std::vector<Sample>, std::greater<Sample>> pending;
+    int64_t emittedTs = std::numeric_limits<int64_t>::min(), emittedRowid = 0;
+    bool emittedAny = false;
+    State() { last.fill(kNone); }
+    void resetOrder() {
+      pending = {};
+      emittedAny = false;
+    }
+  };
+  static constexpr size_t kReorder = 4096;
+
+  // Calls fn(state, ts, value) for each sample of the statement's rows (key..., ts, value, rowid),
+  // per series in (ts, rowid) order. reorder (the rowid-order scans): through each series'
+  // reordering heap, and a series found out of order beyond it is marked unsorted (no longer
+  // given to fn; read again by the sorted statement). Otherwise only the unsorted series' rows.
+  template <typename Fn>
+  void scan(const std::string& sql, bool reorder, Fn&& fn) {
+    sql::Stmt s(db_, sql);
+    const int nk = static_cast<int>(keys_.size());
+    SeriesKey previous{};
+    State* st = nullptr;
+    auto emit = [&](State& state) {
+      const typename State::Sample x = state.pending.top();
+      state.pending.pop();
+      if (state.emittedAny &&
+          (x.ts < state.emittedTs || (x.ts == state.emittedTs && x.rowid < state.emittedRowid))) {
+        state.sorted = false;
+        state.pending = {};
+        return;
+      }
+      state.emittedAny = true;
+      state.emittedTs = x.ts;
+      state.emittedRowid = x.rowid;
+      fn(state, x.ts, x.v);
+    };
+    while (s.step()) {
+      SeriesKey key{};
+      for (int i = 0; i < nk; ++i) key[static_cast<size_t>(i)] = s.i64(i);
+      if (st == nullptr || key != previous) {
+        st = &series_[key];
+        st->key = key;
+        previous = key;
+      }
+      if (!reorder) {
+        if (!st->sorted) fn(*st, s.i64(nk), valueAt<V>(s, nk + 1));
+        continue;
+      }
+      if (counting_) {
+        ++st->n;
+        const int64_t ts = s.i64(nk);
+        for (int k = kFirstLevel; k < kLevels; ++k) {
+          const int64_t b = bucketOf(ts, k);
+          if (b == st->last[static_cast<size_t>(k)]) break;
+          ++st->rows[static_cast<size_t>(k)];
+          st->last[static_cast<size_t>(k)] = b;
+        }
+      }
+      if (!st->sorted) continue;
+      st->pending.push({s.i64(nk), s.i64(nk + 2), valueAt<V>(s, nk + 1)});
+      if (st->pending.size() > kReorder) emit(*st);
+    }
+    if (!reorder) return;
+    for (auto& entry : series_) {
+      while (entry.second.sorted && !entry.second.pending.empty()) emit(entry.second);
+    }
+  }
+
+  void push(State& st, int64_t ts, V v) {
+    SeriesBucket<V>& b = st.open[0];
+    const int64_t index = bucketOf(ts, st.first);
+    if (b.count > 0 && b.bucket != index) close(st, 0);
+    b.bucket = index;
+    b.add(v);
+  }
+
+  // Writes level index j's open bucket, folds it into level j + 1's (closing that one first when
+  // it is another bucket) and empties it.
+  void close(State& st, size_t j) {
+    SeriesBucket<V>& b = st.open[j];
+    if (b.count == 0) return;
+    const int k = static_cast<int>(keys_.size());
+    for (int i = 0; i < k; ++i) insert_.bind(i + 1, st.key[static_cast<size_t>(i)]);
+    insert_.bind(k + 1, int64_t{st.first + static_cast<int>(j)}).bind(k + 2, b.bucket);
+    insert_.bind(k + 3, b.count).bind(k + 4, b.min).bind(k + 5, b.max).bind(k + 6, b.last);
+    insert_.run();
+    if (j + 1 < st.open.size()) {
+      SeriesBucket<V>& up = st.open[j + 1];
+      const int64_t index = b.bucket >> 2;
+      if (up.count > 0 && up.bucket != index) close(st, j + 1);
+      up.bucket = index;
+      up.merge(b);
+    }
+    b = SeriesBucket<V>();
+  }
+
+  const sql::Db& db_;
+  std::vector<std::string> keys_;
+  std::string scanSql_, orderedSql_;
+  sql::Stmt insert_;
+  std::map<SeriesKey, State> series_;
+  bool counting_ = false;  // the first pass: counts each series' samples
+};
+
 }  // namespace
 
 void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progress) {
@@ -80,13 +295,17 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
       total += tracks.back().second;
     }
   }
+  for (const char* table : {"memory", "counters"}) {
+    sql::Stmt rows(db, std::string("SELECT max(rowid) FROM ") + table);  // a B-tree seek, >= rows
+    if (rows.step()) total += std::max<int64_t>(0, rows.i64(0));
+  }
   total *= 2;
   int64_t done = 0;
   int64_t reported = 0;
   auto tick = [&] {
     if (++done - reported < 65536 || !progress) return;
     reported = done;
-    if (!progress(done, total)) throw TraceError(db.path() + ": cancelled");
+    if (!progress(std::min(done, total), total)) throw TraceError(db.path() + ": cancelled");
   };
 
   SpanStream stream(db);
@@ -220,11 +439,22 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
       for (int j = 0; j < levels; ++j) close(d, j);
     }
   }
-  sql::Stmt(db,
-            "INSERT INTO memory_devices (rank, device_type, device_index, events) SELECT rank, "
-            "device_type, device_index, count(*) FROM memory GROUP BY rank, device_type, "
-            "device_index")
-      .run();
+  // The series: memory per (rank, device), then counters per track (and memory_devices from the
+  // first pass over memory).
+  SeriesBuilder<int64_t> memory(db, "memory", {"rank", "device_type", "device_index"}, "total",
+                                "memory_lod", "min_total, max_total, last_total");
+  memory.countPass(tick);
+  sql::Stmt insDevice(db,
+                      "INSERT INTO memory_devices (rank, device_type, device_index, events) VALUES "
+                      "(?, ?, ?, ?)");
+  for (const auto& [key, n] : memory.sampleCounts()) {
+    insDevice.bind(1, key[0]).bind(2, key[1]).bind(3, key[2]).bind(4, n).run();
+  }
+  memory.writePass(tick);
+  SeriesBuilder<double> counters(db, "counters", {"track"}, "value", "counter_lod",
+                                 "min_value, max_value, last_value");
+  counters.countPass(tick);
+  counters.writePass(tick);
   if (progress && !progress(total, total)) throw TraceError(db.path() + ": cancelled");
 }
 

@@ -7,13 +7,18 @@
 #include "tracerun/trace/timeline.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "span_chunks.h"
 #include "sqlite_util.h"
@@ -84,6 +89,20 @@ class Timeline::Impl {
   Series counterSeries(int64_t track, int64_t t0, int64_t t1, int64_t nsPerBucket) const;
   Series memorySeries(const MemoryDevice& d, int64_t t0, int64_t t1, int64_t nsPerBucket) const;
 
+  // One kind of series (counters by track, memory by rank and device; summaries.h): its
+  // statements, the key columns bound first (?1..?keys), and each series' stored levels.
+  using SeriesKey = std::array<int64_t, 3>;
+  struct SeriesQuery {
+    SeriesQuery(const sql::Db& db, const std::string& table,
+                const std::vector<std::string>& keyColumns, const std::string& value,
+                const std::string& lodTable, const std::string& lodValues);
+    int keys = 0;
+    sql::Stmt prev, raw, rows, firstLevel, topLevel;
+    std::map<SeriesKey, std::pair<int, int>> levels;  // (first, top); -1: none stored
+  };
+  Series series(SeriesQuery& q, const SeriesKey& key, int64_t t0, int64_t t1,
+                int64_t nsPerBucket) const;
+
   const DepthInfo* depth(int64_t track, int d) const {
     auto it = depths_.find(track);
     if (it == depths_.end() || d < 0 || static_cast<size_t>(d) >= it->second.size()) return nullptr;
@@ -102,6 +121,7 @@ class Timeline::Impl {
   std::map<int64_t, std::vector<DepthInfo>> depths_;  // track -> by depth
   std::vector<int64_t> tracks_;
   mutable sql::Stmt lodRows_, spanById_, nameNext_, namePrev_, nameTracks_, nameRange_;
+  std::unique_ptr<SeriesQuery> memory_, counters_;  // const queries use them (non-const pointees)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -153,6 +173,12 @@ void Timeline::Impl::open(const TimelineOptions& options) {
                         "SELECT bucket FROM name_buckets WHERE name = ?1 AND bucket <= ?2 ORDER BY "
                         "bucket DESC LIMIT 1");
   nameTracks_ = sql::Stmt(db_, "SELECT track FROM name_buckets WHERE name = ?1 AND bucket = ?2");
+  memory_ = std::make_unique<SeriesQuery>(
+      db_, "memory", std::vector<std::string>{"rank", "device_type", "device_index"}, "total",
+      "memory_lod", "min_total, max_total, last_total");
+  counters_ =
+      std::make_unique<SeriesQuery>(db_, "counters", std::vector<std::string>{"track"}, "value",
+                                    "counter_lod", "min_value, max_value, last_value");
   nameRange_ = sql::Stmt(db_,
                          "SELECT bucket, track FROM name_buckets WHERE name = ?1 AND bucket "
                          "BETWEEN ?2 AND ?3");
@@ -585,50 +611,117 @@ void addSample(Series& out, int64_t ts, double v) {
   sb.last = v;
 }
 
+// A bucket of a stored level, inside one of out's buckets (and after all samples already added).
+void addRow(Series& out, int64_t start, int64_t count, double lo, double hi, double last) {
+  const int64_t b = lod::floorDiv(start, out.bucket_ns);
+  if (out.buckets.empty() || out.buckets.back().start_ns != b * out.bucket_ns) {
+    SeriesBucket nb;
+    nb.start_ns = b * out.bucket_ns;
+    nb.end_ns = nb.start_ns + out.bucket_ns;
+    nb.min = lo;
+    nb.max = hi;
+    out.buckets.push_back(nb);
+  }
+  SeriesBucket& sb = out.buckets.back();
+  sb.count += count;
+  sb.min = std::min(sb.min, lo);
+  sb.max = std::max(sb.max, hi);
+  sb.last = last;
+}
+
 }  // namespace
+
+Timeline::Impl::SeriesQuery::SeriesQuery(const sql::Db& db, const std::string& table,
+                                         const std::vector<std::string>& keyColumns,
+                                         const std::string& value, const std::string& lodTable,
+                                         const std::string& lodValues)
+    : keys(static_cast<int>(keyColumns.size())) {
+  std::string where;
+  for (size_t i = 0; i < keyColumns.size(); ++i) {
+    where += keyColumns[i] + " = ?" + std::to_string(i + 1) + " AND ";
+  }
+  auto p = [&](int i) { return "?" + std::to_string(keys + i); };
+  prev = sql::Stmt(db, "SELECT " + value + " FROM " + table + " WHERE " + where + "ts_ns < " +
+                           p(1) + " ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
+  raw = sql::Stmt(db, "SELECT ts_ns, " + value + " FROM " + table + " WHERE " + where +
+                          "ts_ns BETWEEN " + p(1) + " AND " + p(2) + " ORDER BY ts_ns, rowid");
+  rows = sql::Stmt(db, "SELECT bucket, count, " + lodValues + " FROM " + lodTable + " WHERE " +
+                           where + "level = " + p(1) + " AND bucket BETWEEN " + p(2) + " AND " +
+                           p(3) + " ORDER BY bucket");
+  // Two seeks on the primary key (one min() or max() each is a seek; both in one is a scan).
+  where.resize(where.size() - 5);  // the trailing " AND "
+  firstLevel = sql::Stmt(db, "SELECT min(level) FROM " + lodTable + " WHERE " + where);
+  topLevel = sql::Stmt(db, "SELECT max(level) FROM " + lodTable + " WHERE " + where);
+}
+
+Series Timeline::Impl::series(SeriesQuery& q, const SeriesKey& key, int64_t t0, int64_t t1,
+                              int64_t nsPerBucket) const {
+  Series out;
+  const int k = lod::levelFor(static_cast<double>(std::max<int64_t>(1, nsPerBucket)));
+  out.bucket_ns = lod::width(k);
+  if (t0 > t1) return out;
+  auto bindKey = [&](sql::Stmt& s) {
+    s.reset();
+    for (int i = 0; i < q.keys; ++i) s.bind(i + 1, key[static_cast<size_t>(i)]);
+  };
+  bindKey(q.prev);
+  q.prev.bind(q.keys + 1, t0);
+  if (q.prev.step()) {
+    out.has_before = true;
+    out.before = q.prev.f64(0);
+  }
+  q.prev.reset();
+  auto raw = [&](int64_t a, int64_t b) {
+    bindKey(q.raw);
+    q.raw.bind(q.keys + 1, a).bind(q.keys + 2, b);
+    while (q.raw.step()) addSample(out, q.raw.i64(0), q.raw.f64(1));
+    q.raw.reset();
+  };
+  auto [it, fresh] = q.levels.try_emplace(key, -1, -1);
+  if (fresh) {
+    for (auto [stmt, level] : {std::pair{&q.firstLevel, &it->second.first},
+                               std::pair{&q.topLevel, &it->second.second}}) {
+      bindKey(*stmt);
+      if (stmt->step() && !stmt->isNull(0)) *level = static_cast<int>(stmt->i64(0));
+      stmt->reset();
+    }
+  }
+  const auto [first, top] = it->second;
+  if (first < 0 || k < first) {  // zoomed in finer than the stored levels: the samples
+    raw(t0, t1);
+    return out;
+  }
+  // The stored level j (the requested one, or the top one merged up) for the level-j buckets
+  // wholly inside [t0, t1]; the samples for the parts of the window outside them.
+  const int j = std::min(k, top);
+  const int64_t Wj = lod::width(j);
+  constexpr int64_t kLimit = int64_t{1} << 61;  // no overflow in bucket * width (as in draw)
+  const int64_t lo = -lod::floorDiv(-std::max(t0, -kLimit), Wj);
+  const int64_t hi = lod::floorDiv(std::min(t1, kLimit) + 1, Wj) - 1;
+  if (lo > hi) {
+    raw(t0, t1);
+    return out;
+  }
+  if (t0 < lo * Wj) raw(t0, lo * Wj - 1);
+  bindKey(q.rows);
+  q.rows.bind(q.keys + 1, int64_t{j}).bind(q.keys + 2, lo).bind(q.keys + 3, hi);
+  while (q.rows.step()) {
+    addRow(out, q.rows.i64(0) * Wj, q.rows.i64(1), q.rows.f64(2), q.rows.f64(3), q.rows.f64(4));
+  }
+  q.rows.reset();
+  out.from_summaries = true;
+  if ((hi + 1) * Wj <= t1) raw((hi + 1) * Wj, t1);
+  return out;
+}
 
 Series Timeline::Impl::counterSeries(int64_t track, int64_t t0, int64_t t1,
                                      int64_t nsPerBucket) const {
-  Series out;
-  out.bucket_ns = lod::width(lod::levelFor(static_cast<double>(std::max<int64_t>(1, nsPerBucket))));
-  if (t0 > t1) return out;
-  sql::Stmt prev(db_,
-                 "SELECT value FROM counters WHERE track = ?1 AND ts_ns < ?2 ORDER BY ts_ns DESC, "
-                 "rowid DESC LIMIT 1");
-  prev.bind(1, track).bind(2, t0);
-  if (prev.step()) {
-    out.has_before = true;
-    out.before = prev.f64(0);
-  }
-  sql::Stmt s(db_,
-              "SELECT ts_ns, value FROM counters WHERE track = ?1 AND ts_ns BETWEEN ?2 AND ?3 "
-              "ORDER BY ts_ns, rowid");
-  s.bind(1, track).bind(2, t0).bind(3, t1);
-  while (s.step()) addSample(out, s.i64(0), s.f64(1));
-  return out;
+  return series(*counters_, {track, 0, 0}, t0, t1, nsPerBucket);
 }
 
 Series Timeline::Impl::memorySeries(const MemoryDevice& d, int64_t t0, int64_t t1,
                                     int64_t nsPerBucket) const {
-  Series out;
-  out.bucket_ns = lod::width(lod::levelFor(static_cast<double>(std::max<int64_t>(1, nsPerBucket))));
-  if (t0 > t1) return out;
-  sql::Stmt prev(db_,
-                 "SELECT total FROM memory WHERE rank = ?1 AND ts_ns < ?2 AND device_type = ?3 AND "
-                 "device_index = ?4 ORDER BY ts_ns DESC, rowid DESC LIMIT 1");
-  prev.bind(1, int64_t{d.rank}).bind(2, t0).bind(3, int64_t{d.device_type});
-  prev.bind(4, int64_t{d.device_index});
-  if (prev.step()) {
-    out.has_before = true;
-    out.before = static_cast<double>(prev.i64(0));
-  }
-  sql::Stmt s(db_,
-              "SELECT ts_ns, total FROM memory WHERE rank = ?1 AND ts_ns BETWEEN ?2 AND ?3 AND "
-              "device_type = ?4 AND device_index = ?5 ORDER BY ts_ns, rowid");
-  s.bind(1, int64_t{d.rank}).bind(2, t0).bind(3, t1).bind(4, int64_t{d.device_type});
-  s.bind(5, int64_t{d.device_index});
-  while (s.step()) addSample(out, s.i64(0), static_cast<double>(s.i64(1)));
-  return out;
+  return series(*memory_, {d.rank, d.device_type, d.device_index}, t0, t1, nsPerBucket);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -720,6 +813,24 @@ std::vector<MemoryDevice> Timeline::memoryDevices() const {
         {static_cast<int>(s.i64(0)), static_cast<int>(s.i64(1)), static_cast<int>(s.i64(2))});
   }
   return out;
+}
+EventCounts Timeline::summaryCounts() const {
+  EventCounts c;
+  for (const auto& t : trackDepths()) c.spans += t.spans;
+  auto one = [&](const char* sql) {
+    sql::Stmt s(impl_->db_, sql);
+    return s.step() ? static_cast<int64_t>(s.f64(0)) : 0;
+  };
+  c.memory = one("SELECT total(events) FROM memory_devices");
+  // A counter track's samples: its top stored level's counts; a track storing no level (under 8
+  // samples or so) is counted from its rows.
+  c.counters = one(
+      "SELECT total(count) FROM counter_lod l WHERE level = (SELECT max(level) FROM counter_lod "
+      "WHERE track = l.track)");
+  c.counters += one(
+      "SELECT count(*) FROM counters WHERE track NOT IN (SELECT DISTINCT track FROM counter_lod)");
+  c.args = c.instants = c.flows = -1;
+  return c;
 }
 Series Timeline::memorySeries(const MemoryDevice& device, int64_t t0, int64_t t1,
                               int64_t ns_per_bucket) const {

@@ -49,7 +49,7 @@ TraceData TraceData::open(const std::string& path) {
   d.path_ = path;
   const trace::TraceReader& reader = d.impl_->reader();
   d.ranks_ = reader.ranks();
-  d.counts_ = reader.counts();
+  d.counts_ = d.impl_->timeline.summaryCounts();  // reader.counts() reads the memory table
   d.range_ = reader.timeRange();
   std::map<int64_t, int> depth;
   for (const auto& td : d.impl_->timeline.trackDepths())

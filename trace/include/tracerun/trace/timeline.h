@@ -7,10 +7,11 @@
 //
 // Contract:
 // - open() checks the file as TraceReader::open does (same one-line TraceErrors). A file without
-//   the summaries (no meta `summaries`: a shard, or a trace written before they existed; merge
-//   writes them) gets them built at open into a private
+//   the summaries (no meta `summaries` of this version: a shard, or a trace written before they
+//   existed or before memory_lod / counter_lod; merge writes them) gets them built at open into a
+//   private
 //   temporary database (SQLite's anonymous temp file, deleted at close): the trace file stays
-//   untouched and read-only; options.progress reports (done, total) spans and may cancel
+//   untouched and read-only; options.progress reports (done, total) work and may cancel
 //   (returning false makes open throw TraceError "<path>: cancelled").
 // - Threading: a Timeline (its own SQLite connections) is used by one thread at a time; open one
 //   per thread. Nothing here calls back except options.progress, on the opening thread.
@@ -33,8 +34,8 @@
 namespace tracerun::trace {
 
 struct TimelineOptions {
-  // Summaries being built at open for an older trace: (spans done, spans total). Return false to
-  // cancel. May be empty.
+  // Summaries being built at open for an older trace: (done, total) in work units (spans and
+  // counter and memory samples, each read twice). Return false to cancel. May be empty.
   std::function<bool(int64_t done, int64_t total)> progress;
 };
 
@@ -112,7 +113,11 @@ struct MatchPosition {
 
 // Min/max of a counter's samples or of a device's live memory (memory.total) per bucket: the
 // bucket width is the largest power of 4 not above the asked width; buckets are aligned to
-// multiples of it and listed only when they hold samples.
+// multiples of it and listed only when they hold samples of [t0, t1]; `last` is the last sample in
+// (ts_ns, rowid) order. Exactly what reducing every sample of the window computes; read from the
+// series summaries (memory_lod, counter_lod) where the series stores a level no wider than the
+// bucket width (the coarsest such level, merged up), and from the samples themselves at the
+// window's edges (buckets partly outside [t0, t1]) and when zoomed in finer than the stored levels.
 struct SeriesBucket {
   int64_t start_ns = 0, end_ns = 0;  // [start, end)
   int64_t count = 0;
@@ -123,8 +128,9 @@ struct SeriesBucket {
 struct Series {
   std::vector<SeriesBucket> buckets;  // by time
   int64_t bucket_ns = 1;
-  bool has_before = false;  // a sample before the first bucket exists (its value: before)
+  bool has_before = false;  // a sample before t0 exists (its value, the last before t0: before)
   double before = 0;
+  bool from_summaries = false;  // some buckets came from a stored level (false: all from samples)
 };
 
 struct MemoryDevice {
@@ -181,6 +187,10 @@ class Timeline {
   // Series over [t0, t1] at about ns_per_bucket per bucket.
   Series counterSeries(int64_t track, int64_t t0, int64_t t1, int64_t ns_per_bucket) const;
   std::vector<MemoryDevice> memoryDevices() const;
+  // Spans, memory events and counter samples from the summaries (exact; a few rows read), for a
+  // viewer's header at open. TraceReader::counts() counts memory and flow rows, which reads their
+  // tables (a quarter of the benchmark trace); here args, instants and flows are -1 (not counted).
+  EventCounts summaryCounts() const;
   Series memorySeries(const MemoryDevice& device, int64_t t0, int64_t t1,
                       int64_t ns_per_bucket) const;
 
