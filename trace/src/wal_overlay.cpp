@@ -144,6 +144,12 @@ WalIndex readWal(const std::string& wal_path, uint32_t page_size) {
 bool needsOverlay(const std::string& path) {
   struct stat st;
   if (::stat((path + "-wal").c_str(), &st) == 0) return true;
+  // A -journal beside a shard: its writer was cut short (a full disk) while switching the file from
+  // WAL to rollback mode at close, after the TRUNCATE checkpoint had put every commit in the main
+  // file. That switch rewrites only page 1's two version bytes, so the main file reads the same
+  // with or without the journal's old copy of it; plain SQLite would need write access to roll it
+  // back ("attempt to write a readonly database"). Read it through the overlay, which hides it.
+  if (::stat((path + "-journal").c_str(), &st) == 0) return true;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   unsigned char header[20];
   // Bytes 18 and 19 (write and read versions) are 2 in WAL mode.
@@ -341,8 +347,9 @@ int vfsDelete(sqlite3_vfs*, const char*, int) {
 }
 
 int vfsAccess(sqlite3_vfs* vfs, const char* name, int flags, int* out) {
-  // The -wal is read by this VFS itself; SQLite must not open it (that would create a -shm).
-  if (endsWith(name, "-wal") || endsWith(name, "-shm")) {
+  // The -wal is read by this VFS itself; SQLite must not open it (that would create a -shm). A
+  // -journal is not rolled back (read-only; see needsOverlay).
+  if (endsWith(name, "-wal") || endsWith(name, "-shm") || endsWith(name, "-journal")) {
     *out = 0;
     return SQLITE_OK;
   }

@@ -22,8 +22,8 @@ struct WalIndex {
 // SQLite would ignore it). Throws TraceError when the file exists but cannot be read.
 WalIndex readWal(const std::string& wal_path, uint32_t page_size);
 
-// True when reading `path` with plain SQLite would involve a WAL: its header says WAL mode or a
-// -wal file lies beside it. Such a file is opened through overlayVfs().
+// True when reading `path` with plain SQLite would involve a WAL or a journal: its header says WAL
+// mode, or a -wal or -journal file lies beside it. Such a file is opened through overlayVfs().
 bool needsOverlay(const std::string& path);
 
 // The name of a read-only SQLite VFS that shows a main database file with its -wal's committed
