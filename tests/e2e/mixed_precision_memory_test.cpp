@@ -8,6 +8,8 @@
 #include <regex>
 
 #include "e2e_common.h"
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/reader.h"
 
 using namespace tracerun::e2e;
 using nlohmann::json;
@@ -65,6 +67,13 @@ void checkZero(int z) {
   CHECK(j["memory"]["dtypes"]["optimizer_state"] == "fp32");
   REQUIRE(j["memory"]["per_rank"].size() == static_cast<size_t>(n));
   const Closed want = closedForm(z, psi, n);
+  // The memory view's reference line (analysis::memoryClosedForms) is the mixed-precision form.
+  const auto forms =
+      tracerun::trace::analysis::memoryClosedForms(tracerun::trace::TraceReader::open(db), 0);
+  REQUIRE(forms.size() == 1);
+  CHECK(forms[0].bytes ==
+        Approx(want.parameter + want.gradient + want.optimizer_state).epsilon(1e-12));
+  CHECK_THAT(forms[0].label, Catch::Contains("bf16 mixed"));
   for (const auto& rank : j["memory"]["per_rank"]) {
     const json& at = rank["by_category"];
     const double p = at["parameter"].get<double>(), g = at["gradient"].get<double>(),

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "span_select.h"
+#include "tracerun/core/memory_dtype.h"
 #include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
@@ -334,6 +335,24 @@ MemoryAnalysis analyzeMemory(const TraceReader& reader, const MemoryOptions& opt
     }
     if (options.keep_categories) out.categories[r.rank] = std::move(st.category);
     for (auto& [key, d] : st.devices) out.devices.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> memoryDtypes(const TraceReader& reader) {
+  std::map<std::string, std::string> out;
+  const std::string prefix = vocab::scope::kMemoryDtypePrefix;
+  for (size_t i = 1; i < reader.stringCount(); ++i) {
+    const std::string& s = reader.str(static_cast<core::StringId>(i));
+    const size_t eq = s.find('=', prefix.size());
+    if (s.compare(0, prefix.size(), prefix) != 0 || eq == std::string::npos) continue;
+    const std::string dtype = s.substr(eq + 1);
+    std::string& named = out[s.substr(prefix.size(), eq - prefix.size())];
+    if (named.empty()) {
+      named = dtype;
+    } else if (("|" + named + "|").find("|" + dtype + "|") == std::string::npos) {
+      named += "|" + dtype;
+    }
   }
   return out;
 }

@@ -261,16 +261,27 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
   if (zero < 0 || zero > 3 || dp < 1 || params <= 0) return {};
   const double psi = static_cast<double>(params);
   const double n = dp;
-  static const char* const kFormula[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
-  const double bytes[] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n, 16 * psi / n};
-  MemoryClosedForm f;
-  f.formula = kFormula[zero];
-  f.bytes = bytes[zero];
+  // Mixed precision (gpttrain --precision bf16-mixed names its parameters bf16): 2 bytes of
+  // parameters, 2 of gradients and 12 of fp32 master weights and AdamW moments per parameter
+  // (the ZeRO paper's own accounting); otherwise fp32 throughout: 4 + 4 + 8.
+  const auto dtypes = memoryDtypes(reader);
+  const auto named = dtypes.find("parameter");
+  const bool mixed = named != dtypes.end() && named->second == "bf16";
+  static const char* const kFp32[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
+  static const char* const kMixed[] = {"16Ψ", "4Ψ + 12Ψ/N", "2Ψ + 14Ψ/N", "16Ψ/N"};
   // The label in ASCII ("psi"): the viewer's font has no Greek.
-  static const char* const kAscii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N", "16 psi/N"};
-  f.label = "ZeRO-" + std::to_string(zero) + " " + kAscii[zero] + " = " + formatBytes(f.bytes) +
-            " (psi " + formatCount(static_cast<int64_t>(psi)) + " parameters, N " +
-            std::to_string(dp) + ", fp32 AdamW)";
+  static const char* const kFp32Ascii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N",
+                                           "16 psi/N"};
+  static const char* const kMixedAscii[] = {"16 psi", "4 psi + 12 psi/N", "2 psi + 14 psi/N",
+                                            "16 psi/N"};
+  const double p = mixed ? 2 : 4, g = mixed ? 2 : 4, o = mixed ? 12 : 8;  // bytes per parameter
+  MemoryClosedForm f;
+  f.formula = (mixed ? kMixed : kFp32)[zero];
+  f.bytes = psi * (p / (zero >= 3 ? n : 1) + g / (zero >= 2 ? n : 1) + o / (zero >= 1 ? n : 1));
+  f.label = "ZeRO-" + std::to_string(zero) + " " + (mixed ? kMixedAscii : kFp32Ascii)[zero] +
+            " = " + formatBytes(f.bytes) + " (psi " + formatCount(static_cast<int64_t>(psi)) +
+            " parameters, N " + std::to_string(dp) +
+            (mixed ? ", bf16 mixed: fp32 master + AdamW)" : ", fp32 AdamW)");
   return {f};
 }
 

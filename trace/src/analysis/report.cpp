@@ -62,27 +62,6 @@ const MemoryCategory kShown[] = {MemoryCategory::kParameter,      MemoryCategory
                                  MemoryCategory::kOptimizerState, MemoryCategory::kActivation,
                                  MemoryCategory::kTemporary,      MemoryCategory::kOther};
 
-// The dtype the traced program named for each memory category (core/memory_dtype.h: allocations
-// carry no dtype), trace-wide, read from the string table; two names for one category are both
-// shown ("bf16|fp32"). Empty when the program named none.
-std::map<std::string, std::string> memoryDtypes(const TraceReader& reader) {
-  std::map<std::string, std::string> out;
-  const std::string prefix = vocab::scope::kMemoryDtypePrefix;
-  for (size_t i = 1; i < reader.stringCount(); ++i) {
-    const std::string& s = reader.str(static_cast<core::StringId>(i));
-    const size_t eq = s.find('=', prefix.size());
-    if (s.compare(0, prefix.size(), prefix) != 0 || eq == std::string::npos) continue;
-    const std::string dtype = s.substr(eq + 1);
-    std::string& named = out[s.substr(prefix.size(), eq - prefix.size())];
-    if (named.empty()) {
-      named = dtype;
-    } else if (("|" + named + "|").find("|" + dtype + "|") == std::string::npos) {
-      named += "|" + dtype;
-    }
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // building
 

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "tracerun/core/records.h"
@@ -82,5 +83,10 @@ struct MemoryAnalysis {
 };
 
 MemoryAnalysis analyzeMemory(const TraceReader& reader, const MemoryOptions& options = {});
+
+// The dtype the traced program named for each memory category (core/memory_dtype.h: allocations
+// carry no dtype), trace-wide, from the string table: {"parameter": "bf16", ...}; two names for one
+// category are both given ("bf16|fp32"). Empty when the program named none.
+std::map<std::string, std::string> memoryDtypes(const TraceReader& reader);
 
 }  // namespace tracerun::trace::analysis

@@ -89,9 +89,10 @@ struct MemoryClosedForm {
   double bytes = 0;
 };
 // The closed forms the trace knows for `rank`: ZeRO's (Rajbhandari et al. 2020; fp32 AdamW: 16Ψ,
-// 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N for stages 0-3) when the rank's grad_sync phase recorded its
-// ZeRO stage ("zero"), DP size ("dp") and parameter count Ψ ("params": the model-parallel rank's,
-// as gpttrain prints it). Empty when any of them is missing.
+// 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N for stages 0-3; bf16 mixed precision, when the trace names its
+// parameters bf16 (memoryDtypes): 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N) when the rank's grad_sync
+// phase recorded its ZeRO stage ("zero"), DP size ("dp") and parameter count Ψ ("params": the
+// model-parallel rank's, as gpttrain prints it). Empty when any of them is missing.
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank);
 
 }  // namespace tracerun::trace::analysis
