@@ -66,12 +66,23 @@ else
   echo "tracedot was not built (Graphviz missing?): no pictures"
 fi
 
-step "10. the viewer: a screenshot of the gpttrain timeline (off-screen, under Xvfb)"
+step "10. the viewer: a screenshot of each tab on the gpttrain trace (off-screen, under Xvfb)"
 if [ -x "$TRACEVIEW" ]; then
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/gpttrain.db" \
-    --screenshot "$OUT_DIR/gpttrain_timeline.png" --size 1600x900
+  # Every tab traceview has (timeline, pipeline, memory, collectives, callgraph, model, stats,
+  # compare), as its --help lists them; the compare tab sets this run beside the 2-rank run below.
+  "$TRACERUN" --nproc-per-node 2 --status off -o "$OUT_DIR/gpttrain_dp2.db" -- \
+    "$BUILD_DIR/trainer/gpttrain" --layers 2 --hidden 64 --heads 4 --seq-len 32 --global-batch 8 \
+    --micro-batch-size 2 --steps 6 --data README.md > /dev/null
+  views=$("$TRACEVIEW" --help | sed -n 's/.*--view TEXT:{\([a-z,]*\)}.*/\1/p' | tr , ' ')
+  for view in $views; do
+    extra=()
+    [ "$view" = compare ] && extra=(--compare "$OUT_DIR/gpttrain_dp2.db")
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/gpttrain.db" --view "$view" \
+      "${extra[@]}" --screenshot "$OUT_DIR/gpttrain_$view.png" --size 1600x900
+    echo "  $OUT_DIR/gpttrain_$view.png"
+  done
 else
-  echo "traceview was not built (ImGui or GLFW missing?): no screenshot"
+  echo "traceview was not built (ImGui or GLFW missing?): no screenshots"
 fi
 
 printf '\ndemo done: traces, logs, report, export, pictures and screenshot are in %s/\n' "$OUT_DIR"
