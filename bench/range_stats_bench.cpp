@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "nested_step.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/analysis/range_stats.h"
 #include "tracerun/trace/reader.h"
@@ -74,25 +75,8 @@ int64_t writeTrace(const std::string& path, int64_t target, int tracks) {
     };
     int64_t t = 1'000'000;
     while (mine < perTrack) {
-      const int64_t step0 = t;
-      for (int phase = 0; phase < 4; ++phase) {
-        const int64_t p0 = t;
-        for (int m = 0; m < 50; ++m) {
-          const int64_t m0 = t;
-          const int n = 3 + static_cast<int>(rng() % 3);
-          for (int op = 0; op < n; ++op) {
-            const int64_t len = 200 + static_cast<int64_t>(rng() % 20'000);
-            push(t + 100, t + 100 + len, 3, ops[rng() % ops.size()]);
-            t += len + 300;
-          }
-          push(m0, t + 50, 2, names[4 + m % 2]);
-          t += 400;
-        }
-        push(p0, t + 50, 1, names[1 + phase % 3]);
-        t += 2'000;
-      }
-      push(step0, t + 100, 0, names[0]);
-      t += 50'000;
+      bench::pushNestedStep(
+          t, rng, names, [&](std::mt19937_64& r) { return ops[r() % ops.size()]; }, push);
     }
     written += mine;
   };
