@@ -147,7 +147,8 @@ class Viewer : private ViewHost {
   std::map<int64_t, TrackWindow> windows_;
   std::map<int64_t, SpanTrackState> trackState_;
   std::set<int> collapsed_;
-  std::vector<Step> steps_;
+  std::vector<Step> steps_;     // by rank, then start
+  std::map<int, int> stepRow_;  // rank -> its row in the step strip
   bool stepsDone_ = false;
 
   // the view (ns on the trace axis)
