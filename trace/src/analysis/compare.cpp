@@ -1,6 +1,5 @@
-// Per-name totals of two runs and their differences (see compare.h). The totals follow the
-// report's ops table rule exactly (report.cpp's addOps): aggregates of category op or backward,
-// keyed by name and category, summed over ranks with saturation.
+// The differences of two runs' per-name totals (see compare.h). The totals are the report's own
+// (report.h's opTotals), so the compare view and `tracerun report` cannot disagree.
 #include "tracerun/trace/analysis/compare.h"
 
 #include <algorithm>
