@@ -26,6 +26,7 @@
 #include "sqlite_util.h"
 #include "summaries.h"
 #include "tracerun/core/tracks.h"
+#include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/schema.h"
 
@@ -825,6 +826,12 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
     if (!writeFailed || e.path() != temp.path()) throw;
     temp.removeAll();
     throw TraceError(noSpaceMessage(options.output, shards, e));
+  }
+  // The per-category memory summary (analysis/memory_summary.h), read by traceview's memory view:
+  // optional, so a failure (a full disk) leaves the trace without it (the view then replays).
+  try {
+    analysis::writeMemorySummary(temp.path());
+  } catch (const std::exception&) {
   }
   if (std::rename(temp.path().c_str(), options.output.c_str()) != 0) {
     throw TraceError(options.output + ": cannot write: " + std::strerror(errno));

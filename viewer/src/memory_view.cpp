@@ -23,6 +23,7 @@
 #include "time_axis.h"
 #include "tracerun/trace/analysis/memory.h"
 #include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/reader.h"
 
@@ -46,7 +47,8 @@ struct RankChart {
 struct MemoryData {
   std::vector<RankChart> ranks;
   int64_t events = 0;
-  double ymax = 1;  // bytes at the top of every chart (shared scale)
+  double ymax = 1;      // bytes at the top of every chart (shared scale)
+  bool stored = false;  // every rank read from the stored summary (false: some replayed)
 };
 
 struct LiveRow {
@@ -64,29 +66,23 @@ struct LiveList {
 
 constexpr size_t kLiveRows = 500;  // rows listed (count and total cover all)
 
-// One rank's chart, read through its own reader (so ranks load on parallel threads).
-RankChart loadRank(const std::string& path, int rank, const std::atomic<bool>& cancel) {
+// One rank's chart, read through its own reader (so ranks load on parallel threads): from the
+// stored per-category summary when the trace has one (O(blocks) rows), else replayed from the
+// events (memory_summary.h).
+RankChart loadRank(const std::string& path, int rank, const std::atomic<bool>& cancel,
+                   bool& stored) {
   const auto reader = trace::TraceReader::open(path);
-  an::MemoryOptions mo;
-  mo.rank = rank;
-  mo.timeline_points = 0;
-  mo.top_allocations = 0;
-  mo.keep_categories = true;
-  mo.replay = false;  // the series replays (peak included)
-  an::MemoryAnalysis analysis = an::analyzeMemory(reader, mo);
+  an::MemoryCategorySummary summary = an::memorySummary(reader, rank, &cancel);
+  stored = summary.stored;
   RankChart c;
   c.rank = rank;
-  const an::DeviceMemory* primary = analysis.primary(rank);
+  const an::MemorySeries* primary = summary.primary(rank);
   if (primary == nullptr || cancel.load()) return c;  // no memory events: no chart
   c.device = trace::deviceName(primary->device_type, primary->device_index);
-  for (an::MemorySeries& s : an::buildMemorySeries(reader, analysis, rank, &cancel)) {
-    if (s.device_type == primary->device_type && s.device_index == primary->device_index) {
-      c.series = std::move(s);
-    }
-  }
+  c.series = std::move(summary.series[static_cast<size_t>(primary - summary.series.data())]);
   c.forms = an::memoryClosedForms(reader, rank);
   c.categories = std::make_shared<const std::vector<core::MemoryCategory>>(
-      std::move(analysis.categories[rank]));
+      std::move(summary.categories[rank]));
   return c;
 }
 
@@ -95,11 +91,14 @@ MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) 
   for (const trace::RankInfo& r : trace::TraceReader::open(path).ranks()) ranks.push_back(r.rank);
   std::vector<RankChart> charts(ranks.size());
   std::vector<std::string> errors(ranks.size());
+  std::vector<char> stored(ranks.size(), 0);
   std::atomic<size_t> next{0};
   const auto work = [&] {
     for (size_t i = next++; i < ranks.size() && !cancel.load(); i = next++) {
       try {
-        charts[i] = loadRank(path, ranks[i], cancel);
+        bool fromTables = false;
+        charts[i] = loadRank(path, ranks[i], cancel, fromTables);
+        stored[i] = fromTables;
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -115,6 +114,7 @@ MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) 
     if (!e.empty()) throw std::runtime_error(e);
   }
   MemoryData d;
+  d.stored = std::all_of(stored.begin(), stored.end(), [](char x) { return x != 0; });
   for (RankChart& c : charts) {
     if (c.categories == nullptr) continue;
     d.events += static_cast<int64_t>(c.series.size());
@@ -477,8 +477,9 @@ std::string MemoryView::dumpText() const {
   if (d == nullptr) return {};
   std::string out;
   char b[512];
-  std::snprintf(b, sizeof b, "memory ranks %zu events %lld range %.3f %.3f ymax %.3f\n",
-                d->ranks.size(), static_cast<long long>(d->events), t0_, t1_, ymax_);
+  std::snprintf(b, sizeof b, "memory ranks %zu events %lld range %.3f %.3f ymax %.3f summary %s\n",
+                d->ranks.size(), static_cast<long long>(d->events), t0_, t1_, ymax_,
+                d->stored ? "stored" : "replayed");
   out += b;
   for (size_t i = 0; i < d->ranks.size(); ++i) {
     const RankChart& c = d->ranks[i];
