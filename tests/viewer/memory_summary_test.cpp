@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -283,5 +285,35 @@ TEST_CASE("memory summary: a file without it (or with a damaged row) replays the
     CHECK_FALSE(got.stored);
     REQUIRE(got.series.size() == want.series.size());
     for (size_t i = 0; i < got.series.size(); ++i) checkSame(got.series[i], want.series[i]);
+  }
+}
+
+// Not run by CI ([.]): times on a large trace (docs/performance.md, "traceview's memory view"):
+//   TRACERUN_MEMSUM_TRACE=t.db viewer_memory_tests "[.memsum-bench]"
+TEST_CASE("memory summary: read and live-set times on a large trace", "[.memsum-bench]") {
+  const char* path = std::getenv("TRACERUN_MEMSUM_TRACE");
+  REQUIRE(path != nullptr);
+  const auto reader = trace::TraceReader::open(path);
+  using Clock = std::chrono::steady_clock;
+  const auto ms = [](Clock::time_point a) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+  };
+  for (int rank : {0, 3}) {
+    auto t = Clock::now();
+    const auto stored = an::storedMemorySummary(reader, rank);
+    const double read = ms(t);
+    REQUIRE(stored.has_value());
+    const an::MemorySeries* p = stored->primary(rank);
+    REQUIRE(p != nullptr);
+    t = Clock::now();
+    const auto replayed = an::replayMemorySummary(reader, rank);
+    const double replay = ms(t);
+    for (const int64_t at : {p->ts[p->size() / 10], p->peak_ts_ns, p->ts.back()}) {
+      t = Clock::now();
+      const auto live = an::liveAt(reader, rank, at, stored->categories.at(rank), 500);
+      WARN("rank " << rank << ": stored summary " << read << " ms, replayed " << replay
+                   << " ms; liveAt(t = " << at << ", 500 modules) " << ms(t) << " ms, "
+                   << live.size() << " blocks");
+    }
   }
 }
