@@ -158,6 +158,7 @@ struct DumpedRank {
 };
 struct Dumped {
   double t0 = 0, t1 = 0;
+  std::string summary;  // "stored" or "replayed"
   std::map<int, DumpedRank> ranks;
 };
 Dumped readDump(const std::string& path) {
@@ -172,6 +173,7 @@ Dumped readDump(const std::string& path) {
       std::string k;
       while (ls >> k) {
         if (k == "range") ls >> d.t0 >> d.t1;
+        if (k == "summary") ls >> d.summary;
       }
     } else if (head == "rank") {
       int r = 0;
@@ -342,6 +344,8 @@ TEST_CASE(
   REQUIRE(tv.exit_code == 0);
   const Dumped d = readDump(dump);
   REQUIRE(d.ranks.size() == 2);
+  // The run's merge stored the per-category summary (memory_summary.h): the view read it.
+  CHECK(d.summary == "stored");
   const Png png = loadPng(shot);
   const uint32_t peakRgb = paletteRgb(viewer::palette::kMemoryPeak);
   for (const auto& r : report["memory"]["per_rank"]) {

@@ -255,30 +255,9 @@ void writeMemorySummary(const std::string& path) {
     const TraceReader reader = TraceReader::open(path);
     for (const RankInfo& r : reader.ranks()) ranks.push_back(r.rank);
   }
-  // Ranks on parallel threads, each through its own reader (a SQLite connection is per thread).
-  std::vector<RankSummary> done(ranks.size());
-  std::vector<std::string> errors(ranks.size());
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next++; i < ranks.size(); i = next++) {
-      try {
-        done[i] = replayRank(TraceReader::open(path), ranks[i], nullptr);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    }
-  };
-  const size_t n =
-      std::min<size_t>(ranks.size(), std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < n; ++i) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-  for (const std::string& e : errors) {
-    if (!e.empty()) throw TraceError(e);
-  }
   const RawDb db(path, SQLITE_OPEN_READWRITE);
   db.exec("BEGIN");
+  db.exec(std::string("DELETE FROM meta WHERE key = '") + kMemorySummaryMetaKey + "'");
   db.exec("DROP TABLE IF EXISTS memory_category_blocks");
   db.exec("DROP TABLE IF EXISTS memory_category_allocations");
   db.exec(
@@ -289,15 +268,44 @@ void writeMemorySummary(const std::string& path) {
   db.exec(
       "CREATE TABLE memory_category_allocations (rank INTEGER PRIMARY KEY, categories BLOB NOT "
       "NULL)");
+  db.exec("COMMIT");
   const auto insBlock = db.prepare(
       "INSERT INTO memory_category_blocks (rank, device_type, device_index, block, first_ts_ns, "
       "last_ts_ns, count, levels, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   const auto insAlloc =
       db.prepare("INSERT INTO memory_category_allocations (rank, categories) VALUES (?, ?)");
-  for (const RankSummary& r : done) writeRank(db, insBlock, insAlloc, r);
+  // Ranks in waves of one per core, each replayed through its own reader (a SQLite connection is
+  // per thread) while this connection holds no lock, then written in one transaction: the memory
+  // held is one wave's series. The meta key comes last: a partial summary is never read.
+  const size_t n =
+      std::min<size_t>(ranks.size(), std::max(1u, std::thread::hardware_concurrency()));
+  for (size_t w = 0; w < ranks.size(); w += n) {
+    const size_t count = std::min(n, ranks.size() - w);
+    std::vector<RankSummary> done(count);
+    std::vector<std::string> errors(count);
+    std::atomic<size_t> next{0};
+    const auto work = [&] {
+      for (size_t i = next++; i < count; i = next++) {
+        try {
+          done[i] = replayRank(TraceReader::open(path), ranks[w + i], nullptr);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < count; ++i) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    for (const std::string& e : errors) {
+      if (!e.empty()) throw TraceError(e);
+    }
+    db.exec("BEGIN");
+    for (const RankSummary& r : done) writeRank(db, insBlock, insAlloc, r);
+    db.exec("COMMIT");
+  }
   db.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('") +
           kMemorySummaryMetaKey + "', '" + kMemorySummaryVersion + "')");
-  db.exec("COMMIT");
 }
 
 std::optional<MemoryCategorySummary> storedMemorySummary(const TraceReader& reader, int rank) {
