@@ -302,7 +302,9 @@ const std::vector<CopyRule>& copyRules() {
 
 bool writtenByMerge(const std::string& table) {
   static const char* const kOwn[] = {"meta",        "strings",           "categories",
-                                     "track_kinds", "memory_categories", "flow_kinds"};
+                                     "track_kinds", "memory_categories", "flow_kinds",
+                                     // written after the merge (analysis/memory_summary.h)
+                                     "memory_category_blocks", "memory_category_allocations"};
   const auto& summaries = schema::summaryTables();  // rebuilt over the merged spans
   return std::any_of(std::begin(kOwn), std::end(kOwn), [&](const char* t) { return table == t; }) ||
          std::find(summaries.begin(), summaries.end(), table) != summaries.end();

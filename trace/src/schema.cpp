@@ -171,6 +171,35 @@ const std::vector<Table>& tables() {
         {"last_value", "REAL NOT NULL", "the last one's, in (ts_ns, rowid) order"}},
        "PRIMARY KEY (track, level, bucket)",
        true},
+      {"memory_category_blocks",
+       "The stored per-category memory summary (written by merge after the other summaries; meta "
+       "memory_category_summary): each device's live bytes by category, in blocks of 64 memory "
+       "events, so the viewer's memory tab reads O(blocks) rows instead of replaying every event. "
+       "Varints are zigzag LEB128.",
+       {{"rank", "INTEGER NOT NULL", "ranks.rank"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
+        {"block", "INTEGER NOT NULL", "block b holds the device's events b * 64 .. b * 64 + count - 1"},
+        {"first_ts_ns", "INTEGER NOT NULL", "its first event's time"},
+        {"last_ts_ns", "INTEGER NOT NULL", "its last event's time"},
+        {"count", "INTEGER NOT NULL", "events in the block (64 but the last)"},
+        {"levels", "BLOB NOT NULL",
+         "cumulative live bytes per stacked category as varints: the block's min (6), max (6), "
+         "and after its last event (6)"},
+        {"events", "BLOB NOT NULL",
+         "per event: varint ts - the previous event's ts (first_ts_ns for the first), varint "
+         "signed bytes, one byte: the stacked category's index"}},
+       "PRIMARY KEY (rank, device_type, device_index, block)",
+       true},
+      {"memory_category_allocations",
+       "With memory_category_blocks: each allocation's category, so a click on the memory tab "
+       "lists what was live without classifying again.",
+       {{"rank", "INTEGER PRIMARY KEY", "ranks.rank"},
+        {"categories", "BLOB NOT NULL",
+         "one byte per allocation of the rank (memory_categories.id), in (ts_ns, rowid) order of "
+         "its memory rows"}},
+       "",
+       false},
       {"args",
        "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...).",
        {{"span", "INTEGER NOT NULL", "spans.id"},
@@ -302,6 +331,9 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture", "what libtracerun captured: a comma list of ops, scopes, memory, comm, cuda"},
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
+      {"memory_category_summary",
+       "version of memory_category_blocks and memory_category_allocations ('1') once merge wrote "
+       "them; absent: the memory tab replays the memory events"},
       {"summaries",
        "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "
        "memory_devices, memory_lod, counter_lod) when they are built (by merge, or a writer asked "

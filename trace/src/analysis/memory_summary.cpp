@@ -5,6 +5,8 @@
 // Sections: encoding · replay · writing · reading
 #include "tracerun/trace/analysis/memory_summary.h"
 
+#include "tracerun/trace/schema.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -260,14 +262,9 @@ void writeMemorySummary(const std::string& path) {
   db.exec(std::string("DELETE FROM meta WHERE key = '") + kMemorySummaryMetaKey + "'");
   db.exec("DROP TABLE IF EXISTS memory_category_blocks");
   db.exec("DROP TABLE IF EXISTS memory_category_allocations");
-  db.exec(
-      "CREATE TABLE memory_category_blocks (rank INTEGER NOT NULL, device_type INTEGER NOT NULL, "
-      "device_index INTEGER NOT NULL, block INTEGER NOT NULL, first_ts_ns INTEGER NOT NULL, "
-      "last_ts_ns INTEGER NOT NULL, count INTEGER NOT NULL, levels BLOB NOT NULL, events BLOB NOT "
-      "NULL, PRIMARY KEY (rank, device_type, device_index, block)) WITHOUT ROWID");
-  db.exec(
-      "CREATE TABLE memory_category_allocations (rank INTEGER PRIMARY KEY, categories BLOB NOT "
-      "NULL)");
+  for (const std::string& sql : schema::createStatements()) {  // the schema owns their columns
+    if (sql.rfind("CREATE TABLE memory_category_", 0) == 0) db.exec(sql);
+  }
   db.exec("COMMIT");
   const auto insBlock = db.prepare(
       "INSERT INTO memory_category_blocks (rank, device_type, device_index, block, first_ts_ns, "

@@ -2,7 +2,8 @@
 // trace file by merge, so the memory view reads O(blocks) rows instead of replaying every event.
 // Not a classification (analyzeMemory's, memory.h, is the only one) and not drawing.
 //
-// Tables (written by merge after the other summaries; meta `memory_category_summary` = "1"):
+// Tables (their columns are owned by schema.cpp and documented in docs/trace-format.md; written by
+// merge after the other summaries; meta `memory_category_summary` = "1"):
 //   memory_category_blocks (rank, device_type, device_index, block, first_ts_ns, last_ts_ns,
 //     count, levels BLOB, events BLOB) WITHOUT ROWID, PRIMARY KEY (rank, device_type,
 //     device_index, block): block b holds the device's series events b * 64 .. b * 64 + count - 1;
