@@ -318,6 +318,12 @@ std::string keptShardsHint(const std::string& output, const std::string& dir) {
 
 bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
                      const std::string& dir) {
+  if (!result.memory_summary_error.empty()) {  // a note, not a loss: nothing recorded is missing
+    std::fprintf(stderr,
+                 "tracerun: %s: the memory tab's summary was not stored (%s); traceview replays "
+                 "the memory events instead\n",
+                 output.c_str(), result.memory_summary_error.c_str());
+  }
   std::vector<std::string> unreadable, partial, unclosed;
   for (const auto& s : result.shards) {
     const std::string name = s.path.substr(s.path.rfind('/') + 1);

@@ -833,7 +833,8 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   // optional, so a failure (a full disk) leaves the trace without it (the view then replays).
   try {
     analysis::writeMemorySummary(temp.path());
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    result.memory_summary_error = e.what();
   }
   if (std::rename(temp.path().c_str(), options.output.c_str()) != 0) {
     throw TraceError(options.output + ": cannot write: " + std::strerror(errno));

@@ -28,8 +28,14 @@ int runMerge(const MergeCommandOptions& o) {
   options.progress = [&](size_t done, size_t total) {
     progress.update(total ? double(done) / double(total) : 1.0);
   };
-  trace::mergeShards(inputs, options, o.allow_incomplete);
+  const trace::MergeResult result = trace::mergeShards(inputs, options, o.allow_incomplete);
   progress.done();
+  if (!result.memory_summary_error.empty()) {
+    std::fprintf(stderr,
+                 "tracerun merge: %s: the memory tab's summary was not stored (%s); traceview "
+                 "replays the memory events instead\n",
+                 o.output.c_str(), result.memory_summary_error.c_str());
+  }
   if (!o.quiet) {
     const auto reader = trace::TraceReader::open(o.output);
     const auto c = reader.counts();

@@ -34,6 +34,9 @@ struct ShardOutcome {
 
 struct MergeResult {
   std::vector<ShardOutcome> shards;  // in the caller's order
+  // Why the memory tab's stored summary (analysis/memory_summary.h) was not written, or empty.
+  // Optional data: the trace is whole without it (traceview then replays the memory events).
+  std::string memory_summary_error;
   // Every shard was closed by its writer and everything in it is in the output.
   bool whole() const;
 };
