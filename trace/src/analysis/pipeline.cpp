@@ -5,6 +5,7 @@
 #include "tracerun/trace/analysis/pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <set>
@@ -350,6 +351,14 @@ double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
 // ---------------------------------------------------------------------------------------------
 // entry point
 
+namespace {
+std::string formatMs(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  return buf;
+}
+}  // namespace
+
 double zbH1Bubble(int p, int m, double f, double b, double w) {
   if (p <= 0 || m <= 0) return 0;
   const double idle = (p - 1) * (f + b - w), step = m * (f + b + w) + idle;
@@ -474,6 +483,13 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     };
     out.bubble_theory = zbH1Bubble(p, out.microbatches, avg(kForward), avg(kBackwardInput),
                                    avg(kBackwardWeight));
+    const double f = avg(kForward), b = avg(kBackwardInput), w = avg(kBackwardWeight);
+    if (out.microbatches < p || w > 1.05 * std::min(f, b)) {  // 5 %: sleeps and clocks jitter
+      out.notes.push_back("zb-h1's closed form holds for m >= p and W <= min(F, B); here m " +
+                          std::to_string(out.microbatches) + ", p " + std::to_string(p) +
+                          ", F " + formatMs(f) + ", B " + formatMs(b) + ", W " + formatMs(w) +
+                          ": it is only a lower bound");
+    }
   }
 
   // Measured split per unit, accumulated per pipeline rank.
