@@ -101,7 +101,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--dump-grads", c.dump_grads, "write step 1's full gradients here (rank 0)");
   app.add_option("--dump-init", c.dump_init,
                  "write the initial parameters and the batches to DIR (one process)");
-  app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS[,W_MS] (pipeline dry run; zb-h1 without W_MS: B split in half)");
+  app.add_option("--dry-run-costs", c.dry_run_costs,
+                 "F_MS,B_MS[,W_MS] (pipeline dry run; zb-h1 without W_MS: B split in half)");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(atLeast(0, true));
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
@@ -189,16 +190,15 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << e;
   } else if (!c.dump_init.empty() && world != 1) {
     out << "--dump-init needs a single process (WORLD_SIZE is " << world << "): run it alone";
-  } else if (!c.dry_run_costs.empty() &&
-             !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {
+  } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {
     out << "--dry-run-costs '" << c.dry_run_costs
         << "' is not F_MS,B_MS or F_MS,B_MS,W_MS (numbers >= 0)";
   } else if (c.schedule == "zb-h1" && c.recompute != "none") {
     out << "--schedule zb-h1 runs the backward in two passes (B, then W), which --recompute "
         << c.recompute << " would re-run twice: use --recompute none or another schedule";
   } else if (c.schedule == "zb-h1" && c.zero == 3) {
-    out << "--schedule zb-h1 does not work with --zero 3 (its layers regather and reduce in the one "
-           "backward that zb-h1 splits): use --zero 0, 1 or 2";
+    out << "--schedule zb-h1 does not work with --zero 3 (its layers regather and reduce in the "
+           "one backward that zb-h1 splits): use --zero 0, 1 or 2";
   }
   return out.str();
 }

@@ -1,6 +1,7 @@
 // --dry-run-costs F_MS,B_MS[,W_MS]: a PipelineCompute that sleeps instead of computing (each chunk
-// F/v and (B+W)/v per microbatch; zb-h1's split backward B and W) and hands on zeros of the real shapes, so the real schedule and real
-// messages show a schedule's bubbles apart from machine load. It trains nothing.
+// F/v and (B+W)/v per microbatch; zb-h1's split backward B and W) and hands on zeros of the real
+// shapes, so the real schedule and real messages show a schedule's bubbles apart from machine load.
+// It trains nothing.
 #pragma once
 
 #include "pipeline_executor.h"

@@ -16,7 +16,7 @@ enum class ScheduleKind {
   kGpipe,        // all forwards, then all backwards
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
-  kZbH1,         // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
+  kZbH1,  // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
 };
 // "gpipe", "1f1b", "interleaved", "zb-h1"; throws std::invalid_argument on anything else.
 ScheduleKind parseScheduleKind(const std::string& name);

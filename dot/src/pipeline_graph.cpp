@@ -44,8 +44,8 @@ int64_t duration(const PipelineAction& a) {
 
 std::string mbText(const PipelineAction& a, int v) {
   std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F"
-                   : a.kind == Kind::kBackwardWeight                     ? "W"
-                                                                         : "B") +
+                   : a.kind == Kind::kBackwardWeight                    ? "W"
+                                                                        : "B") +
                   std::to_string(a.microbatch);
   if (v > 1) s += " c" + std::to_string(a.chunk);
   return s;

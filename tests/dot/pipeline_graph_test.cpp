@@ -173,11 +173,15 @@ TEST_CASE("pipeline picture and analysis: zb-h1's B and W apart, its closed form
           "[dot][pipeline][zbh1]") {
   TraceBuilder tb(2);
   auto phase = [&](int r, const char* what, int stage, int64_t s, int64_t e) {
-    tb.span(r, BSpan{"main", what, C::kPhase, s, e, 1,
-                     {{"stage", stage}, {"chunk", 0}, {"microbatch", 0}}});
+    tb.span(
+        r,
+        BSpan{
+            "main", what, C::kPhase, s, e, 1, {{"stage", stage}, {"chunk", 0}, {"microbatch", 0}}});
   };
   auto msg = [&](int r, const char* what, int peer, int64_t s, int64_t e) {
-    tb.span(r, BSpan{"main", what, C::kUser, s, e, 1, {{"peer", peer}, {"microbatch", 0}, {"chunk", 0}}});
+    tb.span(
+        r,
+        BSpan{"main", what, C::kUser, s, e, 1, {{"peer", peer}, {"microbatch", 0}, {"chunk", 0}}});
   };
   for (int r = 0; r < 2; ++r) {
     tb.span(r, BSpan{"main", "step", C::kPhase, 0, 1000, 0, {{"step", 1}}});

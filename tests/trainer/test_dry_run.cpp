@@ -16,12 +16,11 @@ void checkBubble(const std::string& name, const std::vector<std::string>& schedu
                  double closed_form, const std::string& costs = "60,120") {
   const std::string dir = scratchDir("dry_run_" + name);
   const std::string json = dir + "/log.json";
-  auto run =
-      launchRanks(kGpttrain,
-                  tinyModelArgs() + schedule +
-                      std::vector<std::string>{"--pp", "4", "--layers", "8", "--steps", "3",
-                                               "--dry-run-costs", costs, "--log-json", json},
-                  4, dir);
+  auto run = launchRanks(kGpttrain,
+                         tinyModelArgs() + schedule +
+                             std::vector<std::string>{"--pp", "4", "--layers", "8", "--steps", "3",
+                                                      "--dry-run-costs", costs, "--log-json", json},
+                         4, dir);
   INFO(name << "\n" << run.summary());
   REQUIRE(run.ok());
   const auto idle = jsonValues(json, "idle_fraction");

@@ -125,8 +125,8 @@ Sim simulateZb(const std::vector<std::vector<Action>>& lists, const PipelineShap
     for (int mb = 0; mb < m && err.tellp() == 0; ++mb) {
       if (state[r][mb] != 5) err << "rank " << r << " mb " << mb << " not F, B and W'd";
     }
-    for (ActionKind k : {ActionKind::kForward, ActionKind::kBackwardInput,
-                         ActionKind::kBackwardWeight}) {
+    for (ActionKind k :
+         {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
       if (err.tellp() == 0 && count[r][k] != m) {
         err << "rank " << r << ": " << count[r][k] << " " << actionName(k) << ", not " << m;
       }
@@ -152,8 +152,8 @@ double closedFormStep(const PipelineShape& s, Costs c) {
 std::string text(const std::vector<Action>& order) {
   std::string t;
   for (const Action& a : order) {
-    const char* k = a.kind == ActionKind::kForward         ? "F"
-                    : a.kind == ActionKind::kBackwardInput ? "B"
+    const char* k = a.kind == ActionKind::kForward          ? "F"
+                    : a.kind == ActionKind::kBackwardInput  ? "B"
                     : a.kind == ActionKind::kBackwardWeight ? "W"
                                                             : "?";
     t += k + std::to_string(a.microbatch) + " ";

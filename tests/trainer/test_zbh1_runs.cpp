@@ -47,9 +47,9 @@ size_t lines(const std::string& path) {
 }
 
 std::vector<std::string> zbArgs() {
-  return tinyModelArgs() + std::vector<std::string>{"--pp",      "2",  "--schedule", "zb-h1",
-                                                    "--dropout", "0.1", "--warmup",  "2",
-                                                    "--steps",   "20", "--lr-decay-steps", "20"};
+  return tinyModelArgs() + std::vector<std::string>{"--pp",      "2",   "--schedule",       "zb-h1",
+                                                    "--dropout", "0.1", "--warmup",         "2",
+                                                    "--steps",   "20",  "--lr-decay-steps", "20"};
 }
 
 }  // namespace
@@ -57,9 +57,9 @@ std::vector<std::string> zbArgs() {
 TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to the same losses",
           "[trainer][checkpoint][zbh1]") {
   const std::string dir = scratchDir("zbh1_killed");
-  auto full = launchRanks(kGpttrain, zbArgs() + std::vector<std::string>{"--log-json",
-                                                                         dir + "/full.json"},
-                          4, dir + "/full");
+  auto full =
+      launchRanks(kGpttrain, zbArgs() + std::vector<std::string>{"--log-json", dir + "/full.json"},
+                  4, dir + "/full");
   INFO(full.summary());
   REQUIRE(full.ok());
   // Saves every step; killed (every rank, SIGKILL, wherever it is, a save included) after 5
@@ -67,10 +67,9 @@ TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to
   const std::vector<std::string> saving{"--save", dir + "/ckpt", "--save-interval", "1"};
   RankRun killed;
   std::thread job([&] {
-    killed = launchRanks(kGpttrain,
-                         zbArgs() + saving +
-                             std::vector<std::string>{"--log-json", dir + "/killed.json"},
-                         4, dir + "/killed");
+    killed = launchRanks(
+        kGpttrain, zbArgs() + saving + std::vector<std::string>{"--log-json", dir + "/killed.json"},
+        4, dir + "/killed");
   });
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (lines(dir + "/killed.json") < 5 && std::chrono::steady_clock::now() < give_up) {
@@ -83,11 +82,11 @@ TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to
   REQUIRE(logged >= 5);
   REQUIRE(logged < 20);  // killed before the end
   REQUIRE(std::filesystem::exists(dir + "/ckpt/latest"));
-  auto resumed = launchRanks(kGpttrain,
-                             zbArgs() + saving +
-                                 std::vector<std::string>{"--load", dir + "/ckpt", "--log-json",
-                                                          dir + "/resumed.json"},
-                             4, dir + "/resumed");
+  auto resumed = launchRanks(
+      kGpttrain,
+      zbArgs() + saving +
+          std::vector<std::string>{"--load", dir + "/ckpt", "--log-json", dir + "/resumed.json"},
+      4, dir + "/resumed");
   INFO(resumed.summary());
   REQUIRE(resumed.ok());
   const auto want = jsonValues(dir + "/full.json", "loss");

@@ -481,13 +481,13 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       const auto& e = mean[kind];
       return e.second > 0 ? e.first / e.second : 0.0;
     };
-    out.bubble_theory = zbH1Bubble(p, out.microbatches, avg(kForward), avg(kBackwardInput),
-                                   avg(kBackwardWeight));
+    out.bubble_theory =
+        zbH1Bubble(p, out.microbatches, avg(kForward), avg(kBackwardInput), avg(kBackwardWeight));
     const double f = avg(kForward), b = avg(kBackwardInput), w = avg(kBackwardWeight);
     if (out.microbatches < p || w > 1.05 * std::min(f, b)) {  // 5 %: sleeps and clocks jitter
       out.notes.push_back("zb-h1's closed form holds for m >= p and W <= min(F, B); here m " +
-                          std::to_string(out.microbatches) + ", p " + std::to_string(p) +
-                          ", F " + formatMs(f) + ", B " + formatMs(b) + ", W " + formatMs(w) +
+                          std::to_string(out.microbatches) + ", p " + std::to_string(p) + ", F " +
+                          formatMs(f) + ", B " + formatMs(b) + ", W " + formatMs(w) +
                           ": it is only a lower bound");
     }
   }
