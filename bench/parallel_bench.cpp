@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
       {"1 process", 0, {}},
       {"pp=2 gpipe", 2, {"--pp", "2", "--schedule", "gpipe"}},
       {"pp=2 1f1b", 2, {"--pp", "2", "--schedule", "1f1b"}},
+      {"pp=2 zb-h1", 2, {"--pp", "2", "--schedule", "zb-h1"}},
       {"pp=2 interleaved v=2", 2, {"--pp", "2", "--schedule", "interleaved", "--vp", "2"}},
       {"dp=2 zero-0", 2, {}},
       {"dp=2 zero-1", 2, {"--zero", "1"}},

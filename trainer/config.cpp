@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 namespace gpttrain {
 
@@ -52,7 +53,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
   app.add_option("--schedule", c.schedule, "pipeline schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
   app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(atLeast(1, true));
   app.add_option("--global-batch", c.global_batch, "samples per step")->check(atLeast(1, true));
   app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
@@ -100,7 +101,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--dump-grads", c.dump_grads, "write step 1's full gradients here (rank 0)");
   app.add_option("--dump-init", c.dump_init,
                  "write the initial parameters and the batches to DIR (one process)");
-  app.add_option("--dry-run-costs", c.dry_run_costs, "F_MS,B_MS (pipeline dry run)");
+  app.add_option("--dry-run-costs", c.dry_run_costs,
+                 "F_MS,B_MS[,W_MS] (pipeline dry run; zb-h1 without W_MS: B split in half)");
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(atLeast(0, true));
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
@@ -134,23 +136,33 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   return std::nullopt;
 }
 
-bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backward_ms) {
-  const size_t comma = text.find(',');
-  if (comma == std::string::npos) return false;
-  try {
-    size_t used_f = 0, used_b = 0;
-    const std::string f = text.substr(0, comma), b = text.substr(comma + 1);
-    *forward_ms = std::stod(f, &used_f);
-    *backward_ms = std::stod(b, &used_b);
-    return used_f == f.size() && used_b == b.size() && *forward_ms >= 0 && *backward_ms >= 0;
-  } catch (const std::exception&) {
-    return false;
+bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backward_ms,
+                      double* weight_ms) {
+  std::vector<double> values;
+  size_t pos = 0;
+  while (true) {
+    const size_t comma = text.find(',', pos);
+    const std::string part = text.substr(pos, comma == std::string::npos ? comma : comma - pos);
+    try {
+      size_t used = 0;
+      values.push_back(std::stod(part, &used));
+      if (used != part.size() || !(values.back() >= 0)) return false;
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
   }
+  if (values.size() < 2 || values.size() > 3) return false;
+  *forward_ms = values[0];
+  *backward_ms = values[1];
+  *weight_ms = values.size() == 3 ? values[2] : -1.0;
+  return true;
 }
 
 std::string layoutError(const TrainConfig& c, int world) {
   std::ostringstream out;
-  double f_ms = 0, b_ms = 0;
+  double f_ms = 0, b_ms = 0, w_ms = 0;
   if (world % (c.tp * c.pp) != 0) {
     out << "WORLD_SIZE " << world << " is not divisible by tp x pp = " << c.tp * c.pp;
   } else if (c.layers % (c.pp * c.vp) != 0) {
@@ -178,8 +190,15 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << e;
   } else if (!c.dump_init.empty() && world != 1) {
     out << "--dump-init needs a single process (WORLD_SIZE is " << world << "): run it alone";
-  } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms)) {
-    out << "--dry-run-costs '" << c.dry_run_costs << "' is not F_MS,B_MS (two numbers >= 0)";
+  } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {
+    out << "--dry-run-costs '" << c.dry_run_costs
+        << "' is not F_MS,B_MS or F_MS,B_MS,W_MS (numbers >= 0)";
+  } else if (c.schedule == "zb-h1" && c.recompute != "none") {
+    out << "--schedule zb-h1 runs the backward in two passes (B, then W), which --recompute "
+        << c.recompute << " would re-run twice: use --recompute none or another schedule";
+  } else if (c.schedule == "zb-h1" && c.zero == 3) {
+    out << "--schedule zb-h1 does not work with --zero 3 (its layers regather and reduce in the "
+           "one backward that zb-h1 splits): use --zero 0, 1 or 2";
   }
   return out.str();
 }

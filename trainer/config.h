@@ -81,8 +81,10 @@ struct TrainConfig {
 // --help; 2 after an unknown flag or bad value, having printed one line to stderr).
 std::optional<int> parseArgs(int argc, char** argv, TrainConfig& config);
 
-// Parses --dry-run-costs "F_MS,B_MS" (both >= 0). Returns false when malformed.
-bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backward_ms);
+// Parses --dry-run-costs "F_MS,B_MS[,W_MS]" (all >= 0; *weight_ms -1 when W is not given).
+// Returns false when malformed.
+bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backward_ms,
+                      double* weight_ms);
 
 // Empty when `config` can run on `world` ranks; else one line naming the problem.
 std::string layoutError(const TrainConfig& config, int world);

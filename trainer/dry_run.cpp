@@ -14,11 +14,12 @@ void sleepMs(double ms) {
 
 }  // namespace
 
-DryRunCompute::DryRunCompute(double forward_ms, double backward_ms, const PipelineShape& shape,
-                             int pp_rank, std::vector<int64_t> activation_shape,
-                             torch::Device device)
+DryRunCompute::DryRunCompute(double forward_ms, double backward_ms, double weight_ms,
+                             const PipelineShape& shape, int pp_rank,
+                             std::vector<int64_t> activation_shape, torch::Device device)
     : forward_ms_(forward_ms / shape.chunks),
       backward_ms_(backward_ms / shape.chunks),
+      weight_ms_(weight_ms / shape.chunks),
       shape_(shape),
       pp_rank_(pp_rank),
       activation_shape_(std::move(activation_shape)),
@@ -32,8 +33,19 @@ at::Tensor DryRunCompute::forward(int chunk, int, const at::Tensor&) {
 
 at::Tensor DryRunCompute::backward(int, int, const at::Tensor& input, const at::Tensor&,
                                    const at::Tensor&) {
+  sleepMs(backward_ms_ + weight_ms_);
+  return input.defined() ? at::zeros(activation_shape_, options_) : at::Tensor();
+}
+
+at::Tensor DryRunCompute::backwardInput(int, int, const at::Tensor& input, const at::Tensor&,
+                                        const at::Tensor&) {
   sleepMs(backward_ms_);
   return input.defined() ? at::zeros(activation_shape_, options_) : at::Tensor();
+}
+
+void DryRunCompute::backwardWeight(int, int, const at::Tensor&, const at::Tensor&,
+                                   const at::Tensor&) {
+  sleepMs(weight_ms_);
 }
 
 }  // namespace gpttrain

@@ -68,4 +68,18 @@ at::Tensor ModelCompute::backward(int, int microbatch, const at::Tensor& input,
   return input.defined() ? input.grad() : at::Tensor();
 }
 
+at::Tensor ModelCompute::backwardInput(int, int, const at::Tensor& input, const at::Tensor& output,
+                                       const at::Tensor& grad) {
+  if (!input.defined()) return at::Tensor();  // first stage: no input gradient to send
+  const at::Tensor seed = grad.defined() ? grad : at::full_like(output, 1.0 / microbatches_);
+  return torch::autograd::grad({output}, {input}, {seed}, /*retain_graph=*/true)[0];
+}
+
+void ModelCompute::backwardWeight(int chunk, int microbatch, const at::Tensor& input,
+                                  const at::Tensor& output, const at::Tensor& grad) {
+  // A full backward of the retained graph: the weights' gradients accumulate (and the DP hooks
+  // fire) exactly as in backward(); the input's gradient is computed again and dropped.
+  backward(chunk, microbatch, input, output, grad);
+}
+
 }  // namespace gpttrain

@@ -24,6 +24,14 @@ class ModelCompute : public PipelineCompute {
   at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
   at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
                       const at::Tensor& grad) override;
+  // zb-h1: B is torch::autograd::grad on the stage input (graph retained; nothing on the first
+  // stage); W is a second backward over the retained graph into the parameters, where the
+  // data-parallel hooks fire. W re-traverses the graph (libtorch cannot resume B's partial
+  // results), so B + W cost more than one backward (docs/trainer.md, ZB-H1).
+  at::Tensor backwardInput(int chunk, int microbatch, const at::Tensor& input,
+                           const at::Tensor& output, const at::Tensor& grad) override;
+  void backwardWeight(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
+                      const at::Tensor& grad) override;
 
   // Sum of the losses the last virtual stage computed (0 on other ranks).
   double lossSum() const { return loss_sum_; }

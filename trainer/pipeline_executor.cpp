@@ -94,7 +94,10 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         const at::Tensor& t =
             a.kind == ActionKind::kSendForward ? slot.output.detach() : slot.input_grad;
         sends.push_back(sendAsync(pp, t, a.peer, a.tag));
-        if (a.kind == ActionKind::kSendBackward) slots.erase({a.chunk, a.microbatch});
+        // After a split B the slot lives on until its W.
+        if (a.kind == ActionKind::kSendBackward && !slot.output.defined()) {
+          slots.erase({a.chunk, a.microbatch});
+        }
         break;
       }
       case ActionKind::kForward: {
@@ -121,6 +124,29 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         slot.output = at::Tensor();
         slot.grad = at::Tensor();
         if (a.chunk == 0 && pp.rank == 0) slots.erase({a.chunk, a.microbatch});  // sends nothing
+        break;
+      }
+      case ActionKind::kBackwardInput: {
+        tracerun::PhaseScope phase(vocab::phase::kBackwardInput,
+                                   {{vocab::arg::kStage, stage},
+                                    {vocab::arg::kChunk, a.chunk},
+                                    {vocab::arg::kMicrobatch, a.microbatch}});
+        const int64_t start = nowNs();
+        slot.input_grad =
+            compute.backwardInput(a.chunk, a.microbatch, slot.input, slot.output, slot.grad);
+        stats.compute_ns += nowNs() - start;
+        break;
+      }
+      case ActionKind::kBackwardWeight: {
+        tracerun::PhaseScope phase(vocab::phase::kBackwardWeight,
+                                   {{vocab::arg::kStage, stage},
+                                    {vocab::arg::kChunk, a.chunk},
+                                    {vocab::arg::kMicrobatch, a.microbatch}});
+        const int64_t start = nowNs();
+        compute.backwardWeight(a.chunk, a.microbatch, slot.input, slot.output, slot.grad);
+        stats.compute_ns += nowNs() - start;
+        --live;
+        slots.erase({a.chunk, a.microbatch});  // its gradient was sent after B
         break;
       }
     }

@@ -24,13 +24,20 @@ class PipelineCompute {
   // virtual stage. Returns the gradient of `input` (undefined when input is).
   virtual at::Tensor backward(int chunk, int microbatch, const at::Tensor& input,
                               const at::Tensor& output, const at::Tensor& grad) = 0;
+  // The split backward (zb-h1). backwardInput: the gradient of `input` only (undefined when input
+  // is), keeping the graph for backwardWeight, which then accumulates the weights' gradients
+  // (where the data-parallel hooks fire). Same arguments as backward.
+  virtual at::Tensor backwardInput(int chunk, int microbatch, const at::Tensor& input,
+                                   const at::Tensor& output, const at::Tensor& grad) = 0;
+  virtual void backwardWeight(int chunk, int microbatch, const at::Tensor& input,
+                              const at::Tensor& output, const at::Tensor& grad) = 0;
 };
 
 // The executor's own clock, per step (steady clock, nanoseconds summed).
 struct PipelineStepStats {
   int64_t compute_ns = 0;    // inside forward and backward
   int64_t recv_wait_ns = 0;  // blocked in receives
-  int max_in_flight = 0;     // microbatch-chunks forwarded and not yet backwarded
+  int max_in_flight = 0;     // microbatch-chunks forwarded and not yet backwarded (zb-h1: W'd)
 };
 
 // Runs `actions` (this rank's list, schedule.h) to the end, then waits for its sends.

@@ -68,6 +68,7 @@ ScheduleKind parseScheduleKind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
+  if (name == "zb-h1") return ScheduleKind::kZbH1;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
@@ -79,6 +80,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
   }
   return "?";
 }
@@ -97,6 +100,10 @@ const char* actionName(ActionKind kind) {
       return tracerun::vocab::phase::kBackward;
     case ActionKind::kSendBackward:
       return tracerun::vocab::scope::kSendBackward;
+    case ActionKind::kBackwardInput:
+      return tracerun::vocab::phase::kBackwardInput;
+    case ActionKind::kBackwardWeight:
+      return tracerun::vocab::phase::kBackwardWeight;
   }
   return "?";
 }
@@ -121,6 +128,7 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
       warmup = totalSteps(s);
       break;
     case ScheduleKind::kOneFOneB:
+    case ScheduleKind::kZbH1:
       warmup = s.stages - rank - 1;
       break;
     case ScheduleKind::kInterleaved:
@@ -131,10 +139,12 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
 }
 
 int inFlightBound(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kZbH1) return std::min(s.stages, s.microbatches);  // until W
   return std::min(warmUpForwards(kind, s, rank) + 1, totalSteps(s));
 }
 
 std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kZbH1) return zbH1ComputeOrder(s, rank);
   const int warmup = warmUpForwards(kind, s, rank);
   std::vector<Action> out;
   appendWarmUp(out, s, warmup);
@@ -154,7 +164,9 @@ std::vector<Action> withMessages(const std::vector<Action>& order, const Pipelin
   for (const Action& a : order) {
     const int stage = a.chunk * p + rank;
     const int mb = a.microbatch;
-    if (a.kind == ActionKind::kForward) {
+    if (a.kind == ActionKind::kBackwardWeight) {
+      out.push_back(a);  // no messages
+    } else if (a.kind == ActionKind::kForward) {
       if (stage > 0) {
         out.push_back(Action{ActionKind::kRecvForward, mb, a.chunk, prev,
                              messageTag(true, stage - 1, mb, s)});
@@ -196,6 +208,7 @@ std::vector<Action> buildForwardOnlySchedule(const PipelineShape& s, int rank) {
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& s) {
   const double p = s.stages, m = s.microbatches;
   const double v = kind == ScheduleKind::kInterleaved ? s.chunks : 1.0;
+  if (kind == ScheduleKind::kZbH1) return zbH1BubbleFraction(s, 1, 1, 1);
   return ((p - 1) / v) / (m + (p - 1) / v);
 }
 

@@ -16,8 +16,9 @@ enum class ScheduleKind {
   kGpipe,        // all forwards, then all backwards
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
+  kZbH1,  // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
 };
-// "gpipe", "1f1b", "interleaved"; throws std::invalid_argument on anything else.
+// "gpipe", "1f1b", "interleaved", "zb-h1"; throws std::invalid_argument on anything else.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -35,6 +36,10 @@ enum class ActionKind {
   kRecvBackward,  // receive the gradient of that output from the next virtual stage
   kBackward,      // run the chunk's backward of the microbatch
   kSendBackward,  // send the gradient of its input to the previous virtual stage (non-blocking)
+  // Split backward (zb-h1): B, the gradient of the input only (received gradient in, sent on at
+  // once, like kBackward), and later W, the gradient of the weights (no messages).
+  kBackwardInput,
+  kBackwardWeight,
 };
 const char* actionName(ActionKind kind);
 
@@ -71,7 +76,21 @@ std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& shape,
 // Forwards only (evaluation): microbatch by microbatch, chunk by chunk, with their messages.
 std::vector<Action> buildForwardOnlySchedule(const PipelineShape& shape, int rank);
 
-// The closed-form idle fraction of every stage: (p-1)/(m+p-1), interleaved ((p-1)/v)/(m+(p-1)/v).
+// The closed-form idle fraction of every stage: (p-1)/(m+p-1), interleaved ((p-1)/v)/(m+(p-1)/v),
+// zb-h1 (F = B = W) (p-1)/(3m+p-1).
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& shape);
+
+// --- ZB-H1 (schedule_zbh1.cpp)
+
+// Rank r's compute order: 1F1B's warm-up of p-r-1 forwards, then F, B pairs with each B followed
+// by the W of the microbatch r earlier (r W's deferred), cool-down B's likewise, the last r W's at
+// the end. At most min(p, m) microbatches forwarded and not yet W'd on every rank.
+std::vector<Action> zbH1ComputeOrder(const PipelineShape& shape, int rank);
+
+// ZB-H1's idle fraction with forward, input-gradient and weight-gradient costs f, b, w per
+// microbatch: (p-1)(f+b-w) / (m(f+b+w) + (p-1)(f+b-w)). Exact for the list above when m >= p and
+// w <= min(f, b) (checked by tests/trainer/test_schedule_zbh1.cpp's simulator); otherwise a
+// lower bound.
+double zbH1BubbleFraction(const PipelineShape& shape, double f, double b, double w);
 
 }  // namespace gpttrain

@@ -150,7 +150,11 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
     optimizer_ = makeOptimizer(params_, *strategy_, groups.dp, optimizerConfig(config));
   }
   if (!config_.dry_run_costs.empty()) {
-    parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_);
+    parseDryRunCosts(config_.dry_run_costs, &dry_forward_ms_, &dry_backward_ms_, &dry_weight_ms_);
+    if (dry_weight_ms_ < 0) {  // no W given: zb-h1 splits B in half, the others sleep B
+      dry_weight_ms_ = kind_ == ScheduleKind::kZbH1 ? dry_backward_ms_ / 2 : 0.0;
+      dry_backward_ms_ -= dry_weight_ms_;
+    }
   }
   if (const std::string resume = resumeDir(config_); !resume.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp,   config.pp,
@@ -307,8 +311,8 @@ StepResult Trainer::trainStep(int step) {
 // would count as idle time.
 StepResult Trainer::dryRunStep(int step) {
   tracerun::Step step_scope(step);
-  DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
-                        activationShape(), device_);
+  DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, dry_weight_ms_, shape_,
+                        groups_.coords.pp, activationShape(), device_);
   at::Tensor sync = at::zeros({1}, at::TensorOptions().device(device_));
   allReduce(*groups_.pp, sync);
   auto nowMs = [] {
@@ -399,9 +403,14 @@ void Trainer::report(const StepResult& r) {
   tracerun::counter(vocab::counter::kGradNorm, r.grad_norm);
   tracerun::counter(vocab::counter::kTokensPerS, r.tokens_per_s);
   if (groups_.rank != 0) return;
+  // zb-h1's closed form depends on the costs: (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)).
+  const double closed_form =
+      kind_ == ScheduleKind::kZbH1 && dry_forward_ms_ >= 0
+          ? zbH1BubbleFraction(shape_, dry_forward_ms_, dry_backward_ms_, dry_weight_ms_)
+          : idealBubbleFraction(kind_, shape_);
   for (size_t k = 0; k < r.stage_idle.size() && !config_.quiet; ++k) {
     std::printf("step %d | stage %zu idle %.4f (closed form %.4f)\n", r.step, k, r.stage_idle[k],
-                idealBubbleFraction(kind_, shape_));
+                closed_form);
   }
   if (!config_.quiet) {
     std::printf("step %d/%d | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tokens/s | %.1f ms\n",
@@ -416,7 +425,7 @@ void Trainer::report(const StepResult& r) {
     for (size_t k = 0; k < r.stage_idle.size(); ++k) {
       std::fprintf(log_json_,
                    "{\"step\":%d,\"stage\":%zu,\"idle_fraction\":%.6f,\"closed_form\":%.6f}\n",
-                   r.step, k, r.stage_idle[k], idealBubbleFraction(kind_, shape_));
+                   r.step, k, r.stage_idle[k], closed_form);
     }
     std::fflush(log_json_);
   }

@@ -84,6 +84,7 @@ class Trainer {
   MemoryAccount at_optimizer_step_;  // measured just before the last optimizer step  // the most
                                      // microbatch-chunks this rank held, over all steps
   double dry_forward_ms_ = -1.0, dry_backward_ms_ = -1.0;  // --dry-run-costs; < 0: off
+  double dry_weight_ms_ = 0.0;  // W (zb-h1's split backward; others sleep B + W in backward)
   std::FILE* log_json_ = nullptr;
 };
 

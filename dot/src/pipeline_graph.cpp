@@ -23,8 +23,13 @@ namespace {
 using trace::analysis::PipelineAction;
 using Kind = trace::analysis::PipelineActionKind;
 
+// zb-h1's W (gradient of the weights): a darker orange than a backward or a B, so the deferred
+// W's stand apart from the B's on the critical path.
+constexpr Rgb kWeightGradient{230, 145, 56};
+
 bool isCompute(Kind k) {
-  return k == Kind::kForward || k == Kind::kBackward;
+  return k == Kind::kForward || k == Kind::kBackward || k == Kind::kBackwardInput ||
+         k == Kind::kBackwardWeight;
 }
 bool isRecv(Kind k) {
   return k == Kind::kRecvForward || k == Kind::kRecvBackward;
@@ -38,7 +43,9 @@ int64_t duration(const PipelineAction& a) {
 }
 
 std::string mbText(const PipelineAction& a, int v) {
-  std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F" : "B") +
+  std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F"
+                   : a.kind == Kind::kBackwardWeight                    ? "W"
+                                                                        : "B") +
                   std::to_string(a.microbatch);
   if (v > 1) s += " c" + std::to_string(a.chunk);
   return s;
@@ -175,7 +182,9 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     if (isCompute(a.kind)) {
       computeOfRank[a.rank] += duration(a);
       what = mb;
-      n.fill = a.kind == Kind::kForward ? palette::kForward : palette::kBackward;
+      n.fill = a.kind == Kind::kForward          ? palette::kForward
+               : a.kind == Kind::kBackwardWeight ? kWeightGradient
+                                                 : palette::kBackward;
       n.shape = NodeShape::kBox;
       computeNode[{a.virtual_stage, static_cast<int>(a.kind), a.microbatch}] =
           static_cast<int>(g.nodes.size());
@@ -267,7 +276,8 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   // Stage dependencies: F(s, m) -> F(s+1, m); B(s+1, m) -> B(s, m) (virtual stages).
   for (const auto& [key, idx] : computeNode) {
     const auto [vs, kind, m] = key;
-    if (kind != static_cast<int>(Kind::kForward) && kind != static_cast<int>(Kind::kBackward)) {
+    if (kind != static_cast<int>(Kind::kForward) && kind != static_cast<int>(Kind::kBackward) &&
+        kind != static_cast<int>(Kind::kBackwardInput)) {
       continue;
     }
     auto it = computeNode.find({vs + 1, kind, m});
@@ -307,9 +317,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                     " of it (red)";
   cap += "\nbubble per stage: " + perStage;
   cap += "\nstep bubble " + trace::formatShare(bubble) + " measured; closed form " +
-         (pa.schedule == "interleaved" ? std::string("((p-1)/v)/(m+(p-1)/v)")
-                                       : std::string("(p-1)/(m+p-1)")) +
-         " = " + trace::formatShare(pa.bubble_theory);
+         pa.bubble_formula + " = " + trace::formatShare(pa.bubble_theory);
   if (sa.replicas > 1) {
     cap += "\nreplica " + std::to_string(o.replica) + " of " + std::to_string(sa.replicas) +
            " (data-parallel copies of the pipeline)";

@@ -164,3 +164,59 @@ TEST_CASE("pipeline picture: bad input names the problem", "[dot][pipeline]") {
   CHECK_THROWS_WITH(dot::buildPipelineGraph(plain, {}),
                     Catch::Contains("no pipeline in the trace"));
 }
+
+// ZB-H1's split backward on two stages, one microbatch (ns): B0 (backward_input) is on the
+// gradient's path, W0 (backward_weight) after it with no messages.
+//   r0: F0 [10,110] sendF0 [110,115] recvB0 [120,330] B0 [330,340] W0 [340,440]
+//   r1: recvF0 [5,130] F0 [130,230] B0 [230,320] sendB0 [320,325] W0 [325,425]
+TEST_CASE("pipeline picture and analysis: zb-h1's B and W apart, its closed form named",
+          "[dot][pipeline][zbh1]") {
+  TraceBuilder tb(2);
+  auto phase = [&](int r, const char* what, int stage, int64_t s, int64_t e) {
+    tb.span(
+        r,
+        BSpan{
+            "main", what, C::kPhase, s, e, 1, {{"stage", stage}, {"chunk", 0}, {"microbatch", 0}}});
+  };
+  auto msg = [&](int r, const char* what, int peer, int64_t s, int64_t e) {
+    tb.span(
+        r,
+        BSpan{"main", what, C::kUser, s, e, 1, {{"peer", peer}, {"microbatch", 0}, {"chunk", 0}}});
+  };
+  for (int r = 0; r < 2; ++r) {
+    tb.span(r, BSpan{"main", "step", C::kPhase, 0, 1000, 0, {{"step", 1}}});
+  }
+  phase(0, "forward", 0, 10, 110);
+  msg(0, "send_forward", 1, 110, 115);
+  msg(0, "recv_backward", 1, 120, 330);
+  phase(0, "backward_input", 0, 330, 340);
+  phase(0, "backward_weight", 0, 340, 440);
+  msg(1, "recv_forward", 0, 5, 130);
+  phase(1, "forward", 1, 130, 230);
+  phase(1, "backward_input", 1, 230, 320);
+  msg(1, "send_backward", 0, 320, 325);
+  phase(1, "backward_weight", 1, 325, 425);
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("pp_zbh1")));
+
+  const auto a = trace::analysis::analyzePipeline(reader);
+  CHECK(a.schedule == "zb-h1");
+  CHECK(a.bubble_formula.find("(p-1)(F+B-W)") != std::string::npos);
+  REQUIRE(a.per_stage.size() == 2);
+  CHECK(a.per_stage[0].backward_ns == Approx(110));  // B 10 + W 100
+  CHECK(a.per_stage[1].backward_ns == Approx(190));  // B 90 + W 100
+  // Mean F 100, B 50, W 100, p 2, m 1: (F+B-W) / ((F+B+W) + (F+B-W)) = 50 / 300.
+  CHECK(a.bubble_theory == Approx(50.0 / 300.0));
+
+  const dot::Graph g = dot::buildPipelineGraph(reader, {});
+  const dot::Node* b = nullptr;
+  const dot::Node* w = nullptr;
+  for (const auto& n : g.nodes) {
+    if (n.id == "rank1/B0") b = &n;
+    if (n.id == "rank1/W0") w = &n;
+  }
+  REQUIRE(b != nullptr);
+  REQUIRE(w != nullptr);
+  CHECK_FALSE(b->fill == w->fill);
+  CHECK(g.title.find("zb-h1") != std::string::npos);
+  CHECK(g.caption.find("(p-1)(F+B-W)") != std::string::npos);
+}

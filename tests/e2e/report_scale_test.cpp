@@ -160,6 +160,22 @@ TEST_CASE("report scale: dry-run interleaved v 2 p 4 m 8 bubble against the clos
   CHECK(pl["bubble_measured"].get<double>() == Approx(theory).margin(0.02));
 }
 
+// ZB-H1 (backward split into B and W phases): the report names the schedule from the phases and
+// its closed form from the measured F, B and W; here F 80, B 80, W 40 ms, p 4, m 8:
+// (p-1)(F+B-W) / (m(F+B+W) + (p-1)(F+B-W)) = 360 / 1960, computed by hand.
+TEST_CASE("report scale: dry-run zb-h1 p 4 m 8 bubble against (p-1)(F+B-W) closed form") {
+  const json pl = dryRunPipeline("dry-zbh1", "zb-h1", 1, 8, "80,80,40");
+  const double theory = 360.0 / 1960.0;
+  INFO(pl.dump());
+  CHECK(pl["schedule"] == "zb-h1");
+  CHECK(pl["stages"] == 4);
+  CHECK(pl["microbatches"] == 8);
+  CHECK(pl["bubble_formula"].get<std::string>().find("(p-1)(F+B-W)") != std::string::npos);
+  CHECK(pl["bubble_theory"].get<double>() == Approx(theory).margin(0.005));  // measured sleeps
+  CHECK(pl["bubble_measured"].get<double>() == Approx(theory).margin(0.02));
+  CHECK(pl["bubble_modeled"].get<double>() == Approx(theory).margin(0.02));
+}
+
 TEST_CASE("report scale: ZeRO 0 at dp 4 holds 16 psi at the peak") {
   checkZero(0);
 }

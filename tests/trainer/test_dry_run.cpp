@@ -13,15 +13,14 @@ using namespace gpttrain::testing;
 namespace {
 
 void checkBubble(const std::string& name, const std::vector<std::string>& schedule,
-                 double closed_form) {
+                 double closed_form, const std::string& costs = "60,120") {
   const std::string dir = scratchDir("dry_run_" + name);
   const std::string json = dir + "/log.json";
-  auto run =
-      launchRanks(kGpttrain,
-                  tinyModelArgs() + schedule +
-                      std::vector<std::string>{"--pp", "4", "--layers", "8", "--steps", "3",
-                                               "--dry-run-costs", "60,120", "--log-json", json},
-                  4, dir);
+  auto run = launchRanks(kGpttrain,
+                         tinyModelArgs() + schedule +
+                             std::vector<std::string>{"--pp", "4", "--layers", "8", "--steps", "3",
+                                                      "--dry-run-costs", costs, "--log-json", json},
+                         4, dir);
   INFO(name << "\n" << run.summary());
   REQUIRE(run.ok());
   const auto idle = jsonValues(json, "idle_fraction");
@@ -51,4 +50,17 @@ TEST_CASE("dry run: gpipe's measured bubble is (p-1)/(m+p-1) on every stage",
 TEST_CASE("dry run: interleaved v=2's measured bubble is ((p-1)/v)/(m+(p-1)/v) on every stage",
           "[trainer][dry_run]") {
   checkBubble("interleaved", {"--schedule", "interleaved", "--vp", "2"}, 1.5 / 5.5);
+}
+
+// ZB-H1 (p 4, m 4): idle (p-1)(F+B-W) over m(F+B+W) + (p-1)(F+B-W), computed here by hand.
+// Two costs: B = 120 split into B = W = 60, so F = B = W and the bubble is (p-1)/(3m+p-1).
+TEST_CASE("dry run: zb-h1's measured bubble is (p-1)/(3m+p-1) with F = B = W",
+          "[trainer][dry_run][zbh1]") {
+  checkBubble("zbh1", {"--schedule", "zb-h1"}, 3.0 / 15.0);
+}
+
+// Unequal costs, W <= min(F, B): F 60, B 80, W 40: (3 x 100) / (4 x 180 + 300).
+TEST_CASE("dry run: zb-h1's measured bubble is (p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W))",
+          "[trainer][dry_run][zbh1]") {
+  checkBubble("zbh1_costs", {"--schedule", "zb-h1"}, 300.0 / 1020.0, "60,80,40");
 }

@@ -180,9 +180,10 @@ void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::strin
     const int v = flagValue(layout, "--vp", 1);
     const auto it = std::find(layout.begin(), layout.end(), "--schedule");
     const std::string schedule = it == layout.end() ? "1f1b" : *(it + 1);
-    const int want = schedule == "gpipe"  ? m
-                     : schedule == "1f1b" ? std::min(pp, m)
-                                          : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);
+    const int want = schedule == "gpipe" ? m
+                     : schedule == "1f1b" || schedule == "zb-h1"
+                         ? std::min(pp, m)
+                         : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);
     CHECK(std::stoi(par.log.substr(at + key.size())) == want);
   }
   if (sp) {  // Gloo: the sequence-parallel collectives must have taken the fallbacks
@@ -286,6 +287,28 @@ TEST_CASE("pp=4 interleaved v=2 (8 layers) reproduces the single-process run",
           "[trainer][equivalence][pp]") {
   checkEquivalent("equiv_pp4_interleaved", 4,
                   {"--pp", "4", "--schedule", "interleaved", "--vp", "2"}, {"--layers", "8"});
+}
+
+// ZB-H1: B (input gradient) and W (weight gradients) as two passes; synchronous, so the same
+// gradients and losses. m = 4 microbatches (8 / 2), so rank 0 holds min(p, m) in flight until W.
+TEST_CASE("pp=2 zb-h1 reproduces the single-process run", "[trainer][equivalence][pp][zbh1]") {
+  checkEquivalent("equiv_pp2_zbh1", 2, {"--pp", "2", "--schedule", "zb-h1"});
+}
+
+TEST_CASE("pp=4 zb-h1 (4 layers) reproduces the single-process run",
+          "[trainer][equivalence][pp][zbh1]") {
+  checkEquivalent("equiv_pp4_zbh1", 4, {"--pp", "4", "--schedule", "zb-h1"}, {"--layers", "4"});
+}
+
+TEST_CASE("pp=2 x dp=2 zb-h1 (buckets reduced from W) reproduces the single-process run",
+          "[trainer][equivalence][pp][zbh1]") {
+  checkEquivalent("equiv_pp2_dp2_zbh1", 4, {"--pp", "2", "--schedule", "zb-h1"});
+}
+
+TEST_CASE("tp=2 x pp=2 zb-h1 with sp reproduces the single-process run",
+          "[trainer][equivalence][pp][zbh1]") {
+  checkEquivalent("equiv_tp2_pp2_zbh1", 4,
+                  {"--tp", "2", "--pp", "2", "--sp", "--schedule", "zb-h1"});
 }
 
 TEST_CASE("tp=2 x pp=2 x dp=2 with sp, micro-batch 1, reproduces the single-process run",

@@ -52,7 +52,10 @@ Context contextOf(const TraceReader& reader, int rank) {
     if (s == vocab::phase::kForward || s == vocab::phase::kRecomputeForward) {
       return int(kForwardPhase);
     }
-    if (s == vocab::phase::kBackward) return int(kBackwardPhase);
+    if (s == vocab::phase::kBackward || s == vocab::phase::kBackwardInput ||
+        s == vocab::phase::kBackwardWeight) {  // zb-h1's B and W are backward too
+      return int(kBackwardPhase);
+    }
     return int(kOther);
   });
   Context c;

@@ -28,10 +28,12 @@ struct Keys {
         chunk(NameCodes::find(r, vocab::arg::kChunk)),
         dp(NameCodes::find(r, vocab::arg::kDp)),
         backward(NameCodes::find(r, vocab::phase::kBackward)),
+        backward_input(NameCodes::find(r, vocab::phase::kBackwardInput)),
+        backward_weight(NameCodes::find(r, vocab::phase::kBackwardWeight)),
         recompute(NameCodes::find(r, vocab::phase::kRecomputeForward)),
         grad_sync(NameCodes::find(r, vocab::phase::kGradSync)) {}
   core::StringId params, shard, logical, tp_col, tp_row, tp_vocab, zero_unit, stage, chunk, dp;
-  core::StringId backward, recompute, grad_sync;
+  core::StringId backward, backward_input, backward_weight, recompute, grad_sync;
 };
 
 using Args = std::vector<std::pair<core::StringId, int64_t>>;
@@ -106,7 +108,8 @@ void readTrack(const TraceReader& reader, const Keys& k, int rank, int64_t track
     stack.resize(depth, f);  // a gap (a parent not recorded) inherits from the nearest ancestor
     if (s.category == core::Category::kBackward ||
         (s.category == core::Category::kPhase && s.name != 0 &&
-         (s.name == k.backward || s.name == k.recompute))) {
+         (s.name == k.backward || s.name == k.backward_input || s.name == k.backward_weight ||
+          s.name == k.recompute))) {
       f.backward = true;
     }
     if (s.category == core::Category::kPhase) {

@@ -5,6 +5,7 @@
 #include "tracerun/trace/analysis/pipeline.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <numeric>
 #include <set>
@@ -29,10 +30,16 @@ enum Code : int {
   kRecvBackward,
   kSendForward,
   kSendBackward,
+  kBackwardInput,   // zb-h1's B
+  kBackwardWeight,  // zb-h1's W
 };
 
 bool isCompute(int k) {
-  return k == kForward || k == kBackward;
+  return k == kForward || k == kBackward || k == kBackwardInput || k == kBackwardWeight;
+}
+// Backward work for the per-stage split: a whole backward, or zb-h1's B or W.
+bool isBackward(int k) {
+  return k == kBackward || k == kBackwardInput || k == kBackwardWeight;
 }
 bool isRecv(int k) {
   return k == kRecvForward || k == kRecvBackward;
@@ -75,6 +82,8 @@ Collected collect(const TraceReader& reader) {
     if (s == vocab::phase::kStep) return kStep;
     if (s == vocab::phase::kForward) return kForward;
     if (s == vocab::phase::kBackward) return kBackward;
+    if (s == vocab::phase::kBackwardInput) return kBackwardInput;
+    if (s == vocab::phase::kBackwardWeight) return kBackwardWeight;
     if (s == vocab::scope::kRecvForward) return kRecvForward;
     if (s == vocab::scope::kRecvBackward) return kRecvBackward;
     if (s == vocab::scope::kSendForward) return kSendForward;
@@ -230,6 +239,7 @@ std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::str
   for (const auto& [rank, actions] : c.by_rank) {
     std::map<int, bool> sawBackward;  // per step
     for (const Action& a : actions) {
+      if (a.kind == kBackwardInput || a.kind == kBackwardWeight) return "zb-h1";  // split backward
       if (a.kind == kBackward) sawBackward[a.step] = true;
       if (a.kind == kForward && sawBackward[a.step]) backwardBeforeForward = true;
     }
@@ -341,8 +351,31 @@ double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
 // ---------------------------------------------------------------------------------------------
 // entry point
 
+namespace {
+std::string formatMs(double ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
+  return buf;
+}
+}  // namespace
+
+double zbH1Bubble(int p, int m, double f, double b, double w) {
+  if (p <= 0 || m <= 0) return 0;
+  const double idle = (p - 1) * (f + b - w), step = m * (f + b + w) + idle;
+  return step > 0 ? std::max(0.0, idle / step) : 0.0;
+}
+
+std::string closedFormName(const std::string& schedule) {
+  if (schedule == "interleaved") return "((p-1)/v)/(m+(p-1)/v)";
+  if (schedule == "zb-h1") {
+    return "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)), F B W the measured mean durations";
+  }
+  return "(p-1)/(m+p-1)";
+}
+
 double closedFormBubble(const std::string& schedule, int p, int m, int v) {
   if (p <= 0 || m <= 0) return 0;
+  if (schedule == "zb-h1") return zbH1Bubble(p, m, 1, 1, 1);
   if (schedule == "interleaved" && v > 0) {
     const double x = double(p - 1) / v;
     return x / (m + x);
@@ -386,6 +419,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   out.microbatches = maxMicrobatch + 1;
   out.schedule = inferSchedule(c, v, out.microbatches, &out.notes);
   out.bubble_theory = closedFormBubble(out.schedule, p, out.microbatches, v);
+  out.bubble_formula = closedFormName(out.schedule);
 
   std::map<int, int> prank;
   out.replicas = replicasOf(c, p, &prank);
@@ -435,6 +469,28 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   for (auto& [k, d] : computeD) costs.compute[k] = median(d);
   for (auto& [k, d] : sendD) costs.send[k] = median(d);
   for (auto& [k, d] : transferD) costs.transfer[k] = std::max<int64_t>(0, median(d));
+  if (out.schedule == "zb-h1") {  // its closed form depends on F, B and W: their mean durations
+    std::map<int, std::pair<double, int>> mean;  // kind -> (sum, count)
+    for (auto& [key, d] : computeD) {
+      for (int64_t x : d) {
+        mean[key.second].first += double(x);
+        ++mean[key.second].second;
+      }
+    }
+    auto avg = [&](int kind) {
+      const auto& e = mean[kind];
+      return e.second > 0 ? e.first / e.second : 0.0;
+    };
+    out.bubble_theory =
+        zbH1Bubble(p, out.microbatches, avg(kForward), avg(kBackwardInput), avg(kBackwardWeight));
+    const double f = avg(kForward), b = avg(kBackwardInput), w = avg(kBackwardWeight);
+    if (out.microbatches < p || w > 1.05 * std::min(f, b)) {  // 5 %: sleeps and clocks jitter
+      out.notes.push_back("zb-h1's closed form holds for m >= p and W <= min(F, B); here m " +
+                          std::to_string(out.microbatches) + ", p " + std::to_string(p) + ", F " +
+                          formatMs(f) + ", B " + formatMs(b) + ", W " + formatMs(w) +
+                          ": it is only a lower bound");
+    }
+  }
 
   // Measured split per unit, accumulated per pipeline rank.
   std::vector<PipelineStage> stages(static_cast<size_t>(p));
@@ -452,7 +508,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       hi = std::max(hi, a.end);
       RankStep& rs = per[a.rank];
       if (a.kind == kForward) rs.forward = satAdd(rs.forward, a.dur());
-      if (a.kind == kBackward) rs.backward = satAdd(rs.backward, a.dur());
+      if (isBackward(a.kind)) rs.backward = satAdd(rs.backward, a.dur());
       if (isSend(a.kind)) rs.send = satAdd(rs.send, a.dur());
       if (isRecv(a.kind)) rs.recv = satAdd(rs.recv, a.dur());
     }
@@ -554,6 +610,12 @@ PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int
         break;
       case kBackward:
         x.kind = PipelineActionKind::kBackward;
+        break;
+      case kBackwardInput:
+        x.kind = PipelineActionKind::kBackwardInput;
+        break;
+      case kBackwardWeight:
+        x.kind = PipelineActionKind::kBackwardWeight;
         break;
       case kSendForward:
         x.kind = PipelineActionKind::kSendForward;

@@ -22,6 +22,10 @@ namespace phase {
 inline constexpr char kStep[] = "step";          // one training step; argument arg::kStep
 inline constexpr char kForward[] = "forward";    // a microbatch's forward on one stage
 inline constexpr char kBackward[] = "backward";  // ... and its backward
+// zb-h1's split backward: B (gradient of the stage input) and W (gradient of the weights); both
+// count as backward compute in the analyses.
+inline constexpr char kBackwardInput[] = "backward_input";
+inline constexpr char kBackwardWeight[] = "backward_weight";
 inline constexpr char kRecomputeForward[] = "recompute_forward";  // a forward re-run in backward
 inline constexpr char kGradSync[] = "grad_sync";     // gradient reductions after the last backward
 inline constexpr char kOptimizer[] = "optimizer";    // clipping and the update

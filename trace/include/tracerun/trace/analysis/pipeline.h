@@ -44,14 +44,15 @@ struct PipelineStep {
 
 struct PipelineAnalysis {
   bool present = false;    // false: the trace has no pipeline with more than one virtual stage
-  std::string schedule;    // "gpipe", "1f1b" or "interleaved", inferred from the action order
+  std::string schedule;    // "gpipe", "1f1b", "interleaved" or "zb-h1" (B and W phases), inferred
   int stages = 0;          // p
   int microbatches = 0;    // m
   int virtual_stages = 1;  // v: model chunks per pipeline rank
   int steps = 0;           // steps analysed
   std::vector<std::vector<int>> replicas;  // each pipeline's global ranks, by stage
   double bubble_measured = 0;  // median over steps of the per-step bubble (replicas averaged)
-  double bubble_theory = 0;    // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v)
+  double bubble_theory = 0;    // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v); zb-h1 below
+  std::string bubble_formula;  // the closed form used, in words
   double bubble_modeled = 0;   // median over steps of the modeled bubble
   std::vector<PipelineStage> per_stage;
   std::vector<PipelineStep> per_step;
@@ -59,8 +60,14 @@ struct PipelineAnalysis {
   std::vector<std::string> notes;  // anything the analysis had to assume
 };
 
-// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved").
+// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved", "zb-h1"
+// with F = B = W).
 double closedFormBubble(const std::string& schedule, int p, int m, int v);
+// ZB-H1 (Qi et al. 2023) with forward, input-gradient and weight-gradient costs:
+// (p-1)(f+b-w) / (m(f+b+w) + (p-1)(f+b-w)); exact for m >= p and w <= min(f, b).
+double zbH1Bubble(int p, int m, double f, double b, double w);
+// The formula closedFormBubble (and analyzePipeline) uses for a schedule, as text.
+std::string closedFormName(const std::string& schedule);
 
 PipelineAnalysis analyzePipeline(const TraceReader& reader);
 
@@ -72,7 +79,9 @@ enum class PipelineActionKind {
   kSendForward,
   kSendBackward,
   kRecvForward,
-  kRecvBackward
+  kRecvBackward,
+  kBackwardInput,  // zb-h1's B (gradient of the stage input)
+  kBackwardWeight  // zb-h1's W (gradient of the weights)
 };
 struct PipelineAction {
   PipelineActionKind kind = PipelineActionKind::kForward;
