@@ -24,6 +24,10 @@ class PipelineCompute {
   // virtual stage. Returns the gradient of `input` (undefined when input is).
   virtual at::Tensor backward(int chunk, int microbatch, const at::Tensor& input,
                               const at::Tensor& output, const at::Tensor& grad) = 0;
+  // 2bw (schedule_2bw.h): the weight version a microbatch's forward and backward use (annotated
+  // when >= 0), and the update an kApplyUpdate action runs for `batch`.
+  virtual int64_t weightVersion(int /*microbatch*/) const { return -1; }
+  virtual void applyUpdate(int /*batch*/) {}
 };
 
 // The executor's own clock, per step (steady clock, nanoseconds summed).

@@ -4,6 +4,8 @@
 // (microbatch, chunk) the k-th forward and backward are.
 #include "schedule.h"
 
+#include "schedule_2bw.h"
+
 #include <tracerun/core/vocabulary.h>
 
 #include <algorithm>
@@ -68,6 +70,7 @@ ScheduleKind parseScheduleKind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
+  if (name == "2bw") return ScheduleKind::kTwoBw;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
@@ -79,6 +82,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kTwoBw:
+      return "2bw";
   }
   return "?";
 }
@@ -97,6 +102,8 @@ const char* actionName(ActionKind kind) {
       return tracerun::vocab::phase::kBackward;
     case ActionKind::kSendBackward:
       return tracerun::vocab::scope::kSendBackward;
+    case ActionKind::kApplyUpdate:
+      return tracerun::vocab::phase::kOptimizer;
   }
   return "?";
 }
@@ -106,6 +113,7 @@ std::string scheduleError(ScheduleKind kind, const PipelineShape& s) {
   if (kind != ScheduleKind::kInterleaved && s.chunks != 1) {
     return "--vp " + std::to_string(s.chunks) + " needs --schedule interleaved";
   }
+  if (kind == ScheduleKind::kTwoBw) return twoBwShapeError(s);
   if (kind == ScheduleKind::kInterleaved && s.microbatches % s.stages != 0) {
     return "--schedule interleaved needs the microbatches per step (" +
            std::to_string(s.microbatches) + ") to be a multiple of --pp " +
@@ -121,6 +129,7 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
       warmup = totalSteps(s);
       break;
     case ScheduleKind::kOneFOneB:
+    case ScheduleKind::kTwoBw:  // per batch as 1F1B; the list over many batches: schedule_2bw.h
       warmup = s.stages - rank - 1;
       break;
     case ScheduleKind::kInterleaved:
@@ -182,6 +191,7 @@ std::vector<Action> withMessages(const std::vector<Action>& order, const Pipelin
 }  // namespace
 
 std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kTwoBw) return buildTwoBwSchedule(s, rank, 0, 1);
   return withMessages(computeOrder(kind, s, rank), s, rank);
 }
 

@@ -16,8 +16,9 @@ enum class ScheduleKind {
   kGpipe,        // all forwards, then all backwards
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
+  kTwoBw,        // PipeDream-2BW: 1F1B without flushes over many steps (schedule_2bw.h)
 };
-// "gpipe", "1f1b", "interleaved"; throws std::invalid_argument on anything else.
+// "gpipe", "1f1b", "interleaved", "2bw"; throws std::invalid_argument on anything else.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -35,6 +36,7 @@ enum class ActionKind {
   kRecvBackward,  // receive the gradient of that output from the next virtual stage
   kBackward,      // run the chunk's backward of the microbatch
   kSendBackward,  // send the gradient of its input to the previous virtual stage (non-blocking)
+  kApplyUpdate,   // 2bw: form the next weight version from batch `microbatch`'s gradient
 };
 const char* actionName(ActionKind kind);
 
