@@ -1,7 +1,7 @@
 // A traced 2bw run (2 ranks, pp 2): every forward and backward phase carries the weight version
 // it used (batch b's microbatches on V_b), and the memory timeline holds two versions of the
-// parameters on every stage: the parameter bytes live at the end are 2 x 4 bytes x the stage's
-// parameter count (as gpttrain reports it). Reads the trace with plain SQL.
+// parameters on every stage: the parameter bytes live are 2 x 4 bytes x the stage's
+// parameter count (as gpttrain reports it) when the last update starts. Reads the trace with plain SQL.
 #include "trainer_test_util.h"
 
 #include <sqlite3.h>
@@ -61,10 +61,14 @@ TEST_CASE("a traced 2bw run shows each microbatch's weight version and two param
   CHECK(phases.at(0) == 2 * 2 * m * 3);  // 2 ranks, F and B, m microbatches, 3 steps
   CHECK(wrong.at(0) == 0);
 
-  // Parameter memory live at the end, per rank, against gpttrain's own parameter count (psi).
-  const auto live = query(db,
-                          "SELECT sum(m.bytes), m.rank FROM memory m JOIN memory_categories mc ON "
-                          "mc.id = m.category WHERE mc.name = 'parameter' GROUP BY m.rank");
+  // Parameter memory live when the rank's last update starts (every allocation and free tagged
+  // parameter up to then), against gpttrain's own parameter count (psi).
+  const auto live = query(
+      db,
+      "SELECT sum(m.bytes), m.rank FROM memory m JOIN memory_categories mc ON mc.id = m.category "
+      "WHERE mc.name = 'parameter' AND m.ts_ns <= (SELECT max(s.start_ns) FROM spans s JOIN tracks "
+      "t ON t.id = s.track JOIN strings n ON n.id = s.name WHERE n.value = 'optimizer' AND t.rank "
+      "= m.rank) GROUP BY m.rank");
   for (int rank = 0; rank < 2; ++rank) {
     std::smatch found;
     const std::regex line("rank " + std::to_string(rank) +

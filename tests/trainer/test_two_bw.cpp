@@ -106,7 +106,7 @@ TEST_CASE("a 2bw dry run over 10 steps idles as the fill formula says, within 2 
   auto run = launchRanks(kGpttrain,
                          model() + std::vector<std::string>{
                                        "--pp", "4", "--schedule", "2bw", "--global-batch", "16",
-                                       "--steps", "10", "--dry-run-costs", "2,4", "--log-json",
+                                       "--steps", "10", "--dry-run-costs", "20,40", "--log-json",
                                        dir + "/log.json"},
                          4, dir);
   INFO(run.summary());
