@@ -33,6 +33,24 @@ int tiedEmbedding(const ParamSet& params) {
   return -1;
 }
 
+// A dry run's compute with 2bw's weight versions annotated (microbatch k is batch k / m's).
+class VersionedDryRun final : public PipelineCompute {
+ public:
+  VersionedDryRun(DryRunCompute& inner, int m) : inner_(inner), m_(m) {}
+  at::Tensor forward(int chunk, int k, const at::Tensor& input) override {
+    return inner_.forward(chunk, k, input);
+  }
+  at::Tensor backward(int chunk, int k, const at::Tensor& input, const at::Tensor& output,
+                      const at::Tensor& grad) override {
+    return inner_.backward(chunk, k, input, output, grad);
+  }
+  int64_t weightVersion(int k) const override { return k / m_; }
+
+ private:
+  DryRunCompute& inner_;
+  int m_;
+};
+
 }  // namespace
 
 // What a 2bw list's actions compute on this rank. Microbatch k = b * m + j runs batch b's
@@ -160,8 +178,9 @@ int Trainer::runTwoBwSegment(int first_step) {
       buildTwoBwSchedule(shape_, groups_.coords.pp, first_batch, batches);
   tracerun::Step step_scope(first_step);  // one span for the whole continuous pipeline
   if (dry_forward_ms_ >= 0) {
-    DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
-                          activationShape(), device_);
+    DryRunCompute sleeps(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
+                         activationShape(), device_);
+    VersionedDryRun compute(sleeps, microbatches_);
     at::Tensor sync = at::zeros({1}, at::TensorOptions().device(device_));
     allReduce(*groups_.pp, sync);
     const double start = nowMs();

@@ -189,6 +189,7 @@ std::string reportText(const Report& r, const TraceReader& reader) {
     line(fmt("  bubble: measured %s, closed form %s, modeled %s (median over steps)",
              percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
              percent(p.bubble_modeled).c_str()));
+    if (!p.formula.empty()) line(fmt("  closed form: %s", p.formula.c_str()));
     line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s", "stage", "ranks", "window",
              "forward", "backward", "send", "recv wait", "idle", "bubble"));
     for (const PipelineStage& s : p.per_stage) {
@@ -357,6 +358,7 @@ std::string reportJson(const Report& r, const TraceReader& reader, int indent) {
     pj["virtual"] = p.virtual_stages;
     pj["bubble_measured"] = p.bubble_measured;
     pj["bubble_theory"] = p.bubble_theory;
+    if (!p.formula.empty()) pj["formula"] = p.formula;
     pj["bubble_modeled"] = p.bubble_modeled;
     pj["steps"] = p.steps;
     pj["replicas"] = p.replicas;
