@@ -1,5 +1,5 @@
 // A traced 2bw run (2 ranks, pp 2): every forward and backward phase carries the weight version
-// it used (batch b's microbatches on V_b), and the memory timeline holds two versions of the
+// it used (batch b's microbatches on V_b), `tracerun report` names 2bw's closed form, and the memory timeline holds two versions of the
 // parameters on every stage: the parameter bytes live are 2 x 4 bytes x the stage's
 // parameter count (as gpttrain reports it) when the last update starts. Reads the trace with plain SQL.
 #include "trainer_test_util.h"
@@ -60,6 +60,15 @@ TEST_CASE("a traced 2bw run shows each microbatch's weight version and two param
                             "WHERE n.value IN ('forward', 'backward')");
   CHECK(phases.at(0) == 2 * 2 * m * 3);  // 2 ranks, F and B, m microbatches, 3 steps
   CHECK(wrong.at(0) == 0);
+
+  // tracerun report infers 2bw from the versions and names the closed form it used: the fill once
+  // per drained run of N = 3 steps x m microbatches.
+  auto report = launchRanks(TRACERUN_EXE, {"report", db}, 0, dir + "/report");
+  INFO(report.logs[0]);
+  REQUIRE(report.ok());
+  CHECK(report.logs[0].find("pipeline: 2bw, p=2 stages, m=4 microbatches") != std::string::npos);
+  CHECK(report.logs[0].find("closed form: 2bw fill once per drained run: (p-1)/(N+p-1), N = 12") !=
+        std::string::npos);
 
   // Parameter memory live when the rank's last update starts (every allocation and free tagged
   // parameter up to then), against gpttrain's own parameter count (psi).
