@@ -64,6 +64,21 @@ TEST_CASE("2bw with data parallelism inside each stage (pp 2 x dp 2) keeps the d
   CHECK(maxDiff(delayed, got) < 1e-4);
 }
 
+TEST_CASE("2bw with tp 2 and sp inside each stage, and with full recomputation, keeps the delayed losses",
+          "[trainer][2bw]") {
+  const auto delayed =
+      losses("twobw_delayed_tp", model() + std::vector<std::string>{"--delayed-update"}, 0);
+  const auto tp = losses(
+      "twobw_tp2_sp_pp2",
+      model() + std::vector<std::string>{"--tp", "2", "--sp", "--pp", "2", "--schedule", "2bw"}, 4);
+  CHECK(maxDiff(delayed, tp) < 1e-4);
+  const auto recompute = losses(
+      "twobw_pp2_recompute",
+      model() + std::vector<std::string>{"--pp", "2", "--schedule", "2bw", "--recompute", "full"},
+      2);
+  CHECK(maxDiff(delayed, recompute) < 1e-4);
+}
+
 TEST_CASE("a resumed 2bw run (pp 2, dropout 0.1) continues with the losses of an uninterrupted one",
           "[trainer][2bw][checkpoint]") {
   const std::string dir = scratchDir("twobw_resume");
