@@ -64,9 +64,9 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
   for (size_t index = 0; index < actions.size(); ++index) {
     const Action& a = actions[index];
     if (a.kind == ActionKind::kApplyUpdate) {
-      tracerun::PhaseScope phase(vocab::phase::kOptimizer,
-                                 {{vocab::arg::kStage, pp.rank},
-                                  {vocab::arg::kWeightVersion, a.microbatch + 2}});
+      tracerun::PhaseScope phase(
+          vocab::phase::kOptimizer,
+          {{vocab::arg::kStage, pp.rank}, {vocab::arg::kWeightVersion, a.microbatch + 2}});
       compute.applyUpdate(a.microbatch);
       continue;
     }
@@ -110,13 +110,13 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         std::optional<tracerun::PhaseScope> phase;
         if (const int64_t version = compute.weightVersion(a.microbatch); version >= 0) {
           phase.emplace(vocab::phase::kForward, Args{{vocab::arg::kStage, stage},
-                                                  {vocab::arg::kChunk, a.chunk},
-                                                  {vocab::arg::kMicrobatch, a.microbatch},
-                                                  {vocab::arg::kWeightVersion, version}});
+                                                     {vocab::arg::kChunk, a.chunk},
+                                                     {vocab::arg::kMicrobatch, a.microbatch},
+                                                     {vocab::arg::kWeightVersion, version}});
         } else {
           phase.emplace(vocab::phase::kForward, Args{{vocab::arg::kStage, stage},
-                                                  {vocab::arg::kChunk, a.chunk},
-                                                  {vocab::arg::kMicrobatch, a.microbatch}});
+                                                     {vocab::arg::kChunk, a.chunk},
+                                                     {vocab::arg::kMicrobatch, a.microbatch}});
         }
         const int64_t start = nowNs();
         slot.output = compute.forward(a.chunk, a.microbatch, slot.input);
@@ -128,13 +128,13 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         std::optional<tracerun::PhaseScope> phase;
         if (const int64_t version = compute.weightVersion(a.microbatch); version >= 0) {
           phase.emplace(vocab::phase::kBackward, Args{{vocab::arg::kStage, stage},
-                                                  {vocab::arg::kChunk, a.chunk},
-                                                  {vocab::arg::kMicrobatch, a.microbatch},
-                                                  {vocab::arg::kWeightVersion, version}});
+                                                      {vocab::arg::kChunk, a.chunk},
+                                                      {vocab::arg::kMicrobatch, a.microbatch},
+                                                      {vocab::arg::kWeightVersion, version}});
         } else {
           phase.emplace(vocab::phase::kBackward, Args{{vocab::arg::kStage, stage},
-                                                  {vocab::arg::kChunk, a.chunk},
-                                                  {vocab::arg::kMicrobatch, a.microbatch}});
+                                                      {vocab::arg::kChunk, a.chunk},
+                                                      {vocab::arg::kMicrobatch, a.microbatch}});
         }
         const int64_t start = nowNs();
         slot.input_grad =

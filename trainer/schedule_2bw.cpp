@@ -18,8 +18,8 @@ std::vector<Action> buildTwoBwSchedule(const PipelineShape& s, int rank, int fir
     a.microbatch += first_batch * m;
     out.push_back(a);
     // The update follows the batch's last backward, after that backward's send when it has one.
-    const bool closes = (a.kind == ActionKind::kBackward && first_stage) ||
-                        a.kind == ActionKind::kSendBackward;
+    const bool closes =
+        (a.kind == ActionKind::kBackward && first_stage) || a.kind == ActionKind::kSendBackward;
     if (closes && local % m == m - 1) {
       out.push_back(Action{ActionKind::kApplyUpdate, first_batch + local / m, 0, -1, -1});
     }
@@ -46,8 +46,9 @@ std::string twoBwConfigError(const TrainConfig& c, int) {
            " is not supported (use --zero 0)";
   }
   if (c.precision == "bf16-mixed") {
-    return what + " does not support --precision bf16-mixed (master weights of two versions); "
-                  "use fp32 or bf16-autocast";
+    return what +
+           " does not support --precision bf16-mixed (master weights of two versions); "
+           "use fp32 or bf16-autocast";
   }
   if (!c.dump_grads.empty()) return what + " does not support --dump-grads";
   if (two_bw && c.clip_grad > 0) {

@@ -104,7 +104,8 @@ class TwoBwCompute final : public PipelineCompute {
     const int local = b - first_batch_;
     if (tied_ >= 0 && rank_ == p_ - 1) {
       const at::Tensor& g = t_.params_.entries()[tied_].tensor.grad();
-      sends_.push_back(sendAsync(pp, g.clone(), 0, twoBwTiedTag(t_.shape_, batches_, local, false)));
+      sends_.push_back(
+          sendAsync(pp, g.clone(), 0, twoBwTiedTag(t_.shape_, batches_, local, false)));
       pending_.emplace(b + 2, postRecv(pp, g.sizes(), t_.device_, 0,
                                        twoBwTiedTag(t_.shape_, batches_, local, true)));
     } else if (tied_ >= 0) {
@@ -187,12 +188,12 @@ int Trainer::runTwoBwSegment(int first_step) {
     const PipelineStepStats stats =
         runPipelineStep(actions, *groups_.pp, activationShape(), device_, compute);
     const double end = nowMs();
-    at::Tensor times = allGather(*groups_.pp,
-                                 at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble)
-                                     .view({1, 3})
-                                     .to(device_),
-                                 0)
-                           .to(at::kCPU);
+    at::Tensor times =
+        allGather(
+            *groups_.pp,
+            at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}).to(device_),
+            0)
+            .to(at::kCPU);
     const double ms = times.select(1, 1).max().item<double>() - times[0][0].item<double>();
     const double closed = twoBwFillFraction(shape_, batches);
     for (int k = 0; k < times.size(0) && groups_.rank == 0; ++k) {

@@ -307,7 +307,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                     " of it (red)";
   cap += "\nbubble per stage: " + perStage;
   cap += "\nstep bubble " + trace::formatShare(bubble) + " measured; closed form " +
-         (!pa.formula.empty()             ? pa.formula  // 2bw: the fill once per drained run
+         (!pa.formula.empty()            ? pa.formula  // 2bw: the fill once per drained run
           : pa.schedule == "interleaved" ? std::string("((p-1)/v)/(m+(p-1)/v)")
                                          : std::string("(p-1)/(m+p-1)")) +
          " = " + trace::formatShare(pa.bubble_theory);

@@ -77,7 +77,8 @@ Sim simulate2bw(const PipelineShape& s, int first_batch, int batches, double f, 
           case ActionKind::kSendForward:
           case ActionKind::kSendBackward:
             if (!ever.insert({r, a.peer, a.tag}).second) fail(r, a, "tag sent twice");
-            if (st != (a.kind == ActionKind::kSendForward ? 2 : 4)) fail(r, a, "send before compute");
+            if (st != (a.kind == ActionKind::kSendForward ? 2 : 4))
+              fail(r, a, "send before compute");
             posted[{r, a.peer, a.tag}] = clock[r];
             break;
           case ActionKind::kForward:

@@ -1,7 +1,8 @@
 // A traced 2bw run (2 ranks, pp 2): every forward and backward phase carries the weight version
-// it used (batch b's microbatches on V_b), `tracerun report` names 2bw's closed form, and the memory timeline holds two versions of the
-// parameters on every stage: the parameter bytes live are 2 x 4 bytes x the stage's
-// parameter count (as gpttrain reports it) when the last update starts. Reads the trace with plain SQL.
+// it used (batch b's microbatches on V_b), `tracerun report` names 2bw's closed form, and the
+// memory timeline holds two versions of the parameters on every stage: the parameter bytes live are
+// 2 x 4 bytes x the stage's parameter count (as gpttrain reports it) when the last update starts.
+// Reads the trace with plain SQL.
 #include "trainer_test_util.h"
 
 #include <sqlite3.h>
@@ -39,8 +40,8 @@ TEST_CASE("a traced 2bw run shows each microbatch's weight version and two param
       TRACERUN_EXE,
       std::vector<std::string>{"--nproc-per-node", "2", "-o", db, "-q", "--", kGpttrain} +
           tinyModelArgs() +
-          std::vector<std::string>{"--pp", "2", "--schedule", "2bw", "--clip-grad", "0",
-                                   "--steps", "3"},
+          std::vector<std::string>{"--pp", "2", "--schedule", "2bw", "--clip-grad", "0", "--steps",
+                                   "3"},
       0, dir);
   INFO(run.summary() << run.logs[0]);
   REQUIRE(run.ok());

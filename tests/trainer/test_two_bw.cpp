@@ -16,15 +16,15 @@ namespace {
 
 // The tiny model with 4 layers (so PP 4 divides them), 6 steps, no clipping (2bw has none).
 std::vector<std::string> model() {
-  return tinyModelArgs() + std::vector<std::string>{"--layers", "4", "--steps", "6",
-                                                    "--clip-grad", "0"};
+  return tinyModelArgs() +
+         std::vector<std::string>{"--layers", "4", "--steps", "6", "--clip-grad", "0"};
 }
 
 std::vector<double> losses(const std::string& test, const std::vector<std::string>& args,
                            int ranks) {
   const std::string dir = scratchDir(test);
-  auto run = launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/log.json"},
-                         ranks, dir);
+  auto run = launchRanks(
+      kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/log.json"}, ranks, dir);
   INFO(run.summary());
   REQUIRE(run.ok());
   return jsonValues(dir + "/log.json", "loss");
@@ -41,7 +41,8 @@ double maxDiff(const std::vector<double>& a, const std::vector<double>& b) {
 
 TEST_CASE("2bw at pp 2 and pp 4 trains with the losses of the single-process delayed update",
           "[trainer][2bw]") {
-  const auto delayed = losses("twobw_delayed", model() + std::vector<std::string>{"--delayed-update"}, 0);
+  const auto delayed =
+      losses("twobw_delayed", model() + std::vector<std::string>{"--delayed-update"}, 0);
   const auto sync = losses("twobw_sync", model(), 0);
   REQUIRE(delayed.size() == 6);
   // The rule matters: from step 2 on the delayed run differs from the synchronous one.
@@ -49,23 +50,25 @@ TEST_CASE("2bw at pp 2 and pp 4 trains with the losses of the single-process del
   CHECK(maxDiff(delayed, sync) > 1e-3);
   for (const char* pp : {"2", "4"}) {
     INFO("pp " << pp);
-    const auto got = losses(std::string("twobw_pp") + pp,
-                            model() + std::vector<std::string>{"--pp", pp, "--schedule", "2bw"},
-                            std::stoi(pp));
+    const auto got =
+        losses(std::string("twobw_pp") + pp,
+               model() + std::vector<std::string>{"--pp", pp, "--schedule", "2bw"}, std::stoi(pp));
     CHECK(maxDiff(delayed, got) < 1e-4);
   }
 }
 
 TEST_CASE("2bw with data parallelism inside each stage (pp 2 x dp 2) keeps the delayed losses",
           "[trainer][2bw]") {
-  const auto delayed = losses("twobw_delayed_dp", model() + std::vector<std::string>{"--delayed-update"}, 0);
+  const auto delayed =
+      losses("twobw_delayed_dp", model() + std::vector<std::string>{"--delayed-update"}, 0);
   const auto got = losses("twobw_pp2_dp2",
                           model() + std::vector<std::string>{"--pp", "2", "--schedule", "2bw"}, 4);
   CHECK(maxDiff(delayed, got) < 1e-4);
 }
 
-TEST_CASE("2bw with tp 2 and sp inside each stage, and with full recomputation, keeps the delayed losses",
-          "[trainer][2bw]") {
+TEST_CASE(
+    "2bw with tp 2 and sp inside each stage, and with full recomputation, keeps the delayed losses",
+    "[trainer][2bw]") {
   const auto delayed =
       losses("twobw_delayed_tp", model() + std::vector<std::string>{"--delayed-update"}, 0);
   const auto tp = losses(
@@ -83,12 +86,13 @@ TEST_CASE("a resumed 2bw run (pp 2, dropout 0.1) continues with the losses of an
           "[trainer][2bw][checkpoint]") {
   const std::string dir = scratchDir("twobw_resume");
   const std::vector<std::string> common =
-      tinyModelArgs() + std::vector<std::string>{"--pp", "2", "--schedule", "2bw", "--clip-grad",
-                                                 "0", "--dropout", "0.1", "--warmup", "2",
-                                                 "--lr-decay-steps", "6"};
+      tinyModelArgs() + std::vector<std::string>{"--pp",        "2", "--schedule",       "2bw",
+                                                 "--clip-grad", "0", "--dropout",        "0.1",
+                                                 "--warmup",    "2", "--lr-decay-steps", "6"};
   auto full = launchRanks(
-      kGpttrain, common + std::vector<std::string>{"--steps", "6", "--log-json", dir + "/full.json"},
-      2, dir + "/full");
+      kGpttrain,
+      common + std::vector<std::string>{"--steps", "6", "--log-json", dir + "/full.json"}, 2,
+      dir + "/full");
   INFO(full.summary());
   REQUIRE(full.ok());
   auto first = launchRanks(kGpttrain,
@@ -118,12 +122,12 @@ TEST_CASE("a 2bw dry run over 10 steps idles as the fill formula says, within 2 
           "[trainer][2bw][dry_run]") {
   const std::string dir = scratchDir("twobw_dry_run");
   // pp 4, m = 16 / 2 = 8, 10 steps: closed form (p - 1) / (steps * m + p - 1) = 3 / 83.
-  auto run = launchRanks(kGpttrain,
-                         model() + std::vector<std::string>{
-                                       "--pp", "4", "--schedule", "2bw", "--global-batch", "16",
-                                       "--steps", "10", "--dry-run-costs", "20,40", "--log-json",
-                                       dir + "/log.json"},
-                         4, dir);
+  auto run = launchRanks(
+      kGpttrain,
+      model() + std::vector<std::string>{"--pp", "4", "--schedule", "2bw", "--global-batch", "16",
+                                         "--steps", "10", "--dry-run-costs", "20,40", "--log-json",
+                                         dir + "/log.json"},
+      4, dir);
   INFO(run.summary());
   REQUIRE(run.ok());
   const auto idle = jsonValues(dir + "/log.json", "idle_fraction");
@@ -146,7 +150,8 @@ TEST_CASE("2bw's impossible combinations are one line and exit code 2", "[traine
       {{"--schedule", "2bw"}, 0, "--clip-grad 0"},
       {{"--schedule", "2bw", "--clip-grad", "0", "--zero", "1"}, 0, "--zero 1"},
       {{"--delayed-update", "--precision", "bf16-mixed"}, 0, "bf16-mixed"},
-      {{"--pp", "2", "--schedule", "2bw", "--clip-grad", "0", "--global-batch", "2"}, 2,
+      {{"--pp", "2", "--schedule", "2bw", "--clip-grad", "0", "--global-batch", "2"},
+       2,
        "at least as many microbatches"},
   };
   int i = 0;

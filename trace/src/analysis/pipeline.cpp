@@ -411,7 +411,8 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     }
     const int runs = std::max<int>(1, static_cast<int>(spans.size()));
     const int n = per_run / runs;  // microbatches per drained run
-    out.microbatches = std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
+    out.microbatches =
+        std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
     out.bubble_theory = closedFormBubble("1f1b", p, n, 1);
     out.formula = "2bw fill once per drained run: (p-1)/(N+p-1), N = " + std::to_string(n) +
                   " microbatches per run";
