@@ -103,6 +103,11 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         const at::Tensor& t =
             a.kind == ActionKind::kSendForward ? slot.output.detach() : slot.input_grad;
         sends.push_back(sendAsync(pp, t, a.peer, a.tag));
+        // A long list (2bw runs many steps in one) lets finished sends and their buffers go.
+        while (sends.size() > 1 && sends.front()->isCompleted()) {
+          sends.front()->wait();
+          sends.erase(sends.begin());
+        }
         if (a.kind == ActionKind::kSendBackward) slots.erase({a.chunk, a.microbatch});
         break;
       }
@@ -146,6 +151,8 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         if (a.chunk == 0 && pp.rank == 0) slots.erase({a.chunk, a.microbatch});  // sends nothing
         break;
       }
+      case ActionKind::kApplyUpdate:  // run before the switch
+        break;
     }
   }
   {

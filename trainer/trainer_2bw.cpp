@@ -121,6 +121,10 @@ class TwoBwCompute final : public PipelineCompute {
       sends_.push_back(sendAsync(pp, t_.versions_->version(tied_, b + 2).clone(), p_ - 1,
                                  twoBwTiedTag(t_.shape_, batches_, local, true)));
     }
+    while (!sends_.empty() && sends_.front()->isCompleted()) {  // their buffers can go
+      sends_.front()->wait();
+      sends_.erase(sends_.begin());
+    }
     losses_.push_back(batch(b).lossSum() / m_);
     computes_.erase(b);
     t_.strategy_->beginStep();  // zero the gradients for batch b + 1
