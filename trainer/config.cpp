@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "schedule.h"
+#include "schedule_2bw.h"
 
 #include <CLI/CLI.hpp>
 
@@ -53,7 +54,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
   app.add_option("--schedule", c.schedule, "pipeline schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1", "2bw"}));
   app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(atLeast(1, true));
   app.add_option("--global-batch", c.global_batch, "samples per step")->check(atLeast(1, true));
   app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
@@ -112,6 +113,8 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
       ->check(atLeast(0, false, false));
+  app.add_flag("--delayed-update", c.delayed_update,
+               "2bw's update rule in any layout: W(t+1) = W(t) - lr * grad f(W(t-1))");
   app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");
   try {
     app.parse(argc, argv);
@@ -188,6 +191,8 @@ std::string layoutError(const TrainConfig& c, int world) {
                                            PipelineShape{c.pp, c.vp, c.microbatches(world)});
              !e.empty()) {
     out << e;
+  } else if (std::string e2 = twoBwConfigError(c, world); !e2.empty()) {
+    out << e2;
   } else if (!c.dump_init.empty() && world != 1) {
     out << "--dump-init needs a single process (WORLD_SIZE is " << world << "): run it alone";
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {

@@ -61,6 +61,9 @@ struct TrainConfig {
   // the reference model of tests/trainer/reference_gpt.py reads them).
   std::string dump_init;
   std::string dry_run_costs;
+  // PipeDream-2BW's update rule without a pipeline: step b's gradient is computed on the weights
+  // of the step before, and applied to the current ones (schedule_2bw.h, weight_versions.h).
+  bool delayed_update = false;
   int threads = 0;  // 0: 1 per rank when ranks share the machine, else libtorch's default
   std::string backend = "gloo";  // process groups: gloo, or nccl (a libtorch with CUDA only)
   std::string device;            // "cpu" or "cuda"; empty: cuda with --backend nccl, else cpu

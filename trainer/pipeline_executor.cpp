@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 namespace gpttrain {
 namespace {
 
 namespace vocab = tracerun::vocab;
+using Args = std::initializer_list<tracerun::Arg>;
 
 // What one (chunk, microbatch) holds between its actions; dropped after its backward.
 struct Slot {
@@ -61,6 +63,13 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
   };
   for (size_t index = 0; index < actions.size(); ++index) {
     const Action& a = actions[index];
+    if (a.kind == ActionKind::kApplyUpdate) {
+      tracerun::PhaseScope phase(
+          vocab::phase::kOptimizer,
+          {{vocab::arg::kStage, pp.rank}, {vocab::arg::kWeightVersion, a.microbatch + 2}});
+      compute.applyUpdate(a.microbatch);
+      continue;
+    }
     Slot& slot = slots[{a.chunk, a.microbatch}];
     const int64_t stage = pp.rank;  // annotated: the pipeline rank; with chunk, the virtual stage
     const int64_t peer = a.peer >= 0 ? pp.global_ranks[a.peer] : -1;
@@ -94,6 +103,11 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         const at::Tensor& t =
             a.kind == ActionKind::kSendForward ? slot.output.detach() : slot.input_grad;
         sends.push_back(sendAsync(pp, t, a.peer, a.tag));
+        // A long list (2bw runs many steps in one) lets finished sends and their buffers go.
+        while (sends.size() > 1 && sends.front()->isCompleted()) {
+          sends.front()->wait();
+          sends.erase(sends.begin());
+        }
         // After a split B the slot lives on until its W.
         if (a.kind == ActionKind::kSendBackward && !slot.output.defined()) {
           slots.erase({a.chunk, a.microbatch});
@@ -101,10 +115,17 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         break;
       }
       case ActionKind::kForward: {
-        tracerun::PhaseScope phase(vocab::phase::kForward,
-                                   {{vocab::arg::kStage, stage},
-                                    {vocab::arg::kChunk, a.chunk},
-                                    {vocab::arg::kMicrobatch, a.microbatch}});
+        std::optional<tracerun::PhaseScope> phase;
+        if (const int64_t version = compute.weightVersion(a.microbatch); version >= 0) {
+          phase.emplace(vocab::phase::kForward, Args{{vocab::arg::kStage, stage},
+                                                     {vocab::arg::kChunk, a.chunk},
+                                                     {vocab::arg::kMicrobatch, a.microbatch},
+                                                     {vocab::arg::kWeightVersion, version}});
+        } else {
+          phase.emplace(vocab::phase::kForward, Args{{vocab::arg::kStage, stage},
+                                                     {vocab::arg::kChunk, a.chunk},
+                                                     {vocab::arg::kMicrobatch, a.microbatch}});
+        }
         const int64_t start = nowNs();
         slot.output = compute.forward(a.chunk, a.microbatch, slot.input);
         stats.compute_ns += nowNs() - start;
@@ -112,10 +133,17 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         break;
       }
       case ActionKind::kBackward: {
-        tracerun::PhaseScope phase(vocab::phase::kBackward,
-                                   {{vocab::arg::kStage, stage},
-                                    {vocab::arg::kChunk, a.chunk},
-                                    {vocab::arg::kMicrobatch, a.microbatch}});
+        std::optional<tracerun::PhaseScope> phase;
+        if (const int64_t version = compute.weightVersion(a.microbatch); version >= 0) {
+          phase.emplace(vocab::phase::kBackward, Args{{vocab::arg::kStage, stage},
+                                                      {vocab::arg::kChunk, a.chunk},
+                                                      {vocab::arg::kMicrobatch, a.microbatch},
+                                                      {vocab::arg::kWeightVersion, version}});
+        } else {
+          phase.emplace(vocab::phase::kBackward, Args{{vocab::arg::kStage, stage},
+                                                      {vocab::arg::kChunk, a.chunk},
+                                                      {vocab::arg::kMicrobatch, a.microbatch}});
+        }
         const int64_t start = nowNs();
         slot.input_grad =
             compute.backward(a.chunk, a.microbatch, slot.input, slot.output, slot.grad);
@@ -149,6 +177,8 @@ PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
         slots.erase({a.chunk, a.microbatch});  // its gradient was sent after B
         break;
       }
+      case ActionKind::kApplyUpdate:  // run before the switch
+        break;
     }
   }
   {

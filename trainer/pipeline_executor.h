@@ -31,6 +31,10 @@ class PipelineCompute {
                                    const at::Tensor& output, const at::Tensor& grad) = 0;
   virtual void backwardWeight(int chunk, int microbatch, const at::Tensor& input,
                               const at::Tensor& output, const at::Tensor& grad) = 0;
+  // 2bw (schedule_2bw.h): the weight version a microbatch's forward and backward use (annotated
+  // when >= 0), and the update an kApplyUpdate action runs for `batch`.
+  virtual int64_t weightVersion(int /*microbatch*/) const { return -1; }
+  virtual void applyUpdate(int /*batch*/) {}
 };
 
 // The executor's own clock, per step (steady clock, nanoseconds summed).

@@ -4,6 +4,8 @@
 // (microbatch, chunk) the k-th forward and backward are.
 #include "schedule.h"
 
+#include "schedule_2bw.h"
+
 #include <tracerun/core/vocabulary.h>
 
 #include <algorithm>
@@ -69,6 +71,7 @@ ScheduleKind parseScheduleKind(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
   if (name == "zb-h1") return ScheduleKind::kZbH1;
+  if (name == "2bw") return ScheduleKind::kTwoBw;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
@@ -82,6 +85,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "interleaved";
     case ScheduleKind::kZbH1:
       return "zb-h1";
+    case ScheduleKind::kTwoBw:
+      return "2bw";
   }
   return "?";
 }
@@ -104,6 +109,8 @@ const char* actionName(ActionKind kind) {
       return tracerun::vocab::phase::kBackwardInput;
     case ActionKind::kBackwardWeight:
       return tracerun::vocab::phase::kBackwardWeight;
+    case ActionKind::kApplyUpdate:
+      return tracerun::vocab::phase::kOptimizer;
   }
   return "?";
 }
@@ -113,6 +120,7 @@ std::string scheduleError(ScheduleKind kind, const PipelineShape& s) {
   if (kind != ScheduleKind::kInterleaved && s.chunks != 1) {
     return "--vp " + std::to_string(s.chunks) + " needs --schedule interleaved";
   }
+  if (kind == ScheduleKind::kTwoBw) return twoBwShapeError(s);
   if (kind == ScheduleKind::kInterleaved && s.microbatches % s.stages != 0) {
     return "--schedule interleaved needs the microbatches per step (" +
            std::to_string(s.microbatches) + ") to be a multiple of --pp " +
@@ -129,6 +137,7 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
       break;
     case ScheduleKind::kOneFOneB:
     case ScheduleKind::kZbH1:
+    case ScheduleKind::kTwoBw:  // per batch as 1F1B; the list over many batches: schedule_2bw.h
       warmup = s.stages - rank - 1;
       break;
     case ScheduleKind::kInterleaved:
@@ -194,6 +203,7 @@ std::vector<Action> withMessages(const std::vector<Action>& order, const Pipelin
 }  // namespace
 
 std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kTwoBw) return buildTwoBwSchedule(s, rank, 0, 1);
   return withMessages(computeOrder(kind, s, rank), s, rank);
 }
 

@@ -17,8 +17,9 @@ enum class ScheduleKind {
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
   kZbH1,  // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
+  kTwoBw,  // PipeDream-2BW: 1F1B without flushes over many steps (schedule_2bw.h)
 };
-// "gpipe", "1f1b", "interleaved", "zb-h1"; throws std::invalid_argument on anything else.
+// "gpipe", "1f1b", "interleaved", "zb-h1", "2bw"; throws std::invalid_argument on anything else.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -40,6 +41,7 @@ enum class ActionKind {
   // once, like kBackward), and later W, the gradient of the weights (no messages).
   kBackwardInput,
   kBackwardWeight,
+  kApplyUpdate,   // 2bw: form the next weight version from batch `microbatch`'s gradient
 };
 const char* actionName(ActionKind kind);
 

@@ -7,6 +7,7 @@
 #include "checkpoint.h"
 #include "dry_run.h"
 #include "model_compute.h"
+#include "weight_versions.h"
 
 #include <tracerun/annotate.h>
 #include <tracerun/core/memory_dtype.h>
@@ -156,10 +157,14 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
       dry_backward_ms_ -= dry_weight_ms_;
     }
   }
+  if (kind_ == ScheduleKind::kTwoBw || config_.delayed_update) {
+    versions_ = std::make_unique<WeightVersions>(params_);
+  }
   if (const std::string resume = resumeDir(config_); !resume.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp,   config.pp,
                             config.vp,           config.zero, groups.rank};
     start_step_ = loadCheckpoint(resume, layout, checkpointTensors(), optimizerSteps(), rng_);
+    if (versions_) versions_->resumeAt(start_step_);
   }
   if (groups_.rank == 0 && !config_.log_json.empty()) {
     log_json_ = std::fopen(config_.log_json.c_str(), start_step_ > 0 ? "a" : "w");
@@ -185,7 +190,11 @@ int Trainer::run() {
     std::fflush(stdout);
   }
   for (int step = start_step_ + 1; step <= config_.steps; ++step) {
-    report(trainStep(step));
+    if (kind_ == ScheduleKind::kTwoBw) {
+      step = runTwoBwSegment(step);  // drains at the step that evaluates or saves
+    } else {
+      report(trainStep(step));
+    }
     if (config_.eval_interval > 0 && step % config_.eval_interval == 0 &&
         source_.hasValidation(config_.seq_len)) {
       const double val = evaluate();
@@ -274,6 +283,7 @@ StepResult Trainer::trainStep(int step) {
   strategy_->gatherRoot();
   ModelCompute compute(chunks_, config_, source_, Split::kTrain, uint64_t(step - 1),
                        groups_.coords.dp, microbatches_, &rng_, strategy_.get());
+  if (versions_) versions_->use(step - 1);  // --delayed-update: batch b on version V_b
   const PipelineStepStats stats =
       runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
@@ -294,8 +304,15 @@ StepResult Trainer::trainStep(int step) {
   {
     tracerun::PhaseScope phase(vocab::phase::kOptimizer);
     if (step == config_.steps) at_optimizer_step_ = memoryAccount();
-    r.grad_norm = optimizer_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
-    optimizer_->step(r.lr);
+    auto update = [&] {
+      r.grad_norm = optimizer_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
+      optimizer_->step(r.lr);
+    };
+    if (versions_) {
+      versions_->update(step - 1, update);  // V_{b+2} = V_{b+1} - update(grad f(V_b))
+    } else {
+      update();
+    }
   }
   r.loss = lastStageAverage(compute.lossSum() / microbatches_);
   r.ms =
@@ -441,13 +458,14 @@ void Trainer::barrier() {
 void Trainer::save(int step) {
   CheckpointLayout layout{groups_.grid.world(), config_.tp,   config_.pp,
                           config_.vp,           config_.zero, groups_.rank};
-  saveCheckpoint(config_.save, layout, step, checkpointTensors(), optimizerSteps(), rng_);
+  saveCheckpoint(config_.save, layout, step, checkpointTensors(step), optimizerSteps(), rng_);
   barrier();
   if (groups_.rank == 0) writeLatest(config_.save, step);
 }
 
-NamedTensors Trainer::checkpointTensors() {
-  NamedTensors tensors = strategy_->checkpointParameters();
+NamedTensors Trainer::checkpointTensors(int next_batch) {
+  NamedTensors tensors =
+      versions_ ? versions_->checkpointTensors(next_batch) : strategy_->checkpointParameters();
   for (auto& t : optimizer_->namedState()) tensors.push_back(std::move(t));
   return tensors;
 }
@@ -473,7 +491,7 @@ int64_t& Trainer::optimizerSteps() {
 
 MemoryAccount Trainer::memoryAccount() const {
   MemoryAccount a;
-  a.parameters = strategy_->parameterBytes();
+  a.parameters = strategy_->parameterBytes() + (versions_ ? versions_->extraBytes() : 0);
   a.gradients = strategy_->gradientBytes();
   a.optimizer_states = optimizer_->stateBytes();
   return a;

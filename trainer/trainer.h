@@ -18,6 +18,8 @@
 
 namespace gpttrain {
 
+class WeightVersions;  // weight_versions.h (2bw, --delayed-update)
+
 struct MemoryAccount {
   int64_t parameters = 0, gradients = 0, optimizer_states = 0;
 };
@@ -49,6 +51,10 @@ class Trainer {
 
  private:
   StepResult trainStep(int step);
+  // --schedule 2bw (trainer_2bw.cpp): steps from `first_step` to the next drain point (checkpoint,
+  // evaluation, end) as one continuous pipeline, reported; returns the last step run.
+  int runTwoBwSegment(int first_step);
+  friend class TwoBwCompute;
   StepResult dryRunStep(int step);
   double evaluate();
   // The shape of the activations (and gradients) exchanged between pipeline stages.
@@ -57,7 +63,8 @@ class Trainer {
   double lastStageAverage(double value);
   void dumpGrads(const std::string& path);
   // Everything this rank checkpoints: parameters (their shards) and optimizer states.
-  NamedTensors checkpointTensors();
+  // With two weight versions, both: the one of batch `next_batch` and the next.
+  NamedTensors checkpointTensors(int next_batch = 0);
   int64_t& optimizerSteps();
   // Bytes of parameters, gradients and optimizer states this rank holds now.
   MemoryAccount memoryAccount() const;
@@ -76,6 +83,7 @@ class Trainer {
   std::vector<GptStage> chunks_;  // model chunks (v with the interleaved schedule)
   std::unique_ptr<DataParallelStrategy> strategy_;  // DP reduction; what a rank keeps (ZeRO)
   std::unique_ptr<Optimizer> optimizer_;  // replicated or sharded, as the strategy keeps states
+  std::unique_ptr<WeightVersions> versions_;  // 2bw and --delayed-update: two weight versions
   ScheduleConfig schedule_;
   TokenSource source_;
   DropoutRng rng_;

@@ -59,6 +59,7 @@ struct Action {
   int chunk = 0, microbatch = 0;
   int peer = -1;  // global rank on the other side (messages)
   int step = 0;   // the step number it belongs to
+  int version = -1;  // 2bw: the weight version a forward/backward used (-1: not recorded)
   int64_t start = 0, end = 0;
   long match = -1;  // receives: index of the matching send in the step's action list
   int64_t span = 0;  // the span's id
@@ -95,6 +96,7 @@ Collected collect(const TraceReader& reader) {
   const core::StringId kChunk = NameCodes::find(reader, vocab::arg::kChunk);
   const core::StringId kMicrobatch = NameCodes::find(reader, vocab::arg::kMicrobatch);
   const core::StringId kPeer = NameCodes::find(reader, vocab::arg::kPeer);
+  const core::StringId kVersion = NameCodes::find(reader, vocab::arg::kWeightVersion);
 
   Collected out;
   if (kStage == 0 && kPeer == 0) return out;  // nothing pipeline-shaped was ever recorded
@@ -142,6 +144,7 @@ Collected collect(const TraceReader& reader) {
       a.microbatch = static_cast<int>(p.arg(kMicrobatch, 0));
       if (isCompute(a.kind)) {
         a.stage = static_cast<int>(p.arg(kStage, -1));
+        a.version = static_cast<int>(p.arg(kVersion, -1));
         if (a.stage < 0) continue;  // a phase without pipeline arguments
       } else {
         a.peer = static_cast<int>(p.arg(kPeer, -1));
@@ -235,6 +238,11 @@ bool stageIsPipelineRank(Collected& c) {
 
 std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
   if (v > 1) return "interleaved";
+  for (const auto& [rank, actions] : c.by_rank) {  // weight versions: PipeDream-2BW
+    for (const Action& a : actions) {
+      if (isCompute(a.kind) && a.version >= 0) return "2bw";
+    }
+  }
   bool backwardBeforeForward = false;
   for (const auto& [rank, actions] : c.by_rank) {
     std::map<int, bool> sawBackward;  // per step
@@ -420,6 +428,29 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   out.schedule = inferSchedule(c, v, out.microbatches, &out.notes);
   out.bubble_theory = closedFormBubble(out.schedule, p, out.microbatches, v);
   out.bubble_formula = closedFormName(out.schedule);
+  if (out.schedule == "2bw") {
+    // One step span is a whole drained run of batches: its microbatch indices run over all of
+    // them (k = batch * m + j); m is per batch (weight version); the fill comes once per run.
+    std::set<int> versions, spans;
+    int per_run = 0;
+    for (const auto& [rank, actions] : c.by_rank) {
+      std::set<std::pair<int, int>> seen;
+      for (const Action& a : actions) {
+        if (!isCompute(a.kind)) continue;
+        versions.insert(a.version);
+        spans.insert(a.step);
+        seen.insert({a.step, a.microbatch});
+      }
+      per_run = std::max(per_run, static_cast<int>(seen.size()));
+    }
+    const int runs = std::max<int>(1, static_cast<int>(spans.size()));
+    const int n = per_run / runs;  // microbatches per drained run
+    out.microbatches =
+        std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
+    out.bubble_theory = closedFormBubble("1f1b", p, n, 1);
+    out.bubble_formula = "2bw fill once per drained run: (p-1)/(N+p-1), N = " + std::to_string(n) +
+                  " microbatches per run";
+  }
 
   std::map<int, int> prank;
   out.replicas = replicasOf(c, p, &prank);

@@ -96,6 +96,8 @@ inline constexpr char kChunk[] = "chunk";
 inline constexpr char kMicrobatch[] = "microbatch";
 inline constexpr char kPeer[] = "peer";  // global rank on the other side of a message
 inline constexpr char kSends[] = "sends";
+// 2bw: the weight version a forward/backward used (V_b for batch b), or an update formed.
+inline constexpr char kWeightVersion[] = "weight_version";
 // Communication spans (the capture's comm entry point and gpttrain's scopes); the communication
 // analysis reads bytes, peer, group_size and tag.
 inline constexpr char kBytes[] = "bytes";

@@ -44,15 +44,20 @@ struct PipelineStep {
 
 struct PipelineAnalysis {
   bool present = false;    // false: the trace has no pipeline with more than one virtual stage
-  std::string schedule;    // "gpipe", "1f1b", "interleaved" or "zb-h1" (B and W phases), inferred
+  // "gpipe", "1f1b", "interleaved" (action order), "zb-h1" (B and W phases) or "2bw" (weight
+  // versions), inferred
+  std::string schedule;
   int stages = 0;          // p
   int microbatches = 0;    // m
   int virtual_stages = 1;  // v: model chunks per pipeline rank
   int steps = 0;           // steps analysed
   std::vector<std::vector<int>> replicas;  // each pipeline's global ranks, by stage
   double bubble_measured = 0;  // median over steps of the per-step bubble (replicas averaged)
-  double bubble_theory = 0;    // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v); zb-h1 below
-  std::string bubble_formula;  // the closed form used, in words
+  // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v); zb-h1 and 2bw: see bubble_formula
+  double bubble_theory = 0;
+  // The closed form used, in words. 2bw's is the fill once per drained run, (p-1)/(N+p-1) with N
+  // the microbatches of the run (a 2bw "step" span covers the whole run).
+  std::string bubble_formula;
   double bubble_modeled = 0;   // median over steps of the modeled bubble
   std::vector<PipelineStage> per_stage;
   std::vector<PipelineStep> per_step;
