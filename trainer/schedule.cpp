@@ -68,6 +68,7 @@ ScheduleKind parseScheduleKind(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGpipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
+  if (name == "chimera") return ScheduleKind::kChimera;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
@@ -79,6 +80,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kChimera:
+      return "chimera";
   }
   return "?";
 }
@@ -111,6 +114,12 @@ std::string scheduleError(ScheduleKind kind, const PipelineShape& s) {
            std::to_string(s.microbatches) + ") to be a multiple of --pp " +
            std::to_string(s.stages);
   }
+  if (kind == ScheduleKind::kChimera &&
+      (s.stages < 2 || s.stages % 2 != 0 || s.microbatches % s.stages != 0)) {
+    return "--schedule chimera needs an even --pp >= 2 (got " + std::to_string(s.stages) +
+           ") and the microbatches per step (" + std::to_string(s.microbatches) +
+           ") a multiple of it";
+  }
   return "";
 }
 
@@ -126,15 +135,30 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
     case ScheduleKind::kInterleaved:
       warmup = (s.stages - rank - 1) * 2 + (s.chunks - 1) * s.stages;
       break;
+    case ScheduleKind::kChimera:  // the forwards before the list's first backward
+      for (const Action& a : chimeraComputeOrder(s, rank)) {
+        if (a.kind == ActionKind::kBackward) break;
+        ++warmup;
+      }
+      return warmup;
   }
   return std::min(warmup, totalSteps(s));
 }
 
 int inFlightBound(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kChimera) {  // read off the list: p/2 + 1 (ends) to p (middle)
+    int live = 0, most = 0;
+    for (const Action& a : chimeraComputeOrder(s, rank)) {
+      live += a.kind == ActionKind::kForward ? 1 : -1;
+      most = std::max(most, live);
+    }
+    return most;
+  }
   return std::min(warmUpForwards(kind, s, rank) + 1, totalSteps(s));
 }
 
 std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kChimera) return chimeraComputeOrder(s, rank);
   const int warmup = warmUpForwards(kind, s, rank);
   std::vector<Action> out;
   appendWarmUp(out, s, warmup);
@@ -182,6 +206,7 @@ std::vector<Action> withMessages(const std::vector<Action>& order, const Pipelin
 }  // namespace
 
 std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
+  if (kind == ScheduleKind::kChimera) return buildChimeraSchedule(s, rank);
   return withMessages(computeOrder(kind, s, rank), s, rank);
 }
 
@@ -195,6 +220,7 @@ std::vector<Action> buildForwardOnlySchedule(const PipelineShape& s, int rank) {
 
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& s) {
   const double p = s.stages, m = s.microbatches;
+  if (kind == ScheduleKind::kChimera) return (p - 2) / (2 * m + p - 2);
   const double v = kind == ScheduleKind::kInterleaved ? s.chunks : 1.0;
   return ((p - 1) / v) / (m + (p - 1) / v);
 }

@@ -16,8 +16,9 @@ enum class ScheduleKind {
   kGpipe,        // all forwards, then all backwards
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
+  kChimera,  // Li & Hoefler: a down and an up pipeline over the same ranks (schedule_chimera.cpp)
 };
-// "gpipe", "1f1b", "interleaved"; throws std::invalid_argument on anything else.
+// "gpipe", "1f1b", "interleaved", "chimera"; throws std::invalid_argument on anything else.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -73,5 +74,17 @@ std::vector<Action> buildForwardOnlySchedule(const PipelineShape& shape, int ran
 
 // The closed-form idle fraction of every stage: (p-1)/(m+p-1), interleaved ((p-1)/v)/(m+(p-1)/v).
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& shape);
+
+// --- Chimera (schedule_chimera.cpp). Two pipelines of p stages in opposite directions: rank r
+// holds chunk 0 = stage r of the down pipeline and chunk 1 = stage p-1-r of the up pipeline (so
+// ranks r and p-1-r hold the same layers). Per unit of p microbatches the first p/2 go down, the
+// rest up; the per-rank order is the authors' (Shigangli/Chimera), units directly concatenated. p
+// even, m a multiple of p. Closed form (paper, Table 1): (p-2)/(2m+p-2), exact when F == B.
+int chimeraStage(int stages, int rank, int chunk);  // the pipeline stage of that chunk
+int chimeraChunk(int stages, int microbatch);       // 0: down pipeline, 1: up
+int chimeraRank(int stages, int chunk, int stage);  // the rank holding (chunk, stage)
+std::vector<Action> chimeraComputeOrder(const PipelineShape& shape, int rank);
+std::vector<Action> buildChimeraSchedule(const PipelineShape& shape, int rank);
+std::vector<Action> buildChimeraForwardOnlySchedule(const PipelineShape& shape, int rank);
 
 }  // namespace gpttrain
