@@ -1,0 +1,106 @@
+// --schedule chimera end to end, apart from equivalence (test_equivalence.cpp) and resume
+// (test_runs.cpp): the dry run's measured bubble against the paper's (p-2)/(2m+p-2), each rank's
+// parameter bytes against two stages' parameter counts, and the layouts it refuses.
+#include "trainer_test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+using namespace gpttrain::testing;
+
+namespace {
+
+// "rank R at the optimizer step holds parameters X B, ... psi P" of one rank's log.
+void heldParameters(const std::string& log, long long* bytes, long long* psi) {
+  const std::string key = "at the optimizer step holds parameters ";
+  const size_t at = log.find(key);
+  REQUIRE(at != std::string::npos);
+  const size_t psi_at = log.find("psi ", at);
+  REQUIRE(psi_at != std::string::npos);
+  *bytes = std::stoll(log.substr(at + key.size()));
+  *psi = std::stoll(log.substr(psi_at + 4));
+}
+
+}  // namespace
+
+// p 4, m 4 (global batch 8, micro-batch 2), F = B = 90 ms: closed form 2/10 (1f1b: 3/7). Step 1
+// (Gloo connects lazily) is left out; steps 2 and 3 are averaged, as in test_dry_run.cpp.
+TEST_CASE("dry run: chimera's measured bubble is (p-2)/(2m+p-2) on every stage",
+          "[trainer][dry_run][chimera]") {
+  const std::string dir = scratchDir("dry_run_chimera");
+  const std::string json = dir + "/log.json";
+  auto run = launchRanks(
+      kGpttrain,
+      tinyModelArgs() + std::vector<std::string>{"--pp", "4", "--layers", "4", "--schedule",
+                                                 "chimera", "--steps", "3", "--dry-run-costs",
+                                                 "90,90", "--log-json", json},
+      4, dir);
+  INFO(run.summary());
+  REQUIRE(run.ok());
+  const double closed_form = 2.0 / 10.0;
+  const auto idle = jsonValues(json, "idle_fraction");
+  const auto logged_form = jsonValues(json, "closed_form");
+  REQUIRE(idle.size() == 3 * 4);
+  CHECK(logged_form[0] == Approx(closed_form).margin(1e-6));
+  for (int stage = 0; stage < 4; ++stage) {
+    const double measured = (idle[4 + stage] + idle[8 + stage]) / 2;
+    INFO("stage " << stage << ": measured idle fraction " << measured << ", closed form "
+                  << closed_form);
+    CHECK(std::abs(measured - closed_form) <= 0.02);
+  }
+}
+
+// Rank r holds down stage r and up stage p-1-r: with p = 2 both ranks hold every layer, and the
+// tied embedding twice (input and head copy). Against the single process's own count.
+TEST_CASE("chimera pp=2: each rank holds two stages' parameters", "[trainer][chimera][memory]") {
+  const std::string dir = scratchDir("chimera_memory");
+  const auto args = tinyModelArgs() + std::vector<std::string>{"--steps", "1"};
+  auto single = launchRanks(kGpttrain, args, 0, dir + "/single");
+  INFO(single.summary());
+  REQUIRE(single.ok());
+  auto chimera =
+      launchRanks(kGpttrain, args + std::vector<std::string>{"--pp", "2", "--schedule", "chimera"},
+                  2, dir + "/chimera");
+  INFO(chimera.summary());
+  REQUIRE(chimera.ok());
+  long long single_bytes = 0, single_psi = 0;
+  heldParameters(single.logs[0], &single_bytes, &single_psi);
+  const long long embedding = 64 * 32;  // --vocab 64 x --hidden 32 of tinyModelArgs()
+  for (int r = 0; r < 2; ++r) {
+    long long bytes = 0, psi = 0;
+    heldParameters(chimera.logs[r], &bytes, &psi);
+    INFO("rank " << r << ": " << psi << " parameters, " << bytes << " B; single process "
+                 << single_psi);
+    CHECK(psi == single_psi + embedding);
+    CHECK(bytes == 4 * psi);
+  }
+}
+
+TEST_CASE("chimera: impossible layouts are one line and exit code 2", "[trainer][chimera][cli]") {
+  struct Case {
+    std::vector<std::string> args;
+    int ranks;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {{"--pp", "2", "--schedule", "chimera", "--zero", "1"}, 4, "--zero 0"},
+      {{"--pp", "3", "--layers", "3", "--schedule", "chimera", "--global-batch", "6"}, 3, "even"},
+      {{"--pp", "4", "--layers", "4", "--schedule", "chimera", "--global-batch", "4"},
+       4,
+       "multiple"},
+      {{"--pp", "2", "--layers", "4", "--schedule", "chimera", "--vp", "2"}, 2, "--vp"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    auto run = launchRanks(kGpttrain, tinyModelArgs() + c.args, c.ranks,
+                           scratchDir("chimera_cli_" + std::to_string(k++)));
+    INFO(run.logs[0]);
+    CHECK(run.exit_codes[0] == 2);
+    int lines = 0;
+    for (char ch : run.logs[0]) lines += ch == '\n';
+    CHECK(lines == 1);
+    CHECK(run.logs[0].find(c.needle) != std::string::npos);
+  }
+}
