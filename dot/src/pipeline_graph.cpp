@@ -37,10 +37,15 @@ int64_t duration(const PipelineAction& a) {
   return std::max<int64_t>(0, a.end_ns - a.start_ns);
 }
 
-std::string mbText(const PipelineAction& a, int v) {
+// Chimera's two chunks are its two pipelines: "F3 down" (chunk 0), "F3 up" (chunk 1).
+std::string mbText(const PipelineAction& a, int v, bool chimera) {
   std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F" : "B") +
                   std::to_string(a.microbatch);
-  if (v > 1) s += " c" + std::to_string(a.chunk);
+  if (chimera) {
+    s += a.chunk == 0 ? " down" : " up";
+  } else if (v > 1) {
+    s += " c" + std::to_string(a.chunk);
+  }
   return s;
 }
 
@@ -171,7 +176,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     }
     Node n;
     std::string what;
-    const std::string mb = mbText(a, v);
+    const std::string mb = mbText(a, v, pa.schedule == "chimera");
     if (isCompute(a.kind)) {
       computeOfRank[a.rank] += duration(a);
       what = mb;
@@ -307,9 +312,8 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                     " of it (red)";
   cap += "\nbubble per stage: " + perStage;
   cap += "\nstep bubble " + trace::formatShare(bubble) + " measured; closed form " +
-         (pa.schedule == "interleaved" ? std::string("((p-1)/v)/(m+(p-1)/v)")
-                                       : std::string("(p-1)/(m+p-1)")) +
-         " = " + trace::formatShare(pa.bubble_theory);
+         trace::analysis::closedFormText(pa.schedule) + " = " +
+         trace::formatShare(pa.bubble_theory);
   if (sa.replicas > 1) {
     cap += "\nreplica " + std::to_string(o.replica) + " of " + std::to_string(sa.replicas) +
            " (data-parallel copies of the pipeline)";

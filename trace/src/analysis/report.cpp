@@ -186,9 +186,11 @@ std::string reportText(const Report& r, const TraceReader& reader) {
     line(fmt("pipeline: %s, p=%d stages, m=%d microbatches, v=%d, %zu replica%s, %d step%s",
              p.schedule.c_str(), p.stages, p.microbatches, p.virtual_stages, p.replicas.size(),
              p.replicas.size() == 1 ? "" : "s", p.steps, p.steps == 1 ? "" : "s"));
-    line(fmt("  bubble: measured %s, closed form %s, modeled %s (median over steps)",
-             percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
-             percent(p.bubble_modeled).c_str()));
+    line(
+        fmt("  bubble: measured %s, closed form %s, modeled %s (median over steps); closed form "
+            "of %s: %s",
+            percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
+            percent(p.bubble_modeled).c_str(), p.schedule.c_str(), closedFormText(p.schedule)));
     line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s", "stage", "ranks", "window",
              "forward", "backward", "send", "recv wait", "idle", "bubble"));
     for (const PipelineStage& s : p.per_stage) {

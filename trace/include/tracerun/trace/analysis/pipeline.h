@@ -59,8 +59,10 @@ struct PipelineAnalysis {
   std::vector<std::string> notes;  // anything the analysis had to assume
 };
 
-// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved").
+// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved", "chimera").
 double closedFormBubble(const std::string& schedule, int p, int m, int v);
+// That closed form as text, e.g. "(p-1)/(m+p-1)": what the report and tracedot say they used.
+const char* closedFormText(const std::string& schedule);
 
 PipelineAnalysis analyzePipeline(const TraceReader& reader);
 
