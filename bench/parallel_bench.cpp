@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
       {"pp=2 gpipe", 2, {"--pp", "2", "--schedule", "gpipe"}},
       {"pp=2 1f1b", 2, {"--pp", "2", "--schedule", "1f1b"}},
       {"pp=2 interleaved v=2", 2, {"--pp", "2", "--schedule", "interleaved", "--vp", "2"}},
+      {"pp=2 chimera", 2, {"--pp", "2", "--schedule", "chimera"}},
       {"dp=2 zero-0", 2, {}},
       {"dp=2 zero-1", 2, {"--zero", "1"}},
       {"dp=2 zero-2", 2, {"--zero", "2"}},
