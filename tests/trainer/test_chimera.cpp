@@ -104,3 +104,52 @@ TEST_CASE("chimera: impossible layouts are one line and exit code 2", "[trainer]
     CHECK(run.logs[0].find(c.needle) != std::string::npos);
   }
 }
+
+#ifdef TRACERUN_EXE
+namespace {
+
+// Each rank's live parameter bytes at its peak, from `tracerun report --json` of a traced dry run
+// (the memory timeline's "parameter" category).
+std::vector<long long> tracedParameterBytes(const std::string& dir, const std::string& schedule) {
+  const std::string db = dir + "/" + schedule + ".db";
+  auto traced =
+      launchRanks(TRACERUN_EXE,
+                  std::vector<std::string>{"--nproc-per-node", "4", "-o", db, "--", kGpttrain} +
+                      tinyModelArgs() +
+                      std::vector<std::string>{"--pp", "4", "--layers", "4", "--schedule", schedule,
+                                               "--steps", "1", "--dry-run-costs", "1,1"},
+                  0, dir + "/" + schedule);
+  INFO(traced.summary());
+  REQUIRE(traced.ok());
+  auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + schedule);
+  REQUIRE(report.ok());
+  const std::string& json = report.logs[0];
+  std::vector<long long> bytes;
+  size_t at = json.find("\"per_rank\"", json.find("\"memory\""));
+  for (int r = 0; r < 4; ++r) {
+    at = json.find("\"rank\": " + std::to_string(r) + ",", at);
+    REQUIRE(at != std::string::npos);
+    const std::string key = "\"parameter\": ";  // by_category's, the first after "rank"
+    const size_t p = json.find(key, at);
+    REQUIRE(p != std::string::npos);
+    bytes.push_back(std::stoll(json.substr(p + key.size())));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// In the trace: chimera's rank r holds what 1F1B's ranks r and p-1-r hold together.
+TEST_CASE("chimera pp=4: the trace shows two stages' parameters per rank",
+          "[trainer][chimera][memory][trace]") {
+  const std::string dir = scratchDir("chimera_trace_memory");
+  const auto one = tracedParameterBytes(dir, "1f1b");
+  const auto chimera = tracedParameterBytes(dir, "chimera");
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r << ": chimera " << chimera[r] << " B, 1f1b ranks " << r << " + " << 3 - r
+                 << ": " << one[r] << " + " << one[3 - r] << " B");
+    CHECK(one[r] > 0);
+    CHECK(chimera[r] == one[r] + one[3 - r]);
+  }
+}
+#endif
