@@ -124,6 +124,8 @@ std::vector<long long> tracedParameterBytes(const std::string& dir, const std::s
   auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + schedule);
   REQUIRE(report.ok());
   const std::string& json = report.logs[0];
+  // The report recognises the schedule (two chunks, each microbatch on one of them).
+  CHECK(json.find("\"schedule\": \"" + schedule + "\"") != std::string::npos);
   std::vector<long long> bytes;
   size_t at = json.find("\"per_rank\"", json.find("\"memory\""));
   for (int r = 0; r < 4; ++r) {
