@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 
 using namespace gpttrain::testing;
 
@@ -75,6 +76,61 @@ TEST_CASE("chimera pp=2: each rank holds two stages' parameters", "[trainer][chi
                  << single_psi);
     CHECK(psi == single_psi + embedding);
     CHECK(bytes == 4 * psi);
+  }
+}
+
+// Evaluation runs each microbatch forward through its own pipeline (down or up).
+TEST_CASE("chimera pp=4: validation losses on a text file equal the single process's",
+          "[trainer][chimera][data]") {
+  const std::string dir = scratchDir("chimera_validation");
+  {
+    std::ofstream text(dir + "/corpus.txt");
+    for (int i = 0; i < 400; ++i)
+      text << "Line " << i << ": two pipelines, one in each direction.\n";
+  }
+  const std::vector<std::string> args{"--data",
+                                      dir + "/corpus.txt",
+                                      "--vocab",
+                                      "256",
+                                      "--layers",
+                                      "4",
+                                      "--hidden",
+                                      "32",
+                                      "--heads",
+                                      "4",
+                                      "--seq-len",
+                                      "32",
+                                      "--dropout",
+                                      "0",
+                                      "--global-batch",
+                                      "8",
+                                      "--micro-batch-size",
+                                      "2",
+                                      "--steps",
+                                      "2",
+                                      "--eval-interval",
+                                      "1",
+                                      "--eval-iters",
+                                      "2",
+                                      "--quiet"};
+  auto single =
+      launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/single.json"}, 0,
+                  dir + "/single");
+  INFO(single.summary());
+  REQUIRE(single.ok());
+  auto chimera = launchRanks(kGpttrain,
+                             args + std::vector<std::string>{"--pp", "4", "--schedule", "chimera",
+                                                             "--log-json", dir + "/chimera.json"},
+                             4, dir + "/chimera");
+  INFO(chimera.summary());
+  REQUIRE(chimera.ok());
+  const auto want = jsonValues(dir + "/single.json", "val_loss");
+  const auto got = jsonValues(dir + "/chimera.json", "val_loss");
+  REQUIRE(want.size() == 2);
+  REQUIRE(got.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO("evaluation " << i << ": single " << want[i] << ", chimera " << got[i]);
+    CHECK(std::abs(want[i] - got[i]) <= 1e-4);
   }
 }
 
