@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
       {"pp=2 interleaved v=2", 2, {"--pp", "2", "--schedule", "interleaved", "--vp", "2"}},
       // 2bw: one continuous pipeline over all steps (its ms/step is the run's mean, fill included).
       {"pp=2 2bw", 2, {"--pp", "2", "--schedule", "2bw", "--clip-grad", "0"}},
+      {"pp=2 chimera", 2, {"--pp", "2", "--schedule", "chimera"}},
       {"dp=2 zero-0", 2, {}},
       {"dp=2 zero-1", 2, {"--zero", "1"}},
       {"dp=2 zero-2", 2, {"--zero", "2"}},

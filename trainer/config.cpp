@@ -54,7 +54,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
   app.add_option("--schedule", c.schedule, "pipeline schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1", "2bw"}));
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1", "2bw", "chimera"}));
   app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(atLeast(1, true));
   app.add_option("--global-batch", c.global_batch, "samples per step")->check(atLeast(1, true));
   app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
@@ -193,6 +193,9 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << e;
   } else if (std::string e2 = twoBwConfigError(c, world); !e2.empty()) {
     out << e2;
+  } else if (c.schedule == "chimera" && c.zero > 0) {
+    out << "--schedule chimera needs --zero 0 (both replicas of a stage sum full gradients; "
+           "ZeRO shards them)";
   } else if (!c.dump_init.empty() && world != 1) {
     out << "--dump-init needs a single process (WORLD_SIZE is " << world << "): run it alone";
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {

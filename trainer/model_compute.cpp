@@ -57,9 +57,12 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   return out;
 }
 
-at::Tensor ModelCompute::backward(int, int microbatch, const at::Tensor& input,
+at::Tensor ModelCompute::backward(int chunk, int microbatch, const at::Tensor& input,
                                   const at::Tensor& output, const at::Tensor& grad) {
-  dp_->setLastMicrobatch(microbatch == microbatches_ - 1);
+  // Chimera: each chunk's own last microbatch (down: m-1-p/2, up: m-1) completes its gradients.
+  const int last_of_chunk =
+      microbatches_ - 1 - (config_.schedule == "chimera" && chunk == 0 ? config_.pp / 2 : 0);
+  dp_->setLastMicrobatch(microbatch == last_of_chunk);
   if (grad.defined()) {
     torch::autograd::backward({output}, {grad});
   } else {

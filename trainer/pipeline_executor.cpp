@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace gpttrain {
 namespace {
@@ -33,6 +34,16 @@ int64_t nowNs() {
 }
 
 }  // namespace
+
+at::Tensor PipelineCompute::backwardInput(int, int, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&) {
+  throw std::logic_error("this pipeline computation does not split its backward (zb-h1 only)");
+}
+
+void PipelineCompute::backwardWeight(int, int, const at::Tensor&, const at::Tensor&,
+                                     const at::Tensor&) {
+  throw std::logic_error("this pipeline computation does not split its backward (zb-h1 only)");
+}
 
 PipelineStepStats runPipelineStep(const std::vector<Action>& actions, Group& pp,
                                   const std::vector<int64_t>& activation_shape,

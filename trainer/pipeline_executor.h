@@ -26,11 +26,12 @@ class PipelineCompute {
                               const at::Tensor& output, const at::Tensor& grad) = 0;
   // The split backward (zb-h1). backwardInput: the gradient of `input` only (undefined when input
   // is), keeping the graph for backwardWeight, which then accumulates the weights' gradients
-  // (where the data-parallel hooks fire). Same arguments as backward.
+  // (where the data-parallel hooks fire). Same arguments as backward. A computation that never
+  // runs a zb-h1 list (2bw's) keeps these, which throw std::logic_error.
   virtual at::Tensor backwardInput(int chunk, int microbatch, const at::Tensor& input,
-                                   const at::Tensor& output, const at::Tensor& grad) = 0;
+                                   const at::Tensor& output, const at::Tensor& grad);
   virtual void backwardWeight(int chunk, int microbatch, const at::Tensor& input,
-                              const at::Tensor& output, const at::Tensor& grad) = 0;
+                              const at::Tensor& output, const at::Tensor& grad);
   // 2bw (schedule_2bw.h): the weight version a microbatch's forward and backward use (annotated
   // when >= 0), and the update an kApplyUpdate action runs for `batch`.
   virtual int64_t weightVersion(int /*microbatch*/) const { return -1; }

@@ -5,6 +5,7 @@
 #include <tracerun/traced_group.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -121,7 +122,8 @@ LaunchEnv readLaunchEnv() {
   return env;
 }
 
-ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBackend backend) {
+ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBackend backend,
+                                bool chimera) {
   ProcessGroups groups;
   groups.grid = RankGrid(env.world, tp, pp);
   groups.rank = env.rank;
@@ -134,6 +136,7 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBacken
     groups.dp = makeSoloGroup("dp", 0);
     groups.pp = makeSoloGroup("pp", 0);
     groups.embedding = makeSoloGroup("embedding", 0);
+    groups.mirror = makeSoloGroup("mirror", 0);
     return groups;
   }
   if (!env.store_file.empty()) {
@@ -163,6 +166,11 @@ ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp, CommBacken
   const bool ends = pp > 1 && (groups.coords.pp == 0 || groups.coords.pp == pp - 1);
   groups.embedding = ends ? group("embedding", {stages.front(), stages.back()})
                           : makeSoloGroup("embedding", env.rank);
+  const int pr = groups.coords.pp, mirror_pr = pp - 1 - pr;
+  groups.mirror =
+      chimera && pr != mirror_pr
+          ? group("mirror", {stages[std::min(pr, mirror_pr)], stages[std::max(pr, mirror_pr)]})
+          : makeSoloGroup("mirror", env.rank);
   return groups;
 }
 

@@ -37,6 +37,9 @@ struct ProcessGroups {
   // The first and the last pipeline stage of this (tp, dp) position, which both hold the tied
   // embedding; a group of one on the other stages and without pipeline parallelism.
   GroupPtr embedding;
+  // --schedule chimera: this rank and pipeline rank p-1-r of its (tp, dp) position, which hold the
+  // same stages (both replicas sum their gradients); a group of one otherwise.
+  GroupPtr mirror;
   c10::intrusive_ptr<c10d::Store> store;  // null in a single-process run
 };
 
@@ -64,6 +67,6 @@ torch::Device rankDevice(const std::string& device, const LaunchEnv& env);
 // is on this host (loopback MASTER_ADDR, or a FileStore with LOCAL_WORLD_SIZE == WORLD_SIZE).
 // Blocks until every rank has joined. Requires env.world % (tp * pp) == 0.
 ProcessGroups makeProcessGroups(const LaunchEnv& env, int tp, int pp,
-                                CommBackend backend = CommBackend::kGloo);
+                                CommBackend backend = CommBackend::kGloo, bool chimera = false);
 
 }  // namespace gpttrain

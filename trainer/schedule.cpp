@@ -72,6 +72,7 @@ ScheduleKind parseScheduleKind(const std::string& name) {
   if (name == "interleaved") return ScheduleKind::kInterleaved;
   if (name == "zb-h1") return ScheduleKind::kZbH1;
   if (name == "2bw") return ScheduleKind::kTwoBw;
+  if (name == "chimera") return ScheduleKind::kChimera;
   throw std::invalid_argument("unknown pipeline schedule '" + name + "'");
 }
 
@@ -87,6 +88,8 @@ const char* scheduleName(ScheduleKind kind) {
       return "zb-h1";
     case ScheduleKind::kTwoBw:
       return "2bw";
+    case ScheduleKind::kChimera:
+      return "chimera";
   }
   return "?";
 }
@@ -126,6 +129,12 @@ std::string scheduleError(ScheduleKind kind, const PipelineShape& s) {
            std::to_string(s.microbatches) + ") to be a multiple of --pp " +
            std::to_string(s.stages);
   }
+  if (kind == ScheduleKind::kChimera &&
+      (s.stages < 2 || s.stages % 2 != 0 || s.microbatches % s.stages != 0)) {
+    return "--schedule chimera needs an even --pp >= 2 (got " + std::to_string(s.stages) +
+           ") and the microbatches per step (" + std::to_string(s.microbatches) +
+           ") a multiple of it";
+  }
   return "";
 }
 
@@ -143,17 +152,32 @@ int warmUpForwards(ScheduleKind kind, const PipelineShape& s, int rank) {
     case ScheduleKind::kInterleaved:
       warmup = (s.stages - rank - 1) * 2 + (s.chunks - 1) * s.stages;
       break;
+    case ScheduleKind::kChimera:  // the forwards before the list's first backward
+      for (const Action& a : chimeraComputeOrder(s, rank)) {
+        if (a.kind == ActionKind::kBackward) break;
+        ++warmup;
+      }
+      return warmup;
   }
   return std::min(warmup, totalSteps(s));
 }
 
 int inFlightBound(ScheduleKind kind, const PipelineShape& s, int rank) {
   if (kind == ScheduleKind::kZbH1) return std::min(s.stages, s.microbatches);  // until W
+  if (kind == ScheduleKind::kChimera) {  // read off the list: p/2 + 1 (ends) to p (middle)
+    int live = 0, most = 0;
+    for (const Action& a : chimeraComputeOrder(s, rank)) {
+      live += a.kind == ActionKind::kForward ? 1 : -1;
+      most = std::max(most, live);
+    }
+    return most;
+  }
   return std::min(warmUpForwards(kind, s, rank) + 1, totalSteps(s));
 }
 
 std::vector<Action> computeOrder(ScheduleKind kind, const PipelineShape& s, int rank) {
   if (kind == ScheduleKind::kZbH1) return zbH1ComputeOrder(s, rank);
+  if (kind == ScheduleKind::kChimera) return chimeraComputeOrder(s, rank);
   const int warmup = warmUpForwards(kind, s, rank);
   std::vector<Action> out;
   appendWarmUp(out, s, warmup);
@@ -204,6 +228,7 @@ std::vector<Action> withMessages(const std::vector<Action>& order, const Pipelin
 
 std::vector<Action> buildSchedule(ScheduleKind kind, const PipelineShape& s, int rank) {
   if (kind == ScheduleKind::kTwoBw) return buildTwoBwSchedule(s, rank, 0, 1);
+  if (kind == ScheduleKind::kChimera) return buildChimeraSchedule(s, rank);
   return withMessages(computeOrder(kind, s, rank), s, rank);
 }
 
@@ -217,6 +242,7 @@ std::vector<Action> buildForwardOnlySchedule(const PipelineShape& s, int rank) {
 
 double idealBubbleFraction(ScheduleKind kind, const PipelineShape& s) {
   const double p = s.stages, m = s.microbatches;
+  if (kind == ScheduleKind::kChimera) return (p - 2) / (2 * m + p - 2);
   const double v = kind == ScheduleKind::kInterleaved ? s.chunks : 1.0;
   if (kind == ScheduleKind::kZbH1) return zbH1BubbleFraction(s, 1, 1, 1);
   return ((p - 1) / v) / (m + (p - 1) / v);

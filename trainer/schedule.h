@@ -18,8 +18,10 @@ enum class ScheduleKind {
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
   kZbH1,  // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
   kTwoBw,  // PipeDream-2BW: 1F1B without flushes over many steps (schedule_2bw.h)
+  kChimera,  // Li & Hoefler: a down and an up pipeline over the same ranks (schedule_chimera.cpp)
 };
-// "gpipe", "1f1b", "interleaved", "zb-h1", "2bw"; throws std::invalid_argument on anything else.
+// "gpipe", "1f1b", "interleaved", "zb-h1", "2bw", "chimera"; throws std::invalid_argument on
+// anything else.
 ScheduleKind parseScheduleKind(const std::string& name);
 const char* scheduleName(ScheduleKind kind);
 
@@ -94,5 +96,17 @@ std::vector<Action> zbH1ComputeOrder(const PipelineShape& shape, int rank);
 // w <= min(f, b) (checked by tests/trainer/test_schedule_zbh1.cpp's simulator); otherwise a
 // lower bound.
 double zbH1BubbleFraction(const PipelineShape& shape, double f, double b, double w);
+
+// --- Chimera (schedule_chimera.cpp). Two pipelines of p stages in opposite directions: rank r
+// holds chunk 0 = stage r of the down pipeline and chunk 1 = stage p-1-r of the up pipeline (so
+// ranks r and p-1-r hold the same layers). Per unit of p microbatches the first p/2 go down, the
+// rest up; the per-rank order is the authors' (Shigangli/Chimera), units directly concatenated. p
+// even, m a multiple of p. Closed form (paper, Table 1): (p-2)/(2m+p-2), exact when F == B.
+int chimeraStage(int stages, int rank, int chunk);  // the pipeline stage of that chunk
+int chimeraChunk(int stages, int microbatch);       // 0: down pipeline, 1: up
+int chimeraRank(int stages, int chunk, int stage);  // the rank holding (chunk, stage)
+std::vector<Action> chimeraComputeOrder(const PipelineShape& shape, int rank);
+std::vector<Action> buildChimeraSchedule(const PipelineShape& shape, int rank);
+std::vector<Action> buildChimeraForwardOnlySchedule(const PipelineShape& shape, int rank);
 
 }  // namespace gpttrain

@@ -5,6 +5,7 @@
 #include "trainer.h"
 
 #include "checkpoint.h"
+#include "chimera.h"
 #include "dry_run.h"
 #include "model_compute.h"
 #include "weight_versions.h"
@@ -100,6 +101,8 @@ void annotateMemoryDtypes(const TrainConfig& c) {
 std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
                                  const ProcessGroups& g) {
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
+  if (c.schedule == "chimera")
+    return makeChimeraChunks(params, modelConfig(c), c.layers, s.stages, g);
   const int per_stage = c.layers / s.virtualStages();
   std::vector<GptStage> chunks;
   for (int chunk = 0; chunk < s.chunks; ++chunk) {
@@ -268,8 +271,9 @@ std::vector<int64_t> Trainer::activationShape() const {
 }
 
 double Trainer::lastStageAverage(double value) {
-  at::Tensor t =
-      at::tensor({groups_.coords.pp == shape_.stages - 1 ? value : 0.0}, at::kDouble).to(device_);
+  // Chimera: the up pipeline's last stage is on rank 0; ranks without a last stage add 0.
+  const bool last = kind_ == ScheduleKind::kChimera || groups_.coords.pp == shape_.stages - 1;
+  at::Tensor t = at::tensor({last ? value : 0.0}, at::kDouble).to(device_);
   allReduce(*groups_.pp, t);
   allReduce(*groups_.dp, t);
   return t.item<double>() / groups_.dp->size;
@@ -288,14 +292,19 @@ StepResult Trainer::trainStep(int step) {
       runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   max_in_flight_ = std::max(max_in_flight_, stats.max_in_flight);
   {
-    tracerun::PhaseScope phase(vocab::phase::kGradSync, {{vocab::arg::kDp, groups_.dp->size},
-                                                         {vocab::arg::kTp, groups_.tp->size},
-                                                         {vocab::arg::kZero, config_.zero},
-                                                         {vocab::arg::kParams, strategy_->numel()}});
+    tracerun::PhaseScope phase(vocab::phase::kGradSync,
+                               {{vocab::arg::kDp, groups_.dp->size},
+                                {vocab::arg::kTp, groups_.tp->size},
+                                {vocab::arg::kZero, config_.zero},
+                                {vocab::arg::kParams, strategy_->numel()}});
     strategy_->finish();
     strategy_->releaseRoot();
     optimizer_->syncSequenceParallelGrads(*groups_.tp, config_.sp);
-    optimizer_->syncTiedEmbeddingGrads(*groups_.embedding);
+    if (kind_ == ScheduleKind::kChimera) {
+      syncChimeraGrads(params_, *groups_.mirror);
+    } else {
+      optimizer_->syncTiedEmbeddingGrads(*groups_.embedding);
+    }
   }
   if (step == start_step_ + 1 && !config_.dump_grads.empty()) dumpGrads(config_.dump_grads);
   StepResult r;
@@ -363,7 +372,9 @@ StepResult Trainer::dryRunStep(int step) {
 double Trainer::evaluate() {
   tracerun::PhaseScope phase(vocab::phase::kValidation);
   at::NoGradGuard no_grad;
-  const std::vector<Action> actions = buildForwardOnlySchedule(shape_, groups_.coords.pp);
+  const std::vector<Action> actions =
+      kind_ == ScheduleKind::kChimera ? buildChimeraForwardOnlySchedule(shape_, groups_.coords.pp)
+                                      : buildForwardOnlySchedule(shape_, groups_.coords.pp);
   strategy_->gatherRoot();
   double sum = 0.0;
   for (int i = 0; i < config_.eval_iters; ++i) {

@@ -183,8 +183,8 @@ int Trainer::runTwoBwSegment(int first_step) {
       buildTwoBwSchedule(shape_, groups_.coords.pp, first_batch, batches);
   tracerun::Step step_scope(first_step);  // one span for the whole continuous pipeline
   if (dry_forward_ms_ >= 0) {
-    DryRunCompute sleeps(dry_forward_ms_, dry_backward_ms_, shape_, groups_.coords.pp,
-                         activationShape(), device_);
+    DryRunCompute sleeps(dry_forward_ms_, dry_backward_ms_, dry_weight_ms_, shape_,
+                         groups_.coords.pp, activationShape(), device_);
     VersionedDryRun compute(sleeps, microbatches_);
     at::Tensor sync = at::zeros({1}, at::TensorOptions().device(device_));
     allReduce(*groups_.pp, sync);

@@ -42,12 +42,17 @@ int64_t duration(const PipelineAction& a) {
   return std::max<int64_t>(0, a.end_ns - a.start_ns);
 }
 
-std::string mbText(const PipelineAction& a, int v) {
+// Chimera's two chunks are its two pipelines: "F3 down" (chunk 0), "F3 up" (chunk 1).
+std::string mbText(const PipelineAction& a, int v, bool chimera) {
   std::string s = (isForwardMessage(a.kind) || a.kind == Kind::kForward ? "F"
                    : a.kind == Kind::kBackwardWeight                    ? "W"
                                                                         : "B") +
                   std::to_string(a.microbatch);
-  if (v > 1) s += " c" + std::to_string(a.chunk);
+  if (chimera) {
+    s += a.chunk == 0 ? " down" : " up";
+  } else if (v > 1) {
+    s += " c" + std::to_string(a.chunk);
+  }
   return s;
 }
 
@@ -178,7 +183,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     }
     Node n;
     std::string what;
-    const std::string mb = mbText(a, v);
+    const std::string mb = mbText(a, v, pa.schedule == "chimera");
     if (isCompute(a.kind)) {
       computeOfRank[a.rank] += duration(a);
       what = mb;

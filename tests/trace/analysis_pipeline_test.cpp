@@ -16,6 +16,7 @@ using namespace tracerun;
 using namespace tracerun::testing;
 using trace::analysis::analyzePipeline;
 using trace::analysis::closedFormBubble;
+using trace::analysis::closedFormName;
 
 namespace {
 
@@ -176,6 +177,9 @@ TEST_CASE("closed forms of the bubble", "[analysis][pipeline]") {
   CHECK(closedFormBubble("gpipe", 2, 6, 1) == Approx(1.0 / 7));
   CHECK(closedFormBubble("interleaved", 4, 8, 2) == Approx(1.5 / 9.5));
   CHECK(closedFormBubble("1f1b", 1, 8, 1) == 0);
+  CHECK(closedFormBubble("chimera", 4, 4, 2) == Approx(2.0 / 10));  // Li & Hoefler, Table 1
+  CHECK(closedFormBubble("chimera", 2, 8, 2) == 0);
+  CHECK(closedFormName("chimera") == "(p-2)/(2m+p-2)");
 }
 
 TEST_CASE("gpipe, 1f1b and interleaved: measured and modeled bubbles equal the closed form",

@@ -180,10 +180,10 @@ void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::strin
     const int v = flagValue(layout, "--vp", 1);
     const auto it = std::find(layout.begin(), layout.end(), "--schedule");
     const std::string schedule = it == layout.end() ? "1f1b" : *(it + 1);
-    const int want = schedule == "gpipe" ? m
-                     : schedule == "1f1b" || schedule == "zb-h1"
-                         ? std::min(pp, m)
-                         : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);
+    const int want = schedule == "gpipe"                      ? m
+                     : schedule == "1f1b" || schedule == "zb-h1" ? std::min(pp, m)
+                     : schedule == "chimera" ? pp / 2 + 1  // the paper's (D/2 + 1) on the ends
+                                             : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);
     CHECK(std::stoi(par.log.substr(at + key.size())) == want);
   }
   if (sp) {  // Gloo: the sequence-parallel collectives must have taken the fallbacks
@@ -366,9 +366,33 @@ TEST_CASE("zero-3 with dp=4 reproduces the single-process run", "[trainer][equiv
   checkEquivalent("equiv_zero3_dp4", 4, {"--zero", "3"});
 }
 
-TEST_CASE("tp=2 x pp=2 x dp=2 with zero-3, sp and selective recompute reproduces the "
+TEST_CASE(
+    "tp=2 x pp=2 x dp=2 with zero-3, sp and selective recompute reproduces the "
     "single-process run",
     "[trainer][equivalence][zero][pp][recompute]") {
   checkEquivalent("equiv_tp2_pp2_dp2_zero3_sp", 8,
                   {"--tp", "2", "--pp", "2", "--zero", "3", "--sp", "--recompute", "selective"});
+}
+
+// Chimera: rank r holds down stage r and up stage p-1-r; the two replicas of each stage sum their
+// gradients at the end of the step (the mirror group).
+TEST_CASE("pp=2 chimera reproduces the single-process run", "[trainer][equivalence][pp][chimera]") {
+  checkEquivalent("equiv_pp2_chimera", 2, {"--pp", "2", "--schedule", "chimera"});
+}
+
+TEST_CASE("pp=4 chimera (4 layers) reproduces the single-process run",
+          "[trainer][equivalence][pp][chimera]") {
+  checkEquivalent("equiv_pp4_chimera", 4, {"--pp", "4", "--schedule", "chimera"},
+                  {"--layers", "4"});
+}
+
+TEST_CASE("tp=2 x pp=2 chimera with sp reproduces the single-process run",
+          "[trainer][equivalence][pp][chimera]") {
+  checkEquivalent("equiv_tp2_pp2_chimera", 4,
+                  {"--tp", "2", "--pp", "2", "--sp", "--schedule", "chimera"});
+}
+
+TEST_CASE("pp=2 x dp=2 chimera reproduces the single-process run",
+          "[trainer][equivalence][pp][chimera]") {
+  checkEquivalent("equiv_pp2_dp2_chimera", 4, {"--pp", "2", "--schedule", "chimera"});
 }

@@ -97,6 +97,11 @@ TEST_CASE("a resumed pp=2 interleaved v=2 run (4 layers) continues with identica
               {"--pp", "2", "--schedule", "interleaved", "--vp", "2", "--layers", "4"});
 }
 
+TEST_CASE("a resumed pp=2 x dp=2 chimera run continues with identical losses",
+          "[trainer][checkpoint][pp][chimera]") {
+  checkResume("resume_pp2_dp2_chimera", 4, {"--pp", "2", "--schedule", "chimera"});
+}
+
 TEST_CASE("a resumed pp=2 x dp=2 zero-3 run continues with identical losses",
           "[trainer][checkpoint][pp][zero]") {
   checkResume("resume_pp2_dp2_zero3", 4, {"--pp", "2", "--zero", "3"});

@@ -61,7 +61,7 @@ struct Action {
   int step = 0;   // the step number it belongs to
   int version = -1;  // 2bw: the weight version a forward/backward used (-1: not recorded)
   int64_t start = 0, end = 0;
-  long match = -1;  // receives: index of the matching send in the step's action list
+  long match = -1;   // receives: index of the matching send in the step's action list
   int64_t span = 0;  // the span's id
   int64_t dur() const { return satSub(end, start); }
 };
@@ -236,7 +236,22 @@ bool stageIsPipelineRank(Collected& c) {
   return true;
 }
 
+// Chimera (two pipelines in opposite directions, two chunks per rank): each microbatch runs on one
+// chunk of a rank only, where interleaving runs every microbatch through every chunk.
+bool oneChunkPerMicrobatch(const Collected& c) {
+  for (const auto& [rank, actions] : c.by_rank) {
+    std::map<std::pair<int, int>, int> chunkOf;  // (step, microbatch) -> chunk
+    for (const Action& a : actions) {
+      if (!isCompute(a.kind)) continue;
+      auto [it, fresh] = chunkOf.emplace(std::make_pair(a.step, a.microbatch), a.chunk);
+      if (!fresh && it->second != a.chunk) return false;
+    }
+  }
+  return true;
+}
+
 std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
+  if (v == 2 && oneChunkPerMicrobatch(c)) return "chimera";
   if (v > 1) return "interleaved";
   for (const auto& [rank, actions] : c.by_rank) {  // weight versions: PipeDream-2BW
     for (const Action& a : actions) {
@@ -378,6 +393,7 @@ std::string closedFormName(const std::string& schedule) {
   if (schedule == "zb-h1") {
     return "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)), F B W the measured mean durations";
   }
+  if (schedule == "chimera") return "(p-2)/(2m+p-2)";
   return "(p-1)/(m+p-1)";
 }
 
@@ -388,6 +404,7 @@ double closedFormBubble(const std::string& schedule, int p, int m, int v) {
     const double x = double(p - 1) / v;
     return x / (m + x);
   }
+  if (schedule == "chimera") return double(p - 2) / double(2 * m + p - 2);
   return double(p - 1) / double(m + p - 1);
 }
 

@@ -66,7 +66,7 @@ struct PipelineAnalysis {
 };
 
 // The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved", "zb-h1"
-// with F = B = W).
+// with F = B = W, "chimera").
 double closedFormBubble(const std::string& schedule, int p, int m, int v);
 // ZB-H1 (Qi et al. 2023) with forward, input-gradient and weight-gradient costs:
 // (p-1)(f+b-w) / (m(f+b+w) + (p-1)(f+b-w)); exact for m >= p and w <= min(f, b).

@@ -1,0 +1,206 @@
+// Chimera's action lists (schedule_chimera.cpp) run together by a small simulator with the
+// executor's semantics (sends post and go on, a receive blocks until its message was sent), with
+// the two pipelines' stage mapping written out here independently of the schedule code. It checks
+// every microbatch's F and B exactly once on each stage of its own pipeline, dependencies, tags,
+// peers, the in-flight memory bound, and each rank's idle fraction against the paper's closed form.
+#include "schedule.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+using namespace gpttrain;
+
+namespace {
+
+struct Sim {
+  std::string error;
+  std::vector<int> in_flight;
+  std::vector<double> busy;
+  double end = 0.0;
+};
+
+// Independent of the code under test: the first p/2 microbatches of every p go down (stage = rank),
+// the others up (stage = p - 1 - rank); chunk 0 is the down pipeline's stage on a rank, chunk 1 the
+// up pipeline's.
+int pipeOf(int p, int mb) {
+  return (mb % p) < p / 2 ? 0 : 1;
+}
+int stageOn(int p, int rank, int chunk) {
+  return chunk == 0 ? rank : p - 1 - rank;
+}
+int rankOf(int p, int chunk, int stage) {
+  return chunk == 0 ? stage : p - 1 - stage;
+}
+
+Sim simulate(const std::vector<std::vector<Action>>& lists, int p, int m, double f, double b) {
+  Sim res;
+  res.in_flight.assign(p, 0);
+  res.busy.assign(p, 0.0);
+  std::vector<size_t> next(p, 0);
+  std::vector<double> clock(p, 0.0);
+  std::vector<int> live(p, 0);
+  std::map<std::tuple<int, int, int>, double> posted;  // (from, to, tag) -> time sent
+  std::set<std::tuple<int, int, int>> ever;
+  std::vector<std::map<std::pair<int, int>, int>> state(p);  // 1 in, 2 F, 3 grad, 4 B
+  std::ostringstream err;
+  auto fail = [&](int r, const Action& a, const std::string& why) {
+    if (err.tellp() == 0) {
+      err << "rank " << r << " action " << next[r] << " " << actionName(a.kind) << " mb "
+          << a.microbatch << " chunk " << a.chunk << ": " << why;
+    }
+  };
+  bool moved = true;
+  while (moved && err.tellp() == 0) {
+    moved = false;
+    for (int r = 0; r < p; ++r) {
+      while (next[r] < lists[r].size() && err.tellp() == 0) {
+        const Action& a = lists[r][next[r]];
+        const int stage = stageOn(p, r, a.chunk);
+        int& st = state[r][{a.chunk, a.microbatch}];
+        if (a.chunk != pipeOf(p, a.microbatch)) fail(r, a, "microbatch on the wrong pipeline");
+        if (a.kind == ActionKind::kRecvForward || a.kind == ActionKind::kRecvBackward) {
+          const bool fwd = a.kind == ActionKind::kRecvForward;
+          const int from = rankOf(p, a.chunk, fwd ? stage - 1 : stage + 1);
+          if (a.peer != from) fail(r, a, "receives from the wrong peer");
+          auto it = posted.find({a.peer, r, a.tag});
+          if (it == posted.end()) break;  // blocks
+          clock[r] = std::max(clock[r], it->second);
+          posted.erase(it);
+          if (st != (fwd ? 0 : 2)) fail(r, a, "received out of order");
+          st = fwd ? 1 : 3;
+        } else if (a.kind == ActionKind::kSendForward || a.kind == ActionKind::kSendBackward) {
+          const bool fwd = a.kind == ActionKind::kSendForward;
+          const int to = rankOf(p, a.chunk, fwd ? stage + 1 : stage - 1);
+          if (a.peer != to) fail(r, a, "sends to the wrong peer");
+          if (!ever.insert({r, a.peer, a.tag}).second) fail(r, a, "tag sent twice");
+          if (st != (fwd ? 2 : 4)) fail(r, a, "sent before its compute");
+          posted[{r, a.peer, a.tag}] = clock[r];
+        } else if (a.kind == ActionKind::kForward) {
+          if (st != (stage == 0 ? 0 : 1)) fail(r, a, "forward without its input (or twice)");
+          st = 2;
+          clock[r] += f;
+          res.busy[r] += f;
+          res.in_flight[r] = std::max(res.in_flight[r], ++live[r]);
+        } else {
+          if (st != (stage == p - 1 ? 2 : 3)) fail(r, a, "backward without forward or gradient");
+          st = 4;
+          clock[r] += b;
+          res.busy[r] += b;
+          --live[r];
+        }
+        ++next[r];
+        moved = true;
+      }
+    }
+  }
+  for (int r = 0; r < p && err.tellp() == 0; ++r) {
+    if (next[r] < lists[r].size()) {
+      err << "deadlock: rank " << r << " stuck at action " << next[r];
+      break;
+    }
+    for (int mb = 0; mb < m && err.tellp() == 0; ++mb) {
+      if (state[r][{pipeOf(p, mb), mb}] != 4) err << "rank " << r << " never finished mb " << mb;
+      if (state[r].count({1 - pipeOf(p, mb), mb}) != 0) err << "mb " << mb << " on both chunks";
+    }
+  }
+  if (err.tellp() == 0 && !posted.empty()) err << posted.size() << " messages never received";
+  res.error = err.str();
+  res.end = *std::max_element(clock.begin(), clock.end());
+  return res;
+}
+
+std::vector<std::vector<Action>> allLists(int p, int m) {
+  const PipelineShape s{p, 1, m};
+  std::vector<std::vector<Action>> lists;
+  for (int r = 0; r < p; ++r) lists.push_back(buildSchedule(ScheduleKind::kChimera, s, r));
+  return lists;
+}
+
+}  // namespace
+
+TEST_CASE("chimera: every list runs, each microbatch once per stage of its pipeline",
+          "[schedule][chimera]") {
+  for (int p = 2; p <= 8; p += 2) {
+    for (int m = p; m <= 32; m += p) {
+      INFO("p " << p << " m " << m);
+      const Sim sim = simulate(allLists(p, m), p, m, 1.0, 2.0);
+      REQUIRE(sim.error.empty());
+      for (int r = 0; r < p; ++r) {
+        // The paper's activation memory: between (p/2 + 1) and p microbatches' activations.
+        CHECK(sim.in_flight[r] == p / 2 + 1 + std::min(r, p - 1 - r));
+        CHECK(inFlightBound(ScheduleKind::kChimera, PipelineShape{p, 1, m}, r) == sim.in_flight[r]);
+      }
+    }
+  }
+}
+
+TEST_CASE("chimera: idle fraction equals (p-2)/(2m+p-2) when F == B", "[schedule][chimera]") {
+  for (int p = 2; p <= 8; p += 2) {
+    for (int m = p; m <= 32; m += p) {
+      INFO("p " << p << " m " << m);
+      const Sim sim = simulate(allLists(p, m), p, m, 1.0, 1.0);
+      REQUIRE(sim.error.empty());
+      const double closed = idealBubbleFraction(ScheduleKind::kChimera, PipelineShape{p, 1, m});
+      CHECK(closed == Approx(double(p - 2) / (2.0 * m + p - 2)).margin(1e-12));
+      for (int r = 0; r < p; ++r) CHECK(1.0 - sim.busy[r] / sim.end == Approx(closed).margin(1e-9));
+      // Against 1F1B's (p-1)/(m+p-1): never worse, strictly better from p = 4 on.
+      CHECK(closed <= double(p - 1) / (m + p - 1));
+    }
+  }
+}
+
+TEST_CASE("chimera: with B = 2F (the paper's pictures) the closed form is a lower bound",
+          "[schedule][chimera]") {
+  // One unit (m = p) of the basic schedule, and the directly concatenated units, whose
+  // intermediate bubbles the closed form does not count (the paper's "forward doubling" removes
+  // them; not implemented).
+  const Sim unit = simulate(allLists(4, 4), 4, 4, 1.0, 2.0);
+  REQUIRE(unit.error.empty());
+  CHECK(1.0 - unit.busy[0] / unit.end == Approx(0.25));  // 12 of 16 slots; closed form 0.2
+  const Sim four = simulate(allLists(4, 16), 4, 16, 1.0, 2.0);
+  REQUIRE(four.error.empty());
+  const double closed = idealBubbleFraction(ScheduleKind::kChimera, PipelineShape{4, 1, 16});
+  CHECK(1.0 - four.busy[0] / four.end > closed + 0.05);
+}
+
+TEST_CASE("chimera: the simulator catches broken lists", "[schedule][chimera]") {
+  auto lists = allLists(4, 8);
+  SECTION("a backward moved before its forward") {
+    auto& l = lists[1];
+    auto fwd = std::find_if(l.begin(), l.end(),
+                            [](const Action& a) { return a.kind == ActionKind::kForward; });
+    auto bwd = std::find_if(l.begin(), l.end(), [&](const Action& a) {
+      return a.kind == ActionKind::kBackward && a.microbatch == fwd->microbatch;
+    });
+    std::iter_swap(fwd, bwd);
+    CHECK_FALSE(simulate(lists, 4, 8, 1.0, 1.0).error.empty());
+  }
+  SECTION("a message to the wrong peer") {
+    for (auto& a : lists[2]) {
+      if (a.kind == ActionKind::kSendForward) {
+        a.peer = (a.peer + 2) % 4;
+        break;
+      }
+    }
+    CHECK_FALSE(simulate(lists, 4, 8, 1.0, 1.0).error.empty());
+  }
+  SECTION("a microbatch dropped") {
+    auto& l = lists[0];
+    l.erase(std::remove_if(l.begin(), l.end(), [](const Action& a) { return a.microbatch == 5; }),
+            l.end());
+    CHECK_FALSE(simulate(lists, 4, 8, 1.0, 1.0).error.empty());
+  }
+}
+
+TEST_CASE("chimera: shapes it cannot run are one line", "[schedule][chimera]") {
+  CHECK(scheduleError(ScheduleKind::kChimera, PipelineShape{4, 1, 8}).empty());
+  CHECK_FALSE(scheduleError(ScheduleKind::kChimera, PipelineShape{3, 1, 6}).empty());
+  CHECK_FALSE(scheduleError(ScheduleKind::kChimera, PipelineShape{4, 1, 6}).empty());
+  CHECK_FALSE(scheduleError(ScheduleKind::kChimera, PipelineShape{1, 1, 4}).empty());
+  CHECK(parseScheduleKind("chimera") == ScheduleKind::kChimera);
+}
