@@ -10,8 +10,10 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "e2e_common.h"
 #include "palette.h"
@@ -93,11 +95,15 @@ std::vector<int> intList(const std::string& s) {
 
 #ifdef GPTTRAIN_BIN
 // gpttrain on `ranks` ranks through the launcher (made once per test process).
-std::string gptTrace(const std::string& name, int ranks, const std::vector<std::string>& gpt) {
+// `capture`: the launcher's --capture list ("" = its default).
+std::string gptTrace(const std::string& name, int ranks, const std::vector<std::string>& gpt,
+                     const std::string& capture = "") {
   const std::string db = e2e::scratch().file(name + ".db");
   if (std::ifstream(db).good()) return db;
-  const auto run = e2e::runGpttrain(
-      {"--nproc-per-node", std::to_string(ranks), "--status", "off", "-o", db}, GPTTRAIN_BIN, gpt);
+  std::vector<std::string> launcher = {
+      "--nproc-per-node", std::to_string(ranks), "--status", "off", "-o", db};
+  if (!capture.empty()) launcher.insert(launcher.end(), {"--capture", capture});
+  const auto run = e2e::runGpttrain(launcher, GPTTRAIN_BIN, gpt);
   INFO(run.describe());
   REQUIRE(run.exit_code == 0);
   return db;
@@ -252,6 +258,144 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
       CHECK(px != paletteRgb(viewer::palette::kCollAbsent));
     }
   }
+}
+
+// Without the c10d decorator (--capture without comm) the trace holds only Gloo's own spans
+// ("gloo:all_reduce" on each rank's async track): instances are matched by signature (name, shapes,
+// bytes) and the k-th such call of every rank. The brute force groups the rows the same way from
+// the definition, straight from the reader.
+Instances bruteForceBySignature(const trace::TraceReader& reader,
+                                std::map<std::string, std::vector<int>>* members) {
+  std::map<int, std::vector<std::pair<std::string, Call>>> byRank;  // rank -> (signature, call)
+  for (const auto& t : reader.tracks()) {
+    REQUIRE(t.name.rfind("c10d ", 0) != 0);  // the premise: no decorator track
+    if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
+    for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+      if (s.category != core::Category::kComm) continue;
+      const std::string& name = reader.str(s.name);
+      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
+        continue;
+      }
+      int64_t bytes = -1;
+      for (const auto& a : reader.args(s.id))
+        if (reader.str(a.key) == "bytes") bytes = a.value;
+      const std::string sig = name + "|" + reader.str(s.detail) + "|" + std::to_string(bytes);
+      byRank[t.rank].push_back({sig, {t.rank, s.id, s.start_ns, s.end_ns()}});
+    }
+  }
+  Instances out;
+  std::map<std::string, std::set<int>> who;
+  for (auto& [rank, calls] : byRank) {
+    std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.second.start, a.second.id) < std::tie(b.second.start, b.second.id);
+    });
+    std::map<std::string, int64_t> k;
+    for (const auto& [sig, c] : calls) {
+      out[{sig, k[sig]++}].push_back(c);
+      who[sig].insert(rank);
+    }
+  }
+  for (auto& [key, calls] : out) {
+    std::sort(calls.begin(), calls.end(),
+              [](const Call& a, const Call& b) { return a.rank < b.rank; });
+  }
+  for (const auto& [sig, ranks] : who)
+    (*members)[sig] = std::vector<int>(ranks.begin(), ranks.end());
+  return out;
+}
+
+TEST_CASE("collectives view: without the decorator, calls match by signature and order") {
+  e2e::ScratchDir dir("vcoll-sig");
+  const std::string db =
+      gptTrace("tp2dp2-nocomm", 4,
+               {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len", "16",
+                "--global-batch", "4", "--steps", "3", "--quiet"},
+               "ops,scopes");
+  const auto reader = trace::TraceReader::open(db);
+  std::map<std::string, std::vector<int>> members;
+  const Instances all = bruteForceBySignature(reader, &members);
+  REQUIRE(all.size() > 4);
+  // The instance with the widest arrival spread; its span on a rank that was not last.
+  const std::pair<std::string, int64_t>* chosen = nullptr;
+  int64_t widest = -1;
+  for (const auto& [key, calls] : all) {
+    if (calls.size() < 2) continue;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const Call& c : calls) lo = std::min(lo, c.start), hi = std::max(hi, c.start);
+    if (hi - lo > widest) {
+      widest = hi - lo;
+      chosen = &key;
+    }
+  }
+  REQUIRE(chosen != nullptr);
+  const std::vector<Call>& calls = all.at(*chosen);
+  const int last = lastRank(calls);
+  const Call& picked = calls.front().rank == last ? calls.back() : calls.front();
+  INFO("instance " << chosen->first << " #" << chosen->second << ", selected span " << picked.id);
+  const std::string dump = dir.file("coll.txt");
+  const auto r = runTraceviewXvfb(
+      {db, "--select", std::to_string(picked.id), "--view", "collectives", "--size", "1600x900",
+       "--dump-view", dump, "--screenshot", dir.file("coll.png")},
+      dir.path());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const std::string text = e2e::readFile(dump);
+  INFO(text);
+
+  // The selected instance, rank by rank.
+  const auto sel = linesStarting(text, "selected");
+  REQUIRE(sel.size() == 1);
+  CHECK(fields(sel[0])["seq"] == std::to_string(chosen->second));
+  CHECK(fields(sel[0])["last"] == std::to_string(last));
+  const auto rows = linesStarting(text, "rank");
+  REQUIRE(rows.size() == calls.size());
+  int64_t lastArrival = INT64_MIN, firstArrival = INT64_MAX;
+  for (const Call& c : calls) {
+    lastArrival = std::max(lastArrival, c.start);
+    firstArrival = std::min(firstArrival, c.start);
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& c = calls[i];
+    auto f = fields(rows[i]);
+    const int64_t start = std::clamp(lastArrival, c.start, c.end);
+    CHECK(f["rank"] == std::to_string(c.rank));
+    CHECK(f["span"] == std::to_string(c.id));
+    CHECK(f["arrival"] == std::to_string(c.start));
+    CHECK(f["start"] == std::to_string(start));
+    CHECK(f["end"] == std::to_string(c.end));
+    CHECK(f["wait"] == std::to_string(start - c.start));
+    CHECK(f["lag"] == std::to_string(c.start - firstArrival));
+  }
+
+  // Stragglers over every instance of two or more ranks.
+  std::map<int, std::pair<int64_t, int64_t>> expected;
+  for (const auto& [key, cs] : all) {
+    if (cs.size() < 2) continue;
+    for (const Call& c : cs) ++expected[c.rank].second;
+    ++expected[lastRank(cs)].first;
+  }
+  std::map<int, std::pair<int64_t, int64_t>> shown;
+  for (const auto& line : linesStarting(text, "straggler")) {
+    auto f = fields(line);
+    shown[std::stoi(f["rank"])] = {std::stoll(f["last"]), std::stoll(f["instances"])};
+  }
+  CHECK(shown == expected);
+
+  // Groups: one per signature, with the ranks that made such calls and as many instances as the
+  // most calls one rank made.
+  std::multiset<std::pair<std::string, int64_t>> want, got;
+  std::map<std::string, int64_t> count;
+  for (const auto& [key, cs] : all) count[key.first] = std::max(count[key.first], key.second + 1);
+  for (const auto& [sig, n] : count) {
+    std::string m;
+    for (int k : members.at(sig)) m += (m.empty() ? "" : ",") + std::to_string(k);
+    want.insert({m, n});
+  }
+  for (const auto& line : linesStarting(text, "group")) {
+    auto f = fields(line.substr(0, line.find(" name ")));
+    got.insert({f["members"], std::stoll(f["instances"])});
+  }
+  CHECK(got == want);
 }
 
 TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -187,11 +189,14 @@ trace::SpanRow firstStep(const trace::TraceReader& reader) {
 struct Sampled {
   int checked = 0, matched = 0;
   std::string firstMismatch;
+  // Columns with no span of the row within 3 px: none of the row's span colours there.
+  int emptyChecked = 0, emptyMatched = 0;
+  std::string firstFilled;
 };
 
 // Every 3rd pixel column of one strip row: where a span of that row (track and depth) at least
 // 12 px wide covers the column with 3 px to spare on both sides, and the column is past the span's
-// label (8 px per character), the pixel has the span's category colour.
+// label (8 px per character) and the strip's mark, the pixel has the span's category colour.
 Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
                   const trace::TraceReader& reader, double origin) {
   struct Box {
@@ -203,12 +208,15 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
     if (s.depth != row.depth) return;
     const double x0 = d.xOf(static_cast<double>(s.start_ns) - origin);
     const double x1 = d.xOf(static_cast<double>(s.end_ns()) - origin);
-    const double label = x0 + 3 + 8.0 * static_cast<double>(reader.str(s.name).size());
+    // A span that starts left of the strip keeps its label at the strip's left edge.
+    const double label =
+        std::max(x0, d.area_x) + 3 + 8.0 * static_cast<double>(reader.str(s.name).size());
     boxes.push_back({x0, x1, label, s.category});
   });
   Sampled out;
   const int y = static_cast<int>(row.y + row.h / 2);
-  for (double x = d.area_x + 4; x < d.area_x + d.area_w - 4; x += 3) {
+  // (The strip's last 20 px hold its "A" or "B" mark.)
+  for (double x = d.area_x + 4; x < d.area_x + d.area_w - 20; x += 3) {
     const Box* cover = nullptr;
     bool near = false;
     for (const Box& b : boxes) {
@@ -217,6 +225,22 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
         cover = &b;
       } else {
         near = true;
+      }
+    }
+    if (!cover && !near) {
+      const uint32_t got = png.rgb(static_cast<int>(x), y);
+      bool spanColour = false;
+      for (const Box& b : boxes) {
+        spanColour = spanColour ||
+                     got == paletteRgb(viewer::palette::category(static_cast<uint8_t>(b.category)));
+      }
+      ++out.emptyChecked;
+      if (!spanColour) {
+        ++out.emptyMatched;
+      } else if (out.firstFilled.empty()) {
+        char b[160];
+        std::snprintf(b, sizeof b, "(%.0f, %d): %06x where no span is", x, y, got);
+        out.firstFilled = b;
       }
     }
     if (!cover || near) continue;
@@ -361,6 +385,121 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   CHECK(sB.checked > 30);
   CHECK(sA.matched == sA.checked);
   CHECK(sB.matched == sB.checked);
+}
+
+TEST_CASE("a real window: dragging and wheeling the compare strips moves both together",
+          "[viewer][compare][window]") {
+  const std::string a = gptRun("narrow", 32);
+  const std::string b = gptRun("wide", 384);
+  const std::string dir = e2e::scratch().path();
+  const std::string dumpFile = e2e::scratch().file("live-compare.txt");
+  XServer x;
+  Background view(x.display(), dir,
+                  {TRACEVIEW_BIN, a, "--compare", b, "--view", "compare", "--log-actions", "--size",
+                   "1600x900", "--dump-view", dumpFile});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  auto xdo = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
+    INFO(r.describe());
+    REQUIRE(r.exit_code == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  };
+  // After input (from > 0): the view settles again ("settled"; at open the first complete frame
+  // was the settle), its dump stops changing, and F12 takes a screenshot.
+  std::string rulerX = "600", rulerY = "120";  // the shared ruler above the strips (from the dump)
+  auto settle = [&](size_t from) {
+    xdo({"mousemove", rulerX, rulerY});  // off the strips: no hover tooltip over them
+    if (from > 0) REQUIRE(view.waitFor("settled", 30, from) != std::string::npos);
+    std::string last;
+    for (int i = 0; i < 50; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const std::string now = e2e::readFile(dumpFile);
+      if (now == last) break;
+      last = now;
+    }
+    const size_t mark = view.out().size();
+    // Down and up in separate frames (both in one batch of events would be no press at all).
+    xdo({"keydown", "F12"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    xdo({"keyup", "F12"});
+    const size_t saved = view.waitFor("saved screenshot ", 20, mark);
+    REQUIRE(saved != std::string::npos);
+    const std::string out = view.out();
+    const std::string png = dir + "/" + out.substr(saved, out.find('\n', saved) - saved);
+    return std::make_pair(readDump(dumpFile), loadPng(png));
+  };
+  const auto ra = trace::TraceReader::open(a);
+  const auto rb = trace::TraceReader::open(b);
+  const trace::SpanRow sa = firstStep(ra), sb = firstStep(rb);
+  // Both strips' top rows show their runs' spans where the shared axis of the dump puts them.
+  auto bothStrips = [&](const Dump& d, const Png& png, const char* when) {
+    INFO(when << ": axis " << d.r0 << " .. " << d.r1);
+    const RowLine* rowA = d.row('A', sa.track, sa.depth);
+    const RowLine* rowB = d.row('B', sb.track, sb.depth);
+    REQUIRE(rowA);
+    REQUIRE(rowB);
+    const Sampled sA = sampleRow(png, d, *rowA, ra, d.origin_a);
+    const Sampled sB = sampleRow(png, d, *rowB, rb, d.origin_b);
+    INFO("A: " << sA.matched << "/" << sA.checked << " " << sA.firstMismatch << "; empty "
+               << sA.emptyMatched << "/" << sA.emptyChecked << " " << sA.firstFilled);
+    INFO("B: " << sB.matched << "/" << sB.checked << " " << sB.firstMismatch << "; empty "
+               << sB.emptyMatched << "/" << sB.emptyChecked << " " << sB.firstFilled);
+    CHECK(sA.checked > 30);
+    CHECK(sB.checked > 30);
+    CHECK(sA.matched == sA.checked);
+    CHECK(sB.matched == sB.checked);
+    CHECK(sA.emptyMatched == sA.emptyChecked);
+    CHECK(sB.emptyMatched == sB.emptyChecked);
+    return sA.emptyChecked + sB.emptyChecked;
+  };
+  {
+    const Dump first = readDump(dumpFile);
+    REQUIRE(!first.rows.empty());
+    double top = 1e9;
+    for (const RowLine& r : first.rows) top = std::min(top, r.y);
+    rulerX = std::to_string(static_cast<int>(first.area_x + first.area_w / 2));
+    rulerY = std::to_string(static_cast<int>(top - 10));
+  }
+  const auto [d0, png0] = settle(0);
+  bothStrips(d0, png0, "at open");
+  const RowLine* row = d0.row('A', sa.track, sa.depth);
+  REQUIRE(row);
+  const int y = static_cast<int>(row->y + row->h / 2);
+  const double npp0 = (d0.r1 - d0.r0) / d0.area_w;
+
+  // Drag strip A 240 px to the right: the axis moves 240 px earlier, for both strips.
+  const int x0 = static_cast<int>(d0.area_x + d0.area_w * 0.4);
+  size_t mark = view.out().size();
+  xdo({"mousemove", std::to_string(x0), std::to_string(y)});
+  xdo({"mousedown", "1"});
+  for (int k = 1; k <= 6; ++k) xdo({"mousemove", std::to_string(x0 + 40 * k), std::to_string(y)});
+  xdo({"mouseup", "1"});
+  const auto [d1, png1] = settle(mark);
+  CHECK(d0.r0 - d1.r0 == Approx(240 * npp0).margin(3 * npp0));
+  CHECK(d1.r1 - d1.r0 == Approx(d0.r1 - d0.r0).margin(npp0));
+  // The time before the aligned step is now on screen, empty in both strips.
+  CHECK(bothStrips(d1, png1, "after the drag") > 100);
+
+  // Two wheel notches up over strip B, over the middle of A's first step: both strips zoom in
+  // about the pointer.
+  const RowLine* rowB = d1.row('B', sb.track, sb.depth);
+  REQUIRE(rowB);
+  const int xw = static_cast<int>(d1.xOf(static_cast<double>(sa.dur_ns) / 2));
+  mark = view.out().size();
+  xdo({"mousemove", std::to_string(xw), std::to_string(static_cast<int>(rowB->y + rowB->h / 2))});
+  xdo({"click", "4"});
+  xdo({"click", "4"});
+  const auto [d2, png2] = settle(mark);
+  CHECK(d2.r1 - d2.r0 < 0.9 * (d1.r1 - d1.r0));
+  // The time under the pointer stays under it.
+  const double atPointer1 = d1.r0 + (xw - d1.area_x) * (d1.r1 - d1.r0) / d1.area_w;
+  const double atPointer2 = d2.r0 + (xw - d2.area_x) * (d2.r1 - d2.r0) / d2.area_w;
+  CHECK(atPointer2 == Approx(atPointer1).margin(2 * npp0));
+  bothStrips(d2, png2, "after the zoom");
 }
 
 TEST_CASE("compare view: a --compare file that is not a trace is one line and a non-zero exit",

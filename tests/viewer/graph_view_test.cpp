@@ -51,6 +51,7 @@ struct Dump {
   std::vector<std::string> order;
   std::map<std::string, std::vector<double>> clusters;
   std::string highlighted;
+  std::map<std::string, std::pair<double, std::string>> labels;  // id -> (px, name as drawn)
   double sx(double x) const { return canvasX + (x - panX) * scale; }
   double sy(double y) const { return canvasY + (y - panY) * scale; }
 };
@@ -103,6 +104,10 @@ Dump readDump(const std::string& path) {
       REQUIRE(std::sscanf(f[1].c_str(), "%lf %lf %lf %lf", &box[0], &box[1], &box[2], &box[3]) ==
               4);
       d.clusters[f[0].substr(8)] = box;
+    } else if (line.rfind("label ", 0) == 0) {
+      const auto f = splitTabs(line);
+      REQUIRE(f.size() == 3);
+      d.labels[f[0].substr(6)] = {std::stod(f[1]), f[2]};
     } else if (line.rfind("highlighted ", 0) == 0) {
       d.highlighted = line.substr(12);
     }
@@ -118,6 +123,29 @@ bool near(uint32_t a, uint32_t b, int tol) {
   for (int s = 0; s < 24; s += 8) {
     if (std::abs(static_cast<int>((a >> s) & 255) - static_cast<int>((b >> s) & 255)) > tol)
       return false;
+  }
+  return true;
+}
+
+// Text of colour `font` antialiased over `fill`: the pixel lies on the line from fill to font, at
+// least 15 % of the way (a pixel nearer the fill counts as fill).
+bool textOver(uint32_t px, uint32_t fill, uint32_t font) {
+  double a[3], b[3], p[3];
+  for (int k = 0; k < 3; ++k) {
+    a[k] = (fill >> (16 - 8 * k)) & 255;
+    b[k] = (font >> (16 - 8 * k)) & 255;
+    p[k] = (px >> (16 - 8 * k)) & 255;
+  }
+  double dd = 0, dp = 0;
+  for (int k = 0; k < 3; ++k) {
+    dd += (b[k] - a[k]) * (b[k] - a[k]);
+    dp += (p[k] - a[k]) * (b[k] - a[k]);
+  }
+  if (dd < 900) return false;  // font and fill alike: no text to tell apart
+  const double t = dp / dd;
+  if (t < 0.15 || t > 1.05) return false;
+  for (int k = 0; k < 3; ++k) {
+    if (std::abs(p[k] - (a[k] + t * (b[k] - a[k]))) > 14) return false;
   }
   return true;
 }
@@ -185,8 +213,8 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
   const auto& pos = laid.positions();
   REQUIRE(g.nodes.size() == d.nodes.size());
   const Png png = loadPng(dir + "/cg.png");
-  int checked = 0, matched = 0;
-  std::string firstMiss;
+  int checked = 0, matched = 0, roomy = 0, named = 0;
+  std::string firstMiss, firstUnnamed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     INFO(g.nodes[i].id);
     REQUIRE(d.nodes.count(g.nodes[i].id));
@@ -196,7 +224,7 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
     CHECK(x.w == Approx(pos.nodes[i].width).margin(0.01));
     CHECK(x.h == Approx(pos.nodes[i].height).margin(0.01));
     CHECK(x.fill == rgbOf(g.nodes[i].fill));
-    // On screen: most pixels of the box's inside (text aside) have the node's fill.
+    // On screen: the node's fill inside its box.
     const auto& b = pos.nodes[i];
     const double x0 = d.sx(b.center.x - b.width / 2) + 2, x1 = d.sx(b.center.x + b.width / 2) - 2;
     const double y0 = d.sy(b.center.y - b.height / 2) + 2, y1 = d.sy(b.center.y + b.height / 2) - 2;
@@ -204,23 +232,44 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
     if (x0 < d.canvasX || y0 < d.canvasY || x1 > d.canvasX + d.canvasW ||
         y1 > d.canvasY + d.canvasH)
       continue;
-    int in = 0, all = 0;
+    int in = 0, all = 0, ink = 0, text = 0;
+    const uint32_t fill = rgbOf(g.nodes[i].fill), font = rgbOf(g.nodes[i].font);
     for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
       for (int xx = static_cast<int>(x0); xx <= static_cast<int>(x1); ++xx) {
+        const uint32_t px = png.rgb(xx, y);
         ++all;
-        in += near(png.rgb(xx, y), rgbOf(g.nodes[i].fill), 6) ? 1 : 0;
+        if (near(px, fill, 6)) {
+          ++in;
+        } else if (textOver(px, fill, font)) {
+          ++text;  // the name drawn over the fill: set aside
+        }
+        ink += near(px, font, 40) ? 1 : 0;
       }
     ++checked;
-    if (in * 2 >= all) {
+    // At fit the name is drawn at a readable size: text in the node's font colour inside every
+    // box wide enough for a few letters (none drawn before names had a fixed size).
+    if (x1 - x0 >= 40 && y1 - y0 >= 8) {
+      ++roomy;
+      if (ink >= 8) {
+        ++named;
+      } else if (firstUnnamed.empty()) {
+        firstUnnamed = g.nodes[i].id + ": " + std::to_string(ink) + " text pixels";
+      }
+    }
+    // Most of the box's inside, its name aside, has the fill (and the fill shows, whatever the
+    // name covers: a box drawn elsewhere leaves paper, edges or other boxes here).
+    if (in * 2 >= all - text && in * 5 >= all) {
       ++matched;
     } else if (firstMiss.empty()) {
       firstMiss = g.nodes[i].id + ": " + std::to_string(in) + " of " + std::to_string(all) +
-                  " pixels have the fill";
+                  " pixels have the fill, " + std::to_string(text) + " its name";
     }
   }
   INFO(firstMiss);
   CHECK(checked * 2 >= static_cast<int>(g.nodes.size()));
   CHECK(matched == checked);
+  INFO(firstUnnamed);
+  CHECK(named == roomy);
 }
 
 TEST_CASE("model view: --select SPAN highlights the module around that span", "[viewer][graph]") {
@@ -298,7 +347,44 @@ TEST_CASE("model view: --select SPAN highlights the module around that span", "[
                                    "--screenshot", dir + "/model0.png", "--size", "1400x900"},
                                   dir);
   REQUIRE(r.exit_code == 0);
-  CHECK(readDump(dir + "/model0.txt").highlighted == "none");
+  const Dump d0 = readDump(dir + "/model0.txt");
+  CHECK(d0.highlighted == "none");
+  // At fit every module node's name is readable: text in the node's font colour in the middle
+  // band of each box (its fill elsewhere); before names had a fixed size there was none.
+  const Png png = loadPng(dir + "/model0.png");
+  int boxes = 0, named = 0;
+  std::string firstUnnamed;
+  for (const auto& n : g.nodes) {
+    if (!d0.nodes.count(n.id)) continue;
+    const DumpNode& b = d0.nodes.at(n.id);
+    const double x0 = d0.sx(b.cx - b.w / 2) + 3, x1 = d0.sx(b.cx + b.w / 2) - 3;
+    const double y0 = d0.sy(b.cy) - 4, y1 = d0.sy(b.cy) + 4;
+    if (x1 - x0 < 40) continue;
+    ++boxes;
+    // Its name (the label's first line, or the start of it and "...") at a readable size.
+    const std::string name = n.label.substr(0, n.label.find('\n'));
+    INFO(n.id << " named " << name);
+    REQUIRE(d0.labels.count(n.id));
+    const auto& [px, shown] = d0.labels.at(n.id);
+    CHECK(px >= 12);
+    if (shown != name) {
+      REQUIRE(shown.size() > 3);
+      CHECK(shown.substr(shown.size() - 3) == "...");
+      CHECK(name.rfind(shown.substr(0, shown.size() - 3), 0) == 0);
+    }
+    int ink = 0;
+    for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
+      for (int x = static_cast<int>(x0); x <= static_cast<int>(x1); ++x)
+        ink += near(png.rgb(x, y), rgbOf(n.font), 40) && !near(rgbOf(n.font), rgbOf(n.fill), 40);
+    if (ink >= 8) {
+      ++named;
+    } else if (firstUnnamed.empty()) {
+      firstUnnamed = n.id + ": " + std::to_string(ink) + " text pixels";
+    }
+  }
+  INFO(firstUnnamed);
+  CHECK(boxes >= 4);
+  CHECK(named == boxes);
 }
 
 TEST_CASE("callgraph view: --select a step span highlights its node", "[viewer][graph]") {

@@ -38,6 +38,13 @@ struct Dump {
   std::map<int, double> laneYOfRank;  // global rank -> lane top
   std::map<int, int> stageOfRank;
   std::map<int, std::vector<std::string>> planOrder;  // stage -> "F3" / "B3.1" in plan order
+  struct PlanBar {
+    int stage = 0, microbatch = 0, chunk = 0;
+    bool backward = false;
+    int64_t t0 = 0, t1 = 0;
+  };
+  std::vector<PlanBar> plan;           // in dump order (stage by stage, plan order)
+  std::map<int, double> laneYOfStage;  // stage -> lane top
   double xOf(double t) const { return areaX + (t - t0) / (t1 - t0) * areaW; }
 };
 
@@ -68,11 +75,14 @@ Dump readDump(const std::string& path) {
       l >> s >> x >> r >> x >> y;
       d.laneYOfRank[r] = y;
       d.stageOfRank[r] = s;
+      d.laneYOfStage[s] = y;
     } else if (w == "plan") {
       int s = 0, mb = 0, c = 0;
       std::string kind;
+      int64_t t0 = 0, t1 = 0;
       if (l >> s >> kind >> mb >> c) {
         d.planOrder[s].push_back(kind + std::to_string(mb) + "." + std::to_string(c));
+        if (l >> t0 >> t1) d.plan.push_back({s, mb, c, kind == "B", t0, t1});
       }
     }
   }
@@ -114,12 +124,14 @@ json reportPipeline(const std::string& db) {
   return j["pipeline"];
 }
 
-// The pipeline view's screenshot and dump of `db`.
-Dump shoot(const std::string& db, const std::string& png) {
+// The pipeline view's screenshot and dump of `db` (with `extra` flags).
+Dump shoot(const std::string& db, const std::string& png,
+           const std::vector<std::string>& extra = {}) {
   const std::string dump = png + ".txt";
-  const auto r = runTraceviewXvfb(
-      {db, "--view", "pipeline", "--screenshot", png, "--size", "1600x900", "--dump-view", dump},
-      e2e::scratch().path());
+  std::vector<std::string> args = {
+      db, "--view", "pipeline", "--screenshot", png, "--size", "1600x900", "--dump-view", dump};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto r = runTraceviewXvfb(args, e2e::scratch().path());
   INFO(r.describe());
   REQUIRE(r.exited);
   REQUIRE(r.exit_code == 0);
@@ -210,9 +222,31 @@ struct Samples {
       firstMismatch = b;
     }
   }
+  // A bar 4 px below its top: within 4 px of its centre (8 px: one period of the stripes), its
+  // fill; and the stripes' colour when it is a backward (hatched), none when a forward.
+  void checkBar(const Png& png, double x, double y, uint32_t fill, uint32_t stripe, bool hatched,
+                const std::string& what) {
+    bool sawFill = false, sawStripe = false;
+    for (int dx = -4; dx < 4; ++dx) {
+      const uint32_t got = png.rgb(static_cast<int>(x) + dx, static_cast<int>(y));
+      sawFill = sawFill || got == fill;
+      sawStripe = sawStripe || got == stripe;
+    }
+    ++checked;
+    if (sawFill && sawStripe == hatched) {
+      ++matched;
+    } else if (firstMismatch.empty()) {
+      char b[240];
+      std::snprintf(b, sizeof b, "%s at (%.1f, %.1f): fill %06x %s, stripes %06x %s", what.c_str(),
+                    x, y, fill, sawFill ? "seen" : "missing", stripe,
+                    sawStripe ? "seen" : "not seen");
+      firstMismatch = b;
+    }
+  }
 };
 
-// Each bar's colour 4 px below its top at its centre (labels sit in the middle), and the bubble
+// Each bar's colour (and a backward's stripes) 4 px below its top around its centre (labels sit
+// in the middle), and the bubble
 // colour in the middle of every gap between bars (and at the window's ends) wider than 8 px.
 void sampleChart(const Png& png, const Dump& d, const std::vector<Compute>& spans, int chunks,
                  Samples* bars, Samples* bubble, std::map<int, int>* bubblesOfRank) {
@@ -228,12 +262,12 @@ void sampleChart(const Png& png, const Dump& d, const std::vector<Compute>& span
   for (const Compute& c : spans) {
     REQUIRE(d.laneYOfRank.count(c.rank));
     const double x0 = d.xOf(double(c.start)), x1 = d.xOf(double(c.end));
-    if (x1 - x0 >= 4) {
-      bars->check(
-          png, (x0 + x1) / 2, d.laneYOfRank.at(c.rank) + 4,
-          paletteRgb(viewer::palette::pipelineBar(c.microbatch, c.backward, c.chunk, chunks)),
-          std::string(c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." +
-              std::to_string(c.chunk) + " on rank " + std::to_string(c.rank));
+    if (x1 - x0 >= 12) {
+      const uint32_t fill = viewer::palette::pipelineBar(c.microbatch, c.backward, c.chunk, chunks);
+      bars->checkBar(png, (x0 + x1) / 2, d.laneYOfRank.at(c.rank) + 4, paletteRgb(fill),
+                     paletteRgb(viewer::palette::pipelineHatch(fill)), c.backward,
+                     std::string(c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." +
+                         std::to_string(c.chunk) + " on rank " + std::to_string(c.rank));
     }
     gap(c.rank, lastEnd.count(c.rank) ? lastEnd[c.rank] : d.w0, c.start);
     lastEnd[c.rank] = c.end;
@@ -279,6 +313,108 @@ TEST_CASE(
                                             std::to_string(c.microbatch) + ".0");
   }
   CHECK(d.planOrder == ran);
+}
+
+// The plan, timed from the trace alone: each stage runs its actions in the order it ran them, an
+// action starting when its stage is free and its input is there (a forward after the previous
+// stage's forward of that microbatch, a backward after the next stage's backward), each costing
+// the mean measured duration of its stage and direction (truncated to whole ns, as the plan is
+// defined). Solved by relaxing start times until nothing moves, not by replaying the schedule.
+std::map<std::tuple<int, bool, int>, std::pair<int64_t, int64_t>> planFromTrace(
+    const std::vector<Compute>& spans, const std::map<int, int>& stageOfRank, int64_t w0) {
+  std::map<std::pair<int, bool>, std::pair<double, int>> sum;
+  std::map<int, std::vector<const Compute*>> order;  // stage -> its actions in start order
+  for (const Compute& c : spans) {
+    const int stage = stageOfRank.at(c.rank);
+    auto& x = sum[{stage, c.backward}];
+    x.first += double(c.end - c.start);
+    ++x.second;
+    order[stage].push_back(&c);
+  }
+  const int last = static_cast<int>(order.size()) - 1;
+  std::map<std::tuple<int, bool, int>, std::pair<int64_t, int64_t>> t;  // (stage, bwd, mb)
+  for (const auto& [stage, list] : order) {
+    for (const Compute* c : list) t[{stage, c->backward, c->microbatch}] = {w0, w0};
+  }
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (const auto& [stage, list] : order) {
+      int64_t free = w0;
+      for (const Compute* c : list) {
+        const auto& m = sum.at({stage, c->backward});
+        const auto cost = static_cast<int64_t>(m.first / m.second);
+        int64_t ready = free;
+        if (!c->backward && stage > 0)
+          ready = std::max(ready, t[{stage - 1, false, c->microbatch}].second);
+        if (c->backward && stage < last)
+          ready = std::max(ready, t[{stage + 1, true, c->microbatch}].second);
+        auto& mine = t[{stage, c->backward, c->microbatch}];
+        if (mine != std::make_pair(ready, ready + cost)) {
+          mine = {ready, ready + cost};
+          moved = true;
+        }
+        free = mine.second;
+      }
+    }
+  }
+  return t;
+}
+
+// Near white: the plan's outline (palette::kPipelinePlan, antialiased over a bar); no bar, stripe,
+// bubble or label colour of this chart comes close.
+bool whitish(uint32_t c) {
+  return (c >> 16) >= 200 && ((c >> 8) & 0xff) >= 200 && (c & 0xff) >= 200 && c != 0xFFFFFFFFu &&
+         c != paletteRgb(viewer::palette::kText);
+}
+
+// Whether the plan bar's outline shows at its left edge (just inside it, above the label) and on
+// its top edge (3 px below the lane's top, at its centre).
+std::pair<bool, bool> outlineOf(const Png& png, const Dump& d, const Dump::PlanBar& p) {
+  const double x0 = d.xOf(double(p.t0)), x1 = d.xOf(double(p.t1));
+  const double y = d.laneYOfStage.at(p.stage);
+  bool left = false, top = false;
+  for (int x = static_cast<int>(x0); x <= static_cast<int>(x0) + 3; ++x)
+    left = left || whitish(png.rgb(x, static_cast<int>(y + 7)));
+  for (int yy = static_cast<int>(y + 2); yy <= static_cast<int>(y + 5); ++yy)
+    top = top || whitish(png.rgb(static_cast<int>((x0 + x1) / 2), yy));
+  return {left, top};
+}
+
+TEST_CASE("pipeline view: --view-option plan outlines the planned schedule where the plan puts it",
+          "[viewer][pipeline][screenshot]") {
+  const std::string& db = oneFOneB();
+  const std::string png = e2e::scratch().file("pipe-plan.png");
+  const Dump d = shoot(db, png, {"--view-option", "plan"});
+  const auto spans = computeSpans(db, d.w0, d.w1);
+  REQUIRE(spans.size() == 64);
+  // The dumped plan is the plan computed from the trace.
+  const auto want = planFromTrace(spans, d.stageOfRank, d.w0);
+  REQUIRE(d.plan.size() == want.size());
+  for (const auto& p : d.plan) {
+    INFO("stage " << p.stage << (p.backward ? " B" : " F") << p.microbatch);
+    const auto& w = want.at({p.stage, p.backward, p.microbatch});
+    CHECK(std::llabs(p.t0 - w.first) <= 4);
+    CHECK(std::llabs(p.t1 - w.second) <= 4);
+  }
+  // On screen: each planned action's outline at its left and top edges with the option, and
+  // nothing white there without it.
+  const Png with = loadPng(png);
+  const std::string plain = e2e::scratch().file("pipe-noplan.png");
+  const Dump d0 = shoot(db, plain);
+  REQUIRE(d0.xOf(1e6) == Approx(d.xOf(1e6)));  // the same chart geometry
+  const Png without = loadPng(plain);
+  int shown = 0, absent = 0, wide = 0;
+  for (const auto& p : d.plan) {
+    if (d.xOf(double(p.t1)) - d.xOf(double(p.t0)) < 12) continue;
+    ++wide;
+    const auto [l, t] = outlineOf(with, d, p);
+    shown += l && t;
+    const auto [l0, t0] = outlineOf(without, d, p);
+    absent += !l0 && !t0;
+  }
+  CHECK(wide == 64);
+  CHECK(shown == wide);
+  CHECK(absent == wide);
 }
 
 TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart",

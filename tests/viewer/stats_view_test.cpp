@@ -281,6 +281,69 @@ TEST_CASE("the statistics tables' CSV quotes names and keeps the shown order", "
   CHECK(viewer::statsDumpText("whole", tables).rfind("scope whole\ntable ops\nname,", 0) == 0);
 }
 
+TEST_CASE("the statistics view's CSV files hold the tables' numbers, in the shown order",
+          "[viewer][stats][screenshot]") {
+  testing::TempDir dir("stats-csv");
+  fixture::Options o;
+  o.dir = dir.file("fx");
+  o.ranks = 2;
+  o.threads = 2;
+  o.roots_per_thread = 40;
+  const auto g = fixture::writeFixture(o);
+  const std::string dump = dir.file("view.txt");
+  const auto r = runTraceviewXvfb({g.merged, "--view", "stats", "--view-option", "export-csv",
+                                   "--screenshot", dir.file("stats.png"), "--dump-view", dump},
+                                  dir.path.string());
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const Dump d = parseDump(e2e::readFile(dump));
+  REQUIRE(d.count("whole"));
+  // The files beside the trace, as the Export CSV buttons name them.
+  const std::filesystem::path trace(g.merged);
+  for (const char* name : {"ops", "collectives", "ranks"}) {
+    INFO(name);
+    const std::string file =
+        (trace.parent_path() / (trace.stem().string() + ".stats-whole-" + name + ".csv")).string();
+    REQUIRE(std::filesystem::exists(file));
+    const auto rows = parseCsv(e2e::readFile(file));
+    const auto& table = d.at("whole").at(name);
+    REQUIRE(!rows.empty());
+    CHECK(rows.front() == table.front());  // the header
+    // The same rows (the file in the order shown, the dump in the table's own order).
+    std::multiset<std::vector<std::string>> a(rows.begin() + 1, rows.end());
+    std::multiset<std::vector<std::string>> b(table.begin() + 1, table.end());
+    CHECK(a == b);
+  }
+  // The ops file: sorted as the table opens (total time, largest first), each row's numbers those
+  // of a brute-force scan of the trace's spans.
+  const std::string opsFile =
+      (trace.parent_path() / (trace.stem().string() + ".stats-whole-ops.csv")).string();
+  const auto ops = records(parseCsv(e2e::readFile(opsFile)));
+  REQUIRE(ops.size() > 5);
+  for (size_t i = 1; i < ops.size(); ++i) {
+    CHECK(std::stoll(ops[i - 1].at("total_ns")) >= std::stoll(ops[i].at("total_ns")));
+  }
+  const auto reader = trace::TraceReader::open(g.merged);
+  const BruteResult want = bruteForce(reader, {}, false);
+  REQUIRE(ops.size() == want.names.size());
+  for (const auto& row : ops) {
+    INFO(row.at("name") << " " << row.at("category"));
+    const Brute* b = nullptr;
+    for (const auto& [key, x] : want.names) {
+      if (reader.str(key.first) == row.at("name") &&
+          core::categoryName(static_cast<core::Category>(key.second)) == row.at("category"))
+        b = &x;
+    }
+    REQUIRE(b != nullptr);
+    CHECK(std::stoll(row.at("count")) == b->count);
+    CHECK(std::stoll(row.at("total_ns")) == b->total);
+    CHECK(std::stoll(row.at("min_ns")) == b->min);
+    CHECK(std::stoll(row.at("max_ns")) == b->max);
+    CHECK(std::stoll(row.at("p50_ns")) == b->p50);
+    CHECK(std::stoll(row.at("p95_ns")) == b->p95);
+  }
+}
+
 TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that range",
           "[viewer][stats][window]") {
   testing::TempDir dir("stats-window");

@@ -25,6 +25,11 @@ constexpr float kMargin = 16;     // px around the fitted picture
 constexpr float kMaxFit = 1.5f;   // px per point at most when fitting a small graph
 constexpr double kNodeFont = 10;  // the layout's node font size, points
 constexpr double kEdgeFont = 9;
+// Below the scale where the layout's own text reaches this many px (ImGui's font size times it),
+// a node or cluster shows only its name, at that fixed size, shortened with "..." to its box;
+// hidden only when the box cannot hold a line of that height or a few characters.
+constexpr float kFixedLabel = 0.85f;
+constexpr float kLabelPad = 3;  // px between a fixed-size name and its box's sides
 
 uint32_t colour(dot::Rgb c, uint8_t alpha = 255) {
   return palette::rgba(c.r, c.g, c.b, alpha);
@@ -44,6 +49,36 @@ void forEachLine(const std::string& text, Fn&& fn) {
 
 size_t lineCount(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+}
+
+// The first line of a label: the node's or module's name.
+std::string firstLine(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// `text` when it fits in `width` px at `size`, else its longest prefix (whole UTF-8 characters, at
+// least three bytes) that fits followed by "...", else "".
+std::string shortened(ImFont* font, float size, const std::string& text, float width) {
+  const char* b = text.data();
+  if (font->CalcTextSizeA(size, 1e9f, 0, b, b + text.size()).x <= width) return text;
+  const float dots = font->CalcTextSizeA(size, 1e9f, 0, "...").x;
+  size_t lo = 0, hi = text.size();  // a prefix of lo bytes fits, of hi does not
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    if (font->CalcTextSizeA(size, 1e9f, 0, b, b + mid).x + dots <= width) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  while (lo > 0 && (static_cast<unsigned char>(text[lo]) & 0xC0) == 0x80) --lo;
+  return lo < 3 ? std::string() : text.substr(0, lo) + "...";
+}
+
+// The share of a node's box width a centred line may use (its shape narrows above and below the
+// middle).
+float usableWidth(dot::NodeShape shape) {
+  return shape == dot::NodeShape::kEllipse || shape == dot::NodeShape::kHexagon ? 0.7f : 1.0f;
 }
 
 class GraphView final : public View {
@@ -89,6 +124,9 @@ class GraphView final : public View {
   void drawText(ImDrawList* dl, const std::string& text, ImVec2 topLeft, float size, float lineH,
                 ImVec4 clip, uint32_t col, float centreX, bool centreAll = false) const;
   void drawTooltip(GraphElement e) const;
+  // The fixed-size names (first label lines) shortened to their boxes at the current scale:
+  // rebuilt when the scale changes (a zoom), not per frame.
+  void fitNames();
 
   GraphKind kind_;
   std::shared_ptr<std::mutex> graphviz_;
@@ -101,6 +139,15 @@ class GraphView final : public View {
   double panX_ = 0, panY_ = 0, scale_ = 1;  // screen = canvas + (point - pan) * scale
   GraphElement hovered_, highlight_;
   ImVec2 pressAt_{0, 0};
+  // fitNames(): per node / cluster, its name as drawn at the fixed size ("" = hidden), for the
+  // scale and font size they were made for.
+  struct FitName {
+    std::string text;
+    float width = 0;  // px at the fixed size
+  };
+  std::vector<FitName> nodeNames_, clusterNames_;
+  double namesScale_ = -1;
+  float namesFont_ = -1, namesLineH_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -124,6 +171,7 @@ void GraphView::start(ViewHost& host) {
 
 void GraphView::sceneArrived() {
   arrived_ = true;
+  namesScale_ = -1;
   const GraphScene& s = *query_.result();
   edgeMin_.assign(s.layout.edges.size(), {});
   edgeMax_.assign(s.layout.edges.size(), {});
@@ -197,6 +245,7 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->PushClipRect(pos, ImVec2(pos.x + size.x, pos.y + size.y), true);
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), palette::kGraphPaper);
+  fitNames();
   drawScene(dl);
   // The picture's title and caption (tracedot prints them above the graph), fixed on screen.
   dl->AddText(ImVec2(pos.x + 8, pos.y + 6), palette::kGraphCaption, scene->graph.title.c_str());
@@ -288,7 +337,7 @@ void GraphView::handleInput(ViewHost& host, bool hovered) {
   if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('F', false)) fit("fit", host);
   if (!io.WantTextInput && !io.KeyCtrl && ImGui::IsKeyPressed('Z', false) &&
       highlight_.kind != GraphElement::kNone) {
-    // The selection's element, centred at a scale where its label reads (at least 1 px/point).
+    // The selection's element, centred at a scale where its whole label is drawn.
     const GraphScene& s = *query_.result();
     dot::Point c;
     if (highlight_.kind == GraphElement::kNode) {
@@ -297,7 +346,7 @@ void GraphView::handleInput(ViewHost& host, bool hovered) {
       const dot::ClusterBox& b = s.layout.clusters[static_cast<size_t>(highlight_.index)];
       c = {(b.min.x + b.max.x) / 2, (b.min.y + b.max.y) / 2};
     }
-    scale_ = std::max(scale_, 1.0);
+    scale_ = std::max(scale_, ImGui::GetFontSize() * kFixedLabel / (kNodeFont * 1.15));
     panX_ = c.x - canvasSize_.x / 2 / scale_;
     panY_ = c.y - canvasSize_.y / 2 / scale_;
     host.log(std::string(word()) + " zoom to " + s.idOf(highlight_));
@@ -306,6 +355,40 @@ void GraphView::handleInput(ViewHost& host, bool hovered) {
 
 // ---------------------------------------------------------------------------------------------
 // drawing
+
+void GraphView::fitNames() {
+  const GraphScene& s = *query_.result();
+  const float px = ImGui::GetFontSize() * kFixedLabel;
+  if (scale_ == namesScale_ && px == namesFont_) return;
+  namesScale_ = scale_;
+  namesFont_ = px;
+  nodeNames_.assign(s.graph.nodes.size(), {});
+  clusterNames_.assign(s.graph.clusters.size(), {});
+  if (static_cast<float>(kNodeFont * scale_) * 1.15f >= px) return;  // full labels are drawn
+  ImFont* font = ImGui::GetFont();
+  // A line's height at px (ascent + descent): a box three quarters of it holds the letters.
+  namesLineH_ = font->CalcTextSizeA(px, 1e9f, 0, "Ag").y;
+  auto fitted = [&](const std::string& label, float w, float h) {
+    FitName f;
+    if (h < 0.75f * namesLineH_ || w <= 0) return f;
+    f.text = shortened(font, px, firstLine(label), w);
+    if (!f.text.empty()) f.width = font->CalcTextSizeA(px, 1e9f, 0, f.text.c_str()).x;
+    return f;
+  };
+  for (size_t i = 0; i < s.graph.nodes.size(); ++i) {
+    const dot::NodeBox& b = s.layout.nodes[i];
+    const dot::Node& n = s.graph.nodes[i];
+    const float w = static_cast<float>(b.width * scale_) * usableWidth(n.shape) - 2 * kLabelPad;
+    nodeNames_[i] = fitted(n.label, w, static_cast<float>(b.height * scale_));
+  }
+  for (size_t i = 0; i < s.graph.clusters.size(); ++i) {
+    const dot::ClusterBox& c = s.layout.clusters[i];
+    const float w = static_cast<float>((c.max.x - c.min.x) * scale_) - 2 * kLabelPad;
+    // A cluster's name sits in its top band, above its members (Graphviz's label space).
+    clusterNames_[i] = fitted(s.graph.clusters[i].label, w, namesLineH_ + 2);
+    if (static_cast<float>((c.max.y - c.min.y) * scale_) < namesLineH_ + 4) clusterNames_[i] = {};
+  }
+}
 
 void GraphView::drawText(ImDrawList* dl, const std::string& text, ImVec2 topLeft, float size,
                          float lineH, ImVec4 clip, uint32_t col, float centreX,
@@ -330,8 +413,11 @@ void GraphView::drawScene(ImDrawList* dl) const {
     return b.x >= lo.x && a.x <= hi.x && b.y >= lo.y && a.y <= hi.y;
   };
   const float textSize = static_cast<float>(kNodeFont * scale_) * 1.15f;
-  const bool text = textSize >= 5;
+  // The layout's own labels, scaled, once they read; below that each name at a fixed size.
+  const float fixedPx = namesFont_;
+  const bool text = textSize >= fixedPx;
   const float lineH = textSize * 1.1f;
+  ImFont* font = ImGui::GetFont();
 
   // Clusters (parents first, so children paint over them).
   for (size_t i = 0; i < s.layout.clusters.size(); ++i) {
@@ -351,6 +437,10 @@ void GraphView::drawScene(ImDrawList* dl) const {
       const ImVec2 at = toScreen(c.label);
       drawText(dl, g.label, ImVec2(a.x + 8 * sc, at.y - n * lineH / 2), textSize, lineH,
                ImVec4(a.x, a.y, b.x, b.y), palette::rgba(0, 0, 0), -1);
+    } else if (!text && !clusterNames_[i].text.empty()) {
+      const ImVec4 clip(a.x, a.y, b.x, b.y);
+      dl->AddText(font, fixedPx, ImVec2(a.x + kLabelPad, a.y + 1), palette::rgba(0, 0, 0),
+                  clusterNames_[i].text.c_str(), nullptr, 0, &clip);
     }
   }
 
@@ -381,7 +471,7 @@ void GraphView::drawScene(ImDrawList* dl) const {
       arrow(r.beziers.back().back(), r.head_arrow);
     if (r.has_tail_arrow && !r.beziers.empty() && !r.beziers.front().empty())
       arrow(r.beziers.front().front(), r.tail_arrow);
-    if (text && r.has_label && !e.label.empty()) {
+    if (textSize >= 5 && r.has_label && !e.label.empty()) {
       const float es = static_cast<float>(kEdgeFont * scale_) * 1.15f;
       const ImVec2 at = toScreen(r.label);
       const float n = static_cast<float>(lineCount(e.label));
@@ -450,6 +540,11 @@ void GraphView::drawScene(ImDrawList* dl) const {
       drawText(dl, n.label, ImVec2(a.x + 8 * sc, c.y - lines * lineH / 2), textSize, lineH,
                ImVec4(a.x, a.y, z.x, z.y), colour(n.font),
                n.shape == dot::NodeShape::kPlain ? -1 : c.x);
+    } else if (!nodeNames_[i].text.empty()) {
+      const FitName& f = nodeNames_[i];
+      const ImVec4 clip(a.x, a.y, z.x, z.y);
+      dl->AddText(font, fixedPx, ImVec2(c.x - f.width / 2, c.y - namesLineH_ / 2), colour(n.font),
+                  f.text.c_str(), nullptr, 0, &clip);
     }
   }
 }
@@ -514,6 +609,18 @@ std::string GraphView::dumpText() const {
     std::snprintf(b, sizeof b, "\t%.2f %.2f %.2f %.2f\tfold=%d span=%lld", p.min.x, p.min.y,
                   p.max.x, p.max.y, c.fold, static_cast<long long>(s->cluster_span[i]));
     out += "cluster " + c.id + b + "\n";
+  }
+  // Each node's name as drawn: px size and text (the label's first line; shortened at the fixed
+  // size); none for a node drawn without one.
+  const float full = static_cast<float>(kNodeFont * scale_) * 1.15f;
+  for (size_t i = 0; i < s->graph.nodes.size(); ++i) {
+    const bool whole = full >= namesFont_;
+    const std::string text = whole                   ? firstLine(s->graph.nodes[i].label)
+                             : i < nodeNames_.size() ? nodeNames_[i].text
+                                                     : "";
+    if (text.empty()) continue;
+    std::snprintf(b, sizeof b, "\t%.2f\t", whole ? full : namesFont_);
+    out += "label " + s->graph.nodes[i].id + b + text + "\n";
   }
   const std::string& lit = s->idOf(highlight_);
   out += "highlighted " + (lit.empty() ? std::string("none") : lit) + "\n";

@@ -35,6 +35,7 @@ using tracerun::viewer::ViewerOptions;
 struct Flags {
   std::string path, screenshot, size = "1600x900", range, go, dump_layout, view = "timeline",
                                 dump_view, compare;
+  std::vector<std::string> view_options;
   int64_t select = -1;
   bool log_actions = false;
   double timeout_s = 120;
@@ -213,6 +214,7 @@ int runViewer(const Flags& f) {
   o.headless = !f.screenshot.empty() || f.bench_steps > 0 || f.bench_views > 0;
   o.view = f.view;
   o.compare = f.compare;
+  o.view_options = f.view_options;
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
@@ -411,6 +413,17 @@ int main(int argc, char** argv) {
         app.add_option("--compare", flags.compare,
                        "a second trace to compare with the first (the compare tab: steps aligned, "
                        "per-name differences, both timelines)");
+        std::vector<std::string> optionWords;
+        std::string optionHelp;
+        for (const auto& v : tracerun::viewer::makeViews()) {
+          for (const auto& [word, help] : v->options()) {
+            optionWords.push_back(word);
+            optionHelp += "; " + word + " (" + v->word() + "): " + help;
+          }
+        }
+        app.add_option("--view-option", flags.view_options,
+                       "a tab's option at open, repeatable" + optionHelp)
+            ->check(CLI::IsMember(optionWords));
         app.add_option("--bench-sweep", flags.bench_steps,
                        "benchmark: zoom in STEPS steps from the whole run to 1 us/px, print frame "
                        "times, primitives and memory, exit (bench/viewer_bench.sh)")

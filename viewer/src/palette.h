@@ -38,8 +38,9 @@ constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
 
-// Pipeline view (pipeline_view.cpp): bars coloured by microbatch (forward full, backward darker,
-// later chunks of an interleaved schedule lighter), idle time as bubble, the plan as an outline.
+// Pipeline view (pipeline_view.cpp): bars coloured by microbatch (forward full, backward darker
+// and hatched, later chunks of an interleaved schedule lighter), idle time as bubble, the plan as
+// an outline.
 constexpr uint32_t kPipelineMicrobatch[] = {
     rgba(86, 150, 230),  rgba(236, 152, 60), rgba(110, 196, 100), rgba(220, 96, 120),
     rgba(166, 130, 224), rgba(80, 200, 200), rgba(224, 200, 80),  rgba(200, 140, 110),
@@ -60,6 +61,14 @@ constexpr uint32_t pipelineBar(int microbatch, bool backward, int chunk, int chu
   const double k = backward ? 0.55 : 1.0;
   return rgba(static_cast<uint8_t>(r * k), static_cast<uint8_t>(g * k),
               static_cast<uint8_t>(b * k));
+}
+// The stripes over a backward bar of `fill` (pipelineBar(..., true, ...)): the forward colour's
+// 30 %, darker than the bar, so forward and backward differ in pattern as well as shade.
+constexpr uint32_t pipelineHatch(uint32_t fill) {
+  const auto part = [](uint32_t c, int shift) {
+    return static_cast<uint8_t>(((c >> shift) & 0xff) * 30 / 55);
+  };
+  return rgba(part(fill, 0), part(fill, 8), part(fill, 16));
 }
 
 // The collectives view: arrival lag from none to the group's scale (dark blue, teal, yellow), the

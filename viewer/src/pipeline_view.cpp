@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -29,6 +30,20 @@ std::string share(double s) {
   return trace::formatShare(s);
 }
 
+constexpr float kHatchStep = 8;  // px between a backward bar's stripes (along x)
+
+// Diagonal stripes ("/", 2 px) over the box (x0, y0)-(x1, y1), placed on a grid fixed to the
+// screen so neighbouring bars continue one pattern; clipped by arithmetic, not a clip rectangle.
+void hatch(ImDrawList* dl, float x0, float y0, float x1, float y1, uint32_t colour) {
+  x0 += 1, y0 += 1, x1 -= 1, y1 -= 1;  // the line's antialiased ends stay inside the bar
+  if (x1 <= x0 || y1 <= y0) return;
+  for (float k = std::ceil((x0 + y0) / kHatchStep) * kHatchStep; k < x1 + y1; k += kHatchStep) {
+    const float xa = std::max(x0, k - y1), xb = std::min(x1, k - y0);  // on the line x + y = k
+    if (xb - xa < 0.5f) continue;
+    dl->AddLine(ImVec2(xa, k - xa), ImVec2(xb, k - xb), colour, 2.0f);
+  }
+}
+
 class PipelineView final : public View {
  public:
   const char* word() const override { return "pipeline"; }
@@ -36,6 +51,9 @@ class PipelineView final : public View {
   void draw(ViewHost& host, float width, float height) override;
   bool settled() const override { return !waiting_; }
   std::string dumpText() const override;
+  std::vector<std::pair<std::string, std::string>> options() const override {
+    return {{"plan", "overlay the planned schedule (the tab's plan overlay box ticked)"}};
+  }
 
  private:
   void start(ViewHost& host, int step, int replica);
@@ -48,6 +66,7 @@ class PipelineView final : public View {
   std::string error_;
   bool waiting_ = false;  // a query runs or its result has not been drawn yet
   bool overlay_ = false;
+  bool optionsRead_ = false;  // --view-option plan applied at the first draw
   // The chart's geometry in the last frame (screen pixels; --dump-view).
   float areaX_ = 0, areaY_ = 0, areaW_ = 0;
   double viewT0_ = 0, viewT1_ = 1;
@@ -72,6 +91,10 @@ void PipelineView::start(ViewHost& host, int step, int replica) {
 
 void PipelineView::draw(ViewHost& host, float width, float height) {
   (void)height;
+  if (!optionsRead_) {
+    optionsRead_ = true;
+    overlay_ = host.viewOption("plan");
+  }
   if (!query_.started() && !data_ && error_.empty()) start(host, -1, 0);
   if (query_.ready()) {
     if (PipelineChartData* r = query_.result()) {
@@ -143,16 +166,17 @@ void PipelineView::drawHeader(ViewHost& host) {
   }
   // Legend.
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  auto swatch = [&](uint32_t colour, const char* text) {
+  auto swatch = [&](uint32_t colour, const char* text, bool hatched = false) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     dl->AddRectFilled(p, ImVec2(p.x + 14, p.y + 14), colour);
+    if (hatched) hatch(dl, p.x, p.y, p.x + 14, p.y + 14, palette::pipelineHatch(colour));
     ImGui::Dummy(ImVec2(16, 14));
     ImGui::SameLine();
     ImGui::TextUnformatted(text);
     ImGui::SameLine(0, 14);
   };
   swatch(palette::pipelineBar(0, false, 0, 1), "forward");
-  swatch(palette::pipelineBar(0, true, 0, 1), "backward (darker)");
+  swatch(palette::pipelineBar(0, true, 0, 1), "backward (hatched)", true);
   if (a.virtual_stages > 1) {
     swatch(palette::pipelineBar(0, false, a.virtual_stages - 1, a.virtual_stages),
            "later chunks lighter");
@@ -226,9 +250,10 @@ void PipelineView::drawChart(ViewHost& host, float width) {
     if (bar.lane < 0 || bar.lane >= lanes) continue;
     const float y = laneY_[static_cast<size_t>(bar.lane)];
     const float x0 = xOf(double(bar.t0)), x1 = std::max(x0 + 1, xOf(double(bar.t1)));
-    dl->AddRectFilled(
-        ImVec2(x0, y), ImVec2(x1, y + laneInner),
-        palette::pipelineBar(bar.microbatch, bar.backward, bar.chunk, d.analysis.virtual_stages));
+    const uint32_t fill =
+        palette::pipelineBar(bar.microbatch, bar.backward, bar.chunk, d.analysis.virtual_stages);
+    dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + laneInner), fill);
+    if (bar.backward) hatch(dl, x0, y, x1, y + laneInner, palette::pipelineHatch(fill));
     // Label, centred, when it fits (the top and bottom rows of the bar keep their colour).
     char b[32];
     if (d.analysis.virtual_stages > 1) {

@@ -52,6 +52,11 @@ class ViewHost {
     static const std::string kNone;
     return kNone;
   }
+  // --view-option WORD: true when WORD was given (a word one of the views' options() names).
+  virtual bool viewOption(const std::string& word) const {
+    (void)word;
+    return false;
+  }
 };
 
 class View {
@@ -69,6 +74,9 @@ class View {
   // The numbers the view shows, as text (--dump-view FILE writes it when the view settles), so
   // tests can hold them equal to `tracerun report --json`. "" when the view has none.
   virtual std::string dumpText() const { return {}; }
+  // The words `--view-option WORD` accepts for this view, each with one line of help for
+  // `traceview --help` (e.g. the pipeline's "plan"); the view asks ViewHost::viewOption.
+  virtual std::vector<std::pair<std::string, std::string>> options() const { return {}; }
 };
 
 }  // namespace tracerun::viewer

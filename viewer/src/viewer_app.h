@@ -30,9 +30,10 @@ struct ViewerOptions {
   std::optional<int64_t> select;                     // --select SPAN_ID
   std::optional<std::pair<int, int64_t>> go;         // --goto RANK:SPAN_ID
   bool log_actions = false;
-  bool headless = false;          // --screenshot: settle, then stop
-  std::string view = "timeline";  // --view: the tab in front at open (views.h's words)
-  std::string compare;            // --compare: the second trace of the compare view
+  bool headless = false;                  // --screenshot: settle, then stop
+  std::string view = "timeline";          // --view: the tab in front at open (views.h's words)
+  std::string compare;                    // --compare: the second trace of the compare view
+  std::vector<std::string> view_options;  // --view-option: words of the views' options()
   std::string recent_file = RecentFiles::location();
 };
 
@@ -92,6 +93,11 @@ class Viewer : private ViewHost {
     return rangeSel_ ? &*rangeSel_ : nullptr;
   }
   const std::string& comparePath() const override { return options_.compare; }
+  bool viewOption(const std::string& word) const override {
+    for (const auto& w : options_.view_options)
+      if (w == word) return true;
+    return false;
+  }
 
   struct SpanTrackState {
     int max_depth = 0;
