@@ -106,6 +106,10 @@ Sim simulate2bw(const PipelineShape& s, int first_batch, int batches, double f, 
             if (backwards[r][a.microbatch] != m) fail(r, a, "update before the last backward");
             updated[r].push_back(a.microbatch);
             break;
+          case ActionKind::kBackwardInput:  // zb-h1's only
+          case ActionKind::kBackwardWeight:
+            fail(r, a, "a split backward in a 2bw list");
+            break;
         }
         ++next[r];
         moved = true;
@@ -152,7 +156,7 @@ TEST_CASE("2bw: every p <= 6, p <= m <= 12, 1-4 batches: complete, ordered, two 
   }
 }
 
-TEST_CASE("2bw: no flush between batches; updates sit right after the batch's last backward",
+TEST_CASE("2bw: no flush between batches, and updates sit right after the batch's last backward",
           "[trainer][schedule][2bw]") {
   const PipelineShape s{2, 1, 2};
   std::string text;

@@ -113,6 +113,9 @@ Sim simulateZb(const std::vector<std::vector<Action>>& lists, const PipelineShap
             run(c.b + c.w);
             --live[r];
             break;
+          case ActionKind::kApplyUpdate:  // 2bw's only
+            fail(r, a, "a weight update in a zb-h1 list");
+            break;
         }
         ++next[r];
         moved = true;
