@@ -71,14 +71,64 @@ TEST_CASE("pipeline plan: uniform costs give the closed-form bubble of each sche
   }
 }
 
+TEST_CASE("pipeline plan: zb-h1, chimera and 2bw replay to their own closed forms",
+          "[viewer][pipeline]") {
+  const int64_t t0 = 500;
+  std::string note;
+  SECTION("zb-h1: F, B and W bars of their own, the step m(F+B+W) + (p-1)(F+B-W)") {
+    for (const auto& [p, m] : {std::pair{4, 8}, std::pair{2, 4}, std::pair{4, 4}}) {
+      INFO("p " << p << " m " << m);
+      std::vector<PipelineBar> costs;  // F 30, B 20, W 10 on every stage (W <= min(F, B))
+      for (int s = 0; s < p; ++s) {
+        for (int k = 0; k < 3; ++k) {
+          PipelineBar bar;
+          bar.lane = s;
+          bar.backward = k > 0;
+          bar.weight = k == 2;
+          bar.t1 = k == 0 ? 30 : k == 1 ? 20 : 10;
+          costs.push_back(bar);
+        }
+      }
+      const auto plan = viewer::plannedBars("zb-h1", p, 1, m, costs, t0, &note);
+      INFO(note);
+      REQUIRE(plan.size() == size_t(3 * p * m));
+      CHECK(std::count_if(plan.begin(), plan.end(), [](const PipelineBar& b) {
+              return b.weight;
+            }) == p * m);
+      CHECK(planBubble(plan, p, t0) ==
+            Approx(trace::analysis::zbH1Bubble(p, m, 30, 20, 10)).margin(1e-12));
+    }
+  }
+  SECTION("chimera: two chunks (the pipelines), (p-2)/(2m+p-2) when F = B") {
+    for (const auto& [p, m] : {std::pair{4, 4}, std::pair{4, 8}, std::pair{2, 4}}) {
+      INFO("p " << p << " m " << m);
+      const auto plan = viewer::plannedBars("chimera", p, 2, m, uniformCosts(p, 2, 40, 40), t0,
+                                            &note);
+      INFO(note);
+      REQUIRE(plan.size() == size_t(2 * p * m));
+      CHECK(planBubble(plan, p, t0) ==
+            Approx(trace::analysis::closedFormBubble("chimera", p, m, 2)).margin(1e-12));
+    }
+  }
+  SECTION("2bw: 1F1B over all the step span's microbatches, the fill once") {
+    auto costs = uniformCosts(4, 1, 30, 60);
+    costs[0].microbatch = 23;  // the measured step span holds 3 batches of 8
+    const auto plan = viewer::plannedBars("2bw", 4, 1, 8, costs, t0, &note);
+    INFO(note);
+    REQUIRE(plan.size() == size_t(2 * 4 * 24));
+    CHECK(planBubble(plan, 4, t0) ==
+          Approx(trace::analysis::closedFormBubble("1f1b", 4, 24, 1)).margin(1e-12));
+  }
+}
+
 TEST_CASE("pipeline plan: a shape the trainer cannot run has no plan and says why",
           "[viewer][pipeline]") {
   std::string note;
   CHECK(viewer::plannedBars("interleaved", 4, 2, 6, uniformCosts(4, 2, 1, 2), 0, &note).empty());
   CHECK(note.find("multiple") != std::string::npos);
   note.clear();
-  CHECK(viewer::plannedBars("zb-h1", 4, 1, 8, uniformCosts(4, 1, 1, 2), 0, &note).empty());
-  CHECK(note.find("zb-h1") != std::string::npos);
+  CHECK(viewer::plannedBars("zb-v", 4, 1, 8, uniformCosts(4, 1, 1, 2), 0, &note).empty());
+  CHECK(note.find("zb-v") != std::string::npos);
 }
 
 TEST_CASE("pipeline view opens on the step behind the report's median bubble",

@@ -34,6 +34,15 @@ int steadyStep(const ta::PipelineAnalysis& a) {
   return byBubble[(byBubble.size() - 1) / 2].second;
 }
 
+namespace {
+
+// The four kinds of bar a plan costs separately.
+int partOf(const PipelineBar& b) {
+  return !b.backward ? 0 : b.weight ? 3 : 1;  // a split B costs as a backward of its own stage
+}
+
+}  // namespace
+
 std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, int m,
                                      const std::vector<PipelineBar>& measured, int64_t t0,
                                      std::string* note) {
@@ -44,84 +53,87 @@ std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, 
     *note = "no plan: the schedule '" + schedule + "' is not one the trainer runs";
     return {};
   }
-  const gpttrain::PipelineShape shape{p, v, m};
+  if (kind == gpttrain::ScheduleKind::kTwoBw) {  // one step span = 1F1B over the whole run
+    kind = gpttrain::ScheduleKind::kOneFOneB;
+    for (const PipelineBar& b : measured) m = std::max(m, b.microbatch + 1);
+  }
+  // Chimera's two chunks per rank are its two pipelines, not --vp chunks: its shape has one.
+  const gpttrain::PipelineShape shape{p, kind == gpttrain::ScheduleKind::kChimera ? 1 : v, m};
   if (const std::string err = gpttrain::scheduleError(kind, shape); !err.empty()) {
     *note = "no plan: " + err;
     return {};
   }
-  // Mean measured cost per (stage, chunk, backward); a missing one falls back to the direction's
-  // mean over all stages.
-  std::map<std::tuple<int, int, bool>, std::pair<double, int>> cost;
-  std::map<bool, std::pair<double, int>> costOfKind;
+  // Mean measured cost per (stage, chunk, part); a missing one falls back to the part's mean over
+  // all stages.
+  std::map<std::tuple<int, int, int>, std::pair<double, int>> cost;
+  std::map<int, std::pair<double, int>> costOfPart;
   for (const PipelineBar& b : measured) {
-    auto& c = cost[{b.lane, b.chunk, b.backward}];
+    auto& c = cost[{b.lane, b.chunk, partOf(b)}];
     c.first += double(b.t1 - b.t0);
     ++c.second;
-    auto& k = costOfKind[b.backward];
+    auto& k = costOfPart[partOf(b)];
     k.first += double(b.t1 - b.t0);
     ++k.second;
   }
-  auto costOf = [&](int lane, int chunk, bool backward) -> int64_t {
-    auto it = cost.find({lane, chunk, backward});
+  auto costOf = [&](int lane, int chunk, int part) -> int64_t {
+    auto it = cost.find({lane, chunk, part});
     if (it != cost.end()) return static_cast<int64_t>(it->second.first / it->second.second);
-    auto k = costOfKind.find(backward);
-    return k == costOfKind.end() ? 0 : static_cast<int64_t>(k->second.first / k->second.second);
+    auto k = costOfPart.find(part);
+    return k == costOfPart.end() ? 0 : static_cast<int64_t>(k->second.first / k->second.second);
   };
 
-  // Each stage's compute actions in its own order.
-  std::vector<std::vector<gpttrain::Action>> order(static_cast<size_t>(p));
-  for (int r = 0; r < p; ++r) {
-    for (const auto& a : gpttrain::buildSchedule(kind, shape, r)) {
-      if (a.kind == gpttrain::ActionKind::kForward || a.kind == gpttrain::ActionKind::kBackward) {
-        order[static_cast<size_t>(r)].push_back(a);
-      }
-    }
-  }
-  const int last = p * v - 1;
-  std::map<std::tuple<bool, int, int>, int64_t> done;  // (backward, virtual stage, mb) -> end
+  using gpttrain::ActionKind;
+  std::vector<std::vector<gpttrain::Action>> lists(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) lists[static_cast<size_t>(r)] = gpttrain::buildSchedule(kind, shape, r);
+  std::map<std::tuple<int, int, int>, int64_t> sent;  // (from, to, tag) -> the send's time
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   std::vector<int64_t> clock(static_cast<size_t>(p), t0);
   std::vector<std::vector<PipelineBar>> lanes(static_cast<size_t>(p));
   for (bool moved = true; moved;) {
     moved = false;
     for (int r = 0; r < p; ++r) {
-      const auto& list = order[static_cast<size_t>(r)];
+      const auto& list = lists[static_cast<size_t>(r)];
       size_t& n = next[static_cast<size_t>(r)];
-      while (n < list.size()) {
+      int64_t& now = clock[static_cast<size_t>(r)];
+      for (; n < list.size(); ++n, moved = true) {
         const gpttrain::Action& a = list[n];
-        const bool bwd = a.kind == gpttrain::ActionKind::kBackward;
-        const int vs = a.chunk * p + r;
-        int64_t ready = clock[static_cast<size_t>(r)];
-        // Forward of vs waits for vs - 1's; backward for vs + 1's (the last stage's for its own
-        // forward, earlier on the same stage).
-        if (!bwd && vs > 0) {
-          auto it = done.find({false, vs - 1, a.microbatch});
-          if (it == done.end()) break;
-          ready = std::max(ready, it->second);
-        }
-        if (bwd && vs < last) {
-          auto it = done.find({true, vs + 1, a.microbatch});
-          if (it == done.end()) break;
-          ready = std::max(ready, it->second);
+        switch (a.kind) {
+          case ActionKind::kRecvForward:
+          case ActionKind::kRecvBackward: {
+            const auto it = sent.find({a.peer, r, a.tag});
+            if (it == sent.end()) goto blocked;  // its sender has not come that far
+            now = std::max(now, it->second);
+            continue;
+          }
+          case ActionKind::kSendForward:
+          case ActionKind::kSendBackward:
+            sent[{r, a.peer, a.tag}] = now;
+            continue;
+          case ActionKind::kApplyUpdate:
+            continue;
+          case ActionKind::kForward:
+          case ActionKind::kBackward:
+          case ActionKind::kBackwardInput:
+          case ActionKind::kBackwardWeight:
+            break;
         }
         PipelineBar b;
         b.lane = r;
-        b.backward = bwd;
+        b.backward = a.kind != ActionKind::kForward;
+        b.weight = a.kind == ActionKind::kBackwardWeight;
         b.microbatch = a.microbatch;
         b.chunk = a.chunk;
-        b.t0 = ready;
-        b.t1 = ready + costOf(r, a.chunk, bwd);
-        done[{bwd, vs, a.microbatch}] = b.t1;
-        clock[static_cast<size_t>(r)] = b.t1;
+        b.t0 = now;
+        b.t1 = now + costOf(r, a.chunk, partOf(b));
+        now = b.t1;
         lanes[static_cast<size_t>(r)].push_back(b);
-        ++n;
-        moved = true;
       }
+    blocked:;
     }
   }
   std::vector<PipelineBar> out;
   for (int r = 0; r < p; ++r) {
-    if (next[static_cast<size_t>(r)] < order[static_cast<size_t>(r)].size()) {
+    if (next[static_cast<size_t>(r)] < lists[static_cast<size_t>(r)].size()) {
       *note = "no plan: the schedule's action lists deadlock (a bug in the schedule)";
       return {};
     }
@@ -151,14 +163,17 @@ PipelineChartData loadPipelineChart(const trace::TraceReader& reader, int step, 
   for (const auto& a : sa.actions) {
     lo = std::min(lo, a.start_ns);
     hi = std::max(hi, a.end_ns);
-    if (a.kind != ta::PipelineActionKind::kForward && a.kind != ta::PipelineActionKind::kBackward) {
+    if (a.kind != ta::PipelineActionKind::kForward && a.kind != ta::PipelineActionKind::kBackward &&
+        a.kind != ta::PipelineActionKind::kBackwardInput &&
+        a.kind != ta::PipelineActionKind::kBackwardWeight) {
       continue;
     }
     PipelineBar b;
     b.lane = a.stage;
     b.t0 = a.start_ns;
     b.t1 = a.end_ns;
-    b.backward = a.kind == ta::PipelineActionKind::kBackward;
+    b.backward = a.kind != ta::PipelineActionKind::kForward;
+    b.weight = a.kind == ta::PipelineActionKind::kBackwardWeight;
     b.microbatch = a.microbatch;
     b.chunk = a.chunk;
     b.span_id = a.span_id;

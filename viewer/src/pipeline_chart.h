@@ -17,7 +17,8 @@ namespace tracerun::viewer {
 struct PipelineBar {
   int lane = 0;  // pipeline rank (the chart's row)
   int64_t t0 = 0, t1 = 0;
-  bool backward = false;
+  bool backward = false;  // a backward, whole or split
+  bool weight = false;    // zb-h1's W (backward too); zb-h1's B is a backward that is not W
   int microbatch = 0, chunk = 0;
   int64_t span_id = 0;  // the recorded span; 0 for a planned bar
 };
@@ -45,11 +46,12 @@ struct PipelineChartData {
 // middle one for an even count); -1 when there are no steps.
 int steadyStep(const trace::analysis::PipelineAnalysis& a);
 
-// The planned bars of `schedule` ("gpipe", "1f1b", "interleaved") on p stages, v chunks and m
-// microbatches: each stage's own action list (trainer/schedule.h computeOrder), forwards waiting
-// for the previous virtual stage and backwards for the next, every action costing the mean of the
-// measured bars of its stage, chunk and direction. Starts at `t0`. Empty with `note` set when the
-// schedule or shape is not one the trainer runs.
+// The planned bars of `schedule` (any the trainer runs: trainer/schedule.h) on p stages, v chunks
+// and m microbatches: each stage's own action list with its messages (buildSchedule), replayed so
+// that a receive waits for its send (the producer's compute end) and every compute action costs
+// the mean of the measured bars of its stage, chunk and kind (forward, backward, B, W). 2bw is
+// replayed as the 1F1B it runs over all the step span's microbatches. Starts at `t0`. Empty with
+// `note` set when the schedule or shape is not one the trainer runs.
 std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, int m,
                                      const std::vector<PipelineBar>& measured, int64_t t0,
                                      std::string* note);

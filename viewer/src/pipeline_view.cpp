@@ -44,6 +44,19 @@ void hatch(ImDrawList* dl, float x0, float y0, float x1, float y1, uint32_t colo
   }
 }
 
+// zb-h1's W: horizontal stripes (2 px every kHatchStep / 2), told apart from B's diagonals.
+void hatchWeight(ImDrawList* dl, float x0, float y0, float x1, float y1, uint32_t colour) {
+  x0 += 1, x1 -= 1;
+  if (x1 <= x0) return;
+  for (float y = y0 + kHatchStep / 2; y + 1 < y1; y += kHatchStep / 2) {
+    dl->AddLine(ImVec2(x0, y), ImVec2(x1, y), colour, 2.0f);
+  }
+}
+
+char barLetter(const PipelineBar& b) {
+  return !b.backward ? 'F' : b.weight ? 'W' : 'B';
+}
+
 class PipelineView final : public View {
  public:
   const char* word() const override { return "pipeline"; }
@@ -166,17 +179,22 @@ void PipelineView::drawHeader(ViewHost& host) {
   }
   // Legend.
   ImDrawList* dl = ImGui::GetWindowDrawList();
-  auto swatch = [&](uint32_t colour, const char* text, bool hatched = false) {
+  // stripes: 0 none, 1 a backward's diagonals, 2 a W's horizontals
+  auto swatch = [&](uint32_t colour, const char* text, int stripes = 0) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     dl->AddRectFilled(p, ImVec2(p.x + 14, p.y + 14), colour);
-    if (hatched) hatch(dl, p.x, p.y, p.x + 14, p.y + 14, palette::pipelineHatch(colour));
+    if (stripes == 1) hatch(dl, p.x, p.y, p.x + 14, p.y + 14, palette::pipelineHatch(colour));
+    if (stripes == 2) {
+      hatchWeight(dl, p.x, p.y, p.x + 14, p.y + 14, palette::pipelineHatch(colour));
+    }
     ImGui::Dummy(ImVec2(16, 14));
     ImGui::SameLine();
     ImGui::TextUnformatted(text);
     ImGui::SameLine(0, 14);
   };
   swatch(palette::pipelineBar(0, false, 0, 1), "forward");
-  swatch(palette::pipelineBar(0, true, 0, 1), "backward (hatched)", true);
+  swatch(palette::pipelineBar(0, true, 0, 1), "backward (hatched)", 1);
+  if (a.schedule == "zb-h1") swatch(palette::pipelineBar(0, true, 0, 1), "W (weight gradient)", 2);
   if (a.virtual_stages > 1) {
     swatch(palette::pipelineBar(0, false, a.virtual_stages - 1, a.virtual_stages),
            "later chunks lighter");
@@ -253,13 +271,17 @@ void PipelineView::drawChart(ViewHost& host, float width) {
     const uint32_t fill =
         palette::pipelineBar(bar.microbatch, bar.backward, bar.chunk, d.analysis.virtual_stages);
     dl->AddRectFilled(ImVec2(x0, y), ImVec2(x1, y + laneInner), fill);
-    if (bar.backward) hatch(dl, x0, y, x1, y + laneInner, palette::pipelineHatch(fill));
+    if (bar.weight) {
+      hatchWeight(dl, x0, y, x1, y + laneInner, palette::pipelineHatch(fill));
+    } else if (bar.backward) {
+      hatch(dl, x0, y, x1, y + laneInner, palette::pipelineHatch(fill));
+    }
     // Label, centred, when it fits (the top and bottom rows of the bar keep their colour).
     char b[32];
     if (d.analysis.virtual_stages > 1) {
-      std::snprintf(b, sizeof b, "%c%d.%d", bar.backward ? 'B' : 'F', bar.microbatch, bar.chunk);
+      std::snprintf(b, sizeof b, "%c%d.%d", barLetter(bar), bar.microbatch, bar.chunk);
     } else {
-      std::snprintf(b, sizeof b, "%c%d", bar.backward ? 'B' : 'F', bar.microbatch);
+      std::snprintf(b, sizeof b, "%c%d", barLetter(bar), bar.microbatch);
     }
     const ImVec2 ts = ImGui::CalcTextSize(b);
     if (ts.x + 4 < x1 - x0) {
@@ -287,7 +309,10 @@ void PipelineView::drawChart(ViewHost& host, float width) {
   if (hovered) {
     ImGui::BeginTooltip();
     ImGui::Text("%s of microbatch %d, chunk %d, stage %d (rank %d)",
-                hovered->backward ? "backward" : "forward", hovered->microbatch, hovered->chunk,
+                !hovered->backward ? "forward"
+                : hovered->weight  ? "weight gradient (W)"
+                                   : "backward",
+                hovered->microbatch, hovered->chunk,
                 hovered->lane, d.lanes[static_cast<size_t>(hovered->lane)].rank);
     ImGui::Text("%s, at %s in the step", durationText(hovered->t1 - hovered->t0).c_str(),
                 durationText(hovered->t0 - d.t0).c_str());
@@ -384,7 +409,7 @@ std::string PipelineView::dumpText() const {
   out += b;
   for (const auto& p : d.plan) {
     std::snprintf(b, sizeof b, "plan %d %c %d %d %" PRId64 " %" PRId64 "\n", p.lane,
-                  p.backward ? 'B' : 'F', p.microbatch, p.chunk, p.t0, p.t1);
+                  barLetter(p), p.microbatch, p.chunk, p.t0, p.t1);
     out += b;
   }
   return out;

@@ -1,6 +1,7 @@
-// gpttrain --schedule zb-h1 end to end, beyond equivalence (test_equivalence.cpp) and the dry run
-// (test_dry_run.cpp): a job whose ranks are killed mid-run resumes from its last checkpoint to the
-// losses of an uninterrupted run, and the combinations zb-h1 cannot run are one line and exit 2.
+// The schedules of issue 18 end to end, beyond equivalence (test_equivalence.cpp) and the dry run
+// (test_dry_run.cpp): for zb-h1, 2bw and chimera a job whose ranks are killed mid-run resumes from
+// its last checkpoint to the losses of an uninterrupted run; the combinations zb-h1 cannot run are
+// one line and exit 2.
 #include "trainer_test_util.h"
 
 #include <catch2/catch.hpp>
@@ -46,29 +47,27 @@ size_t lines(const std::string& path) {
   return n;
 }
 
-std::vector<std::string> zbArgs() {
-  return tinyModelArgs() + std::vector<std::string>{"--pp",      "2",   "--schedule",       "zb-h1",
-                                                    "--dropout", "0.1", "--warmup",         "2",
-                                                    "--steps",   "20",  "--lr-decay-steps", "20"};
+std::vector<std::string> scheduleArgs(const std::vector<std::string>& schedule) {
+  return tinyModelArgs() + schedule +
+         std::vector<std::string>{"--pp",     "2",  "--dropout",        "0.1", "--warmup",
+                                  "2",        "--steps", "20", "--lr-decay-steps", "20"};
 }
 
-}  // namespace
-
-TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to the same losses",
-          "[trainer][checkpoint][zbh1]") {
-  const std::string dir = scratchDir("zbh1_killed");
-  auto full =
-      launchRanks(kGpttrain, zbArgs() + std::vector<std::string>{"--log-json", dir + "/full.json"},
-                  4, dir + "/full");
+// A pp 2 x dp 2 job of `schedule` (gpttrain flags) saving every step, its 4 ranks SIGKILLed
+// (wherever they are, a save included) after 5 logged steps as the launcher does when one rank
+// dies, then resumed from the checkpoint: the resumed steps' losses equal an uninterrupted run's.
+void killedJobResumes(const std::string& name, const std::vector<std::string>& schedule) {
+  const std::string dir = scratchDir(name + "_killed");
+  const auto args = scheduleArgs(schedule);
+  auto full = launchRanks(
+      kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/full.json"}, 4, dir + "/full");
   INFO(full.summary());
   REQUIRE(full.ok());
-  // Saves every step; killed (every rank, SIGKILL, wherever it is, a save included) after 5
-  // logged steps, as the launcher does when one rank dies.
   const std::vector<std::string> saving{"--save", dir + "/ckpt", "--save-interval", "1"};
   RankRun killed;
   std::thread job([&] {
     killed = launchRanks(
-        kGpttrain, zbArgs() + saving + std::vector<std::string>{"--log-json", dir + "/killed.json"},
+        kGpttrain, args + saving + std::vector<std::string>{"--log-json", dir + "/killed.json"},
         4, dir + "/killed");
   });
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -84,7 +83,7 @@ TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to
   REQUIRE(std::filesystem::exists(dir + "/ckpt/latest"));
   auto resumed = launchRanks(
       kGpttrain,
-      zbArgs() + saving +
+      args + saving +
           std::vector<std::string>{"--load", dir + "/ckpt", "--log-json", dir + "/resumed.json"},
       4, dir + "/resumed");
   INFO(resumed.summary());
@@ -100,6 +99,23 @@ TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to
                  << got[i]);
     CHECK(got[i] == want[first + i]);  // identical: same state, same order of operations
   }
+}
+
+}  // namespace
+
+TEST_CASE("zb-h1 pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to the same losses",
+          "[trainer][checkpoint][zbh1]") {
+  killedJobResumes("zbh1", {"--schedule", "zb-h1"});
+}
+
+TEST_CASE("2bw pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to the same losses",
+          "[trainer][checkpoint][2bw]") {
+  killedJobResumes("twobw", {"--schedule", "2bw", "--clip-grad", "0"});
+}
+
+TEST_CASE("chimera pp=2 x dp=2: ranks killed mid-run resume from the checkpoint to the same losses",
+          "[trainer][checkpoint][chimera]") {
+  killedJobResumes("chimera", {"--schedule", "chimera"});
 }
 
 TEST_CASE("zb-h1 with --recompute or --zero 3, or four dry-run costs: one line, exit code 2",
