@@ -210,4 +210,29 @@ TEST_CASE("chimera pp=4: the trace shows two stages' parameters per rank",
     CHECK(chimera[r] == one[r] + one[3 - r]);
   }
 }
+
+// The report's closed form for chimera is exact only when F = B, and says so when it is not.
+TEST_CASE("chimera: the report notes its closed form is a lower bound when backward != forward",
+          "[trainer][chimera][trace]") {
+  const std::string dir = scratchDir("chimera_report_note");
+  auto noted = [&](const std::string& costs) {
+    const std::string db = dir + "/" + costs + ".db";
+    auto traced = launchRanks(
+        TRACERUN_EXE,
+        std::vector<std::string>{"--nproc-per-node", "4", "-o", db, "--", kGpttrain} +
+            tinyModelArgs() +
+            std::vector<std::string>{"--pp", "4", "--layers", "4", "--schedule", "chimera",
+                                     "--steps", "2", "--dry-run-costs", costs},
+        0, dir + "/run_" + costs);
+    INFO(traced.summary());
+    REQUIRE(traced.ok());
+    auto report = launchRanks(TRACERUN_EXE, {"report", db}, 0, dir + "/report_" + costs);
+    REQUIRE(report.ok());
+    INFO(report.logs[0]);
+    CHECK(report.logs[0].find("closed form: (p-2)/(2m+p-2)") != std::string::npos);
+    return report.logs[0].find("it is only a lower bound") != std::string::npos;
+  };
+  CHECK_FALSE(noted("20,20"));
+  CHECK(noted("20,40"));
+}
 #endif

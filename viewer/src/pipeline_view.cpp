@@ -197,7 +197,7 @@ void PipelineView::drawHeader(ViewHost& host) {
   if (a.schedule == "zb-h1") swatch(palette::pipelineBar(0, true, 0, 1), "W (weight gradient)", 2);
   if (a.virtual_stages > 1) {
     swatch(palette::pipelineBar(0, false, a.virtual_stages - 1, a.virtual_stages),
-           "later chunks lighter");
+           a.schedule == "chimera" ? "up pipeline (chunk 1) lighter" : "later chunks lighter");
   }
   swatch(palette::kPipelineBubble, "bubble (idle, messages)");
   ImGui::TextColored(ImColor(palette::kTextDim), "colour = microbatch; click a bar to select it");

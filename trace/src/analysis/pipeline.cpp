@@ -5,6 +5,7 @@
 #include "tracerun/trace/analysis/pipeline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -517,6 +518,24 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   for (auto& [k, d] : computeD) costs.compute[k] = median(d);
   for (auto& [k, d] : sendD) costs.send[k] = median(d);
   for (auto& [k, d] : transferD) costs.transfer[k] = std::max<int64_t>(0, median(d));
+  if (out.schedule == "chimera") {  // Table 1's form is exact only when F = B (docs/trainer.md)
+    double sum[2] = {0, 0};
+    int64_t count[2] = {0, 0};
+    for (auto& [key, d] : computeD) {
+      if (key.second != kForward && key.second != kBackward) continue;
+      for (int64_t x : d) {
+        sum[key.second == kBackward] += double(x);
+        ++count[key.second == kBackward];
+      }
+    }
+    const double f = count[0] ? sum[0] / double(count[0]) : 0.0;
+    const double b = count[1] ? sum[1] / double(count[1]) : 0.0;
+    if (f > 0 && std::abs(b - f) > 0.05 * f) {  // 5 %: sleeps and clocks jitter
+      out.notes.push_back("chimera's closed form (p-2)/(2m+p-2) is exact when forward and backward "
+                          "cost the same; here F " + formatMs(f) + ", B " + formatMs(b) +
+                          ": it is only a lower bound");
+    }
+  }
   if (out.schedule == "zb-h1") {  // its closed form depends on F, B and W: their mean durations
     std::map<int, std::pair<double, int>> mean;  // kind -> (sum, count)
     for (auto& [key, d] : computeD) {
