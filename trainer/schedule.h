@@ -16,8 +16,8 @@ enum class ScheduleKind {
   kGpipe,        // all forwards, then all backwards
   kOneFOneB,     // PipeDream-Flush: warm-up forwards, then one forward / one backward, cool-down
   kInterleaved,  // Megatron's virtual pipeline: 1F1B over v chunks per rank (m a multiple of p)
-  kZbH1,  // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
-  kTwoBw,  // PipeDream-2BW: 1F1B without flushes over many steps (schedule_2bw.h)
+  kZbH1,     // zero bubble ZB-H1 (Qi et al. 2023): backward split into B and W (schedule_zbh1.cpp)
+  kTwoBw,    // PipeDream-2BW: 1F1B without flushes over many steps (schedule_2bw.h)
   kChimera,  // Li & Hoefler: a down and an up pipeline over the same ranks (schedule_chimera.cpp)
 };
 // "gpipe", "1f1b", "interleaved", "zb-h1", "2bw", "chimera"; throws std::invalid_argument on
@@ -43,7 +43,7 @@ enum class ActionKind {
   // once, like kBackward), and later W, the gradient of the weights (no messages).
   kBackwardInput,
   kBackwardWeight,
-  kApplyUpdate,   // 2bw: form the next weight version from batch `microbatch`'s gradient
+  kApplyUpdate,  // 2bw: form the next weight version from batch `microbatch`'s gradient
 };
 const char* actionName(ActionKind kind);
 

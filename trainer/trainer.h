@@ -82,7 +82,7 @@ class Trainer {
   ParamSet params_;               // every parameter of this rank's chunks
   std::vector<GptStage> chunks_;  // model chunks (v with the interleaved schedule)
   std::unique_ptr<DataParallelStrategy> strategy_;  // DP reduction; what a rank keeps (ZeRO)
-  std::unique_ptr<Optimizer> optimizer_;  // replicated or sharded, as the strategy keeps states
+  std::unique_ptr<Optimizer> optimizer_;      // replicated or sharded, as the strategy keeps states
   std::unique_ptr<WeightVersions> versions_;  // 2bw and --delayed-update: two weight versions
   ScheduleConfig schedule_;
   TokenSource source_;

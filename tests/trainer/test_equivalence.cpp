@@ -180,7 +180,7 @@ void checkMechanisms(const Outputs& par, int ranks, const std::vector<std::strin
     const int v = flagValue(layout, "--vp", 1);
     const auto it = std::find(layout.begin(), layout.end(), "--schedule");
     const std::string schedule = it == layout.end() ? "1f1b" : *(it + 1);
-    const int want = schedule == "gpipe"                      ? m
+    const int want = schedule == "gpipe"                         ? m
                      : schedule == "1f1b" || schedule == "zb-h1" ? std::min(pp, m)
                      : schedule == "chimera" ? pp / 2 + 1  // the paper's (D/2 + 1) on the ends
                                              : std::min((pp - 1) * 2 + (v - 1) * pp + 1, m * v);

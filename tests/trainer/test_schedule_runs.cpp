@@ -49,8 +49,8 @@ size_t lines(const std::string& path) {
 
 std::vector<std::string> scheduleArgs(const std::vector<std::string>& schedule) {
   return tinyModelArgs() + schedule +
-         std::vector<std::string>{"--pp",     "2",  "--dropout",        "0.1", "--warmup",
-                                  "2",        "--steps", "20", "--lr-decay-steps", "20"};
+         std::vector<std::string>{"--pp",    "2",  "--dropout",        "0.1", "--warmup", "2",
+                                  "--steps", "20", "--lr-decay-steps", "20"};
 }
 
 // A pp 2 x dp 2 job of `schedule` (gpttrain flags) saving every step, its 4 ranks SIGKILLed
@@ -59,16 +59,17 @@ std::vector<std::string> scheduleArgs(const std::vector<std::string>& schedule) 
 void killedJobResumes(const std::string& name, const std::vector<std::string>& schedule) {
   const std::string dir = scratchDir(name + "_killed");
   const auto args = scheduleArgs(schedule);
-  auto full = launchRanks(
-      kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/full.json"}, 4, dir + "/full");
+  auto full =
+      launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/full.json"}, 4,
+                  dir + "/full");
   INFO(full.summary());
   REQUIRE(full.ok());
   const std::vector<std::string> saving{"--save", dir + "/ckpt", "--save-interval", "1"};
   RankRun killed;
   std::thread job([&] {
     killed = launchRanks(
-        kGpttrain, args + saving + std::vector<std::string>{"--log-json", dir + "/killed.json"},
-        4, dir + "/killed");
+        kGpttrain, args + saving + std::vector<std::string>{"--log-json", dir + "/killed.json"}, 4,
+        dir + "/killed");
   });
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (lines(dir + "/killed.json") < 5 && std::chrono::steady_clock::now() < give_up) {

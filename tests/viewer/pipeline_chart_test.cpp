@@ -92,9 +92,8 @@ TEST_CASE("pipeline plan: zb-h1, chimera and 2bw replay to their own closed form
       const auto plan = viewer::plannedBars("zb-h1", p, 1, m, costs, t0, &note);
       INFO(note);
       REQUIRE(plan.size() == size_t(3 * p * m));
-      CHECK(std::count_if(plan.begin(), plan.end(), [](const PipelineBar& b) {
-              return b.weight;
-            }) == p * m);
+      CHECK(std::count_if(plan.begin(), plan.end(),
+                          [](const PipelineBar& b) { return b.weight; }) == p * m);
       CHECK(planBubble(plan, p, t0) ==
             Approx(trace::analysis::zbH1Bubble(p, m, 30, 20, 10)).margin(1e-12));
     }
@@ -102,8 +101,8 @@ TEST_CASE("pipeline plan: zb-h1, chimera and 2bw replay to their own closed form
   SECTION("chimera: two chunks (the pipelines), (p-2)/(2m+p-2) when F = B") {
     for (const auto& [p, m] : {std::pair{4, 4}, std::pair{4, 8}, std::pair{2, 4}}) {
       INFO("p " << p << " m " << m);
-      const auto plan = viewer::plannedBars("chimera", p, 2, m, uniformCosts(p, 2, 40, 40), t0,
-                                            &note);
+      const auto plan =
+          viewer::plannedBars("chimera", p, 2, m, uniformCosts(p, 2, 40, 40), t0, &note);
       INFO(note);
       REQUIRE(plan.size() == size_t(2 * p * m));
       CHECK(planBubble(plan, p, t0) ==

@@ -301,8 +301,8 @@ const std::vector<CopyRule>& copyRules() {
 }
 
 bool writtenByMerge(const std::string& table) {
-  static const char* const kOwn[] = {"meta",        "strings",           "categories",
-                                     "track_kinds", "memory_categories", "flow_kinds",
+  static const char* const kOwn[] = {"meta", "strings", "categories", "track_kinds",
+                                     "memory_categories", "flow_kinds",
                                      // written after the merge (analysis/memory_summary.h)
                                      "memory_category_blocks", "memory_category_allocations"};
   const auto& summaries = schema::summaryTables();  // rebuilt over the merged spans

@@ -84,7 +84,8 @@ std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, 
 
   using gpttrain::ActionKind;
   std::vector<std::vector<gpttrain::Action>> lists(static_cast<size_t>(p));
-  for (int r = 0; r < p; ++r) lists[static_cast<size_t>(r)] = gpttrain::buildSchedule(kind, shape, r);
+  for (int r = 0; r < p; ++r)
+    lists[static_cast<size_t>(r)] = gpttrain::buildSchedule(kind, shape, r);
   std::map<std::tuple<int, int, int>, int64_t> sent;  // (from, to, tag) -> the send's time
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   std::vector<int64_t> clock(static_cast<size_t>(p), t0);

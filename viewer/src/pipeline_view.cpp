@@ -312,8 +312,8 @@ void PipelineView::drawChart(ViewHost& host, float width) {
                 !hovered->backward ? "forward"
                 : hovered->weight  ? "weight gradient (W)"
                                    : "backward",
-                hovered->microbatch, hovered->chunk,
-                hovered->lane, d.lanes[static_cast<size_t>(hovered->lane)].rank);
+                hovered->microbatch, hovered->chunk, hovered->lane,
+                d.lanes[static_cast<size_t>(hovered->lane)].rank);
     ImGui::Text("%s, at %s in the step", durationText(hovered->t1 - hovered->t0).c_str(),
                 durationText(hovered->t0 - d.t0).c_str());
     ImGui::TextColored(ImColor(palette::kTextDim), "click: select it in the timeline");
@@ -408,8 +408,8 @@ std::string PipelineView::dumpText() const {
   std::snprintf(b, sizeof b, "bars %zu plan %zu\n", d.bars.size(), d.plan.size());
   out += b;
   for (const auto& p : d.plan) {
-    std::snprintf(b, sizeof b, "plan %d %c %d %d %" PRId64 " %" PRId64 "\n", p.lane,
-                  barLetter(p), p.microbatch, p.chunk, p.t0, p.t1);
+    std::snprintf(b, sizeof b, "plan %d %c %d %d %" PRId64 " %" PRId64 "\n", p.lane, barLetter(p),
+                  p.microbatch, p.chunk, p.t0, p.t1);
     out += b;
   }
   return out;

@@ -58,8 +58,8 @@ struct Action {
   int kind = kNone;
   int stage = -1;  // virtual stage (compute actions)
   int chunk = 0, microbatch = 0;
-  int peer = -1;  // global rank on the other side (messages)
-  int step = 0;   // the step number it belongs to
+  int peer = -1;     // global rank on the other side (messages)
+  int step = 0;      // the step number it belongs to
   int version = -1;  // 2bw: the weight version a forward/backward used (-1: not recorded)
   int64_t start = 0, end = 0;
   long match = -1;   // receives: index of the matching send in the step's action list
@@ -467,7 +467,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
         std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
     out.bubble_theory = closedFormBubble("1f1b", p, n, 1);
     out.bubble_formula = "2bw fill once per drained run: (p-1)/(N+p-1), N = " + std::to_string(n) +
-                  " microbatches per run";
+                         " microbatches per run";
   }
 
   std::map<int, int> prank;
@@ -531,9 +531,10 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     const double f = count[0] ? sum[0] / double(count[0]) : 0.0;
     const double b = count[1] ? sum[1] / double(count[1]) : 0.0;
     if (f > 0 && std::abs(b - f) > 0.05 * f) {  // 5 %: sleeps and clocks jitter
-      out.notes.push_back("chimera's closed form (p-2)/(2m+p-2) is exact when forward and backward "
-                          "cost the same; here F " + formatMs(f) + ", B " + formatMs(b) +
-                          ": it is only a lower bound");
+      out.notes.push_back(
+          "chimera's closed form (p-2)/(2m+p-2) is exact when forward and backward "
+          "cost the same; here F " +
+          formatMs(f) + ", B " + formatMs(b) + ": it is only a lower bound");
     }
   }
   if (out.schedule == "zb-h1") {  // its closed form depends on F, B and W: their mean durations

@@ -43,14 +43,14 @@ struct PipelineStep {
 };
 
 struct PipelineAnalysis {
-  bool present = false;    // false: the trace has no pipeline with more than one virtual stage
+  bool present = false;  // false: the trace has no pipeline with more than one virtual stage
   // "gpipe", "1f1b", "interleaved" (action order), "zb-h1" (B and W phases) or "2bw" (weight
   // versions), inferred
   std::string schedule;
-  int stages = 0;          // p
-  int microbatches = 0;    // m
-  int virtual_stages = 1;  // v: model chunks per pipeline rank
-  int steps = 0;           // steps analysed
+  int stages = 0;                          // p
+  int microbatches = 0;                    // m
+  int virtual_stages = 1;                  // v: model chunks per pipeline rank
+  int steps = 0;                           // steps analysed
   std::vector<std::vector<int>> replicas;  // each pipeline's global ranks, by stage
   double bubble_measured = 0;  // median over steps of the per-step bubble (replicas averaged)
   // (p-1)/(m+p-1); interleaved ((p-1)/v)/(m+(p-1)/v); zb-h1 and 2bw: see bubble_formula
@@ -58,7 +58,7 @@ struct PipelineAnalysis {
   // The closed form used, in words. 2bw's is the fill once per drained run, (p-1)/(N+p-1) with N
   // the microbatches of the run (a 2bw "step" span covers the whole run).
   std::string bubble_formula;
-  double bubble_modeled = 0;   // median over steps of the modeled bubble
+  double bubble_modeled = 0;  // median over steps of the modeled bubble
   std::vector<PipelineStage> per_stage;
   std::vector<PipelineStep> per_step;
   int64_t unmatched_recvs = 0;     // receives whose send is not in the trace (model: no dependency)
