@@ -30,7 +30,7 @@ namespace {
 struct Dump {
   std::string schedule;
   double measured = -1, theory = -1, modeled = -1;
-  std::map<int, double> stageBubble, stageTheory;
+  std::map<int, double> stageBubble, stageTheory, stageModeled;
   int step = -1, replica = -1;
   double stepBubble = -1, stepModeled = -1;
   int64_t w0 = 0, w1 = 0;
@@ -62,7 +62,7 @@ Dump readDump(const std::string& path) {
       l >> x >> d.measured >> x >> d.theory >> x >> d.modeled;
     } else if (w == "stage") {
       int s = 0;
-      l >> s >> x >> d.stageBubble[s] >> x >> d.stageTheory[s];
+      l >> s >> x >> d.stageBubble[s] >> x >> d.stageTheory[s] >> x >> d.stageModeled[s];
     } else if (w == "step") {
       l >> d.step >> x >> d.replica >> x >> d.stepBubble >> x >> d.stepModeled;
     } else if (w == "window") {
@@ -149,6 +149,7 @@ void checkNumbersAgainstReport(const Dump& d, const json& pl) {
     const int stage = s["stage"].get<int>();
     CHECK(d.stageBubble.at(stage) == s["bubble"].get<double>());
     CHECK(d.stageTheory.at(stage) == pl["bubble_theory"].get<double>());
+    CHECK(d.stageModeled.at(stage) == s["bubble_modeled"].get<double>());
   }
   // The step shown is one the report measured, with its numbers; its bubble is the median.
   bool found = false;

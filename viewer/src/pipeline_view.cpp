@@ -338,9 +338,9 @@ void PipelineView::drawTable() {
   }
   const ImGuiTableFlags flags =
       ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
-  if (ImGui::BeginTable("stages", 10, flags)) {
+  if (ImGui::BeginTable("stages", 11, flags)) {
     for (const char* h : {"stage", "ranks", "window", "forward", "backward", "send", "recv wait",
-                          "idle", "bubble measured", "closed form"}) {
+                          "idle", "bubble measured", "closed form", "modeled"}) {
       ImGui::TableSetupColumn(h);
     }
     ImGui::TableHeadersRow();
@@ -361,12 +361,15 @@ void PipelineView::drawTable() {
       ImGui::TextUnformatted(share(s.bubble).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(share(a.bubble_theory).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(share(s.modeled_bubble).c_str());
     }
     ImGui::EndTable();
   }
-  ImGui::TextColored(ImColor(palette::kTextDim),
-                     "per stage: averaged over steps and replicas, as tracerun report; the modeled "
-                     "bubble is the pipeline's (the report models no stage alone)");
+  ImGui::TextColored(
+      ImColor(palette::kTextDim),
+      "per stage: averaged over steps and replicas, as tracerun report; modeled: the "
+      "stage in the replay of each step at the median costs");
   for (const auto& n : a.notes)
     ImGui::TextColored(ImColor(palette::kTextDim), "note: %s", n.c_str());
 }
@@ -386,8 +389,8 @@ std::string PipelineView::dumpText() const {
                 a.bubble_measured, a.bubble_theory, a.bubble_modeled);
   out += b;
   for (const auto& s : a.per_stage) {
-    std::snprintf(b, sizeof b, "stage %d bubble %.17g theory %.17g\n", s.stage, s.bubble,
-                  a.bubble_theory);
+    std::snprintf(b, sizeof b, "stage %d bubble %.17g theory %.17g modeled %.17g\n", s.stage,
+                  s.bubble, a.bubble_theory, s.modeled_bubble);
     out += b;
   }
   if (const auto* s = d.stepNumbers()) {

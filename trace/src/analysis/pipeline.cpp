@@ -327,15 +327,18 @@ struct MedianCosts {
 };
 
 // Replays one step of one replica: each rank runs its recorded order; a receive waits for the
-// modeled end of its send. Returns the modeled bubble.
+// modeled end of its send. Returns the modeled bubble; `rank_bubble` gets each rank's own
+// (1 - its modeled compute / the modeled step), whose mean is the returned one.
 double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
-              const MedianCosts& costs, const std::map<int, int>& prank) {
+              const MedianCosts& costs, const std::map<int, int>& prank,
+              std::map<int, double>* rank_bubble) {
   std::map<int, std::vector<size_t>> lists;
   for (size_t i = 0; i < all.size(); ++i) lists[all[i].rank].push_back(i);
   std::vector<int64_t> end(all.size(), -1);
   std::map<int, size_t> next;
   std::map<int, int64_t> clock;
   int64_t compute = 0;
+  std::map<int, int64_t> rank_compute;
   bool moved = true, forced = false;
   while (true) {
     moved = false;
@@ -354,7 +357,10 @@ double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
         const int64_t d = costs.cost(a, prank.at(r));
         end[list[n]] = satAdd(ready, d);
         clock[r] = satAdd(ready, d);
-        if (isCompute(a.kind)) compute = satAdd(compute, d);
+        if (isCompute(a.kind)) {
+          compute = satAdd(compute, d);
+          rank_compute[r] = satAdd(rank_compute[r], d);
+        }
         ++n;
         moved = true;
       }
@@ -367,6 +373,7 @@ double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
   int64_t makespan = 0;
   for (int r : ranks) makespan = std::max(makespan, clock[r]);
   if (makespan <= 0 || ranks.empty()) return 0;
+  for (int r : ranks) (*rank_bubble)[r] = 1.0 - double(rank_compute[r]) / double(makespan);
   return 1.0 - double(compute) / (double(ranks.size()) * double(makespan));
 }
 
@@ -583,6 +590,8 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     const int64_t window = satSub(hi, lo);
     if (window <= 0) continue;
     const auto& ranks = out.replicas[static_cast<size_t>(u.replica)];
+    std::map<int, double> modeledOfRank;
+    const double modeled = replay(u.all, ranks, costs, prank, &modeledOfRank);
     int64_t compute = 0;
     for (int r : ranks) {
       const RankStep& rs = per[r];
@@ -595,6 +604,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       st.backward_ns += double(rs.backward);
       st.send_ns += double(rs.send);
       st.recv_wait_ns += double(rs.recv);
+      st.modeled_bubble += modeledOfRank[r];
       ++samples[static_cast<size_t>(pr)];
     }
     PipelineStep ps;
@@ -603,7 +613,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     ps.start_ns = lo;
     ps.end_ns = hi;
     ps.bubble = 1.0 - double(compute) / (double(ranks.size()) * double(window));
-    ps.modeled_bubble = replay(u.all, ranks, costs, prank);
+    ps.modeled_bubble = modeled;
     bubblesOfStep[u.step].push_back(ps.bubble);
     modeledOfStep[u.step].push_back(ps.modeled_bubble);
     out.per_step.push_back(ps);
@@ -617,6 +627,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       st.backward_ns /= n;
       st.send_ns /= n;
       st.recv_wait_ns /= n;
+      st.modeled_bubble /= n;
     }
     st.idle_ns =
         std::max(0.0, st.window_ns - st.forward_ns - st.backward_ns - st.send_ns - st.recv_wait_ns);

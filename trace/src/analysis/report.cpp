@@ -190,14 +190,15 @@ std::string reportText(const Report& r, const TraceReader& reader) {
              percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
              percent(p.bubble_modeled).c_str()));
     if (!p.bubble_formula.empty()) line("  closed form: " + p.bubble_formula);
-    line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s", "stage", "ranks", "window",
-             "forward", "backward", "send", "recv wait", "idle", "bubble"));
+    line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s %8s", "stage", "ranks", "window",
+             "forward", "backward", "send", "recv wait", "idle", "bubble", "modeled"));
     for (const PipelineStage& s : p.per_stage) {
-      line(fmt("  %-5d %-10s %12s %12s %12s %12s %12s %12s %7s", s.stage, rankList(s.ranks).c_str(),
-               duration(s.window_ns).c_str(), duration(s.forward_ns).c_str(),
-               duration(s.backward_ns).c_str(), duration(s.send_ns).c_str(),
-               duration(s.recv_wait_ns).c_str(), duration(s.idle_ns).c_str(),
-               percent(s.bubble).c_str()));
+      line(fmt("  %-5d %-10s %12s %12s %12s %12s %12s %12s %7s %8s", s.stage,
+               rankList(s.ranks).c_str(), duration(s.window_ns).c_str(),
+               duration(s.forward_ns).c_str(), duration(s.backward_ns).c_str(),
+               duration(s.send_ns).c_str(), duration(s.recv_wait_ns).c_str(),
+               duration(s.idle_ns).c_str(), percent(s.bubble).c_str(),
+               percent(s.modeled_bubble).c_str()));
     }
     line("  (per step and stage, averaged over steps and replicas)");
     for (const std::string& n : p.notes) line("  note: " + n);
@@ -372,7 +373,8 @@ std::string reportJson(const Report& r, const TraceReader& reader, int indent) {
                                  {"send_ns", s.send_ns},
                                  {"recv_wait_ns", s.recv_wait_ns},
                                  {"idle_ns", s.idle_ns},
-                                 {"bubble", s.bubble}});
+                                 {"bubble", s.bubble},
+                                 {"bubble_modeled", s.modeled_bubble}});
     }
     pj["per_step"] = ordered_json::array();
     for (const PipelineStep& s : p.per_step) {

@@ -31,6 +31,9 @@ struct PipelineStage {
   double recv_wait_ns = 0;  // inside receive scopes (waiting for and receiving data)
   double idle_ns = 0;       // window minus all of the above
   double bubble = 0;        // 1 - (forward + backward) / window
+  // The same for this stage in the modeled replay of each step (its compute at the median costs
+  // over the replayed step's length), averaged like the rest.
+  double modeled_bubble = 0;
 };
 
 // One step of one pipeline replica.
