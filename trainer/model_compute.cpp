@@ -57,12 +57,16 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   return out;
 }
 
-at::Tensor ModelCompute::backward(int chunk, int microbatch, const at::Tensor& input,
-                                  const at::Tensor& output, const at::Tensor& grad) {
+void ModelCompute::markLastMicrobatch(int chunk, int microbatch) {
   // Chimera: each chunk's own last microbatch (down: m-1-p/2, up: m-1) completes its gradients.
   const int last_of_chunk =
       microbatches_ - 1 - (config_.schedule == "chimera" && chunk == 0 ? config_.pp / 2 : 0);
   dp_->setLastMicrobatch(microbatch == last_of_chunk);
+}
+
+at::Tensor ModelCompute::backward(int chunk, int microbatch, const at::Tensor& input,
+                                  const at::Tensor& output, const at::Tensor& grad) {
+  markLastMicrobatch(chunk, microbatch);
   if (grad.defined()) {
     torch::autograd::backward({output}, {grad});
   } else {
@@ -71,17 +75,27 @@ at::Tensor ModelCompute::backward(int chunk, int microbatch, const at::Tensor& i
   return input.defined() ? input.grad() : at::Tensor();
 }
 
-at::Tensor ModelCompute::backwardInput(int, int, const at::Tensor& input, const at::Tensor& output,
-                                       const at::Tensor& grad) {
+at::Tensor ModelCompute::backwardInput(int chunk, int microbatch, const at::Tensor& input,
+                                       const at::Tensor& output, const at::Tensor& grad) {
   if (!input.defined()) return at::Tensor();  // first stage: no input gradient to send
   const at::Tensor seed = grad.defined() ? grad : at::full_like(output, 1.0 / microbatches_);
-  return torch::autograd::grad({output}, {input}, {seed}, /*retain_graph=*/true)[0];
+  auto split = std::make_unique<SplitBackward>(output, input);
+  at::Tensor input_grad = split->backwardInput(output, seed, input);
+  splits_[{chunk, microbatch}] = std::move(split);
+  return input_grad;
 }
 
 void ModelCompute::backwardWeight(int chunk, int microbatch, const at::Tensor& input,
                                   const at::Tensor& output, const at::Tensor& grad) {
-  // A full backward of the retained graph: the weights' gradients accumulate (and the DP hooks
-  // fire) exactly as in backward(); the input's gradient is computed again and dropped.
+  auto it = splits_.find({chunk, microbatch});
+  if (it != splits_.end()) {
+    markLastMicrobatch(chunk, microbatch);
+    const bool done = it->second->backwardWeight();
+    splits_.erase(it);
+    if (done) return;
+  }
+  // The first stage (B did nothing) or a graph that cannot be split: one full backward of the
+  // retained graph; the weights' gradients accumulate and the DP hooks fire as in backward().
   backward(chunk, microbatch, input, output, grad);
 }
 

@@ -8,7 +8,11 @@
 #include "dp_strategy.h"
 #include "model.h"
 #include "pipeline_executor.h"
+#include "split_backward.h"
 
+#include <map>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace gpttrain {
@@ -24,10 +28,10 @@ class ModelCompute : public PipelineCompute {
   at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
   at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
                       const at::Tensor& grad) override;
-  // zb-h1: B is torch::autograd::grad on the stage input (graph retained; nothing on the first
-  // stage); W is a second backward over the retained graph into the parameters, where the
-  // data-parallel hooks fire. W re-traverses the graph (libtorch cannot resume B's partial
-  // results), so B + W cost more than one backward (docs/trainer.md, ZB-H1).
+  // zb-h1: B is the stage input's gradient (graph retained; nothing on the first stage), keeping
+  // the gradients that reach the nodes where the weights' paths part (split_backward.h); W runs
+  // only the weights' paths from them, where the data-parallel hooks fire. On the first stage W
+  // is the one full backward.
   at::Tensor backwardInput(int chunk, int microbatch, const at::Tensor& input,
                            const at::Tensor& output, const at::Tensor& grad) override;
   void backwardWeight(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
@@ -47,6 +51,10 @@ class ModelCompute : public PipelineCompute {
   DropoutRng* rng_;
   DataParallelStrategy* dp_;
   double loss_sum_ = 0.0;
+  // zb-h1: each microbatch's split backward between its B and its W, by (chunk, microbatch).
+  std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> splits_;
+
+  void markLastMicrobatch(int chunk, int microbatch);
 };
 
 }  // namespace gpttrain
