@@ -111,13 +111,16 @@ class Replay {
     }
     std::map<int, int> stages;  // pipe -> stages held
     for (const auto& held : holder) ++stages[held.first.first];
-    for (const auto& [pipe_stage, rank_chunk] : holder) {
-      const auto [pipe, stage] = pipe_stage;
+    for (const auto& held : holder) {
+      const auto [pipe, stage] = held.first;
       if (stage >= stages[pipe]) {
         err << "spec: pipe " << pipe << " has " << stages[pipe] << " stages but one numbered "
             << stage;
         return err.str();
       }
+    }
+    for (const auto& [pipe_stage, rank_chunk] : holder) {
+      const auto [pipe, stage] = pipe_stage;
       Place& pl = places_[rank_chunk.first][rank_chunk.second];
       if (stage > 0) pl.prev = holder.at({pipe, stage - 1}).first;
       if (stage + 1 < stages[pipe]) pl.next = holder.at({pipe, stage + 1}).first;
