@@ -1,125 +1,28 @@
 // The pipeline schedules as data, without processes or tensors: for every p <= 8 and m <= 32, all
-// ranks' action lists are run together by a small simulator with the executor's semantics (sends
-// post and go on, a receive blocks until its message was sent). It checks that every microbatch is
-// forwarded, then backwarded, once per chunk; that dependencies hold; that nothing deadlocks;
-// the in-flight bound each schedule promises; and, with forward taking F and backward B, that
-// every stage's idle fraction is the closed form.
+// ranks' action lists are run together by the tests' simulator (schedule_sim.h) with the executor's
+// semantics (sends post and go on, a receive blocks until its message was sent). It checks that
+// every microbatch is forwarded, then backwarded, once per chunk; that dependencies hold; that
+// nothing deadlocks; the in-flight bound each schedule promises; and, with forward taking F and
+// backward B, that every stage's idle fraction is the closed form.
 #include "schedule.h"
+#include "schedule_sim.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <sstream>
-#include <tuple>
 
 using namespace gpttrain;
+using namespace gpttrain::testing;
 
 namespace {
 
-struct SimResult {
-  std::string error;           // empty when everything held
-  std::vector<int> in_flight;  // per rank: the most forwards without their backward yet
-  std::vector<double> busy;    // per rank: compute time
-  double end = 0.0;            // when the last rank finished
-};
-
-struct Message {
-  int from, to, tag;
-  bool operator<(const Message& o) const {
-    return std::tie(from, to, tag) < std::tie(o.from, o.to, o.tag);
-  }
-};
-
-// Runs every rank's list as far as it can, round-robin, until all are done or none can move.
+// Each chunk does its share of the rank's work: forward f / v, backward b / v.
 SimResult simulateLists(const std::vector<std::vector<Action>>& lists, const PipelineShape& s,
                         double f, double b) {
-  const int p = s.stages, v = s.chunks, m = s.microbatches;
-  const double f_chunk = f / v, b_chunk = b / v;
-  SimResult res;
-  res.in_flight.assign(p, 0);
-  res.busy.assign(p, 0.0);
-  std::vector<size_t> next(p, 0);
-  std::vector<double> clock(p, 0.0);
-  std::vector<int> live(p, 0);
-  std::map<Message, double> posted;  // sent, not yet received: time posted
-  std::set<Message> ever_sent;
-  // Per rank and (chunk, microbatch): 0 nothing, 1 input received, 2 forwarded, 3 grad received,
-  // 4 backwarded. Inputs of the first virtual stage and grads of the last need no message.
-  std::vector<std::map<std::pair<int, int>, int>> state(p);
-  std::ostringstream err;
-  auto fail = [&](int r, const Action& a, const char* why) {
-    if (err.tellp() == 0) {
-      err << "rank " << r << " action " << next[r] << " " << actionName(a.kind) << " mb "
-          << a.microbatch << " chunk " << a.chunk << ": " << why;
-    }
-  };
-  bool moved = true;
-  while (moved && err.tellp() == 0) {
-    moved = false;
-    for (int r = 0; r < p; ++r) {
-      while (next[r] < lists[r].size() && err.tellp() == 0) {
-        const Action& a = lists[r][next[r]];
-        const int stage = a.chunk * p + r;
-        int& st = state[r][{a.chunk, a.microbatch}];
-        const bool first = stage == 0, last = stage == s.virtualStages() - 1;
-        if (a.kind == ActionKind::kRecvForward || a.kind == ActionKind::kRecvBackward) {
-          auto it = posted.find(Message{a.peer, r, a.tag});
-          if (it == posted.end()) break;  // blocks
-          clock[r] = std::max(clock[r], it->second);
-          posted.erase(it);
-          if (a.kind == ActionKind::kRecvForward) {
-            if (st != 0) fail(r, a, "input received twice or late");
-            st = 1;
-          } else {
-            if (st != 2) fail(r, a, "gradient received before forward");
-            st = 3;
-          }
-        } else if (a.kind == ActionKind::kSendForward || a.kind == ActionKind::kSendBackward) {
-          const Message msg{r, a.peer, a.tag};
-          if (!ever_sent.insert(msg).second) fail(r, a, "message tag sent twice");
-          if ((a.kind == ActionKind::kSendForward) != (st == 2) &&
-              (a.kind == ActionKind::kSendBackward) != (st == 4)) {
-            fail(r, a, "sent before its compute");
-          }
-          posted[msg] = clock[r];
-        } else if (a.kind == ActionKind::kForward) {
-          if (st != (first ? 0 : 1)) fail(r, a, "forward without its input (or twice)");
-          st = 2;
-          clock[r] += f_chunk;
-          res.busy[r] += f_chunk;
-          res.in_flight[r] = std::max(res.in_flight[r], ++live[r]);
-        } else {
-          if (st != (last ? 2 : 3)) fail(r, a, "backward without forward or gradient (or twice)");
-          st = 4;
-          clock[r] += b_chunk;
-          res.busy[r] += b_chunk;
-          --live[r];
-        }
-        ++next[r];
-        moved = true;
-      }
-    }
-  }
-  for (int r = 0; r < p && err.tellp() == 0; ++r) {
-    if (next[r] < lists[r].size()) {
-      err << "deadlock: rank " << r << " stuck at action " << next[r] << " ("
-          << actionName(lists[r][next[r]].kind) << " mb " << lists[r][next[r]].microbatch << ")";
-    }
-    for (int c = 0; c < v && err.tellp() == 0; ++c) {
-      for (int mb = 0; mb < m; ++mb) {
-        if (state[r][{c, mb}] != 4) {
-          err << "rank " << r << " chunk " << c << " mb " << mb << " not forwarded and backwarded";
-          break;
-        }
-      }
-    }
-  }
-  if (err.tellp() == 0 && !posted.empty()) err << posted.size() << " messages never received";
-  res.error = err.str();
-  res.end = *std::max_element(clock.begin(), clock.end());
-  return res;
+  SimSpec spec = virtualStageSpec(s);
+  spec.costs.forward = f / s.chunks;
+  spec.costs.backward = b / s.chunks;
+  return simulateSchedules(lists, spec);
 }
 
 SimResult simulate(ScheduleKind kind, const PipelineShape& s, double f, double b) {

@@ -1,135 +1,79 @@
 // PipeDream-2BW's action lists (schedule_2bw.h) on their own, without processes or tensors: all
-// ranks' lists over several batches run together by a small simulator (a send posts and goes on, a
-// receive blocks until its message was sent). Checked: every microbatch's F and B exactly once per
-// stage, dependencies, no deadlock, the 1F1B in-flight bound, each batch's update after its last
-// backward and before the next batch's backwards and batch b + 2's forwards (two weight versions
-// suffice), and with forward F and backward B the idle fraction of the fill formula.
+// ranks' lists over several batches run together by the tests' simulator (schedule_sim.h: a send
+// posts and goes on, a receive blocks until its message was sent). Checked: every microbatch's F
+// and B exactly once per stage, dependencies, no deadlock, the 1F1B in-flight bound, each batch's
+// update after its last backward and before the next batch's backwards and batch b + 2's forwards
+// (two weight versions suffice), and with forward F and backward B the idle fraction of the fill
+// formula.
 #include "schedule_2bw.h"
+#include "schedule_sim.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
-#include <tuple>
+#include <string>
 
 using namespace gpttrain;
+using namespace gpttrain::testing;
 
 namespace {
 
-struct Sim {
-  std::string error;
-  std::vector<int> in_flight;
-  std::vector<double> busy;
-  double end = 0.0;
-};
+using Sim = SimResult;
 
-Sim simulate2bw(const PipelineShape& s, int first_batch, int batches, double f, double b) {
-  const int p = s.stages, m = s.microbatches, n = m * batches;
-  std::vector<std::vector<Action>> lists;
-  for (int r = 0; r < p; ++r) lists.push_back(buildTwoBwSchedule(s, r, first_batch, batches));
-  Sim res;
-  res.in_flight.assign(p, 0);
-  res.busy.assign(p, 0.0);
-  std::vector<size_t> next(p, 0);
-  std::vector<double> clock(p, 0.0);
-  std::vector<int> live(p, 0);
-  std::map<std::tuple<int, int, int>, double> posted;  // (from, to, tag) -> time
-  std::set<std::tuple<int, int, int>> ever;
-  // Per rank, per global microbatch: 0, 1 input, 2 forwarded, 3 grad in, 4 backwarded.
-  std::vector<std::map<int, int>> state(p);
-  std::vector<std::vector<int>> updated(p);  // per rank: batches updated, in order
-  std::vector<std::vector<int>> backwards(p, std::vector<int>(first_batch + batches, 0));
-  std::ostringstream err;
-  auto fail = [&](int r, const Action& a, const std::string& why) {
-    if (err.tellp() == 0) {
-      err << "rank " << r << " action " << next[r] << " " << actionName(a.kind) << " mb "
-          << a.microbatch << ": " << why;
+// All ranks' lists of batches [first_batch, first_batch + batches) through the shared simulator,
+// with 2bw's own rules on top: updates in batch order, each after its batch's m backwards and
+// before the next batch's backwards, and batch b's forwards after update b - 2 (whose new version
+// overwrites V_b's buffer otherwise still needed).
+Sim simulate2bwLists(const std::vector<std::vector<Action>>& lists, const PipelineShape& s,
+                     int first_batch, int batches, double f, double b) {
+  const int p = s.stages, m = s.microbatches;
+  SimSpec spec = virtualStageSpec(s);
+  spec.microbatches = (first_batch + batches) * m;  // global microbatch indices
+  spec.expected = [&](int, int, int mb) { return mb >= first_batch * m; };
+  spec.costs.forward = f;
+  spec.costs.backward = b;
+  spec.allow_updates = true;
+  std::vector<int> updates(p, 0);                // per rank: updates run, of batches first_batch..
+  std::vector<std::map<int, int>> backwards(p);  // per rank and batch: backwards run
+  spec.extra_check = [&](int r, const Action& a) -> std::string {
+    const int batch = a.microbatch / m;
+    switch (a.kind) {
+      case ActionKind::kForward:  // V_b's buffer is rewritten by update b - 2: it must have run.
+        if (batch - 2 >= first_batch && updates[r] < batch - 2 - first_batch + 1) {
+          return "forward of batch b before update b - 2 (a third version needed)";
+        }
+        return "";
+      case ActionKind::kBackward:
+        if (updates[r] != batch - first_batch) return "backward in the wrong batch's window";
+        ++backwards[r][batch];
+        return "";
+      case ActionKind::kApplyUpdate:  // Action::microbatch is the batch
+        if (a.microbatch != first_batch + updates[r]) return "update out of order";
+        if (backwards[r][a.microbatch] != m) return "update before the last backward";
+        ++updates[r];
+        return "";
+      default:
+        return "";
     }
   };
-  bool moved = true;
-  while (moved && err.tellp() == 0) {
-    moved = false;
-    for (int r = 0; r < p; ++r) {
-      while (next[r] < lists[r].size() && err.tellp() == 0) {
-        const Action& a = lists[r][next[r]];
-        const bool first = r == 0, last = r == p - 1;
-        const int batch = a.microbatch / m;
-        int& st = state[r][a.microbatch];
-        const int updates = static_cast<int>(updated[r].size());  // of batches first_batch..
-        switch (a.kind) {
-          case ActionKind::kRecvForward:
-          case ActionKind::kRecvBackward: {
-            auto it = posted.find({a.peer, r, a.tag});
-            if (it == posted.end()) goto blocked;
-            clock[r] = std::max(clock[r], it->second);
-            posted.erase(it);
-            if (a.kind == ActionKind::kRecvForward) {
-              if (st != 0) fail(r, a, "input received twice");
-              st = 1;
-            } else {
-              if (st != 2) fail(r, a, "gradient before forward");
-              st = 3;
-            }
-            break;
-          }
-          case ActionKind::kSendForward:
-          case ActionKind::kSendBackward:
-            if (!ever.insert({r, a.peer, a.tag}).second) fail(r, a, "tag sent twice");
-            if (st != (a.kind == ActionKind::kSendForward ? 2 : 4))
-              fail(r, a, "send before compute");
-            posted[{r, a.peer, a.tag}] = clock[r];
-            break;
-          case ActionKind::kForward:
-            if (st != (first ? 0 : 1)) fail(r, a, "forward without input, or twice");
-            // V_b's buffer is rewritten by update b - 2: it must have run.
-            if (batch - 2 >= first_batch && updates < batch - 2 - first_batch + 1) {
-              fail(r, a, "forward of batch b before update b - 2 (a third version needed)");
-            }
-            st = 2;
-            clock[r] += f;
-            res.busy[r] += f;
-            res.in_flight[r] = std::max(res.in_flight[r], ++live[r]);
-            break;
-          case ActionKind::kBackward:
-            if (st != (last ? 2 : 3)) fail(r, a, "backward without forward or gradient, or twice");
-            if (updates != batch - first_batch) fail(r, a, "backward in the wrong batch's window");
-            st = 4;
-            ++backwards[r][batch];
-            clock[r] += b;
-            res.busy[r] += b;
-            --live[r];
-            break;
-          case ActionKind::kApplyUpdate:
-            if (a.microbatch != first_batch + updates) fail(r, a, "update out of order");
-            if (backwards[r][a.microbatch] != m) fail(r, a, "update before the last backward");
-            updated[r].push_back(a.microbatch);
-            break;
-          case ActionKind::kBackwardInput:  // zb-h1's only
-          case ActionKind::kBackwardWeight:
-            fail(r, a, "a split backward in a 2bw list");
-            break;
-        }
-        ++next[r];
-        moved = true;
-      }
-    blocked:;
+  Sim res = simulateSchedules(lists, spec);
+  for (int r = 0; r < p && res.error.empty(); ++r) {
+    if (updates[r] != batches) {
+      res.error = "rank " + std::to_string(r) + " ran " + std::to_string(updates[r]) +
+                  " updates of " + std::to_string(batches);
     }
   }
-  for (int r = 0; r < p && err.tellp() == 0; ++r) {
-    if (next[r] < lists[r].size()) err << "deadlock: rank " << r << " at action " << next[r];
-    for (int k = first_batch * m; k < first_batch * m + n && err.tellp() == 0; ++k) {
-      if (state[r][k] != 4) err << "rank " << r << " mb " << k << " not forwarded and backwarded";
-    }
-    if (err.tellp() == 0 && static_cast<int>(updated[r].size()) != batches) {
-      err << "rank " << r << " ran " << updated[r].size() << " updates of " << batches;
-    }
-  }
-  if (err.tellp() == 0 && !posted.empty()) err << posted.size() << " messages never received";
-  res.error = err.str();
-  res.end = *std::max_element(clock.begin(), clock.end());
   return res;
+}
+
+Sim simulate2bw(const PipelineShape& s, int first_batch, int batches, double f, double b) {
+  std::vector<std::vector<Action>> lists;
+  for (int r = 0; r < s.stages; ++r) {
+    lists.push_back(buildTwoBwSchedule(s, r, first_batch, batches));
+  }
+  return simulate2bwLists(lists, s, first_batch, batches, f, b);
 }
 
 }  // namespace
@@ -184,4 +128,45 @@ TEST_CASE("2bw: fewer microbatches than stages, or virtual chunks, are one-line 
   CHECK(twoBwShapeError(PipelineShape{2, 2, 4}).find("--vp") != std::string::npos);
   CHECK(scheduleError(ScheduleKind::kTwoBw, PipelineShape{4, 1, 3}) != "");
   CHECK(twoBwFillFraction(PipelineShape{4, 1, 8}, 10) == Approx(3.0 / 83.0));
+}
+
+TEST_CASE("2bw's simulator catches broken lists: updates early, late, swapped or missing",
+          "[trainer][schedule][2bw]") {
+  auto isUpdate = [](const Action& a) { return a.kind == ActionKind::kApplyUpdate; };
+  auto isBackward = [](const Action& a) { return a.kind == ActionKind::kBackward; };
+  using Catch::Matchers::Contains;
+  // One stage, one microbatch a batch: F0 B0 U0 F1 B1 U1 F2 B2 U2, no messages.
+  const PipelineShape one{1, 1, 1};
+  const auto base = buildTwoBwSchedule(one, 0, 0, 3);
+  REQUIRE(base.size() == 9);
+  REQUIRE(isUpdate(base[2]));
+  CHECK(simulate2bwLists({base}, one, 0, 3, 1, 2).error == "");
+  auto third = base;  // F2 before U0: batch 2 would need a third weight version
+  std::rotate(third.begin() + 2, third.begin() + 6, third.begin() + 7);
+  CHECK_THAT(simulate2bwLists({third}, one, 0, 3, 1, 2).error, Contains("before update b - 2"));
+  auto late = base;  // U0 after B1: batch 1's backward on the wrong version
+  std::rotate(late.begin() + 2, late.begin() + 3, late.begin() + 5);
+  CHECK_THAT(simulate2bwLists({late}, one, 0, 3, 1, 2).error, Contains("wrong batch's window"));
+
+  // Two stages, two microbatches, two batches: the order of the text test above.
+  const PipelineShape s{2, 1, 2};
+  auto lists = [&] {
+    return std::vector<std::vector<Action>>{buildTwoBwSchedule(s, 0, 0, 2),
+                                            buildTwoBwSchedule(s, 1, 0, 2)};
+  };
+  CHECK(simulate2bwLists(lists(), s, 0, 2, 1, 2).error == "");
+  auto early = lists();  // rank 0's U0 before its last backward of batch 0
+  auto u = std::find_if(early[0].begin(), early[0].end(), isUpdate);
+  auto b = std::find_if(std::make_reverse_iterator(u), early[0].rend(), isBackward);
+  std::rotate(b.base() - 1, u, u + 1);
+  CHECK_THAT(simulate2bwLists(early, s, 0, 2, 1, 2).error, Contains("before the last backward"));
+  auto swapped = lists();  // rank 1 says U1 where U0 belongs
+  for (Action& a : swapped[1]) {
+    if (isUpdate(a)) a.microbatch = 1 - a.microbatch;
+  }
+  CHECK_THAT(simulate2bwLists(swapped, s, 0, 2, 1, 2).error, Contains("out of order"));
+  auto missing = lists();
+  REQUIRE(isUpdate(missing[1].back()));
+  missing[1].pop_back();
+  CHECK_THAT(simulate2bwLists(missing, s, 0, 2, 1, 2).error, Contains("ran 1 updates of 2"));
 }

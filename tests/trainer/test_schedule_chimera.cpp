@@ -1,28 +1,23 @@
-// Chimera's action lists (schedule_chimera.cpp) run together by a small simulator with the
-// executor's semantics (sends post and go on, a receive blocks until its message was sent), with
-// the two pipelines' stage mapping written out here independently of the schedule code. It checks
-// every microbatch's F and B exactly once on each stage of its own pipeline, dependencies, tags,
-// peers, the in-flight memory bound, and each rank's idle fraction against the paper's closed form.
+// Chimera's action lists (schedule_chimera.cpp) run together by the tests' simulator
+// (schedule_sim.h) with the executor's semantics (sends post and go on, a receive blocks until its
+// message was sent), with the two pipelines' stage mapping written out here independently of the
+// schedule code. It checks every microbatch's F and B exactly once on each stage of its own
+// pipeline, dependencies, tags, peers, the in-flight memory bound, and each rank's idle fraction
+// against the paper's closed form.
 #include "schedule.h"
+#include "schedule_sim.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <sstream>
-#include <tuple>
+#include <string>
 
 using namespace gpttrain;
+using namespace gpttrain::testing;
 
 namespace {
 
-struct Sim {
-  std::string error;
-  std::vector<int> in_flight;
-  std::vector<double> busy;
-  double end = 0.0;
-};
+using Sim = SimResult;
 
 // Independent of the code under test: the first p/2 microbatches of every p go down (stage = rank),
 // the others up (stage = p - 1 - rank); chunk 0 is the down pipeline's stage on a rank, chunk 1 the
@@ -37,81 +32,29 @@ int rankOf(int p, int chunk, int stage) {
   return chunk == 0 ? stage : p - 1 - stage;
 }
 
+// The shared simulator on this file's mapping: chunk c of rank r is stage stageOn(p, r, c) of
+// pipe c, and a rank runs a microbatch only on the chunk of its pipe. The mapping is checked
+// against its inverse first (rankOf), so a slip in either shows.
 Sim simulate(const std::vector<std::vector<Action>>& lists, int p, int m, double f, double b) {
-  Sim res;
-  res.in_flight.assign(p, 0);
-  res.busy.assign(p, 0.0);
-  std::vector<size_t> next(p, 0);
-  std::vector<double> clock(p, 0.0);
-  std::vector<int> live(p, 0);
-  std::map<std::tuple<int, int, int>, double> posted;  // (from, to, tag) -> time sent
-  std::set<std::tuple<int, int, int>> ever;
-  std::vector<std::map<std::pair<int, int>, int>> state(p);  // 1 in, 2 F, 3 grad, 4 B
-  std::ostringstream err;
-  auto fail = [&](int r, const Action& a, const std::string& why) {
-    if (err.tellp() == 0) {
-      err << "rank " << r << " action " << next[r] << " " << actionName(a.kind) << " mb "
-          << a.microbatch << " chunk " << a.chunk << ": " << why;
-    }
-  };
-  bool moved = true;
-  while (moved && err.tellp() == 0) {
-    moved = false;
-    for (int r = 0; r < p; ++r) {
-      while (next[r] < lists[r].size() && err.tellp() == 0) {
-        const Action& a = lists[r][next[r]];
-        const int stage = stageOn(p, r, a.chunk);
-        int& st = state[r][{a.chunk, a.microbatch}];
-        if (a.chunk != pipeOf(p, a.microbatch)) fail(r, a, "microbatch on the wrong pipeline");
-        if (a.kind == ActionKind::kRecvForward || a.kind == ActionKind::kRecvBackward) {
-          const bool fwd = a.kind == ActionKind::kRecvForward;
-          const int from = rankOf(p, a.chunk, fwd ? stage - 1 : stage + 1);
-          if (a.peer != from) fail(r, a, "receives from the wrong peer");
-          auto it = posted.find({a.peer, r, a.tag});
-          if (it == posted.end()) break;  // blocks
-          clock[r] = std::max(clock[r], it->second);
-          posted.erase(it);
-          if (st != (fwd ? 0 : 2)) fail(r, a, "received out of order");
-          st = fwd ? 1 : 3;
-        } else if (a.kind == ActionKind::kSendForward || a.kind == ActionKind::kSendBackward) {
-          const bool fwd = a.kind == ActionKind::kSendForward;
-          const int to = rankOf(p, a.chunk, fwd ? stage + 1 : stage - 1);
-          if (a.peer != to) fail(r, a, "sends to the wrong peer");
-          if (!ever.insert({r, a.peer, a.tag}).second) fail(r, a, "tag sent twice");
-          if (st != (fwd ? 2 : 4)) fail(r, a, "sent before its compute");
-          posted[{r, a.peer, a.tag}] = clock[r];
-        } else if (a.kind == ActionKind::kForward) {
-          if (st != (stage == 0 ? 0 : 1)) fail(r, a, "forward without its input (or twice)");
-          st = 2;
-          clock[r] += f;
-          res.busy[r] += f;
-          res.in_flight[r] = std::max(res.in_flight[r], ++live[r]);
-        } else {
-          if (st != (stage == p - 1 ? 2 : 3)) fail(r, a, "backward without forward or gradient");
-          st = 4;
-          clock[r] += b;
-          res.busy[r] += b;
-          --live[r];
-        }
-        ++next[r];
-        moved = true;
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    for (int stage = 0; stage < p; ++stage) {
+      if (stageOn(p, rankOf(p, chunk, stage), chunk) != stage) {
+        Sim res;
+        res.error = "stageOn and rankOf disagree on pipe " + std::to_string(chunk);
+        return res;
       }
     }
   }
-  for (int r = 0; r < p && err.tellp() == 0; ++r) {
-    if (next[r] < lists[r].size()) {
-      err << "deadlock: rank " << r << " stuck at action " << next[r];
-      break;
-    }
-    for (int mb = 0; mb < m && err.tellp() == 0; ++mb) {
-      if (state[r][{pipeOf(p, mb), mb}] != 4) err << "rank " << r << " never finished mb " << mb;
-      if (state[r].count({1 - pipeOf(p, mb), mb}) != 0) err << "mb " << mb << " on both chunks";
-    }
-  }
-  if (err.tellp() == 0 && !posted.empty()) err << posted.size() << " messages never received";
-  res.error = err.str();
-  res.end = *std::max_element(clock.begin(), clock.end());
-  return res;
+  SimSpec spec;
+  spec.ranks = p;
+  spec.chunks = 2;
+  spec.microbatches = m;
+  spec.pipe_of = [](int, int chunk) { return chunk; };
+  spec.stage_of = [p](int rank, int chunk) { return stageOn(p, rank, chunk); };
+  spec.expected = [p](int, int chunk, int mb) { return chunk == pipeOf(p, mb); };
+  spec.costs.forward = f;
+  spec.costs.backward = b;
+  return simulateSchedules(lists, spec);
 }
 
 std::vector<std::vector<Action>> allLists(int p, int m) {

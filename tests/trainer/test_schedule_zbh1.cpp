@@ -1,20 +1,20 @@
-// ZB-H1's action lists as data: a simulator with the executor's semantics (sends post and go on,
-// a receive blocks until its message was sent) that knows the split backward (B: gradient of the
+// ZB-H1's action lists as data, run by the tests' simulator (schedule_sim.h) with the executor's
+// semantics (sends post and go on, a receive blocks until its message was sent) and the split
+// backward (B: gradient of the
 // input, sends on; W: gradient of the weights, after its B, no messages). It checks, for every
 // p <= 8 and m <= 32, each microbatch's F, B and W exactly once per rank in dependency order, no
 // deadlock, at most min(p, m) microbatches forwarded and not yet W'd, and the step time against
 // the closed form m(F+B+W) + (p-1)(F+B-W) computed here, independently of schedule.cpp.
 #include "schedule.h"
+#include "schedule_sim.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <map>
-#include <set>
-#include <sstream>
-#include <tuple>
+#include <string>
 
 using namespace gpttrain;
+using namespace gpttrain::testing;
 
 namespace {
 
@@ -22,122 +22,24 @@ struct Costs {
   double f, b, w;  // kBackward (1F1B) costs b + w
 };
 
-struct Sim {
-  std::string error;
-  std::vector<int> in_flight;  // per rank: most microbatches forwarded and not yet W'd
-  std::vector<double> busy;
-  double end = 0;
-};
+using Sim = SimResult;
 
+// The shared simulator with B and W, and kBackward costing B + W; zb-h1 splits every backward,
+// so each rank must also run m each of F, B and W.
 Sim simulateZb(const std::vector<std::vector<Action>>& lists, const PipelineShape& s, Costs c) {
-  const int p = s.stages, m = s.microbatches;
-  Sim res;
-  res.in_flight.assign(p, 0);
-  res.busy.assign(p, 0.0);
-  std::vector<size_t> next(p, 0);
-  std::vector<double> clock(p, 0.0);
-  std::vector<int> live(p, 0);
-  std::map<std::tuple<int, int, int>, double> posted;  // (from, to, tag) -> time sent
-  std::set<std::tuple<int, int, int>> ever;
-  // Per rank and microbatch: 0 nothing, 1 input, 2 forwarded, 3 gradient in, 4 B done, 5 W done.
-  std::vector<std::map<int, int>> state(p);
-  std::vector<std::map<ActionKind, int>> count(p);
-  std::ostringstream err;
-  auto fail = [&](int r, const Action& a, const char* why) {
-    if (err.tellp() == 0) {
-      err << "rank " << r << " action " << next[r] << " " << actionName(a.kind) << " mb "
-          << a.microbatch << ": " << why;
-    }
-  };
-  bool moved = true;
-  while (moved && err.tellp() == 0) {
-    moved = false;
-    for (int r = 0; r < p; ++r) {
-      while (next[r] < lists[r].size() && err.tellp() == 0) {
-        const Action& a = lists[r][next[r]];
-        int& st = state[r][a.microbatch];
-        const bool first = r == 0, last = r == p - 1;
-        auto run = [&](double cost) {
-          clock[r] += cost;
-          res.busy[r] += cost;
-        };
-        ++count[r][a.kind];
-        switch (a.kind) {
-          case ActionKind::kRecvForward:
-          case ActionKind::kRecvBackward: {
-            auto it = posted.find({a.peer, r, a.tag});
-            if (it == posted.end()) {
-              --count[r][a.kind];
-              goto blocked;
-            }
-            clock[r] = std::max(clock[r], it->second);
-            posted.erase(it);
-            if (a.kind == ActionKind::kRecvForward) {
-              if (st != 0) fail(r, a, "input received twice or late");
-              st = 1;
-            } else {
-              if (st != 2) fail(r, a, "gradient received before forward");
-              st = 3;
-            }
-            break;
-          }
-          case ActionKind::kSendForward:
-          case ActionKind::kSendBackward: {
-            if (!ever.insert({r, a.peer, a.tag}).second) fail(r, a, "message tag sent twice");
-            if (a.kind == ActionKind::kSendForward ? st != 2 : st < 4) {
-              fail(r, a, "sent before its compute");
-            }
-            posted[{r, a.peer, a.tag}] = clock[r];
-            break;
-          }
-          case ActionKind::kForward:
-            if (st != (first ? 0 : 1)) fail(r, a, "forward without its input (or twice)");
-            st = 2;
-            run(c.f);
-            res.in_flight[r] = std::max(res.in_flight[r], ++live[r]);
-            break;
-          case ActionKind::kBackwardInput:
-            if (st != (last ? 2 : 3)) fail(r, a, "B without forward or gradient (or twice)");
-            st = 4;
-            run(c.b);
-            break;
-          case ActionKind::kBackwardWeight:
-            if (st != 4) fail(r, a, "W before its B (or twice)");
-            st = 5;
-            run(c.w);
-            --live[r];
-            break;
-          case ActionKind::kBackward:
-            if (st != (last ? 2 : 3)) fail(r, a, "backward without forward or gradient");
-            st = 5;
-            run(c.b + c.w);
-            --live[r];
-            break;
-          case ActionKind::kApplyUpdate:  // 2bw's only
-            fail(r, a, "a weight update in a zb-h1 list");
-            break;
-        }
-        ++next[r];
-        moved = true;
-      }
-    blocked:;
-    }
-  }
-  for (int r = 0; r < p && err.tellp() == 0; ++r) {
-    if (next[r] < lists[r].size()) err << "deadlock: rank " << r << " at action " << next[r];
-    for (int mb = 0; mb < m && err.tellp() == 0; ++mb) {
-      if (state[r][mb] != 5) err << "rank " << r << " mb " << mb << " not F, B and W'd";
-    }
+  SimSpec spec = virtualStageSpec(s);
+  spec.costs = SimCosts{c.f, c.b + c.w, c.b, c.w};
+  spec.allow_split_backward = true;
+  Sim res = simulateSchedules(lists, spec);
+  for (int r = 0; r < s.stages && res.error.empty(); ++r) {
     for (ActionKind k :
          {ActionKind::kForward, ActionKind::kBackwardInput, ActionKind::kBackwardWeight}) {
-      if (err.tellp() == 0 && count[r][k] != m) {
-        err << "rank " << r << ": " << count[r][k] << " " << actionName(k) << ", not " << m;
+      if (res.error.empty() && res.count(r, k) != s.microbatches) {
+        res.error = "rank " + std::to_string(r) + ": " + std::to_string(res.count(r, k)) + " " +
+                    actionName(k) + ", not " + std::to_string(s.microbatches);
       }
     }
   }
-  if (err.tellp() == 0 && !posted.empty()) err << posted.size() << " messages never received";
-  res.error = err.str();
-  res.end = *std::max_element(clock.begin(), clock.end());
   return res;
 }
 
