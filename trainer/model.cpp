@@ -269,8 +269,8 @@ GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int firs
   }
 }
 
-at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
-                             DropoutRng* rng) const {
+at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng,
+                             at::Tensor* embedded) const {
   at::Tensor x = input;
   const int64_t shard = tp_->size > 1 ? tp_->rank : -1;
   if (position_.defined()) {
@@ -291,6 +291,7 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
       x = reduceFromTp(partial, tp_) + pos.unsqueeze(1);
     }
     x = dropout(x, config_.dropout, rng ? (sp_ ? &rng->sharded : &rng->replicated) : nullptr);
+    if (embedded != nullptr) *embedded = x;
   }
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;

@@ -82,8 +82,10 @@ class GptStage {
 
   // input: tokens [S, B] (first stage) or hidden [S(/tp), B, H]; targets: [S, B] token ids (last
   // stage). Returns the mean loss over the microbatch's tokens (last stage) or the hidden state.
-  // rng null: no dropout (evaluation).
-  at::Tensor forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng) const;
+  // rng null: no dropout (evaluation). `embedded` (first stage): set to the hidden state the
+  // embedding hands to the first layer (zb-h1's B stops there; split_backward.h).
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& targets, DropoutRng* rng,
+                     at::Tensor* embedded = nullptr) const;
 
   const ModelConfig& config() const { return config_; }
   // Where its parameters, buffers and activations live (the ParamSet's device); inputs must be

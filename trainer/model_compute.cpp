@@ -52,7 +52,12 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   // Pipeline messages travel as fp32 (sendAsync / recv); with bf16 working parameters a later
   // stage computes on bf16 again (exact: the values were bf16), as layer_norm wants one dtype.
   if (!stage.first() && config_.mixedPrecision()) x = x.to(at::kBFloat16);
-  at::Tensor out = stage.forward(x, targets, rng_);
+  // zb-h1's first stage: its B stops at the embedded input (split_backward.h), kept until then.
+  const bool keep_embedded =
+      stage.first() && !stage.last() && rng_ != nullptr && config_.schedule == "zb-h1";
+  at::Tensor embedded;
+  at::Tensor out = stage.forward(x, targets, rng_, keep_embedded ? &embedded : nullptr);
+  if (keep_embedded) embedded_[{chunk, microbatch}] = embedded;
   if (stage.last()) loss_sum_ += out.item<double>();
   return out;
 }
@@ -77,12 +82,19 @@ at::Tensor ModelCompute::backward(int chunk, int microbatch, const at::Tensor& i
 
 at::Tensor ModelCompute::backwardInput(int chunk, int microbatch, const at::Tensor& input,
                                        const at::Tensor& output, const at::Tensor& grad) {
-  if (!input.defined()) return at::Tensor();  // first stage: no input gradient to send
+  // The first stage has no input gradient to send, but its B still runs down to the embedded
+  // input, so that its W holds only weight gradients, as on every other stage.
+  at::Tensor boundary = input;
+  if (auto it = embedded_.find({chunk, microbatch}); it != embedded_.end()) {
+    if (!boundary.defined()) boundary = it->second;
+    embedded_.erase(it);
+  }
+  if (!boundary.defined()) return at::Tensor();
   const at::Tensor seed = grad.defined() ? grad : at::full_like(output, 1.0 / microbatches_);
-  auto split = std::make_unique<SplitBackward>(output, input);
-  at::Tensor input_grad = split->backwardInput(output, seed, input);
+  auto split = std::make_unique<SplitBackward>(output, boundary);
+  at::Tensor boundary_grad = split->backwardInput(output, seed, boundary);
   splits_[{chunk, microbatch}] = std::move(split);
-  return input_grad;
+  return input.defined() ? boundary_grad : at::Tensor();
 }
 
 void ModelCompute::backwardWeight(int chunk, int microbatch, const at::Tensor& input,
@@ -94,8 +106,8 @@ void ModelCompute::backwardWeight(int chunk, int microbatch, const at::Tensor& i
     splits_.erase(it);
     if (done) return;
   }
-  // The first stage (B did nothing) or a graph that cannot be split: one full backward of the
-  // retained graph; the weights' gradients accumulate and the DP hooks fire as in backward().
+  // A graph that cannot be split (or B did nothing): one full backward of the retained graph; the
+  // weights' gradients accumulate and the DP hooks fire as in backward().
   backward(chunk, microbatch, input, output, grad);
 }
 

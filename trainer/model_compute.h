@@ -28,10 +28,10 @@ class ModelCompute : public PipelineCompute {
   at::Tensor forward(int chunk, int microbatch, const at::Tensor& input) override;
   at::Tensor backward(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
                       const at::Tensor& grad) override;
-  // zb-h1: B is the stage input's gradient (graph retained; nothing on the first stage), keeping
-  // the gradients that reach the nodes where the weights' paths part (split_backward.h); W runs
-  // only the weights' paths from them, where the data-parallel hooks fire. On the first stage W
-  // is the one full backward.
+  // zb-h1: B is the stage input's gradient (graph retained; on the first stage, the embedded
+  // input's, not sent), keeping the gradients that reach the nodes where the weights' paths part
+  // (split_backward.h); W runs only the weights' paths from them, where the data-parallel hooks
+  // fire.
   at::Tensor backwardInput(int chunk, int microbatch, const at::Tensor& input,
                            const at::Tensor& output, const at::Tensor& grad) override;
   void backwardWeight(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
@@ -53,6 +53,8 @@ class ModelCompute : public PipelineCompute {
   double loss_sum_ = 0.0;
   // zb-h1: each microbatch's split backward between its B and its W, by (chunk, microbatch).
   std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> splits_;
+  // zb-h1, first stage: each microbatch's embedded input from its forward to its B.
+  std::map<std::pair<int, int>, at::Tensor> embedded_;
 
   void markLastMicrobatch(int chunk, int microbatch);
 };

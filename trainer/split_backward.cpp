@@ -27,6 +27,9 @@ struct PartingNode {
   edge_list weights;      // (AccumulateGrad, 0) of each weight reached only through this node
   variable_list grads;    // what B delivered to the node's inputs
   int delivered_at = -1;  // order of delivery in B: W runs in the same order, as a backward would
+  // The boundary's own node (a non-leaf boundary with weights beneath it, like the first stage's
+  // embedding): B's result is its gradient, at this input slot of the node; no hook.
+  int boundary_slot = -1;
 };
 
 struct SplitBackwardState {
@@ -145,11 +148,43 @@ SplitBackward::SplitBackward(const at::Tensor& output, const at::Tensor& input)
     }
     state_->parting.push_back(PartingNode{node->shared_from_this(), std::move(weights), {}, -1});
   }
+  // A non-leaf boundary: the weights beneath it (the first stage's embedding tables) are W's too,
+  // started from the boundary's gradient, which B computes anyway.
+  Node* boundary = input_edge.function.get();
+  if (dynamic_cast<AccumulateGrad*>(boundary) == nullptr) {
+    const size_t index = state_->parting.size();
+    edge_list weights;
+    std::vector<Node*> todo{boundary};
+    while (!todo.empty()) {
+      Node* n = todo.back();
+      todo.pop_back();
+      auto [it, fresh] = owner.emplace(n, index);
+      if (!fresh) {
+        shared |= it->second != index;
+        continue;
+      }
+      if (dynamic_cast<AccumulateGrad*>(n) != nullptr) {
+        weights.emplace_back(n->shared_from_this(), 0);
+        continue;
+      }
+      for (const Edge& edge : n->next_edges()) {
+        if (edge.is_valid()) todo.push_back(edge.function.get());
+      }
+    }
+    if (!weights.empty()) {
+      state_->parting.push_back(PartingNode{boundary->shared_from_this(),
+                                            std::move(weights),
+                                            {},
+                                            -1,
+                                            static_cast<int>(input_edge.input_nr)});
+    }
+  }
   if (shared || state_->parting.empty()) {
     state_->parting.clear();
     return;
   }
   for (size_t i = 0; i < state_->parting.size(); ++i) {
+    if (state_->parting[i].boundary_slot >= 0) continue;
     state_->parting[i].node->add_pre_hook(std::make_unique<KeepDelivered>(state_, i));
   }
   state_->splittable = true;
@@ -161,7 +196,12 @@ at::Tensor SplitBackward::backwardInput(const at::Tensor& output, const at::Tens
                                         const at::Tensor& input) {
   at::Tensor grad = torch::autograd::grad({output}, {input}, {seed}, /*retain_graph=*/true)[0];
   state_->capturing = false;
-  for (const PartingNode& parting : state_->parting) {
+  for (PartingNode& parting : state_->parting) {
+    if (parting.boundary_slot >= 0) {  // the last gradient B computes: W's last start too
+      parting.grads.assign(parting.node->num_inputs(), at::Tensor());
+      parting.grads[parting.boundary_slot] = grad;
+      parting.delivered_at = state_->deliveries++;
+    }
     // B runs every node on the input's path; one it did not reach cannot start W.
     if (parting.delivered_at < 0) state_->splittable = false;
   }

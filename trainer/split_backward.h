@@ -3,9 +3,11 @@
 // part; W then runs only the weights' paths from those kept gradients, so no gradient on the
 // input's path is computed twice. It is not the schedule (schedule_zbh1.cpp) nor the executor.
 //
-// Where the graph does not allow it (the first stage has no input; a weight-only node reachable
-// from two parting nodes would be run twice), W falls back to one full backward of the retained
-// graph, which is correct and only slower.
+// The boundary may be a leaf (a received activation) or an inner tensor with weights beneath it
+// (the first stage's embedded input): W then also starts from the boundary's own node with B's
+// result. Where the graph does not allow a split (no boundary; a weight-only node reachable from
+// two parting nodes, as a tied embedding on a stage that is first and last, would be run twice), W
+// falls back to one full backward of the retained graph, which is correct and only slower.
 #pragma once
 
 #include <torch/torch.h>
@@ -20,7 +22,7 @@ struct SplitBackwardState;  // the parting nodes and what B delivered to them (s
 class SplitBackward {
  public:
   // Finds the parting nodes of the graph from `output` back to `input` and the weights, and hooks
-  // them to keep what B delivers to them. `input` undefined: nothing to split (the first stage).
+  // them to keep what B delivers to them. `input` undefined: nothing to split.
   SplitBackward(const at::Tensor& output, const at::Tensor& input);
   ~SplitBackward();
   SplitBackward(const SplitBackward&) = delete;

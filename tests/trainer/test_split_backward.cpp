@@ -104,31 +104,42 @@ TEST_CASE("split backward: nothing to split without an input (the first stage)",
 }
 
 TEST_CASE(
-    "split backward on gpttrain's middle and last stages: every weight's gradient, W past no "
-    "input path",
+    "split backward on gpttrain's first, middle and last stages: every weight's gradient, W past "
+    "no input path",
     "[trainer][zbh1][split]") {
-  gpttrain::ModelConfig config;  // 2 layers of hidden 64; the stage holds layer 1
-  for (const bool last : {false, true}) {
-    INFO((last ? "last stage" : "middle stage"));
-    // One stage's gradients from libtorch's full backward (split false) or from B then W.
+  gpttrain::ModelConfig config;  // 2 layers of hidden 64
+  enum class Place { kFirst, kMiddle, kLast };
+  for (const Place place : {Place::kFirst, Place::kMiddle, Place::kLast}) {
+    const bool first = place == Place::kFirst, last = place == Place::kLast;
+    INFO((first ? "first stage" : last ? "last stage" : "middle stage"));
+    // One stage's gradients from libtorch's full backward (split false) or from B then W; the
+    // first stage's boundary is its embedded input (model_compute.cpp does the same).
     auto gradients = [&](bool split) {
       gpttrain::ParamSet params(config.seed, 0, 1, torch::kCPU);
-      gpttrain::GptStage stage(params, config, gpttrain::makeSoloGroup("tp", 0), 1, 1, false, last);
+      gpttrain::GptStage stage(params, config, gpttrain::makeSoloGroup("tp", 0), first ? 0 : 1, 1,
+                               first, last);
       torch::manual_seed(5);
       const torch::Tensor input =
-          torch::randn({config.seq_len, 2, config.hidden}).requires_grad_(true);
+          first ? torch::randint(0, config.vocab, {config.seq_len, 2})
+                : torch::randn({config.seq_len, 2, config.hidden}).requires_grad_(true);
       const torch::Tensor targets = torch::randint(0, config.vocab, {config.seq_len, 2});
-      const torch::Tensor out = stage.forward(input, last ? targets : torch::Tensor(), nullptr);
+      torch::Tensor embedded;
+      const torch::Tensor out =
+          stage.forward(input, last ? targets : torch::Tensor(), nullptr, &embedded);
+      CHECK(embedded.defined() == first);
+      const torch::Tensor boundary = first ? embedded : input;
       const torch::Tensor seed = last ? torch::ones_like(out) : torch::randn_like(out);
       std::map<std::string, torch::Tensor> grads;
       if (!split) {
         torch::autograd::backward({out}, {seed});
-        grads["input"] = input.grad();
+        if (!first) grads["input"] = input.grad();
       } else {
-        SplitBackward splitter(out, input);
-        grads["input"] = splitter.backwardInput(out, seed, input);
-        CHECK(splitter.backwardWeight());     // the real stage splits: no fallback
-        CHECK_FALSE(input.grad().defined());  // W never reached the input
+        SplitBackward splitter(out, boundary);
+        const torch::Tensor boundary_grad = splitter.backwardInput(out, seed, boundary);
+        if (!first) grads["input"] = boundary_grad;
+        for (const auto& e : params.entries()) CHECK_FALSE(e.tensor.grad().defined());  // B: none
+        CHECK(splitter.backwardWeight());                 // the real stage splits: no fallback
+        if (!first) CHECK_FALSE(input.grad().defined());  // W never reached the input
       }
       for (const auto& e : params.entries()) grads[e.name] = e.tensor.grad();
       return grads;
@@ -142,4 +153,19 @@ TEST_CASE(
       CHECK(torch::allclose(got.at(name), grad, 1e-5, 1e-7));
     }
   }
+}
+
+TEST_CASE(
+    "split backward: a stage that is first and last (the tied embedding used twice) is not "
+    "split",
+    "[trainer][zbh1][split]") {
+  gpttrain::ModelConfig config;
+  gpttrain::ParamSet params(config.seed, 0, 1, torch::kCPU);
+  gpttrain::GptStage stage(params, config, gpttrain::makeSoloGroup("tp", 0), 0, 2, true, true);
+  torch::manual_seed(5);
+  const torch::Tensor tokens = torch::randint(0, config.vocab, {config.seq_len, 2});
+  torch::Tensor embedded;
+  const torch::Tensor loss = stage.forward(tokens, tokens, nullptr, &embedded);
+  SplitBackward split(loss, embedded);
+  CHECK(split.partingNodes() == 0);
 }
