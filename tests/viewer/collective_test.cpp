@@ -34,19 +34,28 @@ struct Call {
 // (decorator track name, seq) -> the calls, one per rank: straight from the trace's rows.
 using Instances = std::map<std::pair<std::string, int64_t>, std::vector<Call>>;
 
+// A collective call's span: communication, not a point-to-point send or receive.
+bool isCollective(const trace::TraceReader& reader, const trace::SpanRow& s) {
+  if (s.category != core::Category::kComm) return false;
+  const std::string& name = reader.str(s.name);
+  return name.find("send") == std::string::npos && name.find("recv") == std::string::npos;
+}
+
+// The span's argument `key`, or -1 when it has none.
+int64_t argOf(const trace::TraceReader& reader, int64_t span, const std::string& key) {
+  int64_t v = -1;
+  for (const auto& a : reader.args(span))
+    if (reader.str(a.key) == key) v = a.value;
+  return v;
+}
+
 Instances bruteForce(const trace::TraceReader& reader) {
   Instances out;
   for (const auto& t : reader.tracks()) {
     if (t.name.rfind("c10d ", 0) != 0) continue;
     for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
-      if (s.category != core::Category::kComm) continue;
-      const std::string& name = reader.str(s.name);
-      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
-        continue;
-      }
-      int64_t seq = -1;
-      for (const auto& a : reader.args(s.id))
-        if (reader.str(a.key) == "seq") seq = a.value;
+      if (!isCollective(reader, s)) continue;
+      const int64_t seq = argOf(reader, s.id, "seq");
       REQUIRE(seq >= 0);
       out[{t.name, seq}].push_back({t.rank, s.id, s.start_ns, s.end_ns()});
     }
@@ -274,15 +283,9 @@ Instances bruteForceBySignature(const trace::TraceReader& reader,
     REQUIRE(t.name.rfind("c10d ", 0) != 0);  // the premise: no decorator track
     if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
     for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
-      if (s.category != core::Category::kComm) continue;
-      const std::string& name = reader.str(s.name);
-      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
-        continue;
-      }
-      int64_t bytes = -1;
-      for (const auto& a : reader.args(s.id))
-        if (reader.str(a.key) == "bytes") bytes = a.value;
-      const std::string sig = name + "|" + reader.str(s.detail) + "|" + std::to_string(bytes);
+      if (!isCollective(reader, s)) continue;
+      const std::string sig = reader.str(s.name) + "|" + reader.str(s.detail) + "|" +
+                              std::to_string(argOf(reader, s.id, "bytes"));
       byRank[t.rank].push_back({sig, {t.rank, s.id, s.start_ns, s.end_ns()}});
     }
   }
