@@ -34,19 +34,28 @@ struct Call {
 // (decorator track name, seq) -> the calls, one per rank: straight from the trace's rows.
 using Instances = std::map<std::pair<std::string, int64_t>, std::vector<Call>>;
 
+// A collective call's span: communication, not a point-to-point send or receive.
+bool isCollective(const trace::TraceReader& reader, const trace::SpanRow& s) {
+  if (s.category != core::Category::kComm) return false;
+  const std::string& name = reader.str(s.name);
+  return name.find("send") == std::string::npos && name.find("recv") == std::string::npos;
+}
+
+// The span's argument `key`, or -1 when it has none.
+int64_t argOf(const trace::TraceReader& reader, int64_t span, const std::string& key) {
+  int64_t v = -1;
+  for (const auto& a : reader.args(span))
+    if (reader.str(a.key) == key) v = a.value;
+  return v;
+}
+
 Instances bruteForce(const trace::TraceReader& reader) {
   Instances out;
   for (const auto& t : reader.tracks()) {
     if (t.name.rfind("c10d ", 0) != 0) continue;
     for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
-      if (s.category != core::Category::kComm) continue;
-      const std::string& name = reader.str(s.name);
-      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
-        continue;
-      }
-      int64_t seq = -1;
-      for (const auto& a : reader.args(s.id))
-        if (reader.str(a.key) == "seq") seq = a.value;
+      if (!isCollective(reader, s)) continue;
+      const int64_t seq = argOf(reader, s.id, "seq");
       REQUIRE(seq >= 0);
       out[{t.name, seq}].push_back({t.rank, s.id, s.start_ns, s.end_ns()});
     }
@@ -98,44 +107,23 @@ std::vector<int> intList(const std::string& s) {
 // `capture`: the launcher's --capture list ("" = its default).
 std::string gptTrace(const std::string& name, int ranks, const std::vector<std::string>& gpt,
                      const std::string& capture = "") {
-  const std::string db = e2e::scratch().file(name + ".db");
-  if (std::ifstream(db).good()) return db;
-  std::vector<std::string> launcher = {
-      "--nproc-per-node", std::to_string(ranks), "--status", "off", "-o", db};
+  std::vector<std::string> launcher = {"--nproc-per-node", std::to_string(ranks)};
   if (!capture.empty()) launcher.insert(launcher.end(), {"--capture", capture});
-  const auto run = e2e::runGpttrain(launcher, GPTTRAIN_BIN, gpt);
-  INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
-  return db;
+  return scratchGpttrain(name, launcher, gpt);
 }
 
-// A 4-rank TP 2 x DP 2 run: four groups of two.
+// gpttrain's arguments for a 4-rank TP 2 x DP 2 run: four groups of two.
+const std::vector<std::string> kTp2Dp2 = {"--tp",    "2", "--layers",  "1",  "--hidden",       "32",
+                                          "--heads", "4", "--seq-len", "16", "--global-batch", "4",
+                                          "--steps", "3", "--quiet"};
+
+// That run with every capture (the c10d decorator included).
 std::string tp2dp2() {
-  return gptTrace("tp2dp2", 4,
-                  {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len",
-                   "16", "--global-batch", "4", "--steps", "3", "--quiet"});
+  return gptTrace("tp2dp2", 4, kTp2Dp2);
 }
 
-void xdotool(const XServer& x, const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-  all.insert(all.end(), args.begin(), args.end());
-  const auto r = e2e::runProcess("/usr/bin/env", all, dir);
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-}
-#endif
-
-}  // namespace
-
-#ifdef GPTTRAIN_BIN
-
-TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrain run") {
-  e2e::ScratchDir dir("vcoll");
-  const std::string db = tp2dp2();
-  const auto reader = trace::TraceReader::open(db);
-  const Instances all = bruteForce(reader);
-  // The chosen call: the instance with the widest arrival spread among those two or more ranks
-  // made; its span on a rank that was not last (the view must find the others).
+// The instance with the widest arrival spread among those two or more ranks made (null if none).
+const std::pair<std::string, int64_t>* widestInstance(const Instances& all) {
   const std::pair<std::string, int64_t>* chosen = nullptr;
   int64_t widest = -1;
   for (const auto& [key, calls] : all) {
@@ -147,28 +135,15 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
       chosen = &key;
     }
   }
-  REQUIRE(chosen != nullptr);
-  const std::vector<Call>& calls = all.at(*chosen);
-  const int last = lastRank(calls);
-  const Call& picked = calls.front().rank == last ? calls.back() : calls.front();
-  INFO("instance " << chosen->first << " seq " << chosen->second << ", selected span "
-                   << picked.id);
+  return chosen;
+}
 
-  const std::string png = dir.file("coll.png"), dump = dir.file("coll.txt");
-  const auto r =
-      runTraceviewXvfb({db, "--select", std::to_string(picked.id), "--view", "collectives",
-                        "--size", "1600x900", "--dump-view", dump, "--screenshot", png},
-                       dir.path());
-  INFO(r.describe());
-  REQUIRE(r.exited);
-  REQUIRE(r.exit_code == 0);
-  const std::string text = e2e::readFile(dump);
-  INFO(text);
-
-  // The selected instance: every rank's row equals the brute force's.
+// The dump's selected instance (sequence `seq`, last rank `last`): its rows rank by rank, each
+// the brute force's call with the arrival, start, end, wait and lag computed from the calls.
+void checkSelected(const std::string& text, int64_t seq, const std::vector<Call>& calls, int last) {
   const auto sel = linesStarting(text, "selected");
   REQUIRE(sel.size() == 1);
-  CHECK(fields(sel[0])["seq"] == std::to_string(chosen->second));
+  CHECK(fields(sel[0])["seq"] == std::to_string(seq));
   CHECK(fields(sel[0])["last"] == std::to_string(last));
   const auto rows = linesStarting(text, "rank");
   REQUIRE(rows.size() == calls.size());
@@ -188,11 +163,13 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
     CHECK(f["end"] == std::to_string(c.end));
     CHECK(f["wait"] == std::to_string(start - c.start));
     CHECK(f["lag"] == std::to_string(c.start - firstArrival));
-    CHECK(f["last"] == (c.rank == last ? "1" : "0"));
   }
+}
 
-  // Stragglers: who arrived last, over every instance with two or more ranks.
-  std::map<int, std::pair<int64_t, int64_t>> expected;  // rank -> (last, instances)
+// The straggler table: who arrived last, over every instance with two or more ranks, as the brute
+// force counts it and as the dump shows it (rank -> (last, instances)).
+void checkStragglers(const std::string& text, const Instances& all) {
+  std::map<int, std::pair<int64_t, int64_t>> expected;
   for (const auto& [key, cs] : all) {
     if (cs.size() < 2) continue;
     for (const Call& c : cs) ++expected[c.rank].second;
@@ -204,12 +181,47 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
     shown[std::stoi(f["rank"])] = {std::stoll(f["last"]), std::stoll(f["instances"])};
   }
   CHECK(shown == expected);
+}
+#endif
+
+}  // namespace
+
+#ifdef GPTTRAIN_BIN
+
+TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrain run") {
+  e2e::ScratchDir dir("vcoll");
+  const std::string db = tp2dp2();
+  const auto reader = trace::TraceReader::open(db);
+  const Instances all = bruteForce(reader);
+  // The chosen call: the instance with the widest arrival spread among those two or more ranks
+  // made; its span on a rank that was not last (the view must find the others).
+  const std::pair<std::string, int64_t>* chosen = widestInstance(all);
+  REQUIRE(chosen != nullptr);
+  const std::vector<Call>& calls = all.at(*chosen);
+  const int last = lastRank(calls);
+  const Call& picked = calls.front().rank == last ? calls.back() : calls.front();
+  INFO("instance " << chosen->first << " seq " << chosen->second << ", selected span "
+                   << picked.id);
+
+  const std::string png = dir.file("coll.png"), dump = dir.file("coll.txt");
+  runTraceviewOk({db, "--select", std::to_string(picked.id), "--view", "collectives", "--size",
+                  "1600x900", "--dump-view", dump, "--screenshot", png},
+                 dir.path());
+  const std::string text = e2e::readFile(dump);
+  INFO(text);
+
+  // The selected instance: every rank's row equals the brute force's, and marks the last rank.
+  checkSelected(text, chosen->second, calls, last);
+  const auto rows = linesStarting(text, "rank");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(fields(rows[i])["last"] == (calls[i].rank == last ? "1" : "0"));
+  }
+
+  checkStragglers(text, all);
 
   // Groups: as many instances as the brute force finds, and as many calls as the report counts
   // for that op and member set (summed over callers).
-  const auto rep = e2e::runTracerun({"report", "--json", db});
-  REQUIRE(rep.exit_code == 0);
-  const json j = json::parse(rep.out);
+  const json j = reportJson(db);
   std::map<std::vector<int>, int64_t> reportCalls;
   for (const auto& c : j["comm"]["collectives"]) {
     reportCalls[c["ranks"].get<std::vector<int>>()] += c["calls"].get<int64_t>();
@@ -271,15 +283,9 @@ Instances bruteForceBySignature(const trace::TraceReader& reader,
     REQUIRE(t.name.rfind("c10d ", 0) != 0);  // the premise: no decorator track
     if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
     for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
-      if (s.category != core::Category::kComm) continue;
-      const std::string& name = reader.str(s.name);
-      if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos) {
-        continue;
-      }
-      int64_t bytes = -1;
-      for (const auto& a : reader.args(s.id))
-        if (reader.str(a.key) == "bytes") bytes = a.value;
-      const std::string sig = name + "|" + reader.str(s.detail) + "|" + std::to_string(bytes);
+      if (!isCollective(reader, s)) continue;
+      const std::string sig = reader.str(s.name) + "|" + reader.str(s.detail) + "|" +
+                              std::to_string(argOf(reader, s.id, "bytes"));
       byRank[t.rank].push_back({sig, {t.rank, s.id, s.start_ns, s.end_ns()}});
     }
   }
@@ -306,80 +312,30 @@ Instances bruteForceBySignature(const trace::TraceReader& reader,
 
 TEST_CASE("collectives view: without the decorator, calls match by signature and order") {
   e2e::ScratchDir dir("vcoll-sig");
-  const std::string db =
-      gptTrace("tp2dp2-nocomm", 4,
-               {"--tp", "2", "--layers", "1", "--hidden", "32", "--heads", "4", "--seq-len", "16",
-                "--global-batch", "4", "--steps", "3", "--quiet"},
-               "ops,scopes");
+  const std::string db = gptTrace("tp2dp2-nocomm", 4, kTp2Dp2, "ops,scopes");
   const auto reader = trace::TraceReader::open(db);
   std::map<std::string, std::vector<int>> members;
   const Instances all = bruteForceBySignature(reader, &members);
   REQUIRE(all.size() > 4);
   // The instance with the widest arrival spread; its span on a rank that was not last.
-  const std::pair<std::string, int64_t>* chosen = nullptr;
-  int64_t widest = -1;
-  for (const auto& [key, calls] : all) {
-    if (calls.size() < 2) continue;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (const Call& c : calls) lo = std::min(lo, c.start), hi = std::max(hi, c.start);
-    if (hi - lo > widest) {
-      widest = hi - lo;
-      chosen = &key;
-    }
-  }
+  const std::pair<std::string, int64_t>* chosen = widestInstance(all);
   REQUIRE(chosen != nullptr);
   const std::vector<Call>& calls = all.at(*chosen);
   const int last = lastRank(calls);
   const Call& picked = calls.front().rank == last ? calls.back() : calls.front();
   INFO("instance " << chosen->first << " #" << chosen->second << ", selected span " << picked.id);
   const std::string dump = dir.file("coll.txt");
-  const auto r = runTraceviewXvfb(
-      {db, "--select", std::to_string(picked.id), "--view", "collectives", "--size", "1600x900",
-       "--dump-view", dump, "--screenshot", dir.file("coll.png")},
-      dir.path());
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
+  runTraceviewOk({db, "--select", std::to_string(picked.id), "--view", "collectives", "--size",
+                  "1600x900", "--dump-view", dump, "--screenshot", dir.file("coll.png")},
+                 dir.path());
   const std::string text = e2e::readFile(dump);
   INFO(text);
 
   // The selected instance, rank by rank.
-  const auto sel = linesStarting(text, "selected");
-  REQUIRE(sel.size() == 1);
-  CHECK(fields(sel[0])["seq"] == std::to_string(chosen->second));
-  CHECK(fields(sel[0])["last"] == std::to_string(last));
-  const auto rows = linesStarting(text, "rank");
-  REQUIRE(rows.size() == calls.size());
-  int64_t lastArrival = INT64_MIN, firstArrival = INT64_MAX;
-  for (const Call& c : calls) {
-    lastArrival = std::max(lastArrival, c.start);
-    firstArrival = std::min(firstArrival, c.start);
-  }
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const Call& c = calls[i];
-    auto f = fields(rows[i]);
-    const int64_t start = std::clamp(lastArrival, c.start, c.end);
-    CHECK(f["rank"] == std::to_string(c.rank));
-    CHECK(f["span"] == std::to_string(c.id));
-    CHECK(f["arrival"] == std::to_string(c.start));
-    CHECK(f["start"] == std::to_string(start));
-    CHECK(f["end"] == std::to_string(c.end));
-    CHECK(f["wait"] == std::to_string(start - c.start));
-    CHECK(f["lag"] == std::to_string(c.start - firstArrival));
-  }
+  checkSelected(text, chosen->second, calls, last);
 
   // Stragglers over every instance of two or more ranks.
-  std::map<int, std::pair<int64_t, int64_t>> expected;
-  for (const auto& [key, cs] : all) {
-    if (cs.size() < 2) continue;
-    for (const Call& c : cs) ++expected[c.rank].second;
-    ++expected[lastRank(cs)].first;
-  }
-  std::map<int, std::pair<int64_t, int64_t>> shown;
-  for (const auto& line : linesStarting(text, "straggler")) {
-    auto f = fields(line);
-    shown[std::stoi(f["rank"])] = {std::stoll(f["last"]), std::stoll(f["instances"])};
-  }
-  CHECK(shown == expected);
+  checkStragglers(text, all);
 
   // Groups: one per signature, with the ranks that made such calls and as many instances as the
   // most calls one rank made.
@@ -410,14 +366,11 @@ TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call"
   REQUIRE(first != all.end());
   const std::string group = first->first.first;
   const std::string dump = dir.file("coll.txt");
-  XServer x;
-  Background view(
-      x.display(), dir.path(),
-      {TRACEVIEW_BIN, db, "--log-actions", "--size", "1600x900", "--view", "collectives",
-       "--select", std::to_string(first->second[0].id), "--dump-view", dump});
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const ViewerWindow view(dir.path(),
+                          {db, "--size", "1600x900", "--view", "collectives", "--select",
+                           std::to_string(first->second[0].id), "--dump-view", dump});
+  size_t at = view.opened();
+  INFO(view.logs());
   std::string text = e2e::readFile(dump);
   auto h = fields(linesStarting(text, "heatmap").at(0));
   const std::vector<int> order = intList(h["rows"]);
@@ -437,9 +390,9 @@ TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call"
   REQUIRE(target != nullptr);
   const int cx = static_cast<int>(x0 + (col - firstCol) * colW + colW / 2);
   const int cy = static_cast<int>(y0 + rowH * 1 + rowH / 2);
-  xdotool(x, dir.path(), {"mousemove", std::to_string(cx), std::to_string(cy)});
+  view.xdotool({"mousemove", std::to_string(cx), std::to_string(cy)});
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a frame sees the hover first
-  xdotool(x, dir.path(), {"click", "1"});
+  view.xdotool({"click", "1"});
   at = view.waitFor("selected span " + std::to_string(target->id) + " of collective", 20, at);
   REQUIRE(at != std::string::npos);
   REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
@@ -461,16 +414,12 @@ TEST_CASE("collectives view: point-to-point wait and transfer equal the report's
                                   {"--pp", "2", "--schedule", "1f1b", "--global-batch", "4",
                                    "--layers", "2", "--hidden", "32", "--steps", "2", "--quiet"});
   const std::string dump = dir.file("coll.txt");
-  const auto r = runTraceviewXvfb(
+  runTraceviewOk(
       {db, "--view", "collectives", "--dump-view", dump, "--screenshot", dir.file("p2p.png")},
       dir.path());
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
   const std::string text = e2e::readFile(dump);
   INFO(text);
-  const auto rep = e2e::runTracerun({"report", "--json", db});
-  REQUIRE(rep.exit_code == 0);
-  const json p2p = json::parse(rep.out)["comm"]["p2p"];
+  const json p2p = reportJson(db)["comm"]["p2p"];
   const auto lines = linesStarting(text, "p2p");
   REQUIRE(!p2p.empty());
   REQUIRE(lines.size() == p2p.size());

@@ -121,16 +121,10 @@ Dump readDump(const std::string& path) {
 
 // One traced gpttrain run (one rank, 3 steps); `hidden` sets the model's width (its ops' cost).
 std::string gptRun(const std::string& name, int hidden) {
-  const std::string db = e2e::scratch().file(name + ".db");
-  std::ifstream exists(db);
-  if (exists) return db;
-  const auto run = e2e::runGpttrain(
-      {"--status", "off", "-o", db}, GPTTRAIN_BIN,
+  return scratchGpttrain(
+      name, {},
       {"--layers", "2", "--hidden", std::to_string(hidden), "--heads", "4", "--seq-len", "32",
        "--global-batch", "4", "--micro-batch-size", "4", "--steps", "3", "--quiet"});
-  INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
-  return db;
 }
 
 using OpKey = std::pair<std::string, std::string>;  // name, category
@@ -140,10 +134,7 @@ struct OpTotals {
 
 // Every row of the report's ops table (--top large enough for all of them).
 std::map<OpKey, OpTotals> reportOps(const std::string& db, int64_t* stepMean = nullptr) {
-  const auto r = e2e::runTracerun({"report", "--json", "--top", "1000000", db});
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-  const json j = json::parse(r.out);
+  const json j = reportJson(db, {"--top", "1000000"});
   std::map<OpKey, OpTotals> out;
   for (const auto& o : j["ops"]["top"]) {
     out[{o["name"].get<std::string>(), o["category"].get<std::string>()}] = {
@@ -163,11 +154,9 @@ Shown showCompare(const std::string& a, const std::string& b, const std::string&
   Shown s;
   s.png = e2e::scratch().file(tag + ".png");
   s.dump = e2e::scratch().file(tag + ".txt");
-  s.run = runTraceviewXvfb({a, "--compare", b, "--view", "compare", "--size", "1600x900",
-                            "--screenshot", s.png, "--dump-view", s.dump},
-                           e2e::scratch().path());
-  INFO(s.run.describe());
-  REQUIRE(s.run.exit_code == 0);
+  s.run = runTraceviewOk({a, "--compare", b, "--view", "compare", "--size", "1600x900",
+                          "--screenshot", s.png, "--dump-view", s.dump},
+                         e2e::scratch().path());
   return s;
 }
 
@@ -393,19 +382,11 @@ TEST_CASE("a real window: dragging and wheeling the compare strips moves both to
   const std::string b = gptRun("wide", 384);
   const std::string dir = e2e::scratch().path();
   const std::string dumpFile = e2e::scratch().file("live-compare.txt");
-  XServer x;
-  Background view(x.display(), dir,
-                  {TRACEVIEW_BIN, a, "--compare", b, "--view", "compare", "--log-actions", "--size",
-                   "1600x900", "--dump-view", dumpFile});
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const ViewerWindow view(
+      dir, {a, "--compare", b, "--view", "compare", "--size", "1600x900", "--dump-view", dumpFile});
+  INFO(view.logs());
   auto xdo = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-    all.insert(all.end(), args.begin(), args.end());
-    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
-    INFO(r.describe());
-    REQUIRE(r.exit_code == 0);
+    view.xdotool(args);
     std::this_thread::sleep_for(std::chrono::milliseconds(60));
   };
   // After input (from > 0): the view settles again ("settled"; at open the first complete frame
@@ -423,9 +404,7 @@ TEST_CASE("a real window: dragging and wheeling the compare strips moves both to
     }
     const size_t mark = view.out().size();
     // Down and up in separate frames (both in one batch of events would be no press at all).
-    xdo({"keydown", "F12"});
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    xdo({"keyup", "F12"});
+    view.press("F12");
     const size_t saved = view.waitFor("saved screenshot ", 20, mark);
     REQUIRE(saved != std::string::npos);
     const std::string out = view.out();

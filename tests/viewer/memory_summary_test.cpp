@@ -21,8 +21,10 @@
 #include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/reader.h"
+#include "viewer_test_util.h"
 
 using namespace tracerun;
+using namespace tracerun::viewertest;
 namespace an = tracerun::trace::analysis;
 using core::MemoryCategory;
 
@@ -74,72 +76,6 @@ std::string makeTrace(const std::string& dir, int ranks, int events, bool shuffl
     for (auto& r : rows) tb.memory(rank, std::move(r));
   }
   return tb.write(dir);
-}
-
-// Levels after each event of one device, replayed from TraceReader::memory with the report's
-// categories: what a stored series must hold, written without memory_live's code.
-struct Step {
-  int64_t ts;
-  an::Levels levels;
-};
-std::vector<Step> brute(const trace::TraceReader& reader, int rank, int type, int index,
-                        const std::vector<MemoryCategory>& cats) {
-  std::map<uint64_t, std::pair<int64_t, int>> live;
-  std::vector<Step> out;
-  an::Levels l{};
-  size_t ordinal = 0;
-  const auto add = [&](int64_t ts, int64_t d, int k) {
-    for (int j = k; j < an::kStackCount; ++j) l[static_cast<size_t>(j)] += d;
-    out.push_back(Step{ts, l});
-  };
-  for (const auto& r : reader.memory(rank, INT64_MIN, INT64_MAX)) {
-    if (r.bytes > 0) {
-      const int k = an::stackIndex(cats.at(ordinal++));
-      if (r.device_type != type || r.device_index != index) continue;
-      auto it = live.find(r.ptr);
-      if (it != live.end()) add(r.ts_ns, -it->second.first, it->second.second);
-      live[r.ptr] = {r.bytes, k};
-      add(r.ts_ns, r.bytes, k);
-    } else if (r.bytes < 0 && r.device_type == type && r.device_index == index) {
-      auto it = live.find(r.ptr);
-      if (it == live.end()) continue;
-      add(r.ts_ns, -it->second.first, it->second.second);
-      live.erase(it);
-    }
-  }
-  return out;
-}
-
-// Each column's min/max levels over [c0, c1) from the steps: the state carried in and the states
-// after the column's events.
-void checkColumns(const an::MemorySeries& s, const std::vector<Step>& steps, double t0, double t1,
-                  size_t w) {
-  INFO("window " << t0 << " .. " << t1 << " in " << w << " columns");
-  std::vector<an::MemorySeries::Column> cols;
-  s.reduce(t0, t1, w, cols);
-  REQUIRE(cols.size() == w);
-  const double dt = (t1 - t0) / double(w);
-  size_t j = 0;
-  an::Levels carry{};
-  for (size_t c = 0; c < w; ++c) {
-    const double c0 = t0 + dt * double(c), c1 = c + 1 == w ? t1 : t0 + dt * double(c + 1);
-    while (j < steps.size() && double(steps[j].ts) < c0) carry = steps[j++].levels;
-    an::Levels lo = carry, hi = carry;
-    bool any = false;
-    while (j < steps.size() && double(steps[j].ts) < c1) {
-      any = true;
-      for (size_t k = 0; k < lo.size(); ++k) {
-        lo[k] = std::min(lo[k], steps[j].levels[k]);
-        hi[k] = std::max(hi[k], steps[j].levels[k]);
-      }
-      carry = steps[j++].levels;
-    }
-    INFO("column " << c);
-    CHECK(cols[c].events == any);
-    CHECK(cols[c].lo == lo);
-    CHECK(cols[c].hi == hi);
-    if (cols[c].lo != lo || cols[c].hi != hi) return;
-  }
 }
 
 void checkSame(const an::MemorySeries& a, const an::MemorySeries& b) {
@@ -203,7 +139,7 @@ TEST_CASE("memory summary: the stored series equal a brute-force replay of every
       CHECK(s.peak_ts_ns == d.peak_ts_ns);
       CHECK(s.at_peak == d.at_peak);
       const auto steps =
-          brute(reader, s.rank, s.device_type, s.device_index, ma.categories.at(s.rank));
+          replayLevels(reader, s.rank, s.device_type, s.device_index, ma.categories.at(s.rank));
       REQUIRE(steps.size() == s.size());
       REQUIRE(steps.size() > 3 * an::MemorySeries::kBlock);
       bool same = true;
@@ -218,7 +154,7 @@ TEST_CASE("memory summary: the stored series equal a brute-force replay of every
                {a + (b - a) * 0.21, a + (b - a) * 0.64, 333},
                {a + (b - a) * 0.5, a + (b - a) * 0.5 + 300, 61},
                {a, b, 2}}) {
-        checkColumns(s, steps, t0, t1, w);
+        checkMemoryColumns(s, steps, t0, t1, w);
       }
     }
     // The view's device: the report's primary one.

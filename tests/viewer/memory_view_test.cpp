@@ -61,42 +61,6 @@ std::vector<Alloc> allocations(const trace::TraceReader& reader, int rank) {
   return out;
 }
 
-// The levels (memory_live.h) after each event of one device, replayed from the allocations: a list
-// of (ts, levels) in event order, applying the ends and starts in trace order.
-struct Step {
-  int64_t ts;
-  an::Levels levels;
-};
-
-std::vector<Step> bruteLevels(const trace::TraceReader& reader, int rank, int type, int index,
-                              const std::vector<MemoryCategory>& cats) {
-  const auto rows = reader.memory(rank, INT64_MIN, INT64_MAX);
-  std::map<uint64_t, std::pair<int64_t, int>> live;  // ptr -> bytes, stack index
-  std::vector<Step> out;
-  an::Levels l{};
-  size_t ordinal = 0;
-  auto add = [&](int64_t ts, int64_t d, int k) {
-    for (int j = k; j < an::kStackCount; ++j) l[static_cast<size_t>(j)] += d;
-    out.push_back(Step{ts, l});
-  };
-  for (const auto& r : rows) {
-    if (r.bytes > 0) {
-      const int k = an::stackIndex(cats.at(ordinal++));
-      if (r.device_type != type || r.device_index != index) continue;
-      auto it = live.find(r.ptr);
-      if (it != live.end()) add(r.ts_ns, -it->second.first, it->second.second);
-      live[r.ptr] = {r.bytes, k};
-      add(r.ts_ns, r.bytes, k);
-    } else if (r.bytes < 0 && r.device_type == type && r.device_index == index) {
-      auto it = live.find(r.ptr);
-      if (it == live.end()) continue;
-      add(r.ts_ns, -it->second.first, it->second.second);
-      live.erase(it);
-    }
-  }
-  return out;
-}
-
 // A trace with phases, ops and 3000 memory events on two ranks and two devices: tagged state,
 // untagged blocks freed inside their op (temporaries) or in backward (activations), reused
 // addresses and frees of blocks never seen.
@@ -141,13 +105,6 @@ std::string randomTrace(const std::string& dir) {
     }
   }
   return tb.write(dir);
-}
-
-json reportJson(const std::string& db) {
-  const auto r = e2e::runTracerun({"report", "--json", db});
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-  return json::parse(r.out);
 }
 
 // The dump's "rank R device D peak_bytes ... " and "chart R x X y Y w W h H" lines.
@@ -221,7 +178,7 @@ TEST_CASE("memory series: peaks equal analyzeMemory, columns equal a brute-force
     CHECK(s.peak_ts_ns == d->peak_ts_ns);
     CHECK(s.at_peak == d->at_peak);
     const auto steps =
-        bruteLevels(reader, s.rank, s.device_type, s.device_index, ma.categories.at(s.rank));
+        replayLevels(reader, s.rank, s.device_type, s.device_index, ma.categories.at(s.rank));
     REQUIRE(steps.size() == s.size());
     REQUIRE(steps.size() > 200);
     CHECK(steps.back().levels == s.levelsAfter(s.size()));
@@ -233,34 +190,7 @@ TEST_CASE("memory series: peaks equal analyzeMemory, columns equal a brute-force
              {a + (b - a) * 0.5, a + (b - a) * 0.5 + 50, 40},
              {b + 10, b + 1000, 5},
              {a, b, 3}}) {
-      INFO("window " << t0 << " .. " << t1 << " in " << w);
-      std::vector<an::MemorySeries::Column> cols;
-      s.reduce(t0, t1, w, cols);
-      REQUIRE(cols.size() == w);
-      const double dt = (t1 - t0) / double(w);
-      for (size_t c = 0; c < w; ++c) {
-        const double c0 = t0 + dt * double(c), c1 = c + 1 == w ? t1 : t0 + dt * double(c + 1);
-        an::Levels carry{}, lo{}, hi{};
-        bool any = false;
-        for (const Step& st : steps) {
-          if (double(st.ts) < c0) carry = st.levels;
-        }
-        lo = hi = carry;
-        for (const Step& st : steps) {
-          if (double(st.ts) >= c0 && double(st.ts) < c1) {
-            any = true;
-            for (size_t k = 0; k < lo.size(); ++k) {
-              lo[k] = std::min(lo[k], st.levels[k]);
-              hi[k] = std::max(hi[k], st.levels[k]);
-            }
-          }
-        }
-        INFO("column " << c);
-        CHECK(cols[c].events == any);
-        CHECK(cols[c].lo == lo);
-        CHECK(cols[c].hi == hi);
-        if (cols[c].lo != lo || cols[c].hi != hi) break;
-      }
+      checkMemoryColumns(s, steps, t0, t1, w);
     }
   }
 }
@@ -323,12 +253,11 @@ TEST_CASE(
     "peak marker",
     "[viewer][memory][e2e]") {
   const std::string db = e2e::scratch().file("zero1.db");
-  const auto run = e2e::runGpttrain(
-      {"--nproc-per-node", "2", "--status", "off", "-o", db}, GPTTRAIN_BIN,
+  const auto run = traceGpttrain(
+      db, {"--nproc-per-node", "2"},
       {"--zero", "1", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
        "--global-batch", "4", "--steps", "2", "--optimizer", "adamw", "--bucket-mb", "0.02"});
   INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
   std::smatch m;
   REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
   const double psi = std::stod(m[1].str());
@@ -337,11 +266,9 @@ TEST_CASE(
 
   const std::string shot = e2e::scratch().file("memory.png");
   const std::string dump = e2e::scratch().file("memory.txt");
-  const auto tv = runTraceviewXvfb(
+  runTraceviewOk(
       {db, "--view", "memory", "--screenshot", shot, "--size", "1400x900", "--dump-view", dump},
       e2e::scratch().path());
-  INFO(tv.describe());
-  REQUIRE(tv.exit_code == 0);
   const Dumped d = readDump(dump);
   REQUIRE(d.ranks.size() == 2);
   // The run's merge stored the per-category summary (memory_summary.h): the view read it.

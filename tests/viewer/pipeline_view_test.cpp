@@ -102,10 +102,7 @@ std::string dryRun(const std::string& name, const std::string& schedule, int v, 
   }
   gpt.insert(gpt.end(), {"--layers", std::to_string(2 * 4 * v), "--global-batch", std::to_string(m),
                          "--dry-run-costs", costs});
-  const auto run =
-      e2e::runGpttrain({"--nproc-per-node", "4", "--status", "off", "-o", db}, GPTTRAIN_BIN, gpt);
-  INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
+  traceGpttrain(db, {"--nproc-per-node", "4"}, gpt);
   return db;
 }
 
@@ -116,10 +113,7 @@ const std::string& oneFOneB() {
 }
 
 json reportPipeline(const std::string& db) {
-  const auto r = e2e::runTracerun({"report", "--json", db});
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-  const json j = json::parse(r.out);
+  const json j = reportJson(db);
   REQUIRE(j["pipeline"].is_object());
   return j["pipeline"];
 }
@@ -131,10 +125,7 @@ Dump shoot(const std::string& db, const std::string& png,
   std::vector<std::string> args = {
       db, "--view", "pipeline", "--screenshot", png, "--size", "1600x900", "--dump-view", dump};
   args.insert(args.end(), extra.begin(), extra.end());
-  const auto r = runTraceviewXvfb(args, e2e::scratch().path());
-  INFO(r.describe());
-  REQUIRE(r.exited);
-  REQUIRE(r.exit_code == 0);
+  runTraceviewOk(args, e2e::scratch().path());
   return readDump(dump);
 }
 
@@ -246,34 +237,52 @@ struct Samples {
   }
 };
 
-// Each bar's colour (and a backward's stripes) 4 px below its top around its centre (labels sit
-// in the middle), and the bubble
-// colour in the middle of every gap between bars (and at the window's ends) wider than 8 px.
-void sampleChart(const Png& png, const Dump& d, const std::vector<Compute>& spans, int chunks,
-                 Samples* bars, Samples* bubble, std::map<int, int>* bubblesOfRank) {
+// The samples of one screenshot: each bar's colour (and a backward's stripes) 4 px below its top
+// around its centre (labels sit in the middle), and the bubble colour in the middle of every gap
+// between bars (and at the window's ends) wider than 8 px, counted by rank.
+struct Chart {
+  Samples bars, bubble;
+  std::map<int, int> bubblesOfRank;
+};
+Chart sampleChart(const Png& png, const Dump& d, const std::vector<Compute>& spans, int chunks) {
+  Chart out;
   std::map<int, int64_t> lastEnd;
   auto gap = [&](int rank, int64_t a, int64_t b) {
     const double x0 = d.xOf(double(a)), x1 = d.xOf(double(b));
     if (x1 - x0 < 8) return;
-    bubble->check(png, (x0 + x1) / 2, d.laneYOfRank.at(rank) + 4,
-                  paletteRgb(viewer::palette::kPipelineBubble),
-                  "bubble on rank " + std::to_string(rank));
-    ++(*bubblesOfRank)[rank];
+    out.bubble.check(png, (x0 + x1) / 2, d.laneYOfRank.at(rank) + 4,
+                     paletteRgb(viewer::palette::kPipelineBubble),
+                     "bubble on rank " + std::to_string(rank));
+    ++out.bubblesOfRank[rank];
   };
   for (const Compute& c : spans) {
     REQUIRE(d.laneYOfRank.count(c.rank));
     const double x0 = d.xOf(double(c.start)), x1 = d.xOf(double(c.end));
     if (x1 - x0 >= 12) {
       const uint32_t fill = viewer::palette::pipelineBar(c.microbatch, c.backward, c.chunk, chunks);
-      bars->checkBar(png, (x0 + x1) / 2, d.laneYOfRank.at(c.rank) + 4, paletteRgb(fill),
-                     paletteRgb(viewer::palette::pipelineHatch(fill)), c.backward,
-                     std::string(c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." +
-                         std::to_string(c.chunk) + " on rank " + std::to_string(c.rank));
+      out.bars.checkBar(png, (x0 + x1) / 2, d.laneYOfRank.at(c.rank) + 4, paletteRgb(fill),
+                        paletteRgb(viewer::palette::pipelineHatch(fill)), c.backward,
+                        std::string(c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." +
+                            std::to_string(c.chunk) + " on rank " + std::to_string(c.rank));
     }
     gap(c.rank, lastEnd.count(c.rank) ? lastEnd[c.rank] : d.w0, c.start);
     lastEnd[c.rank] = c.end;
   }
   for (const auto& [rank, end] : lastEnd) gap(rank, end, d.w1);
+  return out;
+}
+
+// Each stage's actions ("F3.0", "B3.1") in the order the trainer ran them; `chunks`: with each
+// span's chunk, else chunk 0 for all.
+std::map<int, std::vector<std::string>> ranOrder(const std::vector<Compute>& spans, const Dump& d,
+                                                 bool chunks) {
+  std::map<int, std::vector<std::string>> ran;
+  for (const Compute& c : spans) {
+    ran[d.stageOfRank.at(c.rank)].push_back((c.backward ? "B" : "F") +
+                                            std::to_string(c.microbatch) + "." +
+                                            std::to_string(chunks ? c.chunk : 0));
+  }
+  return ran;
 }
 
 }  // namespace
@@ -291,29 +300,22 @@ TEST_CASE(
   const auto spans = computeSpans(db, d.w0, d.w1);
   REQUIRE(spans.size() == 4 * 8 * 2);  // 4 stages x 8 microbatches x (forward, backward)
   const Png img = loadPng(png);
-  Samples bars, bubble;
-  std::map<int, int> bubblesOfRank;
-  sampleChart(img, d, spans, 1, &bars, &bubble, &bubblesOfRank);
-  INFO(bars.firstMismatch);
-  INFO(bubble.firstMismatch);
-  CHECK(bars.checked == 64);
-  CHECK(bars.matched == bars.checked);
+  const Chart chart = sampleChart(img, d, spans, 1);
+  INFO(chart.bars.firstMismatch);
+  INFO(chart.bubble.firstMismatch);
+  CHECK(chart.bars.checked == 64);
+  CHECK(chart.bars.matched == chart.bars.checked);
   // 1F1B idles every stage but the last while the first backward comes back, and the last while
   // the first forward reaches it: bubble on every stage.
-  CHECK(bubblesOfRank.size() == 4);
-  CHECK(bubble.checked >= 4);
-  CHECK(bubble.matched == bubble.checked);
+  CHECK(chart.bubblesOfRank.size() == 4);
+  CHECK(chart.bubble.checked >= 4);
+  CHECK(chart.bubble.matched == chart.bubble.checked);
   // Forward and backward of a microbatch are told apart.
   CHECK(viewer::palette::pipelineBar(3, false, 0, 1) !=
         viewer::palette::pipelineBar(3, true, 0, 1));
 
   // The plan is the order the trainer ran on each stage.
-  std::map<int, std::vector<std::string>> ran;
-  for (const Compute& c : spans) {
-    ran[d.stageOfRank.at(c.rank)].push_back((c.backward ? "B" : "F") +
-                                            std::to_string(c.microbatch) + ".0");
-  }
-  CHECK(d.planOrder == ran);
+  CHECK(d.planOrder == ranOrder(spans, d, false));
 }
 
 // The plan, timed from the trace alone: each stage runs its actions in the order it ran them, an
@@ -430,14 +432,12 @@ TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart
   const auto spans = computeSpans(db, d.w0, d.w1);
   REQUIRE(spans.size() == 4 * 8 * 2 * 2);
   const Png img = loadPng(png);
-  Samples bars, bubble;
-  std::map<int, int> bubblesOfRank;
-  sampleChart(img, d, spans, 2, &bars, &bubble, &bubblesOfRank);
-  INFO(bars.firstMismatch);
-  INFO(bubble.firstMismatch);
-  CHECK(bars.checked == 128);
-  CHECK(bars.matched == bars.checked);
-  CHECK(bubble.matched == bubble.checked);
+  const Chart chart = sampleChart(img, d, spans, 2);
+  INFO(chart.bars.firstMismatch);
+  INFO(chart.bubble.firstMismatch);
+  CHECK(chart.bars.checked == 128);
+  CHECK(chart.bars.matched == chart.bars.checked);
+  CHECK(chart.bubble.matched == chart.bubble.checked);
   // The same microbatch and direction on chunk 0 and chunk 1: two colours on screen.
   std::map<std::tuple<int, bool, int>, uint32_t> seen;  // (microbatch, backward, chunk) -> pixel
   for (const Compute& c : spans) {
@@ -454,26 +454,17 @@ TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart
   }
   CHECK(pairs == 16);
   // The plan is the order the trainer ran on each stage, chunks included.
-  std::map<int, std::vector<std::string>> ran;
-  for (const Compute& c : spans) {
-    ran[d.stageOfRank.at(c.rank)].push_back(
-        (c.backward ? "B" : "F") + std::to_string(c.microbatch) + "." + std::to_string(c.chunk));
-  }
-  CHECK(d.planOrder == ran);
+  CHECK(d.planOrder == ranOrder(spans, d, true));
 }
 
 TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
           "[viewer][pipeline][window]") {
   const std::string& db = oneFOneB();
-  const std::string dir = e2e::scratch().path();
   const std::string dump = e2e::scratch().file("pipe-click.txt");
-  XServer x;
-  Background view(x.display(), dir,
-                  {TRACEVIEW_BIN, db, "--view", "pipeline", "--log-actions", "--size", "1600x900",
-                   "--dump-view", dump});
-  const size_t at = view.waitFor("first complete frame", 60);  // the dump is written then
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const ViewerWindow view(e2e::scratch().path(),
+                          {db, "--view", "pipeline", "--size", "1600x900", "--dump-view", dump});
+  const size_t at = view.opened();  // the dump is written at the first complete frame
+  INFO(view.logs());
   const Dump d = readDump(dump);
   // The widest backward of stage 1's rank, from the trace.
   Compute pick;
@@ -485,14 +476,8 @@ TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
   REQUIRE(pick.id > 0);
   const int cx = static_cast<int>((d.xOf(double(pick.start)) + d.xOf(double(pick.end))) / 2);
   const int cy = static_cast<int>(d.laneYOfRank.at(pick.rank) + 6);
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"mousemove", std::to_string(cx), std::to_string(cy)}, {"click", "1"}}) {
-    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-    all.insert(all.end(), args.begin(), args.end());
-    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
-    INFO(r.describe());
-    REQUIRE(r.exit_code == 0);
-  }
+  view.xdotool({"mousemove", std::to_string(cx), std::to_string(cy)});
+  view.xdotool({"click", "1"});
   const std::string expect = "selected span " + std::to_string(pick.id) + " backward";
   CHECK(view.waitFor(expect, 20, at) != std::string::npos);
 }

@@ -64,12 +64,7 @@ Sampled sampleSpans(const Png& png, const Layout& l, const trace::TraceReader& r
 TEST_CASE("a screenshot shows the spans at the columns their times map to",
           "[viewer][screenshot]") {
   testing::TempDir dir("traceview-shot");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 2;
-  o.threads = 2;
-  o.roots_per_thread = 40;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 2, 2, 40);
   const auto reader = trace::TraceReader::open(g.merged);
   const auto [a, b] = reader.timeRange();
 
@@ -79,10 +74,7 @@ TEST_CASE("a screenshot shows the spans at the columns their times map to",
     std::vector<std::string> args = {g.merged,    "--screenshot",  dir.file("shot.png"),  "--size",
                                      "1400x1000", "--dump-layout", dir.file("layout.txt")};
     if (!range.empty()) args.insert(args.end(), {"--range", range});
-    const auto r = runTraceviewXvfb(args, dir.path.string());
-    INFO(r.describe());
-    REQUIRE(r.exited);
-    REQUIRE(r.exit_code == 0);
+    runTraceviewOk(args, dir.path.string());
     const Png png = loadPng(dir.file("shot.png"));
     CHECK(png.w == 1400);
     CHECK(png.h == 1000);
@@ -106,12 +98,7 @@ TEST_CASE("a screenshot shows the spans at the columns their times map to",
 
 TEST_CASE("select: outlines the span and fills the details panel", "[viewer][screenshot]") {
   testing::TempDir dir("traceview-select");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 1;
-  o.threads = 1;
-  o.roots_per_thread = 10;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 1, 1, 10);
   const auto reader = trace::TraceReader::open(g.merged);
   // The longest root span: easy to see, and its id comes from the reader, not the viewer.
   trace::SpanRow pick;
@@ -121,15 +108,13 @@ TEST_CASE("select: outlines the span and fills the details panel", "[viewer][scr
       if (sp.depth == 0 && sp.dur_ns > pick.dur_ns) pick = sp;
   }
   REQUIRE(pick.id > 0);
-  const auto plain = runTraceviewXvfb(
-      {g.merged, "--screenshot", dir.file("plain.png"), "--size", "1200x800"}, dir.path.string());
-  REQUIRE(plain.exit_code == 0);
-  const auto r = runTraceviewXvfb(
+  runTraceviewOk({g.merged, "--screenshot", dir.file("plain.png"), "--size", "1200x800"},
+                 dir.path.string());
+  const auto r = runTraceviewOk(
       {g.merged, "--screenshot", dir.file("sel.png"), "--size", "1200x800", "--select",
        std::to_string(pick.id), "--dump-layout", dir.file("layout.txt"), "--log-actions"},
       dir.path.string());
   INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("selected span " + std::to_string(pick.id) + " " + reader.str(pick.name)) !=
         std::string::npos);
   const Png p0 = loadPng(dir.file("plain.png"));
@@ -154,12 +139,7 @@ TEST_CASE("select: outlines the span and fills the details panel", "[viewer][scr
 
 TEST_CASE("goto: opens zoomed to the span of that rank, selected", "[viewer][screenshot]") {
   testing::TempDir dir("traceview-goto");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 2;
-  o.threads = 1;
-  o.roots_per_thread = 20;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 2, 1, 20);
   const auto reader = trace::TraceReader::open(g.merged);
   trace::SpanRow pick;  // a depth-1 span of rank 1 (from the reader)
   for (const auto& t : reader.tracks()) {
@@ -168,12 +148,11 @@ TEST_CASE("goto: opens zoomed to the span of that rank, selected", "[viewer][scr
       if (sp.depth == 1 && pick.id == 0) pick = sp;
   }
   REQUIRE(pick.id > 0);
-  const auto r = runTraceviewXvfb(
+  const auto r = runTraceviewOk(
       {g.merged, "--screenshot", dir.file("goto.png"), "--goto", "1:" + std::to_string(pick.id),
        "--dump-layout", dir.file("layout.txt"), "--log-actions"},
       dir.path.string());
   INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("selected span " + std::to_string(pick.id)) != std::string::npos);
   const Layout l = readLayout(dir.file("layout.txt"));
   // The span fills the middle third of the view.
@@ -195,33 +174,28 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash",
           "[viewer][badinput]") {
   testing::TempDir dir("traceview-bad");
   const std::string png = dir.file("out.png");
+  // traceview on FILE ARGS... exits 1 with one line on stderr that holds `text`.
+  const auto refused = [&](const std::string& file, const std::vector<std::string>& args,
+                           const std::string& text) {
+    std::vector<std::string> all = {dir.file(file), "--screenshot", png};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto r = runTraceviewXvfb(all, dir.path.string());
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    REQUIRE(r.errLines().size() == 1);
+    CHECK(r.errLines()[0].find(text) != std::string::npos);
+    return r;
+  };
   {
     std::ofstream(dir.file("notes.txt")) << "not a trace\n";
-    const auto r =
-        runTraceviewXvfb({dir.file("notes.txt"), "--screenshot", png}, dir.path.string());
+    const auto r = refused("notes.txt", {}, "notes.txt");
     INFO(r.describe());
     CHECK(r.exited);
-    CHECK(r.exit_code == 1);
-    REQUIRE(r.errLines().size() == 1);
     CHECK(r.errLines()[0].rfind("traceview: ", 0) == 0);
-    CHECK(r.errLines()[0].find("notes.txt") != std::string::npos);
   }
-  {
-    const auto r =
-        runTraceviewXvfb({dir.file("missing.db"), "--screenshot", png}, dir.path.string());
-    INFO(r.describe());
-    CHECK(r.exit_code == 1);
-    REQUIRE(r.errLines().size() == 1);
-    CHECK(r.errLines()[0].find("no such file") != std::string::npos);
-  }
-  {
-    writeSmallTrace(dir.file("empty.db"), 0);
-    const auto r = runTraceviewXvfb({dir.file("empty.db"), "--screenshot", png}, dir.path.string());
-    INFO(r.describe());
-    CHECK(r.exit_code == 1);
-    REQUIRE(r.errLines().size() == 1);
-    CHECK(r.errLines()[0].find("no events") != std::string::npos);
-  }
+  refused("missing.db", {}, "no such file");
+  writeSmallTrace(dir.file("empty.db"), 0);
+  refused("empty.db", {}, "no events");
   {
     // One rank, no memory, no counters, no flows, no steps: shown, exit 0, nothing on stderr.
     writeSmallTrace(dir.file("small.db"), 5);
@@ -231,14 +205,7 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash",
     CHECK(r.errLines().empty());
     CHECK(loadPng(png).distinctColours() > 10);
   }
-  {
-    const auto r = runTraceviewXvfb(
-        {dir.file("small.db"), "--screenshot", png, "--select", "999999"}, dir.path.string());
-    INFO(r.describe());
-    CHECK(r.exit_code == 1);
-    REQUIRE(r.errLines().size() == 1);
-    CHECK(r.errLines()[0].find("no span with id 999999") != std::string::npos);
-  }
+  refused("small.db", {"--select", "999999"}, "no span with id 999999");
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--size", "12"},
                                               {"--range", "5:1"},
                                               {"--goto", "x"},

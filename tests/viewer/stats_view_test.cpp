@@ -198,13 +198,7 @@ std::vector<std::map<std::string, std::string>> records(
 
 TEST_CASE("range statistics equal a brute-force scan of the reader's spans", "[viewer][stats]") {
   testing::TempDir dir("stats-range");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 3;
-  o.threads = 3;
-  o.roots_per_thread = 120;
-  o.max_depth = 3;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 3, 3, 120);
   const auto reader = trace::TraceReader::open(g.merged);
   const auto [a, b] = reader.timeRange();
   const int64_t len = b - a;
@@ -284,18 +278,11 @@ TEST_CASE("the statistics tables' CSV quotes names and keeps the shown order", "
 TEST_CASE("the statistics view's CSV files hold the tables' numbers, in the shown order",
           "[viewer][stats][screenshot]") {
   testing::TempDir dir("stats-csv");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 2;
-  o.threads = 2;
-  o.roots_per_thread = 40;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 2, 2, 40);
   const std::string dump = dir.file("view.txt");
-  const auto r = runTraceviewXvfb({g.merged, "--view", "stats", "--view-option", "export-csv",
-                                   "--screenshot", dir.file("stats.png"), "--dump-view", dump},
-                                  dir.path.string());
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
+  runTraceviewOk({g.merged, "--view", "stats", "--view-option", "export-csv", "--screenshot",
+                  dir.file("stats.png"), "--dump-view", dump},
+                 dir.path.string());
   const Dump d = parseDump(e2e::readFile(dump));
   REQUIRE(d.count("whole"));
   // The files beside the trace, as the Export CSV buttons name them.
@@ -347,29 +334,16 @@ TEST_CASE("the statistics view's CSV files hold the tables' numbers, in the show
 TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that range",
           "[viewer][stats][window]") {
   testing::TempDir dir("stats-window");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 2;
-  o.threads = 2;
-  o.roots_per_thread = 60;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 2, 2, 60);
   const auto reader = trace::TraceReader::open(g.merged);
   const std::string layoutFile = dir.file("layout.txt"), dumpFile = dir.file("view.txt");
-  const std::string d = dir.path.string();
 
-  XServer x;
-  Background view(x.display(), d,
-                  {TRACEVIEW_BIN, g.merged, "--log-actions", "--size", "1400x900", "--dump-layout",
-                   layoutFile, "--dump-view", dumpFile});
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const ViewerWindow view(dir.path.string(), {g.merged, "--size", "1400x900", "--dump-layout",
+                                              layoutFile, "--dump-view", dumpFile});
+  size_t at = view.opened();
+  INFO(view.logs());
   auto xdo = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-    all.insert(all.end(), args.begin(), args.end());
-    const auto r = e2e::runProcess("/usr/bin/env", all, d);
-    INFO(r.describe());
-    REQUIRE(r.exit_code == 0);
+    view.xdotool(args);
     std::this_thread::sleep_for(std::chrono::milliseconds(120));
   };
   for (int i = 0; i < 100 && !std::filesystem::exists(layoutFile); ++i) {
@@ -455,22 +429,15 @@ TEST_CASE("the statistics view shows the report's numbers on a traced gpttrain r
           "[viewer][stats][screenshot]") {
   testing::TempDir dir("stats-gpt");
   const std::string db = dir.file("tp2.db");
-  const auto run = e2e::runGpttrain(
-      {"--nproc-per-node", "2", "--status", "off", "-o", db}, GPTTRAIN_BIN,
-      {"--tp", "2", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32",
-       "--global-batch", "4", "--micro-batch-size", "4", "--steps", "2", "--quiet"});
-  INFO(run.describe());
-  REQUIRE(run.exit_code == 0);
-  const auto rep = e2e::runTracerun({"report", "--json", "--top", "1000000", db});
-  REQUIRE(rep.exit_code == 0);
-  const json j = json::parse(rep.out);
+  traceGpttrain(db, {"--nproc-per-node", "2"},
+                {"--tp", "2", "--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32",
+                 "--global-batch", "4", "--micro-batch-size", "4", "--steps", "2", "--quiet"});
+  const json j = reportJson(db, {"--top", "1000000"});
 
   const std::string png = dir.file("stats.png"), dump = dir.file("stats.txt");
-  const auto r = runTraceviewXvfb(
+  runTraceviewOk(
       {db, "--view", "stats", "--screenshot", png, "--size", "1400x900", "--dump-view", dump},
       dir.path.string());
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
   const Dump d = parseDump(e2e::readFile(dump));
   REQUIRE(d.count("whole"));
   const auto ops = records(d.at("whole").at("ops"));

@@ -10,10 +10,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "e2e_common.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/core/records.h"
 #include "tracerun/core/session.h"
@@ -103,6 +105,52 @@ e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const 
   all.insert(all.end(), args.begin(), args.end());
   return e2e::runProcess("/usr/bin/env", all, dir);
 }
+
+e2e::ProcessResult runTraceviewOk(const std::vector<std::string>& args, const std::string& dir) {
+  auto r = runTraceviewXvfb(args, dir);
+  INFO(r.describe());
+  REQUIRE(r.exited);
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
+nlohmann::json reportJson(const std::string& db, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"report", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.push_back(db);
+  const auto r = e2e::runTracerun(args);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+fixture::Generated makeFixture(const std::string& dir, int ranks, int threads, int roots) {
+  fixture::Options o;
+  o.dir = dir;
+  o.ranks = ranks;
+  o.threads = threads;
+  o.roots_per_thread = roots;
+  return fixture::writeFixture(o);
+}
+
+#ifdef GPTTRAIN_BIN
+e2e::ProcessResult traceGpttrain(const std::string& db, const std::vector<std::string>& launcher,
+                                 const std::vector<std::string>& gpt) {
+  std::vector<std::string> args = launcher;
+  args.insert(args.end(), {"--status", "off", "-o", db});
+  auto run = e2e::runGpttrain(args, GPTTRAIN_BIN, gpt);
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+  return run;
+}
+
+std::string scratchGpttrain(const std::string& name, const std::vector<std::string>& launcher,
+                            const std::vector<std::string>& gpt) {
+  const std::string db = e2e::scratch().file(name + ".db");
+  if (!std::ifstream(db).good()) traceGpttrain(db, launcher, gpt);
+  return db;
+}
+#endif
 
 void writeSmallTrace(const std::string& path, int spans) {
   core::Session session(4096);
@@ -223,6 +271,95 @@ size_t Background::waitFor(const std::string& text, double seconds, size_t from)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return std::string::npos;
+}
+
+ViewerWindow::ViewerWindow(const std::string& dir, const std::vector<std::string>& args)
+    : dir_(dir), view_(x_.display(), dir, [&] {
+        std::vector<std::string> argv = {TRACEVIEW_BIN};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.push_back("--log-actions");
+        return argv;
+      }()) {
+  opened_ = view_.waitFor("first complete frame", 60);
+  INFO(logs());
+  REQUIRE(opened_ != std::string::npos);
+}
+
+std::string ViewerWindow::logs() const {
+  return "stdout:\n" + view_.out() + "\nstderr:\n" + view_.err();
+}
+
+void ViewerWindow::xdotool(const std::vector<std::string>& args) const {
+  std::vector<std::string> all = {"DISPLAY=" + x_.display(), XDOTOOL_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  const auto r = e2e::runProcess("/usr/bin/env", all, dir_);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+}
+
+void ViewerWindow::press(const std::string& key) const {
+  xdotool({"keydown", key});
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  xdotool({"keyup", key});
+}
+
+std::vector<MemoryStep> replayLevels(const trace::TraceReader& reader, int rank, int type,
+                                     int index, const std::vector<core::MemoryCategory>& cats) {
+  namespace an = trace::analysis;
+  std::map<uint64_t, std::pair<int64_t, int>> live;  // ptr -> bytes, stack index
+  std::vector<MemoryStep> out;
+  an::Levels l{};
+  size_t ordinal = 0;
+  const auto add = [&](int64_t ts, int64_t d, int k) {
+    for (int j = k; j < an::kStackCount; ++j) l[static_cast<size_t>(j)] += d;
+    out.push_back(MemoryStep{ts, l});
+  };
+  for (const auto& r : reader.memory(rank, INT64_MIN, INT64_MAX)) {
+    if (r.bytes > 0) {
+      const int k = an::stackIndex(cats.at(ordinal++));
+      if (r.device_type != type || r.device_index != index) continue;
+      auto it = live.find(r.ptr);
+      if (it != live.end()) add(r.ts_ns, -it->second.first, it->second.second);
+      live[r.ptr] = {r.bytes, k};
+      add(r.ts_ns, r.bytes, k);
+    } else if (r.bytes < 0 && r.device_type == type && r.device_index == index) {
+      auto it = live.find(r.ptr);
+      if (it == live.end()) continue;
+      add(r.ts_ns, -it->second.first, it->second.second);
+      live.erase(it);
+    }
+  }
+  return out;
+}
+
+void checkMemoryColumns(const trace::analysis::MemorySeries& s,
+                        const std::vector<MemoryStep>& steps, double t0, double t1, size_t w) {
+  INFO("window " << t0 << " .. " << t1 << " in " << w << " columns");
+  std::vector<trace::analysis::MemorySeries::Column> cols;
+  s.reduce(t0, t1, w, cols);
+  REQUIRE(cols.size() == w);
+  const double dt = (t1 - t0) / double(w);
+  size_t j = 0;
+  trace::analysis::Levels carry{};
+  for (size_t c = 0; c < w; ++c) {
+    const double c0 = t0 + dt * double(c), c1 = c + 1 == w ? t1 : t0 + dt * double(c + 1);
+    while (j < steps.size() && double(steps[j].ts) < c0) carry = steps[j++].levels;
+    trace::analysis::Levels lo = carry, hi = carry;
+    bool any = false;
+    while (j < steps.size() && double(steps[j].ts) < c1) {
+      any = true;
+      for (size_t k = 0; k < lo.size(); ++k) {
+        lo[k] = std::min(lo[k], steps[j].levels[k]);
+        hi[k] = std::max(hi[k], steps[j].levels[k]);
+      }
+      carry = steps[j++].levels;
+    }
+    INFO("column " << c);
+    CHECK(cols[c].events == any);
+    CHECK(cols[c].lo == lo);
+    CHECK(cols[c].hi == hi);
+    if (cols[c].lo != lo || cols[c].hi != hi) return;
+  }
 }
 
 }  // namespace tracerun::viewertest

@@ -1,6 +1,7 @@
 // Helpers for traceview's tests under X: reading PNGs, the --dump-layout file, small traces
-// written through the real writer, and a private Xvfb with background processes on it.
-// Test-only; not part of the viewer.
+// written through the real writer (and the fixture's, gpttrain's), the report's JSON, a private
+// Xvfb with background processes on it and a real window driven by xdotool, and a brute-force
+// replay of memory events. Test-only; not part of the viewer.
 #pragma once
 
 #include <sys/types.h>
@@ -10,7 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "fixture_trace.h"
 #include "run_process.h"
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/reader.h"
 
 namespace tracerun::viewertest {
 
@@ -47,6 +53,24 @@ uint32_t paletteRgb(uint32_t imguiColour);  // palette's ABGR → 0xRRGGBB
 
 // traceview ARGS on a private Xvfb of its own (screen 1920x1080x24).
 e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const std::string& dir);
+// The same, REQUIREd to exit 0 (the run described when it does not).
+e2e::ProcessResult runTraceviewOk(const std::vector<std::string>& args, const std::string& dir);
+
+// `tracerun report --json EXTRA... DB`, REQUIREd to succeed, parsed.
+nlohmann::json reportJson(const std::string& db, const std::vector<std::string>& extra = {});
+
+// The fixture trace (fixture_trace.h) written in DIR: `ranks` ranks of `threads` threads with
+// `roots` root spans each (the other options their defaults), merged.
+fixture::Generated makeFixture(const std::string& dir, int ranks, int threads, int roots);
+
+#ifdef GPTTRAIN_BIN
+// `tracerun LAUNCHER --status off -o DB -- gpttrain GPT` (e2e::runGpttrain), REQUIREd to succeed.
+e2e::ProcessResult traceGpttrain(const std::string& db, const std::vector<std::string>& launcher,
+                                 const std::vector<std::string>& gpt);
+// The same into e2e::scratch()'s NAME.db, run once per test process (a later call finds the file).
+std::string scratchGpttrain(const std::string& name, const std::vector<std::string>& launcher,
+                            const std::vector<std::string>& gpt);
+#endif
 
 // A trace with `spans` root spans on one thread of one rank (no memory, no counters, no flows);
 // 0 spans: an empty (but valid) trace.
@@ -85,5 +109,45 @@ class Background {
   pid_t pid_ = -1;
   std::string outPath_, errPath_;
 };
+
+// traceview ARGS --log-actions in a real window on a private Xvfb, cwd `dir`, driven by xdotool.
+// The constructor waits (60 s at most) for its first complete frame and REQUIREs it.
+class ViewerWindow {
+ public:
+  ViewerWindow(const std::string& dir, const std::vector<std::string>& args);
+  ViewerWindow(const ViewerWindow&) = delete;
+  ViewerWindow& operator=(const ViewerWindow&) = delete;
+  size_t opened() const { return opened_; }  // stdout's position past "first complete frame"
+  size_t waitFor(const std::string& text, double seconds, size_t from = 0) const {
+    return view_.waitFor(text, seconds, from);
+  }
+  std::string out() const { return view_.out(); }
+  std::string logs() const;  // its stdout and stderr so far, for test messages
+  bool running() const { return view_.running(); }
+  void xdotool(const std::vector<std::string>& args) const;  // REQUIREs exit 0
+  // A key held for 150 ms: ImGui 1.86 reads keys as held-down state once per frame, so a press
+  // and release inside one frame (xdotool key) can go unseen.
+  void press(const std::string& key) const;
+
+ private:
+  std::string dir_;
+  XServer x_;
+  Background view_;
+  size_t opened_ = 0;
+};
+
+// The levels (memory_live.h) after each event of one device, replayed straight from
+// TraceReader::memory with the given categories (a rank's, in allocation order), without
+// memory_live's code: (ts, levels) in event order, the ends and starts applied in trace order.
+struct MemoryStep {
+  int64_t ts;
+  trace::analysis::Levels levels;
+};
+std::vector<MemoryStep> replayLevels(const trace::TraceReader& reader, int rank, int type,
+                                     int index, const std::vector<core::MemoryCategory>& cats);
+// The series' W columns over [t0, t1] against the steps: each column's min/max levels over
+// [c0, c1), from the state carried in and the states after the column's events.
+void checkMemoryColumns(const trace::analysis::MemorySeries& s,
+                        const std::vector<MemoryStep>& steps, double t0, double t1, size_t w);
 
 }  // namespace tracerun::viewertest

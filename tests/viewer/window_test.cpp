@@ -20,22 +20,6 @@ using namespace tracerun::viewertest;
 
 namespace {
 
-void xdotool(const XServer& x, const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-  all.insert(all.end(), args.begin(), args.end());
-  const auto r = e2e::runProcess("/usr/bin/env", all, dir);
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-}
-
-// A key held for 150 ms: ImGui 1.86 reads keys as held-down state once per frame, so a press
-// and release inside one frame (xdotool key) can go unseen.
-void press(const XServer& x, const std::string& dir, const std::string& key) {
-  xdotool(x, dir, {"keydown", key});
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  xdotool(x, dir, {"keyup", key});
-}
-
 std::string lastScreenshot(const std::string& out, size_t from) {
   static const std::regex re("saved screenshot (\\S+)");
   std::smatch m;
@@ -52,22 +36,14 @@ std::string lastScreenshot(const std::string& out, size_t from) {
 TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed",
           "[viewer][window]") {
   testing::TempDir dir("traceview-window");
-  fixture::Options o;
-  o.dir = dir.file("fx");
-  o.ranks = 2;
-  o.threads = 2;
-  o.roots_per_thread = 30;
-  const auto g = fixture::writeFixture(o);
+  const auto g = makeFixture(dir.file("fx"), 2, 2, 30);
   const auto reader = trace::TraceReader::open(g.merged);
   const std::string layoutFile = dir.file("layout.txt");
 
-  XServer x;
-  Background view(x.display(), dir.path.string(),
-                  {TRACEVIEW_BIN, g.merged, "--log-actions", "--size", "1400x900", "--dump-layout",
-                   layoutFile});
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const ViewerWindow view(dir.path.string(),
+                          {g.merged, "--size", "1400x900", "--dump-layout", layoutFile});
+  size_t at = view.opened();
+  INFO(view.logs());
 
   // Zoom in twice with the wheel over the middle of rank 0's first thread.
   Layout l = readLayout(layoutFile);
@@ -77,11 +53,11 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   REQUIRE(l.rows.count(mainTrack));
   const int mx = static_cast<int>(l.area_x + l.area_w * 0.3);
   const int my = static_cast<int>(l.rows[mainTrack].y + 4);
-  xdotool(x, dir.path.string(), {"mousemove", std::to_string(mx), std::to_string(my)});
-  xdotool(x, dir.path.string(), {"click", "4"});
+  view.xdotool({"mousemove", std::to_string(mx), std::to_string(my)});
+  view.xdotool({"click", "4"});
   at = view.waitFor("wheel zoom in", 20, at);
   REQUIRE(at != std::string::npos);
-  xdotool(x, dir.path.string(), {"click", "4"});
+  view.xdotool({"click", "4"});
   at = view.waitFor("wheel zoom in", 20, at);
   REQUIRE(at != std::string::npos);
   REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
@@ -95,8 +71,8 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   // A screenshot before clicking (the pointer off the timeline, as for the one after: a hover
   // tooltip whose details arrive late could reach into the panel), then click the widest root
   // span of that track on screen.
-  xdotool(x, dir.path.string(), {"mousemove", "300", "895"});
-  press(x, dir.path.string(), "F12");
+  view.xdotool({"mousemove", "300", "895"});
+  view.press("F12");
   const size_t shotAt = view.waitFor("saved screenshot", 20, at);
   REQUIRE(shotAt != std::string::npos);
   const std::string before = lastScreenshot(view.out(), at);
@@ -118,16 +94,16 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
       std::min(zoomed.xOf(static_cast<double>(pick.end_ns())), zoomed.area_x + zoomed.area_w);
   const int cx = static_cast<int>((px0 + px1) / 2);
   const int cy = static_cast<int>(zoomed.rows.at(mainTrack).y + 2 + zoomed.row_h * 0.5);
-  xdotool(x, dir.path.string(), {"mousemove", std::to_string(cx), std::to_string(cy)});
-  xdotool(x, dir.path.string(), {"click", "1"});
+  view.xdotool({"mousemove", std::to_string(cx), std::to_string(cy)});
+  view.xdotool({"click", "1"});
   const std::string expect =
       "selected span " + std::to_string(pick.id) + " " + reader.str(pick.name);
   at = view.waitFor(expect, 20, shotAt);
   REQUIRE(at != std::string::npos);
   REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
   // Move the pointer off the timeline so no tooltip covers the panel, then take the screenshot.
-  xdotool(x, dir.path.string(), {"mousemove", "300", "895"});
-  press(x, dir.path.string(), "F12");
+  view.xdotool({"mousemove", "300", "895"});
+  view.press("F12");
   const size_t shot2 = view.waitFor("saved screenshot", 20, at);
   REQUIRE(shot2 != std::string::npos);
   const std::string after = lastScreenshot(view.out(), at);
@@ -176,18 +152,18 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
     return std::tie(a.start_ns, a.track, a.id) < std::tie(b.start_ns, b.track, b.id);
   });
   REQUIRE(want.size() >= 2);
-  xdotool(x, dir.path.string(), {"mousemove", "600", "400"});
-  press(x, dir.path.string(), "ctrl+f");
+  view.xdotool({"mousemove", "600", "400"});
+  view.press("ctrl+f");
   REQUIRE(view.waitFor("find opened", 20, shot2) != std::string::npos);
   std::this_thread::sleep_for(
       std::chrono::milliseconds(300));  // the box takes the focus next frame
-  xdotool(x, dir.path.string(), {"type", "--delay", "30", "aten::mm"});
-  press(x, dir.path.string(), "Return");
+  view.xdotool({"type", "--delay", "30", "aten::mm"});
+  view.press("Return");
   at = view.waitFor("find 'aten::mm': " + std::to_string(want.size()) + " matches", 30, shot2);
   INFO("stdout after find:\n" << view.out());
   CHECK(at != std::string::npos);
   if (at != std::string::npos) {
-    press(x, dir.path.string(), "Return");
+    view.press("Return");
     CHECK(view.waitFor("selected span " + std::to_string(want[1].id) + " aten::mm", 20, at) !=
           std::string::npos);
   }
