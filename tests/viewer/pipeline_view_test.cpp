@@ -412,6 +412,10 @@ TEST_CASE("pipeline view: --view-option plan outlines the planned schedule where
     ++wide;
     const auto [l, t] = outlineOf(with, d, p);
     shown += l && t;
+    INFO("plan stage " << p.stage << (p.backward ? " B" : " F") << p.microbatch << " x "
+                       << d.xOf(double(p.t0)) << ".." << d.xOf(double(p.t1)) << ", chart to "
+                       << d.areaX + d.areaW << ": left " << l << ", top " << t);
+    CHECK((l && t));
     const auto [l0, t0] = outlineOf(without, d, p);
     absent += !l0 && !t0;
   }

@@ -298,10 +298,12 @@ void PipelineView::drawChart(ViewHost& host, float width) {
   if (overlay_) {
     for (const PipelineBar& bar : d.plan) {
       if (bar.lane < 0 || bar.lane >= lanes) continue;
-      const float y = laneY_[static_cast<size_t>(bar.lane)];
-      const float x0 = xOf(double(bar.t0)), x1 = std::max(x0 + 2, xOf(double(bar.t1)));
-      dl->AddRect(ImVec2(x0 + 1, y + 3), ImVec2(x1 - 1, y + laneInner - 3), palette::kPipelinePlan,
-                  0, 0, 1.5f);
+      // Whole pixels: an outline centred between two pixels would blend to grey over dark bars.
+      const float y = std::floor(laneY_[static_cast<size_t>(bar.lane)]);
+      const float x0 = std::floor(xOf(double(bar.t0)));
+      const float x1 = std::max(x0 + 2, std::floor(xOf(double(bar.t1))));
+      dl->AddRect(ImVec2(x0 + 1, y + 3), ImVec2(x1 - 1, std::floor(y + laneInner) - 3),
+                  palette::kPipelinePlan, 0, 0, 1.5f);
     }
   }
   // The chart takes its space; clicks on it select the bar under the mouse.
