@@ -534,6 +534,12 @@ TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it a
   // The span selected is the one the view said; it lies in layer 0 or 1, so it is highlighted.
   CHECK((e.highlighted == "all/step/forward/layers.0" ||
          e.highlighted == "all/step/forward/layers.1"));
+  // The new layout keeps the scale, centred on the fold's first member (not reopened elsewhere).
+  CHECK(view.out().find("callgraph centred on all/step/forward/layers.0") != std::string::npos);
+  CHECK(e.scale == Approx(d.scale).epsilon(1e-4));
+  const DumpNode& first = e.nodes.at("all/step/forward/layers.0");
+  CHECK(e.sx(first.cx) == Approx(e.canvasX + e.canvasW / 2).margin(1));
+  CHECK(e.sy(first.cy) == Approx(e.canvasY + e.canvasH / 2).margin(1));
 }
 
 TEST_CASE("model view: a trace without module scopes says so in one line", "[viewer][graph]") {
