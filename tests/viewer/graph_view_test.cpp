@@ -1,11 +1,14 @@
 // traceview's call graph and model tabs on a real gpttrain trace (2 layers, traced by the tracerun
 // launcher): the dumped nodes are tracedot's (its SVG read back by svg_nodes.py), at the positions
 // dot/'s layout gives; the screenshot shows each node's fill at its computed box; a selected span
-// highlights its module (found independently from the reader's spans); ×N folds unfold one by one.
+// highlights its module (found independently from the reader's spans); ×N folds unfold one by one;
+// a graph too wide to read fitted opens at a readable scale on its heaviest root, with an overview
+// whose clicks move the view.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -52,6 +55,11 @@ struct Dump {
   std::map<std::string, std::vector<double>> clusters;
   std::string highlighted;
   std::map<std::string, std::pair<double, std::string>> labels;  // id -> (px, name as drawn)
+  std::string opened, root;  // "readable" / "fitted", the heaviest root's id
+  double fitScale = 0, readableScale = 0;
+  bool overview = false;
+  double frame[4] = {0, 0, 0, 0}, map[4] = {0, 0, 0, 0}, view[4] = {0, 0, 0, 0};
+  std::vector<std::string> visible;
   double sx(double x) const { return canvasX + (x - panX) * scale; }
   double sy(double y) const { return canvasY + (y - panY) * scale; }
 };
@@ -108,6 +116,23 @@ Dump readDump(const std::string& path) {
       const auto f = splitTabs(line);
       REQUIRE(f.size() == 3);
       d.labels[f[0].substr(6)] = {std::stod(f[1]), f[2]};
+    } else if (line.rfind("opened ", 0) == 0) {
+      char how[32], root[512];
+      REQUIRE(std::sscanf(line.c_str(), "opened %31s fit %lf readable %lf root %511s", how,
+                          &d.fitScale, &d.readableScale, root) == 4);
+      d.opened = how;
+      d.root = root;
+    } else if (line.rfind("overview frame ", 0) == 0) {
+      double* f = d.frame;
+      double* m = d.map;
+      double* v = d.view;
+      REQUIRE(std::sscanf(line.c_str(),
+                          "overview frame %lf %lf %lf %lf map %lf %lf %lf %lf view %lf %lf %lf %lf",
+                          &f[0], &f[1], &f[2], &f[3], &m[0], &m[1], &m[2], &m[3], &v[0], &v[1],
+                          &v[2], &v[3]) == 12);
+      d.overview = true;
+    } else if (line.rfind("visible ", 0) == 0) {
+      d.visible.push_back(line.substr(8));
     } else if (line.rfind("highlighted ", 0) == 0) {
       d.highlighted = line.substr(12);
     }
@@ -177,9 +202,11 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
           "[viewer][graph]") {
   const std::string& db = gptTrace();
   const std::string dir = e2e::scratch().path();
-  const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/cg.txt",
-                                   "--screenshot", dir + "/cg.png", "--size", "1600x1000"},
-                                  dir);
+  // Fitted (the whole picture; this graph opens at a readable scale otherwise, tested below).
+  const auto r =
+      runTraceviewXvfb({db, "--view", "callgraph", "--view-option", "graph-fit", "--dump-view",
+                        dir + "/cg.txt", "--screenshot", dir + "/cg.png", "--size", "1600x1000"},
+                       dir);
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   const Dump d = readDump(dir + "/cg.txt");
@@ -507,6 +534,12 @@ TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it a
   // The span selected is the one the view said; it lies in layer 0 or 1, so it is highlighted.
   CHECK((e.highlighted == "all/step/forward/layers.0" ||
          e.highlighted == "all/step/forward/layers.1"));
+  // The new layout keeps the scale, centred on the fold's first member (not reopened elsewhere).
+  CHECK(view.out().find("callgraph centred on all/step/forward/layers.0") != std::string::npos);
+  CHECK(e.scale == Approx(d.scale).epsilon(1e-4));
+  const DumpNode& first = e.nodes.at("all/step/forward/layers.0");
+  CHECK(e.sx(first.cx) == Approx(e.canvasX + e.canvasW / 2).margin(1));
+  CHECK(e.sy(first.cy) == Approx(e.canvasY + e.canvasH / 2).margin(1));
 }
 
 TEST_CASE("model view: a trace without module scopes says so in one line", "[viewer][graph]") {
@@ -523,4 +556,347 @@ TEST_CASE("model view: a trace without module scopes says so in one line", "[vie
   CHECK(line.rfind("error ", 0) == 0);
   CHECK(line.find("no module scopes") != std::string::npos);
   CHECK(!std::getline(in, rest));
+}
+
+namespace {
+
+// The px a fixed-size name needs: the window's 15 px font at 85 % (docs/viewer.md).
+constexpr double kNamePx = 15 * 0.85;
+
+// The lowest box of a drawn node (points).
+double minNodeHeight(const dot::Graph& g, const dot::Layout& l) {
+  double h = 1e300;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].shape != dot::NodeShape::kPlain) h = std::min(h, l.nodes[i].height);
+  return h;
+}
+
+// The scale Fit gives: the layout in the canvas less a 16 px margin, at most 1.5 px per point.
+double fitScaleOf(const dot::Layout& l, const Dump& d) {
+  return std::min({(d.canvasW - 32) / l.width, (d.canvasH - 32) / l.height, 1.5});
+}
+
+// The graph's heaviest root, from the graph alone: a node no edge enters, the most inclusive
+// time (the dumped numbers, which the first test holds equal to tracedot's), then the most nodes
+// reached, then the first.
+std::string heaviestRoot(const dot::Graph& g, const Dump& d) {
+  std::vector<std::vector<int>> out(g.nodes.size());
+  std::vector<bool> entered(g.nodes.size());
+  for (const auto& e : g.edges) {
+    if (e.from == e.to) continue;
+    entered[static_cast<size_t>(e.to)] = true;
+    out[static_cast<size_t>(e.from)].push_back(e.to);
+  }
+  auto reach = [&](size_t from) {
+    std::vector<bool> seen(g.nodes.size());
+    std::vector<size_t> todo{from};
+    seen[from] = true;
+    size_t n = 0;
+    while (!todo.empty()) {
+      const size_t v = todo.back();
+      todo.pop_back();
+      ++n;
+      for (int w : out[v])
+        if (!seen[static_cast<size_t>(w)]) {
+          seen[static_cast<size_t>(w)] = true;
+          todo.push_back(static_cast<size_t>(w));
+        }
+    }
+    return n;
+  };
+  std::string best;
+  int64_t bestT = -1;
+  size_t bestR = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (entered[i] || g.nodes[i].shape == dot::NodeShape::kPlain) continue;
+    const auto& num = d.nodes.at(g.nodes[i].id).num;
+    const int64_t t = num.count("inclusive_ns") ? num.at("inclusive_ns") : 0;
+    const size_t r = reach(i);
+    if (t > bestT || (t == bestT && r > bestR)) {
+      best = g.nodes[i].id;
+      bestT = t;
+      bestR = r;
+    }
+  }
+  return best;
+}
+
+// A pixel near `rgb` within `r` px of (x, y).
+bool colourNear(const Png& png, double x, double y, int r, uint32_t rgb, int tol) {
+  for (int dy = -r; dy <= r; ++dy)
+    for (int dx = -r; dx <= r; ++dx)
+      if (near(png.rgb(static_cast<int>(x) + dx, static_cast<int>(y) + dy), rgb, tol)) return true;
+  return false;
+}
+
+constexpr uint32_t kOverviewBorder = 0x282830, kOverviewView = 0xd200d2;
+
+// The overview as dumped, against the picture and the transform: its frame's border in the
+// screenshot, a corner of at most a fifth of the tab's width, the picture mapped into it with its
+// aspect kept, and the shown part (computed from the transform) drawn where the dump says.
+void checkOverview(const Dump& d, const dot::Layout& l, const Png& png) {
+  REQUIRE(d.overview);
+  const double* f = d.frame;
+  const double* m = d.map;
+  CHECK(f[2] - f[0] <= d.canvasW * 0.2 + 1);
+  CHECK(f[2] <= d.canvasX + d.canvasW);
+  CHECK(f[3] <= d.canvasY + d.canvasH);
+  CHECK(f[0] > d.canvasX + d.canvasW / 2);  // the bottom-right corner
+  CHECK(f[1] > d.canvasY + d.canvasH / 2);
+  CHECK((m[2] - m[0]) / l.width == Approx((m[3] - m[1]) / l.height).epsilon(0.01));
+  const double k = (m[2] - m[0]) / l.width;
+  const double v0 = m[0] + d.panX * k, v1 = m[0] + (d.panX + d.canvasW / d.scale) * k;
+  CHECK(d.view[0] == Approx(v0).margin(0.5));
+  CHECK(d.view[2] == Approx(v1).margin(0.5));
+  const double midX = (f[0] + f[2]) / 2, midY = (f[1] + f[3]) / 2;
+  CHECK(colourNear(png, f[0] + 0.5, midY, 1, kOverviewBorder, 20));
+  CHECK(colourNear(png, f[2] - 1, midY, 1, kOverviewBorder, 20));
+  CHECK(colourNear(png, midX, f[1] + 0.5, 1, kOverviewBorder, 20));
+  CHECK(colourNear(png, midX, f[3] - 1, 1, kOverviewBorder, 20));
+  // The shown part's sides, where they fall inside the frame.
+  const double u0 = m[1] + d.panY * k, u1 = m[1] + (d.panY + d.canvasH / d.scale) * k;
+  CHECK(d.view[1] == Approx(u0).margin(0.5));
+  CHECK(d.view[3] == Approx(u1).margin(0.5));
+  const double vy = std::clamp((std::max(u0, f[1]) + std::min(u1, f[3])) / 2, f[1] + 3, f[3] - 3);
+  const double vx = std::clamp((std::max(v0, f[0]) + std::min(v1, f[2])) / 2, f[0] + 3, f[2] - 3);
+  int sides = 0;
+  for (const double x : {v0, v1}) {
+    if (x < f[0] + 3 || x > f[2] - 3) continue;
+    ++sides;
+    INFO("shown part's side at x " << x << " y " << vy);
+    CHECK(colourNear(png, x, vy, 2, kOverviewView, 40));
+  }
+  for (const double y : {u0, u1}) {
+    if (y < f[1] + 3 || y > f[3] - 3) continue;
+    ++sides;
+    INFO("shown part's side at y " << y << " x " << vx);
+    CHECK(colourNear(png, vx, y, 2, kOverviewView, 40));
+  }
+  CHECK(sides >= 1);
+}
+
+}  // namespace
+
+TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its heaviest root",
+          "[viewer][graph][open]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/open.txt",
+                                   "--screenshot", dir + "/open.png", "--size", "1600x1000"},
+                                  dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const Dump d = readDump(dir + "/open.txt");
+  const auto reader = trace::TraceReader::open(db);
+  const dot::Graph g = dot::buildCallGraphGraph(reader, {});
+  const auto laid = dot::LaidOutGraph::layout(g);
+  const dot::Layout& l = laid.positions();
+  const double lowest = minNodeHeight(g, l);
+  // The graph is wide: fitted, its lowest boxes could not hold a name's line.
+  REQUIRE(fitScaleOf(l, d) * lowest < kNamePx);
+  // It opens where every box holds one, not fitted.
+  CHECK(d.opened == "readable");
+  CHECK(d.scale * lowest >= kNamePx);
+  CHECK(d.scale > fitScaleOf(l, d) * 1.5);
+  // On the heaviest root, centred across, its whole box in the tab, named at a readable size.
+  const std::string root = heaviestRoot(g, d);
+  INFO("root " << root);
+  CHECK(d.root == root);
+  REQUIRE(d.nodes.count(root));
+  const DumpNode& n = d.nodes.at(root);
+  const double x0 = d.sx(n.cx - n.w / 2), x1 = d.sx(n.cx + n.w / 2);
+  const double y0 = d.sy(n.cy - n.h / 2), y1 = d.sy(n.cy + n.h / 2);
+  CHECK(x0 >= d.canvasX);
+  CHECK(x1 <= d.canvasX + d.canvasW);
+  CHECK(y0 >= d.canvasY);
+  CHECK(y1 <= d.canvasY + d.canvasH / 2);  // the top of the picture
+  CHECK(std::find(d.visible.begin(), d.visible.end(), root) != d.visible.end());
+  REQUIRE(d.labels.count(root));
+  CHECK(d.labels.at(root).first >= 12);
+  const Png png = loadPng(dir + "/open.png");
+  size_t ri = 0;
+  while (g.nodes[ri].id != root) ++ri;
+  int ink = 0;
+  for (int y = static_cast<int>(d.sy(n.cy)) - 4; y <= static_cast<int>(d.sy(n.cy)) + 4; ++y)
+    for (int x = static_cast<int>(x0) + 3; x <= static_cast<int>(x1) - 3; ++x)
+      ink += textOver(png.rgb(x, y), rgbOf(g.nodes[ri].fill), rgbOf(g.nodes[ri].font));
+  CHECK(ink >= 8);  // its name's pixels: the font's colour antialiased over the fill
+  // Every node whose whole box the tab shows (outside the overview) is named at 12 px or more,
+  // with its label's first line or a "..." prefix of it.
+  int shown = 0;
+  for (const auto& node : g.nodes) {
+    const DumpNode& b = d.nodes.at(node.id);
+    const double a0 = d.sx(b.cx - b.w / 2), a1 = d.sx(b.cx + b.w / 2);
+    const double b0 = d.sy(b.cy - b.h / 2), b1 = d.sy(b.cy + b.h / 2);
+    if (a0 < d.canvasX || a1 > d.canvasX + d.canvasW || b0 < d.canvasY ||
+        b1 > d.canvasY + d.canvasH)
+      continue;
+    if (a1 >= d.frame[0] && b1 >= d.frame[1]) continue;  // under the overview
+    ++shown;
+    INFO(node.id);
+    REQUIRE(d.labels.count(node.id));
+    CHECK(d.labels.at(node.id).first >= 12);
+    const std::string name = node.label.substr(0, node.label.find('\n'));
+    const std::string& text = d.labels.at(node.id).second;
+    if (text != name) {
+      REQUIRE(text.size() > 3);
+      CHECK(text.substr(text.size() - 3) == "...");
+      CHECK(name.rfind(text.substr(0, text.size() - 3), 0) == 0);
+    }
+  }
+  CHECK(shown >= 10);
+  CHECK(shown < static_cast<int>(g.nodes.size()));
+  // The overview in the corner, the root's fill where the overview maps its centre.
+  checkOverview(d, l, png);
+  const double k = (d.map[2] - d.map[0]) / l.width;
+  CHECK(colourNear(png, d.map[0] + n.cx * k, d.map[1] + n.cy * k, 1, n.fill, 40));
+  // Fit (the option) shows everything: no overview.
+  const auto f =
+      runTraceviewXvfb({db, "--view", "callgraph", "--view-option", "graph-fit", "--dump-view",
+                        dir + "/fit.txt", "--screenshot", dir + "/fit.png", "--size", "1600x1000"},
+                       dir);
+  REQUIRE(f.exit_code == 0);
+  const Dump e = readDump(dir + "/fit.txt");
+  CHECK(e.opened == "fitted");
+  CHECK(e.scale == Approx(fitScaleOf(l, e)).epsilon(1e-4));
+  CHECK(!e.overview);
+}
+
+TEST_CASE("model view: fitted when that reads, else readable with an overview",
+          "[viewer][graph][open]") {
+  const std::string& db = gptTrace();
+  const std::string dir = e2e::scratch().path();
+  const auto reader = trace::TraceReader::open(db);
+  const dot::Graph g = dot::buildModelGraph(reader, {});
+  const auto laid = dot::LaidOutGraph::layout(g);
+  const dot::Layout& l = laid.positions();
+  const double lowest = minNodeHeight(g, l);
+  // A tall window: the small model fits readably and opens fitted, as before, no overview.
+  {
+    const auto r = runTraceviewXvfb({db, "--view", "model", "--dump-view", dir + "/m.txt",
+                                     "--screenshot", dir + "/m.png", "--size", "1400x900"},
+                                    dir);
+    REQUIRE(r.exit_code == 0);
+    const Dump d = readDump(dir + "/m.txt");
+    REQUIRE(fitScaleOf(l, d) * lowest >= kNamePx);
+    CHECK(d.opened == "fitted");
+    CHECK(d.scale == Approx(fitScaleOf(l, d)).epsilon(1e-4));
+    CHECK(!d.overview);
+  }
+  // A short one: fitted would not read; it opens readable on the top module, with an overview.
+  const auto r = runTraceviewXvfb({db, "--view", "model", "--dump-view", dir + "/ms.txt",
+                                   "--screenshot", dir + "/ms.png", "--size", "1000x300"},
+                                  dir);
+  REQUIRE(r.exit_code == 0);
+  const Dump d = readDump(dir + "/ms.txt");
+  REQUIRE(fitScaleOf(l, d) * lowest < kNamePx);
+  CHECK(d.opened == "readable");
+  CHECK(d.scale * lowest >= kNamePx);
+  const std::string root = heaviestRoot(g, d);
+  CHECK(d.root == root);
+  CHECK(std::find(d.visible.begin(), d.visible.end(), root) != d.visible.end());
+  REQUIRE(d.labels.count(root));
+  CHECK(d.labels.at(root).first >= 12);
+  checkOverview(d, l, loadPng(dir + "/ms.png"));
+}
+
+TEST_CASE("a real window: a click and a drag in the overview move the view there",
+          "[viewer][graph][window][open]") {
+  const std::string& db = gptTrace();
+  // A directory of its own: Background's bg.out from the other window test would answer
+  // waitFor before this traceview has written its own.
+  const std::string dir = e2e::scratch().file("overview");
+  std::filesystem::create_directories(dir);
+  const std::string dump = dir + "/ov.txt";
+  XServer x;
+  Background view(x.display(), dir,
+                  {TRACEVIEW_BIN, db, "--log-actions", "--size", "1400x900", "--view", "callgraph",
+                   "--dump-view", dump});
+  size_t at = view.waitFor("first complete frame", 60);
+  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
+  REQUIRE(at != std::string::npos);
+  const Dump d = readDump(dump);
+  REQUIRE(d.overview);
+  const auto reader = trace::TraceReader::open(db);
+  const dot::Graph g = dot::buildCallGraphGraph(reader, {});
+  const auto laid = dot::LaidOutGraph::layout(g);
+  const dot::Layout& l = laid.positions();
+  const double k = (d.map[2] - d.map[0]) / l.width;  // overview px per point
+  auto xdo = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
+    all.insert(all.end(), args.begin(), args.end());
+    REQUIRE(e2e::runProcess("/usr/bin/env", all, dir).exit_code == 0);
+  };
+  // Where the view centres after a press released at overview pixel (px, py) (the log says).
+  auto centreAfter = [&](int px, int py) {
+    const size_t got = view.waitFor("callgraph overview centre ", 20, at);
+    REQUIRE(got != std::string::npos);
+    double gx = 0, gy = 0;
+    REQUIRE(std::sscanf(view.out().c_str() + got, "%lf %lf", &gx, &gy) == 2);
+    at = got;
+    // The picture's point under that pixel (within the pixel), clamped to the picture.
+    CHECK(gx == Approx(std::clamp((px - d.map[0]) / k, 0.0, l.width)).margin(1.5 / k));
+    CHECK(gy == Approx(std::clamp((py - d.map[1]) / k, 0.0, l.height)).margin(1.5 / k));
+    return std::make_pair(gx, gy);
+  };
+  // A click at 85 % across the overview, far right of where the view opened.
+  const int px = static_cast<int>(d.map[0] + 0.85 * (d.map[2] - d.map[0]));
+  const int py = static_cast<int>((d.map[1] + d.map[3]) / 2);
+  // What lies beneath that pixel in the main view: it must not be selected.
+  std::string beneath;
+  for (const auto& [id, n] : d.nodes) {
+    if (std::fabs(px - d.sx(n.cx)) <= n.w / 2 * d.scale &&
+        std::fabs(py - d.sy(n.cy)) <= n.h / 2 * d.scale)
+      beneath = id;
+  }
+  INFO("beneath the overview click: " << (beneath.empty() ? "no node" : beneath));
+  xdo({"mousemove", std::to_string(px), std::to_string(py)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdo({"click", "1"});
+  const auto [gx, gy] = centreAfter(px, py);
+  // The view moved there: a node near the new centre, clicked where the moved transform puts it,
+  // is the one selected.
+  const double cx = d.canvasX + d.canvasW / 2, cy = d.canvasY + d.canvasH / 2;
+  auto screenX = [&](double x) { return cx + (x - gx) * d.scale; };
+  auto screenY = [&](double y) { return cy + (y - gy) * d.scale; };
+  std::string target;
+  double best = 1e300;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const auto& b = l.nodes[i];
+    const double sx = screenX(b.center.x), sy = screenY(b.center.y);
+    if (g.nodes[i].fold > 1 || sx < d.canvasX + 20 || sy < d.canvasY + 80 ||
+        sx > d.canvasX + d.canvasW - 20 || sy > d.frame[1] - 20)
+      continue;
+    const double dist = std::hypot(sx - cx, sy - cy);
+    if (dist < best) {
+      best = dist;
+      target = g.nodes[i].id;
+    }
+  }
+  REQUIRE(!target.empty());
+  CHECK(view.out().find("selected node") ==
+        std::string::npos);  // the overview click selected nothing
+  const DumpNode& t = d.nodes.at(target);
+  INFO("target " << target);
+  // Out of the tab before the move (where the view opened).
+  CHECK(std::find(d.visible.begin(), d.visible.end(), target) == d.visible.end());
+  CHECK(std::fabs(screenX(t.cx) - d.sx(t.cx)) > d.canvasW / 2);
+  xdo({"mousemove", std::to_string(static_cast<int>(screenX(t.cx))),
+       std::to_string(static_cast<int>(screenY(t.cy)))});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdo({"click", "1"});
+  REQUIRE(view.waitFor("node " + target, 20, at) != std::string::npos);
+  // A drag inside the overview: the view follows to where the button is released.
+  const int qx = static_cast<int>(d.map[0] + 0.10 * (d.map[2] - d.map[0]));
+  const int sx0 = static_cast<int>(d.map[0] + 0.40 * (d.map[2] - d.map[0]));
+  xdo({"mousemove", std::to_string(sx0), std::to_string(py)});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdo({"mousedown", "1"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int s = 1; s <= 4; ++s) {
+    xdo({"mousemove", std::to_string(sx0 + (qx - sx0) * s / 4), std::to_string(py)});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  xdo({"mouseup", "1"});
+  centreAfter(qx, py);
 }

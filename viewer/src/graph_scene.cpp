@@ -228,9 +228,85 @@ GraphScene buildGraphScene(const std::string& tracePath, GraphKind kind,
     mapModel(reader, tree, modelMap, scene, cancel);
   }
   latin1Texts(scene.graph);
+  findRoot(scene);
   std::sort(scene.span_element.begin(), scene.span_element.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   return scene;
+}
+
+void findRoot(GraphScene& scene) {
+  const dot::Graph& g = scene.graph;
+  const dot::Layout& l = scene.layout;
+  const size_t n = std::min(g.nodes.size(), l.nodes.size());
+  scene.root = -1;
+  scene.top = 0;
+  scene.min_node_height = 0;
+  if (n == 0) return;
+  std::vector<char> entered(n, 0);
+  std::vector<std::vector<int>> out(n);
+  for (const dot::Edge& e : g.edges) {
+    if (e.from < 0 || e.to < 0 || static_cast<size_t>(e.from) >= n ||
+        static_cast<size_t>(e.to) >= n || e.from == e.to)
+      continue;
+    entered[static_cast<size_t>(e.to)] = 1;
+    out[static_cast<size_t>(e.from)].push_back(e.to);
+  }
+  // A root's weight: its inclusive time (the call graph's tooltip), then the nodes it reaches.
+  auto inclusive = [&](size_t i) -> int64_t {
+    static constexpr char kKey[] = "\ninclusive_ns: ";
+    const std::string& tip = g.nodes[i].tooltip;
+    const size_t at = tip.find(kKey);
+    return at == std::string::npos ? 0
+                                   : std::strtoll(tip.c_str() + at + sizeof kKey - 1, nullptr, 10);
+  };
+  std::vector<char> seen(n, 0);
+  std::vector<int> stack;
+  auto reached = [&](size_t from) {
+    std::fill(seen.begin(), seen.end(), 0);
+    stack.assign(1, static_cast<int>(from));
+    seen[from] = 1;
+    size_t count = 0;
+    while (!stack.empty()) {
+      const size_t v = static_cast<size_t>(stack.back());
+      stack.pop_back();
+      ++count;
+      for (const int w : out[v]) {
+        if (!seen[static_cast<size_t>(w)]) {
+          seen[static_cast<size_t>(w)] = 1;
+          stack.push_back(w);
+        }
+      }
+    }
+    return count;
+  };
+  int64_t bestTime = -1;
+  size_t bestReach = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (entered[i] || g.nodes[i].shape == dot::NodeShape::kPlain) continue;
+    const int64_t t = inclusive(i);
+    if (t < bestTime) continue;
+    const size_t r = reached(i);
+    if (t > bestTime || r > bestReach) {
+      bestTime = t;
+      bestReach = r;
+      scene.root = static_cast<int>(i);
+    }
+  }
+  if (scene.root < 0) {  // every node is entered (a cycle): the topmost node
+    for (size_t i = 0; i < n; ++i) {
+      if (scene.root < 0 || l.nodes[i].center.y < l.nodes[static_cast<size_t>(scene.root)].center.y)
+        scene.root = static_cast<int>(i);
+    }
+  }
+  double top = 1e300, low = 1e300;
+  for (size_t i = 0; i < n; ++i) {
+    top = std::min(top, l.nodes[i].center.y - l.nodes[i].height / 2);
+    if (g.nodes[i].shape != dot::NodeShape::kPlain && l.nodes[i].height > 0)
+      low = std::min(low, l.nodes[i].height);
+  }
+  for (const dot::ClusterBox& c : l.clusters) top = std::min(top, c.min.y);
+  scene.top = top;
+  scene.min_node_height = low < 1e300 ? low : 0;
 }
 
 std::string tooltipNumbers(const std::string& tooltip) {

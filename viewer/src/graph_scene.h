@@ -33,6 +33,12 @@ struct GraphScene {
   // Every span the picture shows, sorted by span id, with the element that shows it (the call
   // graph: the span's node; the model: the innermost module around it).
   std::vector<std::pair<int64_t, GraphElement>> span_element;
+  // Where the view opens when the whole picture is too small to read (graph_view.cpp): the
+  // heaviest root (a node no edge enters: the most inclusive time, then the most nodes reached,
+  // then the first; -1 for an empty graph), the layout's top (points) and its lowest node box
+  // (points; 0 when every node is plain text).
+  int root = -1;
+  double top = 0, min_node_height = 0;
 
   GraphElement elementOfSpan(int64_t span) const;
   // The element's stable id (node or cluster id), "" for none.
@@ -45,6 +51,9 @@ struct GraphScene {
 GraphScene buildGraphScene(const std::string& tracePath, GraphKind kind,
                            const std::vector<std::string>& expand, std::mutex& graphviz,
                            const std::atomic<bool>& cancel);
+
+// Fills scene.root, top and min_node_height from its graph and layout (buildGraphScene does).
+void findRoot(GraphScene& scene);
 
 // "key: value" lines of a tooltip whose value is an integer (calls, inclusive_ns, ...), as
 // " key=value" pairs: the numbers a node shows, for --dump-view.

@@ -1,9 +1,11 @@
 // The call graph and model tabs (see graph_view.h): a GraphScene from a BackgroundQuery, drawn with
 // ImGui's draw list in Graphviz's coordinates (points) under a pan/zoom transform; clusters, edges
 // (cubic Béziers with arrowheads), nodes with their labels; hover, click to select, ×N folds
-// expanded by a click (a new layout on the background thread).
+// expanded by a click (a new layout on the background thread). It opens at a scale where names read
+// (the whole picture only when that is readable), with an overview of the whole picture in the
+// bottom-right corner whenever the tab shows only part of it.
 //
-// Sections: the view · transform and input · drawing · dump
+// Sections: the view · transform and input · drawing · overview · dump
 #include "graph_view.h"
 
 #include <imgui.h>
@@ -30,6 +32,13 @@ constexpr double kEdgeFont = 9;
 // hidden only when the box cannot hold a line of that height or a few characters.
 constexpr float kFixedLabel = 0.85f;
 constexpr float kLabelPad = 3;  // px between a fixed-size name and its box's sides
+// Opening: the smallest scale where the lowest node box holds its name's line (at the fixed size)
+// with this many px to spare; the whole picture opens fitted only when its fit is at least that.
+constexpr float kReadablePad = 2;
+// The overview: at most this share of the tab's width and height, this far from its corner, the
+// whole picture inside a frame at least kOverviewMinH px high, kOverviewPad px inside its border.
+constexpr float kOverviewWidth = 0.2f, kOverviewHeight = 0.25f;
+constexpr float kOverviewGap = 10, kOverviewPad = 3, kOverviewMinH = 24;
 
 uint32_t colour(dot::Rgb c, uint8_t alpha = 255) {
   return palette::rgba(c.r, c.g, c.b, alpha);
@@ -97,9 +106,15 @@ class GraphView final : public View {
   bool settled() const override {
     if (!query_.started()) return true;
     if (!query_.ready()) return false;
-    return query_.result() == nullptr || fitted_;
+    return query_.result() == nullptr || placed_;
   }
   std::string dumpText() const override;
+  std::vector<std::pair<std::string, std::string>> options() const override {
+    if (kind_ != GraphKind::kCallGraph) return {};  // one word for both tabs
+    return {{"graph-fit",
+             "open the Call graph and Model tabs fitted (the whole picture, as Fit does) even "
+             "when names are then too small to read"}};
+  }
 
  private:
   // ---- the view
@@ -114,6 +129,17 @@ class GraphView final : public View {
     return {panX_ + (s.x - canvas_.x) / scale_, panY_ + (s.y - canvas_.y) / scale_};
   }
   void fit(const char* why, const ViewHost& host);
+  double fitScale() const;
+  // The smallest scale where every node box holds its name (0 when no node has a box).
+  double readableScale() const;
+  // The first placement of a layout: fitted when that reads, else readableScale() on the heaviest
+  // root, the picture's top under the caption.
+  void open(const ViewHost& host);
+  // After a fold was unfolded: the new layout at the same scale, centred on the fold's first
+  // member (found by id); false when there is none to centre on.
+  bool refocus(const ViewHost& host);
+  // Centres the tab on point `p` of the picture at the current scale.
+  void centreOn(dot::Point p);
   void handleInput(ViewHost& host, bool hovered);
   GraphElement hitTest(ImVec2 mouse) const;
   void click(ViewHost& host, GraphElement e);
@@ -124,6 +150,17 @@ class GraphView final : public View {
   void drawText(ImDrawList* dl, const std::string& text, ImVec2 topLeft, float size, float lineH,
                 ImVec4 clip, uint32_t col, float centreX, bool centreAll = false) const;
   void drawTooltip(GraphElement e) const;
+  // ---- overview
+  // Places the overview's frame for the current canvas and says whether it is shown (some of the
+  // picture lies outside the tab).
+  void placeOverview();
+  ImVec2 toOverview(dot::Point p) const {
+    return ImVec2(ovMap_.x + static_cast<float>(p.x * ovScale_),
+                  ovMap_.y + static_cast<float>(p.y * ovScale_));
+  }
+  // Press or drag in the overview (its button is the current item): the tab centres there.
+  void overviewInput(const ViewHost& host);
+  void drawOverview(ImDrawList* dl) const;
   // The fixed-size names (first label lines) shortened to their boxes at the current scale:
   // rebuilt when the scale changes (a zoom), not per frame.
   void fitNames();
@@ -132,9 +169,12 @@ class GraphView final : public View {
   std::shared_ptr<std::mutex> graphviz_;
   BackgroundQuery<GraphScene> query_;
   std::vector<std::string> expanded_;          // ids of ×N folds drawn unfolded
+  std::string refocus_;                        // the fold just unfolded ("" none)
   std::vector<dot::Point> edgeMin_, edgeMax_;  // per edge, its control points' bounds
   bool arrived_ = false;                       // sceneArrived ran for the current result
-  bool fitted_ = false;
+  bool placed_ = false;                        // the current layout was placed (opened or fitted)
+  bool openedReadable_ = false;                // it opened at readableScale(), not fitted
+  double fitAt_ = 0, readableAt_ = 0;  // fitScale() and readableScale() at the last placement
   ImVec2 canvas_{0, 0}, canvasSize_{1, 1};
   double panX_ = 0, panY_ = 0, scale_ = 1;  // screen = canvas + (point - pan) * scale
   GraphElement hovered_, highlight_;
@@ -148,6 +188,10 @@ class GraphView final : public View {
   std::vector<FitName> nodeNames_, clusterNames_;
   double namesScale_ = -1;
   float namesFont_ = -1, namesLineH_ = 0;
+  // placeOverview(): the frame (screen px), where the picture's (0, 0) lands in it and its scale.
+  bool ovShown_ = false;
+  ImVec2 ovMin_{0, 0}, ovMax_{0, 0}, ovMap_{0, 0};
+  double ovScale_ = 1;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -155,7 +199,8 @@ class GraphView final : public View {
 
 void GraphView::start(ViewHost& host) {
   arrived_ = false;
-  fitted_ = false;
+  placed_ = false;
+  ovShown_ = false;
   hovered_ = {};
   highlight_ = {};
   const GraphKind kind = kind_;
@@ -199,6 +244,7 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   if (!expanded_.empty()) {
     if (ImGui::Button("Fold again")) {
       expanded_.clear();
+      refocus_.clear();
       host.log(std::string(word()) + " folds restored");
       start(host);
     }
@@ -232,16 +278,27 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   if (!arrived_) sceneArrived();
   canvas_ = pos;
   canvasSize_ = size;
-  if (!fitted_) fit(nullptr, host);
+  if (!placed_ && !refocus(host)) open(host);
 
   // The selection's element, every frame (a binary search; the selection may change anywhere).
   const auto sel = host.selectedSpan();
   highlight_ = sel ? scene->elementOfSpan(*sel) : GraphElement{};
 
+  // The overview's button first: the first item under the mouse takes the hover, so a press on
+  // the overview never reaches the canvas (nor selects the node beneath).
+  placeOverview();
+  if (ovShown_) {
+    ImGui::SetCursorScreenPos(ovMin_);
+    ImGui::InvisibleButton("overview", ImVec2(ovMax_.x - ovMin_.x, ovMax_.y - ovMin_.y),
+                           ImGuiButtonFlags_MouseButtonLeft);
+    overviewInput(host);
+    ImGui::SetCursorScreenPos(pos);
+  }
   ImGui::InvisibleButton("canvas", size, ImGuiButtonFlags_MouseButtonLeft);
   const bool hovered = ImGui::IsItemHovered();
   handleInput(host, hovered);
   if (!query_.result()) return;  // a click unfolded a fold: a new layout is on its way
+  placeOverview();               // after this frame's pan and zoom
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->PushClipRect(pos, ImVec2(pos.x + size.x, pos.y + size.y), true);
   dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), palette::kGraphPaper);
@@ -251,6 +308,7 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   dl->AddText(ImVec2(pos.x + 8, pos.y + 6), palette::kGraphCaption, scene->graph.title.c_str());
   dl->AddText(ImVec2(pos.x + 8, pos.y + 8 + ImGui::GetTextLineHeight()), palette::kGraphCaption,
               scene->graph.caption.c_str());
+  if (ovShown_) drawOverview(dl);
   dl->PopClipRect();
   if (hovered && hovered_.kind != GraphElement::kNone && !ImGui::IsMouseDown(0)) {
     drawTooltip(hovered_);
@@ -260,16 +318,114 @@ void GraphView::draw(ViewHost& host, float width, float height) {
 // ---------------------------------------------------------------------------------------------
 // transform and input
 
+double GraphView::fitScale() const {
+  const GraphScene& s = *query_.result();
+  const double w = std::max(1.0, s.layout.width), h = std::max(1.0, s.layout.height);
+  const double k = std::min({(canvasSize_.x - 2 * kMargin) / w, (canvasSize_.y - 2 * kMargin) / h,
+                             static_cast<double>(kMaxFit)});
+  return std::max(k, 1e-3);
+}
+
+double GraphView::readableScale() const {
+  const GraphScene& s = *query_.result();
+  if (s.min_node_height <= 0) return 0;
+  // fitNames()'s line: the name's first line at the fixed size (about 12.75 px at a 15 px font).
+  const float px = ImGui::GetFontSize() * kFixedLabel;
+  ImFont* font = ImGui::GetFont();
+  const float line = font->CalcTextSizeA(px, 1e9f, 0, "Ag").y;
+  const double tall = (line + kReadablePad) / s.min_node_height;
+  // Across: half the nodes' names whole in their boxes (the others shortened with "...").
+  std::vector<double> whole;
+  whole.reserve(s.graph.nodes.size());
+  for (size_t i = 0; i < s.graph.nodes.size() && i < s.layout.nodes.size(); ++i) {
+    const dot::Node& n = s.graph.nodes[i];
+    const double w = s.layout.nodes[i].width * usableWidth(n.shape);
+    if (n.shape == dot::NodeShape::kPlain || w <= 0) continue;
+    const size_t nl = n.label.find('\n');
+    const char* b = n.label.c_str();
+    const float text = font->CalcTextSizeA(px, 1e9f, 0, b, b + std::min(nl, n.label.size())).x;
+    whole.push_back((text + 2 * kLabelPad) / w);
+  }
+  double wide = 0;
+  if (!whole.empty()) {
+    std::nth_element(whole.begin(), whole.begin() + whole.size() / 2, whole.end());
+    wide = whole[whole.size() / 2];
+  }
+  return std::min(std::max(tall, wide), static_cast<double>(kMaxFit));
+}
+
 void GraphView::fit(const char* why, const ViewHost& host) {
   const GraphScene& s = *query_.result();
   const double w = std::max(1.0, s.layout.width), h = std::max(1.0, s.layout.height);
-  scale_ = std::min({(canvasSize_.x - 2 * kMargin) / w, (canvasSize_.y - 2 * kMargin) / h,
-                     static_cast<double>(kMaxFit)});
-  scale_ = std::max(scale_, 1e-3);
+  scale_ = fitScale();
+  fitAt_ = scale_;
   panX_ = w / 2 - canvasSize_.x / 2 / scale_;
   panY_ = h / 2 - canvasSize_.y / 2 / scale_;
-  fitted_ = true;
+  placed_ = true;
+  openedReadable_ = false;
   if (why) host.log(std::string(word()) + " " + why);
+}
+
+void GraphView::open(const ViewHost& host) {
+  const GraphScene& s = *query_.result();
+  const double readable = readableScale();
+  fitAt_ = fitScale();
+  readableAt_ = readable;
+  if (host.viewOption("graph-fit") || s.root < 0 || readable <= 0 || fitScale() >= readable) {
+    fit(nullptr, host);
+    return;
+  }
+  scale_ = readable;
+  // Across: the heaviest root centred, the view kept on the picture (with its margin); a picture
+  // narrower than the tab is centred instead.
+  const double w = std::max(1.0, s.layout.width), seen = canvasSize_.x / scale_;
+  const double m = kMargin / scale_;
+  if (seen >= w + 2 * m) {
+    panX_ = w / 2 - seen / 2;
+  } else {
+    const double cx = s.layout.nodes[static_cast<size_t>(s.root)].center.x;
+    panX_ = std::clamp(cx - seen / 2, -m, w + m - seen);
+  }
+  // Down: the picture's top below the title and caption lines drawn over the tab's top-left.
+  const double caption =
+      static_cast<double>(lineCount(s.graph.caption) + 1) * ImGui::GetTextLineHeight() + 8;
+  panY_ = s.top - (caption + kMargin) / scale_;
+  placed_ = true;
+  openedReadable_ = true;
+  host.log(std::string(word()) + " opened at scale " + std::to_string(scale_) + " on " +
+           s.graph.nodes[static_cast<size_t>(s.root)].id);
+}
+
+bool GraphView::refocus(const ViewHost& host) {
+  if (refocus_.empty()) return false;
+  std::string id = refocus_, first = refocus_;
+  refocus_.clear();
+  const size_t star = first.rfind('*');  // the call graph's "layers.*": its first is "layers.0"
+  if (star != std::string::npos) first.replace(star, 1, "0");
+  const GraphScene& s = *query_.result();
+  for (const std::string& want : {first, id}) {
+    for (size_t i = 0; i < s.graph.nodes.size(); ++i) {
+      if (s.graph.nodes[i].id != want) continue;
+      centreOn(s.layout.nodes[i].center);
+      placed_ = true;
+      host.log(std::string(word()) + " centred on " + want);
+      return true;
+    }
+    for (size_t i = 0; i < s.graph.clusters.size(); ++i) {
+      if (s.graph.clusters[i].id != want) continue;
+      const dot::ClusterBox& c = s.layout.clusters[i];
+      centreOn({(c.min.x + c.max.x) / 2, (c.min.y + c.max.y) / 2});
+      placed_ = true;
+      host.log(std::string(word()) + " centred on " + want);
+      return true;
+    }
+  }
+  return false;
+}
+
+void GraphView::centreOn(dot::Point p) {
+  panX_ = p.x - canvasSize_.x / 2 / scale_;
+  panY_ = p.y - canvasSize_.y / 2 / scale_;
 }
 
 GraphElement GraphView::hitTest(ImVec2 mouse) const {
@@ -305,6 +461,7 @@ void GraphView::click(ViewHost& host, GraphElement e) {
   }
   if (fold > 1) {
     expanded_.push_back(id);
+    refocus_ = id;
     host.log("expanded fold " + id + " \u00d7" + std::to_string(fold));
     start(host);  // drops the scene: nothing below may read it
   }
@@ -579,6 +736,72 @@ void GraphView::drawTooltip(GraphElement e) const {
 }
 
 // ---------------------------------------------------------------------------------------------
+// overview
+
+void GraphView::placeOverview() {
+  const GraphScene& s = *query_.result();
+  const double w = std::max(1.0, s.layout.width), h = std::max(1.0, s.layout.height);
+  const ImVec2 a = toScreen({0, 0}), b = toScreen({w, h});
+  const ImVec2 lo = canvas_, hi(canvas_.x + canvasSize_.x, canvas_.y + canvasSize_.y);
+  ovShown_ = a.x < lo.x - 0.5f || a.y < lo.y - 0.5f || b.x > hi.x + 0.5f || b.y > hi.y + 0.5f;
+  // The frame: at most kOverviewWidth x kOverviewHeight of the tab, the picture's aspect kept.
+  const double maxW = canvasSize_.x * kOverviewWidth - 2 * kOverviewPad;
+  const double maxH = canvasSize_.y * kOverviewHeight - 2 * kOverviewPad;
+  ovScale_ = std::max(1e-6, std::min(maxW / w, maxH / h));
+  const float mw = static_cast<float>(w * ovScale_), mh = static_cast<float>(h * ovScale_);
+  const float fw = mw + 2 * kOverviewPad;
+  const float fh = std::max(mh + 2 * kOverviewPad, std::min(kOverviewMinH, canvasSize_.y / 4));
+  ovMax_ = ImVec2(hi.x - kOverviewGap, hi.y - kOverviewGap);
+  ovMin_ = ImVec2(ovMax_.x - fw, ovMax_.y - fh);
+  ovMap_ = ImVec2(ovMin_.x + kOverviewPad, ovMin_.y + (fh - mh) / 2);
+  if (fw < 8 || fh < 8 || ovMin_.x < lo.x || ovMin_.y < lo.y) ovShown_ = false;  // no room
+}
+
+void GraphView::overviewInput(const ViewHost& host) {
+  if (ImGui::IsItemHovered()) ImGui::SetMouseCursor(ImGuiMouseCursor_Hand);
+  const bool moved = ImGui::IsItemActive() || ImGui::IsItemDeactivated();
+  if (!moved) return;
+  const GraphScene& s = *query_.result();
+  const ImVec2 m = ImGui::GetIO().MousePos;
+  const dot::Point p{std::clamp((m.x - ovMap_.x) / ovScale_, 0.0, s.layout.width),
+                     std::clamp((m.y - ovMap_.y) / ovScale_, 0.0, s.layout.height)};
+  centreOn(p);
+  if (ImGui::IsItemDeactivated()) {
+    char b[96];
+    std::snprintf(b, sizeof b, " overview centre %.2f %.2f", p.x, p.y);
+    host.log(word() + std::string(b));
+  }
+}
+
+void GraphView::drawOverview(ImDrawList* dl) const {
+  const GraphScene& s = *query_.result();
+  dl->AddRectFilled(ovMin_, ovMax_, palette::kGraphOverviewPaper);
+  dl->PushClipRect(ovMin_, ovMax_, true);
+  for (size_t i = 0; i < s.layout.clusters.size(); ++i) {
+    const dot::ClusterBox& c = s.layout.clusters[i];
+    dl->AddRect(toOverview(c.min), toOverview(c.max), colour(s.graph.clusters[i].border, 120));
+  }
+  // Each node a filled box of its colour, at least a pixel each way.
+  for (size_t i = 0; i < s.layout.nodes.size(); ++i) {
+    const dot::NodeBox& b = s.layout.nodes[i];
+    if (s.graph.nodes[i].shape == dot::NodeShape::kPlain) continue;
+    ImVec2 a = toOverview({b.center.x - b.width / 2, b.center.y - b.height / 2});
+    ImVec2 z = toOverview({b.center.x + b.width / 2, b.center.y + b.height / 2});
+    if (z.x - a.x < 1) z.x = a.x + 1;
+    if (z.y - a.y < 1) z.y = a.y + 1;
+    dl->AddRectFilled(a, z, colour(s.graph.nodes[i].fill));
+  }
+  // The part the tab shows.
+  const ImVec2 v0 = toOverview(toGraph(canvas_));
+  const ImVec2 v1 =
+      toOverview(toGraph(ImVec2(canvas_.x + canvasSize_.x, canvas_.y + canvasSize_.y)));
+  dl->AddRectFilled(v0, v1, palette::kGraphOverviewViewFill);
+  dl->AddRect(v0, v1, palette::kGraphOverviewView, 0, 0, 2.0f);
+  dl->PopClipRect();
+  dl->AddRect(ovMin_, ovMax_, palette::kGraphOverviewBorder, 0, 0, 2.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
 // dump
 
 std::string GraphView::dumpText() const {
@@ -595,6 +818,25 @@ std::string GraphView::dumpText() const {
   std::snprintf(b, sizeof b, "transform canvas %.2f %.2f %.2f %.2f pan %.4f %.4f scale %.6f\n",
                 canvas_.x, canvas_.y, canvasSize_.x, canvasSize_.y, panX_, panY_, scale_);
   out += b;
+  // How it opened (readable: at the readable scale on the root, not fitted) and the scales.
+  std::snprintf(b, sizeof b, "opened %s fit %.6f readable %.6f root ",
+                openedReadable_ ? "readable" : "fitted", fitAt_, readableAt_);
+  out += b + (s->root >= 0 ? s->graph.nodes[static_cast<size_t>(s->root)].id : "none") + "\n";
+  if (ovShown_) {
+    // Screen px: the frame, where the picture's (0, 0) and (W, H) land, the part the tab shows.
+    const ImVec2 m1 = toOverview({s->layout.width, s->layout.height});
+    const ImVec2 v0 = toOverview(toGraph(canvas_));
+    const ImVec2 v1 =
+        toOverview(toGraph(ImVec2(canvas_.x + canvasSize_.x, canvas_.y + canvasSize_.y)));
+    std::snprintf(b, sizeof b,
+                  "overview frame %.2f %.2f %.2f %.2f map %.2f %.2f %.2f %.2f view %.2f %.2f %.2f "
+                  "%.2f\n",
+                  ovMin_.x, ovMin_.y, ovMax_.x, ovMax_.y, ovMap_.x, ovMap_.y, m1.x, m1.y, v0.x,
+                  v0.y, v1.x, v1.y);
+    out += b;
+  } else {
+    out += "overview none\n";
+  }
   for (size_t i = 0; i < s->graph.nodes.size(); ++i) {
     const dot::Node& n = s->graph.nodes[i];
     const dot::NodeBox& p = s->layout.nodes[i];
@@ -621,6 +863,15 @@ std::string GraphView::dumpText() const {
     if (text.empty()) continue;
     std::snprintf(b, sizeof b, "\t%.2f\t", whole ? full : namesFont_);
     out += "label " + s->graph.nodes[i].id + b + text + "\n";
+  }
+  // The nodes whose whole box the tab shows.
+  for (size_t i = 0; i < s->graph.nodes.size(); ++i) {
+    const dot::NodeBox& p = s->layout.nodes[i];
+    const ImVec2 a = toScreen({p.center.x - p.width / 2, p.center.y - p.height / 2});
+    const ImVec2 z = toScreen({p.center.x + p.width / 2, p.center.y + p.height / 2});
+    if (a.x >= canvas_.x && a.y >= canvas_.y && z.x <= canvas_.x + canvasSize_.x &&
+        z.y <= canvas_.y + canvasSize_.y)
+      out += "visible " + s->graph.nodes[i].id + "\n";
   }
   const std::string& lit = s->idOf(highlight_);
   out += "highlighted " + (lit.empty() ? std::string("none") : lit) + "\n";

@@ -87,6 +87,11 @@ constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
 constexpr uint32_t kGraphPaper = rgba(255, 255, 255);
 constexpr uint32_t kGraphHover = rgba(40, 120, 255);
 constexpr uint32_t kGraphCaption = rgba(70, 70, 80);
+// The graph tabs' overview: its paper (grey, so white boxes show), border and the shown part.
+constexpr uint32_t kGraphOverviewPaper = rgba(226, 226, 232);
+constexpr uint32_t kGraphOverviewBorder = rgba(40, 40, 48);
+constexpr uint32_t kGraphOverviewView = rgba(210, 0, 210);
+constexpr uint32_t kGraphOverviewViewFill = rgba(210, 0, 210, 36);
 // Memory view: the stacked categories in kStackOrder (parameter, gradient, optimizer state,
 // activation, temporary, other), the peak marker, the closed-form lines, the chosen time.
 constexpr uint32_t kMemoryCategory[] = {
