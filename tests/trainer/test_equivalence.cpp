@@ -305,6 +305,18 @@ TEST_CASE("pp=2 x dp=2 zb-h1 (buckets reduced from W) reproduces the single-proc
   checkEquivalent("equiv_pp2_dp2_zbh1", 4, {"--pp", "2", "--schedule", "zb-h1"});
 }
 
+TEST_CASE(
+    "pp=2 x dp=2 zb-h1 with ZeRO-1 and ZeRO-2 (hooks in the split W) reproduces the "
+    "single-process run",
+    "[trainer][equivalence][pp][zbh1]") {
+  // ZeRO-2 places each gradient in its bucket from AccumulateGrad's pre-hook and frees buckets from
+  // an engine callback: both now run inside W's per-node engine calls (split_backward.cpp).
+  checkEquivalent("equiv_pp2_dp2_zbh1_zero1", 4,
+                  {"--pp", "2", "--schedule", "zb-h1", "--zero", "1"});
+  checkEquivalent("equiv_pp2_dp2_zbh1_zero2", 4,
+                  {"--pp", "2", "--schedule", "zb-h1", "--zero", "2"});
+}
+
 TEST_CASE("tp=2 x pp=2 zb-h1 with sp reproduces the single-process run",
           "[trainer][equivalence][pp][zbh1]") {
   checkEquivalent("equiv_tp2_pp2_zbh1", 4,
