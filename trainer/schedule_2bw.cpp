@@ -53,7 +53,7 @@ std::string twoBwConfigError(const TrainConfig& c, int) {
   if (!c.dump_grads.empty()) return what + " does not support --dump-grads";
   if (two_bw && c.clip_grad > 0) {
     return "--schedule 2bw has no global gradient-norm clip (it would be a barrier across "
-           "stages every step): add --clip-grad 0";
+           "stages every step): leave --clip-grad out or give 0";
   }
   return "";
 }

@@ -1,6 +1,7 @@
 // PipeDream-2BW (--schedule 2bw) end to end, as real multi-process runs on loopback: its losses
 // against the single-process run of its update rule (--delayed-update), its resume from a
 // checkpoint, its dry-run idle time against the fill formula, and its constraints.
+#include "config.h"
 #include "trainer_test_util.h"
 
 #include <catch2/catch.hpp>
@@ -147,7 +148,7 @@ TEST_CASE("2bw's impossible combinations are one line and exit code 2", "[traine
     const char* says;
   };
   const std::vector<Case> cases = {
-      {{"--schedule", "2bw"}, 0, "--clip-grad 0"},
+      {{"--schedule", "2bw", "--clip-grad", "1"}, 0, "leave --clip-grad out or give 0"},
       {{"--schedule", "2bw", "--clip-grad", "0", "--zero", "1"}, 0, "--zero 1"},
       {{"--delayed-update", "--precision", "bf16-mixed"}, 0, "bf16-mixed"},
       {{"--pp", "2", "--schedule", "2bw", "--clip-grad", "0", "--global-batch", "2"},
@@ -163,4 +164,25 @@ TEST_CASE("2bw's impossible combinations are one line and exit code 2", "[traine
     CHECK(run.logs[0].find(c.says) != std::string::npos);
     CHECK(std::count(run.logs[0].begin(), run.logs[0].end(), '\n') == 1);
   }
+}
+
+TEST_CASE("2bw's gradient clip is off unless given, and only a given one is refused",
+          "[trainer][2bw]") {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "gpttrain");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    gpttrain::TrainConfig c;
+    REQUIRE_FALSE(gpttrain::parseArgs(static_cast<int>(argv.size()), argv.data(), c).has_value());
+    return c;
+  };
+  CHECK(parse({}).clip_grad == 1.0);  // every other schedule keeps the default clip
+  CHECK(parse({"--schedule", "1f1b"}).clip_grad == 1.0);
+  const gpttrain::TrainConfig two_bw = parse({"--schedule", "2bw"});
+  CHECK(two_bw.clip_grad == 0.0);
+  CHECK(gpttrain::layoutError(two_bw, 1).find("clip") == std::string::npos);
+  const gpttrain::TrainConfig asked = parse({"--schedule", "2bw", "--clip-grad", "0.5"});
+  CHECK(asked.clip_grad == 0.5);
+  CHECK(gpttrain::layoutError(asked, 1).find("leave --clip-grad out") != std::string::npos);
+  CHECK(parse({"--delayed-update"}).clip_grad == 1.0);  // the truth run may clip
 }
