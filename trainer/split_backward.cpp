@@ -101,6 +101,32 @@ std::unordered_map<const Node*, Reach> reachability(const std::shared_ptr<Node>&
   return reach;
 }
 
+// Gives parting node `index` the subgraph under `todo` that `follow` admits, collecting the
+// (AccumulateGrad, 0) edge of each weight in it. Returns false when a node of it already belongs
+// to another parting node: W would run that node twice (and fire its weight's hooks twice).
+template <typename Follow>
+bool claimWeights(std::vector<Node*> todo, size_t index, Follow follow,
+                  std::unordered_map<const Node*, size_t>& owner, edge_list& weights) {
+  bool alone = true;
+  while (!todo.empty()) {
+    Node* n = todo.back();
+    todo.pop_back();
+    auto [it, fresh] = owner.emplace(n, index);
+    if (!fresh) {
+      alone &= it->second == index;
+      continue;
+    }
+    if (dynamic_cast<AccumulateGrad*>(n) != nullptr) {
+      weights.emplace_back(n->shared_from_this(), 0);
+      continue;
+    }
+    for (const Edge& edge : n->next_edges()) {
+      if (edge.is_valid() && follow(edge.function.get())) todo.push_back(edge.function.get());
+    }
+  }
+  return alone;
+}
+
 }  // namespace
 
 SplitBackward::SplitBackward(const at::Tensor& output, const at::Tensor& input)
@@ -109,68 +135,38 @@ SplitBackward::SplitBackward(const at::Tensor& output, const at::Tensor& input)
   const Edge input_edge = torch::autograd::impl::gradient_edge(input);
   if (!input_edge.is_valid()) return;
   const std::shared_ptr<Node> root = output.grad_fn();
-  const auto reach = reachability(root, input_edge.function.get());
+  Node* boundary = input_edge.function.get();
+  const auto reach = reachability(root, boundary);
   if (!reach.at(root.get()).input) return;
 
-  // Each weight-only node belongs to the one parting node it hangs from; a second owner means W
-  // would run it twice (and fire its weight's hooks twice), so the graph is not split.
+  // Each weight-only node belongs to the one parting node it hangs from; a second owner means the
+  // graph is not split.
   std::unordered_map<const Node*, size_t> owner;
   bool shared = false;
+  const auto leadsToWeight = [&reach](const Node* n) { return reach.at(n).weight; };
   for (const auto& [const_node, r] : reach) {
-    if (!r.input || const_node == input_edge.function.get()) continue;
+    if (!r.input || const_node == boundary) continue;
     Node* node = const_cast<Node*>(const_node);  // NOLINT: the graph is ours to hook
-    edge_list weights;
-    const size_t index = state_->parting.size();
-    std::vector<const Node*> todo;
+    std::vector<Node*> weight_only;
     for (const Edge& edge : node->next_edges()) {
-      if (!edge.is_valid()) continue;
-      const Reach& child = reach.at(edge.function.get());
-      if (!child.input && child.weight) todo.push_back(edge.function.get());
-    }
-    if (todo.empty()) continue;
-    while (!todo.empty()) {
-      const Node* n = todo.back();
-      todo.pop_back();
-      auto [it, fresh] = owner.emplace(n, index);
-      if (!fresh) {
-        shared |= it->second != index;
-        continue;
-      }
-      if (auto* acc = dynamic_cast<const AccumulateGrad*>(n)) {
-        weights.emplace_back(const_cast<AccumulateGrad*>(acc)->shared_from_this(), 0);  // NOLINT
-        continue;
-      }
-      for (const Edge& edge : n->next_edges()) {
-        if (edge.is_valid() && reach.at(edge.function.get()).weight) {
-          todo.push_back(edge.function.get());
-        }
+      if (edge.is_valid() && !reach.at(edge.function.get()).input &&
+          leadsToWeight(edge.function.get())) {
+        weight_only.push_back(edge.function.get());
       }
     }
+    if (weight_only.empty()) continue;
+    edge_list weights;
+    shared |= !claimWeights(std::move(weight_only), state_->parting.size(), leadsToWeight, owner,
+                            weights);
     state_->parting.push_back(PartingNode{node->shared_from_this(), std::move(weights), {}, -1});
   }
   // A non-leaf boundary: the weights beneath it (the first stage's embedding tables) are W's too,
-  // started from the boundary's gradient, which B computes anyway.
-  Node* boundary = input_edge.function.get();
+  // started from the boundary's gradient, which B computes anyway. Below the boundary nothing was
+  // reached, so every edge is followed.
   if (dynamic_cast<AccumulateGrad*>(boundary) == nullptr) {
-    const size_t index = state_->parting.size();
     edge_list weights;
-    std::vector<Node*> todo{boundary};
-    while (!todo.empty()) {
-      Node* n = todo.back();
-      todo.pop_back();
-      auto [it, fresh] = owner.emplace(n, index);
-      if (!fresh) {
-        shared |= it->second != index;
-        continue;
-      }
-      if (dynamic_cast<AccumulateGrad*>(n) != nullptr) {
-        weights.emplace_back(n->shared_from_this(), 0);
-        continue;
-      }
-      for (const Edge& edge : n->next_edges()) {
-        if (edge.is_valid()) todo.push_back(edge.function.get());
-      }
-    }
+    shared |= !claimWeights(
+        {boundary}, state_->parting.size(), [](const Node*) { return true; }, owner, weights);
     if (!weights.empty()) {
       state_->parting.push_back(PartingNode{boundary->shared_from_this(),
                                             std::move(weights),
