@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The GPU check (issue 25 point 7): one command a developer runs on a machine with a CUDA GPU and a
+# pip/conda/venv PyTorch with CUDA, inside a 10-minute limit (it aims to finish in under 9):
+#
+#   bash scripts/gpu-check.sh
+#
+# 1. Builds tracerun against the interpreter's PyTorch into build-gpu (scripts/build.sh with
+#    TRACERUN_TORCH; Debian's SQLite/CLI11/json/gloo headers unpacked in .gpu-deps/; viewer and dot
+#    off; Catch2 unit tests off unless GPU_CHECK_CATCH2=1: CI runs them, and they triple the build).
+# 2. Runs `ctest -L gpu` (tests/gpu/: census, capture words, NCCL rank, gpttrain losses, Gloo ranks,
+#    CUDA memory).
+# 3. Runs bench/gpu_overhead.py with what time is left (at most ~3 minutes).
+# 4. Copies logs, result.json files, small traces and the bench's JSON into $OUT (when set; else
+#    build-gpu/gpu-check/), and prints a short summary. Exits non-zero when the build or a test failed.
+#
+# Environment: TRACERUN_TORCH (default python3), NANOGPT_DIR (default .gpu-deps/nanoGPT),
+# JOBS (default 16), GPU_CHECK_DEADLINE_S (default 530: when the bench must be done),
+# GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_CATCH2=1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+START=$SECONDS
+DEADLINE=${GPU_CHECK_DEADLINE_S:-530}
+BUILD_DIR=build-gpu
+PY=${TRACERUN_TORCH:-python3}
+PYABS=$(command -v "$PY" 2>/dev/null || true)
+RESULTS=${OUT:-$BUILD_DIR/gpu-check}
+mkdir -p "$RESULTS"
+LOG="$RESULTS/gpu-check.log"
+: >"$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+elapsed() { echo $((SECONDS - START)); }
+
+# --- a GPU and a torch with CUDA, or one line and exit 1
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "gpu-check: no NVIDIA GPU here (nvidia-smi absent or failing)"; exit 1
+fi
+if [ -z "$PYABS" ] || ! "$PYABS" -c 'import sys, torch; sys.exit(0 if torch.version.cuda and torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  say "gpu-check: $PY cannot import a torch with CUDA and a visible device (set TRACERUN_TORCH)"; exit 1
+fi
+export PATH="$(dirname "$PYABS"):$PATH"   # cmake, ctest and ninja of a venv
+export TRACERUN_PYTHON="$PYABS"           # the interpreter the gpu tests re-execute with
+if [ -z "${NANOGPT_DIR:-}" ] && [ -f .gpu-deps/nanoGPT/model.py ]; then export NANOGPT_DIR=$PWD/.gpu-deps/nanoGPT; fi
+{
+  nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PYABS" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, "nccl") else "?")'
+  echo "git $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "nanoGPT: ${NANOGPT_DIR:-missing}"
+} 2>&1 | tee -a "$LOG"
+
+# --- 1. build
+CMAKE_ARGS="-DTRACERUN_WANT_VIEWER=OFF -DTRACERUN_WANT_DOT=OFF"
+[ "${GPU_CHECK_CATCH2:-0}" = 1 ] || CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON"
+say "== build ($BUILD_DIR, JOBS=${JOBS:-16}) at $(elapsed) s"
+TRACERUN_TORCH="$PY" TRACERUN_DEPS_PREFIX=.gpu-deps BUILD_DIR=$BUILD_DIR \
+  TRACERUN_CMAKE_ARGS="$CMAKE_ARGS" JOBS=${JOBS:-16} \
+  bash scripts/build.sh >"$RESULTS/build.log" 2>&1
+BUILD_RC=$?
+say "build: exit $BUILD_RC after $(elapsed) s (log: build.log)"
+if [ $BUILD_RC -ne 0 ]; then
+  tail -n 25 "$RESULTS/build.log" | tee -a "$LOG"
+  say "gpu-check: FAILED (build)"; exit 1
+fi
+grep -E "^-- (tracerun configuration|  )" "$RESULTS/build.log" | head -30 >>"$LOG" || true
+
+# --- 2. the gpu label (each test has its own TIMEOUT; the whole label is cut at the deadline)
+CTEST_LIMIT=$((DEADLINE - $(elapsed) - 60))
+[ $CTEST_LIMIT -gt 360 ] && CTEST_LIMIT=360
+say "== ctest -L gpu at $(elapsed) s (limit ${CTEST_LIMIT} s)"
+timeout --signal=TERM --kill-after=10 $CTEST_LIMIT \
+  ctest --test-dir $BUILD_DIR -L gpu --output-on-failure >"$RESULTS/ctest.log" 2>&1
+CTEST_RC=$?
+say "ctest: exit $CTEST_RC after $(elapsed) s (log: ctest.log)"
+
+# --- 3. the overhead bench, with what time is left
+BENCH_RC=skipped
+BENCH_BUDGET=$((DEADLINE - $(elapsed) - 15))
+[ $BENCH_BUDGET -gt 180 ] && BENCH_BUDGET=180
+if [ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ]; then
+  say "== bench skipped (GPU_CHECK_SKIP_BENCH=1)"
+elif [ $BENCH_BUDGET -lt 60 ]; then
+  say "== bench skipped: ${BENCH_BUDGET} s left before the deadline"
+else
+  say "== bench/gpu_overhead.py at $(elapsed) s (budget ${BENCH_BUDGET} s)"
+  mkdir -p "$RESULTS/bench"
+  timeout --signal=TERM --kill-after=10 $((BENCH_BUDGET + 30)) \
+    "$PYABS" bench/gpu_overhead.py --build $BUILD_DIR --budget-s $BENCH_BUDGET \
+    --json "$RESULTS/bench/gpu_overhead.json" --keep "$RESULTS/bench" >"$RESULTS/bench/gpu_overhead.log" 2>&1
+  BENCH_RC=$?
+  say "bench: exit $BENCH_RC after $(elapsed) s (log: bench/gpu_overhead.log)"
+fi
+
+# --- 4. results into $OUT: per test its logs, result.json, census.json and traces under 16 MiB
+for d in $BUILD_DIR/tests/gpu/*/; do
+  [ -d "$d" ] || continue
+  name=$(basename "$d"); mkdir -p "$RESULTS/tests/$name"
+  find "$d" -maxdepth 1 -type f \( -name '*.log' -o -name '*.txt' -o -name '*.json' -o -name '*.jsonl' -o -name '*.db' \) \
+    -size -16M -exec cp {} "$RESULTS/tests/$name/" \;
+done
+
+# --- summary
+{
+  echo "== summary ($(elapsed) s)"
+  grep -E "tests passed|tests failed|Passed|Failed|Not Run|Skipped|\*\*\*" "$RESULTS/ctest.log" | sed 's/^/  /' | head -20
+  for r in $BUILD_DIR/tests/gpu/*/result.json; do
+    [ -f "$r" ] || continue
+    "$PYABS" - "$r" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+bad = [c for c in r["checks"] if not c["ok"]]
+print(f"  {r['test']}: {'passed' if r['passed'] else 'FAILED'} ({len(r['checks']) - len(bad)}/{len(r['checks'])})")
+for c in bad[:4]:
+    print(f"    FAIL {c['check']}: {c['detail'].splitlines()[0][:150] if c['detail'] else ''}")
+EOF
+  done
+  if [ -f "$RESULTS/bench/gpu_overhead.log" ]; then
+    sed -n '/^== table/,$p' "$RESULTS/bench/gpu_overhead.log" | sed 's/^/  /' | head -30
+  fi
+  echo "  results in $RESULTS"
+} 2>&1 | tee -a "$LOG"
+if [ $CTEST_RC -ne 0 ]; then say "gpu-check: FAILED (ctest exit $CTEST_RC)"; exit 1; fi
+say "gpu-check: ok (bench: $BENCH_RC)"
