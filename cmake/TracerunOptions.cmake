@@ -1,5 +1,15 @@
-# Detects optional dependencies and sets TRACERUN_WITH_* to what is really available.
-# A missing dependency turns its component off with a message; configure never fails for it.
+# Detects dependencies and sets TRACERUN_WITH_* to what is really available.
+# A missing optional dependency turns its component off with a message. The few the core needs
+# (SQLite3, CLI11, nlohmann-json headers) fail configure with one line each saying what to install
+# and where to put it on a machine without a package archive (scripts/gpu-deps.sh).
+#
+# Inputs besides CMAKE_PREFIX_PATH (scripts/build.sh sets them from TRACERUN_TORCH and
+# TRACERUN_DEPS_PREFIX; all optional):
+#   TRACERUN_DEPS_PREFIX  a folder where Debian .debs were unpacked with `dpkg -x` (DIR/usr/...)
+#   TRACERUN_CUDA_ROOT    the CUDA toolkit (default: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda)
+#   TRACERUN_NCCL_HINT    a folder holding nccl.h (the nvidia-nccl wheel's include/), tried first
+#   TRACERUN_PYTHON       the interpreter whose PyTorch this build uses (for scripts and tests)
+#   TRACERUN_TORCH_CUDA_VERSION  torch.version.cuda of that PyTorch, checked against the toolkit
 
 set(_tracerun_summary "")
 macro(tracerun_option name description)
@@ -15,9 +25,73 @@ function(tracerun_report name value reason)
   set_property(GLOBAL APPEND PROPERTY TRACERUN_SUMMARY "${_line}")
 endfunction()
 
+# --- A prefix of unpacked Debian packages (scripts/gpu-deps.sh makes .gpu-deps/): its usr/ joins the
+# search prefixes (headers, CMake packages such as Catch2's) and its usr/include the include path.
+set(TRACERUN_DEPS_PREFIX "" CACHE PATH "Folder where Debian .debs were unpacked with dpkg -x")
+set(TRACERUN_PYTHON "" CACHE FILEPATH "Python interpreter whose PyTorch this build uses")
+set(TRACERUN_TORCH_CUDA_VERSION "" CACHE STRING "torch.version.cuda of that PyTorch")
+# "install PKG, or ...": the advice of every missing-dependency line (no ';' in it: list items).
+function(_tracerun_advice pkg out)
+  set(${out} "install ${pkg}, or unpack it with scripts/gpu-deps.sh and pass TRACERUN_DEPS_PREFIX=.gpu-deps to scripts/build.sh (cmake: -DTRACERUN_DEPS_PREFIX=DIR)" PARENT_SCOPE)
+endfunction()
+if(TRACERUN_DEPS_PREFIX)
+  get_filename_component(_tracerun_deps "${TRACERUN_DEPS_PREFIX}" ABSOLUTE
+                         BASE_DIR "${CMAKE_SOURCE_DIR}")
+  if(NOT IS_DIRECTORY "${_tracerun_deps}/usr/include")
+    message(FATAL_ERROR "TRACERUN_DEPS_PREFIX=${TRACERUN_DEPS_PREFIX}: no usr/include in ${_tracerun_deps}; make it with scripts/gpu-deps.sh")
+  endif()
+  list(APPEND CMAKE_PREFIX_PATH "${_tracerun_deps}/usr")
+  # Header-only libraries (CLI11, nlohmann-json) and Gloo's headers are included without a target.
+  include_directories(SYSTEM "${_tracerun_deps}/usr/include")
+  set_property(GLOBAL APPEND PROPERTY TRACERUN_SUMMARY "  deps prefix: ${_tracerun_deps}")
+endif()
+
 find_package(PkgConfig QUIET)
-find_package(SQLite3 REQUIRED)  # trace/ is the core of the project: a hard requirement
 find_package(Threads REQUIRED)
+
+# --- SQLite3 (trace/ is the core of the project: a hard requirement). The library is the shared
+# one: on a machine with only libsqlite3.so.0 (no -dev package) the headers may come from the
+# deps prefix while the library is the system's; never the static libsqlite3.a that -dev ships.
+set(_tracerun_missing "")
+if(NOT SQLite3_LIBRARY)
+  set(_tracerun_suffixes "${CMAKE_FIND_LIBRARY_SUFFIXES}")
+  set(CMAKE_FIND_LIBRARY_SUFFIXES .so)
+  find_library(SQLite3_LIBRARY NAMES sqlite3 libsqlite3.so.0 NAMES_PER_DIR)
+  set(CMAKE_FIND_LIBRARY_SUFFIXES "${_tracerun_suffixes}")
+endif()
+find_package(SQLite3 QUIET)
+if(NOT SQLite3_FOUND)
+  if(NOT SQLite3_INCLUDE_DIR)
+    _tracerun_advice(libsqlite3-dev _a)
+    list(APPEND _tracerun_missing "SQLite3 headers (sqlite3.h) not found: ${_a}")
+  else()
+    list(APPEND _tracerun_missing "SQLite3 library (libsqlite3.so or libsqlite3.so.0) not found: install libsqlite3-0")
+  endif()
+endif()
+# --- Header-only libraries of the commands (trace/tools, trainer): CLI11 and nlohmann-json.
+find_path(TRACERUN_CLI11_INCLUDE CLI/CLI.hpp)
+if(NOT TRACERUN_CLI11_INCLUDE)
+  _tracerun_advice(libcli11-dev _a)
+  list(APPEND _tracerun_missing "CLI11 headers (CLI/CLI.hpp) not found: ${_a}")
+endif()
+find_path(TRACERUN_JSON_INCLUDE nlohmann/json.hpp)
+if(NOT TRACERUN_JSON_INCLUDE)
+  _tracerun_advice(nlohmann-json3-dev _a)
+  list(APPEND _tracerun_missing "nlohmann-json headers (nlohmann/json.hpp) not found: ${_a}")
+endif()
+# Header-only dependencies are included without targets: a folder outside the compiler's own
+# (a deps prefix, a conda env given in CMAKE_PREFIX_PATH) goes on every target's include path.
+function(_tracerun_include_everywhere dir)
+  if(dir AND NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+    include_directories(SYSTEM "${dir}")
+  endif()
+endfunction()
+_tracerun_include_everywhere("${TRACERUN_CLI11_INCLUDE}")
+_tracerun_include_everywhere("${TRACERUN_JSON_INCLUDE}")
+if(_tracerun_missing)
+  list(JOIN _tracerun_missing "\n  " _tracerun_missing_text)
+  message(FATAL_ERROR "tracerun cannot be built; missing:\n  ${_tracerun_missing_text}")
+endif()
 
 tracerun_option(TORCH "libtorch: capture library, trainer, samples")
 tracerun_option(CUDA "CUDA toolkit (compile-only without a GPU)")
@@ -30,13 +104,34 @@ tracerun_option(DOT "tracedot (Graphviz)")
 set(TRACERUN_WITH_TORCH OFF)
 if(TRACERUN_WANT_TORCH)
   find_package(Torch QUIET)
-  if(Torch_FOUND)
+  # c10d's ProcessGroupGloo.hpp (included by the capture library and the trainer) includes Gloo's
+  # headers, which pip/conda PyTorch does not ship.
+  find_path(TRACERUN_GLOO_INCLUDE gloo/config.h)
+  if(Torch_FOUND AND NOT TRACERUN_GLOO_INCLUDE)
+    _tracerun_advice(libgloo-dev _a)
+    set(_m "Gloo headers (gloo/config.h) not found: ${_a}")
+    message(WARNING "${_m}")
+    tracerun_report(TORCH OFF "libtorch ${Torch_VERSION} found, but ${_m}")
+  elseif(Torch_FOUND)
+    _tracerun_include_everywhere("${TRACERUN_GLOO_INCLUDE}")
     tracerun_report(TORCH ON "libtorch ${Torch_VERSION} at ${Torch_DIR}")
   else()
-    tracerun_report(TORCH OFF "find_package(Torch) failed; install libtorch-dev or pass CMAKE_PREFIX_PATH")
+    tracerun_report(TORCH OFF "find_package(Torch) failed; install libtorch-dev, or build with TRACERUN_TORCH=python3 scripts/build.sh (or -DCMAKE_PREFIX_PATH=<torch>/share/cmake)")
   endif()
 else()
   tracerun_report(TORCH OFF "disabled by TRACERUN_WANT_TORCH=OFF")
+endif()
+
+# --- libstdc++ ABI: a libtorch built with the old ABI (pip wheels before PyTorch 2.7) needs every
+# C++ file of ours on that ABI too, since core/ and trace/ pass std::string across. Only then is a
+# flag added (the new ABI is GCC's default).
+if(TRACERUN_WITH_TORCH AND TORCH_CXX_FLAGS MATCHES "-D_GLIBCXX_USE_CXX11_ABI=0")
+  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=0)
+  set_property(GLOBAL APPEND PROPERTY TRACERUN_SUMMARY
+               "  libtorch uses the pre-C++11 libstdc++ ABI: everything is compiled with it")
+endif()
+if(TRACERUN_PYTHON)
+  set_property(GLOBAL APPEND PROPERTY TRACERUN_SUMMARY "  PyTorch of ${TRACERUN_PYTHON}")
 endif()
 
 # --- c10d's ProcessGroupNCCL: only in a libtorch built with CUDA and NCCL. Its header is installed
@@ -77,33 +172,145 @@ elseif(TRACERUN_WITH_TORCH)
 endif()
 
 # --- CUDA toolkit, CUPTI, NCCL: headers and libraries only; no GPU is needed to compile.
-set(TRACERUN_CUDA_ROOT "")
-if(DEFINED ENV{CUDA_HOME} AND EXISTS "$ENV{CUDA_HOME}/include/cuda.h")
-  set(TRACERUN_CUDA_ROOT "$ENV{CUDA_HOME}")
-elseif(EXISTS "/usr/local/cuda/include/cuda.h")
-  set(TRACERUN_CUDA_ROOT "/usr/local/cuda")
+# The toolkit: -DTRACERUN_CUDA_ROOT, else $CUDA_HOME, $CUDA_PATH, /usr/local/cuda (the first that
+# has cuda.h in include/ or targets/x86_64-linux/include/).
+set(TRACERUN_CUDA_ROOT "" CACHE PATH "CUDA toolkit (default: CUDA_HOME, CUDA_PATH, /usr/local/cuda)")
+set(_tracerun_cuda_candidates "${TRACERUN_CUDA_ROOT}")
+foreach(_e CUDA_HOME CUDA_PATH)
+  if(DEFINED ENV{${_e}})
+    list(APPEND _tracerun_cuda_candidates "$ENV{${_e}}")
+  endif()
+endforeach()
+list(APPEND _tracerun_cuda_candidates /usr/local/cuda)
+set(TRACERUN_CUDA_ROOT "")   # this variable shadows the cache entry: the root in use
+foreach(_r IN LISTS _tracerun_cuda_candidates)
+  if(_r AND (EXISTS "${_r}/include/cuda.h" OR EXISTS "${_r}/targets/x86_64-linux/include/cuda.h"))
+    set(TRACERUN_CUDA_ROOT "${_r}")
+    break()
+  endif()
+endforeach()
+set(_tracerun_cuda_major "")
+if(TRACERUN_CUDA_ROOT)
+  foreach(_h "${TRACERUN_CUDA_ROOT}/include/cuda.h" "${TRACERUN_CUDA_ROOT}/targets/x86_64-linux/include/cuda.h")
+    if(EXISTS "${_h}")
+      file(STRINGS "${_h}" _v REGEX "^#define CUDA_VERSION [0-9]+")
+      if(_v MATCHES "CUDA_VERSION ([0-9]+)")
+        math(EXPR _tracerun_cuda_major "${CMAKE_MATCH_1} / 1000")
+        math(EXPR _tracerun_cuda_minor "(${CMAKE_MATCH_1} % 1000) / 10")
+        break()
+      endif()
+    endif()
+  endforeach()
 endif()
 if(TRACERUN_WANT_CUDA AND TRACERUN_CUDA_ROOT)
-  tracerun_report(CUDA ON "toolkit at ${TRACERUN_CUDA_ROOT}")
+  tracerun_report(CUDA ON "toolkit ${_tracerun_cuda_major}.${_tracerun_cuda_minor} at ${TRACERUN_CUDA_ROOT}")
+  if(TRACERUN_TORCH_CUDA_VERSION MATCHES "^([0-9]+)" AND _tracerun_cuda_major AND
+     NOT CMAKE_MATCH_1 EQUAL _tracerun_cuda_major)
+    message(WARNING "PyTorch was built for CUDA ${TRACERUN_TORCH_CUDA_VERSION}, the toolkit at ${TRACERUN_CUDA_ROOT} is CUDA ${_tracerun_cuda_major}.${_tracerun_cuda_minor}: point CUDA_HOME at a CUDA ${CMAKE_MATCH_1} toolkit")
+  endif()
+elseif(TRACERUN_WANT_CUDA)
+  tracerun_report(CUDA OFF "no CUDA toolkit: set CUDA_HOME or -DTRACERUN_CUDA_ROOT, or install it in /usr/local/cuda")
 else()
-  tracerun_report(CUDA OFF "no CUDA toolkit (CUDA_HOME or /usr/local/cuda)")
+  tracerun_report(CUDA OFF "disabled by TRACERUN_WANT_CUDA=OFF")
 endif()
 
-find_path(TRACERUN_CUPTI_INCLUDE cupti.h HINTS "${TRACERUN_CUDA_ROOT}/include"
-          "${TRACERUN_CUDA_ROOT}/extras/CUPTI/include" NO_DEFAULT_PATH)
-find_library(TRACERUN_CUPTI_LIBRARY cupti HINTS "${TRACERUN_CUDA_ROOT}/lib64"
-             "${TRACERUN_CUDA_ROOT}/extras/CUPTI/lib64" NO_DEFAULT_PATH)
-if(TRACERUN_WANT_CUPTI AND TRACERUN_WITH_CUDA AND TRACERUN_CUPTI_INCLUDE AND TRACERUN_CUPTI_LIBRARY)
-  tracerun_report(CUPTI ON "${TRACERUN_CUPTI_LIBRARY}")
+# true when `path` lies under `root` (symbolic links resolved on both sides)
+function(_tracerun_under path root out)
+  get_filename_component(_p "${path}" REALPATH)
+  get_filename_component(_r "${root}" REALPATH)
+  string(FIND "${_p}/" "${_r}/" _i)
+  if(_i EQUAL 0)
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# CUPTI: only the toolkit's own, in this order: targets/x86_64-linux/{include,lib} (where CUDA 12/13
+# puts it), extras/CUPTI/{include,lib64} (older toolkits), include + lib64. Never a libcupti found
+# anywhere else (Nsight Compute ships an old libcupti.so.10.2 that must not win), and the library
+# must be the toolkit's major version (libcupti.so.<CUDA major> beside it).
+set(TRACERUN_WITH_CUPTI OFF)
+set(_tracerun_cupti_why "")
+if(TRACERUN_WANT_CUPTI AND TRACERUN_WITH_CUDA)
+  set(_R "${TRACERUN_CUDA_ROOT}")
+  foreach(_var TRACERUN_CUPTI_INCLUDE TRACERUN_CUPTI_LIBRARY)  # a cached pick from elsewhere goes
+    if(${_var})
+      _tracerun_under("${${_var}}" "${_R}" _ok)
+      if(NOT _ok)
+        message(STATUS "CUPTI: ignoring ${_var}=${${_var}} (not under ${_R})")
+        unset(${_var} CACHE)
+      endif()
+    endif()
+  endforeach()
+  find_path(TRACERUN_CUPTI_INCLUDE cupti.h PATHS "${_R}/targets/x86_64-linux/include"
+            "${_R}/extras/CUPTI/include" "${_R}/include" NO_DEFAULT_PATH)
+  find_library(TRACERUN_CUPTI_LIBRARY cupti PATHS "${_R}/targets/x86_64-linux/lib"
+               "${_R}/extras/CUPTI/lib64" "${_R}/lib64" NO_DEFAULT_PATH)
+  set(_tracerun_cupti_api "")
+  if(TRACERUN_CUPTI_INCLUDE AND EXISTS "${TRACERUN_CUPTI_INCLUDE}/cupti_version.h")
+    file(STRINGS "${TRACERUN_CUPTI_INCLUDE}/cupti_version.h" _v REGEX "^#define CUPTI_API_VERSION [0-9]+")
+    if(_v MATCHES "CUPTI_API_VERSION ([0-9]+)")
+      set(_tracerun_cupti_api "${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  if(NOT TRACERUN_CUPTI_INCLUDE)
+    set(_tracerun_cupti_why "cupti.h not in ${_R}/targets/x86_64-linux/include, extras/CUPTI/include or include")
+  elseif(NOT _tracerun_cupti_api)
+    set(_tracerun_cupti_why "no CUPTI_API_VERSION in ${TRACERUN_CUPTI_INCLUDE}/cupti_version.h")
+  elseif(NOT TRACERUN_CUPTI_LIBRARY)
+    set(_tracerun_cupti_why "libcupti not in ${_R}/targets/x86_64-linux/lib, extras/CUPTI/lib64 or lib64")
+  else()
+    get_filename_component(_real "${TRACERUN_CUPTI_LIBRARY}" REALPATH)
+    get_filename_component(_dir "${TRACERUN_CUPTI_LIBRARY}" DIRECTORY)
+    file(GLOB _same "${_dir}/libcupti.so.${_tracerun_cuda_major}" "${_dir}/libcupti.so.${_tracerun_cuda_major}.*")
+    if(_tracerun_cuda_major AND NOT _same)
+      get_filename_component(_name "${_real}" NAME)
+      set(_tracerun_cupti_why "${TRACERUN_CUPTI_LIBRARY} is ${_name}, not CUDA ${_tracerun_cuda_major}'s libcupti.so.${_tracerun_cuda_major}")
+      unset(TRACERUN_CUPTI_LIBRARY CACHE)  # searched again next time
+    endif()
+  endif()
+  if(NOT _tracerun_cupti_why)
+    tracerun_report(CUPTI ON "${TRACERUN_CUPTI_LIBRARY} (CUPTI API ${_tracerun_cupti_api}, cupti.h in ${TRACERUN_CUPTI_INCLUDE})")
+  endif()
+elseif(NOT TRACERUN_WANT_CUPTI)
+  set(_tracerun_cupti_why "disabled by TRACERUN_WANT_CUPTI=OFF")
 else()
-  tracerun_report(CUPTI OFF "cupti.h / libcupti not found")
+  set(_tracerun_cupti_why "needs the CUDA toolkit")
+endif()
+if(_tracerun_cupti_why)
+  tracerun_report(CUPTI OFF "${_tracerun_cupti_why}")
 endif()
 
-find_path(TRACERUN_NCCL_INCLUDE nccl.h HINTS "${TRACERUN_CUDA_ROOT}/include" /usr/include)
+# NCCL: nccl.h only (the interposer links no libnccl). First TRACERUN_NCCL_HINT (scripts/build.sh
+# passes the nvidia-nccl wheel's include/ of the TRACERUN_TORCH interpreter: the NCCL that PyTorch
+# loads), then the toolkit's include/, then /usr/include (libnccl-dev), then the deps prefix.
+set(TRACERUN_NCCL_HINT "" CACHE PATH "Folder holding nccl.h, tried first (the nvidia-nccl wheel's include/)")
+if(TRACERUN_NCCL_HINT AND EXISTS "${TRACERUN_NCCL_HINT}/nccl.h")
+  set(TRACERUN_NCCL_INCLUDE "${TRACERUN_NCCL_HINT}" CACHE PATH "Folder of nccl.h" FORCE)
+endif()
+set(_tracerun_nccl_paths "${TRACERUN_NCCL_HINT}")
+if(TRACERUN_CUDA_ROOT)
+  list(APPEND _tracerun_nccl_paths "${TRACERUN_CUDA_ROOT}/include")
+endif()
+list(APPEND _tracerun_nccl_paths /usr/include)
+if(TRACERUN_DEPS_PREFIX)
+  list(APPEND _tracerun_nccl_paths "${_tracerun_deps}/usr/include")
+endif()
+find_path(TRACERUN_NCCL_INCLUDE nccl.h PATHS ${_tracerun_nccl_paths} NO_DEFAULT_PATH)
 if(TRACERUN_WANT_NCCL AND TRACERUN_NCCL_INCLUDE)
-  tracerun_report(NCCL ON "nccl.h in ${TRACERUN_NCCL_INCLUDE}")
+  set(_v "")
+  file(STRINGS "${TRACERUN_NCCL_INCLUDE}/nccl.h" _l REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  foreach(_x IN LISTS _l)
+    string(REGEX REPLACE "^#define NCCL_[A-Z]+ +([0-9]+).*" "\\1" _n "${_x}")
+    list(APPEND _v "${_n}")
+  endforeach()
+  list(JOIN _v "." _v)
+  tracerun_report(NCCL ON "nccl.h ${_v} in ${TRACERUN_NCCL_INCLUDE}")
+elseif(TRACERUN_WANT_NCCL)
+  tracerun_report(NCCL OFF "nccl.h not found: pip install nvidia-nccl-cu<N> and build with TRACERUN_TORCH, install libnccl-dev, or pass -DTRACERUN_NCCL_HINT=<folder of nccl.h>")
 else()
-  tracerun_report(NCCL OFF "nccl.h not found")
+  tracerun_report(NCCL OFF "disabled by TRACERUN_WANT_NCCL=OFF")
 endif()
 
 # --- viewer: Debian's libimgui (static, GLFW + OpenGL3 backends inside), GLFW, OpenGL, stb
@@ -115,6 +322,8 @@ find_package(OpenGL QUIET)
 if(TRACERUN_WANT_VIEWER AND TRACERUN_IMGUI_LIBRARY AND TRACERUN_IMGUI_INCLUDE AND
    TRACERUN_GLFW_LIBRARY AND TRACERUN_STB_LIBRARY AND OpenGL_FOUND)
   tracerun_report(VIEWER ON "imgui ${TRACERUN_IMGUI_LIBRARY}")
+elseif(NOT TRACERUN_WANT_VIEWER)
+  tracerun_report(VIEWER OFF "disabled by TRACERUN_WANT_VIEWER=OFF")
 else()
   tracerun_report(VIEWER OFF "needs libimgui-dev, libglfw3-dev, libstb-dev and OpenGL")
 endif()
@@ -125,15 +334,22 @@ if(PkgConfig_FOUND)
 endif()
 if(TRACERUN_WANT_DOT AND GVC_FOUND)
   tracerun_report(DOT ON "libgvc ${GVC_VERSION}")
+elseif(NOT TRACERUN_WANT_DOT)
+  tracerun_report(DOT OFF "disabled by TRACERUN_WANT_DOT=OFF")
 else()
   tracerun_report(DOT OFF "libgvc not found (libgraphviz-dev)")
 endif()
 
-find_package(Catch2 QUIET)
+# --- tests: Catch2 v2 (Debian's catch2: a CMake package in usr/lib/cmake/Catch2). Without it the
+# tests are skipped, the rest builds.
+find_package(Catch2 2 QUIET)
 if(Catch2_FOUND)
   tracerun_report(TESTS ON "Catch2 ${Catch2_VERSION}")
 else()
-  tracerun_report(TESTS OFF "Catch2 not found (catch2)")
+  _tracerun_advice(catch2 _a)
+  set(_m "Catch2 v2 (Catch2Config.cmake) not found: ${_a}")
+  message(STATUS "tests off: ${_m}")
+  tracerun_report(TESTS OFF "${_m}")
 endif()
 
 include(TracerunTorch)
