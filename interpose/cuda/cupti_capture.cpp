@@ -1,9 +1,17 @@
 // CUDA activity capture inside libtracerun: dlopens libcupti (never a link-time dependency),
-// enables kernel/memcpy/memset/synchronization records plus runtime/driver API and
+// enables kernel/memcpy/memset/synchronization and context records plus API and
 // external-correlation records (for the op -> kernel flows), and translates completed buffers
-// (cupti_translate.cpp). Starts only when TRACERUN_CAPTURE lists "cuda"; any failure prints one
-// line "tracerun: CUDA capture off: <reason>", sets the stat cuda_capture_off and leaves the rest
-// of the capture as is.
+// (cupti_translate.cpp). It does not translate or name anything itself.
+//
+// Cost: API records are wanted only because CUPTI emits an op's external correlation record with
+// them. Where libcupti has cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi (CUDA 13),
+// only the launch-type APIs are enabled (cupti_translate.h: launchRuntimeApis /
+// launchDriverApis), not the whole RUNTIME and DRIVER kinds; without them, or when one is
+// refused, the whole kinds (the stat cupti_launch_apis_only says which). Buffers are 4 MiB, as
+// Kineto's. Contexts: CONTEXT records name each context's device (cuptiActivityEnableAndDump
+// also reports the contexts that existed before the capture started); optional. Starts only when
+// TRACERUN_CAPTURE lists "cuda"; any failure prints one line "tracerun: CUDA capture off:
+// <reason>", sets the stat cuda_capture_off and leaves the rest of the capture as is.
 //
 // Clocks: CUPTI is asked to take its timestamps from core::nowNs() (the trace's clock;
 // cuptiActivityRegisterTimestampCallback), and the remaining offset is measured anyway from the
@@ -53,6 +61,9 @@ struct Cupti {
   PushExternalIdFn pushExternal = nullptr;
   PopExternalIdFn popExternal = nullptr;
   CUptiResult (*timestampCallback)(CUpti_TimestampCallbackFunc) = nullptr;  // optional
+  CUptiResult (*enableAndDump)(CUpti_ActivityKind) = nullptr;               // optional
+  CUptiResult (*enableRuntimeApi)(CUpti_CallbackId, uint8_t) = nullptr;     // optional
+  CUptiResult (*enableDriverApi)(CUpti_CallbackId, uint8_t) = nullptr;      // optional
 };
 
 Cupti gCupti;
@@ -63,14 +74,14 @@ core::Session* gSession = nullptr;      // the capture's, from startCuda to the 
 core::ThreadBuffer* gBuffer = nullptr;  // the completing thread's, during one bufferCompleted
 uint64_t gBuffers = 0, gRecords = 0, gDropped = 0;
 bool gOn = false;
-constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                         CUPTI_ACTIVITY_KIND_MEMCPY,
-                                         CUPTI_ACTIVITY_KIND_MEMSET,
-                                         CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                         CUPTI_ACTIVITY_KIND_RUNTIME,
-                                         CUPTI_ACTIVITY_KIND_DRIVER,
-                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-constexpr size_t kBufferBytes = size_t{8} << 20;
+bool gLaunchApisOnly = false;  // per-API enabling in use (else the whole RUNTIME/DRIVER kinds)
+bool gContexts = false;        // CONTEXT records enabled
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+constexpr CUpti_ActivityKind kApiKinds[] = {CUPTI_ACTIVITY_KIND_RUNTIME,
+                                            CUPTI_ACTIVITY_KIND_DRIVER};
+constexpr size_t kBufferBytes = size_t{4} << 20;
 
 bool cudaWanted() {
   return captureWordsFromEnvironment().has(CaptureWord::kCuda);
@@ -85,6 +96,40 @@ void off(const std::string& why) {
     } catch (...) {
     }
   }
+}
+
+// Every launch-type API on (enable 1) or off (0); false at the first refusal.
+bool setLaunchApis(uint8_t enable) {
+  if (gCupti.enableRuntimeApi == nullptr || gCupti.enableDriverApi == nullptr) return false;
+  bool ok = true;
+  for (uint32_t cbid : launchRuntimeApis()) {
+    ok = gCupti.enableRuntimeApi(cbid, enable) == CUPTI_SUCCESS && ok;
+    if (!ok && enable != 0) return false;
+  }
+  for (uint32_t cbid : launchDriverApis()) {
+    ok = gCupti.enableDriverApi(cbid, enable) == CUPTI_SUCCESS && ok;
+    if (!ok && enable != 0) return false;
+  }
+  return ok;
+}
+
+// API records: the launch-type APIs alone where libcupti can, else the whole kinds.
+bool enableApiRecords() {
+  gLaunchApisOnly = setLaunchApis(1);
+  if (gLaunchApisOnly) return true;
+  setLaunchApis(0);  // a refusal half-way: undo what was on
+  for (CUpti_ActivityKind kind : kApiKinds) {
+    if (gCupti.enable(kind) != CUPTI_SUCCESS) return false;
+  }
+  return true;
+}
+
+void disableAll() {
+  for (CUpti_ActivityKind k : kKinds) gCupti.disable(k);
+  for (CUpti_ActivityKind k : kApiKinds) gCupti.disable(k);
+  if (gLaunchApisOnly) setLaunchApis(0);
+  if (gContexts) gCupti.disable(CUPTI_ACTIVITY_KIND_CONTEXT);
+  gLaunchApisOnly = gContexts = false;
 }
 
 std::string errorText(CUptiResult r) {
@@ -162,6 +207,9 @@ void startCuda(const CaptureConfig& config) {
     if (gCupti.lib == nullptr) return off(std::string("cannot load libcupti: ") + dlerror());
     load(gCupti.resultString, "cuptiGetResultString");
     load(gCupti.timestampCallback, "cuptiActivityRegisterTimestampCallback");
+    load(gCupti.enableAndDump, "cuptiActivityEnableAndDump");
+    load(gCupti.enableRuntimeApi, "cuptiActivityEnableRuntimeApi");
+    load(gCupti.enableDriverApi, "cuptiActivityEnableDriverApi");
     if (!load(gCupti.enable, "cuptiActivityEnable") ||
         !load(gCupti.disable, "cuptiActivityDisable") ||
         !load(gCupti.registerCallbacks, "cuptiActivityRegisterCallbacks") ||
@@ -191,12 +239,8 @@ void startCuda(const CaptureConfig& config) {
   ctx->clock_offset_ns = clockOffset(samples);
   ctx->op_base_ns = core::nowNs() - 1;
   core::Session* session = owner->session;
-  ctx->stream_track = [session](uint32_t device, uint32_t stream) {
-    const std::string name =
-        stream == kNoStream
-            ? "cuda context " + std::to_string(device) + " sync"
-            : "cuda:" + std::to_string(device) + " stream " + std::to_string(stream);
-    return session->tracks().findOrAdd(core::TrackKind::kStream, stream, name);
+  ctx->track = [session](const std::string& name, int64_t tid) {
+    return session->tracks().findOrAdd(core::TrackKind::kStream, tid, name);
   };
   ctx->intern = [session](const std::string& s) { return session->strings().intern(s); };
   ctx->next_id = [] {  // only called by translate, inside bufferCompleted (gMu held)
@@ -208,10 +252,17 @@ void startCuda(const CaptureConfig& config) {
   }
   for (CUpti_ActivityKind kind : kKinds) {
     if (CUptiResult r = gCupti.enable(kind); r != CUPTI_SUCCESS) {
-      for (CUpti_ActivityKind k : kKinds) gCupti.disable(k);
+      disableAll();
       return off(errorText(r));
     }
   }
+  if (!enableApiRecords()) {
+    disableAll();
+    return off("cannot enable API records");
+  }
+  // Optional: without CONTEXT records a sync's device is learnt from the context's kernels.
+  gContexts = (gCupti.enableAndDump != nullptr ? gCupti.enableAndDump : gCupti.enable)(
+                  CUPTI_ACTIVITY_KIND_CONTEXT) == CUPTI_SUCCESS;
   const int64_t base = ctx->op_base_ns;
   {
     std::lock_guard<std::mutex> lock(gMu);
@@ -232,6 +283,23 @@ void startCuda(const CaptureConfig& config) {
 // destructor, after the main thread's thread_locals (its buffer registration with the session
 // among them) were destroyed. The fresh thread registers a buffer of its own with the session
 // (a thread track "tracerun-cupti"); the writer drains it when it closes the shard.
+// finish(): the syncs still waiting for their context's device are placed now, into this
+// thread's buffer (the flush thread's: see finalFlush).
+void finishHere() {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (gCtx == nullptr || gSession == nullptr) return;
+  try {
+    std::vector<core::Record> out;
+    gBuffer = recordBuffer(*gSession);
+    if (gBuffer != nullptr) {
+      finish(*gCtx, out);
+      for (const auto& r : out) gBuffer->ring.tryPush(r);
+    }
+  } catch (...) {
+  }
+  gBuffer = nullptr;
+}
+
 void finalFlush() {
   try {
     std::thread([] {
@@ -240,6 +308,7 @@ void finalFlush() {
       pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
       ::prctl(PR_SET_NAME, "tracerun-cupti", 0, 0, 0);
       gCupti.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      finishHere();
     }).join();
   } catch (const std::system_error&) {  // no thread: flush here, the records discarded
     {
@@ -259,21 +328,25 @@ void stopCuda() {
     std::lock_guard<std::mutex> lock(gMu);
     session = gSession;
   }
+  const bool launchApisOnly = gLaunchApisOnly, contexts = gContexts;
   finalFlush();
-  for (CUpti_ActivityKind k : kKinds) gCupti.disable(k);
+  disableAll();
   size_t globalDropped = 0;
   gCupti.dropped(nullptr, 0, &globalDropped);
   std::lock_guard<std::mutex> lock(gMu);
   // Not threadState(): the generation is 0 by now. The session outlives this hook (the writer
   // writes its stats when stopCapture closes the shard, after the hooks).
   if (gCtx == nullptr || session == nullptr) return;
-  finish(*gCtx);
+  std::vector<core::Record> late;  // finishHere ran (else nothing can be written): counts only
+  finish(*gCtx, late);
   try {
     for (const auto& s : cuptiStats(*gCtx, gDropped + globalDropped, gBuffers, gRecords)) {
       session->setStat(s.name, s.value, s.severity);
     }
     session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
                      core::StatSeverity::kInfo);
+    session->setStat("cupti_launch_apis_only", launchApisOnly ? 1 : 0, core::StatSeverity::kInfo);
+    session->setStat("cupti_context_records", contexts ? 1 : 0, core::StatSeverity::kInfo);
   } catch (...) {
   }
   delete gCtx;  // a buffer CUPTI completes after this is discarded (bufferCompleted sees null)

@@ -1,20 +1,49 @@
 // CUPTI activity records -> core records (see cupti_translate.h). Only CUDA 13's record versions
-// (Kernel10, Memcpy6, Memset4, Synchronization2, ExternalCorrelation); no CUPTI calls.
+// (Kernel10, Memcpy6, Memset4, Synchronization2, ExternalCorrelation; of Context3 only the two
+// fields every version shares); no CUPTI calls. Also the launch-API list the capture enables.
 #include "cupti_translate.h"
+
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 
 #include <cstring>
 #include <type_traits>
+
+#include "tracerun/core/kernel_name.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::interpose::cuda {
 namespace {
 
 struct ArgList {
-  core::ArgsRecord::Arg args[6];
+  static constexpr int kMax = 9;  // three ArgsRecords
+  core::ArgsRecord::Arg args[kMax];
   int n = 0;
   void add(core::StringId key, int64_t value) {
-    if (n < 6) args[n++] = core::ArgsRecord::Arg{key, 0, value};
+    if (n < kMax) args[n++] = core::ArgsRecord::Arg{key, 0, value};
   }
 };
+
+// An argument key, interned once per translation.
+core::StringId key(TranslateContext& ctx, const char* name) {
+  auto it = ctx.keys.find(name);
+  if (it == ctx.keys.end()) it = ctx.keys.emplace(name, ctx.intern(name)).first;
+  return it->second;
+}
+
+// Track ids by (what, a, b): 0 stream (device, stream), 1 device sync (device), 2 context
+// (context, stream).
+core::TrackId trackOf(TranslateContext& ctx, int what, uint32_t a, uint32_t b) {
+  const auto k = std::make_tuple(what, a, b);
+  auto it = ctx.tracks.find(k);
+  if (it != ctx.tracks.end()) return it->second;
+  core::TrackId id = 0;
+  if (what == 0) id = ctx.track(streamTrackName(a, b), b);
+  if (what == 1) id = ctx.track(deviceSyncTrackName(a), 0);
+  if (what == 2) id = ctx.track(contextTrackName(a, b), b == kNoStream ? 0 : b);
+  ctx.tracks.emplace(k, id);
+  return id;
+}
 
 void emit(const core::SpanRecord& s, const ArgList& a, std::vector<core::Record>& out) {
   out.push_back(core::Record::from(s));
@@ -81,16 +110,82 @@ void noteExternal(const CUpti_ActivityExternalCorrelation& e, TranslateContext& 
   ctx.pending.erase(first, last);
 }
 
-core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, const std::string& name,
-                        uint64_t start, uint64_t end, uint32_t device, uint32_t stream) {
+core::SpanRecord spanOn(TranslateContext& ctx, core::Category c, core::StringId name,
+                        uint64_t start, uint64_t end, core::TrackId track) {
   core::SpanRecord s;
   s.category = c;
-  s.name = ctx.intern(name);
+  s.name = name;
   s.start_ns = static_cast<int64_t>(start) + ctx.clock_offset_ns;
   s.end_ns = static_cast<int64_t>(end < start ? start : end) + ctx.clock_offset_ns;
   s.id = ctx.next_id();
-  s.track = ctx.stream_track(device, stream);
+  s.track = track;
   return s;
+}
+
+// A synchronization record on its place: the stream it waited on (or the device's sync track)
+// when the context's device is known; else, when `forced`, the only device seen or the
+// context's own track. False (nothing emitted) when it must wait.
+bool placeSync(const CUpti_ActivitySynchronization2& y, TranslateContext& ctx, bool forced,
+               std::vector<core::Record>& out) {
+  const auto known = ctx.context_device.find(y.contextId);
+  const bool stream = y.streamId != kNoStream;
+  core::TrackId track = 0;
+  int64_t device = -1;
+  if (known != ctx.context_device.end() || (forced && ctx.devices.size() == 1)) {
+    device = known != ctx.context_device.end() ? known->second : *ctx.devices.begin();
+    const auto d = static_cast<uint32_t>(device);
+    track = stream ? trackOf(ctx, 0, d, y.streamId) : trackOf(ctx, 1, d, 0);
+  } else if (forced) {
+    track = trackOf(ctx, 2, y.contextId, y.streamId);
+    ++ctx.syncs_without_device;
+  } else {
+    return false;
+  }
+  auto s =
+      spanOn(ctx, core::Category::kOther, ctx.intern(syncTypeName(y.type)), y.start, y.end, track);
+  ArgList a;
+  a.add(key(ctx, "correlation"), y.correlationId);
+  a.add(key(ctx, "context"), y.contextId);
+  if (device >= 0) a.add(key(ctx, "device"), device);
+  if (stream) a.add(key(ctx, "stream"), y.streamId);
+  emit(s, a, out);
+  return true;
+}
+
+// A record that carries both a context and its device: remember the pair; the first time a
+// context's device is learnt, the syncs waiting for it are placed (in arrival order).
+void learnDevice(uint32_t context, uint32_t device, TranslateContext& ctx,
+                 std::vector<core::Record>& out) {
+  ctx.devices.insert(device);
+  if (!ctx.context_device.emplace(context, device).second) return;
+  if (ctx.pending_syncs.empty()) return;
+  std::deque<CUpti_ActivitySynchronization2> still;
+  for (const auto& y : ctx.pending_syncs) {
+    if (y.contextId != context || !placeSync(y, ctx, false, out)) still.push_back(y);
+  }
+  ctx.pending_syncs.swap(still);
+}
+
+// The names of a kernel, made once per distinct kernel.
+const KernelNames& kernelNames(const char* mangled, TranslateContext& ctx) {
+  if (mangled == nullptr) mangled = "kernel";
+  const auto byPointer = ctx.kernel_by_pointer.find(mangled);
+  if (byPointer != ctx.kernel_by_pointer.end() && byPointer->second->mangled == mangled) {
+    return *byPointer->second;
+  }
+  auto it = ctx.kernel_by_name.find(mangled);
+  if (it == ctx.kernel_by_name.end()) {
+    KernelNames n;
+    n.mangled = mangled;
+    const std::string demangled = core::demangleKernelName(n.mangled);
+    n.name = ctx.intern(demangled);
+    n.mangled_id = ctx.intern(n.mangled);
+    n.short_id = ctx.intern(core::kernelShortName(demangled));
+    n.nccl = isNcclKernel(mangled);
+    it = ctx.kernel_by_name.emplace(n.mangled, std::move(n)).first;
+  }
+  ctx.kernel_by_pointer[mangled] = &it->second;
+  return it->second;
 }
 
 // A copy (Memcpy6) or a memset (Memset4): the same fields under the same names, so one
@@ -101,16 +196,18 @@ void translateCopy(const Copy& m, const std::string& name, TranslateContext& ctx
                    std::vector<core::Record>& out) {
   static_assert(std::is_same_v<Copy, CUpti_ActivityMemcpy6> ||
                 std::is_same_v<Copy, CUpti_ActivityMemset4>);
-  auto s = spanOn(ctx, core::Category::kMemcpy, name, m.start, m.end, m.deviceId, m.streamId);
+  auto s = spanOn(ctx, core::Category::kMemcpy, ctx.intern(name), m.start, m.end,
+                  trackOf(ctx, 0, m.deviceId, m.streamId));
   ArgList a;
-  a.add(ctx.intern("bytes"), static_cast<int64_t>(m.bytes));
-  if constexpr (std::is_same_v<Copy, CUpti_ActivityMemset4>) a.add(ctx.intern("value"), m.value);
-  a.add(ctx.intern("correlation"), m.correlationId);
-  a.add(ctx.intern("device"), m.deviceId);
-  a.add(ctx.intern("stream"), m.streamId);
+  a.add(key(ctx, vocab::arg::kBytes), static_cast<int64_t>(m.bytes));
+  if constexpr (std::is_same_v<Copy, CUpti_ActivityMemset4>) a.add(key(ctx, "value"), m.value);
+  a.add(key(ctx, "correlation"), m.correlationId);
+  a.add(key(ctx, "device"), m.deviceId);
+  a.add(key(ctx, "stream"), m.streamId);
   emit(s, a, out);
   flowFromOp(m.correlationId, s, ctx, out);
   ++ctx.copies;
+  learnDevice(m.contextId, m.deviceId, ctx, out);
 }
 
 }  // namespace
@@ -157,6 +254,193 @@ std::string syncTypeName(uint32_t type) {
   }
 }
 
+std::string streamTrackName(uint32_t device, uint32_t stream) {
+  return "cuda:" + std::to_string(device) + " stream " + std::to_string(stream);
+}
+
+std::string deviceSyncTrackName(uint32_t device) {
+  return "cuda:" + std::to_string(device) + " sync";
+}
+
+std::string contextTrackName(uint32_t context, uint32_t stream) {
+  std::string name = "cuda context " + std::to_string(context);
+  if (stream != kNoStream) name += " stream " + std::to_string(stream);
+  return name;
+}
+
+const std::vector<uint32_t>& launchRuntimeApis() {
+  static const std::vector<uint32_t> apis{
+      // kernels
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+      // copies
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_v4000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_v4000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000,
+      // sets
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_ptsz_v7000,
+  };
+  return apis;
+}
+
+const std::vector<uint32_t>& launchDriverApis() {
+  static const std::vector<uint32_t> apis{
+      // kernels
+      CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+      // copies
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2_ptsz,
+      // sets
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2_ptds,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async,
+      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async_ptsz,
+  };
+  return apis;
+}
+
 bool isNcclKernel(const char* name) noexcept {
   if (name == nullptr) return false;
   return std::strncmp(name, "ncclKernel", 10) == 0 || std::strncmp(name, "ncclDevKernel", 13) == 0;
@@ -168,24 +452,27 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto& k = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
-      const bool nccl = isNcclKernel(k.name);
-      auto s = spanOn(ctx, core::Category::kKernel, k.name ? k.name : "kernel", k.start, k.end,
-                      k.deviceId, k.streamId);
+      const KernelNames& names = kernelNames(k.name, ctx);
+      auto s = spanOn(ctx, core::Category::kKernel, names.name, k.start, k.end,
+                      trackOf(ctx, 0, k.deviceId, k.streamId));
       s.detail = ctx.intern("grid=(" + std::to_string(k.gridX) + "," + std::to_string(k.gridY) +
                             "," + std::to_string(k.gridZ) + ") block=(" + std::to_string(k.blockX) +
                             "," + std::to_string(k.blockY) + "," + std::to_string(k.blockZ) + ")");
       ArgList a;
-      a.add(ctx.intern("correlation"), k.correlationId);
-      a.add(ctx.intern("device"), k.deviceId);
-      a.add(ctx.intern("stream"), k.streamId);
-      a.add(ctx.intern("registers"), k.registersPerThread);
-      a.add(ctx.intern("shared_bytes"),
+      a.add(key(ctx, "correlation"), k.correlationId);
+      a.add(key(ctx, "device"), k.deviceId);
+      a.add(key(ctx, "stream"), k.streamId);
+      a.add(key(ctx, "registers"), k.registersPerThread);
+      a.add(key(ctx, "shared_bytes"),
             int64_t{k.staticSharedMemory} + int64_t{k.dynamicSharedMemory});
-      if (nccl) a.add(ctx.intern("nccl"), 1);
+      if (names.nccl) a.add(key(ctx, "nccl"), 1);
+      a.add(key(ctx, vocab::arg::kMangledName), names.mangled_id);
+      a.add(key(ctx, vocab::arg::kShortName), names.short_id);
       emit(s, a, out);
       flowFromOp(k.correlationId, s, ctx, out);
       ++ctx.kernels;
-      if (nccl) ++ctx.nccl_kernels;
+      if (names.nccl) ++ctx.nccl_kernels;
+      learnDevice(k.contextId, k.deviceId, ctx, out);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -197,15 +484,21 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
                            out);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto& y = reinterpret_cast<const CUpti_ActivitySynchronization2&>(record);
-      // Device-wide syncs have no stream: they go to the context's track (stream kNoStream).
-      auto s = spanOn(ctx, core::Category::kOther, syncTypeName(y.type), y.start, y.end,
-                      y.contextId, y.streamId);
-      ArgList a;
-      a.add(ctx.intern("correlation"), y.correlationId);
-      a.add(ctx.intern("context"), y.contextId);
-      if (y.streamId != kNoStream) a.add(ctx.intern("stream"), y.streamId);
-      emit(s, a, out);
       ++ctx.syncs;
+      // Its context's device may be learnt later (a kernel or CONTEXT record in a later buffer).
+      if (placeSync(y, ctx, ctx.finished, out)) return;
+      ctx.pending_syncs.push_back(y);
+      if (ctx.pending_syncs.size() > TranslateContext::kMaxPendingSyncs) {
+        placeSync(ctx.pending_syncs.front(), ctx, true, out);
+        ctx.pending_syncs.pop_front();
+      }
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_CONTEXT: {
+      // Context, Context2 and Context3 all begin kind, contextId, deviceId.
+      const auto& c = reinterpret_cast<const CUpti_ActivityContext3&>(record);
+      ++ctx.contexts;
+      learnDevice(c.contextId, c.deviceId, ctx, out);
       return;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
@@ -222,7 +515,10 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
   }
 }
 
-void finish(TranslateContext& ctx) {
+void finish(TranslateContext& ctx, std::vector<core::Record>& out) {
+  for (const auto& y : ctx.pending_syncs) placeSync(y, ctx, true, out);
+  ctx.pending_syncs.clear();
+  ctx.finished = true;
   ctx.without_op += ctx.pending.size();
   ctx.pending.clear();
   ctx.external.clear();
@@ -270,6 +566,8 @@ std::vector<core::SessionStat> cuptiStats(const TranslateContext& ctx, uint64_t 
       info("cupti_nccl_kernels", ctx.nccl_kernels),
       info("cupti_copies", ctx.copies),
       info("cupti_syncs", ctx.syncs),
+      info("cupti_syncs_without_device", ctx.syncs_without_device),
+      info("cupti_contexts", ctx.contexts),
       info("cupti_api_records", ctx.api_records),
       info("cupti_kernel_op_flows", ctx.flows),
       info("cupti_records_without_op", ctx.without_op),

@@ -1,13 +1,19 @@
 // CUPTI activity records -> tracerun core records: a pure translation (no CUPTI calls, no globals),
-// so tests feed it synthetic records. It does not enable CUPTI or own buffers (cupti_capture.cpp).
+// so tests feed it synthetic records: kernel names demangled as nsys and Kineto show them, tracks
+// per device and stream as CUDA numbers them, op -> kernel flows. It does not enable CUPTI or own
+// buffers (cupti_capture.cpp); the list of launch APIs the capture enables lives here as data.
 #pragma once
 
 #include <cupti_activity.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "tracerun/core/records.h"
@@ -40,38 +46,91 @@ struct PendingDeviceSpan {
   int64_t start_ns = 0;
 };
 
+// A kernel's names, made once per distinct kernel (demangling is not free; the translation runs
+// on CUPTI's buffer-completion thread, not the training thread).
+struct KernelNames {
+  std::string mangled;
+  core::StringId name = 0;        // the demangled name (core::demangleKernelName): the span's name
+  core::StringId mangled_id = 0;  // arg vocab::arg::kMangledName
+  core::StringId short_id = 0;    // arg vocab::arg::kShortName
+  bool nccl = false;
+};
+
 // What the translation needs from its caller; every callback must be set.
 struct TranslateContext {
   int64_t clock_offset_ns = 0;  // host clock = CUPTI timestamp + offset
   int64_t op_base_ns = 0;       // the base of opExternalId used by the op capture
-  std::function<core::TrackId(uint32_t device, uint32_t stream)> stream_track;
+  // The track with this name, added if new (TrackKind::kStream); tid as core::TrackInfo's: the
+  // stream id, or 0 for the per-device and per-context sync tracks. Called once per track.
+  std::function<core::TrackId(const std::string& name, int64_t tid)> track;
   std::function<core::StringId(const std::string&)> intern;
   std::function<core::EventId()> next_id;
   // CUPTI correlationId -> external id, from ExternalCorrelation records. Kept after use (a graph
   // launch runs many kernels under one correlation id); at most kMaxExternal, the oldest
-  // correlation ids evicted (API calls that launch nothing, e.g. cudaGetDevice, leave entries).
+  // correlation ids evicted (API calls that launch nothing may leave entries).
   std::map<uint32_t, uint64_t> external;
   // Device spans whose correlation record has not arrived yet, at most kMaxPending (oldest
   // evicted and counted in without_op; finish() counts the rest).
   std::multimap<uint32_t, PendingDeviceSpan> pending;
   static constexpr size_t kMaxExternal = size_t{1} << 18;
   static constexpr size_t kMaxPending = size_t{1} << 16;
+
+  // Devices as CUDA numbers them: contextId -> deviceId, learnt from kernel, memcpy and memset
+  // records (they carry both) and from CONTEXT records. A synchronization record carries only
+  // its context: it waits in pending_syncs (at most kMaxPendingSyncs, the oldest then placed as
+  // at finish) until its context's device is known; finish() places the rest on the only device
+  // seen if exactly one was, else on a track "cuda context N" that claims no device.
+  std::unordered_map<uint32_t, uint32_t> context_device;
+  std::set<uint32_t> devices;  // every deviceId seen
+  std::deque<CUpti_ActivitySynchronization2> pending_syncs;
+  static constexpr size_t kMaxPendingSyncs = 4096;
+  bool finished = false;  // after finish(): syncs of unknown contexts are placed at once
+
+  // Caches: kernel names by CUPTI's name pointer (shared by all records of one kernel; checked
+  // against the text, so a reused pointer is harmless) and by text; tracks by what they show.
+  std::unordered_map<const char*, const KernelNames*> kernel_by_pointer;
+  std::unordered_map<std::string, KernelNames> kernel_by_name;
+  std::map<std::tuple<int, uint32_t, uint32_t>, core::TrackId> tracks;
+  std::unordered_map<std::string, core::StringId> keys;  // interned argument keys
+
   // Counts for the stats table.
   uint64_t kernels = 0, copies = 0, syncs = 0, nccl_kernels = 0, api_records = 0;
-  uint64_t flows = 0, without_op = 0, unknown = 0;
+  uint64_t flows = 0, without_op = 0, unknown = 0, contexts = 0, syncs_without_device = 0;
 };
 
 inline constexpr uint32_t kNoStream = 0xffffffffu;  // CUPTI's "invalid" stream id
 
+// Track names (TrackKind::kStream): "cuda:0 stream 7" (tid 7); "cuda:0 sync" for a device-wide
+// synchronization (tid 0); "cuda context 3 stream 7" / "cuda context 3" for synchronizations of
+// a context whose device never became known (several devices seen).
+std::string streamTrackName(uint32_t device, uint32_t stream);
+std::string deviceSyncTrackName(uint32_t device);
+std::string contextTrackName(uint32_t context, uint32_t stream);
+
 // Appends the records for one activity record to out: a span (+ its args as ArgsRecords, pushed
 // right after it) on the stream's track and, once both the device record and the external
 // correlation record of its launch are seen (either order), a FlowRecord kOpKernel from the
-// launching op to the span. ExternalCorrelation records of kOpCorrelationKind only update ctx
-// (or complete a pending flow); runtime/driver API records are counted; unknown kinds are counted
-// and skipped.
+// launching op to the span. Kernel spans are named by their demangled name, with args
+// mangled_name and short_name (string ids). ExternalCorrelation records of kOpCorrelationKind
+// only update ctx (or complete a pending flow); CONTEXT records only teach ctx a device (and
+// release waiting syncs); runtime/driver API records are counted; unknown kinds are counted and
+// skipped.
 void translate(const CUpti_Activity& record, TranslateContext& ctx, std::vector<core::Record>& out);
-// At the end of the capture: device spans still waiting for their launch count as without_op.
-void finish(TranslateContext& ctx);
+// At the end of the capture: waiting syncs are placed (see TranslateContext), device spans still
+// waiting for their launch count as without_op.
+void finish(TranslateContext& ctx, std::vector<core::Record>& out);
+
+// The API calls whose activity records the capture enables one by one (CUDA 13's
+// cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi) instead of the whole RUNTIME
+// and DRIVER kinds: every call that launches device work. The capture needs API records only
+// because CUPTI emits an op's external correlation record with them, and only for device work
+// does that record matter (the op -> kernel/copy flow); recording every API call (cudaGetDevice,
+// cudaGetLastError, cudaEventRecord...) cost about half of all records on nanoGPT. Kineto drops
+// the same calls by a blocklist and keeps driver records only for launches. Driver launches are
+// kept because NCCL and Triton launch through the driver; both sync and async copies and sets
+// because each makes a memcpy/memset record whose op is wanted.
+const std::vector<uint32_t>& launchRuntimeApis();  // CUPTI_RUNTIME_TRACE_CBID_*
+const std::vector<uint32_t>& launchDriverApis();   // CUPTI_DRIVER_TRACE_CBID_*
 
 // CUPTI's clock against the host's: one sample is a CUPTI timestamp read between two host reads.
 struct ClockSample {

@@ -6,12 +6,15 @@
 // pushes 0 and is counted; (2) the CUDA capture's start and stop in process against a stand-in
 // libcupti (tests/support/fake_cupti.cpp) with CUDA's stub libcuda.so as the driver: records
 // completed while capturing, and those only the stop hook's forced flush completes (after
-// stopCapture set the generation to 0), become spans, and the cupti_* stats are written; the same
-// at a normal exit (the capture stopped by libtracerun's static destructor); (3) `tracerun
+// stopCapture set the generation to 0), become spans, and the cupti_* stats are written; only the
+// launch-type APIs are enabled (the whole RUNTIME/DRIVER kinds when libcupti refuses per-API
+// control); a context dumped at start names a sync's device; the same at a normal exit (the capture
+// stopped by libtracerun's static destructor); (3) `tracerun
 // --capture ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA
 // capture off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
 #include <ATen/record_function.h>
+#include <cupti.h>
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
@@ -167,7 +170,9 @@ TEST_CASE("op correlation: each pushed id names the op's own span, and kernels f
   TranslateContext ctx;
   ctx.clock_offset_ns = -1'700'000'000'000'000'000;  // CUPTI on CLOCK_REALTIME
   ctx.op_base_ns = base;
-  ctx.stream_track = [](uint32_t, uint32_t stream) { return core::TrackId{1000 + stream}; };
+  ctx.track = [](const std::string&, int64_t tid) {
+    return static_cast<core::TrackId>(1000 + tid);  // "cuda:0 stream 7" -> 1007
+  };
   ctx.intern = [](const std::string&) { return core::StringId{1}; };
   core::EventId nextId = 0;
   ctx.next_id = [&nextId] { return ++nextId; };
@@ -241,6 +246,10 @@ struct FakeCupti {
   uint64_t (*timestamp)() = nullptr;
   int (*enabledKinds)() = nullptr;
   int (*flushes)() = nullptr;
+  bool (*kindEnabled)(int) = nullptr;
+  int (*apisEnabled)(int, int) = nullptr;
+  void (*refusePerApi)(bool) = nullptr;
+  void (*addContext)(uint32_t, uint32_t) = nullptr;
 };
 
 template <typename Fn>
@@ -262,6 +271,10 @@ FakeCupti loadFakeCupti() {
   resolve(lib, cupti.timestamp, "fakeCuptiTimestamp");
   resolve(lib, cupti.enabledKinds, "fakeCuptiEnabledKinds");
   resolve(lib, cupti.flushes, "fakeCuptiFlushes");
+  resolve(lib, cupti.kindEnabled, "fakeCuptiKindEnabled");
+  resolve(lib, cupti.apisEnabled, "fakeCuptiApisEnabled");
+  resolve(lib, cupti.refusePerApi, "fakeCuptiRefusePerApi");
+  resolve(lib, cupti.addContext, "fakeCuptiAddContext");
   return cupti;
 }
 
@@ -286,6 +299,7 @@ CUpti_ActivityKernel10 kernel(const char* name, uint64_t start, uint32_t correla
 
 TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* stats are written") {
   const FakeCupti cupti = loadFakeCupti();
+  cupti.addContext(1, 1);  // a context made before the capture: device 1 (kernels say 0)
 
   testing::TempDir dir("tracerun-cuda");
   const std::string db = dir.file("stop.db");
@@ -294,7 +308,17 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
   config.output = db;
   config.signal_handlers = false;
   REQUIRE(interpose::startCapture(config));
-  CHECK(cupti.enabledKinds() == 7);
+  // Kernel, memcpy, memset, sync, external correlation and context records; API records only
+  // for the launch-type APIs, never the whole kinds.
+  CHECK(cupti.enabledKinds() == 6);
+  CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_CONTEXT));
+  CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_DRIVER));
+  CHECK(cupti.apisEnabled(0, -1) == static_cast<int>(launchRuntimeApis().size()));
+  CHECK(cupti.apisEnabled(1, -1) == static_cast<int>(launchDriverApis().size()));
+  CHECK(cupti.apisEnabled(0, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) == 1);
+  CHECK(cupti.apisEnabled(1, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx) == 1);
+  CHECK(cupti.apisEnabled(0, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020) == 0);
 
   // One buffer completed while capturing, on a thread of its own (as CUPTI's thread does).
   const uint64_t t0 = cupti.timestamp();  // the trace's clock (the capture registered it)
@@ -322,12 +346,23 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
   set.start = t0 + 6000;
   set.end = t0 + 6500;
   stage(cupti, set);
+  // A sync of the dumped context: on device 1, where that context's CONTEXT record puts it.
+  CUpti_ActivitySynchronization2 sync{};
+  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.contextId = 1;
+  sync.streamId = 7;
+  sync.start = t0 + 7000;
+  sync.end = t0 + 7100;
+  stage(cupti, sync);
   cupti.setDropped(3);
   const int flushesBefore = cupti.flushes();
   interpose::stopCapture();
   ::unsetenv("TRACERUN_CAPTURE");
   CHECK(cupti.flushes() == flushesBefore + 1);
   CHECK(cupti.enabledKinds() == 0);
+  CHECK(cupti.apisEnabled(0, -1) == 0);
+  CHECK(cupti.apisEnabled(1, -1) == 0);
 
   auto reader = trace::TraceReader::open(db);
   const int64_t origin = std::stoll(reader.meta("origin_ns"));
@@ -348,6 +383,18 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
     });
   }
   CHECK(names == std::vector<std::string>{"k_during", "k_final", "memcpy HtoD", "memset"});
+  std::vector<std::string> trackNames;
+  for (const auto& t : reader.tracks()) trackNames.push_back(t.name);
+  std::vector<std::string> syncs;
+  for (const auto& t : reader.tracks()) {
+    if (t.name != "cuda:1 stream 7") continue;
+    CHECK(t.tid == 7);
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) { syncs.push_back(reader.str(s.name)); });
+  }
+  std::string shown;
+  for (const auto& n : trackNames) shown += n + "; ";
+  INFO("tracks: " << shown);
+  CHECK(syncs == std::vector<std::string>{"cudaStreamSynchronize"});
   CHECK(spanIds.size() == 4);  // each span its own id (also those made at the stop)
   CHECK(durations == std::vector<int64_t>{1000, 1000, 1000, 500});
   const std::vector<int64_t> expected{0, 2000, 4000, 6000};
@@ -362,12 +409,42 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
   CHECK(stats["cupti_kernels"].value == 2);
   CHECK(stats["cupti_copies"].value == 2);
   CHECK(stats["cupti_buffers"].value == 2);
-  CHECK(stats["cupti_records"].value == 4);
+  CHECK(stats["cupti_records"].value == 6);  // + the dumped context and the sync
+  CHECK(stats["cupti_contexts"].value == 1);
+  CHECK(stats["cupti_syncs"].value == 1);
+  CHECK(stats["cupti_syncs_without_device"].value == 0);
+  CHECK(stats["cupti_launch_apis_only"].value == 1);
+  CHECK(stats["cupti_context_records"].value == 1);
   CHECK(stats["cupti_records_without_op"].value == 4);  // no external correlation records
   CHECK(stats["cupti_dropped_records"].value == 3);
   CHECK(stats["cupti_dropped_records"].severity == trace::Severity::kError);
   CHECK(stats.count("cupti_ops_uncorrelated") == 1);
   CHECK(stats["dropped_events"].value == 0);
+}
+
+TEST_CASE("CUDA capture where libcupti refuses per-API control: the whole API kinds instead") {
+  const FakeCupti cupti = loadFakeCupti();
+  cupti.refusePerApi(true);
+  testing::TempDir dir("tracerun-cuda");
+  const std::string db = dir.file("fallback.db");
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);
+  interpose::CaptureConfig config;
+  config.output = db;
+  config.signal_handlers = false;
+  REQUIRE(interpose::startCapture(config));
+  CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_RUNTIME));
+  CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_DRIVER));
+  CHECK(cupti.apisEnabled(0, -1) == 0);
+  CHECK(cupti.apisEnabled(1, -1) == 0);
+  CHECK(cupti.enabledKinds() == 8);
+  interpose::stopCapture();
+  ::unsetenv("TRACERUN_CAPTURE");
+  CHECK(cupti.enabledKinds() == 0);
+  auto reader = trace::TraceReader::open(db);
+  std::map<std::string, int64_t> stats;
+  for (const auto& s : reader.stats()) stats[s.name] = s.value;
+  CHECK(stats.count("cuda_capture_off") == 0);
+  CHECK(stats["cupti_launch_apis_only"] == 0);
 }
 
 TEST_CASE("CUDA capture stop at a normal exit: the final flush's records reach the trace") {

@@ -1,13 +1,22 @@
 // CUPTI record -> core record translation on synthetic CUDA 13 activity records: every produced
-// field is checked against the fields the test put into the records. No GPU or CUPTI calls.
+// field is checked against the fields the test put into the records; kernel names (real ones from
+// the H100 traces) against c++filt's text; tracks against the devices and streams the records
+// name, in both orders of a sync and the record that reveals its context's device; the launch-API
+// list against CUPTI's callback ids. No GPU or CUPTI calls.
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "../support/kernel_names.h"
 #include "cupti_translate.h"
+#include "tracerun/core/vocabulary.h"
 
 using namespace tracerun;
 using namespace tracerun::interpose::cuda;
@@ -17,7 +26,8 @@ namespace {
 struct Fixture {
   TranslateContext ctx;
   std::vector<std::string> strings{""};
-  std::map<std::pair<uint32_t, uint32_t>, core::TrackId> tracks;
+  std::map<std::string, std::pair<core::TrackId, int64_t>> tracks;  // name -> (id, tid)
+  int trackCalls = 0;
   core::EventId ids = 0;
   Fixture() {
     ctx.clock_offset_ns = 100;
@@ -29,12 +39,20 @@ struct Fixture {
       strings.push_back(s);
       return static_cast<core::StringId>(strings.size() - 1);
     };
-    ctx.stream_track = [this](uint32_t d, uint32_t s) {
-      auto [it, added] = tracks.emplace(std::make_pair(d, s), 0);
-      if (added) it->second = static_cast<core::TrackId>(10 + tracks.size());
-      return it->second;
+    ctx.track = [this](const std::string& name, int64_t tid) {
+      ++trackCalls;
+      auto [it, added] = tracks.emplace(name, std::make_pair(core::TrackId{0}, tid));
+      if (added) it->second.first = static_cast<core::TrackId>(10 + tracks.size());
+      return it->second.first;
     };
     ctx.next_id = [this] { return ++ids; };
+  }
+  core::TrackId track(const std::string& name) const { return tracks.at(name).first; }
+  std::string nameOfTrack(core::TrackId id) const {
+    for (const auto& [name, t] : tracks) {
+      if (t.first == id) return name;
+    }
+    return "?";
   }
   std::map<std::string, int64_t> argsOf(const std::vector<core::Record>& out, core::EventId id) {
     std::map<std::string, int64_t> m;
@@ -108,24 +126,29 @@ TEST_CASE(
   k.staticSharedMemory = 1024;
   k.dynamicSharedMemory = 512;
   translate(asActivity(k), f.ctx, out);
-  REQUIRE(out.size() == 4);  // span, 2 args records (6 args), flow
+  REQUIRE(out.size() == 5);  // span, 3 args records (8 args), flow
   REQUIRE(out[0].kind() == core::RecordKind::kSpan);
   const auto s = out[0].as<core::SpanRecord>();
-  CHECK(f.strings[s.name] == k.name);
+  CHECK(f.strings[s.name] == k.name);  // not mangled C++: the name as it is
   CHECK(f.strings[s.detail] == "grid=(4,2,1) block=(256,1,1)");
   CHECK(s.category == core::Category::kKernel);
   CHECK(s.start_ns == 1100);
   CHECK(s.end_ns == 3100);
-  CHECK(s.track == f.tracks.at({0, 7}));
-  const auto args = f.argsOf(out, s.id);
+  CHECK(s.track == f.track("cuda:0 stream 7"));
+  CHECK(f.tracks.at("cuda:0 stream 7").second == 7);  // tid: the stream
+  auto args = f.argsOf(out, s.id);
+  CHECK(f.strings.at(args.at(vocab::arg::kMangledName)) == k.name);
+  CHECK(f.strings.at(args.at(vocab::arg::kShortName)) == k.name);
+  args.erase(vocab::arg::kMangledName);
+  args.erase(vocab::arg::kShortName);
   CHECK(args == std::map<std::string, int64_t>{{"correlation", 42},
                                                {"device", 0},
                                                {"stream", 7},
                                                {"registers", 32},
                                                {"shared_bytes", 1536},
                                                {"nccl", 1}});
-  REQUIRE(out[3].kind() == core::RecordKind::kFlow);
-  const auto flow = out[3].as<core::FlowRecord>();
+  REQUIRE(out[4].kind() == core::RecordKind::kFlow);
+  const auto flow = out[4].as<core::FlowRecord>();
   CHECK(flow.flow == core::FlowKind::kOpKernel);
   CHECK(flow.src_track == 5);
   CHECK(flow.src_ts_ns == 900);  // the op's host time, not shifted by the CUPTI clock offset
@@ -147,6 +170,7 @@ TEST_CASE("memcpy, memset and synchronization records") {
   m.start = 10;
   m.end = 20;
   m.deviceId = 1;
+  m.contextId = 4;
   m.streamId = 3;
   m.correlationId = 7;  // no external correlation known (yet): no flow, waits
   translate(asActivity(m), f.ctx, out);
@@ -156,7 +180,7 @@ TEST_CASE("memcpy, memset and synchronization records") {
   CHECK(s.category == core::Category::kMemcpy);
   CHECK(s.start_ns == 110);
   CHECK(s.end_ns == 120);
-  CHECK(s.track == f.tracks.at({1, 3}));
+  CHECK(s.track == f.track("cuda:1 stream 3"));
   CHECK(f.argsOf(out, s.id) ==
         std::map<std::string, int64_t>{
             {"bytes", 4096}, {"correlation", 7}, {"device", 1}, {"stream", 3}});
@@ -180,7 +204,7 @@ TEST_CASE("memcpy, memset and synchronization records") {
   CHECK(s.category == core::Category::kMemcpy);
   CHECK(s.start_ns == 130);
   CHECK(s.end_ns == 131);
-  CHECK(s.track == f.tracks.at({1, 3}));  // same stream, same track
+  CHECK(s.track == f.track("cuda:1 stream 3"));  // same stream, same track
   CHECK(f.argsOf(out, s.id) ==
         std::map<std::string, int64_t>{
             {"bytes", 128}, {"value", 0xab}, {"correlation", 8}, {"device", 1}, {"stream", 3}});
@@ -191,14 +215,17 @@ TEST_CASE("memcpy, memset and synchronization records") {
   y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
   y.start = 50;
-  y.end = 40;  // end before start (clamped, never a negative span)
-  y.contextId = 2;
+  y.end = 40;       // end before start (clamped, never a negative span)
+  y.contextId = 4;  // the memcpy's context: device 1
   y.streamId = kNoStream;
   translate(asActivity(y), f.ctx, out);
   s = out[0].as<core::SpanRecord>();
   CHECK(f.strings[s.name] == "cudaDeviceSynchronize");
   CHECK(s.end_ns == s.start_ns);
-  CHECK(f.argsOf(out, s.id).count("stream") == 0);
+  CHECK(s.track == f.track("cuda:1 sync"));
+  CHECK(f.tracks.at("cuda:1 sync").second == 0);  // no stream: no tid
+  CHECK(f.argsOf(out, s.id) ==
+        std::map<std::string, int64_t>{{"correlation", 0}, {"context", 4}, {"device", 1}});
   CHECK(f.ctx.copies == 2);
   CHECK(f.ctx.syncs == 1);
 
@@ -208,7 +235,7 @@ TEST_CASE("memcpy, memset and synchronization records") {
   translate(other, f.ctx, out);
   CHECK(out.empty());
   CHECK(f.ctx.unknown == 1);
-  finish(f.ctx);  // neither the copy's nor the memset's launch named an op
+  finish(f.ctx, out);  // neither the copy's nor the memset's launch named an op
   CHECK(f.ctx.without_op == 2);
 }
 
@@ -255,7 +282,7 @@ TEST_CASE("kernel record before its external correlation record: the flow comes 
   CHECK(flows[0].dst_ts_ns == 5100);
   CHECK(span.start_ns == 5100);
   CHECK(f.ctx.pending.empty());
-  finish(f.ctx);
+  finish(f.ctx, out);
   CHECK(f.ctx.without_op == 0);
   CHECK(f.ctx.flows == 1);
 }
@@ -278,7 +305,7 @@ TEST_CASE("a graph launch: several device records under one correlation id, in b
   }
   std::sort(kernelStarts.begin(), kernelStarts.end());
   CHECK(kernelStarts == std::vector<int64_t>{1100, 2100, 3100});
-  finish(f.ctx);
+  finish(f.ctx, out);
   CHECK(f.ctx.without_op == 0);
 }
 
@@ -320,7 +347,7 @@ TEST_CASE("nested ops: each device record goes to the op its launch was correlat
     opOfDeviceStart[fl.dst_ts_ns] = fl.src_ts_ns;
   }
   CHECK(opOfDeviceStart == std::map<int64_t, int64_t>{{4100, 2000}, {3100, 1010}, {2600, 1010}});
-  finish(f.ctx);
+  finish(f.ctx, out);
   CHECK(f.ctx.flows == 3);
   CHECK(f.ctx.without_op == 1);
 }
@@ -351,7 +378,7 @@ TEST_CASE("an op the capture could not name (id 0) and bounded waiting lists") {
   }
   CHECK(f.ctx.external.size() == TranslateContext::kMaxExternal);
   CHECK(f.ctx.external.count(1'000'000) == 0);
-  finish(f.ctx);
+  finish(f.ctx, out);
   CHECK(f.ctx.without_op == 2 + TranslateContext::kMaxPending);
   CHECK(f.ctx.pending.empty());
   CHECK(f.ctx.external.empty());
@@ -398,4 +425,238 @@ TEST_CASE("CUPTI stats: dropped records are lost data, the rest is information")
   auto lossy = byName(cuptiStats(f.ctx, 17, 3, 40));
   CHECK(lossy.at("cupti_dropped_records").value == 17);
   CHECK(lossy.at("cupti_dropped_records").severity == core::StatSeverity::kError);
+}
+
+namespace {
+
+CUpti_ActivitySynchronization2 syncRecord(uint32_t context, uint32_t stream, uint64_t start,
+                                          uint32_t type) {
+  CUpti_ActivitySynchronization2 y{};
+  y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+  y.type = static_cast<CUpti_ActivitySynchronizationType>(type);
+  y.start = start;
+  y.end = start + 10;
+  y.contextId = context;
+  y.streamId = stream;
+  return y;
+}
+
+CUpti_ActivityKernel10 kernelOn(uint32_t context, uint32_t device, uint32_t stream,
+                                uint64_t start) {
+  auto k = kernelRecord(1, start, stream);
+  k.contextId = context;
+  k.deviceId = device;
+  return k;
+}
+
+// The spans in out: (name, track name).
+std::vector<std::pair<std::string, std::string>> spansIn(const Fixture& f,
+                                                         const std::vector<core::Record>& out) {
+  std::vector<std::pair<std::string, std::string>> v;
+  for (const auto& r : out) {
+    if (r.kind() != core::RecordKind::kSpan) continue;
+    const auto s = r.as<core::SpanRecord>();
+    v.emplace_back(f.strings[s.name], f.nameOfTrack(s.track));
+  }
+  return v;
+}
+
+constexpr uint32_t kStreamSync = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+constexpr uint32_t kDeviceSync = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+
+}  // namespace
+
+TEST_CASE("kernel names: demangled as c++filt prints them, mangled and short names as args") {
+  Fixture f;
+  std::vector<core::Record> out;
+  uint32_t correlation = 1;
+  // Each kernel twice, the second time from another copy of the text (a different pointer).
+  std::vector<std::string> copies;
+  for (const auto& c : testing::kKernelNameCases) copies.emplace_back(c.mangled);
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < std::size(testing::kKernelNameCases); ++i) {
+      const auto& c = testing::kKernelNameCases[i];
+      INFO(c.mangled);
+      auto k = kernelRecord(correlation, 1000 * correlation, 7);
+      ++correlation;
+      k.name = round == 0 ? c.mangled : copies[i].c_str();
+      out.clear();
+      translate(asActivity(k), f.ctx, out);
+      REQUIRE(out[0].kind() == core::RecordKind::kSpan);
+      const auto s = out[0].as<core::SpanRecord>();
+      CHECK(f.strings[s.name] == c.demangled);
+      const auto args = f.argsOf(out, s.id);
+      CHECK(f.strings.at(args.at(vocab::arg::kMangledName)) == c.mangled);
+      CHECK(f.strings.at(args.at(vocab::arg::kShortName)) == c.short_name);
+      CHECK(args.count("nccl") == 0);
+    }
+  }
+  // Demangled once per distinct kernel (by text, whatever the pointer).
+  CHECK(f.ctx.kernel_by_name.size() == std::size(testing::kKernelNameCases));
+  CHECK(f.ctx.kernels == 2 * std::size(testing::kKernelNameCases));
+  CHECK(f.trackCalls == 1);  // one stream, one track lookup
+}
+
+TEST_CASE("devices: a sync before the kernel that reveals its context's device waits for it") {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(syncRecord(1, 7, 100, kStreamSync)), f.ctx, out);
+  translate(asActivity(syncRecord(1, kNoStream, 200, kDeviceSync)), f.ctx, out);
+  CHECK(out.empty());
+  CHECK(f.ctx.pending_syncs.size() == 2);
+  // A kernel of another context does not release them.
+  translate(asActivity(kernelOn(2, 3, 9, 300)), f.ctx, out);
+  CHECK(f.ctx.pending_syncs.size() == 2);
+  out.clear();
+  translate(asActivity(kernelOn(1, 0, 7, 400)), f.ctx, out);
+  using P = std::pair<std::string, std::string>;
+  CHECK(spansIn(f, out) == std::vector<P>{{"volta_sgemm_128x64_nn", "cuda:0 stream 7"},
+                                          {"cudaStreamSynchronize", "cuda:0 stream 7"},
+                                          {"cudaDeviceSynchronize", "cuda:0 sync"}});
+  CHECK(f.ctx.pending_syncs.empty());
+  CHECK(f.tracks.at("cuda:0 sync").second == 0);
+  for (const auto& [name, t] : f.tracks) {
+    CHECK(name.find("cuda:1") == std::string::npos);  // the context id is no device
+    CHECK(t.second != kNoStream);
+  }
+  finish(f.ctx, out);
+  CHECK(f.ctx.syncs == 2);
+  CHECK(f.ctx.syncs_without_device == 0);
+}
+
+TEST_CASE("devices: a sync after the kernel that revealed its context's device goes at once") {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(kernelOn(1, 0, 7, 100)), f.ctx, out);
+  out.clear();
+  translate(asActivity(syncRecord(1, 13, 200, kStreamSync)), f.ctx, out);
+  translate(asActivity(syncRecord(1, kNoStream, 300,
+                                  CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE)),
+            f.ctx, out);
+  using P = std::pair<std::string, std::string>;
+  CHECK(spansIn(f, out) == std::vector<P>{{"cudaStreamSynchronize", "cuda:0 stream 13"},
+                                          {"cudaEventSynchronize", "cuda:0 sync"}});
+  const auto s = out[0].as<core::SpanRecord>();
+  CHECK(f.argsOf(out, s.id) ==
+        std::map<std::string, int64_t>{
+            {"correlation", 0}, {"context", 1}, {"device", 0}, {"stream", 13}});
+  CHECK(f.ctx.pending_syncs.empty());
+}
+
+TEST_CASE("devices: CONTEXT records (as cuptiActivityEnableAndDump gives them) name the device") {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(syncRecord(5, 7, 100, kStreamSync)), f.ctx, out);
+  CHECK(out.empty());
+  CUpti_ActivityContext3 c{};
+  c.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+  c.contextId = 5;
+  c.deviceId = 2;
+  translate(asActivity(c), f.ctx, out);
+  using P = std::pair<std::string, std::string>;
+  CHECK(spansIn(f, out) == std::vector<P>{{"cudaStreamSynchronize", "cuda:2 stream 7"}});
+  CHECK(f.ctx.contexts == 1);
+  CHECK(f.ctx.context_device.at(5) == 2);
+}
+
+TEST_CASE("devices: at finish, unknown contexts go on the only device, else on their own track") {
+  SECTION("one device seen") {
+    Fixture f;
+    std::vector<core::Record> out;
+    translate(asActivity(kernelOn(1, 0, 7, 100)), f.ctx, out);
+    translate(asActivity(syncRecord(9, 7, 200, kStreamSync)), f.ctx, out);  // never revealed
+    out.clear();
+    finish(f.ctx, out);
+    using P = std::pair<std::string, std::string>;
+    CHECK(spansIn(f, out) == std::vector<P>{{"cudaStreamSynchronize", "cuda:0 stream 7"}});
+    CHECK(f.ctx.syncs_without_device == 0);
+  }
+  SECTION("two devices seen, or none") {
+    for (bool twoDevices : {true, false}) {
+      Fixture f;
+      std::vector<core::Record> out;
+      if (twoDevices) {
+        translate(asActivity(kernelOn(1, 0, 7, 100)), f.ctx, out);
+        translate(asActivity(kernelOn(2, 1, 7, 100)), f.ctx, out);
+      }
+      translate(asActivity(syncRecord(9, 4, 200, kStreamSync)), f.ctx, out);
+      translate(asActivity(syncRecord(9, kNoStream, 300, kDeviceSync)), f.ctx, out);
+      out.clear();
+      finish(f.ctx, out);
+      using P = std::pair<std::string, std::string>;
+      CHECK(spansIn(f, out) == std::vector<P>{{"cudaStreamSynchronize", "cuda context 9 stream 4"},
+                                              {"cudaDeviceSynchronize", "cuda context 9"}});
+      CHECK(f.tracks.at("cuda context 9 stream 4").second == 4);
+      CHECK(f.tracks.at("cuda context 9").second == 0);
+      CHECK(f.argsOf(out, out[0].as<core::SpanRecord>().id).count("device") == 0);
+      CHECK(f.ctx.syncs_without_device == 2);
+      // After finish (a buffer completed late): placed at once by the same rule.
+      out.clear();
+      translate(asActivity(syncRecord(9, 4, 400, kStreamSync)), f.ctx, out);
+      CHECK(spansIn(f, out) ==
+            std::vector<P>{{"cudaStreamSynchronize", "cuda context 9 stream 4"}});
+    }
+  }
+}
+
+TEST_CASE("devices: waiting syncs are bounded; the oldest is placed when the bound is passed") {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(kernelOn(1, 0, 7, 100)), f.ctx, out);
+  out.clear();
+  for (size_t i = 0; i <= TranslateContext::kMaxPendingSyncs; ++i) {
+    translate(asActivity(syncRecord(9, 7, 1000 + i, kStreamSync)), f.ctx, out);
+  }
+  CHECK(f.ctx.pending_syncs.size() == TranslateContext::kMaxPendingSyncs);
+  REQUIRE(spansIn(f, out).size() == 1);
+  CHECK(out[0].as<core::SpanRecord>().start_ns == 1100);  // the oldest, on the only device
+  CHECK(spansIn(f, out)[0].second == "cuda:0 stream 7");
+}
+
+TEST_CASE("launch APIs: kernels, graphs, copies and sets; not the calls that launch nothing") {
+  const auto& rt = launchRuntimeApis();
+  const auto& drv = launchDriverApis();
+  const std::set<uint32_t> r(rt.begin(), rt.end()), d(drv.begin(), drv.end());
+  CHECK(r.size() == rt.size());  // no duplicates
+  CHECK(d.size() == drv.size());
+  for (uint32_t cbid :
+       {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020}) {
+    INFO(cbid);
+    CHECK(r.count(cbid) == 1);
+  }
+  for (uint32_t cbid :
+       {CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventCreate_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventDestroy_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000}) {
+    INFO(cbid);
+    CHECK(r.count(cbid) == 0);
+  }
+  for (uint32_t cbid :
+       {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+        CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
+        CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async}) {
+    INFO(cbid);
+    CHECK(d.count(cbid) == 1);
+  }
+  for (uint32_t cbid :
+       {CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, CUPTI_DRIVER_TRACE_CBID_cuEventRecord,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_DRIVER_TRACE_CBID_cuLaunchHostFunc}) {
+    INFO(cbid);
+    CHECK(d.count(cbid) == 0);
+  }
 }

@@ -4,7 +4,10 @@
 // Activity records are staged by the test (fakeCuptiStage) and handed to the registered
 // buffer-completed callback either when the test says so (fakeCuptiDeliver, on the calling
 // thread, as CUPTI's own thread would) or by cuptiActivityFlushAll, on the thread that flushes
-// (as CUPTI's forced flush at the end of a capture does). Test-only.
+// (as CUPTI's forced flush at the end of a capture does). It also keeps which activity kinds and
+// which runtime/driver APIs (cuptiActivityEnableRuntimeApi / DriverApi, which a test can make it
+// refuse) are enabled, and dumps the contexts a test declared when CONTEXT records are enabled
+// with cuptiActivityEnableAndDump. Test-only.
 //
 // Buffer layout (private to this file: only its cuptiActivityGetNextRecord reads it): per record
 // an 8-byte length, then the record, padded to 8 bytes.
@@ -24,6 +27,12 @@ CUpti_BuffersCallbackRequestFunc gRequested = nullptr;
 CUpti_BuffersCallbackCompleteFunc gCompleted = nullptr;
 CUpti_TimestampCallbackFunc gClock = nullptr;
 bool gEnabled[CUPTI_ACTIVITY_KIND_COUNT] = {};
+bool gRuntimeApi[CUPTI_RUNTIME_TRACE_CBID_SIZE] = {};
+bool gDriverApi[CUPTI_DRIVER_TRACE_CBID_SIZE] = {};
+bool gRefusePerApi = false;
+constexpr int kMaxContexts = 8;
+CUpti_ActivityContext3 gContexts[kMaxContexts] = {};
+int gContextCount = 0;
 constexpr size_t kStagedMax = size_t{1} << 16;
 alignas(8) uint8_t gStaged[kStagedMax];  // records in the buffer layout above
 size_t gStagedBytes = 0;
@@ -35,6 +44,18 @@ constexpr size_t kHeader = 8;
 
 size_t padded(size_t n) {
   return (n + 7) & ~size_t{7};
+}
+
+// Queues one record; gMu held. False when the staging area is full.
+bool stageLocked(const void* record, size_t bytes) {
+  if (gStagedBytes + kHeader + padded(bytes) > kStagedMax) return false;
+  const uint64_t length = bytes;
+  uint8_t* at = gStaged + gStagedBytes;
+  std::memset(at, 0, kHeader + padded(bytes));
+  std::memcpy(at, &length, sizeof length);
+  std::memcpy(at + kHeader, record, bytes);
+  gStagedBytes += kHeader + padded(bytes);
+  return true;
 }
 
 uint64_t now() {
@@ -102,6 +123,32 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   return CUPTI_SUCCESS;
 }
 
+CUptiResult CUPTIAPI cuptiActivityEnableAndDump(CUpti_ActivityKind kind) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (kind <= 0 || kind >= CUPTI_ACTIVITY_KIND_COUNT) return CUPTI_ERROR_INVALID_KIND;
+  gEnabled[kind] = true;
+  if (kind == CUPTI_ACTIVITY_KIND_CONTEXT) {
+    for (int i = 0; i < gContextCount; ++i) stageLocked(&gContexts[i], sizeof gContexts[i]);
+  }
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (gRefusePerApi && enable != 0) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (cbid >= CUPTI_RUNTIME_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  gRuntimeApi[cbid] = enable != 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (gRefusePerApi && enable != 0) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (cbid >= CUPTI_DRIVER_TRACE_CBID_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  gDriverApi[cbid] = enable != 0;
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
   std::lock_guard<std::mutex> lock(gMu);
   if (kind > 0 && kind < CUPTI_ACTIVITY_KIND_COUNT) gEnabled[kind] = false;
@@ -163,14 +210,7 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
 // False when the staging area (64 KiB) is full.
 bool fakeCuptiStage(const void* record, size_t bytes) {
   std::lock_guard<std::mutex> lock(gMu);
-  if (gStagedBytes + kHeader + padded(bytes) > kStagedMax) return false;
-  const uint64_t length = bytes;
-  uint8_t* at = gStaged + gStagedBytes;
-  std::memset(at, 0, kHeader + padded(bytes));
-  std::memcpy(at, &length, sizeof length);
-  std::memcpy(at + kHeader, record, bytes);
-  gStagedBytes += kHeader + padded(bytes);
-  return true;
+  return stageLocked(record, bytes);
 }
 
 // Completes one buffer with the staged records now, on the calling thread.
@@ -200,6 +240,43 @@ int fakeCuptiEnabledKinds() {
 int fakeCuptiFlushes() {
   std::lock_guard<std::mutex> lock(gMu);
   return gFlushes;
+}
+
+bool fakeCuptiKindEnabled(int kind) {
+  std::lock_guard<std::mutex> lock(gMu);
+  return kind > 0 && kind < CUPTI_ACTIVITY_KIND_COUNT && gEnabled[kind];
+}
+
+// How many runtime (domain 0) or driver (1) APIs are enabled one by one; with cbid >= 0, 1 if
+// that one is.
+int fakeCuptiApisEnabled(int domain, int cbid) {
+  std::lock_guard<std::mutex> lock(gMu);
+  const bool* on = domain == 0 ? gRuntimeApi : gDriverApi;
+  const int size = domain == 0 ? static_cast<int>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                               : static_cast<int>(CUPTI_DRIVER_TRACE_CBID_SIZE);
+  if (cbid >= 0) return cbid < size && on[cbid] ? 1 : 0;
+  int n = 0;
+  for (int i = 0; i < size; ++i) n += on[i] ? 1 : 0;
+  return n;
+}
+
+// Makes cuptiActivityEnableRuntimeApi / DriverApi refuse to enable (as a libcupti without
+// per-API control would fail), so the capture falls back to the whole kinds.
+void fakeCuptiRefusePerApi(bool refuse) {
+  std::lock_guard<std::mutex> lock(gMu);
+  gRefusePerApi = refuse;
+}
+
+// A context that exists before the capture starts: dumped as a CONTEXT record when the capture
+// enables that kind with cuptiActivityEnableAndDump.
+void fakeCuptiAddContext(uint32_t contextId, uint32_t deviceId) {
+  std::lock_guard<std::mutex> lock(gMu);
+  if (gContextCount == kMaxContexts) return;
+  CUpti_ActivityContext3& c = gContexts[gContextCount++];
+  c = CUpti_ActivityContext3{};
+  c.kind = CUPTI_ACTIVITY_KIND_CONTEXT;
+  c.contextId = contextId;
+  c.deviceId = deviceId;
 }
 
 }  // extern "C"

@@ -21,6 +21,7 @@
 
 #include "tracerun/core/records.h"
 #include "tracerun/core/tracks.h"
+#include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/format.h"
 #include "utf8.h"
@@ -259,8 +260,13 @@ void spanEvent(JsonOut& out, const TraceReader& r, const SpanRow& s, int rank, i
       out.i64(s.seq);
     }
     for (size_t i = 0; i < nargs; ++i) {
-      key(r.str(args[i].key));
-      out.i64(args[i].value);
+      const std::string& k = r.str(args[i].key);
+      key(k);
+      if (vocab::arg::isStringValued(k)) {  // the value is a strings.id: show the string
+        out.str(r.str(static_cast<core::StringId>(args[i].value)));
+      } else {
+        out.i64(args[i].value);
+      }
     }
     out.ch('}');
   }

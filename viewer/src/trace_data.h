@@ -60,7 +60,9 @@ struct SpanDetails {
   int rank = 0;
   std::string track_name, name, detail, category;
   int64_t self_ns = 0;
-  std::vector<std::pair<std::string, int64_t>> args;
+  // (key, value as shown): the number, or the string for string-valued keys
+  // (vocab::arg::isStringValued, e.g. a kernel's mangled_name and short_name).
+  std::vector<std::pair<std::string, std::string>> args;
   std::vector<trace::SpanRow> parents;  // outermost first
   std::vector<std::string> parent_names;
   int64_t children = 0, children_ns = 0;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "trace_data.h"
+#include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/timeline.h"
 
 namespace tracerun::viewer {
@@ -168,7 +169,12 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   d.name = reader.str(d.span.name);
   d.detail = reader.str(d.span.detail);
   d.category = categoryLabel(d.span.category);
-  for (const auto& a : sd->args) d.args.push_back({reader.str(a.key), a.value});
+  for (const auto& a : sd->args) {
+    const std::string& key = reader.str(a.key);
+    d.args.push_back({key, vocab::arg::isStringValued(key)
+                               ? reader.str(static_cast<core::StringId>(a.value))
+                               : std::to_string(a.value)});
+  }
   // The chain of parents, outermost first.
   for (auto p = sd->parent; p;) {
     d.parents.insert(d.parents.begin(), *p);

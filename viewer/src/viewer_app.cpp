@@ -757,7 +757,9 @@ void Viewer::drawSpanTrack(ImDrawList* dl, const TrackInfo& t, float x, float y,
           ImGui::Text("self %s   children %" PRId64, durationText(d.self_ns).c_str(), d.children);
           if (!d.detail.empty())
             ImGui::TextUnformatted(("shapes " + shortName(d.detail, 160)).c_str());
-          for (const auto& a : d.args) ImGui::Text("%s = %" PRId64, a.first.c_str(), a.second);
+          for (const auto& a : d.args) {
+            ImGui::TextUnformatted((a.first + " = " + shortName(a.second, 160)).c_str());
+          }
           if (!d.parent_names.empty()) {
             ImGui::TextUnformatted(("in " + shortName(d.parent_names.back())).c_str());
           }
@@ -1024,7 +1026,7 @@ void Viewer::drawDetails() {
   if (d.span.seq >= 0) ImGui::Text("sequence  %" PRId64, d.span.seq);
   if (ImGui::Button("Zoom to span (Z)")) gotoSpan(*selected_);
   if (!d.args.empty() && ImGui::CollapsingHeader("Arguments", ImGuiTreeNodeFlags_DefaultOpen)) {
-    for (const auto& a : d.args) ImGui::BulletText("%s = %" PRId64, a.first.c_str(), a.second);
+    for (const auto& a : d.args) ImGui::BulletText("%s = %s", a.first.c_str(), a.second.c_str());
   }
   if (ImGui::CollapsingHeader("Parents", ImGuiTreeNodeFlags_DefaultOpen)) {
     if (d.parents.empty()) ImGui::TextDisabled("(a root span)");

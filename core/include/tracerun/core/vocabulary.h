@@ -7,12 +7,15 @@
 // interpose/); tracerun/annotate.h includes it, so an annotated program (trainer/ included) gets it
 // with the annotation API and needs nothing else of ours. Installed as include/tracerun/core/.
 //
-// Each name is a `const char[]`: it passes as the `const char*` that annotate.h and the C entry
-// points take, and compares with `==` against a std::string read back from a trace.
+// Each name is a `const char[]` (one rule beside them: arg::isStringValued): it passes as the
+// `const char*` that annotate.h and the C entry points take, and compares with `==` against a
+// std::string read back from a trace.
 //
 // Sections: phases · pipeline messages · data-parallel and ZeRO scopes · collective fallbacks ·
 //           modules · arguments · counters
 #pragma once
+
+#include <string_view>
 
 namespace tracerun::vocab {
 
@@ -112,8 +115,8 @@ inline constexpr char kBucket[] = "bucket";
 inline constexpr char kUnit[] = "unit";  // a ZeRO-3 parameter unit (a layer)
 inline constexpr char kDp[] = "dp";
 inline constexpr char kTp[] = "tp";
-inline constexpr char kZero[] = "zero";  // ZeRO stage 0-3 (grad_sync, with params: memory_live.h)
-inline constexpr char kLayer[] = "layer";                   // recompute_forward of a layer
+inline constexpr char kZero[] = "zero";    // ZeRO stage 0-3 (grad_sync, with params: memory_live.h)
+inline constexpr char kLayer[] = "layer";  // recompute_forward of a layer
 inline constexpr char kAttentionCore[] = "attention_core";  // ... of an attention core
 // Modules (tracerun::ModuleScope).
 inline constexpr char kParams[] = "params";  // parameter count on this rank (also on grad_sync)
@@ -124,6 +127,21 @@ inline constexpr char kTpCol[] = "tp_col";        // column-parallel: the weight
 inline constexpr char kTpRow[] = "tp_row";        // row-parallel: likewise
 inline constexpr char kTpVocab[] = "tp_vocab";    // vocab-parallel embedding: likewise
 inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -1 none
+// Kernels (the CUDA capture; the span's name is the demangled name, core/kernel_name.h). These
+// two are string-valued: the value is a strings.id (isStringValued below).
+inline constexpr char kMangledName[] = "mangled_name";  // the symbol as the binary spells it
+inline constexpr char kShortName[] = "short_name";      // the base function name (nsys shortName)
+
+// The one rule for string-valued argument keys: args stay integers in the store (args.value);
+// for these keys the integer is a strings.id, and every reader that shows arguments (the Chrome
+// export, the viewer, the report) shows the string instead of the number.
+inline constexpr const char* kStringValued[] = {kMangledName, kShortName};
+inline bool isStringValued(std::string_view key) noexcept {
+  for (const char* k : kStringValued) {
+    if (key == k) return true;
+  }
+  return false;
+}
 }  // namespace arg
 
 // ---- Counters (tracerun::counter): one counter track per name. The launcher's status line reads
