@@ -1,4 +1,4 @@
-// What --schedule chimera needs beyond its action lists (schedule_chimera.cpp): each rank's two
+// What --schedule chimera needs beyond its action lists (schedule/chimera.h): each rank's two
 // model chunks (down stage r, up stage p-1-r) and the end-of-step gradient sum of the two replicas
 // of every stage. It does not schedule, and it does not apply the update.
 #pragma once

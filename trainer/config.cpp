@@ -53,8 +53,9 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--pp", c.pp, "pipeline-parallel size")->check(atLeast(1, true));
   app.add_option("--zero", c.zero, "ZeRO stage 0-3")->check(CLI::Range(0, 3));
   app.add_flag("--sp", c.sp, "sequence parallelism (needs --tp > 1 to matter)");
-  app.add_option("--schedule", c.schedule, "pipeline schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1", "2bw", "chimera"}));
+  std::string schedule = scheduleName(c.schedule);
+  app.add_option("--schedule", schedule, "pipeline schedule")
+      ->check(CLI::IsMember(tracerun::schedule::scheduleWords()));
   app.add_option("--vp", c.vp, "virtual pipeline chunks per rank")->check(atLeast(1, true));
   app.add_option("--global-batch", c.global_batch, "samples per step")->check(atLeast(1, true));
   app.add_option("--micro-batch-size", c.micro_batch, "samples per microbatch")
@@ -128,6 +129,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
     std::fprintf(stderr, "gpttrain: %s (see --help)\n", e.what());
     return 2;
   }
+  c.schedule = parseScheduleKind(schedule);  // one of its words: checked above
   // --bf16 is --precision bf16-autocast; with another --precision it says two things at once.
   if (c.bf16 && precision->count() > 0 && c.precision != "bf16-autocast") {
     std::fprintf(stderr,
@@ -140,7 +142,7 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   c.bf16 = c.precision != "fp32";
   // 2bw has no global norm to clip by (it would be a barrier across stages at every update): its
   // default is no clip, and only a clip the user asks for is refused (schedule_2bw.cpp).
-  if (c.schedule == "2bw" && clip->count() == 0) c.clip_grad = 0.0;
+  if (c.schedule == ScheduleKind::kTwoBw && clip->count() == 0) c.clip_grad = 0.0;
   return std::nullopt;
 }
 
@@ -192,13 +194,13 @@ std::string layoutError(const TrainConfig& c, int world) {
     out << "--vocab " << c.vocab << " is below 256, but --data FILE uses byte tokens";
   } else if (c.vp > 1 && c.pp == 1) {
     out << "--vp " << c.vp << " needs --pp > 1";
-  } else if (std::string e = scheduleError(parseScheduleKind(c.schedule),
-                                           PipelineShape{c.pp, c.vp, c.microbatches(world)});
+  } else if (std::string e =
+                 scheduleError(c.schedule, PipelineShape{c.pp, c.vp, c.microbatches(world)});
              !e.empty()) {
     out << e;
   } else if (std::string e2 = twoBwConfigError(c, world); !e2.empty()) {
     out << e2;
-  } else if (c.schedule == "chimera" && c.zero > 0) {
+  } else if (c.schedule == ScheduleKind::kChimera && c.zero > 0) {
     out << "--schedule chimera needs --zero 0 (both replicas of a stage sum full gradients; "
            "ZeRO shards them)";
   } else if (!c.dump_init.empty() && world != 1) {
@@ -206,10 +208,10 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (!c.dry_run_costs.empty() && !parseDryRunCosts(c.dry_run_costs, &f_ms, &b_ms, &w_ms)) {
     out << "--dry-run-costs '" << c.dry_run_costs
         << "' is not F_MS,B_MS or F_MS,B_MS,W_MS (numbers >= 0)";
-  } else if (c.schedule == "zb-h1" && c.recompute != "none") {
+  } else if (c.schedule == ScheduleKind::kZbH1 && c.recompute != "none") {
     out << "--schedule zb-h1 runs the backward in two passes (B, then W), which --recompute "
         << c.recompute << " would re-run twice: use --recompute none or another schedule";
-  } else if (c.schedule == "zb-h1" && c.zero == 3) {
+  } else if (c.schedule == ScheduleKind::kZbH1 && c.zero == 3) {
     out << "--schedule zb-h1 does not work with --zero 3 (its layers regather and reduce in the "
            "one backward that zb-h1 splits): use --zero 0, 1 or 2";
   }

@@ -2,6 +2,8 @@
 // parser, and the layout checks. It does not touch libtorch or the environment.
 #pragma once
 
+#include <tracerun/schedule/kind.h>
+
 #include <optional>
 #include <string>
 
@@ -13,7 +15,7 @@ struct TrainConfig {
   int pp = 1;
   int zero = 0;
   bool sp = false;
-  std::string schedule = "1f1b";
+  tracerun::schedule::ScheduleKind schedule = tracerun::schedule::ScheduleKind::kOneFOneB;
   int vp = 1;
   // Batch.
   int global_batch = 8;

@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     pinThreads(1);  // ranks share this machine
   }
   try {
-    gpttrain::ProcessGroups groups = gpttrain::makeProcessGroups(env, config.tp, config.pp, backend,
-                                                                 config.schedule == "chimera");
+    gpttrain::ProcessGroups groups = gpttrain::makeProcessGroups(
+        env, config.tp, config.pp, backend, config.schedule == gpttrain::ScheduleKind::kChimera);
     std::unique_ptr<gpttrain::Trainer> trainer;
     try {
       trainer = std::make_unique<gpttrain::Trainer>(config, groups, device);

@@ -54,7 +54,7 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   if (!stage.first() && config_.mixedPrecision()) x = x.to(at::kBFloat16);
   // zb-h1's first stage: its B stops at the embedded input (split_backward.h), kept until then.
   const bool keep_embedded =
-      stage.first() && !stage.last() && rng_ != nullptr && config_.schedule == "zb-h1";
+      stage.first() && !stage.last() && rng_ != nullptr && config_.schedule == ScheduleKind::kZbH1;
   at::Tensor embedded;
   at::Tensor out = stage.forward(x, targets, rng_, keep_embedded ? &embedded : nullptr);
   if (keep_embedded) embedded_[{chunk, microbatch}] = embedded;
@@ -65,7 +65,8 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
 void ModelCompute::markLastMicrobatch(int chunk, int microbatch) {
   // Chimera: each chunk's own last microbatch (down: m-1-p/2, up: m-1) completes its gradients.
   const int last_of_chunk =
-      microbatches_ - 1 - (config_.schedule == "chimera" && chunk == 0 ? config_.pp / 2 : 0);
+      microbatches_ - 1 -
+      (config_.schedule == ScheduleKind::kChimera && chunk == 0 ? config_.pp / 2 : 0);
   dp_->setLastMicrobatch(microbatch == last_of_chunk);
 }
 

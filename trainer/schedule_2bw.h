@@ -1,43 +1,23 @@
-// PipeDream-2BW (Narayanan et al. 2021) as data: one rank's action list over several consecutive
-// batches (steps) without a flush between them, and its constraints and fill formula. Pure integers
-// (no tensors, no communication); the weight versions themselves live in weight_versions.h.
-//
-// The list is 1F1B over the N = batches * m microbatches of the whole run (or of the part up to
-// the next checkpoint or evaluation, where it drains), microbatch index k = batch * m + j, with an
-// kApplyUpdate action for batch b right after the stage's last backward of b (and its send). With
-// m >= p, batch b + 2's first forward on a stage comes after that update, so two weight versions
-// per stage suffice: batch b runs on V_b; update b forms V_{b+2} = V_{b+1} - update(grad f(V_b)).
+// PipeDream-2BW in the trainer: the flags it cannot combine with, and the trainer's names for its
+// action lists and fill formula (tracerun/schedule/two_bw.h, closed_form.h). The weight versions
+// themselves live in weight_versions.h; running the list is trainer_2bw.cpp.
 #pragma once
 
 #include "config.h"
 #include "schedule.h"
 
+#include <tracerun/schedule/two_bw.h>
+
 #include <string>
-#include <vector>
 
 namespace gpttrain {
 
-// Rank `rank`'s list for batches [first_batch, first_batch + batches): forwards, backwards and
-// messages as 1F1B over batches * m microbatches (message tags unique within the list), an
-// update after each batch's last backward. Action::microbatch is the global index
-// batch * m + j; for kApplyUpdate it is the batch.
-std::vector<Action> buildTwoBwSchedule(const PipelineShape& shape, int rank, int first_batch,
-                                       int batches);
-
-// Empty when 2bw can run `shape`; else one line (m >= p, no virtual chunks).
-std::string twoBwShapeError(const PipelineShape& shape);
+using tracerun::schedule::buildTwoBwSchedule;
+using tracerun::schedule::twoBwFillFraction;
+using tracerun::schedule::twoBwShapeError;
+using tracerun::schedule::twoBwTiedTag;
 
 // The flags 2bw (and --delayed-update) cannot combine with, as one line; empty when fine.
 std::string twoBwConfigError(const TrainConfig& config, int world);
-
-// The idle fraction of every stage over a 2bw run of `batches` batches with forward F and
-// backward B per microbatch: the fill and drain, (p - 1)(F + B), once per run, against
-// batches * m * (F + B) of work: (p - 1) / (batches * m + p - 1).
-double twoBwFillFraction(const PipelineShape& shape, int batches);
-
-// Tags of the tied embedding's messages between the first and last stage for batch b's update
-// (the last stage's gradient to stage 0, stage 0's new weights back); above every activation tag
-// of a list of `batches` batches.
-int twoBwTiedTag(const PipelineShape& shape, int batches, int local_batch, bool weights);
 
 }  // namespace gpttrain

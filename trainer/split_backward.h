@@ -1,7 +1,7 @@
 // zb-h1's split backward on a real autograd graph: B computes the stage input's gradient and, on
 // its way, keeps the gradient that reaches every node where the input's path and a weight's path
 // part; W then runs only the weights' paths from those kept gradients, so no gradient on the
-// input's path is computed twice. It is not the schedule (schedule_zbh1.cpp) nor the executor.
+// input's path is computed twice. Not the schedule (tracerun/schedule/zb_h1.h) nor the executor.
 //
 // The boundary may be a leaf (a received activation) or an inner tensor with weights beneath it
 // (the first stage's embedded input): W then also starts from the boundary's own node with B's

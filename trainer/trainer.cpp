@@ -101,7 +101,7 @@ void annotateMemoryDtypes(const TrainConfig& c) {
 std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
                                  const ProcessGroups& g) {
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kParameter);
-  if (c.schedule == "chimera")
+  if (c.schedule == ScheduleKind::kChimera)
     return makeChimeraChunks(params, modelConfig(c), c.layers, s.stages, g);
   const int per_stage = c.layers / s.virtualStages();
   std::vector<GptStage> chunks;
@@ -129,7 +129,7 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
       groups_(groups),
       device_(device),
       microbatches_(config.microbatches(groups.grid.world())),
-      kind_(parseScheduleKind(config.schedule)),
+      kind_(config.schedule),
       shape_(pipelineShape(config, groups.grid.world())),
       actions_(buildSchedule(kind_, shape_, groups.coords.pp)),
       params_(uint64_t(config.seed), groups.coords.tp, groups.grid.tpSize(), device,

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "tracerun/dot/palette.h"
+#include "tracerun/schedule/critical_path.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/format.h"
 
@@ -56,70 +57,22 @@ std::string mbText(const PipelineAction& a, int v, bool chimera) {
   return s;
 }
 
-struct CriticalPath {
-  std::vector<bool> onPath;
-  std::vector<int> via;  // best predecessor, -1 for none
-  int64_t length = 0;
-};
-
-CriticalPath criticalPath(const std::vector<PipelineAction>& acts) {
+// The critical path (the schedule library's) over the step's actions: a receive weighs only the
+// part after its send ended.
+schedule::CriticalPath criticalPath(const std::vector<PipelineAction>& acts) {
   const size_t n = acts.size();
-  std::vector<std::vector<int>> preds(n), succs(n);
-  auto dep = [&](size_t from, size_t to) {
-    preds[to].push_back(static_cast<int>(from));
-    succs[from].push_back(static_cast<int>(to));
-  };
-  for (size_t i = 1; i < n; ++i) {
-    if (acts[i].rank == acts[i - 1].rank) dep(i - 1, i);
-  }
+  std::vector<schedule::TimedStep> steps(n);
   for (size_t i = 0; i < n; ++i) {
-    if (isRecv(acts[i].kind) && acts[i].match >= 0 && static_cast<size_t>(acts[i].match) < n) {
-      dep(static_cast<size_t>(acts[i].match), i);
-    }
-  }
-  std::vector<int64_t> weight(n);
-  for (size_t i = 0; i < n; ++i) {
-    weight[i] = duration(acts[i]);
+    steps[i].lane = acts[i].rank;
+    steps[i].cost = double(duration(acts[i]));
     if (isRecv(acts[i].kind) && acts[i].match >= 0 && static_cast<size_t>(acts[i].match) < n) {
       const PipelineAction& s = acts[static_cast<size_t>(acts[i].match)];
-      weight[i] = std::max<int64_t>(0, acts[i].end_ns - std::max(acts[i].start_ns, s.end_ns));
+      steps[i].after = acts[i].match;
+      steps[i].cost =
+          double(std::max<int64_t>(0, acts[i].end_ns - std::max(acts[i].start_ns, s.end_ns)));
     }
   }
-  // Kahn's order; a cycle (a damaged trace) leaves its nodes at their own weight.
-  std::vector<int> indeg(n, 0);
-  for (size_t i = 0; i < n; ++i) indeg[i] = static_cast<int>(preds[i].size());
-  std::vector<int> ready;
-  for (size_t i = n; i-- > 0;) {
-    if (indeg[i] == 0) ready.push_back(static_cast<int>(i));
-  }
-  CriticalPath cp;
-  cp.onPath.assign(n, false);
-  cp.via.assign(n, -1);
-  std::vector<int64_t> dist(weight);
-  while (!ready.empty()) {
-    const int u = ready.back();
-    ready.pop_back();
-    for (int s : succs[static_cast<size_t>(u)]) {
-      const int64_t d = dist[static_cast<size_t>(u)] + weight[static_cast<size_t>(s)];
-      if (d > dist[static_cast<size_t>(s)] ||
-          (d == dist[static_cast<size_t>(s)] && cp.via[static_cast<size_t>(s)] < 0)) {
-        dist[static_cast<size_t>(s)] = d;
-        cp.via[static_cast<size_t>(s)] = u;
-      }
-      if (--indeg[static_cast<size_t>(s)] == 0) ready.push_back(s);
-    }
-  }
-  int end = -1;
-  for (size_t i = 0; i < n; ++i) {
-    if (end < 0 || dist[i] > dist[static_cast<size_t>(end)]) end = static_cast<int>(i);
-  }
-  if (end < 0) return cp;
-  cp.length = dist[static_cast<size_t>(end)];
-  for (int k = end; k >= 0; k = cp.via[static_cast<size_t>(k)]) {
-    if (cp.onPath[static_cast<size_t>(k)]) break;
-    cp.onPath[static_cast<size_t>(k)] = true;
-  }
-  return cp;
+  return schedule::criticalPath(steps);
 }
 
 }  // namespace
@@ -148,7 +101,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   }
   const auto& acts = sa.actions;
   const int v = pa.virtual_stages;
-  const CriticalPath cp = criticalPath(acts);
+  const schedule::CriticalPath cp = criticalPath(acts);
 
   Graph g;
   g.direction = Direction::kLeftToRight;
@@ -183,7 +136,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     }
     Node n;
     std::string what;
-    const std::string mb = mbText(a, v, pa.schedule == "chimera");
+    const std::string mb = mbText(a, v, pa.schedule_kind == schedule::ScheduleKind::kChimera);
     if (isCompute(a.kind)) {
       computeOfRank[a.rank] += duration(a);
       what = mb;
@@ -208,9 +161,9 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                 "\nduration_ns: " + std::to_string(duration(a)) +
                 "\nstage: " + std::to_string(a.stage) + "\nchunk: " + std::to_string(a.chunk) +
                 "\nmicrobatch: " + std::to_string(a.microbatch) +
-                (cp.onPath[i] ? "\ncritical: yes" : "");
+                (cp.on_path[i] ? "\ncritical: yes" : "");
     n.cluster = clusterOfRank.count(a.rank) ? clusterOfRank[a.rank] : -1;
-    if (cp.onPath[i]) {
+    if (cp.on_path[i]) {
       n.border = palette::kCritical;
       n.penwidth = 3.0;
     }
@@ -219,9 +172,9 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   }
   // Whether the critical path runs from action `from` to action `to` through undrawn actions only.
   auto critical = [&](size_t from, size_t to) {
-    if (!cp.onPath[to]) return false;
-    for (int k = cp.via[to]; k >= 0; k = cp.via[static_cast<size_t>(k)]) {
-      if (!cp.onPath[static_cast<size_t>(k)]) return false;
+    if (!cp.on_path[to]) return false;
+    for (long k = cp.via[to]; k >= 0; k = cp.via[static_cast<size_t>(k)]) {
+      if (!cp.on_path[static_cast<size_t>(k)]) return false;
       if (static_cast<size_t>(k) == from) return true;
       if (nodeOf[static_cast<size_t>(k)] >= 0) return false;
     }

@@ -1,6 +1,9 @@
-// The schedule tests' simulator (see schedule_sim.h): one replay of all ranks' lists with the
-// checks every schedule shares. Schedule-specific rules stay in the tests (SimSpec::extra_check).
+// The schedule tests' simulator (see schedule_sim.h): one pass over all ranks' lists with the
+// checks every schedule shares; the times are the schedule library's replay (replaySchedule).
+// Schedule-specific rules stay in the tests (SimSpec::extra_check).
 #include "schedule_sim.h"
+
+#include <tracerun/schedule/replay.h>
 
 #include <algorithm>
 #include <set>
@@ -42,19 +45,14 @@ struct Message {
   }
 };
 
-// A message posted and not yet received: when, and which stage's activation or gradient it is.
+// A message posted and not yet received: which stage's activation or gradient it is.
 struct Posted {
-  double time;
   bool forward;
   int pipe, stage, microbatch;
 };
 
-bool isReceive(ActionKind k) {
-  return k == ActionKind::kRecvForward || k == ActionKind::kRecvBackward;
-}
-bool isSend(ActionKind k) {
-  return k == ActionKind::kSendForward || k == ActionKind::kSendBackward;
-}
+using tracerun::schedule::isReceive;
+using tracerun::schedule::isSend;
 
 class Replay {
  public:
@@ -62,11 +60,9 @@ class Replay {
       : lists_(lists),
         spec_(spec),
         next_(spec.ranks, 0),
-        clock_(spec.ranks, 0.0),
         live_(spec.ranks, 0),
         steps_(static_cast<size_t>(spec.ranks) * spec.chunks * spec.microbatches, Step::kNone) {
     res_.in_flight.assign(spec.ranks, 0);
-    res_.busy.assign(spec.ranks, 0.0);
     res_.ran.assign(spec.ranks, {});
   }
 
@@ -81,7 +77,7 @@ class Replay {
     }
     if (error_.empty()) error_ = finish();
     res_.error = error_;
-    if (!clock_.empty()) res_.end = *std::max_element(clock_.begin(), clock_.end());
+    time();
     return res_;
   }
 
@@ -193,7 +189,6 @@ class Replay {
   std::string receive(int r, const Action& a, const Posted& msg) {
     const Place& pl = places_[r][a.chunk];
     const bool fwd = a.kind == ActionKind::kRecvForward;
-    clock_[r] = std::max(clock_[r], msg.time);
     if (msg.forward != fwd || msg.microbatch != a.microbatch || msg.pipe != pl.pipe ||
         msg.stage != pl.stage + (fwd ? -1 : 1)) {
       std::ostringstream err;
@@ -218,7 +213,7 @@ class Replay {
     if (fwd ? st != Step::kForwarded : (st != Step::kInputGradient && st != Step::kComplete)) {
       return "sent before its compute";
     }
-    posted_[msg] = Posted{clock_[r], fwd, pl.pipe, pl.stage, a.microbatch};
+    posted_[msg] = Posted{fwd, pl.pipe, pl.stage, a.microbatch};
     return "";
   }
 
@@ -230,38 +225,52 @@ class Replay {
     const bool split =
         a.kind == ActionKind::kBackwardInput || a.kind == ActionKind::kBackwardWeight;
     if (split && !spec_.allow_split_backward) return "a split backward (B / W) in this list";
-    double cost = 0.0;
     switch (a.kind) {
       case ActionKind::kForward:
         if (st != (first ? Step::kNone : Step::kInput))
           return "forward without its input (or twice)";
         st = Step::kForwarded;
-        cost = spec_.costs.forward;
         res_.in_flight[r] = std::max(res_.in_flight[r], ++live_[r]);
         break;
       case ActionKind::kBackward:
         if (st != backward_ready) return "backward without forward or gradient (or twice)";
         st = Step::kComplete;
-        cost = spec_.costs.backward;
         --live_[r];
         break;
       case ActionKind::kBackwardInput:
         if (st != backward_ready) return "B without forward or gradient (or twice)";
         st = Step::kInputGradient;
-        cost = spec_.costs.backward_input;
         break;
       case ActionKind::kBackwardWeight:
         if (st != Step::kInputGradient) return "W before its B (or twice)";
         st = Step::kComplete;
-        cost = spec_.costs.backward_weight;
         --live_[r];
         break;
       default:
         return "not a compute action";
     }
-    clock_[r] += cost;
-    res_.busy[r] += cost;
     return "";
+  }
+
+  // The lists' times with the spec's costs (messages and updates free): the library's replay.
+  void time() {
+    const auto cost = [this](int, const Action& a) {
+      switch (a.kind) {
+        case ActionKind::kForward:
+          return spec_.costs.forward;
+        case ActionKind::kBackward:
+          return spec_.costs.backward;
+        case ActionKind::kBackwardInput:
+          return spec_.costs.backward_input;
+        case ActionKind::kBackwardWeight:
+          return spec_.costs.backward_weight;
+        default:
+          return 0.0;
+      }
+    };
+    const tracerun::schedule::ScheduleTimes t = tracerun::schedule::replaySchedule(lists_, cost);
+    res_.busy = t.busy;
+    res_.end = t.end_time;
   }
 
   // After the last move: nothing stuck, everything expected complete, every message received.
@@ -294,9 +303,8 @@ class Replay {
   const SimSpec& spec_;
   std::vector<std::vector<Place>> places_;  // per rank and chunk
   std::vector<size_t> next_;                // per rank: the next action to run
-  std::vector<double> clock_;
-  std::vector<int> live_;    // per rank: forwards run and not yet completed
-  std::vector<Step> steps_;  // per rank, chunk, microbatch
+  std::vector<int> live_;                   // per rank: forwards run and not yet completed
+  std::vector<Step> steps_;                 // per rank, chunk, microbatch
   std::map<Message, Posted> posted_;
   std::set<Message> sent_;
   std::string error_;

@@ -1,10 +1,11 @@
-// The schedule tests' one simulator: runs every pipeline rank's action list (trainer/schedule.h)
-// together with the executor's semantics and checks what all schedules share. Test-only; not the
-// executor, no tensors or processes, and it knows nothing of any particular schedule.
+// The schedule tests' one simulator: runs every pipeline rank's action list (tracerun/schedule/,
+// named in trainer/schedule.h) together with the executor's semantics and checks what all
+// schedules share. Test-only; not the executor, no tensors or processes, and it knows nothing of
+// any particular schedule. Its times are the schedule library's one replay (replaySchedule).
 //
 // Semantics: ranks take turns, each running its list as far as it can; a send posts its message
-// (stamped with the sender's clock) and goes on, a receive blocks until its message was posted
-// and then moves the receiver's clock to at least that stamp, a compute adds its cost.
+// and goes on, a receive blocks until its message was posted; in the replay a receive starts no
+// earlier than its send and a compute takes its cost.
 //
 // Checked for every schedule, the first failure ending the run as one line in SimResult::error:
 // - the spec itself: every (pipe, stage) held by exactly one (rank, chunk), stages 0..n-1;
@@ -65,8 +66,8 @@ struct SimResult {
   std::string error;           // empty when everything held
   std::vector<int> in_flight;  // per rank: the most forwards run and not yet completed
                                // (by kBackward or kBackwardWeight) at one time
-  std::vector<double> busy;    // per rank: compute time
-  double end = 0.0;            // when the last rank finished
+  std::vector<double> busy;    // per rank: compute time (of the actions the replay ran)
+  double end = 0.0;            // when the last rank finished (in the replay)
   std::vector<std::map<ActionKind, int>> ran;  // per rank: how many actions of each kind ran
   int count(int rank, ActionKind kind) const;
 };

@@ -1,4 +1,4 @@
-// Chimera's action lists (schedule_chimera.cpp) run together by the tests' simulator
+// Chimera's action lists (tracerun/schedule/chimera.h) run together by the tests' simulator
 // (schedule_sim.h) with the executor's semantics (sends post and go on, a receive blocks until its
 // message was sent), with the two pipelines' stage mapping written out here independently of the
 // schedule code. It checks every microbatch's F and B exactly once on each stage of its own

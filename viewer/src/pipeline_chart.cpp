@@ -1,13 +1,14 @@
 // The pipeline view's data (see pipeline_chart.h): the report's analysis, one step's measured
-// bars, and the trainer's schedule replayed with the measured mean costs.
+// bars, and the schedule's action lists replayed (tracerun/schedule/) with the measured mean costs.
 #include "pipeline_chart.h"
 
 #include <algorithm>
 #include <map>
-#include <stdexcept>
+#include <optional>
 #include <tuple>
 
-#include "schedule.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/replay.h"
 
 namespace tracerun::viewer {
 
@@ -43,23 +44,22 @@ int partOf(const PipelineBar& b) {
 
 }  // namespace
 
-std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, int m,
+std::vector<PipelineBar> plannedBars(const std::string& word, int p, int v, int m,
                                      const std::vector<PipelineBar>& measured, int64_t t0,
                                      std::string* note) {
-  gpttrain::ScheduleKind kind = gpttrain::ScheduleKind::kOneFOneB;
-  try {
-    kind = gpttrain::parseScheduleKind(schedule);
-  } catch (const std::exception&) {
-    *note = "no plan: the schedule '" + schedule + "' is not one the trainer runs";
+  const std::optional<schedule::ScheduleKind> found = schedule::findScheduleKind(word);
+  if (!found) {
+    *note = "no plan: the schedule '" + word + "' is not one the trainer runs";
     return {};
   }
-  if (kind == gpttrain::ScheduleKind::kTwoBw) {  // one step span = 1F1B over the whole run
-    kind = gpttrain::ScheduleKind::kOneFOneB;
+  schedule::ScheduleKind kind = *found;
+  if (kind == schedule::ScheduleKind::kTwoBw) {  // one step span = 1F1B over the whole run
+    kind = schedule::ScheduleKind::kOneFOneB;
     for (const PipelineBar& b : measured) m = std::max(m, b.microbatch + 1);
   }
   // Chimera's two chunks per rank are its two pipelines, not --vp chunks: its shape has one.
-  const gpttrain::PipelineShape shape{p, kind == gpttrain::ScheduleKind::kChimera ? 1 : v, m};
-  if (const std::string err = gpttrain::scheduleError(kind, shape); !err.empty()) {
+  const schedule::PipelineShape shape{p, kind == schedule::ScheduleKind::kChimera ? 1 : v, m};
+  if (const std::string err = schedule::scheduleError(kind, shape); !err.empty()) {
     *note = "no plan: " + err;
     return {};
   }
@@ -81,65 +81,39 @@ std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, 
     auto k = costOfPart.find(part);
     return k == costOfPart.end() ? 0 : static_cast<int64_t>(k->second.first / k->second.second);
   };
+  auto barOf = [](int lane, const schedule::Action& a) {
+    PipelineBar b;
+    b.lane = lane;
+    b.backward = a.kind != schedule::ActionKind::kForward;
+    b.weight = a.kind == schedule::ActionKind::kBackwardWeight;
+    b.microbatch = a.microbatch;
+    b.chunk = a.chunk;
+    return b;
+  };
 
-  using gpttrain::ActionKind;
-  std::vector<std::vector<gpttrain::Action>> lists(static_cast<size_t>(p));
+  std::vector<std::vector<schedule::Action>> lists(static_cast<size_t>(p));
   for (int r = 0; r < p; ++r)
-    lists[static_cast<size_t>(r)] = gpttrain::buildSchedule(kind, shape, r);
-  std::map<std::tuple<int, int, int>, int64_t> sent;  // (from, to, tag) -> the send's time
-  std::vector<size_t> next(static_cast<size_t>(p), 0);
-  std::vector<int64_t> clock(static_cast<size_t>(p), t0);
-  std::vector<std::vector<PipelineBar>> lanes(static_cast<size_t>(p));
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int r = 0; r < p; ++r) {
-      const auto& list = lists[static_cast<size_t>(r)];
-      size_t& n = next[static_cast<size_t>(r)];
-      int64_t& now = clock[static_cast<size_t>(r)];
-      for (; n < list.size(); ++n, moved = true) {
-        const gpttrain::Action& a = list[n];
-        switch (a.kind) {
-          case ActionKind::kRecvForward:
-          case ActionKind::kRecvBackward: {
-            const auto it = sent.find({a.peer, r, a.tag});
-            if (it == sent.end()) goto blocked;  // its sender has not come that far
-            now = std::max(now, it->second);
-            continue;
-          }
-          case ActionKind::kSendForward:
-          case ActionKind::kSendBackward:
-            sent[{r, a.peer, a.tag}] = now;
-            continue;
-          case ActionKind::kApplyUpdate:
-            continue;
-          case ActionKind::kForward:
-          case ActionKind::kBackward:
-          case ActionKind::kBackwardInput:
-          case ActionKind::kBackwardWeight:
-            break;
-        }
-        PipelineBar b;
-        b.lane = r;
-        b.backward = a.kind != ActionKind::kForward;
-        b.weight = a.kind == ActionKind::kBackwardWeight;
-        b.microbatch = a.microbatch;
-        b.chunk = a.chunk;
-        b.t0 = now;
-        b.t1 = now + costOf(r, a.chunk, partOf(b));
-        now = b.t1;
-        lanes[static_cast<size_t>(r)].push_back(b);
-      }
-    blocked:;
-    }
+    lists[static_cast<size_t>(r)] = schedule::buildSchedule(kind, shape, r);
+  // Messages and updates take no time; replayed from 0 so that t0 + offsets stay integers.
+  const schedule::ScheduleTimes times =
+      schedule::replaySchedule(lists, [&](int r, const schedule::Action& a) -> double {
+        if (!schedule::isCompute(a.kind)) return 0.0;
+        return double(costOf(r, a.chunk, partOf(barOf(r, a))));
+      });
+  if (!times.complete) {
+    *note = "no plan: the schedule's action lists deadlock (a bug in the schedule)";
+    return {};
   }
   std::vector<PipelineBar> out;
   for (int r = 0; r < p; ++r) {
-    if (next[static_cast<size_t>(r)] < lists[static_cast<size_t>(r)].size()) {
-      *note = "no plan: the schedule's action lists deadlock (a bug in the schedule)";
-      return {};
+    const auto& list = lists[static_cast<size_t>(r)];
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (!schedule::isCompute(list[k].kind)) continue;
+      PipelineBar b = barOf(r, list[k]);
+      b.t0 = t0 + static_cast<int64_t>(times.start[static_cast<size_t>(r)][k]);
+      b.t1 = t0 + static_cast<int64_t>(times.end[static_cast<size_t>(r)][k]);
+      out.push_back(b);
     }
-    out.insert(out.end(), lanes[static_cast<size_t>(r)].begin(),
-               lanes[static_cast<size_t>(r)].end());
   }
   return out;
 }

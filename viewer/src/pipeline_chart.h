@@ -46,13 +46,13 @@ struct PipelineChartData {
 // middle one for an even count); -1 when there are no steps.
 int steadyStep(const trace::analysis::PipelineAnalysis& a);
 
-// The planned bars of `schedule` (any the trainer runs: trainer/schedule.h) on p stages, v chunks
-// and m microbatches: each stage's own action list with its messages (buildSchedule), replayed so
-// that a receive waits for its send (the producer's compute end) and every compute action costs
+// The planned bars of the schedule named `word` (tracerun/schedule/kind.h) on p stages, v chunks
+// and m microbatches: each stage's own action list with its messages (buildSchedule), replayed
+// (replaySchedule) so that a receive waits for its send and every compute action costs
 // the mean of the measured bars of its stage, chunk and kind (forward, backward, B, W). 2bw is
 // replayed as the 1F1B it runs over all the step span's microbatches. Starts at `t0`. Empty with
 // `note` set when the schedule or shape is not one the trainer runs.
-std::vector<PipelineBar> plannedBars(const std::string& schedule, int p, int v, int m,
+std::vector<PipelineBar> plannedBars(const std::string& word, int p, int v, int m,
                                      const std::vector<PipelineBar>& measured, int64_t t0,
                                      std::string* note);
 

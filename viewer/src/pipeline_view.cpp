@@ -166,7 +166,7 @@ void PipelineView::drawHeader(ViewHost& host) {
   ImGui::Checkbox("plan overlay", &overlay_);
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
-        "outlines: the schedule's own action list (trainer/schedule.h) timed with this step's\n"
+        "outlines: the schedule's own action list (tracerun/schedule/) timed with this step's\n"
         "mean forward and backward cost per stage and chunk, starting with the step");
   }
   if (overlay_ && d.plan.empty()) {
@@ -194,10 +194,12 @@ void PipelineView::drawHeader(ViewHost& host) {
   };
   swatch(palette::pipelineBar(0, false, 0, 1), "forward");
   swatch(palette::pipelineBar(0, true, 0, 1), "backward (hatched)", 1);
-  if (a.schedule == "zb-h1") swatch(palette::pipelineBar(0, true, 0, 1), "W (weight gradient)", 2);
+  if (a.schedule_kind == schedule::ScheduleKind::kZbH1)
+    swatch(palette::pipelineBar(0, true, 0, 1), "W (weight gradient)", 2);
   if (a.virtual_stages > 1) {
     swatch(palette::pipelineBar(0, false, a.virtual_stages - 1, a.virtual_stages),
-           a.schedule == "chimera" ? "up pipeline (chunk 1) lighter" : "later chunks lighter");
+           a.schedule_kind == schedule::ScheduleKind::kChimera ? "up pipeline (chunk 1) lighter"
+                                                               : "later chunks lighter");
   }
   swatch(palette::kPipelineBubble, "bubble (idle, messages)");
   ImGui::TextColored(ImColor(palette::kTextDim), "colour = microbatch; click a bar to select it");

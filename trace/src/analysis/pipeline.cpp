@@ -1,7 +1,9 @@
 // Pipeline analysis (see pipeline.h): collect the actions, infer the shape and the schedule, split
-// each stage's step time, then replay the dependency graph with median durations.
+// each stage's step time, then replay the dependency graph with median durations. Schedule kinds,
+// closed forms and the replay are the schedule library's (tracerun/schedule/).
 //
-// Sections: collecting actions · shape and schedule · measured split · model replay · entry point
+// Sections: collecting actions · shape and schedule · measured split · model replay · analysis
+//           steps · entry point · one step's actions
 #include "tracerun/trace/analysis/pipeline.h"
 
 #include <algorithm>
@@ -14,10 +16,14 @@
 
 #include "span_select.h"
 #include "tracerun/core/vocabulary.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/replay.h"
 
 namespace tracerun::trace::analysis {
 
 namespace {
+
+using schedule::ScheduleKind;
 
 constexpr int kMaxVirtualStages = 1 << 14;  // beyond this the arguments are not a pipeline's
 constexpr int kMaxMicrobatches = 1 << 24;
@@ -251,29 +257,31 @@ bool oneChunkPerMicrobatch(const Collected& c) {
   return true;
 }
 
-std::string inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
-  if (v == 2 && oneChunkPerMicrobatch(c)) return "chimera";
-  if (v > 1) return "interleaved";
+ScheduleKind inferSchedule(const Collected& c, int v, int m, std::vector<std::string>* notes) {
+  if (v == 2 && oneChunkPerMicrobatch(c)) return ScheduleKind::kChimera;
+  if (v > 1) return ScheduleKind::kInterleaved;
   for (const auto& [rank, actions] : c.by_rank) {  // weight versions: PipeDream-2BW
     for (const Action& a : actions) {
-      if (isCompute(a.kind) && a.version >= 0) return "2bw";
+      if (isCompute(a.kind) && a.version >= 0) return ScheduleKind::kTwoBw;
     }
   }
   bool backwardBeforeForward = false;
   for (const auto& [rank, actions] : c.by_rank) {
     std::map<int, bool> sawBackward;  // per step
     for (const Action& a : actions) {
-      if (a.kind == kBackwardInput || a.kind == kBackwardWeight) return "zb-h1";  // split backward
+      if (a.kind == kBackwardInput || a.kind == kBackwardWeight) {
+        return ScheduleKind::kZbH1;  // split backward
+      }
       if (a.kind == kBackward) sawBackward[a.step] = true;
       if (a.kind == kForward && sawBackward[a.step]) backwardBeforeForward = true;
     }
   }
-  if (backwardBeforeForward) return "1f1b";
+  if (backwardBeforeForward) return ScheduleKind::kOneFOneB;
   if (m <= 1) {
     notes->push_back("one microbatch per step: gpipe and 1f1b are the same schedule");
-    return "1f1b";
+    return ScheduleKind::kOneFOneB;
   }
-  return "gpipe";
+  return ScheduleKind::kGpipe;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,6 +315,24 @@ void matchMessages(std::vector<Action>& all, int64_t* unmatched) {
 // ---------------------------------------------------------------------------------------------
 // model replay
 
+// Every duration of one step per replica, keyed as the model costs them.
+struct Durations {
+  std::map<std::pair<int, int>, std::vector<int64_t>> compute;   // (virtual stage, kind)
+  std::map<std::pair<int, int>, std::vector<int64_t>> send;      // (pipeline rank, direction)
+  std::map<std::pair<int, int>, std::vector<int64_t>> transfer;  // (pipeline rank, direction)
+  // The mean duration of one compute kind over every stage (0 when none ran).
+  double meanOf(int kind) const {
+    double sum = 0;
+    int64_t count = 0;
+    for (const auto& [key, d] : compute) {
+      if (key.second != kind) continue;
+      for (int64_t x : d) sum += double(x);
+      count += static_cast<int64_t>(d.size());
+    }
+    return count > 0 ? sum / double(count) : 0.0;
+  }
+};
+
 struct MedianCosts {
   std::map<std::pair<int, int>, int64_t> compute;   // (virtual stage, kind)
   std::map<std::pair<int, int>, int64_t> send;      // (pipeline rank, direction)
@@ -326,102 +352,56 @@ struct MedianCosts {
   }
 };
 
-// Replays one step of one replica: each rank runs its recorded order; a receive waits for the
-// modeled end of its send. Returns the modeled bubble; `rank_bubble` gets each rank's own
-// (1 - its modeled compute / the modeled step), whose mean is the returned one.
-double replay(const std::vector<Action>& all, const std::vector<int>& ranks,
-              const MedianCosts& costs, const std::map<int, int>& prank,
-              std::map<int, double>* rank_bubble) {
-  std::map<int, std::vector<size_t>> lists;
-  for (size_t i = 0; i < all.size(); ++i) lists[all[i].rank].push_back(i);
-  std::vector<int64_t> end(all.size(), -1);
-  std::map<int, size_t> next;
-  std::map<int, int64_t> clock;
-  int64_t compute = 0;
-  std::map<int, int64_t> rank_compute;
-  bool moved = true, forced = false;
-  while (true) {
-    moved = false;
-    for (int r : ranks) {
-      auto& list = lists[r];
-      size_t& n = next[r];
-      while (n < list.size()) {
-        const Action& a = all[list[n]];
-        int64_t ready = clock[r];
-        if (isRecv(a.kind) && a.match >= 0) {
-          const int64_t sent = end[static_cast<size_t>(a.match)];
-          if (sent < 0 && !forced) break;  // blocks until its send ran
-          ready = std::max(ready, sent);
-        }
-        forced = false;
-        const int64_t d = costs.cost(a, prank.at(r));
-        end[list[n]] = satAdd(ready, d);
-        clock[r] = satAdd(ready, d);
-        if (isCompute(a.kind)) {
-          compute = satAdd(compute, d);
-          rank_compute[r] = satAdd(rank_compute[r], d);
-        }
-        ++n;
-        moved = true;
-      }
-    }
-    bool done = true;
-    for (int r : ranks) done = done && next[r] >= lists[r].size();
-    if (done) break;
-    if (!moved) forced = true;  // a cycle in the recorded order (damaged trace): break it
-  }
-  int64_t makespan = 0;
-  for (int r : ranks) makespan = std::max(makespan, clock[r]);
-  if (makespan <= 0 || ranks.empty()) return 0;
-  for (int r : ranks) (*rank_bubble)[r] = 1.0 - double(rank_compute[r]) / double(makespan);
-  return 1.0 - double(compute) / (double(ranks.size()) * double(makespan));
+MedianCosts mediansOf(Durations d) {
+  MedianCosts costs;
+  for (auto& [k, x] : d.compute) costs.compute[k] = median(x);
+  for (auto& [k, x] : d.send) costs.send[k] = median(x);
+  for (auto& [k, x] : d.transfer) costs.transfer[k] = std::max<int64_t>(0, median(x));
+  return costs;
 }
 
-}  // namespace
+// Replays one step of one replica with the schedule library's replay: each rank runs its recorded
+// order; a receive waits for the modeled end of its send (a cycle in a damaged trace is broken).
+// Returns the modeled bubble; `rank_bubble` gets each rank's own (1 - its modeled compute / the
+// modeled step), whose mean is the returned one.
+double replayModel(const std::vector<Action>& all, const std::vector<int>& ranks,
+                   const MedianCosts& costs, const std::map<int, int>& prank,
+                   std::map<int, double>* rank_bubble) {
+  std::map<int, int> lane;
+  for (size_t i = 0; i < ranks.size(); ++i) lane[ranks[i]] = static_cast<int>(i);
+  std::vector<schedule::TimedStep> steps;
+  for (const Action& a : all) {
+    const bool waits = isRecv(a.kind) && a.match >= 0;
+    steps.push_back(
+        {lane.at(a.rank), double(costs.cost(a, prank.at(a.rank))), waits ? a.match : -1});
+  }
+  const schedule::ReplayTimes t =
+      schedule::replay(steps, static_cast<int>(ranks.size()), 0, schedule::OnDeadlock::kBreak);
+  double compute = 0;
+  std::map<int, double> rank_compute;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!isCompute(all[i].kind)) continue;
+    compute += steps[i].cost;
+    rank_compute[all[i].rank] += steps[i].cost;
+  }
+  const double makespan = t.end_time;
+  if (makespan <= 0 || ranks.empty()) return 0;
+  for (int r : ranks) (*rank_bubble)[r] = 1.0 - rank_compute[r] / makespan;
+  return 1.0 - compute / (double(ranks.size()) * makespan);
+}
 
 // ---------------------------------------------------------------------------------------------
-// entry point
+// analysis steps
 
-namespace {
 std::string formatMs(double ns) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g ms", ns / 1e6);
   return buf;
 }
-}  // namespace
 
-double zbH1Bubble(int p, int m, double f, double b, double w) {
-  if (p <= 0 || m <= 0) return 0;
-  const double idle = (p - 1) * (f + b - w), step = m * (f + b + w) + idle;
-  return step > 0 ? std::max(0.0, idle / step) : 0.0;
-}
-
-std::string closedFormName(const std::string& schedule) {
-  if (schedule == "interleaved") return "((p-1)/v)/(m+(p-1)/v)";
-  if (schedule == "zb-h1") {
-    return "(p-1)(F+B-W)/(m(F+B+W)+(p-1)(F+B-W)), F B W the measured mean durations";
-  }
-  if (schedule == "chimera") return "(p-2)/(2m+p-2)";
-  return "(p-1)/(m+p-1)";
-}
-
-double closedFormBubble(const std::string& schedule, int p, int m, int v) {
-  if (p <= 0 || m <= 0) return 0;
-  if (schedule == "zb-h1") return zbH1Bubble(p, m, 1, 1, 1);
-  if (schedule == "interleaved" && v > 0) {
-    const double x = double(p - 1) / v;
-    return x / (m + x);
-  }
-  if (schedule == "chimera") return double(p - 2) / double(2 * m + p - 2);
-  return double(p - 1) / double(m + p - 1);
-}
-
-PipelineAnalysis analyzePipeline(const TraceReader& reader) {
-  PipelineAnalysis out;
-  Collected c = collect(reader);
-  if (stageIsPipelineRank(c)) {
-    out.notes.push_back("stage arguments are pipeline ranks (equal for every chunk of a rank)");
-  }
+// p, v and m from the compute actions' arguments; false (with a note when damaged) when the trace
+// has no pipeline of two or more virtual stages.
+bool inferShape(const Collected& c, PipelineAnalysis* out) {
   int maxStage = -1, maxChunk = 0, maxMicrobatch = 0;
   for (const auto& [rank, actions] : c.by_rank) {
     for (const Action& a : actions) {
@@ -431,143 +411,130 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
       maxMicrobatch = std::max(maxMicrobatch, a.microbatch);
     }
   }
-  if (maxStage < 1) return out;  // no pipeline, or one stage only
+  if (maxStage < 1) return false;  // no pipeline, or one stage only
   if (maxStage >= kMaxVirtualStages || maxChunk >= kMaxVirtualStages ||
       maxMicrobatch >= kMaxMicrobatches) {
-    out.notes.push_back(
+    out->notes.push_back(
         "stage, chunk or microbatch arguments out of range (damaged trace?): no pipeline analysed");
-    return out;
+    return false;
   }
   const int v = maxChunk + 1;
   const int vstages = maxStage + 1;
   int p = vstages / v;
   if (p * v != vstages) {
-    out.notes.push_back("virtual stages (" + std::to_string(vstages) +
-                        ") not a multiple of the chunks per rank (" + std::to_string(v) + ")");
+    out->notes.push_back("virtual stages (" + std::to_string(vstages) +
+                         ") not a multiple of the chunks per rank (" + std::to_string(v) + ")");
     p = std::max(1, p);
   }
-  out.present = true;
-  out.stages = p;
-  out.virtual_stages = v;
-  out.microbatches = maxMicrobatch + 1;
-  out.schedule = inferSchedule(c, v, out.microbatches, &out.notes);
-  out.bubble_theory = closedFormBubble(out.schedule, p, out.microbatches, v);
-  out.bubble_formula = closedFormName(out.schedule);
-  if (out.schedule == "2bw") {
-    // One step span is a whole drained run of batches: its microbatch indices run over all of
-    // them (k = batch * m + j); m is per batch (weight version); the fill comes once per run.
-    std::set<int> versions, spans;
-    int per_run = 0;
-    for (const auto& [rank, actions] : c.by_rank) {
-      std::set<std::pair<int, int>> seen;
-      for (const Action& a : actions) {
-        if (!isCompute(a.kind)) continue;
-        versions.insert(a.version);
-        spans.insert(a.step);
-        seen.insert({a.step, a.microbatch});
-      }
-      per_run = std::max(per_run, static_cast<int>(seen.size()));
-    }
-    const int runs = std::max<int>(1, static_cast<int>(spans.size()));
-    const int n = per_run / runs;  // microbatches per drained run
-    out.microbatches =
-        std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
-    out.bubble_theory = closedFormBubble("1f1b", p, n, 1);
-    out.bubble_formula = "2bw fill once per drained run: (p-1)/(N+p-1), N = " + std::to_string(n) +
-                         " microbatches per run";
-  }
+  out->present = true;
+  out->stages = p;
+  out->virtual_stages = v;
+  out->microbatches = maxMicrobatch + 1;
+  return true;
+}
 
-  std::map<int, int> prank;
-  out.replicas = replicasOf(c, p, &prank);
+// One step of one replica: its actions of every rank, messages matched.
+struct Unit {
+  int step, replica;
+  std::vector<Action> all;
+};
 
-  // One step of one replica at a time: its actions of every rank, messages matched.
+std::vector<Unit> unitsOf(const Collected& c, const std::vector<std::vector<int>>& replicas,
+                          int64_t* unmatched) {
   std::set<int> stepNumbers;
   for (const auto& [rank, actions] : c.by_rank) {
     for (const Action& a : actions) stepNumbers.insert(a.step);
   }
-  struct Unit {
-    int step, replica;
-    std::vector<Action> all;
-  };
   std::vector<Unit> units;
   for (int step : stepNumbers) {
-    for (size_t ri = 0; ri < out.replicas.size(); ++ri) {
+    for (size_t ri = 0; ri < replicas.size(); ++ri) {
       Unit u{step, static_cast<int>(ri), {}};
-      for (int r : out.replicas[ri]) {
-        for (const Action& a : c.by_rank[r]) {
+      for (int r : replicas[ri]) {
+        for (const Action& a : c.by_rank.at(r)) {
           if (a.step == step) u.all.push_back(a);
         }
       }
       if (u.all.empty()) continue;
-      matchMessages(u.all, &out.unmatched_recvs);
+      matchMessages(u.all, unmatched);
       units.push_back(std::move(u));
     }
   }
-  if (out.unmatched_recvs > 0) {
-    out.notes.push_back(std::to_string(out.unmatched_recvs) +
-                        " receives without their send in the trace (modeled without a dependency)");
-  }
+  return units;
+}
 
-  // Median costs over every step and replica.
-  std::map<std::pair<int, int>, std::vector<int64_t>> computeD, sendD, transferD;
+Durations durationsOf(const std::vector<Unit>& units, const std::map<int, int>& prank) {
+  Durations d;
   for (const Unit& u : units) {
     for (const Action& a : u.all) {
-      const int pr = prank[a.rank];
-      if (isCompute(a.kind)) computeD[{a.stage, a.kind}].push_back(a.dur());
-      if (isSend(a.kind)) sendD[{pr, direction(a.kind)}].push_back(a.dur());
+      const int pr = prank.at(a.rank);
+      if (isCompute(a.kind)) d.compute[{a.stage, a.kind}].push_back(a.dur());
+      if (isSend(a.kind)) d.send[{pr, direction(a.kind)}].push_back(a.dur());
       if (isRecv(a.kind) && a.match >= 0) {
         const Action& s = u.all[static_cast<size_t>(a.match)];
-        transferD[{pr, direction(a.kind)}].push_back(satSub(a.end, std::max(a.start, s.start)));
+        d.transfer[{pr, direction(a.kind)}].push_back(satSub(a.end, std::max(a.start, s.start)));
       }
     }
   }
-  MedianCosts costs;
-  for (auto& [k, d] : computeD) costs.compute[k] = median(d);
-  for (auto& [k, d] : sendD) costs.send[k] = median(d);
-  for (auto& [k, d] : transferD) costs.transfer[k] = std::max<int64_t>(0, median(d));
-  if (out.schedule == "chimera") {  // Table 1's form is exact only when F = B (docs/trainer.md)
-    double sum[2] = {0, 0};
-    int64_t count[2] = {0, 0};
-    for (auto& [key, d] : computeD) {
-      if (key.second != kForward && key.second != kBackward) continue;
-      for (int64_t x : d) {
-        sum[key.second == kBackward] += double(x);
-        ++count[key.second == kBackward];
-      }
+  return d;
+}
+
+// 2bw: one step span is a whole drained run of batches, its microbatch indices over all of them
+// (k = batch * m + j); m is per batch (weight version); the fill comes once per run.
+void twoBwClosedForm(const Collected& c, PipelineAnalysis* out) {
+  std::set<int> versions, spans;
+  int per_run = 0;
+  for (const auto& [rank, actions] : c.by_rank) {
+    std::set<std::pair<int, int>> seen;
+    for (const Action& a : actions) {
+      if (!isCompute(a.kind)) continue;
+      versions.insert(a.version);
+      spans.insert(a.step);
+      seen.insert({a.step, a.microbatch});
     }
-    const double f = count[0] ? sum[0] / double(count[0]) : 0.0;
-    const double b = count[1] ? sum[1] / double(count[1]) : 0.0;
-    if (f > 0 && std::abs(b - f) > 0.05 * f) {  // 5 %: sleeps and clocks jitter
-      out.notes.push_back(
+    per_run = std::max(per_run, static_cast<int>(seen.size()));
+  }
+  const int runs = std::max<int>(1, static_cast<int>(spans.size()));
+  const int n = per_run / runs;  // microbatches per drained run
+  out->microbatches =
+      std::max<int>(1, static_cast<int>(per_run / std::max<size_t>(1, versions.size())));
+  out->bubble_theory = schedule::idealBubbleFraction(ScheduleKind::kTwoBw, {out->stages, 1, n});
+  out->bubble_formula = "2bw fill once per drained run: (p-1)/(N+p-1), N = " + std::to_string(n) +
+                        " microbatches per run";
+}
+
+// The closed form of the inferred schedule (the library's), with what it needs from the trace,
+// and a note where the measured costs leave it only a lower bound (5 %: sleeps and clocks jitter).
+void closedForm(ScheduleKind kind, const Collected& c, const Durations& d, PipelineAnalysis* out) {
+  const schedule::PipelineShape shape{out->stages, out->virtual_stages, out->microbatches};
+  out->bubble_theory = schedule::idealBubbleFraction(kind, shape);
+  out->bubble_formula = schedule::closedFormName(kind);
+  const double f = d.meanOf(kForward);
+  if (kind == ScheduleKind::kTwoBw) twoBwClosedForm(c, out);
+  if (kind == ScheduleKind::kChimera) {  // Table 1's form is exact only when F = B
+    const double b = d.meanOf(kBackward);
+    if (f > 0 && std::abs(b - f) > 0.05 * f) {
+      out->notes.push_back(
           "chimera's closed form (p-2)/(2m+p-2) is exact when forward and backward "
           "cost the same; here F " +
           formatMs(f) + ", B " + formatMs(b) + ": it is only a lower bound");
     }
   }
-  if (out.schedule == "zb-h1") {  // its closed form depends on F, B and W: their mean durations
-    std::map<int, std::pair<double, int>> mean;  // kind -> (sum, count)
-    for (auto& [key, d] : computeD) {
-      for (int64_t x : d) {
-        mean[key.second].first += double(x);
-        ++mean[key.second].second;
-      }
-    }
-    auto avg = [&](int kind) {
-      const auto& e = mean[kind];
-      return e.second > 0 ? e.first / e.second : 0.0;
-    };
-    out.bubble_theory =
-        zbH1Bubble(p, out.microbatches, avg(kForward), avg(kBackwardInput), avg(kBackwardWeight));
-    const double f = avg(kForward), b = avg(kBackwardInput), w = avg(kBackwardWeight);
-    if (out.microbatches < p || w > 1.05 * std::min(f, b)) {  // 5 %: sleeps and clocks jitter
-      out.notes.push_back("zb-h1's closed form holds for m >= p and W <= min(F, B); here m " +
-                          std::to_string(out.microbatches) + ", p " + std::to_string(p) + ", F " +
-                          formatMs(f) + ", B " + formatMs(b) + ", W " + formatMs(w) +
-                          ": it is only a lower bound");
+  if (kind == ScheduleKind::kZbH1) {  // its closed form depends on F, B and W: their means
+    const double b = d.meanOf(kBackwardInput), w = d.meanOf(kBackwardWeight);
+    out->bubble_theory = schedule::zbH1BubbleFraction(shape, f, b, w);
+    if (out->microbatches < out->stages || w > 1.05 * std::min(f, b)) {
+      out->notes.push_back("zb-h1's closed form holds for m >= p and W <= min(F, B); here m " +
+                           std::to_string(out->microbatches) + ", p " +
+                           std::to_string(out->stages) + ", F " + formatMs(f) + ", B " +
+                           formatMs(b) + ", W " + formatMs(w) + ": it is only a lower bound");
     }
   }
+}
 
-  // Measured split per unit, accumulated per pipeline rank.
+// The measured split per unit, accumulated per pipeline rank, and the modeled replay of each.
+void measure(const std::vector<Unit>& units, const MedianCosts& costs,
+             const std::map<int, int>& prank, PipelineAnalysis* out) {
+  const int p = out->stages;
   std::vector<PipelineStage> stages(static_cast<size_t>(p));
   std::vector<int> samples(static_cast<size_t>(p), 0);
   for (int k = 0; k < p; ++k) stages[static_cast<size_t>(k)].stage = k;
@@ -589,14 +556,14 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     }
     const int64_t window = satSub(hi, lo);
     if (window <= 0) continue;
-    const auto& ranks = out.replicas[static_cast<size_t>(u.replica)];
+    const auto& ranks = out->replicas[static_cast<size_t>(u.replica)];
     std::map<int, double> modeledOfRank;
-    const double modeled = replay(u.all, ranks, costs, prank, &modeledOfRank);
+    const double modeled = replayModel(u.all, ranks, costs, prank, &modeledOfRank);
     int64_t compute = 0;
     for (int r : ranks) {
       const RankStep& rs = per[r];
       compute = satAdd(compute, satAdd(rs.forward, rs.backward));
-      const int pr = prank[r];
+      const int pr = prank.at(r);
       if (pr < 0 || pr >= p) continue;
       PipelineStage& st = stages[static_cast<size_t>(pr)];
       st.window_ns += double(window);
@@ -616,7 +583,7 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
     ps.modeled_bubble = modeled;
     bubblesOfStep[u.step].push_back(ps.bubble);
     modeledOfStep[u.step].push_back(ps.modeled_bubble);
-    out.per_step.push_back(ps);
+    out->per_step.push_back(ps);
   }
   for (size_t k = 0; k < stages.size(); ++k) {
     PipelineStage& st = stages[k];
@@ -633,16 +600,56 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
         std::max(0.0, st.window_ns - st.forward_ns - st.backward_ns - st.send_ns - st.recv_wait_ns);
     st.bubble = st.window_ns > 0 ? 1.0 - (st.forward_ns + st.backward_ns) / st.window_ns : 0;
   }
-  out.per_stage = std::move(stages);
+  out->per_stage = std::move(stages);
   std::vector<double> measured, modeled;
   auto mean = [](const std::vector<double>& v) {
     return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
   };
   for (const auto& [step, b] : bubblesOfStep) measured.push_back(mean(b));
   for (const auto& [step, b] : modeledOfStep) modeled.push_back(mean(b));
-  out.steps = static_cast<int>(measured.size());
-  out.bubble_measured = median(measured);
-  out.bubble_modeled = median(modeled);
+  out->steps = static_cast<int>(measured.size());
+  out->bubble_measured = median(measured);
+  out->bubble_modeled = median(modeled);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// entry point
+
+double zbH1Bubble(int p, int m, double f, double b, double w) {
+  return schedule::zbH1BubbleFraction({p, 1, m}, f, b, w);
+}
+
+std::string closedFormName(const std::string& name) {
+  return schedule::closedFormName(
+      schedule::findScheduleKind(name).value_or(ScheduleKind::kOneFOneB));
+}
+
+double closedFormBubble(const std::string& name, int p, int m, int v) {
+  const auto kind = schedule::findScheduleKind(name).value_or(ScheduleKind::kOneFOneB);
+  return schedule::idealBubbleFraction(kind, {p, v, m});
+}
+
+PipelineAnalysis analyzePipeline(const TraceReader& reader) {
+  PipelineAnalysis out;
+  Collected c = collect(reader);
+  if (stageIsPipelineRank(c)) {
+    out.notes.push_back("stage arguments are pipeline ranks (equal for every chunk of a rank)");
+  }
+  if (!inferShape(c, &out)) return out;
+  out.schedule_kind = inferSchedule(c, out.virtual_stages, out.microbatches, &out.notes);
+  out.schedule = schedule::scheduleName(out.schedule_kind);
+  std::map<int, int> prank;
+  out.replicas = replicasOf(c, out.stages, &prank);
+  const std::vector<Unit> units = unitsOf(c, out.replicas, &out.unmatched_recvs);
+  if (out.unmatched_recvs > 0) {
+    out.notes.push_back(std::to_string(out.unmatched_recvs) +
+                        " receives without their send in the trace (modeled without a dependency)");
+  }
+  const Durations durations = durationsOf(units, prank);
+  closedForm(out.schedule_kind, c, durations, &out);
+  measure(units, mediansOf(durations), prank, &out);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tracerun/schedule/kind.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::trace::analysis {
@@ -47,8 +48,9 @@ struct PipelineStep {
 
 struct PipelineAnalysis {
   bool present = false;  // false: the trace has no pipeline with more than one virtual stage
-  // "gpipe", "1f1b", "interleaved" (action order), "zb-h1" (B and W phases) or "2bw" (weight
-  // versions), inferred
+  // Inferred: gpipe, 1f1b or interleaved (action order), zb-h1 (B and W phases), 2bw (weight
+  // versions) or chimera (one chunk of two per microbatch); `schedule` is its word.
+  tracerun::schedule::ScheduleKind schedule_kind = tracerun::schedule::ScheduleKind::kOneFOneB;
   std::string schedule;
   int stages = 0;                          // p
   int microbatches = 0;                    // m
@@ -68,11 +70,11 @@ struct PipelineAnalysis {
   std::vector<std::string> notes;  // anything the analysis had to assume
 };
 
-// The closed-form bubble fraction for a schedule name ("gpipe", "1f1b", "interleaved", "zb-h1"
-// with F = B = W, "chimera").
+// The closed-form bubble fraction for a schedule word (tracerun/schedule/closed_form.h's; zb-h1
+// with F = B = W; a word that is no schedule reads as 1f1b).
 double closedFormBubble(const std::string& schedule, int p, int m, int v);
 // ZB-H1 (Qi et al. 2023) with forward, input-gradient and weight-gradient costs:
-// (p-1)(f+b-w) / (m(f+b+w) + (p-1)(f+b-w)); exact for m >= p and w <= min(f, b).
+// (p-1)(f+b-w) / (m(f+b+w) + (p-1)(f+b-w)); exact for m >= p and w <= min(f, b) (the library's).
 double zbH1Bubble(int p, int m, double f, double b, double w);
 // The formula closedFormBubble (and analyzePipeline) uses for a schedule, as text.
 std::string closedFormName(const std::string& schedule);
