@@ -21,6 +21,15 @@
 // The tracker runs on the thread that allocates or frees, while libtorch holds that device's
 // allocator mutex: no lock of ours is taken except, once per thread, the thread's registration
 // with the session (as for CPU memory events), and the translation neither locks nor allocates.
+//
+// Exit. The watcher is a std::thread, and a std::thread destroyed while joinable calls
+// std::terminate. At a normal exit the static destructors of this file run before libtracerun's
+// LibraryLifetime calls stopCapture (its object is constructed first: op_capture.cpp links
+// before this file, and a test binary's objects are constructed after the library's), so the
+// watcher's owner must stop and join it itself, in its destructor; otherwise every traced process
+// that records `memory` and reaches exit with the watcher joinable aborts ("terminate called
+// without an active exception") and loses its trace. stopCudaAlloc, which stopCapture calls later
+// through the hooks, then finds the watcher gone and does nothing.
 #define TRACERUN_COMPAT_CUDA_ALLOC
 #include "tracerun/torch_compat.h"
 
@@ -65,13 +74,32 @@ std::atomic<bool> gOn{false};        // the tracker records (a capture with `mem
 std::atomic<bool> gAttached{false};  // the tracker is attached (once per process)
 int gDevices = 0;                    // devices at attach time (written before gAttached)
 
-std::mutex gMu;  // guards the fields below (the watcher and the capture's start/stop)
-std::condition_variable gCv;
-std::thread gWatcher;
-bool gStopWatcher = false;
-core::Session* gSession = nullptr;  // the capture's session (ActiveCapture keeps it alive)
-uint64_t gGeneration = 0;
-int64_t gLiveAtAttach = -1;  // the allocator's live requested bytes when attached (-1: not yet)
+// Set once the watcher's owner (below) was destroyed at exit: start and stop do nothing after.
+// A trivially destructible atomic, so reading it after static destruction is still defined.
+std::atomic<bool> gWatcherGone{false};
+
+void stopCudaAlloc();
+
+// The watcher thread and what it shares with the capture's start and stop (mu guards the rest).
+// Destroying it stops and joins the thread (see "Exit" above).
+struct Watcher {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread thread;
+  bool stop = false;
+  core::Session* session = nullptr;  // the capture's session (ActiveCapture keeps it alive)
+  uint64_t generation = 0;
+  int64_t live_at_attach = -1;  // the allocator's live requested bytes when attached (-1: not yet)
+
+  Watcher() = default;
+  Watcher(const Watcher&) = delete;
+  Watcher& operator=(const Watcher&) = delete;
+  ~Watcher() {
+    stopCudaAlloc();
+    gWatcherGone.store(true);
+  }
+};
+Watcher gWatcher;
 
 AllocAction actionOf(const CudaTraceEntry& te) {
   switch (te.action_) {
@@ -182,8 +210,11 @@ void attachAndStart(core::Session* session, uint64_t generation) {
     }
     gAttached.store(true);
   }
-  std::lock_guard<std::mutex> lock(gMu);
-  if (gStopWatcher || gGeneration != generation || gActiveGeneration.load() != generation) return;
+  std::lock_guard<std::mutex> lock(gWatcher.mu);
+  if (gWatcher.stop || gWatcher.generation != generation ||
+      gActiveGeneration.load() != generation) {
+    return;
+  }
   try {
     internNames(session);
     // The tracker records nothing yet (gOn is false): totals start from what the allocator holds
@@ -201,7 +232,7 @@ void attachAndStart(core::Session* session, uint64_t generation) {
       gState.peak_allocated[i].store(requested);
       live += requested;
     }
-    gLiveAtAttach = live;
+    gWatcher.live_at_attach = live;
   } catch (const std::exception& ex) {
     return off(session, firstLine(ex));
   }
@@ -212,53 +243,55 @@ void watch(core::Session* session, uint64_t generation) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
-  std::unique_lock<std::mutex> lock(gMu);
-  while (!gStopWatcher) {
+  std::unique_lock<std::mutex> lock(gWatcher.mu);
+  while (!gWatcher.stop) {
     if (gAttached.load() || driverLoaded()) {
       lock.unlock();
       attachAndStart(session, generation);
       return;
     }
-    gCv.wait_for(lock, std::chrono::milliseconds(5));
+    gWatcher.cv.wait_for(lock, std::chrono::milliseconds(5));
   }
 }
 
 void startCudaAlloc(const CaptureConfig& config) {
-  if (!config.memory) return;
+  if (!config.memory || gWatcherGone.load()) return;
   ThreadState* t = threadState();
   if (t == nullptr) return;
-  std::lock_guard<std::mutex> lock(gMu);
-  if (gWatcher.joinable()) return;  // already started for this capture
-  gSession = t->session;
-  gGeneration = gActiveGeneration.load();
-  gStopWatcher = false;
-  gLiveAtAttach = -1;
+  std::lock_guard<std::mutex> lock(gWatcher.mu);
+  if (gWatcher.thread.joinable()) return;  // already started for this capture
+  gWatcher.session = t->session;
+  gWatcher.generation = gActiveGeneration.load();
+  gWatcher.stop = false;
+  gWatcher.live_at_attach = -1;
   try {
-    gWatcher = std::thread(watch, gSession, gGeneration);
+    gWatcher.thread = std::thread(watch, gWatcher.session, gWatcher.generation);
   } catch (const std::exception& ex) {
-    off(gSession, "cannot start a thread: " + firstLine(ex));
+    off(gWatcher.session, "cannot start a thread: " + firstLine(ex));
   }
 }
 
 void stopCudaAlloc() {
   gOn.store(false);
+  if (gWatcherGone.load()) return;  // at exit, after the watcher's owner stopped it
   std::thread watcher;
   core::Session* session = nullptr;
   {
-    std::lock_guard<std::mutex> lock(gMu);
-    gStopWatcher = true;
-    watcher = std::move(gWatcher);
-    session = gSession;
-    gSession = nullptr;
+    std::lock_guard<std::mutex> lock(gWatcher.mu);
+    gWatcher.stop = true;
+    watcher = std::move(gWatcher.thread);
+    session = gWatcher.session;
+    gWatcher.session = nullptr;
   }
-  gCv.notify_all();
+  gWatcher.cv.notify_all();
   if (watcher.joinable()) watcher.join();
   gOn.store(false);  // again: the watcher may have turned it on before it saw the stop
   if (session == nullptr || !gAttached.load()) return;
+  const int64_t liveAtAttach = gWatcher.live_at_attach;  // written by the watcher, now joined
   try {
     for (const auto& s : allocStats(gState)) session->setStat(s.name, s.value, s.severity);
-    if (gLiveAtAttach >= 0) {
-      session->setStat("cuda_alloc_live_bytes_at_attach", gLiveAtAttach, core::StatSeverity::kInfo);
+    if (liveAtAttach >= 0) {
+      session->setStat("cuda_alloc_live_bytes_at_attach", liveAtAttach, core::StatSeverity::kInfo);
     }
   } catch (...) {
   }

@@ -8,13 +8,16 @@
 // the driver is not loaded; once it is, CUDA is initialised once and the tracker attached once;
 // events given to the tracker reach the trace with device, pointer, bytes, totals based on the
 // allocator's own live bytes, tag and scope; segments become the reserved counter, OOM an instant;
-// the stats; a failing CUDA initialisation records nothing and only says so when `cuda` was asked.
+// the stats; a failing CUDA initialisation records nothing and only says so when `cuda` was asked;
+// a process that exits normally (static destructors, then libtracerun's stopCapture) while the
+// watcher polls, or after it attached, exits 0 with its trace complete.
 // Each TEST_CASE runs in its own process under CTest (the driver stays loaded once loaded).
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>  // the stand-in (cuda_alloc_torch22/)
 #include <c10/cuda/CUDAFunctions.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -173,6 +176,19 @@ TEST_CASE("CUDA alloc capture: nothing is attached or initialised before the dri
   const auto stats = statsOf(r);
   CHECK(stats.count("cuda_alloc_events") == 0);  // no CUDA rows in a run that never used CUDA
   CHECK(stats.count("cuda_alloc_capture_off") == 0);
+
+  // The watcher did run all along (the checks above also pass if it never started): in a second
+  // capture, the driver loaded after 100 ms of polling is seen, and only then is CUDA initialised
+  // and the tracker attached.
+  const std::string db2 = dir.file("then.db");
+  REQUIRE(interpose::startCapture(configFor(db2)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(gAttaches.load() == 0);
+  loadDriver();
+  CHECK(waitFor([] { return interpose::cuda::cudaAllocRecording(); }));
+  CHECK(gInits.load() == 1);
+  CHECK(gAttaches.load() == 1);
+  interpose::stopCapture();
 }
 
 TEST_CASE("CUDA alloc capture: once the driver is loaded, events reach the trace") {
@@ -322,4 +338,89 @@ TEST_CASE("CUDA alloc capture: CUDA that cannot start is one warning stat when `
   const auto stats = statsOf(r);
   REQUIRE(stats.count("cuda_alloc_capture_off") == 1);
   CHECK(stats.at("cuda_alloc_capture_off").severity == trace::Severity::kWarning);
+}
+
+// ---- exit: a traced process that returns from main keeps its trace -----------------------------
+//
+// The child process starts a capture (memory on, as by default) and calls exit(0), which runs the
+// static destructors (this binary's, then libtracerun.so's, whose LibraryLifetime stops the
+// capture). Before the watcher's owner joined it in its destructor, the joinable std::thread
+// terminated the process (SIGABRT) and the shard was never closed: these two failed.
+
+namespace {
+
+// Forks; the child runs `child` (its return value is its exit code if it returns non-zero, else
+// it calls exit(0)). Returns the child's wait status.
+template <typename F>
+int inChild(F&& child) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int code = child();
+    if (code != 0) _exit(code);
+    std::exit(0);  // a normal exit: atexit handlers and static destructors run
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  return status;
+}
+
+void requireCleanExit(int status) {
+  INFO("wait status " << status << (WIFSIGNALED(status) ? " (killed by a signal)" : ""));
+  REQUIRE_FALSE(WIFSIGNALED(status));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA alloc capture: a process that exits while the watcher polls keeps its trace") {
+  ::unsetenv("TRACERUN_CAPTURE");
+  testing::TempDir dir("tracerun-cuda-alloc");
+  const std::string db = dir.file("exit-polling.db");
+  const int status = inChild([&] {
+    if (!interpose::startCapture(configFor(db))) return 3;
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the watcher polls the driver
+    return 0;
+  });
+  requireCleanExit(status);
+  const auto r = trace::TraceReader::open(db);  // throws on a shard that was never closed
+  const auto stats = statsOf(r);
+  CHECK(stats.count("memory_peak_bytes") == 1);  // written by stopCapture, last of all
+  CHECK(stats.count("cuda_alloc_events") == 0);  // never attached: no CUDA rows
+}
+
+TEST_CASE("CUDA alloc capture: a process that exits after the tracker attached keeps its trace") {
+  ::unsetenv("TRACERUN_CAPTURE");
+  {
+    std::lock_guard<std::mutex> lock(gMu);
+    gBytes[0] = {2 << 20, 0};
+    gBytes[1] = {0, 0};
+  }
+  testing::TempDir dir("tracerun-cuda-alloc");
+  const std::string db = dir.file("exit-attached.db");
+  const int status = inChild([&] {
+    if (!interpose::startCapture(configFor(db))) return 3;
+    void* h = dlopen(TRACERUN_CUDA_STUB_DRIVER, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return 4;
+    if (!waitFor([] { return interpose::cuda::cudaAllocRecording(); })) return 5;
+    allocatorEvent(cca::TraceEntry::ALLOC, 0, 0x7000, 512);  // live at exit
+    return 0;  // the watcher has returned but is still joinable
+  });
+  requireCleanExit(status);
+  const auto r = trace::TraceReader::open(db);
+  int rows = 0;
+  for (const auto& m : r.memory(0, INT64_MIN, INT64_MAX)) {
+    if (m.device_type == 1) {
+      ++rows;
+      CHECK(m.bytes == 512);
+    }
+  }
+  CHECK(rows == 1);
+  const auto stats = statsOf(r);
+  CHECK(stats.count("memory_peak_bytes") == 1);
+  REQUIRE(stats.count("cuda_alloc_events") == 1);
+  CHECK(stats.at("cuda_alloc_events").value == 1);
+  CHECK(stats.at("cuda_alloc_live_bytes_at_end").value == 512);
 }

@@ -314,7 +314,10 @@ inline int cudaDeviceCount() {
 inline void cudaAllocatorBytes(int device, int64_t* reserved, int64_t* requested) {
   const auto stats =
       c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
-  constexpr auto all = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  // StatType::AGGREGATE, the first entry of every stat array. The enum moved from
+  // c10::cuda::CUDACachingAllocator to c10::CachingDeviceAllocator (c10/core/
+  // CachingDeviceAllocator.h) in 2.x; its value has stayed 0, so no version test is needed.
+  constexpr size_t all = 0;
   *reserved = stats.reserved_bytes[all].current;
   *requested = stats.requested_bytes[all].current;
 }
