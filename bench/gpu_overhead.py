@@ -2,7 +2,8 @@
 """What tracing costs on a GPU: nanoGPT on CUDA, plain vs torch.profiler vs tracerun (issue 25 point 5).
 
 karpathy/nanoGPT's model.py, unmodified (tests/gpu/nanogpt_prog.py: 6 layers, 384 wide, 6 heads,
-batch 16 x 256 tokens, vocab 50304, AdamW, cuda:0), each configuration in its own process, one
+batch 16 x 256 tokens, vocab 50304, AdamW, cuda:0; TF32 matmuls as nanoGPT's train.py sets them,
+--no-tf32 for plain fp32), each configuration in its own process, one
 after another, the configurations of a round in a fresh random order (the first round in table
 order), rounds repeated while the time budget allows. A step is timed from its start to the
 torch.cuda.synchronize() that ends it; the first --warmup steps of each run are dropped; a
@@ -24,7 +25,11 @@ time; default+cuda at most torch.profiler's. Not a test: nothing fails on a slow
 Without a CUDA GPU it prints one line and exits 0.
 
 usage: gpu_overhead.py [--build build-gpu] [--json out.json] [--budget-s 170] [--rounds N]
-                       [--steps 20] [--warmup 5] [--keep DIR]
+                       [--steps 30] [--warmup 5] [--no-tf32] [--keep DIR]
+
+Why TF32 by default: the first H100 run (2026-11-26) without it ran GPU-bound at 23 ms/step, where
+the host's costs hide behind the GPU (torch.profiler added 0.44 ms); issue 25's 10.3 ms/step and
++4.1 ms for torch.profiler are the host-bound regime a tracer's cost shows in.
 """
 import argparse
 import json
@@ -60,6 +65,8 @@ def one_run(a, tracerun, nano, name, how, tmp):
         shutil.rmtree(db + ".shards")
     prog = [sys.executable, os.path.join(ROOT, "tests", "gpu", "nanogpt_prog.py"), "--nanogpt-dir", nano,
             "--warmup", str(a.warmup), "--steps", str(a.steps), "--times-json", times]
+    if a.tf32:
+        prog.append("--tf32")
     if how == "profiler":
         prog += ["--torch-profile", os.path.join(tmp, "unused.json"), "--profile-full", "--no-export"]
         cmd = prog
@@ -95,7 +102,9 @@ def main():
     p.add_argument("--json")
     p.add_argument("--budget-s", type=float, default=170)
     p.add_argument("--rounds", type=int, default=5, help="at most this many rounds")
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--no-tf32", dest="tf32", action="store_false",
+                   help="fp32 matmuls without TF32 (GPU-bound: host costs hide behind the GPU)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--keep", help="copy the ops,cuda trace (if under 16 MiB) here")
     p.add_argument("--quiet-launcher", action="store_true", default=True)
@@ -179,7 +188,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                       "steps": a.steps, "warmup": a.warmup, "rounds": rounds,
+                       "steps": a.steps, "warmup": a.warmup, "rounds": rounds, "tf32": a.tf32,
                        "seconds": time.monotonic() - start, "rows": rows, "counts": counts,
                        "cost_per_op_us": per_op_us, "cost_per_kernel_us": per_kernel_us,
                        "targets": targets, "failed": sorted(failed)}, f, indent=1)

@@ -94,4 +94,10 @@ if [ -n "$TORCH_PY$DEPS_PREFIX$EXTRA_ARGS" ]; then
 elif [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi
-cmake --build "$BUILD_DIR" -j "$JOBS"
+# TRACERUN_KEEP_GOING=1: build every target that can be built when one fails (ninja -k 0), still
+# exiting non-zero; scripts/gpu-check.sh uses it so one broken target does not cost a GPU session.
+if [ "${TRACERUN_KEEP_GOING:-0}" = 1 ]; then
+  cmake --build "$BUILD_DIR" -j "$JOBS" -- -k 0
+else
+  cmake --build "$BUILD_DIR" -j "$JOBS"
+fi

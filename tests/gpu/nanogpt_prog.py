@@ -11,6 +11,9 @@ so every kernel the timed steps launch is launched inside the scope.
   --profile-full        with --torch-profile: also record_shapes and profile_memory (the bench)
   --no-export           with --torch-profile: do not export (the bench times steps only)
   --dist nccl|gloo      one-rank process group (FileStore): all_reduce the loss every step
+  --tf32                TF32 matmuls and convolutions, as nanoGPT's train.py sets them (the bench;
+                        without it an H100 runs this model GPU-bound at ~23 ms/step, where host
+                        costs hide behind the GPU; with it ~10 ms/step, as issue 25 measured)
   --times-json PATH     per-step ms and the CLOCK_MONOTONIC ns of the timed window
   --done PATH           written last: the program ran to its end
 """
@@ -38,6 +41,7 @@ def main():
     p.add_argument("--profile-full", action="store_true")
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--dist", choices=["none", "nccl", "gloo"], default="none")
+    p.add_argument("--tf32", action="store_true")
     p.add_argument("--times-json")
     p.add_argument("--done")
     a = p.parse_args()
@@ -49,6 +53,9 @@ def main():
     from model import GPT, GPTConfig  # nanoGPT's model.py, unmodified
 
     torch.manual_seed(1337)
+    if a.tf32:  # nanoGPT's train.py
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     pg = None
