@@ -1,5 +1,5 @@
 // The action lists, read as lists: the phases of each schedule on small shapes, and the messages
-// around the compute (the whole-pipeline checks are tests/trainer/test_schedule*.cpp's).
+// around the compute (the whole-pipeline checks are the sim_*_test.cpp files').
 #include <catch2/catch.hpp>
 
 #include <string>

@@ -1,7 +1,7 @@
-// The schedule tests' one simulator: runs every pipeline rank's action list (tracerun/schedule/,
-// named in trainer/schedule.h) together with the executor's semantics and checks what all
-// schedules share. Test-only; not the executor, no tensors or processes, and it knows nothing of
-// any particular schedule. Its times are the schedule library's one replay (replaySchedule).
+// The schedule tests' one simulator: runs every pipeline rank's action list (action_lists.h)
+// together with the executor's semantics and checks what all schedules share. Test-only; not the
+// executor, no tensors or processes, and it knows nothing of any particular schedule. Its times
+// are the schedule library's one replay (replaySchedule).
 //
 // Semantics: ranks take turns, each running its list as far as it can; a send posts its message
 // and goes on, a receive blocks until its message was posted; in the replay a receive starts no
@@ -21,14 +21,15 @@
 //   message received.
 #pragma once
 
-#include "schedule.h"
+#include "tracerun/schedule/action.h"
+#include "tracerun/schedule/shape.h"
 
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
-namespace gpttrain::testing {
+namespace tracerun::schedule::testing {
 
 // Cost of one action on one rank (the model chunk's share of the work, as the caller decides).
 struct SimCosts {
@@ -58,7 +59,7 @@ struct SimSpec {
   std::function<std::string(int rank, const Action& action)> extra_check;
 };
 
-// Megatron's layout (schedule.h): `shape.stages` ranks, one pipe, chunk c of rank r is virtual
+// Megatron's layout (shape.h): `shape.stages` ranks, one pipe, chunk c of rank r is virtual
 // stage c * p + r, so the last rank's chunk c feeds rank 0's chunk c + 1.
 SimSpec virtualStageSpec(const PipelineShape& shape);
 
@@ -75,4 +76,4 @@ struct SimResult {
 // lists[r] is rank r's list; spec.ranks of them.
 SimResult simulateSchedules(const std::vector<std::vector<Action>>& lists, const SimSpec& spec);
 
-}  // namespace gpttrain::testing
+}  // namespace tracerun::schedule::testing

@@ -5,16 +5,20 @@
 // p <= 8 and m <= 32, each microbatch's F, B and W exactly once per rank in dependency order, no
 // deadlock, at most min(p, m) microbatches forwarded and not yet W'd, and the step time against
 // the closed form m(F+B+W) + (p-1)(F+B-W) computed here, independently of schedule.cpp.
-#include "schedule.h"
 #include "schedule_sim.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/chimera.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/two_bw.h"
+#include "tracerun/schedule/zb_h1.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <string>
 
-using namespace gpttrain;
-using namespace gpttrain::testing;
+using namespace tracerun::schedule;
+using namespace tracerun::schedule::testing;
 
 namespace {
 
@@ -69,7 +73,7 @@ std::string text(const std::vector<Action>& order) {
 }  // namespace
 
 TEST_CASE("zb-h1: every p <= 8, m <= 32: F, B, W once each, in order, at most p in flight",
-          "[trainer][schedule][zbh1]") {
+          "[schedule][sim][zbh1]") {
   const Costs c{1.0, 2.0, 0.5};  // unequal, so an order that works only for F = B = W fails
   for (int p = 1; p <= 8; ++p) {
     for (int m = 1; m <= 32; ++m) {
@@ -89,7 +93,7 @@ TEST_CASE("zb-h1: every p <= 8, m <= 32: F, B, W once each, in order, at most p 
 }
 
 TEST_CASE("zb-h1: with F = B = W the step is 3m+p-1 and every stage idles (p-1)/(3m+p-1)",
-          "[trainer][schedule][zbh1]") {
+          "[schedule][sim][zbh1]") {
   for (int p = 2; p <= 8; ++p) {
     for (int m = p; m <= 32; ++m) {
       const PipelineShape s{p, 1, m};
@@ -108,7 +112,7 @@ TEST_CASE("zb-h1: with F = B = W the step is 3m+p-1 and every stage idles (p-1)/
 }
 
 TEST_CASE("zb-h1: the closed form (p-1)(F+B-W) holds for m >= p and W <= min(F, B)",
-          "[trainer][schedule][zbh1]") {
+          "[schedule][sim][zbh1]") {
   const double values[] = {0.5, 1.0, 1.5, 3.0};
   for (double f : values) {
     for (double b : values) {
@@ -140,7 +144,7 @@ TEST_CASE("zb-h1: the closed form (p-1)(F+B-W) holds for m >= p and W <= min(F, 
 }
 
 TEST_CASE("zb-h1: the lists of p 4, m 6: 1F1B's warm-up, B on the critical path, W deferred",
-          "[trainer][schedule][zbh1]") {
+          "[schedule][sim][zbh1]") {
   const PipelineShape s{4, 1, 6};
   CHECK(text(computeOrder(ScheduleKind::kZbH1, s, 0)) ==
         "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5 ");
@@ -161,7 +165,7 @@ TEST_CASE("zb-h1: the lists of p 4, m 6: 1F1B's warm-up, B on the critical path,
 }
 
 TEST_CASE("zb-h1's simulator catches broken lists: W before B, a W missing, too many deferred",
-          "[trainer][schedule][zbh1]") {
+          "[schedule][sim][zbh1]") {
   const PipelineShape s{4, 1, 8};
   CHECK(simulateZb(lists(ScheduleKind::kZbH1, s), s, {1, 1, 1}).error == "");
   auto early = lists(ScheduleKind::kZbH1, s);  // rank 3: W0 moved before B0

@@ -4,16 +4,20 @@
 // schedule code. It checks every microbatch's F and B exactly once on each stage of its own
 // pipeline, dependencies, tags, peers, the in-flight memory bound, and each rank's idle fraction
 // against the paper's closed form.
-#include "schedule.h"
 #include "schedule_sim.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/chimera.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/two_bw.h"
+#include "tracerun/schedule/zb_h1.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <string>
 
-using namespace gpttrain;
-using namespace gpttrain::testing;
+using namespace tracerun::schedule;
+using namespace tracerun::schedule::testing;
 
 namespace {
 

@@ -1,17 +1,20 @@
 // The schedule tests' simulator (schedule_sim.h) on its own: each generic check fed one broken
 // list that only it catches, named by its message. Not a test of any schedule; the lists are
 // 1F1B's, zb-h1's and 2bw's of two ranks, edited by hand.
-#include "schedule.h"
-#include "schedule_2bw.h"
 #include "schedule_sim.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/chimera.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/two_bw.h"
+#include "tracerun/schedule/zb_h1.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <iterator>
 
-using namespace gpttrain;
-using namespace gpttrain::testing;
+using namespace tracerun::schedule;
+using namespace tracerun::schedule::testing;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -52,7 +55,7 @@ std::string errorOf(const Lists& l, const SimSpec& spec = virtualStageSpec(kShap
 }  // namespace
 
 TEST_CASE("schedule simulator: a whole list runs, with counts, busy time and in-flight",
-          "[trainer][schedule][sim]") {
+          "[schedule][sim]") {
   const SimResult res = simulateSchedules(lists(ScheduleKind::kOneFOneB), virtualStageSpec(kShape));
   REQUIRE(res.error == "");
   CHECK(res.count(0, ActionKind::kForward) == 2);
@@ -65,7 +68,7 @@ TEST_CASE("schedule simulator: a whole list runs, with counts, busy time and in-
   CHECK(res.end == Approx(9.0));
 }
 
-TEST_CASE("schedule simulator: order, completion, deadlock, messages", "[trainer][schedule][sim]") {
+TEST_CASE("schedule simulator: order, completion, deadlock, messages", "[schedule][sim]") {
   SECTION("an action moved before what it needs (microbatch 0)") {
     struct Move {
       int rank;
@@ -125,7 +128,7 @@ TEST_CASE("schedule simulator: order, completion, deadlock, messages", "[trainer
   }
 }
 
-TEST_CASE("schedule simulator: what the spec allows and expects", "[trainer][schedule][sim]") {
+TEST_CASE("schedule simulator: what the spec allows and expects", "[schedule][sim]") {
   SECTION("a microbatch the rank is not expected to run") {
     SimSpec spec = virtualStageSpec(kShape);
     spec.expected = [](int rank, int, int mb) { return rank == 0 || mb == 0; };

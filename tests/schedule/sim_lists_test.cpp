@@ -4,15 +4,19 @@
 // every microbatch is forwarded, then backwarded, once per chunk; that dependencies hold; that
 // nothing deadlocks; the in-flight bound each schedule promises; and, with forward taking F and
 // backward B, that every stage's idle fraction is the closed form.
-#include "schedule.h"
 #include "schedule_sim.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/chimera.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/two_bw.h"
+#include "tracerun/schedule/zb_h1.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
-using namespace gpttrain;
-using namespace gpttrain::testing;
+using namespace tracerun::schedule;
+using namespace tracerun::schedule::testing;
 
 namespace {
 
@@ -49,7 +53,7 @@ void checkSchedule(ScheduleKind kind, const PipelineShape& s) {
 }  // namespace
 
 TEST_CASE("gpipe and 1f1b: every p <= 8, m <= 32 run to completion with the closed-form bubble",
-          "[trainer][schedule]") {
+          "[schedule][sim]") {
   for (ScheduleKind kind : {ScheduleKind::kGpipe, ScheduleKind::kOneFOneB}) {
     for (int p = 1; p <= 8; ++p) {
       for (int m = 1; m <= 32; ++m) checkSchedule(kind, PipelineShape{p, 1, m});
@@ -58,7 +62,7 @@ TEST_CASE("gpipe and 1f1b: every p <= 8, m <= 32 run to completion with the clos
 }
 
 TEST_CASE("interleaved: every p <= 8, v <= 4, m <= 32 (a multiple of p) likewise",
-          "[trainer][schedule]") {
+          "[schedule][sim]") {
   for (int p = 2; p <= 8; ++p) {
     for (int v = 1; v <= 4; ++v) {
       for (int m = p; m <= 32; m += p) {
@@ -68,8 +72,7 @@ TEST_CASE("interleaved: every p <= 8, v <= 4, m <= 32 (a multiple of p) likewise
   }
 }
 
-TEST_CASE("in-flight microbatches: 1f1b holds at most p - rank, gpipe all m",
-          "[trainer][schedule]") {
+TEST_CASE("in-flight microbatches: 1f1b holds at most p - rank, gpipe all m", "[schedule][sim]") {
   const PipelineShape s{4, 1, 8};
   for (int r = 0; r < 4; ++r) {
     CHECK(inFlightBound(ScheduleKind::kOneFOneB, s, r) == 4 - r);
@@ -82,7 +85,7 @@ TEST_CASE("in-flight microbatches: 1f1b holds at most p - rank, gpipe all m",
 }
 
 TEST_CASE("schedules are phases of one list: warm-up forwards, 1F1B pairs, cool-down backwards",
-          "[trainer][schedule]") {
+          "[schedule][sim]") {
   const PipelineShape s{4, 1, 6};
   const auto order = computeOrder(ScheduleKind::kOneFOneB, s, 1);  // warm-up 2
   std::string text;
@@ -108,7 +111,7 @@ TEST_CASE("schedules are phases of one list: warm-up forwards, 1F1B pairs, cool-
 }
 
 TEST_CASE("the simulator catches broken lists: deadlock, missing work, wrong order",
-          "[trainer][schedule]") {
+          "[schedule][sim]") {
   const PipelineShape s{2, 1, 2};
   auto lists = [&] {
     return std::vector<std::vector<Action>>{buildSchedule(ScheduleKind::kOneFOneB, s, 0),

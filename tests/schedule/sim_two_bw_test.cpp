@@ -5,8 +5,12 @@
 // update after its last backward and before the next batch's backwards and batch b + 2's forwards
 // (two weight versions suffice), and with forward F and backward B the idle fraction of the fill
 // formula.
-#include "schedule_2bw.h"
 #include "schedule_sim.h"
+#include "tracerun/schedule/action_lists.h"
+#include "tracerun/schedule/chimera.h"
+#include "tracerun/schedule/closed_form.h"
+#include "tracerun/schedule/two_bw.h"
+#include "tracerun/schedule/zb_h1.h"
 
 #include <catch2/catch.hpp>
 
@@ -15,8 +19,8 @@
 #include <set>
 #include <string>
 
-using namespace gpttrain;
-using namespace gpttrain::testing;
+using namespace tracerun::schedule;
+using namespace tracerun::schedule::testing;
 
 namespace {
 
@@ -79,7 +83,7 @@ Sim simulate2bw(const PipelineShape& s, int first_batch, int batches, double f, 
 }  // namespace
 
 TEST_CASE("2bw: every p <= 6, p <= m <= 12, 1-4 batches: complete, ordered, two versions, fill",
-          "[trainer][schedule][2bw]") {
+          "[schedule][sim][2bw]") {
   for (int p = 1; p <= 6; ++p) {
     for (int m = p; m <= 12; ++m) {
       for (int batches = 1; batches <= 4; ++batches) {
@@ -101,7 +105,7 @@ TEST_CASE("2bw: every p <= 6, p <= m <= 12, 1-4 batches: complete, ordered, two 
 }
 
 TEST_CASE("2bw: no flush between batches, and updates sit right after the batch's last backward",
-          "[trainer][schedule][2bw]") {
+          "[schedule][sim][2bw]") {
   const PipelineShape s{2, 1, 2};
   std::string text;
   for (const Action& a : buildTwoBwSchedule(s, 0, 0, 2)) {
@@ -121,7 +125,7 @@ TEST_CASE("2bw: no flush between batches, and updates sit right after the batch'
 }
 
 TEST_CASE("2bw: fewer microbatches than stages, or virtual chunks, are one-line errors",
-          "[trainer][schedule][2bw]") {
+          "[schedule][sim][2bw]") {
   CHECK(twoBwShapeError(PipelineShape{4, 1, 4}) == "");
   CHECK(twoBwShapeError(PipelineShape{4, 1, 3}).find("at least as many microbatches") !=
         std::string::npos);
@@ -131,7 +135,7 @@ TEST_CASE("2bw: fewer microbatches than stages, or virtual chunks, are one-line 
 }
 
 TEST_CASE("2bw's simulator catches broken lists: updates early, late, swapped or missing",
-          "[trainer][schedule][2bw]") {
+          "[schedule][sim][2bw]") {
   auto isUpdate = [](const Action& a) { return a.kind == ActionKind::kApplyUpdate; };
   auto isBackward = [](const Action& a) { return a.kind == ActionKind::kBackward; };
   using Catch::Matchers::Contains;

@@ -3,14 +3,14 @@
 // Schedule-specific rules stay in the tests (SimSpec::extra_check).
 #include "schedule_sim.h"
 
-#include <tracerun/schedule/replay.h>
+#include "tracerun/schedule/replay.h"
 
 #include <algorithm>
 #include <set>
 #include <sstream>
 #include <tuple>
 
-namespace gpttrain::testing {
+namespace tracerun::schedule::testing {
 
 SimSpec virtualStageSpec(const PipelineShape& shape) {
   SimSpec spec;
@@ -50,9 +50,6 @@ struct Posted {
   bool forward;
   int pipe, stage, microbatch;
 };
-
-using tracerun::schedule::isReceive;
-using tracerun::schedule::isSend;
 
 class Replay {
  public:
@@ -268,7 +265,7 @@ class Replay {
           return 0.0;
       }
     };
-    const tracerun::schedule::ScheduleTimes t = tracerun::schedule::replaySchedule(lists_, cost);
+    const ScheduleTimes t = replaySchedule(lists_, cost);
     res_.busy = t.busy;
     res_.end = t.end_time;
   }
@@ -317,4 +314,4 @@ SimResult simulateSchedules(const std::vector<std::vector<Action>>& lists, const
   return Replay(lists, spec).run();
 }
 
-}  // namespace gpttrain::testing
+}  // namespace tracerun::schedule::testing
