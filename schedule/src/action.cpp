@@ -1,4 +1,4 @@
-// Action kinds (see action.h): their trace words and classes.
+// Action kinds (see action.h): their trace words and classes; no lists, no timing.
 #include "tracerun/schedule/action.h"
 
 #include <tracerun/core/vocabulary.h>

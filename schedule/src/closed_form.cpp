@@ -1,4 +1,4 @@
-// The closed-form bubble fractions (see closed_form.h).
+// The closed-form bubble fractions (see closed_form.h); formulas only, nothing replayed.
 #include "tracerun/schedule/closed_form.h"
 
 #include <algorithm>

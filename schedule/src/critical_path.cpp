@@ -1,4 +1,5 @@
-// The longest path through one step's dependency graph (see critical_path.h).
+// The longest path through one step's dependency graph (see critical_path.h); no timing of its
+// own: the steps' costs are given.
 #include "tracerun/schedule/critical_path.h"
 
 #include <map>

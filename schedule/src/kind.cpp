@@ -1,4 +1,4 @@
-// The schedule words (see kind.h): one table, read both ways.
+// The schedule words (see kind.h): one table, read both ways; nothing about what a schedule does.
 #include "tracerun/schedule/kind.h"
 
 #include <stdexcept>

@@ -1,4 +1,5 @@
-// The one replay (see replay.h): lanes in turn, each as far as it can go, until none moves.
+// The one replay (see replay.h): lanes in turn, each as far as it can go, until none moves. It
+// checks nothing about what the steps mean (the tests' simulator does).
 #include "tracerun/schedule/replay.h"
 
 #include <algorithm>

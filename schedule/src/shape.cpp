@@ -1,4 +1,5 @@
-// Which shapes each schedule accepts (see shape.h); the messages name gpttrain's flags.
+// Which shapes each schedule accepts (see shape.h); the messages name gpttrain's flags. Not the
+// trainer's other flag checks (ZeRO, recompute: trainer/config.cpp).
 #include "tracerun/schedule/shape.h"
 
 #include "tracerun/schedule/two_bw.h"

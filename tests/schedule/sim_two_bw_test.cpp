@@ -1,4 +1,4 @@
-// PipeDream-2BW's action lists (schedule_2bw.h) on their own, without processes or tensors: all
+// PipeDream-2BW's action lists (two_bw.h) on their own, without processes or tensors: all
 // ranks' lists over several batches run together by the tests' simulator (schedule_sim.h: a send
 // posts and goes on, a receive blocks until its message was sent). Checked: every microbatch's F
 // and B exactly once per stage, dependencies, no deadlock, the 1F1B in-flight bound, each batch's
