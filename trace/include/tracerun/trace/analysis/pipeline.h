@@ -48,8 +48,8 @@ struct PipelineStep {
 
 struct PipelineAnalysis {
   bool present = false;  // false: the trace has no pipeline with more than one virtual stage
-  // Inferred: gpipe, 1f1b or interleaved (action order), zb-h1 (B and W phases), 2bw (weight
-  // versions) or chimera (one chunk of two per microbatch); `schedule` is its word.
+  // Inferred when present: gpipe, 1f1b or interleaved (action order), zb-h1 (B and W phases), 2bw
+  // (weight versions) or chimera (one chunk of two per microbatch); `schedule` is its word.
   tracerun::schedule::ScheduleKind schedule_kind = tracerun::schedule::ScheduleKind::kOneFOneB;
   std::string schedule;
   int stages = 0;                          // p
