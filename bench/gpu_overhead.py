@@ -15,6 +15,9 @@ configuration's number is the median of all its timed steps.
   tracerun ops,cuda  ... ops + CUPTI
   tracerun default   the default words: ops,scopes,memory,comm
   tracerun default+cuda
+  --attribute adds ops,cuda with one CUDA part off at a time (TRACERUN_CUPTI_OFF=sync|clock|
+  correlation): what synchronization records, the timestamp callback and the per-op correlation
+  ids each cost
 
 Prints a table: ms/step, added ms and added % against plain, and each tracerun row's added time as
 a fraction of torch.profiler's; then ops and kernels per step (counted in the traces, inside the
@@ -25,7 +28,7 @@ time; default+cuda at most torch.profiler's. Not a test: nothing fails on a slow
 Without a CUDA GPU it prints one line and exits 0.
 
 usage: gpu_overhead.py [--build build-gpu] [--json out.json] [--budget-s 170] [--rounds N]
-                       [--steps 30] [--warmup 5] [--no-tf32] [--keep DIR]
+                       [--steps 30] [--warmup 5] [--no-tf32] [--attribute] [--keep DIR]
 
 Why TF32 by default: the first H100 run (2026-11-26) without it ran GPU-bound at 23 ms/step, where
 the host's costs hide behind the GPU (torch.profiler added 0.44 ms); issue 25's 10.3 ms/step and
@@ -53,9 +56,17 @@ CONFIGS = [
     ("tracerun default", g.DEFAULT_WORDS),
     ("tracerun default+cuda", g.DEFAULT_WORDS + ",cuda"),
 ]
+# --attribute: ops,cuda with one CUDA part off at a time (TRACERUN_CUPTI_OFF, interpose/cuda/
+# cupti_translate.h), so the CUDA side's cost can be split between synchronization records, the
+# trace's timestamp callback and the per-op external correlation ids.
+ATTRIBUTION = [
+    ("tracerun ops,cuda -sync", "ops,cuda", "sync"),
+    ("tracerun ops,cuda -clock", "ops,cuda", "clock"),
+    ("tracerun ops,cuda -correlation", "ops,cuda", "correlation"),
+]
 
 
-def one_run(a, tracerun, nano, name, how, tmp):
+def one_run(a, tracerun, nano, name, how, tmp, parts_off=None):
     times = os.path.join(tmp, "times.json")
     db = os.path.join(tmp, name.replace(" ", "_").replace(",", "_").replace("+", "_") + ".db")
     for stale in (times, db):
@@ -74,7 +85,10 @@ def one_run(a, tracerun, nano, name, how, tmp):
         cmd = prog
     else:
         cmd = g.traced(tracerun, db, how, prog, extra=["-q"] if a.quiet_launcher else [])
-    rc, text, secs = g.run(cmd, os.path.join(tmp, "run.log"), timeout=240)
+    env = None
+    if parts_off:
+        env = dict(os.environ, TRACERUN_CUPTI_OFF=parts_off)
+    rc, text, secs = g.run(cmd, os.path.join(tmp, "run.log"), env=env, timeout=240)
     if rc != 0 or not os.path.exists(times):
         print(f"gpu_overhead: {name} failed (exit {rc}); the end of its output:\n{text[-1500:]}", flush=True)
         return None, None, secs
@@ -106,6 +120,8 @@ def main():
     p.add_argument("--no-tf32", dest="tf32", action="store_false",
                    help="fp32 matmuls without TF32 (GPU-bound: host costs hide behind the GPU)")
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--attribute", action="store_true",
+                   help="also ops,cuda with one CUDA part off at a time (sync, clock, correlation)")
     p.add_argument("--keep", help="copy the ops,cuda trace (if under 16 MiB) here")
     p.add_argument("--quiet-launcher", action="store_true", default=True)
     a = p.parse_args()
@@ -125,17 +141,18 @@ def main():
         os.makedirs(a.keep, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="gpu_overhead_")
     start = time.monotonic()
-    ms = {name: [] for name, _ in CONFIGS}
-    run_medians = {name: [] for name, _ in CONFIGS}
+    configs = [(name, how, None) for name, how in CONFIGS] + (ATTRIBUTION if a.attribute else [])
+    ms = {c[0]: [] for c in configs}
+    run_medians = {c[0]: [] for c in configs}
     counts, failed = {}, set()
     rounds, last_round = 0, 0.0
-    order = list(CONFIGS)
+    order = list(configs)
     while rounds < a.rounds:
         if rounds > 0 and time.monotonic() - start + last_round * 1.1 > a.budget_s:
             break
         r0 = time.monotonic()
-        for name, how in order:
-            steps, c, secs = one_run(a, tracerun, nano, name, how, tmp)
+        for name, how, parts_off in order:
+            steps, c, secs = one_run(a, tracerun, nano, name, how, tmp, parts_off)
             if steps is None:
                 failed.add(name)
                 continue
@@ -146,7 +163,7 @@ def main():
             print(f"round {rounds + 1} {name:24s} {statistics.median(steps):8.2f} ms/step ({secs:.1f} s)", flush=True)
         last_round = time.monotonic() - r0
         rounds += 1
-        order = random.sample(CONFIGS, len(CONFIGS))
+        order = random.sample(configs, len(configs))
     shutil.rmtree(tmp, ignore_errors=True)
 
     nan = float("nan")
@@ -154,7 +171,7 @@ def main():
     plain, prof = med["plain"], med["torch.profiler"]
     added = {name: med[name] - plain for name in med}
     rows = []
-    for name, _ in CONFIGS:
+    for name, _, _ in configs:
         ratio = added[name] / added["torch.profiler"] if name.startswith("tracerun") and added["torch.profiler"] > 0 else None
         rows.append({"run": name, "ms_per_step": med[name], "added_ms": added[name],
                      "added_pct": 100 * added[name] / plain, "of_profiler_added": ratio,

@@ -16,7 +16,7 @@
 # Environment: TRACERUN_TORCH (default python3), NANOGPT_DIR (default .gpu-deps/nanoGPT),
 # JOBS (default 16), GPU_CHECK_DEADLINE_S (default 530: when the bench must be done),
 # GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_CATCH2=1, GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
-# GPU_CHECK_BENCH_S (the bench's budget, default 180).
+# GPU_CHECK_BENCH_S (the bench's budget, default 180), GPU_CHECK_BENCH_ARGS (e.g. --attribute).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
@@ -92,7 +92,7 @@ else
   mkdir -p "$RESULTS/bench"
   timeout --signal=TERM --kill-after=10 $((BENCH_BUDGET + 30)) \
     "$PYABS" bench/gpu_overhead.py --build $BUILD_DIR --budget-s $BENCH_BUDGET \
-    --json "$RESULTS/bench/gpu_overhead.json" --keep "$RESULTS/bench" >"$RESULTS/bench/gpu_overhead.log" 2>&1
+    --json "$RESULTS/bench/gpu_overhead.json" --keep "$RESULTS/bench" ${GPU_CHECK_BENCH_ARGS:-} >"$RESULTS/bench/gpu_overhead.log" 2>&1
   BENCH_RC=$?
   say "bench: exit $BENCH_RC after $(elapsed) s (log: bench/gpu_overhead.log)"
 fi

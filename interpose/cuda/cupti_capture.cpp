@@ -76,6 +76,7 @@ uint64_t gBuffers = 0, gRecords = 0, gDropped = 0;
 bool gOn = false;
 bool gLaunchApisOnly = false;  // per-API enabling in use (else the whole RUNTIME/DRIVER kinds)
 bool gContexts = false;        // CONTEXT records enabled
+CuptiPartsOff gPartsOff;       // TRACERUN_CUPTI_OFF, read at each start (cost attribution)
 constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
@@ -225,8 +226,14 @@ void startCuda(const CaptureConfig& config) {
   }
   ThreadState* owner = threadState();
   if (owner == nullptr) return off("no capture thread state");
+  std::string unknownParts;
+  gPartsOff = parseCuptiPartsOff(std::getenv("TRACERUN_CUPTI_OFF"), &unknownParts);
+  if (!unknownParts.empty()) {
+    std::fprintf(stderr, "tracerun: TRACERUN_CUPTI_OFF: unknown part(s) %s (sync, clock, correlation)\n",
+                 unknownParts.c_str());
+  }
   // Before any kind is enabled (CUPTI's rule): records then carry the trace's own clock.
-  if (gCupti.timestampCallback != nullptr) gCupti.timestampCallback(traceClock);
+  if (gCupti.timestampCallback != nullptr && !gPartsOff.clock) gCupti.timestampCallback(traceClock);
   std::vector<ClockSample> samples;
   for (int i = 0; i < 8; ++i) {
     ClockSample s;
@@ -251,6 +258,7 @@ void startCuda(const CaptureConfig& config) {
     return off(errorText(r));
   }
   for (CUpti_ActivityKind kind : kKinds) {
+    if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && gPartsOff.sync) continue;
     if (CUptiResult r = gCupti.enable(kind); r != CUPTI_SUCCESS) {
       disableAll();
       return off(errorText(r));
@@ -274,7 +282,9 @@ void startCuda(const CaptureConfig& config) {
   gOn = true;
   // Op capture's callback is registered by now (its hook runs first: libtracerun's static
   // initializer adds it before this file's), so this one runs after it and sees the op's frame.
-  if (config.ops) startOpCorrelation(gCupti.pushExternal, gCupti.popExternal, base);
+  if (config.ops && !gPartsOff.correlation) {
+    startOpCorrelation(gCupti.pushExternal, gCupti.popExternal, base);
+  }
 }
 
 // CUPTI's forced flush: completes every buffer (bufferCompleted) before returning. Called on a
@@ -346,6 +356,9 @@ void stopCuda() {
     session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
                      core::StatSeverity::kInfo);
     session->setStat("cupti_launch_apis_only", launchApisOnly ? 1 : 0, core::StatSeverity::kInfo);
+    if (gPartsOff.bits() != 0) {
+      session->setStat("cupti_parts_off", gPartsOff.bits(), core::StatSeverity::kWarning);
+    }
     session->setStat("cupti_context_records", contexts ? 1 : 0, core::StatSeverity::kInfo);
   } catch (...) {
   }

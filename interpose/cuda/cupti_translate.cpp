@@ -576,4 +576,27 @@ std::vector<core::SessionStat> cuptiStats(const TranslateContext& ctx, uint64_t 
   return out;
 }
 
+CuptiPartsOff parseCuptiPartsOff(const char* text, std::string* unknown) {
+  CuptiPartsOff off;
+  if (text == nullptr) return off;
+  const std::string all(text);
+  size_t start = 0;
+  while (start <= all.size()) {
+    size_t comma = all.find(',', start);
+    if (comma == std::string::npos) comma = all.size();
+    const std::string word = all.substr(start, comma - start);
+    if (word == "sync") {
+      off.sync = true;
+    } else if (word == "clock") {
+      off.clock = true;
+    } else if (word == "correlation") {
+      off.correlation = true;
+    } else if (!word.empty() && unknown != nullptr) {
+      *unknown += (unknown->empty() ? "" : ",") + word;
+    }
+    start = comma + 1;
+  }
+  return off;
+}
+
 }  // namespace tracerun::interpose::cuda

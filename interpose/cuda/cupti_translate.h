@@ -147,6 +147,22 @@ int64_t clockOffset(const std::vector<ClockSample>& samples) noexcept;
 std::vector<core::SessionStat> cuptiStats(const TranslateContext& ctx, uint64_t dropped,
                                           uint64_t buffers, uint64_t records);
 
+// Parts of the CUDA capture a cost measurement may turn off, one at a time (bench/gpu_overhead.py
+// --attribute): TRACERUN_CUPTI_OFF, a comma list of `sync` (no synchronization records), `clock`
+// (CUPTI's own clock instead of the trace's timestamp callback; the offset is still measured) and
+// `correlation` (no external correlation id pushed per op: no op -> kernel flows). A diagnostic,
+// not a capture word: the trace says what was off (stat cupti_parts_off, bits 1 sync, 2 clock,
+// 4 correlation).
+struct CuptiPartsOff {
+  bool sync = false;
+  bool clock = false;
+  bool correlation = false;
+  int bits() const noexcept { return (sync ? 1 : 0) | (clock ? 2 : 0) | (correlation ? 4 : 0); }
+};
+// Parses TRACERUN_CUPTI_OFF's value (null or empty: nothing off); unknown words go to *unknown,
+// comma-separated.
+CuptiPartsOff parseCuptiPartsOff(const char* text, std::string* unknown);
+
 // Names used for spans (also used by tests).
 std::string memcpyKindName(uint8_t copyKind);
 std::string syncTypeName(uint32_t type);

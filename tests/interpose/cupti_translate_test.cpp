@@ -599,7 +599,7 @@ TEST_CASE("devices: at finish, unknown contexts go on the only device, else on t
   }
 }
 
-TEST_CASE("devices: waiting syncs are bounded; the oldest is placed when the bound is passed") {
+TEST_CASE("devices: waiting syncs are bounded, the oldest placed when the bound is passed") {
   Fixture f;
   std::vector<core::Record> out;
   translate(asActivity(kernelOn(1, 0, 7, 100)), f.ctx, out);
@@ -613,7 +613,7 @@ TEST_CASE("devices: waiting syncs are bounded; the oldest is placed when the bou
   CHECK(spansIn(f, out)[0].second == "cuda:0 stream 7");
 }
 
-TEST_CASE("launch APIs: kernels, graphs, copies and sets; not the calls that launch nothing") {
+TEST_CASE("launch APIs: kernels, graphs, copies and sets, not the calls that launch nothing") {
   const auto& rt = launchRuntimeApis();
   const auto& drv = launchDriverApis();
   const std::set<uint32_t> r(rt.begin(), rt.end()), d(drv.begin(), drv.end());
@@ -659,4 +659,23 @@ TEST_CASE("launch APIs: kernels, graphs, copies and sets; not the calls that lau
     INFO(cbid);
     CHECK(d.count(cbid) == 0);
   }
+}
+
+TEST_CASE("TRACERUN_CUPTI_OFF: the parts a cost measurement turns off, unknown words reported") {
+  std::string unknown;
+  CHECK(parseCuptiPartsOff(nullptr, &unknown).bits() == 0);
+  CHECK(parseCuptiPartsOff("", &unknown).bits() == 0);
+  CHECK(unknown.empty());
+  const auto one = parseCuptiPartsOff("sync", &unknown);
+  CHECK(one.sync);
+  CHECK_FALSE(one.clock);
+  CHECK_FALSE(one.correlation);
+  CHECK(one.bits() == 1);
+  CHECK(parseCuptiPartsOff("clock", &unknown).bits() == 2);
+  CHECK(parseCuptiPartsOff("correlation", &unknown).bits() == 4);
+  CHECK(parseCuptiPartsOff("correlation,,sync,clock", &unknown).bits() == 7);
+  CHECK(unknown.empty());
+  const auto some = parseCuptiPartsOff("sync,kernels,Clock", &unknown);
+  CHECK(some.bits() == 1);
+  CHECK(unknown == "kernels,Clock");
 }

@@ -49,7 +49,9 @@ const std::vector<Table>& tables() {
        {{"id", "INTEGER PRIMARY KEY", "unique in the file"},
         {"rank", "INTEGER NOT NULL", "ranks.rank"},
         {"kind", "INTEGER NOT NULL", "track_kinds.id"},
-        {"tid", "INTEGER NOT NULL", "OS thread id, stream id or device index; 0 if none"},
+        {"tid", "INTEGER NOT NULL",
+         "OS thread id, stream id or device index; 0 if none (e.g. the per-device sync track "
+         "`cuda:0 sync`)"},
         {"name", "TEXT NOT NULL", "display name"},
         {"event_count", "INTEGER NOT NULL DEFAULT 0", "spans, instants or samples on the track"},
         {"longest_span_ns", "INTEGER NOT NULL DEFAULT 0", "the longest span on the track"},
@@ -202,7 +204,9 @@ const std::vector<Table>& tables() {
        "",
        false},
       {"args",
-       "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...).",
+       "Named integer arguments of spans (pipeline stage, chunk, microbatch, phase, bytes...); for "
+       "the string-valued keys (kernels' `mangled_name`, `short_name`: see String-valued "
+       "arguments above) the value is a strings.id.",
        {{"span", "INTEGER NOT NULL", "spans.id"},
         {"key", "INTEGER NOT NULL", "strings.id of the argument name"},
         {"value", "INTEGER NOT NULL", "the value"}},
