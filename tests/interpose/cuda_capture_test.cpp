@@ -31,12 +31,17 @@
 #include <thread>
 #include <vector>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "../support/child_process.h"
+#include "../support/kernel_names.h"
 #include "../support/temp_dir.h"
 #include "capture.h"
 #include "cupti_translate.h"
 #include "op_correlation.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/trace/chrome_export.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -544,3 +549,46 @@ TEST_CASE(
   for (const auto& s : ro.stats()) CHECK(s.name != "cuda_capture_off");
 }
 #endif
+
+// Capture -> trace -> Chrome export, end to end: a kernel CUPTI names by its mangled symbol is a
+// span named as c++filt prints it, and the export shows its mangled and short names as text
+// (string-valued args), not as string ids. Also TRACERUN_CUPTI_OFF=sync: no synchronization
+// records enabled, and the trace says so.
+TEST_CASE("CUDA capture to Chrome export: demangled kernel names, mangled and short names as text") {
+  const FakeCupti cupti = loadFakeCupti();
+  const auto& name = testing::kKernelNameCases[0];
+  testing::TempDir dir("tracerun-cuda");
+  const std::string db = dir.file("names.db");
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);
+  ::setenv("TRACERUN_CUPTI_OFF", "sync", 1);
+  interpose::CaptureConfig config;
+  config.output = db;
+  config.signal_handlers = false;
+  REQUIRE(interpose::startCapture(config));
+  CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  stage(cupti, kernel(name.mangled, cupti.timestamp(), 1));
+  interpose::stopCapture();
+  ::unsetenv("TRACERUN_CAPTURE");
+  ::unsetenv("TRACERUN_CUPTI_OFF");
+
+  const auto reader = trace::TraceReader::open(db);
+  std::map<std::string, trace::StatRow> stats;
+  for (const auto& st : reader.stats()) stats[st.name] = st;
+  REQUIRE(stats.count("cupti_parts_off") == 1);
+  CHECK(stats["cupti_parts_off"].value == 1);
+  const std::string json = dir.file("names.json");
+  trace::exportChrome(reader, json);
+  std::ifstream in(json);
+  const auto doc = nlohmann::json::parse(in);
+  int kernels = 0;
+  for (const auto& ev : doc["traceEvents"]) {
+    if (ev.value("ph", "") != "X" || ev.value("cat", "") != "kernel") continue;
+    ++kernels;
+    CHECK(ev["name"] == name.demangled);
+    REQUIRE(ev.contains("args"));
+    CHECK(ev["args"]["mangled_name"] == name.mangled);
+    CHECK(ev["args"]["short_name"] == name.short_name);
+  }
+  CHECK(kernels == 1);
+}
