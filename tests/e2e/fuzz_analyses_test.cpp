@@ -22,6 +22,8 @@
 #include "tracerun/trace/analysis/model.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/analysis/report.h"
+#include "tracerun/trace/analysis/report_json.h"
+#include "tracerun/trace/analysis/report_text.h"
 #include "tracerun/trace/chrome_export.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/schema.h"
@@ -207,8 +209,8 @@ const std::vector<Analysis>& analyses() {
   namespace a = trace::analysis;
   static const std::vector<Analysis> kAll = {
       {"reader (info, viewer queries)", readEverything},
-      {"report text", [](const auto& r, const auto&) { a::reportText(a::buildReport(r), r); }},
-      {"report json", [](const auto& r, const auto&) { a::reportJson(a::buildReport(r), r); }},
+      {"report text", [](const auto& r, const auto&) { a::reportText(a::buildReport(r)); }},
+      {"report json", [](const auto& r, const auto&) { a::reportJson(a::buildReport(r)); }},
       {"chrome export",
        [](const auto& r, const auto& dir) { trace::exportChrome(r, dir + "/export.json"); }},
       {"memory",

@@ -1,11 +1,14 @@
 // `tracerun report run.db [--json]`: pipeline bubbles, memory peaks by category, top ops and
-// communication, as tables or one JSON object (trace/analysis/report.h computes them; this file
-// only prints). Exits 3, after printing, when the trace's stats say the capture lost data.
+// communication, as tables or one JSON object (trace/analysis/report.h builds them, report_text.h
+// and report_json.h format them; this file only chooses and prints). Exits 3, after printing, when
+// the trace's stats say the capture lost data.
 #include <cstdio>
 #include <iostream>
 
 #include "commands.h"
 #include "tracerun/trace/analysis/report.h"
+#include "tracerun/trace/analysis/report_json.h"
+#include "tracerun/trace/analysis/report_text.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::tools {
@@ -35,9 +38,9 @@ Command addReportCommand(CLI::App& parent) {
               ro.top_ops = opts->top;
               const auto report = trace::analysis::buildReport(reader, ro);
               if (opts->json) {
-                std::cout << trace::analysis::reportJson(report, reader);
+                std::cout << trace::analysis::reportJson(report);
               } else {
-                std::cout << trace::analysis::reportText(report, reader);
+                std::cout << trace::analysis::reportText(report);
               }
               std::cout.flush();
               if (report.lost.empty()) return kExitOk;

@@ -1,11 +1,14 @@
 // The report: every analysis of a trace gathered once (pipeline bubbles, memory peaks by category,
-// top ops from the precomputed aggregates, communication, lost-data stats), printable as tables
-// or as one JSON object (docs/report.md lists its keys). Shared by `tracerun report` and anything
-// else that wants the same numbers; does no I/O of its own beyond the reader.
+// top ops from the precomputed aggregates, communication, lost-data stats) into one plain Report,
+// names resolved, so that its writers (report_text.h, report_json.h; docs/report.md lists the
+// JSON keys) only format it. Shared by `tracerun report` and anything else that wants the same
+// numbers; formats nothing and does no I/O of its own beyond the reader.
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,37 @@ struct OpRow {
   int ranks = 0;  // ranks that ran it
 };
 
+// The memory categories the report shows, in its column order.
+inline constexpr std::array<core::MemoryCategory, 6> kReportCategories = {
+    core::MemoryCategory::kParameter,      core::MemoryCategory::kGradient,
+    core::MemoryCategory::kOptimizerState, core::MemoryCategory::kActivation,
+    core::MemoryCategory::kTemporary,      core::MemoryCategory::kOther};
+
+// An allocation live at a device's peak, its op and scope named.
+struct ReportAllocation {
+  int64_t bytes = 0;
+  int64_t ts_ns = 0;
+  core::MemoryCategory category = core::MemoryCategory::kOther;
+  core::MemoryCategory tag = core::MemoryCategory::kUnknown;
+  std::string op, scope;
+};
+
+// One device's memory as the report shows it: the analysis' numbers, the device's name ("cpu",
+// "cuda:0") and its largest allocations at the peak, named.
+struct ReportDevice {
+  DeviceMemory memory;
+  std::string device;
+  std::vector<ReportAllocation> largest_at_peak;
+};
+
+// One rank's memory: the device its report shows (MemoryAnalysis::primary) and its others, as
+// indexes into Report::memory_devices.
+struct ReportRankMemory {
+  int rank = 0;
+  size_t primary = 0;
+  std::vector<size_t> others;
+};
+
 struct Report {
   std::string path;
   int world_size = 0;
@@ -36,10 +70,14 @@ struct Report {
   int64_t step_mean_ns = 0;  // mean step length over all ranks' step spans
   EventCounts counts;
   PipelineAnalysis pipeline;
-  MemoryAnalysis memory;
-  int64_t op_spans = 0, op_names = 0;  // op and autograd-node spans, distinct names
-  std::vector<OpRow> top_ops;          // by self time, summed over ranks
+  MemoryAnalysis memory;                             // the analysis, as the viewer reads it
+  std::vector<ReportDevice> memory_devices;          // memory.devices, by rank then device, named
+  std::vector<ReportRankMemory> memory_ranks;        // by rank, ranks with memory events only
+  std::map<std::string, std::string> memory_dtypes;  // memoryDtypes; empty when none named
+  int64_t op_spans = 0, op_names = 0;                // op and autograd-node spans, distinct names
+  std::vector<OpRow> top_ops;                        // by self time, summed over ranks
   CommAnalysis comm;
+  std::vector<double> comm_overlap;  // per comm.ranks row: overlap_ns / comm_ns; -1 without comm
   std::vector<StatRow> stats;
   int64_t dropped_events = 0;
   std::vector<std::string> lost;  // one line per stat with severity error ("rank 1: x = 3")
@@ -51,10 +89,7 @@ struct Report {
 // names too (phases, comm, user scopes), summed the same way.
 std::vector<OpRow> opTotals(const TraceReader& reader, bool every_category = false);
 
+// Runs the analyses and resolves every name the writers show.
 Report buildReport(const TraceReader& reader, const ReportOptions& options = {});
-// Tables for people. `reader` resolves names (the one the report was built from).
-std::string reportText(const Report& report, const TraceReader& reader);
-// One JSON object (invalid UTF-8 in names replaced, never an error).
-std::string reportJson(const Report& report, const TraceReader& reader, int indent = 2);
 
 }  // namespace tracerun::trace::analysis
