@@ -12,13 +12,6 @@ namespace tracerun::dot {
 
 namespace {
 
-constexpr Rgb kNodeFill{238, 238, 238};
-constexpr Rgb kLeafFill{204, 229, 255};
-constexpr Rgb kRecomputeFill{255, 224, 178};
-constexpr Rgb kRecomputeBorder{230, 120, 0};
-constexpr Rgb kClusterFill{250, 250, 250};
-constexpr Rgb kClusterBorder{150, 150, 150};
-
 // "torch::autograd::AccumulateGrad" -> "AccumulateGrad",
 // "torch::autograd::CppNode<ns::(anonymous namespace)::Fn>" -> "CppNode<Fn>" (labels only;
 // tooltips keep the name).
@@ -66,8 +59,7 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
         c.label = reader.str(m);
         c.tooltip = "module " + id.substr(7);
         c.parent = parent;
-        c.fill = kClusterFill;
-        c.border = kClusterBorder;
+        c.role = Role::kScope;
         it = clusterOf.emplace(id, g.addCluster(std::move(c))).first;
       }
       parent = it->second;
@@ -95,10 +87,11 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
     node.tooltip = name;
     if (n.seq >= 0) node.tooltip += "\nseq " + std::to_string(n.seq);
     node.tooltip += "\nbackward " + trace::formatDuration(n.dur_ns);
+    node.metrics.duration_ns = n.dur_ns;
     if (n.accumulate_grad) {
       ++leaves;
       node.shape = NodeShape::kEllipse;
-      node.fill = kLeafFill;
+      node.role = Role::kInput;
       const std::string shape = reader.str(n.shape);
       // The innermost scope names the parameter's module (scopes hold full paths: "layers.1.mlp").
       node.label += "\n" + (mods.empty() ? std::string("parameter") : reader.str(n.modules.back()));
@@ -107,7 +100,7 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
                       (shape.empty() ? std::string() : " " + shape);
     } else {
       node.shape = NodeShape::kBox;
-      node.fill = kNodeFill;
+      node.role = Role::kFunction;
       if (n.forward_name != 0) {
         node.label += "\n\u2190 " + reader.str(n.forward_name);
         node.tooltip += "\nforward " + reader.str(n.forward_name);
@@ -118,8 +111,7 @@ Graph buildAutogradGraph(const trace::TraceReader& reader,
     }
     if (n.recomputed) {
       ++recomputed;
-      node.fill = kRecomputeFill;
-      node.border = kRecomputeBorder;
+      node.accent = Accent::kRecomputed;
       node.penwidth = 2.0;
       node.label += "\nrecomputed";
     }

@@ -13,7 +13,6 @@
 #include <map>
 #include <set>
 
-#include "tracerun/dot/palette.h"
 #include "tracerun/trace/analysis/callgraph.h"
 #include "tracerun/trace/format.h"
 
@@ -573,21 +572,29 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
     }
     node.tooltip = tip;
 
+    node.metrics.inclusive_ns = x.incl;
+    node.metrics.self_ns = x.excl;
+    node.metrics.calls = x.count;
+    node.metrics.bytes = x.bytes_incl;
+    if (x.category == core::Category::kComm) node.metrics.comm_bytes = x.comm_bytes;
     if (x.other) {
       node.shape = NodeShape::kNote;
-      node.fill = palette::kOther;
+      node.role = Role::kOther;
     } else {
-      node.shape =
-          x.category == core::Category::kComm ? NodeShape::kHexagon
-          : (x.category == core::Category::kPhase || x.category == core::Category::kModule ||
-             x.category == core::Category::kUser || dp < 0)
-              ? NodeShape::kRoundedBox
-              : NodeShape::kBox;
-      node.fill = base ? palette::diverging(change[i])
-                       : palette::temperature(maxMetric > 0 ? metric(x) / maxMetric : 0.0);
+      const bool scope = x.category == core::Category::kPhase ||
+                         x.category == core::Category::kModule ||
+                         x.category == core::Category::kUser;
+      const bool comm = x.category == core::Category::kComm;
+      node.shape = comm                ? NodeShape::kHexagon
+                   : (scope || dp < 0) ? NodeShape::kRoundedBox
+                                       : NodeShape::kBox;
+      node.role = dp < 0 ? Role::kRoot : comm ? Role::kComm : scope ? Role::kScope : Role::kOp;
+      if (base) {
+        node.metrics.change = std::isnan(change[i]) ? 0.0 : change[i];
+      } else {
+        node.metrics.heat = maxMetric > 0 ? metric(x) / maxMetric : 0.0;
+      }
     }
-    node.font = palette::textOn(node.fill);
-    node.border = palette::kBlack;
     g.addNode(std::move(node));
 
     if (dp >= 0) {
@@ -596,7 +603,7 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
       e.to = static_cast<int>(i);
       const double s = share(x.incl, total);
       e.penwidth = std::max(1.0, std::min(6.0, 1.0 + 5.0 * s));
-      e.color = x.other ? palette::kClusterBorder : palette::kBlack;
+      e.role = x.other ? Role::kHiddenCall : Role::kCall;
       g.addEdge(std::move(e));
     }
   }
@@ -644,7 +651,7 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
     e.to = std::get<1>(key);
     e.style = EdgeStyle::kDashed;
     e.constraint = false;
-    e.color = palette::kLink;
+    e.role = Role::kFlow;
     const auto kind = static_cast<core::FlowKind>(std::get<2>(key));
     e.label = "\u00d7" + trace::formatCount(val.first);
     e.tooltip = std::string(core::flowKindName(kind)) + ": " + std::to_string(val.first) +

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <mutex>
 
 #include "escape.h"
 
@@ -155,6 +156,14 @@ void validate(const Graph& g, const LayoutOptions& o) {
   }
 }
 
+// Graphviz's process-wide state (plugin registry, attribute dictionaries, its error buffer) is
+// touched by gvContext, gvLayout, gvRender*, gvFreeLayout, agclose and gvFreeContext: every call
+// into it from this file holds this one lock, so callers on any thread need none of their own.
+std::mutex& graphvizLock() {
+  static std::mutex lock;
+  return lock;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -169,8 +178,9 @@ struct LaidOutGraph::Impl {
   std::vector<Agraph_t*> clusters;
   Layout layout;
 
-  Impl() : gvc(gvContext()) {}
+  Impl() : gvc(gvContext()) {}  // constructed under graphvizLock()
   ~Impl() {
+    const std::lock_guard<std::mutex> lock(graphvizLock());
     if (gvc && root && laidOut) gvFreeLayout(gvc, root);
     if (root) agclose(root);
     if (gvc) gvFreeContext(gvc);
@@ -209,6 +219,9 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
                "<BR ALIGN=\"LEFT\"/>";
   }
   if (!caption.empty()) setHtml(root, root, "label", caption);
+  const Theme& theme = o.theme;
+  if (theme.state_paper) set(root, "bgcolor", color(theme.paper));
+  if (theme.caption != Rgb{0, 0, 0}) set(root, "fontcolor", color(theme.caption));
 
   // Defaults declared once, so every object carries the attribute.
   agattr(root, AGNODE, mut("fontname"), mut("DejaVu Sans"));
@@ -224,8 +237,10 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     Agraph_t* sg = agsubg(parent, mut(name.c_str()), 1);
     set(sg, "id", attributeText(c.id, true));
     set(sg, "style", "filled,rounded");
-    set(sg, "fillcolor", color(c.fill));
-    set(sg, "color", color(c.border));
+    const Paint paint = clusterPaint(theme, c);
+    set(sg, "fillcolor", color(paint.fill));
+    set(sg, "color", color(paint.line));
+    if (theme.state_paper) set(sg, "fontcolor", color(paint.ink));
     if (!c.label.empty()) setHtml(root, sg, "label", htmlLabel(c.label, true));
     if (!c.tooltip.empty()) set(sg, "tooltip", attributeText(c.tooltip));
     clusters.push_back(sg);
@@ -240,9 +255,10 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     set(an, "id", attributeText(n.id, true));
     set(an, "shape", shapeName(n.shape));
     set(an, "style", n.shape == NodeShape::kRoundedBox ? "filled,rounded" : "filled");
-    set(an, "fillcolor", color(n.fill));
-    set(an, "fontcolor", color(n.font));
-    set(an, "color", color(n.border));
+    const Paint paint = nodePaint(theme, n);
+    set(an, "fillcolor", color(paint.fill));
+    set(an, "fontcolor", color(paint.ink));
+    set(an, "color", color(paint.line));
     if (n.penwidth != 1.0) set(an, "penwidth", number(n.penwidth));
     if (n.fold > 1) set(an, "peripheries", "2");
     setHtml(root, an, "label", htmlLabel(n.label, n.shape != NodeShape::kPlain));
@@ -255,7 +271,8 @@ void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
     Agedge_t* ae = agedge(root, nodes[static_cast<size_t>(e.from)],
                           nodes[static_cast<size_t>(e.to)], nullptr, 1);
     if (e.style != EdgeStyle::kSolid) set(ae, "style", edgeStyle(e.style));
-    set(ae, "color", color(e.color));
+    set(ae, "color", color(edgeColour(theme, e)));
+    if (theme.state_paper) set(ae, "fontcolor", color(theme.caption));
     if (e.penwidth != 1.0) set(ae, "penwidth", number(e.penwidth));
     if (!e.constraint) set(ae, "constraint", "false");
     // xlabel, not label: 2.42's flat_edges reallocates the rank array for a labelled edge
@@ -329,17 +346,21 @@ LaidOutGraph& LaidOutGraph::operator=(LaidOutGraph&&) noexcept = default;
 
 LaidOutGraph LaidOutGraph::layout(const Graph& graph, const LayoutOptions& options) {
   validate(graph, options);
-  agseterr(AGMAX);  // no warnings on stderr: failures are reported by return codes below
-  auto impl = std::make_unique<Impl>();
-  if (!impl->gvc) throw LayoutError("Graphviz could not start (gvContext failed)");
-  impl->build(graph, options);
-  if (gvLayout(impl->gvc, impl->root, "dot") != 0) {
-    const char* why = aglasterr();
-    throw LayoutError(std::string("Graphviz could not lay the graph out") +
-                      (why ? std::string(": ") + why : std::string()));
+  std::unique_ptr<Impl> impl;  // destroyed (taking the lock itself) after the lock below is let go
+  {
+    const std::lock_guard<std::mutex> lock(graphvizLock());
+    agseterr(AGMAX);  // no warnings on stderr: failures are reported by return codes below
+    impl = std::make_unique<Impl>();
+    if (!impl->gvc) throw LayoutError("Graphviz could not start (gvContext failed)");
+    impl->build(graph, options);
+    if (gvLayout(impl->gvc, impl->root, "dot") != 0) {
+      const char* why = aglasterr();
+      throw LayoutError(std::string("Graphviz could not lay the graph out") +
+                        (why ? std::string(": ") + why : std::string()));
+    }
+    impl->laidOut = true;
+    impl->readPositions();
   }
-  impl->laidOut = true;
-  impl->readPositions();
   return LaidOutGraph(std::move(impl));
 }
 
@@ -352,6 +373,7 @@ std::string LaidOutGraph::render(Format format) const {
   if (!name) throw LayoutError("txt is not a Graphviz format (use renderText)");
   char* data = nullptr;
   unsigned int length = 0;
+  const std::lock_guard<std::mutex> lock(graphvizLock());
   if (gvRenderData(impl_->gvc, impl_->root, name, &data, &length) != 0 || !data) {
     if (data) gvFreeRenderData(data);
     throw LayoutError(std::string("Graphviz could not render ") + name +

@@ -6,7 +6,6 @@
 #include <set>
 #include <utility>
 
-#include "tracerun/dot/palette.h"
 #include "tracerun/trace/error.h"
 
 namespace tracerun::dot {
@@ -28,12 +27,6 @@ std::string grouped(int64_t n) {  // 11181642 -> "11,181,642"
 std::string count(int64_t n) {
   return n < 0 ? std::string("?") : grouped(n);
 }
-
-// Light fills, one per pipeline stage (cycled).
-constexpr Rgb kStageFills[] = {{222, 235, 247}, {229, 245, 224}, {254, 230, 206},
-                               {239, 237, 245}, {255, 247, 188}, {253, 224, 239}};
-constexpr Rgb kColumn{49, 130, 189}, kRow{49, 163, 84}, kVocab{117, 107, 177};
-constexpr Rgb kZeroUnit{230, 85, 13};
 
 class Builder {
  public:
@@ -112,8 +105,8 @@ class Builder {
                           (m.chunk > 0 || chunks() > 1 ? " chunk " + std::to_string(m.chunk) : "");
     c.id = uniqueId("stage/" + std::to_string(m.stage) + "." + std::to_string(m.chunk));
     c.label = "pipeline " + name;
-    c.fill = kStageFills[static_cast<size_t>(std::max(0, m.stage)) % std::size(kStageFills)];
-    c.border = palette::kClusterBorder;
+    c.role = Role::kStage;
+    c.index = std::max(0, m.stage);
     return g_.addCluster(std::move(c));
   }
 
@@ -138,7 +131,7 @@ class Builder {
     }
     e.label = shapes;
     e.tooltip = before.path + " -> " + after.path + (shapes.empty() ? "" : ": " + shapes);
-    e.color = palette::kLink;
+    e.role = Role::kFlow;
     g_.addEdge(std::move(e));
   }
 
@@ -194,17 +187,18 @@ class Builder {
     return tip;
   }
 
-  Rgb borderOf(const ModuleNode& m) const {
-    if (m.shard < 0 && m.tp_shards <= 1) return m.zero_unit >= 0 ? kZeroUnit : palette::kBlack;
+  static Accent accentOf(const ModuleNode& m) {
+    const Accent unit = m.zero_unit >= 0 ? Accent::kZeroUnit : Accent::kNone;
+    if (m.shard < 0 && m.tp_shards <= 1) return unit;
     switch (m.tp_split) {
       case TpSplit::kColumn:
-        return kColumn;
+        return Accent::kColumnSplit;
       case TpSplit::kRow:
-        return kRow;
+        return Accent::kRowSplit;
       case TpSplit::kVocab:
-        return kVocab;
+        return Accent::kVocabSplit;
       default:
-        return m.zero_unit >= 0 ? kZeroUnit : palette::kBlack;
+        return unit;
     }
   }
 
@@ -217,8 +211,8 @@ class Builder {
       c.label = labelOf(run);
       c.tooltip = tooltipOf(run);
       c.parent = cluster;
-      c.fill = palette::kCluster;
-      c.border = m.zero_unit >= 0 ? kZeroUnit : palette::kClusterBorder;
+      c.role = Role::kGroup;
+      if (m.zero_unit >= 0) c.accent = Accent::kZeroUnit;
       c.fold = static_cast<int>(run.size());
       const int at = g_.addCluster(std::move(c));
       if (map_) {
@@ -232,8 +226,12 @@ class Builder {
     node.tooltip = tooltipOf(run);
     node.shape = NodeShape::kBox;
     node.cluster = cluster;
-    node.border = borderOf(m);
-    node.penwidth = borderOf(m) == palette::kBlack ? 1.0 : 2.0;
+    node.role = Role::kModule;
+    node.accent = accentOf(m);
+    node.penwidth = node.accent == Accent::kNone ? 1.0 : 2.0;
+    node.metrics.params = m.params_local;
+    node.metrics.calls = m.calls;
+    node.metrics.duration_ns = m.total_ns;
     node.fold = static_cast<int>(run.size());
     const int id = g_.addNode(std::move(node));
     if (map_) {

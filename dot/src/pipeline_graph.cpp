@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <map>
 
-#include "tracerun/dot/palette.h"
 #include "tracerun/schedule/critical_path.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/format.h"
@@ -23,10 +22,6 @@ namespace {
 
 using trace::analysis::PipelineAction;
 using Kind = trace::analysis::PipelineActionKind;
-
-// zb-h1's W (gradient of the weights): a darker orange than a backward or a B, so the deferred
-// W's stand apart from the B's on the critical path.
-constexpr Rgb kWeightGradient{230, 145, 56};
 
 bool isCompute(Kind k) {
   return k == Kind::kForward || k == Kind::kBackward || k == Kind::kBackwardInput ||
@@ -113,8 +108,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     const int stage = it == acts.end() ? -1 : it->stage;
     c.id = "rank" + std::to_string(r);
     c.label = "stage " + std::to_string(stage) + " (rank " + std::to_string(r) + ")";
-    c.fill = palette::kCluster;
-    c.border = palette::kClusterBorder;
+    c.role = Role::kGroup;
     clusterOfRank[r] = g.addCluster(std::move(c));
   }
 
@@ -140,16 +134,16 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     if (isCompute(a.kind)) {
       computeOfRank[a.rank] += duration(a);
       what = mb;
-      n.fill = a.kind == Kind::kForward          ? palette::kForward
-               : a.kind == Kind::kBackwardWeight ? kWeightGradient
-                                                 : palette::kBackward;
+      n.role = a.kind == Kind::kForward          ? Role::kForward
+               : a.kind == Kind::kBackwardWeight ? Role::kWeightGradient
+                                                 : Role::kBackward;
       n.shape = NodeShape::kBox;
       computeNode[{a.virtual_stage, static_cast<int>(a.kind), a.microbatch}] =
           static_cast<int>(g.nodes.size());
     } else {
       what = std::string(isRecv(a.kind) ? "recv " : "send ") + mb +
              (isRecv(a.kind) ? " \u2190 r" : " \u2192 r") + std::to_string(a.peer);
-      n.fill = palette::kCollective;
+      n.role = Role::kTransfer;
       n.shape = NodeShape::kHexagon;
     }
     n.label = what + "\n" + trace::formatDuration(duration(a));
@@ -163,11 +157,14 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
                 "\nmicrobatch: " + std::to_string(a.microbatch) +
                 (cp.on_path[i] ? "\ncritical: yes" : "");
     n.cluster = clusterOfRank.count(a.rank) ? clusterOfRank[a.rank] : -1;
+    n.metrics.start_ns = a.start_ns;
+    n.metrics.duration_ns = duration(a);
+    n.metrics.stage = a.stage;
+    n.metrics.microbatch = a.microbatch;
     if (cp.on_path[i]) {
-      n.border = palette::kCritical;
+      n.accent = Accent::kCritical;
       n.penwidth = 3.0;
     }
-    n.font = palette::textOn(n.fill);
     nodeOf[i] = g.addNode(std::move(n));
   }
   // Whether the critical path runs from action `from` to action `to` through undrawn actions only.
@@ -202,11 +199,11 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     e.from = nodeOf[static_cast<size_t>(prev)];
     e.to = nodeOf[i];
     e.style = EdgeStyle::kDotted;
-    e.color = palette::kMessage;
+    e.role = Role::kOrder;
     e.tooltip = "order on rank " + std::to_string(acts[i].rank);
     if (critical(static_cast<size_t>(prev), i)) {
       e.style = EdgeStyle::kBold;
-      e.color = palette::kCritical;
+      e.accent = Accent::kCritical;
       e.penwidth = 3.0;
     }
     g.addEdge(std::move(e));
@@ -220,13 +217,13 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     Edge e;
     e.from = nodeOf[static_cast<size_t>(from)];
     e.to = nodeOf[static_cast<size_t>(to)];
-    e.color = palette::kMessage;
+    e.role = Role::kMessage;
     e.tooltip = "send -> receive, arrived " +
                 trace::formatDuration(std::max<int64_t>(0, acts[i].end_ns - acts[s].start_ns)) +
                 " after the send began";
     if (critical(static_cast<size_t>(from), static_cast<size_t>(to))) {
       e.style = EdgeStyle::kBold;
-      e.color = palette::kCritical;
+      e.accent = Accent::kCritical;
       e.penwidth = 3.0;
     }
     g.addEdge(std::move(e));
@@ -246,7 +243,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
     e.to = fwd ? it->second : idx;
     e.style = EdgeStyle::kDashed;
     e.constraint = false;
-    e.color = palette::kLink;
+    e.role = Role::kFlow;
     e.tooltip = "stage dependency";
     g.addEdge(std::move(e));
   }

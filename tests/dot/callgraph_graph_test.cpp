@@ -8,6 +8,7 @@
 
 #include "analysis_builder.h"
 #include "tracerun/dot/callgraph_graph.h"
+#include "tracerun/dot/theme.h"
 #include "tracerun/trace/analysis/callgraph.h"
 
 using namespace tracerun;
@@ -102,7 +103,15 @@ TEST_CASE("callgraph picture: numbers equal the analysis', nodes add up to their
     CHECK(field(*n, "calls") == cg.nodes[i].count);
     CHECK(field(*n, "inclusive_ns") == cg.nodes[i].inclusive_ns);
     CHECK(field(*n, "exclusive_ns") == cg.nodes[i].exclusive_ns);
+    // The typed metrics carry the same numbers as the tooltip's text.
+    CHECK(n->metrics.calls == cg.nodes[i].count);
+    CHECK(n->metrics.inclusive_ns == cg.nodes[i].inclusive_ns);
+    CHECK(n->metrics.self_ns == cg.nodes[i].exclusive_ns);
+    CHECK(n->role != dot::Role::kNone);
+    CHECK(n->metrics.heat >= 0.0);
+    CHECK(n->metrics.heat <= 1.0);
   }
+  CHECK(g.nodes[0].role == dot::Role::kRoot);
   const dot::Node* mm = byId(g, "all/step/forward/layers.2/aten::mm");
   REQUIRE(mm);
   CHECK(field(*mm, "inclusive_ns") == 2 * 102);  // two steps of 100 + 2 ns
@@ -262,9 +271,11 @@ TEST_CASE("callgraph picture: --diff colours by the change", "[dot][callgraph]")
   const dot::Node* relu = byId(g, "all/step/forward/layers.1/aten::relu");
   REQUIRE(relu);
   CHECK(relu->label.find("(new)") != std::string::npos);
-  CHECK(relu->fill == dot::Rgb{178, 24, 43});  // +100%: full red
+  const dot::Theme light = dot::Theme::light();
+  CHECK(relu->metrics.change == Approx(1.0));
+  CHECK(dot::nodePaint(light, *relu).fill == dot::Rgb{178, 24, 43});  // +100%: full red
   const dot::Node* mm = byId(g, "all/step/forward/layers.0/aten::mm");
   REQUIRE(mm);
   CHECK(mm->label.find("\u0394 +0.0%") != std::string::npos);
-  CHECK(mm->fill == dot::Rgb{255, 255, 255});  // unchanged: white
+  CHECK(dot::nodePaint(light, *mm).fill == dot::Rgb{255, 255, 255});  // unchanged: white
 }

@@ -6,6 +6,7 @@
 
 #include "analysis_builder.h"
 #include "tracerun/dot/pipeline_graph.h"
+#include "tracerun/dot/theme.h"
 #include "tracerun/trace/analysis/pipeline.h"
 
 using namespace tracerun;
@@ -216,7 +217,10 @@ TEST_CASE("pipeline picture and analysis: zb-h1's B and W apart, its closed form
   }
   REQUIRE(b != nullptr);
   REQUIRE(w != nullptr);
-  CHECK_FALSE(b->fill == w->fill);
+  CHECK(b->role == dot::Role::kBackward);
+  CHECK(w->role == dot::Role::kWeightGradient);
+  const dot::Theme light = dot::Theme::light();
+  CHECK_FALSE(dot::nodePaint(light, *b).fill == dot::nodePaint(light, *w).fill);
   CHECK(g.title.find("zb-h1") != std::string::npos);
   CHECK(g.caption.find("(p-1)(F+B-W)") != std::string::npos);
 }

@@ -16,9 +16,11 @@
 
 #include "dot_test_util.h"
 #include "e2e_common.h"
+#include "graph_palette.h"
 #include "tracerun/dot/callgraph_graph.h"
 #include "tracerun/dot/layout.h"
 #include "tracerun/dot/model_graph.h"
+#include "tracerun/dot/theme.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_test_util.h"
 
@@ -140,6 +142,11 @@ Dump readDump(const std::string& path) {
   return d;
 }
 
+// A node's colours as the graph tabs draw it: the viewer's dark theme over the node's role.
+dot::Paint painted(const dot::Node& n) {
+  return dot::nodePaint(viewer::palette::graphTheme(), n);
+}
+
 uint32_t rgbOf(dot::Rgb c) {
   return static_cast<uint32_t>(c.r) << 16 | static_cast<uint32_t>(c.g) << 8 | c.b;
 }
@@ -250,7 +257,7 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
     CHECK(x.cy == Approx(pos.nodes[i].center.y).margin(0.01));
     CHECK(x.w == Approx(pos.nodes[i].width).margin(0.01));
     CHECK(x.h == Approx(pos.nodes[i].height).margin(0.01));
-    CHECK(x.fill == rgbOf(g.nodes[i].fill));
+    CHECK(x.fill == rgbOf(painted(g.nodes[i]).fill));
     // On screen: the node's fill inside its box.
     const auto& b = pos.nodes[i];
     const double x0 = d.sx(b.center.x - b.width / 2) + 2, x1 = d.sx(b.center.x + b.width / 2) - 2;
@@ -260,7 +267,7 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
         y1 > d.canvasY + d.canvasH)
       continue;
     int in = 0, all = 0, ink = 0, text = 0;
-    const uint32_t fill = rgbOf(g.nodes[i].fill), font = rgbOf(g.nodes[i].font);
+    const uint32_t fill = rgbOf(painted(g.nodes[i]).fill), font = rgbOf(painted(g.nodes[i]).ink);
     for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
       for (int xx = static_cast<int>(x0); xx <= static_cast<int>(x1); ++xx) {
         const uint32_t px = png.rgb(xx, y);
@@ -402,7 +409,8 @@ TEST_CASE("model view: --select SPAN highlights the module around that span", "[
     int ink = 0;
     for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
       for (int x = static_cast<int>(x0); x <= static_cast<int>(x1); ++x)
-        ink += near(png.rgb(x, y), rgbOf(n.font), 40) && !near(rgbOf(n.font), rgbOf(n.fill), 40);
+        ink += near(png.rgb(x, y), rgbOf(painted(n).ink), 40) &&
+               !near(rgbOf(painted(n).ink), rgbOf(painted(n).fill), 40);
     if (ink >= 8) {
       ++named;
     } else if (firstUnnamed.empty()) {
@@ -629,7 +637,8 @@ bool colourNear(const Png& png, double x, double y, int r, uint32_t rgb, int tol
   return false;
 }
 
-constexpr uint32_t kOverviewBorder = 0x282830, kOverviewView = 0xd200d2;
+// palette.h's kGraphOverviewBorder (150, 150, 162) and kGraphOverviewView.
+constexpr uint32_t kOverviewBorder = 0x9696a2, kOverviewView = 0xd200d2;
 
 // The overview as dumped, against the picture and the transform: its frame's border in the
 // screenshot, a corner of at most a fifth of the tab's width, the picture mapped into it with its
@@ -719,7 +728,8 @@ TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its
   int ink = 0;
   for (int y = static_cast<int>(d.sy(n.cy)) - 4; y <= static_cast<int>(d.sy(n.cy)) + 4; ++y)
     for (int x = static_cast<int>(x0) + 3; x <= static_cast<int>(x1) - 3; ++x)
-      ink += textOver(png.rgb(x, y), rgbOf(g.nodes[ri].fill), rgbOf(g.nodes[ri].font));
+      ink += textOver(png.rgb(x, y), rgbOf(painted(g.nodes[ri]).fill),
+                      rgbOf(painted(g.nodes[ri]).ink));
   CHECK(ink >= 8);  // its name's pixels: the font's colour antialiased over the fill
   // Every node whose whole box the tab shows (outside the overview) is named at 12 px or more,
   // with its label's first line or a "..." prefix of it.

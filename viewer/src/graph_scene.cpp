@@ -197,7 +197,7 @@ const std::string& GraphScene::idOf(GraphElement e) const {
 }
 
 GraphScene buildGraphScene(const std::string& tracePath, GraphKind kind,
-                           const std::vector<std::string>& expand, std::mutex& graphviz,
+                           const std::vector<std::string>& expand,
                            const std::atomic<bool>& cancel) {
   const auto reader = trace::TraceReader::open(tracePath);
   GraphScene scene;
@@ -215,11 +215,7 @@ GraphScene buildGraphScene(const std::string& tracePath, GraphKind kind,
     scene.graph = dot::buildModelGraph(tree, o, reader.path(), &modelMap);
   }
   checkCancel(cancel);
-  {
-    const std::lock_guard<std::mutex> lock(graphviz);
-    const auto laidOut = dot::LaidOutGraph::layout(scene.graph);
-    scene.layout = laidOut.positions();
-  }  // the Graphviz graph is freed under the lock too
+  scene.layout = dot::LaidOutGraph::layout(scene.graph).positions();  // locks Graphviz itself
   scene.node_span.assign(scene.graph.nodes.size(), -1);
   scene.cluster_span.assign(scene.graph.clusters.size(), -1);
   if (kind == GraphKind::kCallGraph) {
@@ -251,13 +247,10 @@ void findRoot(GraphScene& scene) {
     entered[static_cast<size_t>(e.to)] = 1;
     out[static_cast<size_t>(e.from)].push_back(e.to);
   }
-  // A root's weight: its inclusive time (the call graph's tooltip), then the nodes it reaches.
+  // A root's weight: its inclusive time (the call graph's metric; 0 where the graph has none),
+  // then the nodes it reaches.
   auto inclusive = [&](size_t i) -> int64_t {
-    static constexpr char kKey[] = "\ninclusive_ns: ";
-    const std::string& tip = g.nodes[i].tooltip;
-    const size_t at = tip.find(kKey);
-    return at == std::string::npos ? 0
-                                   : std::strtoll(tip.c_str() + at + sizeof kKey - 1, nullptr, 10);
+    return std::max<int64_t>(0, g.nodes[i].metrics.inclusive_ns);
   };
   std::vector<char> seen(n, 0);
   std::vector<int> stack;

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,11 +45,10 @@ struct GraphScene {
 };
 
 // Opens the trace on the calling thread, builds the picture with the ×N folds `expand` (ids) drawn
-// unfolded, lays it out (under `graphviz`: Graphviz keeps process-wide state, so both tabs share
-// one lock) and maps spans to elements. Throws (TraceError, LayoutError) with one line.
+// unfolded, lays it out (dot/'s layout service serialises Graphviz itself, so both tabs may build
+// at once) and maps spans to elements. Throws (TraceError, LayoutError) with one line.
 GraphScene buildGraphScene(const std::string& tracePath, GraphKind kind,
-                           const std::vector<std::string>& expand, std::mutex& graphviz,
-                           const std::atomic<bool>& cancel);
+                           const std::vector<std::string>& expand, const std::atomic<bool>& cancel);
 
 // Fills scene.root, top and min_node_height from its graph and layout (buildGraphScene does).
 void findRoot(GraphScene& scene);

@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <mutex>
 
 #include "background_query.h"
+#include "graph_palette.h"
 #include "graph_scene.h"
 #include "palette.h"
 
@@ -92,8 +92,7 @@ float usableWidth(dot::NodeShape shape) {
 
 class GraphView final : public View {
  public:
-  GraphView(GraphKind kind, std::shared_ptr<std::mutex> graphviz)
-      : kind_(kind), graphviz_(std::move(graphviz)) {}
+  explicit GraphView(GraphKind kind) : kind_(kind) {}
 
   const char* word() const override {
     return kind_ == GraphKind::kCallGraph ? "callgraph" : "model";
@@ -166,7 +165,7 @@ class GraphView final : public View {
   void fitNames();
 
   GraphKind kind_;
-  std::shared_ptr<std::mutex> graphviz_;
+  dot::Theme theme_ = palette::graphTheme();  // the colours this tab gives the graph's roles
   BackgroundQuery<GraphScene> query_;
   std::vector<std::string> expanded_;          // ids of ×N folds drawn unfolded
   std::string refocus_;                        // the fold just unfolded ("" none)
@@ -206,10 +205,9 @@ void GraphView::start(ViewHost& host) {
   const GraphKind kind = kind_;
   const std::string path = host.tracePath();
   const std::vector<std::string> expand = expanded_;
-  const std::shared_ptr<std::mutex> lock = graphviz_;
   query_.start(
-      [kind, path, expand, lock](const std::atomic<bool>& cancel) {
-        return buildGraphScene(path, kind, expand, *lock, cancel);
+      [kind, path, expand](const std::atomic<bool>& cancel) {
+        return buildGraphScene(path, kind, expand, cancel);
       },
       host.waker());
 }
@@ -301,12 +299,12 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   placeOverview();               // after this frame's pan and zoom
   ImDrawList* dl = ImGui::GetWindowDrawList();
   dl->PushClipRect(pos, ImVec2(pos.x + size.x, pos.y + size.y), true);
-  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), palette::kGraphPaper);
+  dl->AddRectFilled(pos, ImVec2(pos.x + size.x, pos.y + size.y), colour(theme_.paper));
   fitNames();
   drawScene(dl);
   // The picture's title and caption (tracedot prints them above the graph), fixed on screen.
-  dl->AddText(ImVec2(pos.x + 8, pos.y + 6), palette::kGraphCaption, scene->graph.title.c_str());
-  dl->AddText(ImVec2(pos.x + 8, pos.y + 8 + ImGui::GetTextLineHeight()), palette::kGraphCaption,
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 6), colour(theme_.caption), scene->graph.title.c_str());
+  dl->AddText(ImVec2(pos.x + 8, pos.y + 8 + ImGui::GetTextLineHeight()), colour(theme_.caption),
               scene->graph.caption.c_str());
   if (ovShown_) drawOverview(dl);
   dl->PopClipRect();
@@ -583,20 +581,21 @@ void GraphView::drawScene(ImDrawList* dl) const {
     const ImVec2 a = toScreen(c.min), b = toScreen(c.max);
     if (!visible(a, b)) continue;
     const float round = std::min(6.0f, 4 * sc);
-    dl->AddRectFilled(a, b, colour(g.fill), round);
+    const dot::Paint paint = dot::clusterPaint(theme_, g);
+    dl->AddRectFilled(a, b, colour(paint.fill), round);
     const bool lit = highlight_ == GraphElement{GraphElement::kCluster, static_cast<int>(i)};
-    dl->AddRect(a, b, lit ? palette::kHighlight : colour(g.border), round, 0, lit ? 3.0f : 1.0f);
+    dl->AddRect(a, b, lit ? palette::kHighlight : colour(paint.line), round, 0, lit ? 3.0f : 1.0f);
     if (g.fold > 1) {
-      dl->AddRect(ImVec2(a.x + 3, a.y + 3), ImVec2(b.x - 3, b.y - 3), colour(g.border), round);
+      dl->AddRect(ImVec2(a.x + 3, a.y + 3), ImVec2(b.x - 3, b.y - 3), colour(paint.line), round);
     }
     if (text && c.has_label) {
       const float n = static_cast<float>(lineCount(g.label));
       const ImVec2 at = toScreen(c.label);
       drawText(dl, g.label, ImVec2(a.x + 8 * sc, at.y - n * lineH / 2), textSize, lineH,
-               ImVec4(a.x, a.y, b.x, b.y), palette::rgba(0, 0, 0), -1);
+               ImVec4(a.x, a.y, b.x, b.y), colour(paint.ink), -1);
     } else if (!text && !clusterNames_[i].text.empty()) {
       const ImVec4 clip(a.x, a.y, b.x, b.y);
-      dl->AddText(font, fixedPx, ImVec2(a.x + kLabelPad, a.y + 1), palette::rgba(0, 0, 0),
+      dl->AddText(font, fixedPx, ImVec2(a.x + kLabelPad, a.y + 1), colour(paint.ink),
                   clusterNames_[i].text.c_str(), nullptr, 0, &clip);
     }
   }
@@ -606,7 +605,8 @@ void GraphView::drawScene(ImDrawList* dl) const {
     if (!visible(toScreen(edgeMin_[i]), toScreen(edgeMax_[i]))) continue;
     const dot::Edge& e = s.graph.edges[i];
     const dot::EdgeRoute& r = s.layout.edges[i];
-    const uint32_t col = colour(e.color, e.style == dot::EdgeStyle::kSolid ? 255 : 150);
+    const uint32_t col =
+        colour(dot::edgeColour(theme_, e), e.style == dot::EdgeStyle::kSolid ? 255 : 150);
     const float thick = std::clamp(static_cast<float>(e.penwidth) * std::min(1.0f, sc * 1.5f) *
                                        (e.style == dot::EdgeStyle::kBold ? 2.0f : 1.0f),
                                    1.0f, 8.0f);
@@ -633,7 +633,7 @@ void GraphView::drawScene(ImDrawList* dl) const {
       const ImVec2 at = toScreen(r.label);
       const float n = static_cast<float>(lineCount(e.label));
       drawText(dl, e.label, ImVec2(at.x, at.y - n * es * 1.1f / 2), es, es * 1.1f,
-               ImVec4(lo.x, lo.y, hi.x, hi.y), palette::rgba(60, 60, 60), at.x, true);
+               ImVec4(lo.x, lo.y, hi.x, hi.y), colour(theme_.caption), at.x, true);
     }
   }
 
@@ -645,7 +645,8 @@ void GraphView::drawScene(ImDrawList* dl) const {
     const ImVec2 z = toScreen({b.center.x + b.width / 2, b.center.y + b.height / 2});
     if (!visible(a, z)) continue;
     const ImVec2 c((a.x + z.x) / 2, (a.y + z.y) / 2);
-    const uint32_t fill = colour(n.fill), border = colour(n.border);
+    const dot::Paint paint = dot::nodePaint(theme_, n);
+    const uint32_t fill = colour(paint.fill), border = colour(paint.line);
     const float pen = std::max(1.0f, static_cast<float>(n.penwidth) * std::min(1.0f, sc * 1.5f));
     switch (n.shape) {
       case dot::NodeShape::kHexagon: {
@@ -675,7 +676,7 @@ void GraphView::drawScene(ImDrawList* dl) const {
         if (n.shape == dot::NodeShape::kNote) {
           const float k = std::min(8 * sc, (z.y - a.y) / 3);
           dl->AddTriangleFilled(ImVec2(z.x - k, a.y), ImVec2(z.x, a.y), ImVec2(z.x, a.y + k),
-                                palette::kGraphPaper);
+                                colour(theme_.paper));
           dl->AddLine(ImVec2(z.x - k, a.y), ImVec2(z.x, a.y + k), border, pen);
         }
         break;
@@ -695,13 +696,13 @@ void GraphView::drawScene(ImDrawList* dl) const {
     if (text) {
       const float lines = static_cast<float>(lineCount(n.label));
       drawText(dl, n.label, ImVec2(a.x + 8 * sc, c.y - lines * lineH / 2), textSize, lineH,
-               ImVec4(a.x, a.y, z.x, z.y), colour(n.font),
+               ImVec4(a.x, a.y, z.x, z.y), colour(paint.ink),
                n.shape == dot::NodeShape::kPlain ? -1 : c.x);
     } else if (!nodeNames_[i].text.empty()) {
       const FitName& f = nodeNames_[i];
       const ImVec4 clip(a.x, a.y, z.x, z.y);
-      dl->AddText(font, fixedPx, ImVec2(c.x - f.width / 2, c.y - namesLineH_ / 2), colour(n.font),
-                  f.text.c_str(), nullptr, 0, &clip);
+      dl->AddText(font, fixedPx, ImVec2(c.x - f.width / 2, c.y - namesLineH_ / 2),
+                  colour(paint.ink), f.text.c_str(), nullptr, 0, &clip);
     }
   }
 }
@@ -779,7 +780,8 @@ void GraphView::drawOverview(ImDrawList* dl) const {
   dl->PushClipRect(ovMin_, ovMax_, true);
   for (size_t i = 0; i < s.layout.clusters.size(); ++i) {
     const dot::ClusterBox& c = s.layout.clusters[i];
-    dl->AddRect(toOverview(c.min), toOverview(c.max), colour(s.graph.clusters[i].border, 120));
+    dl->AddRect(toOverview(c.min), toOverview(c.max),
+                colour(dot::clusterPaint(theme_, s.graph.clusters[i]).line, 120));
   }
   // Each node a filled box of its colour, at least a pixel each way.
   for (size_t i = 0; i < s.layout.nodes.size(); ++i) {
@@ -789,7 +791,7 @@ void GraphView::drawOverview(ImDrawList* dl) const {
     ImVec2 z = toOverview({b.center.x + b.width / 2, b.center.y + b.height / 2});
     if (z.x - a.x < 1) z.x = a.x + 1;
     if (z.y - a.y < 1) z.y = a.y + 1;
-    dl->AddRectFilled(a, z, colour(s.graph.nodes[i].fill));
+    dl->AddRectFilled(a, z, colour(dot::nodePaint(theme_, s.graph.nodes[i]).fill));
   }
   // The part the tab shows.
   const ImVec2 v0 = toOverview(toGraph(canvas_));
@@ -840,8 +842,9 @@ std::string GraphView::dumpText() const {
   for (size_t i = 0; i < s->graph.nodes.size(); ++i) {
     const dot::Node& n = s->graph.nodes[i];
     const dot::NodeBox& p = s->layout.nodes[i];
+    const dot::Rgb fill = dot::nodePaint(theme_, n).fill;  // as this tab draws it
     std::snprintf(b, sizeof b, "\t%.2f %.2f %.2f %.2f\tfill=%02x%02x%02x fold=%d span=%lld",
-                  p.center.x, p.center.y, p.width, p.height, n.fill.r, n.fill.g, n.fill.b, n.fold,
+                  p.center.x, p.center.y, p.width, p.height, fill.r, fill.g, fill.b, n.fold,
                   static_cast<long long>(s->node_span[i]));
     out += "node " + n.id + b + tooltipNumbers(n.tooltip) + "\n";
   }
@@ -881,9 +884,8 @@ std::string GraphView::dumpText() const {
 }  // namespace
 
 void appendGraphViews(std::vector<std::unique_ptr<View>>& views) {
-  auto graphviz = std::make_shared<std::mutex>();
-  views.push_back(std::make_unique<GraphView>(GraphKind::kCallGraph, graphviz));
-  views.push_back(std::make_unique<GraphView>(GraphKind::kModel, graphviz));
+  views.push_back(std::make_unique<GraphView>(GraphKind::kCallGraph));
+  views.push_back(std::make_unique<GraphView>(GraphKind::kModel));
 }
 
 }  // namespace tracerun::viewer

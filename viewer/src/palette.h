@@ -82,14 +82,13 @@ constexpr uint32_t kCollTransfer = rgba(90, 170, 110);
 // The statistics view (stats_view.cpp) and its range selection band on the timeline.
 constexpr uint32_t kRangeBand = rgba(90, 150, 220, 60);
 constexpr uint32_t kStatsRangeNote = rgba(120, 180, 240);
-// The call graph and model tabs (graph_view.cpp): nodes keep tracedot's colours (dot/palette.h),
-// drawn on the same white paper as its SVG.
-constexpr uint32_t kGraphPaper = rgba(255, 255, 255);
+// The call graph and model tabs (graph_view.cpp): the graph's own colours are the dark theme in
+// graph_palette.h (paper, roles, captions); here the hover ring.
 constexpr uint32_t kGraphHover = rgba(40, 120, 255);
-constexpr uint32_t kGraphCaption = rgba(70, 70, 80);
-// The graph tabs' overview: its paper (grey, so white boxes show), border and the shown part.
-constexpr uint32_t kGraphOverviewPaper = rgba(226, 226, 232);
-constexpr uint32_t kGraphOverviewBorder = rgba(40, 40, 48);
+// The graph tabs' overview: its paper (lighter than the theme's, so its boxes show), border and
+// the shown part.
+constexpr uint32_t kGraphOverviewPaper = rgba(58, 60, 70);
+constexpr uint32_t kGraphOverviewBorder = rgba(150, 150, 162);
 constexpr uint32_t kGraphOverviewView = rgba(210, 0, 210);
 constexpr uint32_t kGraphOverviewViewFill = rgba(210, 0, 210, 36);
 // Memory view: the stacked categories in kStackOrder (parameter, gradient, optimizer state,

@@ -12,7 +12,8 @@
 // drawing and y growing downwards (Graphviz's own y grows upwards; it is flipped here).
 //
 // Threading: Graphviz keeps process-wide state (its plugin registry, the current graph's
-// attribute dictionaries): lay out and render from one thread at a time.
+// attribute dictionaries); the service serialises every call into it behind one lock of its own,
+// so graphs may be laid out, rendered and destroyed from any thread without the caller locking.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "tracerun/dot/graph.h"
+#include "tracerun/dot/theme.h"
 
 namespace tracerun::dot {
 
@@ -31,8 +33,9 @@ class LayoutError : public std::runtime_error {
 };
 
 struct LayoutOptions {
-  int max_nodes = 2000;   // refuse larger graphs (builders prune to this first)
-  int large_nodes = 300;  // from here on: iteration limits, remincross off, newrank
+  int max_nodes = 2000;          // refuse larger graphs (builders prune to this first)
+  int large_nodes = 300;         // from here on: iteration limits, remincross off, newrank
+  Theme theme = Theme::light();  // the colours Graphviz's own output (render) gives the roles
 };
 
 struct Point {

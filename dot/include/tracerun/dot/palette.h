@@ -1,6 +1,6 @@
-// The colours of tracedot's pictures, in one place so that traceview draws the same graph in the
-// same colours: the temperature scale (cold blue -> hot red, gprof2dot's), the diff scale (blue =
-// less, white = same, red = more) and the fixed colours. Pure functions; no state.
+// The colour scales of tracedot's pictures: the temperature scale (cold blue -> hot red,
+// gprof2dot's), the diff scale (blue = less, white = same, red = more) and the ink that reads on a
+// fill. The fixed colours per role are a Theme's (theme.h). Pure functions; no state.
 #pragma once
 
 #include "tracerun/dot/graph.h"
@@ -17,14 +17,5 @@ Rgb textOn(Rgb fill);
 
 inline constexpr Rgb kBlack{0, 0, 0};
 inline constexpr Rgb kWhite{255, 255, 255};
-inline constexpr Rgb kOther{224, 224, 224};       // "other (k nodes, x%)"
-inline constexpr Rgb kCollective{255, 236, 179};  // collectives and point-to-point messages
-inline constexpr Rgb kCritical{204, 0, 0};        // the critical path
-inline constexpr Rgb kLink{96, 96, 160};          // forward -> backward and other flows
-inline constexpr Rgb kForward{198, 219, 239};     // forward actions (pipeline graph)
-inline constexpr Rgb kBackward{253, 208, 162};    // backward actions (pipeline graph)
-inline constexpr Rgb kMessage{150, 150, 150};     // send -> receive edges
-inline constexpr Rgb kCluster{245, 245, 245};     // cluster background
-inline constexpr Rgb kClusterBorder{170, 170, 170};
 
 }  // namespace tracerun::dot::palette
