@@ -12,7 +12,8 @@
 #include <algorithm>
 #include <map>
 
-#include "tracerun/schedule/critical_path.h"
+#include "tracerun/schedule/kind.h"
+#include "tracerun/trace/analysis/critical_path.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/format.h"
 
@@ -52,24 +53,6 @@ std::string mbText(const PipelineAction& a, int v, bool chimera) {
   return s;
 }
 
-// The critical path (the schedule library's) over the step's actions: a receive weighs only the
-// part after its send ended.
-schedule::CriticalPath criticalPath(const std::vector<PipelineAction>& acts) {
-  const size_t n = acts.size();
-  std::vector<schedule::TimedStep> steps(n);
-  for (size_t i = 0; i < n; ++i) {
-    steps[i].lane = acts[i].rank;
-    steps[i].cost = double(duration(acts[i]));
-    if (isRecv(acts[i].kind) && acts[i].match >= 0 && static_cast<size_t>(acts[i].match) < n) {
-      const PipelineAction& s = acts[static_cast<size_t>(acts[i].match)];
-      steps[i].after = acts[i].match;
-      steps[i].cost =
-          double(std::max<int64_t>(0, acts[i].end_ns - std::max(acts[i].start_ns, s.end_ns)));
-    }
-  }
-  return schedule::criticalPath(steps);
-}
-
 }  // namespace
 
 Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOptions& o) {
@@ -96,7 +79,7 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
   }
   const auto& acts = sa.actions;
   const int v = pa.virtual_stages;
-  const schedule::CriticalPath cp = criticalPath(acts);
+  const trace::analysis::PipelineCriticalPath cp = trace::analysis::criticalPathOfActions(acts);
 
   Graph g;
   g.direction = Direction::kLeftToRight;
@@ -267,8 +250,8 @@ Graph buildPipelineGraph(const trace::TraceReader& reader, const PipelineGraphOp
             " m=" + std::to_string(pa.microbatches) + (v > 1 ? " v=" + std::to_string(v) : "");
   std::string cap = "step window " + trace::formatDuration(window) +
                     " (first action start to last action end); critical path " +
-                    trace::formatDuration(cp.length) + " = " +
-                    trace::formatShare(window > 0 ? double(cp.length) / double(window) : 0.0) +
+                    trace::formatDuration(cp.length_ns) + " = " +
+                    trace::formatShare(window > 0 ? double(cp.length_ns) / double(window) : 0.0) +
                     " of it (red)";
   cap += "\nbubble per stage: " + perStage;
   cap += "\nstep bubble " + trace::formatShare(bubble) + " measured; closed form " +
