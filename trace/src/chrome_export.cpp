@@ -2,7 +2,8 @@
 // stays flat whatever the trace size. Reads only through TraceReader; no analysis of its own and no
 // Perfetto protobuf.
 //
-// Sections: JSON writing · lanes (keeping X events nested per tid) · event writers · exportChrome
+// Sections: JSON writing · lanes (keeping X events nested per tid) · event writers · the export's
+// steps · exportChrome
 #include "tracerun/trace/chrome_export.h"
 
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -384,55 +386,53 @@ class Destination {
   bool direct_ = false, done_ = false;
 };
 
-}  // namespace
+// ---- the export's steps ---------------------------------------------------------------------
 
-// ---- exportChrome -------------------------------------------------------------------------------
+// Reports the share of the trace's rows written so far (0..1) to the caller's callback.
+class ExportProgress {
+ public:
+  ExportProgress(const EventCounts& counts, const std::function<void(double)>& report)
+      // Summed as doubles: a damaged span_chunks row may make counts.spans INT64_MAX.
+      : total_(std::max(1.0, double(counts.spans) + double(counts.instants) +
+                                 double(counts.counters) + double(counts.memory) +
+                                 double(counts.flows))),
+        report_(report) {}
 
-ChromeExportStats exportChrome(const TraceReader& reader, const std::string& outPath,
-                               const std::function<void(double)>& progress) {
-  const auto ranks = reader.ranks();
-  const auto tracks = reader.tracks();
-  const auto counts = reader.counts();
-  const auto [first, last] = reader.timeRange();
-  // Summed as doubles: a damaged span_chunks row may make counts.spans INT64_MAX.
-  const double totalWork =
-      std::max(1.0, double(counts.spans) + double(counts.instants) + double(counts.counters) +
-                        double(counts.memory) + double(counts.flows));
-  double doneWork = 0;
-  auto advance = [&](int64_t n) {
-    doneWork += double(n);
-    if (progress) progress(std::min(1.0, doneWork / totalWork));
-  };
-  // About 256k rows per window query, whatever the trace size.
-  const int64_t nWindows =
-      1 + std::max({counts.instants, counts.counters, counts.memory}) / (int64_t{1} << 18);
-  const auto timeWindows = windows(first, last, nWindows);
+  void advance(int64_t n) {
+    done_ += double(n);
+    if (report_) report_(std::min(1.0, done_ / total_));
+  }
 
+ private:
+  double total_, done_ = 0;
+  const std::function<void(double)>& report_;
+};
+
+// Where a span that did not fit its track's first lane went: (track, start) -> its lane's tid.
+using MovedSpans = std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash>;
+
+void refuseExportOverItself(const TraceReader& reader, const std::string& outPath) {
   struct stat source, target;
   if (::stat(reader.path().c_str(), &source) == 0 && ::stat(outPath.c_str(), &target) == 0 &&
       source.st_dev == target.st_dev && source.st_ino == target.st_ino) {
     throw TraceError(outPath + ": is the trace being exported; choose another output file");
   }
-  Destination dest(outPath);
-  JsonOut out(dest.writing(), outPath);
-  ChromeExportStats stats;
-  std::unordered_map<int64_t, int> rankOf;
-  int64_t maxTrack = 0;
-  for (const auto& t : tracks) {
-    rankOf[t.id] = t.rank;
-    maxTrack = std::max(maxTrack, t.id);
-  }
-  LaneTids laneTids(maxTrack);
+}
 
-  out.raw("{\"traceEvents\":[\n");
+// Every rank that has a rank row or a track, in rank order.
+std::set<int> processesOf(const std::vector<RankInfo>& ranks, const std::vector<TrackRow>& tracks) {
+  std::set<int> processes;
+  for (const auto& r : ranks) processes.insert(r.rank);
+  for (const auto& t : tracks) processes.insert(t.rank);
+  return processes;
+}
 
-  // Processes and threads.
+// Processes and threads: names and sort order.
+void writeNames(JsonOut& out, const std::vector<RankInfo>& ranks,
+                const std::vector<TrackRow>& tracks, const std::set<int>& processes) {
   std::map<int, const RankInfo*> rankInfo;
   for (const auto& r : ranks) rankInfo[r.rank] = &r;
-  std::map<int, bool> processes;
-  for (const auto& r : ranks) processes[r.rank] = true;
-  for (const auto& t : tracks) processes[t.rank] = true;
-  for (const auto& [rank, unused] : processes) {
+  for (int rank : processes) {
     std::string name = "rank " + std::to_string(rank);
     const auto it = rankInfo.find(rank);
     if (it != rankInfo.end()) {
@@ -450,42 +450,46 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
     metaEvent(out, "thread_name", t.rank, t.id, "name", &name, 0);
     metaEvent(out, "thread_sort_index", t.rank, t.id, "sort_index", nullptr, t.id);
   }
+}
 
-  // Spans, track by track in start order; lanes keep them nested.
-  std::unordered_map<std::pair<int64_t, int64_t>, int64_t, PairHash> movedSpans;
-  for (const auto& t : tracks) {
-    if (t.kind == core::TrackKind::kCounter) continue;
-    const auto args = reader.argsOfTrack(t.id);  // ordered by span id
-    auto argsOf = [&](int64_t span, size_t* n) -> const ArgRow* {
-      const auto lo = std::lower_bound(args.begin(), args.end(), span,
-                                       [](const ArgRow& a, int64_t id) { return a.span < id; });
-      auto hi = lo;
-      while (hi != args.end() && hi->span == span) ++hi;
-      *n = static_cast<size_t>(hi - lo);
-      return *n ? &*lo : nullptr;
-    };
-    Lanes lanes;
-    int64_t n = 0;
-    reader.forEachSpan(t.id, [&](const SpanRow& s) {
-      const size_t lane = lanes.place(s.start_ns, s.end_ns());
-      const int64_t tid = laneTids.tid(t.id, lane);
-      if (lane > 0) movedSpans.emplace(std::make_pair(t.id, s.start_ns), tid);
-      size_t nargs = 0;
-      const ArgRow* a = argsOf(s.id, &nargs);
-      spanEvent(out, reader, s, t.rank, tid, a, nargs);
-      if (++n % 65536 == 0) advance(65536);
-    });
-    advance(n % 65536);
-    stats.spans += n;
-    for (size_t lane = 1; lane < lanes.count(); ++lane) {
-      const std::string name = t.name + " #" + std::to_string(lane + 1);
-      const int64_t tid = laneTids.tid(t.id, lane);
-      metaEvent(out, "thread_name", t.rank, tid, "name", &name, 0);
-      metaEvent(out, "thread_sort_index", t.rank, tid, "sort_index", nullptr, t.id);
-    }
+// One track's spans in start order; lanes keep them nested, each extra lane a named thread.
+void writeTrackSpans(JsonOut& out, const TraceReader& reader, const TrackRow& t, LaneTids& laneTids,
+                     MovedSpans& moved, ExportProgress& progress, ChromeExportStats& stats) {
+  const auto args = reader.argsOfTrack(t.id);  // ordered by span id
+  auto argsOf = [&](int64_t span, size_t* n) -> const ArgRow* {
+    const auto lo = std::lower_bound(args.begin(), args.end(), span,
+                                     [](const ArgRow& a, int64_t id) { return a.span < id; });
+    auto hi = lo;
+    while (hi != args.end() && hi->span == span) ++hi;
+    *n = static_cast<size_t>(hi - lo);
+    return *n ? &*lo : nullptr;
+  };
+  Lanes lanes;
+  int64_t n = 0;
+  reader.forEachSpan(t.id, [&](const SpanRow& s) {
+    const size_t lane = lanes.place(s.start_ns, s.end_ns());
+    const int64_t tid = laneTids.tid(t.id, lane);
+    if (lane > 0) moved.emplace(std::make_pair(t.id, s.start_ns), tid);
+    size_t nargs = 0;
+    const ArgRow* a = argsOf(s.id, &nargs);
+    spanEvent(out, reader, s, t.rank, tid, a, nargs);
+    if (++n % 65536 == 0) progress.advance(65536);
+  });
+  progress.advance(n % 65536);
+  stats.spans += n;
+  for (size_t lane = 1; lane < lanes.count(); ++lane) {
+    const std::string name = t.name + " #" + std::to_string(lane + 1);
+    const int64_t tid = laneTids.tid(t.id, lane);
+    metaEvent(out, "thread_name", t.rank, tid, "name", &name, 0);
+    metaEvent(out, "thread_sort_index", t.rank, tid, "sort_index", nullptr, t.id);
   }
+}
 
-  // Instants and counter samples, window by window.
+// Instants and counter samples, track by track, window by window.
+void writeInstantsAndCounters(JsonOut& out, const TraceReader& reader,
+                              const std::vector<TrackRow>& tracks,
+                              const std::vector<std::pair<int64_t, int64_t>>& timeWindows,
+                              ExportProgress& progress, ChromeExportStats& stats) {
   for (const auto& t : tracks) {
     for (const auto& [t0, t1] : timeWindows) {
       if (t.kind == core::TrackKind::kCounter) {
@@ -495,17 +499,21 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
           counterEvent(out, t.name, t.rank, t.id, c.ts_ns, "value", c.value);
           ++stats.counters;
         }
-        advance(static_cast<int64_t>(rows.size()));
+        progress.advance(static_cast<int64_t>(rows.size()));
       }
       const auto rows = reader.instants(t.id, t0, t1);
       for (const auto& i : rows) instantEvent(out, reader, i, t.rank);
       stats.instants += static_cast<int64_t>(rows.size());
-      advance(static_cast<int64_t>(rows.size()));
+      progress.advance(static_cast<int64_t>(rows.size()));
     }
   }
+}
 
-  // Live memory per rank and device.
-  for (const auto& [rank, unused] : processes) {
+// Live memory per rank and device, as counters.
+void writeMemory(JsonOut& out, const TraceReader& reader, const std::set<int>& processes,
+                 const std::vector<std::pair<int64_t, int64_t>>& timeWindows,
+                 ExportProgress& progress, ChromeExportStats& stats) {
+  for (int rank : processes) {
     std::map<std::pair<int, int>, std::string> names;
     for (const auto& [t0, t1] : timeWindows) {
       const auto rows = reader.memory(rank, t0, t1);
@@ -516,28 +524,36 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
         counterEvent(out, name, rank, 0, m.ts_ns, "live bytes", double(m.total));
       }
       stats.memory += static_cast<int64_t>(rows.size());
-      advance(static_cast<int64_t>(rows.size()));
+      progress.advance(static_cast<int64_t>(rows.size()));
     }
   }
+}
 
-  // Flows: "s" on the source slice, "f" bound to the enclosing destination slice.
+// Flows: "s" on the source slice, "f" bound to the enclosing destination slice.
+void writeFlows(JsonOut& out, const TraceReader& reader, const std::vector<TrackRow>& tracks,
+                const MovedSpans& moved, ExportProgress& progress, ChromeExportStats& stats) {
+  std::unordered_map<int64_t, int> rankOf;
+  for (const auto& t : tracks) rankOf[t.id] = t.rank;
+  auto tidAt = [&](int64_t track, int64_t ts) {
+    const auto it = moved.find({track, ts});
+    return it == moved.end() ? track : it->second;
+  };
   const auto flows = reader.flows();
   int64_t flowId = 0;
   for (const auto& f : flows) {
     const auto src = rankOf.find(f.src_track);
     const auto dst = rankOf.find(f.dst_track);
     if (src == rankOf.end() || dst == rankOf.end()) continue;  // ends on a track nobody described
-    auto tidAt = [&](int64_t track, int64_t ts) {
-      const auto moved = movedSpans.find({track, ts});
-      return moved == movedSpans.end() ? track : moved->second;
-    };
     ++flowId;
     flowEvent(out, "s", flowId, f.kind, src->second, tidAt(f.src_track, f.src_ts_ns), f.src_ts_ns);
     flowEvent(out, "f", flowId, f.kind, dst->second, tidAt(f.dst_track, f.dst_ts_ns), f.dst_ts_ns);
     ++stats.flows;
   }
-  advance(static_cast<int64_t>(flows.size()));
+  progress.advance(static_cast<int64_t>(flows.size()));
+}
 
+// The closing of the event list and the trace's metadata.
+void writeMetadata(JsonOut& out, const TraceReader& reader) {
   out.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":{\"source\":");
   out.str(reader.path());
   for (const char* key : {"kind", "origin_ns", "world_size", "command", "tracerun_version"}) {
@@ -549,6 +565,45 @@ ChromeExportStats exportChrome(const TraceReader& reader, const std::string& out
   out.raw(",\"schema_version\":");
   out.i64(reader.schemaVersion());
   out.raw(",\"time_unit\":\"ts and dur in microseconds from origin_ns\"}}\n");
+}
+
+}  // namespace
+
+// ---- exportChrome -------------------------------------------------------------------------------
+
+ChromeExportStats exportChrome(const TraceReader& reader, const std::string& outPath,
+                               const std::function<void(double)>& progress) {
+  const auto ranks = reader.ranks();
+  const auto tracks = reader.tracks();
+  const auto counts = reader.counts();
+  const auto [first, last] = reader.timeRange();
+  ExportProgress work(counts, progress);
+  // About 256k rows per window query, whatever the trace size.
+  const int64_t nWindows =
+      1 + std::max({counts.instants, counts.counters, counts.memory}) / (int64_t{1} << 18);
+  const auto timeWindows = windows(first, last, nWindows);
+
+  refuseExportOverItself(reader, outPath);
+  Destination dest(outPath);
+  JsonOut out(dest.writing(), outPath);
+  ChromeExportStats stats;
+  int64_t maxTrack = 0;
+  for (const auto& t : tracks) maxTrack = std::max(maxTrack, t.id);
+  LaneTids laneTids(maxTrack);
+
+  out.raw("{\"traceEvents\":[\n");
+  const std::set<int> processes = processesOf(ranks, tracks);
+  writeNames(out, ranks, tracks, processes);
+  MovedSpans moved;
+  for (const auto& t : tracks) {
+    if (t.kind != core::TrackKind::kCounter) {
+      writeTrackSpans(out, reader, t, laneTids, moved, work, stats);
+    }
+  }
+  writeInstantsAndCounters(out, reader, tracks, timeWindows, work, stats);
+  writeMemory(out, reader, processes, timeWindows, work, stats);
+  writeFlows(out, reader, tracks, moved, work, stats);
+  writeMetadata(out, reader);
   out.finish();
   dest.commit();
   if (progress) progress(1.0);

@@ -281,80 +281,111 @@ class SeriesBuilder {
   bool counting_ = false;  // the first pass: counts each series' samples
 };
 
-}  // namespace
+// Counts the builder's work (each span, memory and counter row, twice) and reports it through the
+// caller's progress callback every 65536 rows; a callback that returns false cancels the build.
+class Progress {
+ public:
+  Progress(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& report, int64_t total)
+      : db_(db), report_(report), total_(total) {}
 
-void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progress) {
-  std::vector<std::pair<int64_t, int64_t>> tracks;  // (track, spans)
-  int64_t total = 0;
-  {
-    sql::Stmt s(db,
-                "SELECT track, total(last_id - first_id + 1) FROM span_chunks WHERE last_id >= "
-                "first_id GROUP BY track ORDER BY track");
-    while (s.step()) {
-      tracks.emplace_back(s.i64(0), static_cast<int64_t>(s.f64(1)));
-      total += tracks.back().second;
-    }
+  void tick() {
+    if (++done_ - reported_ < 65536 || !report_) return;
+    reported_ = done_;
+    if (!report_(std::min(done_, total_), total_)) throw TraceError(db_.path() + ": cancelled");
   }
+
+  void finish() const {
+    if (report_ && !report_(total_, total_)) throw TraceError(db_.path() + ": cancelled");
+  }
+
+ private:
+  const sql::Db& db_;
+  const std::function<bool(int64_t, int64_t)>& report_;
+  int64_t total_ = 0, done_ = 0, reported_ = 0;
+};
+
+// Each track with spans and its span count, by track.
+std::vector<std::pair<int64_t, int64_t>> spanTracks(const sql::Db& db) {
+  std::vector<std::pair<int64_t, int64_t>> tracks;
+  sql::Stmt s(db,
+              "SELECT track, total(last_id - first_id + 1) FROM span_chunks WHERE last_id >= "
+              "first_id GROUP BY track ORDER BY track");
+  while (s.step()) tracks.emplace_back(s.i64(0), static_cast<int64_t>(s.f64(1)));
+  return tracks;
+}
+
+// The rows the build reads: the tracks' spans, memory and counters (max rowid, a B-tree seek, at
+// least the rows), each read twice.
+int64_t workTotal(const sql::Db& db, const std::vector<std::pair<int64_t, int64_t>>& tracks) {
+  int64_t total = 0;
+  for (const auto& track : tracks) total += track.second;
   for (const char* table : {"memory", "counters"}) {
-    sql::Stmt rows(db, std::string("SELECT max(rowid) FROM ") + table);  // a B-tree seek, >= rows
+    sql::Stmt rows(db, std::string("SELECT max(rowid) FROM ") + table);
     if (rows.step()) total += std::max<int64_t>(0, rows.i64(0));
   }
-  total *= 2;
-  int64_t done = 0;
-  int64_t reported = 0;
-  auto tick = [&] {
-    if (++done - reported < 65536 || !progress) return;
-    reported = done;
-    if (!progress(std::min(done, total), total)) throw TraceError(db.path() + ": cancelled");
+  return total * 2;
+}
+
+// One track's plan from the first pass: each depth's count and longest span, and the levels stored
+// (first .. top; first < 0 when none).
+struct TrackPlan {
+  struct Depth {
+    int64_t count = 0, longest = 0;
+    std::array<int64_t, kLevels> last;
   };
+  std::vector<Depth> depths;
+  int first = -1, top = -1;
+  int levels() const { return first < 0 ? 0 : top - first + 1; }
+};
 
-  SpanStream stream(db);
-  sql::Stmt insDepth(db,
-                     "INSERT INTO span_lod_depths (track, depth, span_count, longest_span_ns, "
-                     "first_level, top_level) VALUES (?, ?, ?, ?, ?, ?)");
-  sql::Stmt insLod(db,
-                   "INSERT INTO span_lod (track, level, depth, bucket, count, busy_ns, first_ns, "
-                   "max_end_ns, dom_id, dom_start_ns, dom_dur_ns, dom_packed) VALUES (?, ?, ?, ?, "
-                   "?, ?, ?, ?, ?, ?, ?, ?)");
-  sql::Stmt insName(db,
-                    "INSERT INTO name_buckets (name, bucket, track, count) VALUES (?, ?, ?, ?)");
+// The span summaries of every track (span_lod_depths, span_lod, name_buckets): a first pass per
+// track counts rows per level, a second writes the buckets.
+class SpanLodBuilder {
+ public:
+  explicit SpanLodBuilder(const sql::Db& db)
+      : stream_(db),
+        insDepth_(db,
+                  "INSERT INTO span_lod_depths (track, depth, span_count, longest_span_ns, "
+                  "first_level, top_level) VALUES (?, ?, ?, ?, ?, ?)"),
+        insLod_(db,
+                "INSERT INTO span_lod (track, level, depth, bucket, count, busy_ns, first_ns, "
+                "max_end_ns, dom_id, dom_start_ns, dom_dur_ns, dom_packed) VALUES (?, ?, ?, ?, "
+                "?, ?, ?, ?, ?, ?, ?, ?)"),
+        insName_(db, "INSERT INTO name_buckets (name, bucket, track, count) VALUES (?, ?, ?, ?)"),
+        chunkList_(db,
+                   "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 ORDER BY "
+                   "first_id"),
+        startsOf_(db, "SELECT start_ns, dur_ns, packed FROM spans WHERE id BETWEEN ?1 AND ?2") {}
 
-  sql::Stmt chunkList(db,
-                      "SELECT first_id, last_id FROM span_chunks WHERE track = ?1 ORDER BY "
-                      "first_id");
-  sql::Stmt startsOf(db, "SELECT start_ns, dur_ns, packed FROM spans WHERE id BETWEEN ?1 AND ?2");
+  void track(int64_t track, Progress& progress) {
+    const TrackPlan plan = countPass(track, progress);
+    writeDepths(track, plan);
+    writePass(track, plan, progress);
+  }
 
-  for (const auto& [track, spanCount] : tracks) {
-    // Pass 1: rows per level, over all depths, and each depth's count and longest span. Read in
-    // id order, which is start order per depth on a thread track (a depth's spans end, and are
-    // written, in order); elsewhere the counts are too high, which only makes the stored levels
-    // coarser. Same bucket at level k means same bucket above it: the loop stops there.
-    struct DepthState {
-      int64_t count = 0, longest = 0;
-      std::array<int64_t, kLevels> last;
-    };
-    std::vector<DepthState> depths;
+ private:
+  // Pass 1: rows per level, over all depths, and each depth's count and longest span. Read in id
+  // order, which is start order per depth on a thread track (a depth's spans end, and are
+  // written, in order); elsewhere the counts are too high, which only makes the stored levels
+  // coarser. Same bucket at level k means same bucket above it: the loop stops there.
+  TrackPlan countPass(int64_t track, Progress& progress) {
+    TrackPlan plan;
     std::array<int64_t, kLevels> rows{};
     int64_t n = 0;
-    chunkList.reset();
-    chunkList.bind(1, track);
-    std::vector<std::pair<int64_t, int64_t>> ranges;
-    while (chunkList.step()) ranges.emplace_back(chunkList.i64(0), chunkList.i64(1));
-    chunkList.reset();
-    for (const auto& [firstId, lastId] : ranges) {
-      startsOf.reset();
-      startsOf.bind(1, firstId).bind(2, lastId);
-      while (startsOf.step()) {
-        const int64_t start = startsOf.i64(0);
-        const int depth = schema::packedDepth(startsOf.i64(2));
-        if (static_cast<size_t>(depth) >= depths.size()) {
-          DepthState fresh;
+    for (const auto& [firstId, lastId] : chunkRanges(track)) {
+      startsOf_.reset();
+      startsOf_.bind(1, firstId).bind(2, lastId);
+      while (startsOf_.step()) {
+        const int64_t start = startsOf_.i64(0);
+        const int depth = schema::packedDepth(startsOf_.i64(2));
+        if (static_cast<size_t>(depth) >= plan.depths.size()) {
+          TrackPlan::Depth fresh;
           fresh.last.fill(kNone);
-          depths.resize(static_cast<size_t>(depth) + 1, fresh);
+          plan.depths.resize(static_cast<size_t>(depth) + 1, fresh);
         }
-        DepthState& d = depths[static_cast<size_t>(depth)];
+        TrackPlan::Depth& d = plan.depths[static_cast<size_t>(depth)];
         ++d.count;
-        d.longest = std::max(d.longest, std::max<int64_t>(0, startsOf.i64(1)));
+        d.longest = std::max(d.longest, std::max<int64_t>(0, startsOf_.i64(1)));
         for (int k = kFirstLevel; k < kLevels; ++k) {
           const int64_t b = bucketOf(start, k);
           if (b == d.last[static_cast<size_t>(k)]) break;
@@ -362,85 +393,126 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
           d.last[static_cast<size_t>(k)] = b;
         }
         ++n;
-        tick();
+        progress.tick();
       }
-      startsOf.reset();
+      startsOf_.reset();
     }
-    const int64_t used = std::count_if(depths.begin(), depths.end(),
-                                       [](const DepthState& d) { return d.count > 0; });
-    int first = -1;
+    chooseLevels(plan, rows, n);
+    return plan;
+  }
+
+  std::vector<std::pair<int64_t, int64_t>> chunkRanges(int64_t track) {
+    chunkList_.reset();
+    chunkList_.bind(1, track);
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    while (chunkList_.step()) ranges.emplace_back(chunkList_.i64(0), chunkList_.i64(1));
+    chunkList_.reset();
+    return ranges;
+  }
+
+  // The finest level that compresses the track's n spans kCompression-fold, up to the first with
+  // at most one row per used depth.
+  static void chooseLevels(TrackPlan& plan, const std::array<int64_t, kLevels>& rows, int64_t n) {
+    const int64_t used = std::count_if(plan.depths.begin(), plan.depths.end(),
+                                       [](const TrackPlan::Depth& d) { return d.count > 0; });
     for (int k = kFirstLevel; k < kLevels && n > 0; ++k) {
       if (rows[static_cast<size_t>(k)] * kCompression <= n) {
-        first = k;
+        plan.first = k;
         break;
       }
     }
-    int top = first;
-    while (top >= 0 && top + 1 < kLevels && rows[static_cast<size_t>(top)] > used) ++top;
-    for (size_t d = 0; d < depths.size(); ++d) {
-      if (depths[d].count == 0) continue;
-      insDepth.bind(1, track).bind(2, static_cast<int64_t>(d)).bind(3, depths[d].count);
-      insDepth.bind(4, depths[d].longest).bind(5, int64_t{first}).bind(6, int64_t{top});
-      insDepth.run();
+    plan.top = plan.first;
+    while (plan.top >= 0 && plan.top + 1 < kLevels && rows[static_cast<size_t>(plan.top)] > used) {
+      ++plan.top;
     }
+  }
 
-    // Pass 2, in span order: the finest stored level's buckets from the spans; a bucket that
-    // closes is written and merged into the next level's (Bucket::merge is exact), so a span
-    // costs one add whatever the number of levels.
-    const int levels = first < 0 ? 0 : top - first + 1;
-    std::vector<Bucket> open(depths.size() * static_cast<size_t>(levels));
-    auto writeBucket = [&](const Bucket& b, int level, int64_t depth) {
-      insLod.bind(1, track).bind(2, int64_t{level}).bind(3, depth).bind(4, b.bucket);
-      insLod.bind(5, b.count).bind(6, b.busy).bind(7, b.first).bind(8, b.max_end);
-      insLod.bind(9, b.dom_id).bind(10, b.dom_start).bind(11, b.dom_dur).bind(12, b.dom_packed);
-      insLod.run();
-    };
-    // Closes depth d's open bucket at level index j: written, then folded into level j + 1.
-    std::function<void(size_t, int)> close = [&](size_t d, int j) {
-      Bucket* level = &open[d * static_cast<size_t>(levels)];
-      if (level[j].count == 0) return;
-      writeBucket(level[j], first + j, static_cast<int64_t>(d));
-      if (j + 1 < levels) {
-        const int64_t up = level[j].bucket >> 2;
-        if (level[j + 1].count > 0 && level[j + 1].bucket != up) close(d, j + 1);
-        if (level[j + 1].count == 0) level[j + 1].bucket = up;
-        level[j + 1].merge(level[j]);
-        level[j + 1].bucket = up;
-      }
-      level[j] = Bucket();
-    };
-    int64_t nameBucket = kNone;
-    std::unordered_map<uint32_t, int64_t> names;
-    auto flushNames = [&] {
-      for (const auto& [name, count] : names) {
-        insName.bind(1, int64_t{name}).bind(2, nameBucket).bind(3, track).bind(4, count).run();
-      }
-      names.clear();
-    };
-    stream.forEach(track, [&](const Row& r) {
+  void writeDepths(int64_t track, const TrackPlan& plan) {
+    for (size_t d = 0; d < plan.depths.size(); ++d) {
+      if (plan.depths[d].count == 0) continue;
+      insDepth_.bind(1, track).bind(2, static_cast<int64_t>(d)).bind(3, plan.depths[d].count);
+      insDepth_.bind(4, plan.depths[d].longest)
+          .bind(5, int64_t{plan.first})
+          .bind(6, int64_t{plan.top});
+      insDepth_.run();
+    }
+  }
+
+  // Pass 2, in span order: the finest stored level's buckets from the spans; a bucket that closes
+  // is written and merged into the next level's (Bucket::merge is exact), so a span costs one add
+  // whatever the number of levels. Name buckets are counted alongside.
+  void writePass(int64_t track, const TrackPlan& plan, Progress& progress) {
+    const int levels = plan.levels();
+    std::vector<Bucket> open(plan.depths.size() * static_cast<size_t>(levels));
+    NameCounts names{track, kNone, {}};
+    stream_.forEach(track, [&](const Row& r) {
       if (levels > 0) {
         const auto d = static_cast<size_t>(r.depth);
         Bucket& b = open[d * static_cast<size_t>(levels)];
-        const int64_t index = bucketOf(r.start_ns, first);
-        if (b.count > 0 && b.bucket != index) close(d, 0);
+        const int64_t index = bucketOf(r.start_ns, plan.first);
+        if (b.count > 0 && b.bucket != index) close(track, plan, open, d, 0);
         b.bucket = index;
         b.add(r.id, r.start_ns, r.dur_ns, r.packed);
       }
       const int64_t nb = bucketOf(r.start_ns, kNameLevel);
-      if (nb != nameBucket) {
-        flushNames();
-        nameBucket = nb;
+      if (nb != names.bucket) {
+        flushNames(names);
+        names.bucket = nb;
       }
-      ++names[schema::packedName(r.packed)];
-      tick();
+      ++names.counts[schema::packedName(r.packed)];
+      progress.tick();
     });
-    flushNames();
-    for (size_t d = 0; d < depths.size(); ++d) {
-      for (int j = 0; j < levels; ++j) close(d, j);
+    flushNames(names);
+    for (size_t d = 0; d < plan.depths.size(); ++d) {
+      for (int j = 0; j < levels; ++j) close(track, plan, open, d, j);
     }
   }
-  // The series: memory per (rank, device), then counters per track (and memory_devices from the
-  // first pass over memory).
+
+  // Closes depth d's open bucket at level index j: written, then folded into level j + 1.
+  void close(int64_t track, const TrackPlan& plan, std::vector<Bucket>& open, size_t d, int j) {
+    const int levels = plan.levels();
+    Bucket* level = &open[d * static_cast<size_t>(levels)];
+    if (level[j].count == 0) return;
+    writeBucket(track, level[j], plan.first + j, static_cast<int64_t>(d));
+    if (j + 1 < levels) {
+      const int64_t up = level[j].bucket >> 2;
+      if (level[j + 1].count > 0 && level[j + 1].bucket != up) close(track, plan, open, d, j + 1);
+      if (level[j + 1].count == 0) level[j + 1].bucket = up;
+      level[j + 1].merge(level[j]);
+      level[j + 1].bucket = up;
+    }
+    level[j] = Bucket();
+  }
+
+  void writeBucket(int64_t track, const Bucket& b, int level, int64_t depth) {
+    insLod_.bind(1, track).bind(2, int64_t{level}).bind(3, depth).bind(4, b.bucket);
+    insLod_.bind(5, b.count).bind(6, b.busy).bind(7, b.first).bind(8, b.max_end);
+    insLod_.bind(9, b.dom_id).bind(10, b.dom_start).bind(11, b.dom_dur).bind(12, b.dom_packed);
+    insLod_.run();
+  }
+
+  // The spans per name in the current name bucket of one track.
+  struct NameCounts {
+    int64_t track = 0, bucket = kNone;
+    std::unordered_map<uint32_t, int64_t> counts;
+  };
+
+  void flushNames(NameCounts& names) {
+    for (const auto& [name, count] : names.counts) {
+      insName_.bind(1, int64_t{name}).bind(2, names.bucket).bind(3, names.track).bind(4, count);
+      insName_.run();
+    }
+    names.counts.clear();
+  }
+
+  SpanStream stream_;
+  sql::Stmt insDepth_, insLod_, insName_, chunkList_, startsOf_;
+};
+
+// The series: memory per (rank, device), then counters per track (and memory_devices from the
+// first pass over memory).
+void buildSeries(const sql::Db& db, Progress& progress) {
+  auto tick = [&] { progress.tick(); };
   SeriesBuilder<int64_t> memory(db, "memory", {"rank", "device_type", "device_index"}, "total",
                                 "memory_lod", "min_total, max_total, last_total");
   memory.countPass(tick);
@@ -455,7 +527,17 @@ void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progr
                                  "min_value, max_value, last_value");
   counters.countPass(tick);
   counters.writePass(tick);
-  if (progress && !progress(total, total)) throw TraceError(db.path() + ": cancelled");
+}
+
+}  // namespace
+
+void build(const sql::Db& db, const std::function<bool(int64_t, int64_t)>& progress) {
+  const auto tracks = spanTracks(db);
+  Progress work(db, progress, workTotal(db, tracks));
+  SpanLodBuilder spans(db);
+  for (const auto& track : tracks) spans.track(track.first, work);
+  buildSeries(db, work);
+  work.finish();
 }
 
 }  // namespace tracerun::trace::lod
