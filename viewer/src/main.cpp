@@ -1,34 +1,25 @@
 // traceview: the desktop viewer's entry point. Parses flags (the suite's runTool plumbing), opens
-// the GLFW window and OpenGL 3.3 context, runs the frame loop and, with --screenshot, renders one
-// settled frame into a PNG. The UI itself is in viewer_app.cpp; nothing here reads a trace.
-#include <GLFW/glfw3.h>
-#include <imgui.h>
-#include <imgui_impl_glfw.h>
-#include <imgui_impl_opengl3.h>
-#include <stb/stb_image_write.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
+// the window (gl_window.h) and hands it to one of the four drivers (drivers.h: the window,
+// --screenshot, --bench-sweep, --bench-views). The UI itself is in viewer_app.cpp; nothing here
+// draws a frame or reads a trace beyond checking that the files given are there.
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
+#include "drivers.h"
+#include "gl_window.h"
 #include "time_axis.h"
-#include "view_switch_bench.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_app.h"
 #include "views.h"
 
 namespace {
 
+using tracerun::viewer::DriverFlags;
+using tracerun::viewer::GlWindow;
 using tracerun::viewer::Viewer;
 using tracerun::viewer::ViewerOptions;
 
@@ -40,23 +31,6 @@ struct Flags {
   bool log_actions = false;
   double timeout_s = 120;
   int bench_steps = 0, bench_views = 0;
-};
-
-struct GlfwSession {
-  GlfwSession() = default;
-  GlfwSession(const GlfwSession&) = delete;
-  GlfwSession& operator=(const GlfwSession&) = delete;
-  ~GlfwSession() {
-    if (imgui) {
-      ImGui_ImplOpenGL3_Shutdown();
-      ImGui_ImplGlfw_Shutdown();
-      ImGui::DestroyContext();
-    }
-    if (window != nullptr) glfwDestroyWindow(window);
-    if (initialised) glfwTerminate();
-  }
-  bool initialised = false, imgui = false;
-  GLFWwindow* window = nullptr;  // owned: destroyed above
 };
 
 std::optional<std::pair<int, int>> parseSize(const std::string& s) {
@@ -98,116 +72,7 @@ CLI::Validator checkWith(Parse parse, std::string what) {
       "", "");
 }
 
-// Writes the back buffer as a PNG (rows flipped: OpenGL's origin is bottom-left).
-bool writePng(const std::string& path, int w, int h) {
-  std::vector<unsigned char> pixels(static_cast<size_t>(w) * h * 4);
-  glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadBuffer(GL_BACK);
-  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
-  std::vector<unsigned char> flipped(pixels.size());
-  const size_t row = static_cast<size_t>(w) * 4;
-  for (int y = 0; y < h; ++y)
-    std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * row], row,
-                &flipped[static_cast<size_t>(y) * row]);
-  return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), static_cast<int>(row)) != 0;
-}
-
-// Writes `text` to `path` through a temporary file, so a reader never sees half of it.
-void writeAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  if (std::FILE* out = std::fopen(tmp.c_str(), "w")) {
-    std::fputs(text.c_str(), out);
-    std::fclose(out);
-    std::rename(tmp.c_str(), path.c_str());
-  }
-}
-
-// Resident memory of this process in kB: (VmRSS, VmHWM) from /proc/self/status.
-std::pair<long, long> residentKb() {
-  long rss = 0, hwm = 0;
-  if (std::FILE* in = std::fopen("/proc/self/status", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, in)) {
-      std::sscanf(line, "VmRSS: %ld", &rss);
-      std::sscanf(line, "VmHWM: %ld", &hwm);
-    }
-    std::fclose(in);
-  }
-  return {rss, hwm};
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
-
-// The scripted sweep of --bench-sweep: per step, every frame until the view settled plus two.
-struct BenchState {
-  int steps = 0;
-  int step = -1;  // -1: waiting for the first complete frame
-  int afterSettle = 0;
-  double firstCompleteMs = 0;
-  std::vector<double> cpuMs;  // ImGui build + draw submission, every frame of the sweep
-  std::vector<double> settleMs;
-  int64_t maxPrims = 0, maxVerts = 0;
-  std::chrono::steady_clock::time_point stepStart;
-};
-
-// One frame of the sweep; true when it is over.
-bool benchStep(BenchState& b, Viewer& viewer, bool settled, double cpuMs,
-               std::chrono::steady_clock::time_point start) {
-  const auto now = std::chrono::steady_clock::now();
-  const int64_t prims = viewer.primitivesLastFrame();
-  const ImDrawData* dd = ImGui::GetDrawData();
-  if (b.step >= 0) {
-    b.cpuMs.push_back(cpuMs);
-    b.maxPrims = std::max(b.maxPrims, prims);
-    b.maxVerts = std::max<int64_t>(b.maxVerts, dd ? dd->TotalVtxCount : 0);
-  }
-  if (!settled) {
-    b.afterSettle = 0;
-    return false;
-  }
-  if (b.step < 0) {
-    b.firstCompleteMs = std::chrono::duration<double, std::milli>(now - start).count();
-  } else if (++b.afterSettle < 3) {
-    return false;
-  } else {
-    b.settleMs.push_back(std::chrono::duration<double, std::milli>(now - b.stepStart).count());
-  }
-  if (++b.step > b.steps) return true;
-  // Step k shows ns/px = whole * (1 us / whole)^(k / steps), centred on the middle of the run.
-  const auto [a, z] = viewer.traceRange();
-  const double whole = static_cast<double>(z - a);
-  const double w = viewer.timeAreaWidth();
-  const double fullNpp = whole / w, endNpp = std::min(1000.0, fullNpp);
-  const double npp = fullNpp * std::pow(endNpp / fullNpp, static_cast<double>(b.step) / b.steps);
-  const double c = static_cast<double>(a) + whole * 0.37;  // off the middle: not a step boundary
-  viewer.showRange(c - npp * w / 2, c + npp * w / 2);
-  b.stepStart = now;
-  b.afterSettle = 0;
-  return false;
-}
-
-void printBench(const BenchState& b, const Flags& f) {
-  const auto [rss, hwm] = residentKb();
-  std::printf("traceview bench: %s, %d zoom steps to 1 us/px, window %s\n", f.path.c_str(), b.steps,
-              f.size.c_str());
-  std::printf("first_complete_frame_ms %.1f\n", b.firstCompleteMs);
-  std::printf("frames %zu\n", b.cpuMs.size());
-  std::printf("cpu_frame_ms_p50 %.2f\n", percentile(b.cpuMs, 0.5));
-  std::printf("cpu_frame_ms_p99 %.2f\n", percentile(b.cpuMs, 0.99));
-  std::printf("cpu_frame_ms_max %.2f\n", percentile(b.cpuMs, 1.0));
-  std::printf("settle_ms_p50 %.1f\n", percentile(b.settleMs, 0.5));
-  std::printf("settle_ms_max %.1f\n", percentile(b.settleMs, 1.0));
-  std::printf("primitives_max %lld\n", static_cast<long long>(b.maxPrims));
-  std::printf("vertices_max %lld\n", static_cast<long long>(b.maxVerts));
-  std::printf("rss_kb %ld\nrss_peak_kb %ld\n", rss, hwm);
-}
-
-int runViewer(const Flags& f) {
+ViewerOptions viewerOptions(const Flags& f) {
   ViewerOptions o;
   o.path = f.path;
   o.log_actions = f.log_actions;
@@ -218,6 +83,11 @@ int runViewer(const Flags& f) {
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
+  return o;
+}
+
+// The trace and the --compare trace exist (and the latter is a trace) before a window opens.
+void checkFiles(const Flags& f) {
   if (!f.path.empty() && !std::filesystem::exists(f.path)) {
     throw tracerun::trace::TraceError(f.path + ": no such file");
   }
@@ -227,152 +97,35 @@ int runViewer(const Flags& f) {
     }
     tracerun::trace::TraceReader::open(f.compare);  // one line naming the problem when not a trace
   }
+}
+
+DriverFlags driverFlags(const Flags& f) {
+  DriverFlags d;
+  d.path = f.path;
+  d.size = f.size;
+  d.screenshot = f.screenshot;
+  d.dump_layout = f.dump_layout;
+  d.dump_view = f.dump_view;
+  d.log_actions = f.log_actions;
+  d.timeout_s = f.timeout_s;
+  d.bench_steps = f.bench_steps;
+  d.bench_views = f.bench_views;
+  return d;
+}
+
+// Opens the window, then runs the one driver the flags ask for (drivers.h).
+int runViewer(const Flags& f) {
+  const ViewerOptions o = viewerOptions(f);
+  checkFiles(f);
   const auto [width, height] = *parseSize(f.size);
-
-  GlfwSession s;
-  glfwSetErrorCallback([](int, const char*) {});
-  const char* display = std::getenv("DISPLAY");
-  const char* wayland = std::getenv("WAYLAND_DISPLAY");
-  if (!glfwInit()) {
-    throw std::runtime_error(
-        std::string("cannot open a window: no display") +
-        ((display == nullptr || !*display) && (wayland == nullptr || !*wayland)
-             ? " (DISPLAY is not set)"
-             : std::string(" (DISPLAY=") + (display ? display : "") + " cannot be opened)") +
-        "; for --screenshot run it under xvfb-run -a");
-  }
-  s.initialised = true;
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
-  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
-  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  if (o.headless) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  const std::string title = f.path.empty() ? "traceview" : "traceview - " + f.path;
-  s.window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
-  if (s.window == nullptr) {
-    throw std::runtime_error("cannot create an OpenGL 3.3 core window on this display");
-  }
-  glfwMakeContextCurrent(s.window);
-  glfwSwapInterval(o.headless ? 0 : 1);
-
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;  // no imgui.ini: recent files live in ~/.local/state/tracerun
-  io.LogFilename = nullptr;
-  io.ConfigFlags |= ImGuiConfigFlags_NavEnableKeyboard;
-  ImGui::StyleColorsDark();
-  float scale = 1;
-  glfwGetWindowContentScale(s.window, &scale, nullptr);
-  scale = std::clamp(scale, 1.0f, 4.0f);
-  const char* kFont = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-  if (std::filesystem::exists(kFont)) io.Fonts->AddFontFromFileTTF(kFont, 15.0f * scale);
-  ImGui::GetStyle().ScaleAllSizes(scale);
-  ImGui_ImplGlfw_InitForOpenGL(s.window, true);
-  ImGui_ImplOpenGL3_Init("#version 330 core");
-  s.imgui = true;
-
-  Viewer viewer(o, [] { glfwPostEmptyEvent(); });
-  const auto start = std::chrono::steady_clock::now();
-  BenchState bench;
-  bench.steps = f.bench_steps;
-  tracerun::viewer::ViewSwitchBench viewBench(f.bench_views, tracerun::viewer::viewWords());
-  int settledFrames = 0, shots = 0;
-  bool wasSettled = false;
-  bool firstCompleteLogged = false;
-  while (!glfwWindowShouldClose(s.window) && !viewer.wantsQuit()) {
-    if (o.headless) {
-      glfwPollEvents();
-    } else {
-      glfwWaitEventsTimeout(0.1);
-    }
-    const auto frameStart = std::chrono::steady_clock::now();
-    ImGui_ImplOpenGL3_NewFrame();
-    ImGui_ImplGlfw_NewFrame();
-    ImGui::NewFrame();
-    viewer.frame();
-    ImGui::Render();
-    int fw = 0, fh = 0;
-    glfwGetFramebufferSize(s.window, &fw, &fh);
-    glViewport(0, 0, fw, fh);
-    glClearColor(0.11f, 0.11f, 0.13f, 1);
-    glClear(GL_COLOR_BUFFER_BIT);
-    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-    const double cpuMs =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - frameStart)
-            .count();
-    const bool settled = viewer.settled();
-    if (f.bench_views > 0) {
-      if (viewBench.frame(viewer, settled, cpuMs)) {
-        std::printf("traceview view switches: %s, %d rounds, window %s\n%s", f.path.c_str(),
-                    f.bench_views, f.size.c_str(), viewBench.text().c_str());
-        return tracerun::tools::kExitOk;
-      }
-      glfwSwapBuffers(s.window);
-      continue;
-    }
-    if (f.bench_steps > 0) {
-      if (benchStep(bench, viewer, settled, cpuMs, start)) {
-        printBench(bench, f);
-        return tracerun::tools::kExitOk;
-      }
-      glfwSwapBuffers(s.window);
-      continue;
-    }
-    if (settled && !wasSettled) {
-      if (!f.dump_layout.empty()) {
-        writeAtomically(f.dump_layout, viewer.layoutText());
-      }
-      if (!f.dump_view.empty()) writeAtomically(f.dump_view, viewer.activeViewText());
-      if (firstCompleteLogged) viewer.log("settled");
-    }
-    wasSettled = settled;
-    if (viewer.takeScreenshotRequest()) {
-      const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-      char name[64];
-      std::strftime(name, sizeof name, "traceview-%Y%m%d-%H%M%S", std::localtime(&now));
-      std::string file = std::string(name) + "-" + std::to_string(++shots) + ".png";
-      if (writePng(file, fw, fh)) {
-        viewer.log("saved screenshot " + file);
-      } else {
-        std::fprintf(stderr, "traceview: %s: cannot write the PNG\n", file.c_str());
-      }
-    }
-    if (settled && !firstCompleteLogged) {
-      firstCompleteLogged = true;
-      if (f.log_actions) {
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count();
-        std::printf("first complete frame %.1f ms (%lld primitives)\n", ms,
-                    static_cast<long long>(viewer.primitivesLastFrame()));
-        std::fflush(stdout);
-      }
-    }
-    if (o.headless) {
-      settledFrames = settled ? settledFrames + 1 : 0;
-      const double waited =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      // Three settled frames: the last answers are applied and laid out (track heights grow with
-      // the depths read) before the pixels are taken.
-      if (settledFrames >= 3 || waited > f.timeout_s) {
-        glFinish();
-        if (!writePng(f.screenshot, fw, fh)) {
-          throw std::runtime_error(f.screenshot + ": cannot write the PNG");
-        }
-        if (waited > f.timeout_s) {
-          throw std::runtime_error("the view did not settle within " +
-                                   std::to_string(static_cast<int>(f.timeout_s)) +
-                                   " s; wrote what was drawn to " + f.screenshot);
-        }
-        if (!viewer.problem().empty()) throw tracerun::trace::TraceError(viewer.problem());
-        return tracerun::tools::kExitOk;
-      }
-      if (!settled) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    glfwSwapBuffers(s.window);
-  }
-  return tracerun::tools::kExitOk;
+  GlWindow window(width, height, f.path.empty() ? "traceview" : "traceview - " + f.path,
+                  o.headless);
+  Viewer viewer(o, [] { tracerun::viewer::wakeEventLoop(); });
+  const DriverFlags d = driverFlags(f);
+  if (f.bench_views > 0) return tracerun::viewer::driveBenchViews(window, viewer, d);
+  if (f.bench_steps > 0) return tracerun::viewer::driveBenchSweep(window, viewer, d);
+  if (o.headless) return tracerun::viewer::driveScreenshot(window, viewer, d);
+  return tracerun::viewer::driveWindow(window, viewer, d);
 }
 
 }  // namespace
