@@ -374,6 +374,14 @@ TEST_CASE("tracerun report: text and JSON agree on every number the text shows")
               percent(s["bubble"].get<double>()), percent(s["bubble_modeled"].get<double>())});
   }
 
+  // The critical path of the pipeline's step: its length against the step's window.
+  const json& cp = p["critical_path"];
+  REQUIRE(cp.is_object());
+  showsIn("critical path:",
+          d(cp["length_ns"]) + " of step " + n(cp["step"]) + "'s " + d(cp["step_ns"]) + " (" +
+              percent(cp["share"].get<double>()) + "), " + std::to_string(cp["chain"].size()) +
+              " actions: " + cp["chain"][0]["action"].get<std::string>() + " -> ");
+
   // Memory: each rank's peak and live bytes by category at it, and rank 0's largest allocations.
   for (const json& m : j["memory"]["per_rank"]) {
     std::vector<std::string> cells = {n(m["rank"]), m["device"].get<std::string>(),

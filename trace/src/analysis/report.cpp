@@ -146,6 +146,7 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   }
   addOps(reader, options, r);
   r.pipeline = analyzePipeline(reader);
+  if (r.pipeline.present) r.critical_path = pipelineCriticalPath(reader);
   addMemory(reader, options, r);
   r.comm = analyzeComm(reader);
   for (const RankCommStats& s : r.comm.ranks) {

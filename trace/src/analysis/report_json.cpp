@@ -47,6 +47,28 @@ ordered_json deviceJson(const ReportDevice& rd) {
   return j;
 }
 
+// The critical path of the pipeline's default step: its length against the step's window and
+// the chain, each action with where it ran and what it adds. null when there is none.
+ordered_json criticalPathJson(const PipelineCriticalPath& cp) {
+  if (!cp.found) return nullptr;
+  bool chunks = false;
+  for (const PipelineAction& a : cp.actions) chunks = chunks || a.chunk > 0;
+  ordered_json chain = ordered_json::array();
+  for (const CriticalPathLink& l : cp.chain) {
+    const PipelineAction& a = cp.actions[l.action];
+    chain.push_back({{"action", criticalPathActionName(a, chunks)},
+                     {"rank", a.rank},
+                     {"stage", a.stage},
+                     {"chunk", a.chunk},
+                     {"microbatch", a.microbatch},
+                     {"start_ns", a.start_ns},
+                     {"end_ns", a.end_ns},
+                     {"weight_ns", l.weight_ns}});
+  }
+  return {{"step", cp.step},       {"replica", cp.replica},     {"length_ns", cp.length_ns},
+          {"step_ns", cp.step_ns}, {"share", cp.shareOfStep()}, {"chain", chain}};
+}
+
 }  // namespace
 
 std::string reportJson(const Report& r, int indent) {
@@ -97,6 +119,7 @@ std::string reportJson(const Report& r, int indent) {
                                 {"bubble", s.bubble},
                                 {"bubble_modeled", s.modeled_bubble}});
     }
+    pj["critical_path"] = criticalPathJson(r.critical_path);
     pj["unmatched_recvs"] = p.unmatched_recvs;
     pj["notes"] = p.notes;
     j["pipeline"] = pj;

@@ -76,6 +76,12 @@ void pipelineSection(const Report& r, Lines& line) {
              percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
              percent(p.bubble_modeled).c_str()));
     if (!p.bubble_formula.empty()) line("  closed form: " + p.bubble_formula);
+    if (const PipelineCriticalPath& cp = r.critical_path; cp.found) {
+      line(fmt("  critical path: %s of step %d's %s (%s), %zu actions: %s",
+               duration(double(cp.length_ns)).c_str(), cp.step,
+               duration(double(cp.step_ns)).c_str(), percent(cp.shareOfStep()).c_str(),
+               cp.chain.size(), criticalPathChainText(cp, 12).c_str()));
+    }
     line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s %8s", "stage", "ranks", "window",
              "forward", "backward", "send", "recv wait", "idle", "bubble", "modeled"));
     for (const PipelineStage& s : p.per_stage) {

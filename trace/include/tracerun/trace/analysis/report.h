@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tracerun/trace/analysis/comm.h"
+#include "tracerun/trace/analysis/critical_path.h"
 #include "tracerun/trace/analysis/memory.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/reader.h"
@@ -70,7 +71,8 @@ struct Report {
   int64_t step_mean_ns = 0;  // mean step length over all ranks' step spans
   EventCounts counts;
   PipelineAnalysis pipeline;
-  MemoryAnalysis memory;                             // the analysis, as the viewer reads it
+  PipelineCriticalPath critical_path;  // of the pipeline's default step; found false without one
+  MemoryAnalysis memory;               // the analysis, as the viewer reads it
   std::vector<ReportDevice> memory_devices;          // memory.devices, by rank then device, named
   std::vector<ReportRankMemory> memory_ranks;        // by rank, ranks with memory events only
   std::map<std::string, std::string> memory_dtypes;  // memoryDtypes; empty when none named
