@@ -34,6 +34,7 @@ struct Dump {
   int step = -1, replica = -1;
   double stepBubble = -1, stepModeled = -1;
   int64_t w0 = 0, w1 = 0;
+  int64_t criticalLength = -1, criticalStep = -1;  // the step's critical path and its window
   double areaX = 0, areaY = 0, areaW = 0, barH = 0, laneH = 0, t0 = 0, t1 = 1;
   std::map<int, double> laneYOfRank;  // global rank -> lane top
   std::map<int, int> stageOfRank;
@@ -65,6 +66,9 @@ Dump readDump(const std::string& path) {
       l >> s >> x >> d.stageBubble[s] >> x >> d.stageTheory[s] >> x >> d.stageModeled[s];
     } else if (w == "step") {
       l >> d.step >> x >> d.replica >> x >> d.stepBubble >> x >> d.stepModeled;
+    } else if (w == "critical") {
+      l >> x;
+      if (x == "length") l >> d.criticalLength >> x >> d.criticalStep;
     } else if (w == "window") {
       l >> d.w0 >> d.w1;
     } else if (w == "area") {
@@ -316,6 +320,16 @@ TEST_CASE(
 
   // The plan is the order the trainer ran on each stage.
   CHECK(d.planOrder == ranOrder(spans, d, false));
+
+  // The step's critical path: within the step's window, and the report's on the same step.
+  CHECK(d.criticalLength > 0);
+  CHECK(d.criticalStep == d.w1 - d.w0);
+  CHECK(d.criticalLength <= d.criticalStep);
+  const json& cp = pl["critical_path"];
+  REQUIRE(cp.is_object());
+  if (cp["step"].get<int>() == d.step) {
+    CHECK(d.criticalLength == cp["length_ns"].get<int64_t>());
+  }
 }
 
 // The plan, timed from the trace alone: each stage runs its actions in the order it ran them, an

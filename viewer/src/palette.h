@@ -48,6 +48,8 @@ constexpr uint32_t kPipelineMicrobatch[] = {
 constexpr uint32_t kPipelineBubble = rgba(96, 36, 44);
 constexpr uint32_t kPipelinePlan = rgba(255, 255, 255);
 constexpr uint32_t kPipelineSelection = rgba(255, 220, 0);
+// The step's critical path: a strip in the gap under each bar on it, and its text.
+constexpr uint32_t kPipelineCritical = rgba(255, 84, 84);
 
 constexpr uint32_t pipelineBar(int microbatch, bool backward, int chunk, int chunks) {
   const uint32_t c = kPipelineMicrobatch[(microbatch < 0 ? 0 : microbatch) % 8];

@@ -131,11 +131,15 @@ PipelineChartData loadPipelineChart(const trace::TraceReader& reader, int step, 
   d.replica = std::clamp(replica, 0, std::max(0, d.replicas - 1));
   const auto sa = ta::pipelineStepActions(reader, d.step, d.replica);
   if (!sa.found) return d;
+  d.critical = ta::criticalPathOfActions(sa.actions);  // the report's analysis, on this step
+  d.critical.step = d.step;
+  d.critical.replica = d.replica;
   for (size_t i = 0; i < sa.ranks.size(); ++i) {
     d.lanes.push_back(PipelineLane{static_cast<int>(i), sa.ranks[i]});
   }
   int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const auto& a : sa.actions) {
+  for (size_t i = 0; i < sa.actions.size(); ++i) {
+    const ta::PipelineAction& a = sa.actions[i];
     lo = std::min(lo, a.start_ns);
     hi = std::max(hi, a.end_ns);
     if (a.kind != ta::PipelineActionKind::kForward && a.kind != ta::PipelineActionKind::kBackward &&
@@ -152,6 +156,7 @@ PipelineChartData loadPipelineChart(const trace::TraceReader& reader, int step, 
     b.microbatch = a.microbatch;
     b.chunk = a.chunk;
     b.span_id = a.span_id;
+    b.critical = d.critical.on_path[i];
     d.bars.push_back(b);
   }
   d.t0 = lo;

@@ -1,6 +1,7 @@
 // The pipeline view's data (no ImGui): one step of one pipeline replica as bars per stage (the
 // measured forwards and backwards), the planned schedule timed with the measured mean costs, and
-// the report's pipeline numbers (trace/analysis/pipeline.h, unchanged). Built off the UI thread.
+// the report's pipeline numbers (trace/analysis/pipeline.h, unchanged) and the step's critical
+// path (trace/analysis/critical_path.h). Built off the UI thread.
 // Not drawing (pipeline_view.cpp) and not an analysis of its own: every number is the report's.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tracerun/trace/analysis/critical_path.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/reader.h"
 
@@ -20,7 +22,8 @@ struct PipelineBar {
   bool backward = false;  // a backward, whole or split
   bool weight = false;    // zb-h1's W (backward too); zb-h1's B is a backward that is not W
   int microbatch = 0, chunk = 0;
-  int64_t span_id = 0;  // the recorded span; 0 for a planned bar
+  int64_t span_id = 0;    // the recorded span; 0 for a planned bar
+  bool critical = false;  // on the step's critical path (measured bars only)
 };
 
 struct PipelineLane {
@@ -38,6 +41,7 @@ struct PipelineChartData {
   std::vector<PipelineBar> bars;  // measured, lane by lane, each lane in start order
   std::vector<PipelineBar> plan;  // planned (starting at t0), lane by lane in plan order
   std::string plan_note;          // why there is no plan, when `plan` is empty
+  trace::analysis::PipelineCriticalPath critical;  // of this step and replica (the report's)
   const trace::analysis::PipelineStep* stepNumbers() const;  // analysis.per_step of this step
 };
 

@@ -290,6 +290,10 @@ void PipelineView::drawChart(ViewHost& host, float width) {
       dl->AddText(ImVec2((x0 + x1 - ts.x) / 2, y + (laneInner - ts.y) / 2),
                   bar.backward ? palette::kText : palette::kTextDark, b);
     }
+    if (bar.critical) {  // in the gap below the bar, so the bar's own pixels stay its colours
+      dl->AddRectFilled(ImVec2(x0, y + laneInner + 1), ImVec2(x1, y + laneInner + 4),
+                        palette::kPipelineCritical);
+    }
     if (selected && *selected == bar.span_id) {
       dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + laneInner), palette::kPipelineSelection, 0, 0, 2);
     }
@@ -339,6 +343,14 @@ void PipelineView::drawTable() {
   if (const auto* s = d.stepNumbers()) {
     ImGui::Text("step %d: measured %s, modeled %s", s->step, share(s->bubble).c_str(),
                 share(s->modeled_bubble).c_str());
+  }
+  if (const trace::analysis::PipelineCriticalPath& cp = d.critical; cp.found) {
+    ImGui::TextColored(ImColor(palette::kPipelineCritical),
+                       "critical path (red strips): %s of the step's %s (%s), %zu actions",
+                       trace::formatDuration(double(cp.length_ns)).c_str(),
+                       trace::formatDuration(double(cp.step_ns)).c_str(),
+                       share(cp.shareOfStep()).c_str(), cp.chain.size());
+    ImGui::TextWrapped("%s", trace::analysis::criticalPathChainText(cp, 16).c_str());
   }
   const ImGuiTableFlags flags =
       ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit;
@@ -401,6 +413,12 @@ std::string PipelineView::dumpText() const {
     std::snprintf(b, sizeof b, "step %d replica %d bubble %.17g modeled %.17g\n", s->step,
                   s->replica, s->bubble, s->modeled_bubble);
     out += b;
+  }
+  if (d.critical.found) {
+    std::snprintf(b, sizeof b, "critical length %" PRId64 " step %" PRId64 " actions %zu\n",
+                  d.critical.length_ns, d.critical.step_ns, d.critical.chain.size());
+    out += b;
+    out += "critical chain " + trace::analysis::criticalPathChainText(d.critical) + "\n";
   }
   std::snprintf(b, sizeof b, "window %" PRId64 " %" PRId64 "\n", d.t0, d.t1);
   out += b;
