@@ -394,8 +394,11 @@ const char* categoryWord(core::Category c) {
 // ---------------------------------------------------------------------------------------------
 // entry point
 
-Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& o,
-                          const trace::TraceReader* base, CallGraphGraphMap* map) {
+namespace {
+
+// The analysis the picture draws, with one clear error for a rank or step the trace lacks or a
+// trace without spans.
+CallGraph readCallGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& o) {
   const std::string file = reader.path();
   const auto ranks = reader.ranks();
   if (o.rank >= 0 &&
@@ -408,7 +411,7 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
   trace::analysis::CallGraphOptions co;
   co.rank = o.rank;
   co.step = o.step;
-  const CallGraph cg = trace::analysis::buildCallGraph(reader, co);
+  CallGraph cg = trace::analysis::buildCallGraph(reader, co);
   if (o.step >= 0 && !cg.step_found) {
     std::string list;
     if (cg.steps.empty()) {
@@ -423,27 +426,81 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
   if (cg.nodes.size() <= 1) {
     throw trace::TraceError(file + ": no spans to draw (was the run traced with --capture ops?)");
   }
+  return cg;
+}
 
-  View v = View::from(cg, reader);
-  const int64_t total = v.nodes[0].incl;
+// One call-graph picture while it is built: the options, the analysis, its folded and pruned
+// view, the diff against a base trace, and the graph so far. The steps below each fill a part.
+struct Picture {
+  Picture(const trace::TraceReader& r, const CallGraphGraphOptions& options,
+          const trace::TraceReader* b, CallGraph analysis)
+      : reader(r), o(options), base(b), cg(std::move(analysis)) {}
+
+  const trace::TraceReader& reader;
+  const CallGraphGraphOptions& o;
+  const trace::TraceReader* base;
+  CallGraph cg;
+  View v;
+  int64_t total = 0;
   std::vector<int> folds;
+  double wanted = 0, t = 0;
+  int budget = 0;
+  Pruned p;
+  // Per drawn node: the relative change against the base, the base's value, whether it has one.
+  std::vector<double> change;
+  std::vector<int64_t> baseValue;
+  std::vector<bool> inBase;
+  int64_t onlyInBase = 0;  // paths only in the base trace
+  double maxMetric = 0;    // the colouring metric's largest value over the drawn nodes
+  Graph g;
+  std::set<std::string> ids;
+  std::vector<std::string> paths;  // per drawn node: its id
+};
+
+// ×N folds (unless --expand), then pruning to the threshold that fits the node budget.
+void foldAndPrune(Picture& pic) {
+  const auto& reader = pic.reader;
+  const auto& o = pic.o;
+  auto& cg = pic.cg;
+  auto& v = pic.v;
+  auto& total = pic.total;
+  auto& folds = pic.folds;
+  auto& wanted = pic.wanted;
+  auto& t = pic.t;
+  auto& budget = pic.budget;
+  auto& p = pic.p;
+  v = View::from(cg, reader);
+  total = v.nodes[0].incl;
   if (!o.expand) {
     const std::set<std::string> keep(o.expand_folds.begin(), o.expand_folds.end());
     fold(v, 0, folds, keep, "all");
   }
 
-  const double wanted = std::max(0.0, o.node_thres);
-  const int budget = std::max(10, o.max_nodes);
-  const double t = fitThreshold(v, wanted, budget, o.depth, total);
-  Pruned p;
+  wanted = std::max(0.0, o.node_thres);
+  budget = std::max(10, o.max_nodes);
+  t = fitThreshold(v, wanted, budget, o.depth, total);
   prune(v, 0, -1, t, o.depth, total, p);
+}
 
+void diffAgainstBase(Picture& pic) {
+  const auto& reader = pic.reader;
+  const auto& o = pic.o;
+  const trace::TraceReader* base = pic.base;
+  auto& cg = pic.cg;
+  auto& v = pic.v;
+  auto& p = pic.p;
+  auto& change = pic.change;
+  auto& baseValue = pic.baseValue;
+  auto& inBase = pic.inBase;
+  auto& onlyInBase = pic.onlyInBase;
   // Diff values, per drawn node: the base trace's inclusive value summed over its sources.
-  std::vector<double> change(p.drawn.size(), 0.0);
-  std::vector<int64_t> baseValue(p.drawn.size(), 0);
-  std::vector<bool> inBase(p.drawn.size(), false);
-  int64_t onlyInBase = 0;
+  change.assign(p.drawn.size(), 0.0);
+  baseValue.assign(p.drawn.size(), 0);
+  inBase.assign(p.drawn.size(), false);
   if (base) {
+    trace::analysis::CallGraphOptions co;
+    co.rank = o.rank;
+    co.step = o.step;
     const CallGraph bcg = trace::analysis::buildCallGraph(*base, co);
     const BaseValues bv = baseValues(bcg, *base);
     std::set<std::string> seen;
@@ -473,141 +530,184 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
     for (size_t i = 1; i < cg.nodes.size(); ++i) seen.insert(pathKey(cg, reader, int(i)));
     for (const auto& [key, val] : bv.byPath) onlyInBase += seen.count(key) ? 0 : 1;
   }
+}
 
-  // Colour scale: the metric over the drawn nodes' maximum (the root excluded).
-  auto metric = [&](const VNode& x) -> double {
-    switch (o.color_by) {
-      case ColorBy::kSelf:
-        return double(x.excl);
-      case ColorBy::kBytes:
-        return double(x.bytes_incl);
-      case ColorBy::kTotal:
+// The colouring metric of a view node.
+double metricOf(const VNode& x, ColorBy by) {
+  switch (by) {
+    case ColorBy::kSelf:
+      return double(x.excl);
+    case ColorBy::kBytes:
+      return double(x.bytes_incl);
+    case ColorBy::kTotal:
+      break;
+  }
+  return double(x.incl);
+}
+
+// Colour scale: the metric over the drawn nodes' maximum (the root excluded).
+void scaleMetric(Picture& pic) {
+  pic.maxMetric = 0;
+  for (size_t i = 1; i < pic.p.drawn.size(); ++i) {
+    pic.maxMetric = std::max(
+        pic.maxMetric, metricOf(pic.v.nodes[static_cast<size_t>(pic.p.drawn[i])], pic.o.color_by));
+  }
+}
+
+// Drawn node i's id: its drawn parent's id and its name, made unique with "~k".
+std::string drawnId(Picture& pic, size_t i) {
+  const VNode& x = pic.v.nodes[static_cast<size_t>(pic.p.drawn[i])];
+  const int dp = pic.p.drawnParent[i];
+  std::string id = dp < 0 ? "all" : pic.paths[static_cast<size_t>(dp)] + "/" + idPiece(x.name);
+  if (pic.ids.count(id)) {
+    const std::string stem = id + "~";
+    for (int k = 2; pic.ids.count(id); ++k) id = stem + std::to_string(k);
+  }
+  pic.ids.insert(id);
+  pic.paths[i] = id;
+  return id;
+}
+
+// Drawn node i's label: name, times and share, calls, bytes, what it sent, its change.
+std::string labelOf(const Picture& pic, size_t i) {
+  const auto& o = pic.o;
+  const trace::TraceReader* base = pic.base;
+  const auto& v = pic.v;
+  const auto& total = pic.total;
+  const auto& p = pic.p;
+  const auto& change = pic.change;
+  const auto& baseValue = pic.baseValue;
+  const auto& inBase = pic.inBase;
+  const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
+  const int dp = p.drawnParent[i];
+  std::string label;
+  if (dp < 0) {
+    label = o.rank >= 0 ? "rank " + std::to_string(o.rank) : "all ranks";
+    if (o.step >= 0) label += ", step " + std::to_string(o.step);
+    label += "\n" + trace::formatDuration(x.incl) + " (100%)";
+  } else {
+    label = x.fold > 1 ? x.name + " \u00d7" + std::to_string(x.fold) : x.name;
+    label += "\n" + trace::formatDuration(x.incl) + " (" +
+             trace::formatShare(share(x.incl, total)) + ")";
+    if (!x.other) label += " \u00b7 self " + trace::formatDuration(x.excl);
+    label += "\n" + trace::formatCount(x.count) + (x.count == 1 ? " call" : " calls");
+  }
+  if (x.bytes_incl != 0) {
+    label += "\nalloc " + trace::formatBytes(double(x.bytes_incl));
+    if (!x.other && x.bytes_self != x.bytes_incl) {
+      label += " (self " + trace::formatBytes(double(x.bytes_self)) + ")";
+    }
+  }
+  if (x.category == core::Category::kComm && !x.other) {
+    label += "\n" + trace::formatBytes(double(x.comm_bytes)) + " sent";
+    if (!x.group.empty()) label += " \u00b7 group " + x.group + (x.several_groups ? " +" : "");
+  }
+  if (base) {
+    label +=
+        "\n\u0394 " + std::string(change[i] >= 0 ? "+" : "") + trace::formatShare(change[i]) +
+        (inBase[i] ? " (was " +
+                         (o.color_by == ColorBy::kBytes ? trace::formatBytes(double(baseValue[i]))
+                                                        : trace::formatDuration(baseValue[i])) +
+                         ")"
+                   : " (new)");
+  }
+  return label;
+}
+
+// The tooltip: the exact numbers (tests read them) and the full detail.
+std::string tooltipOf(const VNode& x, bool root, const std::string& id) {
+  const int dp = root ? -1 : 0;
+  std::string tip = dp < 0 ? "all" : id.substr(4);
+  tip += "\ncategory: " + std::string(dp < 0    ? "root"
+                                      : x.other ? "other"
+                                                : categoryWord(x.category));
+  tip += "\ncalls: " + std::to_string(x.count);
+  tip += "\ninclusive_ns: " + std::to_string(x.incl);
+  tip += "\nexclusive_ns: " + std::to_string(x.excl);
+  tip += "\nbytes: " + std::to_string(x.bytes_incl);
+  tip += "\nbytes_self: " + std::to_string(x.bytes_self);
+  if (x.category == core::Category::kComm) {
+    tip += "\ncomm_bytes: " + std::to_string(x.comm_bytes);
+    tip += "\ngroup: " + x.group + (x.several_groups ? " (and others)" : "");
+  }
+  if (x.fold > 1) tip += "\nfold: " + std::to_string(x.fold);
+  if (x.other) tip += "\nhidden_nodes: " + std::to_string(x.dropped);
+  const std::string st = stageText(x.stage, x.chunk);
+  if (!st.empty() && !x.other) tip += "\n" + st;
+  if (!x.members.empty()) {
+    tip += x.other ? "\nholds:" : "\nmembers:";
+    size_t shown = 0;
+    for (const auto& m : x.members) {
+      if (++shown > 24) {
+        tip += " ...";
         break;
-    }
-    return double(x.incl);
-  };
-  double maxMetric = 0;
-  for (size_t i = 1; i < p.drawn.size(); ++i) {
-    maxMetric = std::max(maxMetric, metric(v.nodes[static_cast<size_t>(p.drawn[i])]));
-  }
-
-  Graph g;
-  std::set<std::string> ids;
-  std::vector<std::string> paths(p.drawn.size());
-  for (size_t i = 0; i < p.drawn.size(); ++i) {
-    const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
-    const int dp = p.drawnParent[i];
-    std::string id = dp < 0 ? "all" : paths[static_cast<size_t>(dp)] + "/" + idPiece(x.name);
-    if (ids.count(id)) {
-      const std::string stem = id + "~";
-      for (int k = 2; ids.count(id); ++k) id = stem + std::to_string(k);
-    }
-    ids.insert(id);
-    paths[i] = id;
-
-    Node node;
-    node.id = id;
-    node.fold = x.fold;
-    std::string label;
-    if (dp < 0) {
-      label = o.rank >= 0 ? "rank " + std::to_string(o.rank) : "all ranks";
-      if (o.step >= 0) label += ", step " + std::to_string(o.step);
-      label += "\n" + trace::formatDuration(x.incl) + " (100%)";
-    } else {
-      label = x.fold > 1 ? x.name + " \u00d7" + std::to_string(x.fold) : x.name;
-      label += "\n" + trace::formatDuration(x.incl) + " (" +
-               trace::formatShare(share(x.incl, total)) + ")";
-      if (!x.other) label += " \u00b7 self " + trace::formatDuration(x.excl);
-      label += "\n" + trace::formatCount(x.count) + (x.count == 1 ? " call" : " calls");
-    }
-    if (x.bytes_incl != 0) {
-      label += "\nalloc " + trace::formatBytes(double(x.bytes_incl));
-      if (!x.other && x.bytes_self != x.bytes_incl) {
-        label += " (self " + trace::formatBytes(double(x.bytes_self)) + ")";
       }
+      tip += " " + m;
     }
-    if (x.category == core::Category::kComm && !x.other) {
-      label += "\n" + trace::formatBytes(double(x.comm_bytes)) + " sent";
-      if (!x.group.empty()) label += " \u00b7 group " + x.group + (x.several_groups ? " +" : "");
-    }
+  }
+  return tip;
+}
+
+// Drawn node i as a Node (its role and numbers) and the edge from its drawn parent.
+void addDrawnNode(Picture& pic, size_t i) {
+  const auto& o = pic.o;
+  const trace::TraceReader* base = pic.base;
+  auto& v = pic.v;
+  auto& total = pic.total;
+  auto& p = pic.p;
+  auto& change = pic.change;
+  auto& maxMetric = pic.maxMetric;
+  auto& g = pic.g;
+  const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
+  const int dp = p.drawnParent[i];
+  Node node;
+  node.id = drawnId(pic, i);
+  node.fold = x.fold;
+  node.label = labelOf(pic, i);
+  node.tooltip = tooltipOf(x, dp < 0, node.id);
+  node.metrics.inclusive_ns = x.incl;
+  node.metrics.self_ns = x.excl;
+  node.metrics.calls = x.count;
+  node.metrics.bytes = x.bytes_incl;
+  if (x.category == core::Category::kComm) node.metrics.comm_bytes = x.comm_bytes;
+  if (x.other) {
+    node.shape = NodeShape::kNote;
+    node.role = Role::kOther;
+  } else {
+    const bool scope = x.category == core::Category::kPhase ||
+                       x.category == core::Category::kModule || x.category == core::Category::kUser;
+    const bool comm = x.category == core::Category::kComm;
+    node.shape = comm                ? NodeShape::kHexagon
+                 : (scope || dp < 0) ? NodeShape::kRoundedBox
+                                     : NodeShape::kBox;
+    node.role = dp < 0 ? Role::kRoot : comm ? Role::kComm : scope ? Role::kScope : Role::kOp;
     if (base) {
-      label +=
-          "\n\u0394 " + std::string(change[i] >= 0 ? "+" : "") + trace::formatShare(change[i]) +
-          (inBase[i] ? " (was " +
-                           (o.color_by == ColorBy::kBytes ? trace::formatBytes(double(baseValue[i]))
-                                                          : trace::formatDuration(baseValue[i])) +
-                           ")"
-                     : " (new)");
-    }
-    node.label = label;
-
-    // Tooltip: the exact numbers (tests read them) and the full detail.
-    std::string tip = dp < 0 ? "all" : id.substr(4);
-    tip += "\ncategory: " + std::string(dp < 0    ? "root"
-                                        : x.other ? "other"
-                                                  : categoryWord(x.category));
-    tip += "\ncalls: " + std::to_string(x.count);
-    tip += "\ninclusive_ns: " + std::to_string(x.incl);
-    tip += "\nexclusive_ns: " + std::to_string(x.excl);
-    tip += "\nbytes: " + std::to_string(x.bytes_incl);
-    tip += "\nbytes_self: " + std::to_string(x.bytes_self);
-    if (x.category == core::Category::kComm) {
-      tip += "\ncomm_bytes: " + std::to_string(x.comm_bytes);
-      tip += "\ngroup: " + x.group + (x.several_groups ? " (and others)" : "");
-    }
-    if (x.fold > 1) tip += "\nfold: " + std::to_string(x.fold);
-    if (x.other) tip += "\nhidden_nodes: " + std::to_string(x.dropped);
-    const std::string st = stageText(x.stage, x.chunk);
-    if (!st.empty() && !x.other) tip += "\n" + st;
-    if (!x.members.empty()) {
-      tip += x.other ? "\nholds:" : "\nmembers:";
-      size_t shown = 0;
-      for (const auto& m : x.members) {
-        if (++shown > 24) {
-          tip += " ...";
-          break;
-        }
-        tip += " " + m;
-      }
-    }
-    node.tooltip = tip;
-
-    node.metrics.inclusive_ns = x.incl;
-    node.metrics.self_ns = x.excl;
-    node.metrics.calls = x.count;
-    node.metrics.bytes = x.bytes_incl;
-    if (x.category == core::Category::kComm) node.metrics.comm_bytes = x.comm_bytes;
-    if (x.other) {
-      node.shape = NodeShape::kNote;
-      node.role = Role::kOther;
+      node.metrics.change = std::isnan(change[i]) ? 0.0 : change[i];
     } else {
-      const bool scope = x.category == core::Category::kPhase ||
-                         x.category == core::Category::kModule ||
-                         x.category == core::Category::kUser;
-      const bool comm = x.category == core::Category::kComm;
-      node.shape = comm                ? NodeShape::kHexagon
-                   : (scope || dp < 0) ? NodeShape::kRoundedBox
-                                       : NodeShape::kBox;
-      node.role = dp < 0 ? Role::kRoot : comm ? Role::kComm : scope ? Role::kScope : Role::kOp;
-      if (base) {
-        node.metrics.change = std::isnan(change[i]) ? 0.0 : change[i];
-      } else {
-        node.metrics.heat = maxMetric > 0 ? metric(x) / maxMetric : 0.0;
-      }
-    }
-    g.addNode(std::move(node));
-
-    if (dp >= 0) {
-      Edge e;
-      e.from = dp;
-      e.to = static_cast<int>(i);
-      const double s = share(x.incl, total);
-      e.penwidth = std::max(1.0, std::min(6.0, 1.0 + 5.0 * s));
-      e.role = x.other ? Role::kHiddenCall : Role::kCall;
-      g.addEdge(std::move(e));
+      node.metrics.heat = maxMetric > 0 ? metricOf(x, o.color_by) / maxMetric : 0.0;
     }
   }
 
+  g.addNode(std::move(node));
+  if (dp >= 0) {
+    Edge e;
+    e.from = dp;
+    e.to = static_cast<int>(i);
+    const double s = share(x.incl, total);
+    e.penwidth = std::max(1.0, std::min(6.0, 1.0 + 5.0 * s));
+    e.role = x.other ? Role::kHiddenCall : Role::kCall;
+    g.addEdge(std::move(e));
+  }
+}
+
+// Flows (forward -> backward and others) between the drawn representatives of their ends.
+void addFlows(Picture& pic, CallGraphGraphMap* map) {
+  const auto& o = pic.o;
+  auto& cg = pic.cg;
+  auto& v = pic.v;
+  auto& total = pic.total;
+  auto& p = pic.p;
+  auto& g = pic.g;
   // Flows (forward -> backward and others) between the drawn representatives of their ends: each
   // analysis node belongs to one view node (folded copies to their first member), whose drawn
   // representative is itself or the "other" node or ancestor that hides it.
@@ -658,11 +758,28 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
                 (val.second ? " (through nodes not drawn)" : "");
     g.addEdge(std::move(e));
   }
+}
 
+// The title and caption: the total, the colouring, what pruning, folds and the depth hid.
+void titleAndCaption(Picture& pic, size_t rankCount) {
+  const auto& reader = pic.reader;
+  const auto& o = pic.o;
+  const trace::TraceReader* base = pic.base;
+  auto& cg = pic.cg;
+  auto& v = pic.v;
+  auto& total = pic.total;
+  auto& folds = pic.folds;
+  auto& wanted = pic.wanted;
+  auto& t = pic.t;
+  auto& budget = pic.budget;
+  auto& p = pic.p;
+  auto& onlyInBase = pic.onlyInBase;
+  auto& g = pic.g;
+  const std::string file = reader.path();
   // Title and caption.
   g.title = "call graph \u00b7 " + file + " \u00b7 " +
             (o.rank >= 0 ? "rank " + std::to_string(o.rank)
-                         : "all ranks (" + std::to_string(ranks.size()) + ")") +
+                         : "all ranks (" + std::to_string(rankCount) + ")") +
             " \u00b7 " + (o.step >= 0 ? "step " + std::to_string(o.step) : "all steps");
   std::string cap = "total " + trace::formatDuration(total) +
                     " (top-level spans, summed over threads and ranks); colour: " +
@@ -701,8 +818,22 @@ Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraph
         "\n" + trace::formatCount(onlyInBase) + " paths only in " + base->path() + " (not drawn)";
   }
   g.caption = cap;
-  if (map) map->analysis = cg;
-  return g;
+}
+
+}  // namespace
+
+Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& o,
+                          const trace::TraceReader* base, CallGraphGraphMap* map) {
+  Picture pic(reader, o, base, readCallGraph(reader, o));
+  foldAndPrune(pic);
+  diffAgainstBase(pic);
+  scaleMetric(pic);
+  pic.paths.assign(pic.p.drawn.size(), std::string());
+  for (size_t i = 0; i < pic.p.drawn.size(); ++i) addDrawnNode(pic, i);
+  addFlows(pic, map);
+  titleAndCaption(pic, reader.ranks().size());
+  if (map) map->analysis = std::move(pic.cg);
+  return std::move(pic.g);
 }
 
 }  // namespace tracerun::dot
