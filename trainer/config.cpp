@@ -2,8 +2,8 @@
 // reinterpreted.
 #include "config.h"
 
-#include "schedule.h"
-#include "schedule_2bw.h"
+#include "pipeline/schedule.h"
+#include "pipeline/schedule_2bw.h"
 
 #include <CLI/CLI.hpp>
 

@@ -1,8 +1,8 @@
 // gpttrain's entry point: flags, layout check, thread pinning, process groups, then the trainer.
 // Exit codes: 0 done, 2 bad flags / impossible layout / unusable input, 1 anything else.
 #include "config.h"
-#include "data.h"
-#include "process_groups.h"
+#include "data/data.h"
+#include "parallel/process_groups.h"
 #include "trainer.h"
 
 #include <dlfcn.h>

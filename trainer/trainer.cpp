@@ -4,11 +4,11 @@
 // memory accounting
 #include "trainer.h"
 
-#include "checkpoint.h"
-#include "chimera.h"
-#include "dry_run.h"
-#include "model_compute.h"
-#include "weight_versions.h"
+#include "checkpoint/checkpoint.h"
+#include "model/model_compute.h"
+#include "pipeline/chimera.h"
+#include "pipeline/dry_run.h"
+#include "pipeline/weight_versions.h"
 
 #include <tracerun/annotate.h>
 #include <tracerun/core/memory_dtype.h>

@@ -3,15 +3,15 @@
 // optimizer step, logging, validation and checkpoints. Without PP one chunk owns the whole model.
 #pragma once
 
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "config.h"
-#include "data.h"
-#include "dp_strategy.h"
-#include "model.h"
-#include "optimizer.h"
-#include "pipeline_executor.h"
-#include "process_groups.h"
-#include "schedule.h"
+#include "data/data.h"
+#include "data_parallel/dp_strategy.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "parallel/process_groups.h"
+#include "pipeline/pipeline_executor.h"
+#include "pipeline/schedule.h"
 
 #include <cstdio>
 #include <memory>

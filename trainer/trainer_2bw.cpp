@@ -1,11 +1,11 @@
 // The Trainer's PipeDream-2BW part (--schedule 2bw): runs the steps up to the next checkpoint or
 // evaluation as one continuous pipeline (schedule_2bw.h) over two weight versions per stage
 // (weight_versions.h), then reports their losses. The synchronous schedules are in trainer.cpp.
-#include "dry_run.h"
-#include "model_compute.h"
-#include "schedule_2bw.h"
+#include "model/model_compute.h"
+#include "pipeline/dry_run.h"
+#include "pipeline/schedule_2bw.h"
+#include "pipeline/weight_versions.h"
 #include "trainer.h"
-#include "weight_versions.h"
 
 #include <tracerun/annotate.h>
 

@@ -696,6 +696,8 @@ void addDrawnNode(Picture& pic, size_t i) {
     const double s = share(x.incl, total);
     e.penwidth = std::max(1.0, std::min(6.0, 1.0 + 5.0 * s));
     e.role = x.other ? Role::kHiddenCall : Role::kCall;
+    e.metrics.inclusive_ns = x.incl;
+    e.metrics.calls = x.count;
     g.addEdge(std::move(e));
   }
 }
@@ -752,6 +754,7 @@ void addFlows(Picture& pic, CallGraphGraphMap* map) {
     e.style = EdgeStyle::kDashed;
     e.constraint = false;
     e.role = Role::kFlow;
+    e.metrics.calls = val.first;
     const auto kind = static_cast<core::FlowKind>(std::get<2>(key));
     e.label = "\u00d7" + trace::formatCount(val.first);
     e.tooltip = std::string(core::flowKindName(kind)) + ": " + std::to_string(val.first) +

@@ -211,6 +211,7 @@ class PipelinePicture {
       if (from < 0 || to < 0) continue;
       Edge e;
       e.role = Role::kMessage;
+      e.metrics.duration_ns = std::max<int64_t>(0, acts_[i].end_ns - acts_[s].start_ns);
       e.tooltip = "send -> receive, arrived " +
                   trace::formatDuration(std::max<int64_t>(0, acts_[i].end_ns - acts_[s].start_ns)) +
                   " after the send began";

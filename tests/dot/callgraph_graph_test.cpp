@@ -112,6 +112,12 @@ TEST_CASE("callgraph picture: numbers equal the analysis', nodes add up to their
     CHECK(n->metrics.heat <= 1.0);
   }
   CHECK(g.nodes[0].role == dot::Role::kRoot);
+  // A call edge carries its callee's numbers.
+  for (const dot::Edge& e : g.edges) {
+    if (e.role != dot::Role::kCall) continue;
+    CHECK(e.metrics.inclusive_ns == g.nodes[static_cast<size_t>(e.to)].metrics.inclusive_ns);
+    CHECK(e.metrics.calls == g.nodes[static_cast<size_t>(e.to)].metrics.calls);
+  }
   const dot::Node* mm = byId(g, "all/step/forward/layers.2/aten::mm");
   REQUIRE(mm);
   CHECK(field(*mm, "inclusive_ns") == 2 * 102);  // two steps of 100 + 2 ns

@@ -3,9 +3,9 @@
 // forms, the vocab-parallel cross-entropy against at::cross_entropy on the full logits, and the
 // TP-aware dropout generators (same mask where replicated, different where sharded).
 // Prints each mismatch; exit code 0 only when everything matched.
-#include "mappings.h"
-#include "process_groups.h"
-#include "tp_layers.h"
+#include "parallel/mappings.h"
+#include "parallel/process_groups.h"
+#include "parallel/tp_layers.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <cstdio>

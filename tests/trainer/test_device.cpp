@@ -5,7 +5,7 @@
 // hard-coded CPU device shows up) and on an explicitly given CPU device. (A forward on the meta
 // device would check activations and buffers too, but libtorch 1.13 has no meta kernels for
 // index_select or layer_norm.)
-#include "process_groups.h"
+#include "parallel/process_groups.h"
 #include "trainer.h"
 #include "trainer_test_util.h"
 

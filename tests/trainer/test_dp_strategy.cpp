@@ -4,8 +4,8 @@
 // it and of the optimizer makeOptimizer picks for it gives the analytic gradients and SGD update
 // and holds the bytes ZeRO's closed forms give for N = 1. Multi-rank behaviour is the equivalence
 // tests' (test_equivalence.cpp).
-#include "dp_strategy.h"
-#include "optimizer.h"
+#include "data_parallel/dp_strategy.h"
+#include "optim/optimizer.h"
 
 #include <catch2/catch.hpp>
 

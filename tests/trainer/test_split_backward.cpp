@@ -2,10 +2,10 @@
 // backward of the same graph: B then W give the same input and weight gradients, W computes no
 // gradient on the input's path again, every weight's hook fires once, and a graph W cannot split
 // (a weight used twice) says so.
-#include "collectives.h"
-#include "model.h"
-#include "params.h"
-#include "split_backward.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "parallel/collectives.h"
+#include "pipeline/split_backward.h"
 
 #include <torch/torch.h>
 #include <catch2/catch.hpp>

@@ -2,7 +2,7 @@
 // alone shows the schedule -- each rank's forward/backward phases in the order of its action list
 // (schedule.h), with their stage, chunk and microbatch --, every send/recv with its peer and bytes,
 // and the recomputed forwards as such. Reads the trace with plain SQL (docs/trace-format.md).
-#include "schedule.h"
+#include "pipeline/schedule.h"
 #include "trainer_test_util.h"
 
 #include <sqlite3.h>

@@ -1,9 +1,9 @@
 // Unit tests without processes: the rank grid, the learning-rate schedule, the data's sample
 // assignment (same global batch on every layout) and TP sharding of initial weights.
-#include "data.h"
-#include "optimizer.h"
-#include "params.h"
-#include "rank_grid.h"
+#include "data/data.h"
+#include "model/params.h"
+#include "optim/optimizer.h"
+#include "parallel/rank_grid.h"
 
 #include <torch/optim/adamw.h>
 #include <catch2/catch.hpp>

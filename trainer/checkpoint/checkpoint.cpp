@@ -1,5 +1,5 @@
 // Per-rank checkpoint files through torch::serialize archives (see checkpoint.h).
-#include "checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <cstdio>
 #include <filesystem>

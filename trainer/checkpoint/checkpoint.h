@@ -5,7 +5,7 @@
 // device of the tensors they are copied into. It does not reshard: load into the same layout.
 #pragma once
 
-#include "tp_layers.h"
+#include "parallel/tp_layers.h"
 
 #include <string>
 #include <utility>

@@ -1,5 +1,5 @@
 // Deterministic samples from a text file or a synthetic sequence (see data.h).
-#include "data.h"
+#include "data/data.h"
 
 #include <fstream>
 #include <iterator>

@@ -2,7 +2,7 @@
 // optimizer states; gradients live in flat buckets, and each bucket's all-reduce (an average) is
 // launched from the AccumulateGrad hooks, strictly in bucket order, as soon as the step's last
 // microbatch has produced all its gradients, overlapping the rest of backward. No shards.
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 namespace gpttrain {
 namespace {

@@ -1,6 +1,6 @@
 // The factory of data-parallel strategies and the interface's shared defaults (see dp_strategy.h).
 // Each strategy lives in its own file; nothing here branches on what a strategy does.
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 #include <stdexcept>
 

@@ -10,9 +10,9 @@
 //   the optimizer: gradShard / paramShard / shardUpdated per bucket (sharded optimizers)
 #pragma once
 
-#include "grad_buckets.h"
-#include "param_units.h"
-#include "params.h"
+#include "data_parallel/grad_buckets.h"
+#include "data_parallel/param_units.h"
+#include "model/params.h"
 
 #include <memory>
 #include <string>

@@ -4,7 +4,7 @@
 // padded layout, so a shard of a bucket is a shard of parameters, gradients and moments alike;
 // after the update of a shard, every rank's shards are all-gathered. It does not step (see
 // optimizer_sharded.h).
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 namespace gpttrain {
 namespace {

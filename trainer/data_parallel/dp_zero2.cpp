@@ -5,7 +5,7 @@
 // the last --, its slice added to the rank's shard and the buffer freed; one reduction in flight
 // at a time. Full gradients thus live only for about a bucket. With one DP rank nothing is
 // reduced: the buffers are kept for the step and sliced in finish(). It does not step.
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 #include <torch/csrc/autograd/engine.h>
 

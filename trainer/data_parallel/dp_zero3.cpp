@@ -5,7 +5,7 @@
 // backward (summed over microbatches, one in flight while the layer below runs). The root
 // (embedding, position table, final LayerNorm) is gathered for a whole step and reduced after
 // backward. It does not step, and does not decide when layers run (model.cpp, recompute.h).
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 #include <map>
 #include <optional>

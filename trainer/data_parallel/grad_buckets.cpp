@@ -1,6 +1,6 @@
 // The bucket layout, buffers, hooks and reduction launch every DP strategy shares (see
 // grad_buckets.h).
-#include "grad_buckets.h"
+#include "data_parallel/grad_buckets.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 

@@ -5,8 +5,8 @@
 // strategy's (dp_plain.cpp, dp_zero1.cpp, dp_zero2.cpp, dp_zero3.cpp). No optimizer, no TP.
 #pragma once
 
-#include "collectives.h"
-#include "params.h"
+#include "model/params.h"
+#include "parallel/collectives.h"
 
 #include <torch/csrc/autograd/function_hook.h>
 

@@ -1,7 +1,7 @@
 // GPT forward for one stage and one microbatch (see model.h).
-#include "model.h"
+#include "model/model.h"
 
-#include "recompute.h"
+#include "model/recompute.h"
 
 #include <tracerun/annotate.h>
 

@@ -3,8 +3,8 @@
 // microbatch forward; it does not schedule microbatches or touch gradients.
 #pragma once
 
-#include "param_units.h"
-#include "tp_layers.h"
+#include "data_parallel/param_units.h"
+#include "parallel/tp_layers.h"
 
 #include <memory>
 #include <optional>

@@ -1,5 +1,5 @@
 // The model's forward and backward for the pipeline executor (see model_compute.h).
-#include "model_compute.h"
+#include "model/model_compute.h"
 
 #include <tracerun/annotate.h>
 

@@ -4,11 +4,11 @@
 #pragma once
 
 #include "config.h"
-#include "data.h"
-#include "dp_strategy.h"
-#include "model.h"
-#include "pipeline_executor.h"
-#include "split_backward.h"
+#include "data/data.h"
+#include "data_parallel/dp_strategy.h"
+#include "model/model.h"
+#include "pipeline/pipeline_executor.h"
+#include "pipeline/split_backward.h"
 
 #include <map>
 #include <memory>

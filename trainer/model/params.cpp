@@ -1,5 +1,5 @@
 // ParamSet: deterministic full-tensor initialisation and TP sharding (see params.h).
-#include "params.h"
+#include "model/params.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 

@@ -1,5 +1,5 @@
 // The recomputing autograd function (see recompute.h).
-#include "recompute.h"
+#include "model/recompute.h"
 
 #include <tracerun/annotate.h>
 #include <tracerun/torch_compat.h>

@@ -6,7 +6,7 @@
 // hooks fire as usual. It does not choose what to recompute (see model.h).
 #pragma once
 
-#include "tp_layers.h"
+#include "parallel/tp_layers.h"
 
 #include <functional>
 #include <memory>

@@ -1,7 +1,7 @@
 // The AdamW update, the learning-rate schedule and the optimizer factory (see optimizer.h).
-#include "optimizer.h"
+#include "optim/optimizer.h"
 
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,8 +4,8 @@
 // reduce gradients over DP (dp_strategy.h).
 #pragma once
 
-#include "collectives.h"
-#include "params.h"
+#include "model/params.h"
+#include "parallel/collectives.h"
 
 #include <memory>
 #include <string>

@@ -2,9 +2,9 @@
 // its full parameters and steps them from .grad(); the SP, tied-embedding and norm steps are
 // tp_grads.h's. No DP communication: the strategy has averaged the gradients already. With master
 // weights (bf16-mixed) it updates an fp32 copy of every parameter and rounds it into the parameter.
-#include "optimizer.h"
+#include "optim/optimizer.h"
 
-#include "tp_grads.h"
+#include "parallel/tp_grads.h"
 
 namespace gpttrain {
 namespace {

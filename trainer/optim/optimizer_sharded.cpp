@@ -5,9 +5,9 @@
 // clipping. With master weights (bf16-mixed) it keeps an fp32 copy of its shards, updates that and
 // rounds it into the bf16 shard. It does not reduce gradients or gather parameters for compute
 // (dp_strategy.h).
-#include "optimizer.h"
+#include "optim/optimizer.h"
 
-#include "dp_strategy.h"
+#include "data_parallel/dp_strategy.h"
 
 #include <algorithm>
 #include <cmath>

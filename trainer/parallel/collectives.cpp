@@ -1,5 +1,5 @@
 // Collectives with per-backend fallbacks (see collectives.h). Blocking except allReduceAsync.
-#include "collectives.h"
+#include "parallel/collectives.h"
 
 namespace gpttrain {
 namespace {

@@ -1,6 +1,6 @@
 // The autograd functions behind mappings.h: one small Function per mapping, each forward's dual
 // as its backward. The group rides along in saved_data as a capsule.
-#include "mappings.h"
+#include "parallel/mappings.h"
 
 namespace gpttrain {
 namespace {

@@ -6,7 +6,7 @@
 // one rank.
 #pragma once
 
-#include "collectives.h"
+#include "parallel/collectives.h"
 
 namespace gpttrain {
 

@@ -1,5 +1,5 @@
 // Rendezvous and group construction (see process_groups.h).
-#include "process_groups.h"
+#include "parallel/process_groups.h"
 
 #include <torch/cuda.h>
 #include <tracerun/traced_group.h>

@@ -2,8 +2,8 @@
 // built once and passed explicitly: no global state. It does not decide what runs on which group.
 #pragma once
 
-#include "collectives.h"
-#include "rank_grid.h"
+#include "parallel/collectives.h"
+#include "parallel/rank_grid.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // Sequence-parallel gradient sums and the TP-aware global gradient norm (see tp_grads.h).
-#include "tp_grads.h"
+#include "parallel/tp_grads.h"
 
 #include <cmath>
 

@@ -4,8 +4,8 @@
 // norm (each shard once, each replicated parameter once, each stage once) with clipping.
 #pragma once
 
-#include "collectives.h"
-#include "params.h"
+#include "model/params.h"
+#include "parallel/collectives.h"
 
 namespace gpttrain {
 

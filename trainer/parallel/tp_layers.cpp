@@ -1,5 +1,5 @@
 // Tensor-parallel layers and the vocab-parallel cross-entropy (see tp_layers.h).
-#include "tp_layers.h"
+#include "parallel/tp_layers.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>

@@ -3,8 +3,8 @@
 // They do not decide the model's structure (see model.h).
 #pragma once
 
-#include "mappings.h"
-#include "params.h"
+#include "model/params.h"
+#include "parallel/mappings.h"
 
 namespace gpttrain {
 

@@ -1,7 +1,7 @@
 // Chimera's chunks and its mirror-pair gradient sum (see chimera.h).
-#include "chimera.h"
+#include "pipeline/chimera.h"
 
-#include "grad_buckets.h"
+#include "data_parallel/grad_buckets.h"
 
 #include <algorithm>
 

@@ -3,9 +3,9 @@
 // of every stage. It does not schedule, and it does not apply the update.
 #pragma once
 
-#include "model.h"
-#include "params.h"
-#include "process_groups.h"
+#include "model/model.h"
+#include "model/params.h"
+#include "parallel/process_groups.h"
 
 #include <vector>
 

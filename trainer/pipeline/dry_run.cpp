@@ -1,5 +1,5 @@
 // Sleeping stand-ins for forward and backward (see dry_run.h).
-#include "dry_run.h"
+#include "pipeline/dry_run.h"
 
 #include <chrono>
 #include <thread>

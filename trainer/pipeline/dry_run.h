@@ -4,7 +4,7 @@
 // It trains nothing.
 #pragma once
 
-#include "pipeline_executor.h"
+#include "pipeline/pipeline_executor.h"
 
 namespace gpttrain {
 

@@ -1,6 +1,6 @@
 // The pipeline executor (see pipeline_executor.h): one switch over the action kinds, one method
 // per kind. Builds no schedule (schedule.h does) and computes nothing itself (PipelineCompute).
-#include "pipeline_executor.h"
+#include "pipeline/pipeline_executor.h"
 
 #include <tracerun/annotate.h>
 

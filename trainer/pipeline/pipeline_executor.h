@@ -6,8 +6,8 @@
 // microbatch); every send and receive as a scope with (peer global rank, bytes, microbatch, chunk).
 #pragma once
 
-#include "collectives.h"
-#include "schedule.h"
+#include "parallel/collectives.h"
+#include "pipeline/schedule.h"
 
 #include <vector>
 

@@ -1,5 +1,5 @@
 // 2bw's flag checks (see schedule_2bw.h); its action lists are the schedule library's.
-#include "schedule_2bw.h"
+#include "pipeline/schedule_2bw.h"
 
 namespace gpttrain {
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "config.h"
-#include "schedule.h"
+#include "pipeline/schedule.h"
 
 #include <tracerun/schedule/two_bw.h>
 

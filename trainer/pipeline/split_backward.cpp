@@ -1,6 +1,6 @@
 // zb-h1's split backward: the parting nodes, B with their gradients kept, W from them (see
 // split_backward.h).
-#include "split_backward.h"
+#include "pipeline/split_backward.h"
 
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>

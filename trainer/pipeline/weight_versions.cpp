@@ -1,5 +1,5 @@
 // Two weight versions per stage and the delayed update (see weight_versions.h).
-#include "weight_versions.h"
+#include "pipeline/weight_versions.h"
 
 #include <tracerun/annotate.h>
 

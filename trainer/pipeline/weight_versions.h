@@ -7,8 +7,8 @@
 // and runs the optimizer on it with the gradient the parameters hold (computed on V_b).
 #pragma once
 
-#include "dp_strategy.h"
-#include "params.h"
+#include "data_parallel/dp_strategy.h"
+#include "model/params.h"
 
 #include <functional>
 #include <string>

@@ -124,6 +124,7 @@ struct Edge {
   EdgeStyle style = EdgeStyle::kSolid;
   Role role = Role::kCall;
   Accent accent = Accent::kNone;
+  Metrics metrics;  // call: the callee's inclusive_ns and calls; flow: calls = links folded in
   double penwidth = 1.0;
   bool constraint = true;  // false: the edge does not influence the ranking (Graphviz constraint)
 };
