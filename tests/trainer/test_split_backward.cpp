@@ -1,7 +1,7 @@
-// zb-h1's split backward (trainer/split_backward.h) on small graphs, against libtorch's own full
-// backward of the same graph: B then W give the same input and weight gradients, W computes no
-// gradient on the input's path again, every weight's hook fires once, and a graph W cannot split
-// (a weight used twice) says so.
+// zb-h1's split backward (trainer/pipeline/split_backward.h) on small graphs, against libtorch's
+// own full backward of the same graph: B then W give the same input and weight gradients, W
+// computes no gradient on the input's path again, every weight's hook fires once, and a graph W
+// cannot split (a weight used twice) says so.
 #include "model/model.h"
 #include "model/params.h"
 #include "parallel/collectives.h"
