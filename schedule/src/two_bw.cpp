@@ -1,6 +1,6 @@
 // Building PipeDream-2BW's action lists (see two_bw.h): 1F1B over all microbatches of
 // several batches, each batch's update inserted after its last backward on the stage. Not the
-// weight versions (trainer/weight_versions.h).
+// weight versions (trainer/pipeline/weight_versions.h).
 #include "tracerun/schedule/two_bw.h"
 
 #include "tracerun/schedule/action_lists.h"

@@ -50,7 +50,7 @@ inline constexpr const char* kEngineEvaluateFunctionSymbol =
 // 2.x:  they derive from c10d::Backend (same collective signatures); c10d::ProcessGroup became a
 //       dispatching front. We hold the concrete backend, so the type we call is CollectiveGroup.
 // Gloo in 1.13 throws on reduce_scatter, _reduce_scatter_base, _allgather_base and vector
-// alltoall; callers choose fallbacks by getBackendName() (see trainer/collectives.h).
+// alltoall; callers choose fallbacks by getBackendName() (see trainer/parallel/collectives.h).
 // ---------------------------------------------------------------------------------------------
 #if defined(TRACERUN_COMPAT_C10D) && !defined(TRACERUN_COMPAT_C10D_DONE)
 #define TRACERUN_COMPAT_C10D_DONE

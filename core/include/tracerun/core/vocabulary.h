@@ -58,7 +58,7 @@ inline constexpr char kZero3GatherStart[] = "zero3_gather_start[all_gather_list+
 inline constexpr char kZero3GatherWait[] = "zero3_gather_wait";
 inline constexpr char kZero3ReduceWait[] = "zero3_reduce_wait";
 
-// ---- Collective fallbacks of trainer/collectives.cpp: op[implementation].
+// ---- Collective fallbacks of trainer/parallel/collectives.cpp: op[implementation].
 inline constexpr char kAllGatherBase[] = "all_gather[all_gather_base]";
 inline constexpr char kAllGatherListCat[] = "all_gather[all_gather_list+cat]";
 inline constexpr char kReduceScatterBase[] = "reduce_scatter[reduce_scatter_base]";
