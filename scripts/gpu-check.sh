@@ -25,6 +25,9 @@ BUILD_DIR=build-gpu
 PY=${TRACERUN_TORCH:-python3}
 PYABS=$(command -v "$PY" 2>/dev/null || true)
 RESULTS=${OUT:-$BUILD_DIR/gpu-check}
+# Where the build puts the launcher: interpose/CMakeLists.txt's add_executable(tracerun), no
+# RUNTIME_OUTPUT_DIRECTORY, so the binary sits in the build folder of interpose/.
+TRACERUN_BIN=$BUILD_DIR/interpose/tracerun
 mkdir -p "$RESULTS"
 LOG="$RESULTS/gpu-check.log"
 : >"$LOG"
@@ -62,8 +65,8 @@ if [ $BUILD_RC -ne 0 ]; then
   # Keep going with what was built (TRACERUN_KEEP_GOING): the tests of a missing target fail on
   # their own, the others still give their answers in this one GPU session.
   grep -E "error|FAILED" "$RESULTS/build.log" | head -n 30 | tee -a "$LOG"
-  if [ ! -x $BUILD_DIR/interpose/tracerun ] && [ ! -x $BUILD_DIR/tracerun ]; then
-    say "gpu-check: FAILED (build: no tracerun binary)"; exit 1
+  if [ ! -x "$TRACERUN_BIN" ]; then
+    say "gpu-check: FAILED (build: no tracerun binary at $TRACERUN_BIN)"; exit 1
   fi
   say "gpu-check: the build FAILED for some targets; running the tests anyway"
 fi
