@@ -19,6 +19,7 @@
 
 #include "analysis_builder.h"
 #include "e2e_common.h"
+#include "two_stage_1f1b.h"
 
 using namespace tracerun;
 using namespace tracerun::e2e;
@@ -102,50 +103,17 @@ std::string dataParallelTrace(const std::string& dir) {
   return tb.write(dir);
 }
 
-// A two-stage 1F1B pipeline, m = 2, one step: the schedule spelled out by hand.
+// A two-stage 1F1B pipeline, m = 2, one step: the schedule spelled out by hand
+// (two_stage_1f1b.h, shared with report_test.cpp's every-section trace).
 std::string pipelineTrace(const std::string& dir) {
   TraceBuilder tb(2);
-  const int64_t F = 10000, B = 20000;
-  auto phase = [&](int rank, const char* name, int64_t start, int64_t len, int mb) {
-    tb.span(rank, BSpan{"main",
-                        name,
-                        Category::kPhase,
-                        start,
-                        start + len,
-                        1,
-                        {{"stage", rank}, {"chunk", 0}, {"microbatch", mb}}});
-  };
-  auto msg = [&](int rank, const char* name, int peer, int mb, int64_t start, int64_t end) {
-    tb.span(rank, BSpan{"main",
-                        name,
-                        Category::kUser,
-                        start,
-                        end,
-                        1,
-                        {{"peer", peer}, {"microbatch", mb}, {"chunk", 0}}});
-  };
-  const int64_t t = 1000;
-  // Stage 0: F0 F1 B0 B1 (warm-up p - 1 = 1 forward, then 1F1B).
-  phase(0, "forward", t, F, 0);
-  msg(0, "send_forward", 1, 0, t + F, t + F);
-  phase(0, "forward", t + F, F, 1);
-  msg(0, "send_forward", 1, 1, t + 2 * F, t + 2 * F);
-  msg(0, "recv_backward", 1, 0, t + 2 * F, t + 2 * F + B);
-  phase(0, "backward", t + 2 * F + B, B, 0);
-  msg(0, "recv_backward", 1, 1, t + 2 * F + 2 * B, t + 3 * F + 2 * B);
-  phase(0, "backward", t + 3 * F + 2 * B, B, 1);
-  // Stage 1: F0 B0 F1 B1.
-  msg(1, "recv_forward", 0, 0, t, t + F);
-  phase(1, "forward", t + F, F, 0);
-  phase(1, "backward", t + 2 * F, B, 0);
-  msg(1, "send_backward", 0, 0, t + 2 * F + B, t + 2 * F + B);
-  msg(1, "recv_forward", 0, 1, t + 2 * F + B, t + 2 * F + B);
-  phase(1, "forward", t + 2 * F + B, F, 1);
-  phase(1, "backward", t + 3 * F + B, B, 1);
-  msg(1, "send_backward", 0, 1, t + 3 * F + 2 * B, t + 3 * F + 2 * B);
-  const int64_t end = t + 3 * F + 3 * B;
+  const TwoStage1F1B shape;
+  addTwoStage1F1B(tb, shape);
   for (int r = 0; r < 2; ++r) {
-    tb.span(r, BSpan{"main", "step", Category::kPhase, t - 500, end + 500, 0, {{"step", 1}}});
+    tb.span(
+        r,
+        BSpan{
+            "main", "step", Category::kPhase, shape.t - 500, shape.end() + 500, 0, {{"step", 1}}});
   }
   return tb.write(dir);
 }

@@ -16,6 +16,7 @@
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/shard_writer.h"
+#include "two_stage_1f1b.h"
 
 using namespace tracerun;
 using namespace tracerun::e2e;
@@ -69,25 +70,26 @@ std::string percent(double f) {
   return out;
 }
 
-// A trace where every section of the report has rows: a two-stage 1F1B pipeline (m = 2, one
-// step) whose phases run ops and autograd nodes, memory of every shown category on both ranks, the
-// stages' sends and receives, and a gradient all-reduce on each rank after the pipeline.
+// A trace where every section of the report has rows: the two-stage 1F1B pipeline of
+// report_diff_test.cpp (two_stage_1f1b.h: m = 2, one step) whose phases run ops and autograd
+// nodes, memory of every shown category on both ranks, the stages' sends and receives, and a
+// gradient all-reduce on each rank after the pipeline.
 std::string everySectionTrace(const std::string& dir) {
   using core::Category;
   using core::MemoryCategory;
   using testing::BSpan;
   testing::TraceBuilder tb(2);
-  const int64_t F = 10000, B = 20000, t = 1000;
+  const testing::TwoStage1F1B shape;
+  const int64_t t = shape.t;
   uint64_t ptr = 0x1000;
-  auto phase = [&](int rank, const char* name, int64_t start, int64_t len, int mb) {
-    tb.span(rank, BSpan{"main",
-                        name,
-                        Category::kPhase,
-                        start,
-                        start + len,
-                        1,
-                        {{"stage", rank}, {"chunk", 0}, {"microbatch", mb}}});
-    if (std::string(name) == "forward") {
+  for (int r = 0; r < 2; ++r) {
+    tb.memory(r, {t - 300, ptr++, 65536, MemoryCategory::kParameter, "aten::empty", "init"});
+    tb.memory(r, {t - 200, ptr++, 65536, MemoryCategory::kGradient, "aten::zeros", "init"});
+    tb.memory(r, {t - 100, ptr++, 131072, MemoryCategory::kOptimizerState, "aten::zeros_like",
+                  "optimizer"});
+  }
+  auto work = [&](int rank, bool forward, int64_t start, int64_t len, int mb) {
+    if (forward) {
       tb.span(rank, BSpan{"main",
                           "aten::addmm",
                           Category::kOp,
@@ -98,54 +100,22 @@ std::string everySectionTrace(const std::string& dir) {
                           "f32[8,16]"});
       tb.memory(rank, {start + 1500, ptr++, 4096 * (mb + 1), MemoryCategory::kActivation,
                        "aten::addmm", "forward"});
-    } else {
-      tb.span(rank, BSpan{"main", "AddmmBackward0", Category::kBackward, start + 1000,
-                          start + len - 1000, 2});
-      tb.span(rank, BSpan{"main",
-                          "aten::mm",
-                          Category::kOp,
-                          start + 2000,
-                          start + len - 2000,
-                          3,
-                          {},
-                          "f32[8,16]"});
-      tb.memory(rank,
-                {start + 2500, ptr++, 512, MemoryCategory::kTemporary, "aten::mm", "backward"});
+      return;
     }
-  };
-  auto msg = [&](int rank, const char* name, int peer, int mb, int64_t start, int64_t end) {
+    tb.span(rank, BSpan{"main", "AddmmBackward0", Category::kBackward, start + 1000,
+                        start + len - 1000, 2});
     tb.span(rank, BSpan{"main",
-                        name,
-                        Category::kUser,
-                        start,
-                        end,
-                        1,
-                        {{"peer", peer}, {"microbatch", mb}, {"chunk", 0}}});
+                        "aten::mm",
+                        Category::kOp,
+                        start + 2000,
+                        start + len - 2000,
+                        3,
+                        {},
+                        "f32[8,16]"});
+    tb.memory(rank, {start + 2500, ptr++, 512, MemoryCategory::kTemporary, "aten::mm", "backward"});
   };
-  for (int r = 0; r < 2; ++r) {
-    tb.memory(r, {t - 300, ptr++, 65536, MemoryCategory::kParameter, "aten::empty", "init"});
-    tb.memory(r, {t - 200, ptr++, 65536, MemoryCategory::kGradient, "aten::zeros", "init"});
-    tb.memory(r, {t - 100, ptr++, 131072, MemoryCategory::kOptimizerState, "aten::zeros_like",
-                  "optimizer"});
-  }
-  // Stage 0: F0 F1 B0 B1; stage 1: F0 B0 F1 B1.
-  phase(0, "forward", t, F, 0);
-  msg(0, "send_forward", 1, 0, t + F, t + F);
-  phase(0, "forward", t + F, F, 1);
-  msg(0, "send_forward", 1, 1, t + 2 * F, t + 2 * F);
-  msg(0, "recv_backward", 1, 0, t + 2 * F, t + 2 * F + B);
-  phase(0, "backward", t + 2 * F + B, B, 0);
-  msg(0, "recv_backward", 1, 1, t + 2 * F + 2 * B, t + 3 * F + 2 * B);
-  phase(0, "backward", t + 3 * F + 2 * B, B, 1);
-  msg(1, "recv_forward", 0, 0, t, t + F);
-  phase(1, "forward", t + F, F, 0);
-  phase(1, "backward", t + 2 * F, B, 0);
-  msg(1, "send_backward", 0, 0, t + 2 * F + B, t + 2 * F + B);
-  msg(1, "recv_forward", 0, 1, t + 2 * F + B, t + 2 * F + B);
-  phase(1, "forward", t + 2 * F + B, F, 1);
-  phase(1, "backward", t + 3 * F + B, B, 1);
-  msg(1, "send_backward", 0, 1, t + 3 * F + 2 * B, t + 3 * F + 2 * B);
-  const int64_t end = t + 3 * F + 3 * B;
+  testing::addTwoStage1F1B(tb, shape, work);
+  const int64_t end = shape.end();
   for (int r = 0; r < 2; ++r) {
     tb.span(r, BSpan{"async",
                      "gloo:all_reduce",
