@@ -140,18 +140,24 @@ void signature(const View& v, int n, const std::string& root, const std::string&
   out += ']';
 }
 
+// Adds y's sums and sources into x. `whole`: x is an "other" node standing for y's whole subtree,
+// so y's inclusive time and bytes count as x's own.
+void addSums(VNode& x, const VNode& y, bool whole) {
+  x.count = sat(x.count, y.count);
+  x.incl = sat(x.incl, y.incl);
+  x.excl = sat(x.excl, whole ? y.incl : y.excl);
+  x.bytes_incl = sat(x.bytes_incl, y.bytes_incl);
+  x.bytes_self = sat(x.bytes_self, whole ? y.bytes_incl : y.bytes_self);
+  x.comm_bytes = sat(x.comm_bytes, y.comm_bytes);
+  x.sources.insert(x.sources.end(), y.sources.begin(), y.sources.end());
+}
+
 // Merges subtree `b` into the (identically shaped) subtree `a`: sums, sources.
 void absorb(View& v, int a, int b) {
   VNode& x = v.nodes[static_cast<size_t>(a)];
   const VNode& y = v.nodes[static_cast<size_t>(b)];
-  x.count = sat(x.count, y.count);
-  x.incl = sat(x.incl, y.incl);
-  x.excl = sat(x.excl, y.excl);
-  x.bytes_self = sat(x.bytes_self, y.bytes_self);
-  x.bytes_incl = sat(x.bytes_incl, y.bytes_incl);
-  x.comm_bytes = sat(x.comm_bytes, y.comm_bytes);
+  addSums(x, y, false);
   if (x.group != y.group || y.several_groups) x.several_groups = true;
-  x.sources.insert(x.sources.end(), y.sources.begin(), y.sources.end());
   const std::vector<int> xc = x.children, yc = y.children;
   for (size_t k = 0; k < xc.size() && k < yc.size(); ++k) absorb(v, xc[k], yc[k]);
 }
@@ -303,14 +309,8 @@ void prune(View& v, int n, int drawnParent, double t, int maxDepth, int64_t tota
       continue;
     }
     droppedKids.push_back(c);
-    other.count = sat(other.count, y.count);
-    other.incl = sat(other.incl, y.incl);
-    other.excl = sat(other.excl, y.incl);
-    other.bytes_incl = sat(other.bytes_incl, y.bytes_incl);
-    other.bytes_self = sat(other.bytes_self, y.bytes_incl);
-    other.comm_bytes = sat(other.comm_bytes, y.comm_bytes);
+    addSums(other, y, true);
     other.dropped += subtreeSize(v, c);
-    other.sources.insert(other.sources.end(), y.sources.begin(), y.sources.end());
     other.members.push_back(y.name);
   }
   if (droppedKids.empty()) return;
@@ -455,20 +455,20 @@ struct Picture {
   Graph g;
   std::set<std::string> ids;
   std::vector<std::string> paths;  // per drawn node: its id
+
+  // The steps, in the order buildCallGraphGraph runs them.
+  void foldAndPrune();
+  void diffAgainstBase();
+  void scaleMetric();
+  std::string drawnId(size_t i);
+  std::string labelOf(size_t i) const;
+  void addDrawnNode(size_t i);
+  void addFlows(CallGraphGraphMap* map);
+  void titleAndCaption(size_t rankCount);
 };
 
 // ×N folds (unless --expand), then pruning to the threshold that fits the node budget.
-void foldAndPrune(Picture& pic) {
-  const auto& reader = pic.reader;
-  const auto& o = pic.o;
-  auto& cg = pic.cg;
-  auto& v = pic.v;
-  auto& total = pic.total;
-  auto& folds = pic.folds;
-  auto& wanted = pic.wanted;
-  auto& t = pic.t;
-  auto& budget = pic.budget;
-  auto& p = pic.p;
+void Picture::foldAndPrune() {
   v = View::from(cg, reader);
   total = v.nodes[0].incl;
   if (!o.expand) {
@@ -482,17 +482,7 @@ void foldAndPrune(Picture& pic) {
   prune(v, 0, -1, t, o.depth, total, p);
 }
 
-void diffAgainstBase(Picture& pic) {
-  const auto& reader = pic.reader;
-  const auto& o = pic.o;
-  const trace::TraceReader* base = pic.base;
-  auto& cg = pic.cg;
-  auto& v = pic.v;
-  auto& p = pic.p;
-  auto& change = pic.change;
-  auto& baseValue = pic.baseValue;
-  auto& inBase = pic.inBase;
-  auto& onlyInBase = pic.onlyInBase;
+void Picture::diffAgainstBase() {
   // Diff values, per drawn node: the base trace's inclusive value summed over its sources.
   change.assign(p.drawn.size(), 0.0);
   baseValue.assign(p.drawn.size(), 0);
@@ -546,38 +536,29 @@ double metricOf(const VNode& x, ColorBy by) {
 }
 
 // Colour scale: the metric over the drawn nodes' maximum (the root excluded).
-void scaleMetric(Picture& pic) {
-  pic.maxMetric = 0;
-  for (size_t i = 1; i < pic.p.drawn.size(); ++i) {
-    pic.maxMetric = std::max(
-        pic.maxMetric, metricOf(pic.v.nodes[static_cast<size_t>(pic.p.drawn[i])], pic.o.color_by));
+void Picture::scaleMetric() {
+  maxMetric = 0;
+  for (size_t i = 1; i < p.drawn.size(); ++i) {
+    maxMetric = std::max(maxMetric, metricOf(v.nodes[static_cast<size_t>(p.drawn[i])], o.color_by));
   }
 }
 
 // Drawn node i's id: its drawn parent's id and its name, made unique with "~k".
-std::string drawnId(Picture& pic, size_t i) {
-  const VNode& x = pic.v.nodes[static_cast<size_t>(pic.p.drawn[i])];
-  const int dp = pic.p.drawnParent[i];
-  std::string id = dp < 0 ? "all" : pic.paths[static_cast<size_t>(dp)] + "/" + idPiece(x.name);
-  if (pic.ids.count(id)) {
+std::string Picture::drawnId(size_t i) {
+  const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
+  const int dp = p.drawnParent[i];
+  std::string id = dp < 0 ? "all" : paths[static_cast<size_t>(dp)] + "/" + idPiece(x.name);
+  if (ids.count(id)) {
     const std::string stem = id + "~";
-    for (int k = 2; pic.ids.count(id); ++k) id = stem + std::to_string(k);
+    for (int k = 2; ids.count(id); ++k) id = stem + std::to_string(k);
   }
-  pic.ids.insert(id);
-  pic.paths[i] = id;
+  ids.insert(id);
+  paths[i] = id;
   return id;
 }
 
 // Drawn node i's label: name, times and share, calls, bytes, what it sent, its change.
-std::string labelOf(const Picture& pic, size_t i) {
-  const auto& o = pic.o;
-  const trace::TraceReader* base = pic.base;
-  const auto& v = pic.v;
-  const auto& total = pic.total;
-  const auto& p = pic.p;
-  const auto& change = pic.change;
-  const auto& baseValue = pic.baseValue;
-  const auto& inBase = pic.inBase;
+std::string Picture::labelOf(size_t i) const {
   const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
   const int dp = p.drawnParent[i];
   std::string label;
@@ -649,21 +630,13 @@ std::string tooltipOf(const VNode& x, bool root, const std::string& id) {
 }
 
 // Drawn node i as a Node (its role and numbers) and the edge from its drawn parent.
-void addDrawnNode(Picture& pic, size_t i) {
-  const auto& o = pic.o;
-  const trace::TraceReader* base = pic.base;
-  auto& v = pic.v;
-  auto& total = pic.total;
-  auto& p = pic.p;
-  auto& change = pic.change;
-  auto& maxMetric = pic.maxMetric;
-  auto& g = pic.g;
+void Picture::addDrawnNode(size_t i) {
   const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
   const int dp = p.drawnParent[i];
   Node node;
-  node.id = drawnId(pic, i);
+  node.id = drawnId(i);
   node.fold = x.fold;
-  node.label = labelOf(pic, i);
+  node.label = labelOf(i);
   node.tooltip = tooltipOf(x, dp < 0, node.id);
   node.metrics.inclusive_ns = x.incl;
   node.metrics.self_ns = x.excl;
@@ -703,13 +676,7 @@ void addDrawnNode(Picture& pic, size_t i) {
 }
 
 // Flows (forward -> backward and others) between the drawn representatives of their ends.
-void addFlows(Picture& pic, CallGraphGraphMap* map) {
-  const auto& o = pic.o;
-  auto& cg = pic.cg;
-  auto& v = pic.v;
-  auto& total = pic.total;
-  auto& p = pic.p;
-  auto& g = pic.g;
+void Picture::addFlows(CallGraphGraphMap* map) {
   // Flows (forward -> backward and others) between the drawn representatives of their ends: each
   // analysis node belongs to one view node (folded copies to their first member), whose drawn
   // representative is itself or the "other" node or ancestor that hides it.
@@ -764,20 +731,7 @@ void addFlows(Picture& pic, CallGraphGraphMap* map) {
 }
 
 // The title and caption: the total, the colouring, what pruning, folds and the depth hid.
-void titleAndCaption(Picture& pic, size_t rankCount) {
-  const auto& reader = pic.reader;
-  const auto& o = pic.o;
-  const trace::TraceReader* base = pic.base;
-  auto& cg = pic.cg;
-  auto& v = pic.v;
-  auto& total = pic.total;
-  auto& folds = pic.folds;
-  auto& wanted = pic.wanted;
-  auto& t = pic.t;
-  auto& budget = pic.budget;
-  auto& p = pic.p;
-  auto& onlyInBase = pic.onlyInBase;
-  auto& g = pic.g;
+void Picture::titleAndCaption(size_t rankCount) {
   const std::string file = reader.path();
   // Title and caption.
   g.title = "call graph \u00b7 " + file + " \u00b7 " +
@@ -828,13 +782,13 @@ void titleAndCaption(Picture& pic, size_t rankCount) {
 Graph buildCallGraphGraph(const trace::TraceReader& reader, const CallGraphGraphOptions& o,
                           const trace::TraceReader* base, CallGraphGraphMap* map) {
   Picture pic(reader, o, base, readCallGraph(reader, o));
-  foldAndPrune(pic);
-  diffAgainstBase(pic);
-  scaleMetric(pic);
+  pic.foldAndPrune();
+  pic.diffAgainstBase();
+  pic.scaleMetric();
   pic.paths.assign(pic.p.drawn.size(), std::string());
-  for (size_t i = 0; i < pic.p.drawn.size(); ++i) addDrawnNode(pic, i);
-  addFlows(pic, map);
-  titleAndCaption(pic, reader.ranks().size());
+  for (size_t i = 0; i < pic.p.drawn.size(); ++i) pic.addDrawnNode(i);
+  pic.addFlows(map);
+  pic.titleAndCaption(reader.ranks().size());
   if (map) map->analysis = std::move(pic.cg);
   return std::move(pic.g);
 }
