@@ -152,6 +152,7 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   for (const RankCommStats& s : r.comm.ranks) {
     r.comm_overlap.push_back(s.comm_ns > 0 ? double(s.overlap_ns) / double(s.comm_ns) : -1.0);
   }
+  r.gpu = analyzeGpu(reader);
   return r;
 }
 

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu_report.h"
+
 namespace tracerun::trace::analysis {
 
 namespace {
@@ -190,6 +192,7 @@ std::string reportJson(const Report& r, int indent) {
                               {"unmatched_recvs", s.unmatched_recvs}});
   }
   j["comm"] = cj;
+  if (r.gpu.present()) j["gpu"] = gpuReportJson(r.gpu);  // no GPU records: no key
 
   ordered_json sj;
   sj["dropped_events"] = r.dropped_events;

@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "gpu_report.h"
 #include "tracerun/trace/format.h"  // durations, bytes
 
 namespace tracerun::trace::analysis {
@@ -216,6 +217,7 @@ std::string reportText(const Report& r) {
   line("");
   commSection(r, line);
   line("");
+  if (r.gpu.present()) line.text += gpuReportText(r.gpu) + "\n";  // no GPU records: no section
   statsSection(r, line);
   return line.text;
 }

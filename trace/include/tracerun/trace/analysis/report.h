@@ -14,6 +14,7 @@
 
 #include "tracerun/trace/analysis/comm.h"
 #include "tracerun/trace/analysis/critical_path.h"
+#include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/analysis/memory.h"
 #include "tracerun/trace/analysis/pipeline.h"
 #include "tracerun/trace/reader.h"
@@ -80,6 +81,7 @@ struct Report {
   std::vector<OpRow> top_ops;                        // by self time, summed over ranks
   CommAnalysis comm;
   std::vector<double> comm_overlap;  // per comm.ranks row: overlap_ns / comm_ns; -1 without comm
+  GpuAnalysis gpu;                   // present() only with kernel or copy spans on GPU streams
   std::vector<StatRow> stats;
   int64_t dropped_events = 0;
   std::vector<std::string> lost;  // one line per stat with severity error ("rank 1: x = 3")

@@ -1,0 +1,36 @@
+// analyzeGpu (see gpu.h): reads the streams once and runs the GPU analyses over them, one device
+// at a time, then the kernel table and the stragglers across ranks. Computes nothing itself.
+#include "tracerun/trace/analysis/gpu.h"
+
+#include "gpu_activity.h"
+
+namespace tracerun::trace::analysis {
+
+const GpuDevice* GpuAnalysis::device(int rank, int dev) const {
+  for (const GpuDevice& d : devices) {
+    if (d.rank == rank && d.device == dev) return &d;
+  }
+  return nullptr;
+}
+
+GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options) {
+  GpuAnalysis out;
+  out.options = options;
+  const std::vector<gpu::StreamActivities> streams = gpu::readActivities(reader);
+  // Streams come by rank, then device: each run of one (rank, device) is a device.
+  for (size_t i = 0; i < streams.size();) {
+    std::vector<const gpu::StreamActivities*> dev;
+    size_t j = i;
+    for (; j < streams.size() && streams[j].rank == streams[i].rank &&
+           streams[j].device == streams[i].device;
+         ++j)
+      dev.push_back(&streams[j]);
+    out.devices.push_back(gpu::analyzeDevice(dev, options));
+    i = j;
+  }
+  out.kernels = gpu::kernelTable(reader, streams);
+  out.stragglers = gpu::stragglers(streams, &out.collectives);
+  return out;
+}
+
+}  // namespace tracerun::trace::analysis

@@ -1,0 +1,68 @@
+// The GPU analyses' private parts (see tracerun/trace/analysis/gpu.h): the activities of each
+// stream as they read them from the trace, interval arithmetic, HTA's gap rule, and the steps
+// analyzeGpu runs (device breakdown, kernel table, stragglers), each in its own gpu_*.cpp. Not a
+// public API: dot/ and viewer/ call analyzeGpu.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tracerun/trace/analysis/gpu.h"
+
+namespace tracerun::trace::analysis::gpu {
+
+// An activity whose launching op no flow names.
+inline constexpr int64_t kNoLaunch = INT64_MIN;
+
+// One kernel, copy or set on a stream.
+struct Activity {
+  int64_t start = 0, end = 0;
+  int64_t launch = kNoLaunch;  // the launching op's start
+  core::StringId name = 0;
+  GpuKind kind = GpuKind::kCompute;
+  bool kernel = true;  // category kernel (else memcpy: a copy or set)
+};
+
+// One stream's activities in start order.
+struct StreamActivities {
+  int rank = 0, device = 0;
+  int64_t track = 0, stream = 0;
+  std::vector<Activity> items;
+};
+
+// "cuda:D stream S" (interpose/cuda's streamTrackName) -> D, S. False for any other name.
+bool parseStreamTrackName(std::string_view name, int* device, int64_t* stream);
+
+// Every stream track's kernel and memcpy spans with their launch times (gpu_activity.cpp), by
+// rank, device, stream.
+std::vector<StreamActivities> readActivities(const TraceReader& reader);
+
+// Intervals [start, end).
+using Interval = std::pair<int64_t, int64_t>;
+// Sorted, merged (touching intervals merge, as HTA's merge_kernel_intervals does not; the length
+// is the same).
+std::vector<Interval> unionOf(std::vector<Interval> v);
+int64_t lengthOf(const std::vector<Interval>& merged);
+int64_t intersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+// HTA's idle category of the gap [gap_start, gap_end) before an activity launched at `launch`
+// (kNoLaunch: unknown, never host wait), added to `idle`. Empty or negative gaps add nothing.
+void addGap(int64_t gap_start, int64_t gap_end, int64_t launch, int64_t kernel_wait_ns,
+            GpuIdle& idle);
+
+// Nearest-rank percentile q in (0, 1] of sorted values; 0 when empty.
+int64_t percentile(const std::vector<int64_t>& sorted, double q);
+
+// One device's numbers from its streams (gpu_device.cpp).
+GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams,
+                        const GpuOptions& options);
+// The kernel table over every stream (gpu_kernels.cpp).
+std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
+                                      const std::vector<StreamActivities>& streams);
+// Collectives matched across ranks and each rank's lateness (gpu_stragglers.cpp).
+std::vector<GpuStraggler> stragglers(const std::vector<StreamActivities>& streams,
+                                     int64_t* collectives);
+
+}  // namespace tracerun::trace::analysis::gpu

@@ -1,0 +1,93 @@
+// One device's GPU numbers (see gpu.h): HTA's temporal breakdown (window, busy, idle, compute,
+// communication, memory time as unions), its idle-time breakdown per stream and over the device,
+// communication-computation overlap and launch delays. Pure: takes the streams read by
+// gpu_activity.cpp, reads nothing.
+#include <algorithm>
+#include <array>
+
+#include "gpu_activity.h"
+
+namespace tracerun::trace::analysis::gpu {
+
+namespace {
+
+// HTA's per-stream idle breakdown: the gap before each activity, after the stream's previous
+// ones (their latest end), classified by addGap.
+GpuStream analyzeStream(const StreamActivities& s, const GpuOptions& o) {
+  GpuStream out;
+  out.track = s.track;
+  out.stream = s.stream;
+  out.activities = static_cast<int64_t>(s.items.size());
+  std::vector<Interval> iv;
+  iv.reserve(s.items.size());
+  int64_t end = INT64_MIN;
+  for (const Activity& a : s.items) {
+    iv.emplace_back(a.start, a.end);
+    if (end != INT64_MIN) addGap(end, a.start, a.launch, o.kernel_wait_ns, out.idle);
+    end = std::max(end, a.end);
+  }
+  out.busy_ns = lengthOf(unionOf(std::move(iv)));
+  out.start_ns = s.items.front().start;
+  out.end_ns = end;
+  return out;
+}
+
+GpuDelayStats delayStats(std::vector<int64_t> delays, const GpuOptions& o) {
+  GpuDelayStats st;
+  std::sort(delays.begin(), delays.end());
+  st.count = static_cast<int64_t>(delays.size());
+  st.p50_ns = percentile(delays, 0.50);
+  st.p95_ns = percentile(delays, 0.95);
+  st.max_ns = delays.empty() ? 0 : delays.back();
+  st.outliers = static_cast<int64_t>(
+      delays.end() - std::upper_bound(delays.begin(), delays.end(), o.launch_outlier_ns));
+  return st;
+}
+
+}  // namespace
+
+GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, const GpuOptions& o) {
+  GpuDevice d;
+  d.rank = streams.front()->rank;
+  d.device = streams.front()->device;
+  std::vector<Activity> all;
+  for (const StreamActivities* s : streams) {
+    d.streams.push_back(analyzeStream(*s, o));
+    all.insert(all.end(), s->items.begin(), s->items.end());
+  }
+  // Ties at one start: the activity with the earliest (or unknown) launch decides the gap, so
+  // host wait is never claimed for a gap another activity could have filled.
+  std::sort(all.begin(), all.end(), [](const Activity& a, const Activity& b) {
+    return a.start != b.start ? a.start < b.start : a.launch < b.launch;
+  });
+  std::array<std::vector<Interval>, 3> byKind;
+  std::vector<int64_t> delays;
+  int64_t end = INT64_MIN;
+  for (const Activity& a : all) {
+    if (end != INT64_MIN && a.start > end) addGap(end, a.start, a.launch, o.kernel_wait_ns, d.idle);
+    end = std::max(end, a.end);
+    byKind[static_cast<size_t>(a.kind)].emplace_back(a.start, a.end);
+    (a.kernel ? d.kernels : d.copies) += 1;
+    if (a.launch != kNoLaunch) {
+      ++d.launched;
+      delays.push_back(std::max<int64_t>(0, a.start - a.launch));
+    }
+  }
+  d.start_ns = all.front().start;
+  d.end_ns = end;
+  d.window_ns = d.end_ns - d.start_ns;
+  std::vector<Interval> every;
+  for (const auto& k : byKind) every.insert(every.end(), k.begin(), k.end());
+  d.busy_ns = lengthOf(unionOf(std::move(every)));
+  d.idle_ns = d.window_ns - d.busy_ns;
+  const auto compute = unionOf(byKind[static_cast<size_t>(GpuKind::kCompute)]);
+  const auto comm = unionOf(byKind[static_cast<size_t>(GpuKind::kComm)]);
+  d.compute_ns = lengthOf(compute);
+  d.comm_ns = lengthOf(comm);
+  d.memory_ns = lengthOf(unionOf(byKind[static_cast<size_t>(GpuKind::kMemory)]));
+  d.comm_compute_overlap_ns = intersectionLength(comm, compute);
+  d.launch = delayStats(std::move(delays), o);
+  return d;
+}
+
+}  // namespace tracerun::trace::analysis::gpu
