@@ -51,6 +51,7 @@ foreach(_library tracerun_capture tracerun_nccl)
 endforeach()
 if(TARGET tracerun_capture)  # the Python module hooks, at lib/tracerun-python beside the library
   install(FILES ${PROJECT_SOURCE_DIR}/interpose/python/sitecustomize.py
+                ${PROJECT_SOURCE_DIR}/interpose/python/_tracerun_training.py
           DESTINATION lib/tracerun-python)
 endif()
 

@@ -3,10 +3,13 @@
 # trace: name = module path ("layer1.0.conv1"), detail = "TYPE in=SHAPES out=SHAPES", arguments
 # params (the module's parameter count, children included) and shard (-1). It records through
 # libtracerun's C entry points (tracerun_annotate_scope_begin/end, via ctypes); it does not import
-# torch itself, changes no result of the program, and records no backward module scopes.
+# torch itself, changes no result of the program, and records no backward module scopes. It also
+# installs _tracerun_training.py (beside it): memory categories of parameters, gradients and
+# optimizer state, and a "step" phase span per optimizer step.
 #
 # - Installed when torch.nn.modules.module is first imported (a post-import hook), and only while
-#   libtracerun captures with "scopes" in its capture words; otherwise it costs one import finder.
+#   libtracerun captures: module scopes with "scopes" in its capture words, memory categories with
+#   "memory", steps with "scopes"; otherwise it costs one import finder.
 # - The sitecustomize module this file shadows (Debian's /etc/python3.X/sitecustomize.py, or one
 #   on the user's PYTHONPATH) still runs: it is loaded after ours.
 # - A module called with no module forward open is a root: its path is its type name ("ResNet"),
@@ -61,7 +64,16 @@ def _install(module_module):
     except AttributeError:
         return  # libtracerun is not loaded in this process
     capturing.restype = ctypes.c_int
-    if capturing() == 0 or "scopes" not in _capture_words():
+    if capturing() == 0:
+        return
+    words = _capture_words()
+    try:  # memory categories and step spans (_tracerun_training.py), before the module scopes
+        import _tracerun_training
+
+        _tracerun_training.install(lib, words, module_module)
+    except Exception as e:
+        sys.stderr.write("tracerun: training hooks not installed: %s\n" % e)
+    if "scopes" not in words:
         return
     if not hasattr(module_module, "register_module_forward_pre_hook"):
         sys.stderr.write("tracerun: this torch has no global module hooks; no module scopes\n")

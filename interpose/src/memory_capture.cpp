@@ -4,6 +4,9 @@
 // CUDA's caching allocator is covered by interpose/cuda/cuda_alloc_capture.cpp (libtorch's
 // allocator trace tracker; built only where libtorch has CUDA), which registers its own hooks and
 // records into the same per-thread buffers, with device_type 1.
+// Also defines tracerun_annotate_tag_memory (annotate_abi.h): a category set on blocks already
+// allocated, written as a record of 0 bytes (it needs this file's state: whether memory is on, the
+// CPU's live bytes). It does not touch the blocks' headers (a caller's pointer may not be ours).
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
@@ -35,7 +38,8 @@ static_assert(sizeof(Header) <= kHeaderBytes);
 
 std::atomic<bool> gMemoryOn{false};  // this capture records memory
 
-void record(void* ptr, int64_t bytes, int64_t total, uint8_t category) noexcept {
+void record(void* ptr, int64_t bytes, int64_t total, uint8_t category, int8_t deviceType = 0,
+            int8_t deviceIndex = -1) noexcept {
   ThreadState* t = threadState();
   if (t == nullptr) {
     if (capturing()) countStat(Stat::kMemoryUnrecorded);
@@ -57,8 +61,8 @@ void record(void* ptr, int64_t bytes, int64_t total, uint8_t category) noexcept 
   // Built in place in the ring slot, as spans are (see RecordRing::reserve).
   new (ring.pending(0)) core::MemoryRecord{core::RecordKind::kMemory,
                                            static_cast<core::MemoryCategory>(category),
-                                           0,
-                                           -1,
+                                           deviceType,
+                                           deviceIndex,
                                            op,
                                            core::nowNs(),
                                            reinterpret_cast<uint64_t>(ptr),
@@ -142,3 +146,23 @@ CaptureHooks memoryCaptureHooks() {
 }
 
 }  // namespace tracerun::interpose
+
+#define TRACERUN_ANNOTATE_WEAK  // the definition below is the strong one
+#include "tracerun/annotate_abi.h"
+
+extern "C" __attribute__((visibility("default"))) void tracerun_annotate_tag_memory(
+    const uint64_t* ptrs, int n, int device_type, int device_index, int category, int64_t total) {
+  using namespace tracerun::interpose;
+  if (ptrs == nullptr || n <= 0 || !gMemoryOn.load(std::memory_order_relaxed)) return;
+  if (category <= 0 || category >= static_cast<int>(tracerun::core::MemoryCategory::kCount)) return;
+  if (device_type < 0 || device_type > 127 || device_index < -1 || device_index > 127) return;
+  if (total < 0) {
+    if (device_type != 0) return;  // another device's live bytes are not ours to know
+    total = gLiveBytes.load(std::memory_order_relaxed);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (ptrs[i] == 0) continue;
+    record(reinterpret_cast<void*>(ptrs[i]), 0, total, static_cast<uint8_t>(category),
+           static_cast<int8_t>(device_type), static_cast<int8_t>(device_index));
+  }
+}

@@ -186,3 +186,40 @@ TEST_CASE("memory: forEachMemory streams the rows memory() returns", "[analysis]
   CHECK(same);
   CHECK(rows.size() > 40);
 }
+
+// Tags written after the allocation (tracerun_annotate_tag_memory's records of 0 bytes): the live
+// block at the pointer takes the category for its whole allocation, the last tag wins, a tag on a
+// pointer with no live block (never allocated, or already freed) changes nothing.
+TEST_CASE("memory: a record of 0 bytes re-tags the live block at its pointer",
+          "[analysis][memory]") {
+  TraceBuilder tb;
+  auto mem = [&](int64_t ts, uint64_t ptr, int64_t bytes, MemoryCategory c) {
+    tb.memory(0, BMemory{ts, ptr, bytes, c, "", ""});
+  };
+  mem(10, 0x100, 1000, MemoryCategory::kUnknown);  // a parameter made before any tag
+  mem(20, 0x200, 300, MemoryCategory::kUnknown);   // a gradient, tagged once
+  mem(30, 0x300, 70, MemoryCategory::kUnknown);    // freed, then its address tagged: stays other
+  mem(40, 0x400, 5, MemoryCategory::kGradient);    // re-tagged: the last tag wins
+  mem(50, 0x300, -70, MemoryCategory::kUnknown);
+  mem(60, 0x100, 0, MemoryCategory::kParameter);
+  mem(61, 0x200, 0, MemoryCategory::kGradient);
+  mem(62, 0x300, 0, MemoryCategory::kOptimizerState);
+  mem(63, 0x999, 0, MemoryCategory::kParameter);  // no block there
+  mem(64, 0x400, 0, MemoryCategory::kOptimizerState);
+  mem(70, 0x500, 100, MemoryCategory::kUnknown);  // after the tags, at a new address: other
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("memory_tags")));
+  const auto a = analyzeMemory(reader, {-1, 16, 5});
+  REQUIRE(a.devices.size() == 1);
+  const auto& cpu = a.devices[0];
+  CHECK(cpu.peak_bytes == 1000 + 300 + 5 + 100);  // above 1000 + 300 + 70 + 5 at t=40
+  CHECK(cpu.allocations == 5);
+  CHECK(cpu.frees == 1);
+  CHECK(cpu.unmatched_frees == 0);
+  CHECK(at(cpu.at_peak, MemoryCategory::kParameter) == 1000);
+  CHECK(at(cpu.at_peak, MemoryCategory::kGradient) == 300);
+  CHECK(at(cpu.at_peak, MemoryCategory::kOptimizerState) == 5);
+  CHECK(at(cpu.at_peak, MemoryCategory::kOther) == 100);
+  // Allocated bytes by category follow the tags too (the parameter counts from t=10).
+  CHECK(at(cpu.allocated, MemoryCategory::kParameter) == 1000);
+  CHECK(at(cpu.allocated, MemoryCategory::kOther) == 70 + 100);
+}

@@ -37,6 +37,17 @@ TRACERUN_ANNOTATE_WEAK int64_t tracerun_annotate_scope_begin(int kind, const cha
                                                              const tracerun_annotate_arg* args,
                                                              int n);
 TRACERUN_ANNOTATE_WEAK void tracerun_annotate_scope_end(int64_t token, const char* detail);
+// Sets the memory category of blocks that are already allocated (parameters made before any tag,
+// gradients made by autograd, an optimizer's state): ptrs[0..n) are the blocks' base addresses
+// (a tensor's storage data pointer) on one device (device_type 0 = CPU with device_index -1, 1 =
+// CUDA). Each block's whole allocation takes the category (the analysis reads the last tag before
+// its free); a pointer that is not a live block is ignored by the analysis. `total` is the device's
+// live bytes now, as its allocation records count them; < 0 on the CPU means tracerun's own count,
+// and on another device that no record is written. Defined in annotate_entry.cpp; no-op unless
+// memory is being captured.
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_tag_memory(const uint64_t* ptrs, int n,
+                                                         int device_type, int device_index,
+                                                         int category, int64_t total);
 }
 
 namespace tracerun {

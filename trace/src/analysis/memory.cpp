@@ -1,7 +1,8 @@
 // Memory analysis (see memory.h). Per rank: one pass over the thread tracks for the context
 // (outermost op intervals, forward and backward time), then three streamed passes over the memory
-// events: classify each allocation when it is freed; replay live bytes by category for the peak
-// and the timeline; replay up to each device's peak for the largest live allocations.
+// events: classify each allocation when it is freed (a record of 0 bytes re-tags a live block);
+// replay live bytes by category for the peak and the timeline; replay up to each device's peak
+// for the largest live allocations.
 //
 // Sections: span context · classification pass · replay pass · peak live-set pass · entry point
 #include "tracerun/trace/analysis/memory.h"
@@ -179,6 +180,14 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
       }
       st.category[static_cast<size_t>(it->second.ordinal)] = classify(it->second, m.ts_ns, ctx, d);
       map.erase(it);
+    } else if (m.category != MemoryCategory::kUnknown) {
+      // A tag (0 bytes, tracerun_annotate_tag_memory): the live block at ptr takes the category
+      // for its whole allocation; the last tag before its free wins. No block there: ignored.
+      auto it = map.find(m.ptr);
+      if (it != map.end() &&
+          static_cast<int>(m.category) < static_cast<int>(MemoryCategory::kCount)) {
+        it->second.tag = m.category;
+      }
     }
   });
   for (auto& [key, map] : live) {

@@ -1,0 +1,280 @@
+# tracerun's training hooks for unmodified Python programs (loaded by sitecustomize.py, which
+# tracerun's launcher puts first on PYTHONPATH): memory categories and step boundaries. Not the
+# module scopes (sitecustomize.py) and not the classification of untagged memory (the analysis's
+# lifetime rule, trace/src/analysis/memory.cpp).
+#
+# Memory categories, with the meanings of PyTorch's memory profiler (torch/profiler/
+# _memory_profiler.py), tagged through libtracerun's tracerun_annotate_tag_memory (a block's whole
+# allocation takes the category; one record per tagged storage, docs/report.md):
+# - parameter: every nn.Module's own parameters, at each of its forwards (so storages that move or
+#   are gathered, e.g. FSDP's flat parameters, are tagged where they live), and the optimizer's
+#   parameters at each step;
+# - gradient: the .grad of the optimizer's parameters, just before each step (DDP's bucket views
+#   share one storage: tagged, and counted, once);
+# - optimizer state: the tensors of optimizer.state, just after each step;
+# - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
+# Cost: one ctypes call per module forward that has parameters, and three per optimizer step.
+#
+# Steps: each optimizer step ends a "step" phase span (argument step = 0, 1, ...) that opened at the
+# first module forward after the previous step, and runs inside an "optimizer" phase span: the same
+# spans gpttrain's tracerun::Step and PhaseScope make, so per-step views work on user programs.
+# Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
+# wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
+# installs its own.
+import ctypes
+import sys
+import threading
+import weakref
+
+_PARAMETER, _GRADIENT, _OPTIMIZER_STATE = 1, 2, 3  # tracerun::MemoryCategory
+_KIND_PHASE = 1  # tracerun::ScopeKind::kPhase
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+
+class _Tagger:
+    """Tags tensors' storages with a memory category, batched by device (one C call each)."""
+
+    def __init__(self, lib):
+        self._tag = lib["tracerun_annotate_tag_memory"]
+        self._tag.restype = None
+        self._tag.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_int, ctypes.c_int64]
+
+    @staticmethod
+    def base(t):
+        """(device key, the storage's base address) of tensor t, or None."""
+        dev = t.device
+        if dev.type == "cpu":
+            key = (0, -1)
+        elif dev.type == "cuda":
+            key = (1, dev.index if dev.index is not None else 0)
+        else:
+            return None
+        ptr = t.data_ptr() - t.storage_offset() * t.element_size()
+        return (key, ptr) if ptr else None
+
+    def tag(self, tensors, category):
+        by_device = {}
+        for t in tensors:
+            b = self.base(t)
+            if b is not None:
+                by_device.setdefault(b[0], []).append(b[1])
+        for (dtype, dindex), ptrs in by_device.items():
+            total = -1
+            if dtype == 1:
+                total = _cuda_live_bytes(dindex)
+            arr = (ctypes.c_uint64 * len(ptrs))(*ptrs)
+            self._tag(arr, len(ptrs), dtype, dindex, category, total)
+
+
+def _cuda_live_bytes(index):
+    """The device's live bytes as tracerun's CUDA allocation records count them (requested)."""
+    import torch
+
+    stats = torch.cuda.memory_stats(index)
+    return int(stats.get("requested_bytes.all.current", stats.get("allocated_bytes.all.current", 0)))
+
+
+class _Steps:
+    """The "step" and "optimizer" phase spans around optimizer steps, on the training thread."""
+
+    def __init__(self, lib):
+        self._begin = lib["tracerun_annotate_scope_begin"]  # own object: argtypes differ
+        self._begin.restype = ctypes.c_int64
+        self._begin.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                ctypes.POINTER(_Arg), ctypes.c_int]
+        self._end = lib["tracerun_annotate_scope_end"]
+        self._end.restype = None
+        self._end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
+        self.step = 0
+        self._open = None  # (thread id, token) of the open step span
+        self._optimizer = None  # (thread id, token) of the open optimizer span
+
+    def forward(self):
+        if self._open is None:
+            args = (_Arg * 1)(_Arg(b"step", self.step))
+            token = self._begin(_KIND_PHASE, b"step", None, args, 1)
+            if token > 0:
+                self._open = (threading.get_ident(), token)
+
+    def before_update(self):
+        if self._optimizer is None:
+            token = self._begin(_KIND_PHASE, b"optimizer", None, None, 0)
+            if token > 0:
+                self._optimizer = (threading.get_ident(), token)
+
+    def after_update(self):
+        me = threading.get_ident()
+        if self._optimizer is not None and self._optimizer[0] == me:
+            self._end(self._optimizer[1], None)
+        self._optimizer = None
+        if self._open is not None and self._open[0] == me:
+            self._end(self._open[1], None)
+            self._open = None
+            self.step += 1
+
+
+def install(lib, words, module_module):
+    """Installs the hooks for the capture words (a set); call before the module-scope hooks, so
+    that a step span opens outside the first module's scope."""
+    memory = "memory" in words
+    steps = _Steps(lib) if "scopes" in words else None
+    tagger = _Tagger(lib) if memory else None
+    if tagger is None and steps is None:
+        return
+    # module -> (its own parameters, their last base addresses, whether they ever moved)
+    own = weakref.WeakKeyDictionary()
+
+    def pre_forward(module, inputs):
+        try:
+            if steps is not None:
+                steps.forward()
+            if tagger is None:
+                return None
+            info = own.get(module)
+            if info is None:
+                params = tuple(p for p in module._parameters.values() if p is not None)
+                info = own[module] = [params, None, False]
+            params = info[0]
+            if not params:
+                return None
+            bases = tuple(p.data_ptr() for p in params)
+            if bases != info[1] or info[2]:
+                # A storage that moved once (to a device, gathered by FSDP) may come back at the
+                # same address as a new block: such a module is tagged at every forward.
+                info[2] = info[2] or info[1] is not None
+                info[1] = bases
+                tagger.tag(params, _PARAMETER)
+        except Exception as e:  # never break the program being traced
+            sys.stderr.write("tracerun: training hook: %s\n" % e)
+        return None
+
+    if tagger is not None or steps is not None:
+        module_module.register_module_forward_pre_hook(pre_forward)
+
+    def before_step(optimizer):
+        if steps is not None:
+            steps.before_update()
+        if tagger is None:
+            return
+        params, grads = [], []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                params.append(p)
+                if p.grad is not None:
+                    grads.append(p.grad)
+        tagger.tag(params, _PARAMETER)
+        tagger.tag(grads, _GRADIENT)
+
+    def after_step(optimizer):
+        if tagger is not None:
+            state = []
+            for s in optimizer.state.values():
+                for v in s.values() if isinstance(s, dict) else ():
+                    if hasattr(v, "data_ptr") and hasattr(v, "storage_offset"):
+                        state.append(v)
+            tagger.tag(state, _OPTIMIZER_STATE)
+        if steps is not None:
+            steps.after_update()
+
+    _HOOKS["before"], _HOOKS["after"] = before_step, after_step
+    _install_optimizer_hooks()
+
+
+_HOOKS = {}  # "before", "after": the step hooks of install(); empty when not installed
+
+
+def _call(which, optimizer):
+    hook = _HOOKS.get(which)
+    if hook is None:
+        return
+    try:
+        hook(optimizer)
+    except Exception as e:
+        sys.stderr.write("tracerun: optimizer hook: %s\n" % e)
+
+
+def _install_optimizer_hooks():
+    """Hooks torch.optim.Optimizer's step, now or when torch.optim.optimizer is imported."""
+    mod = sys.modules.get("torch.optim.optimizer")
+    if mod is not None:
+        _hook_optimizer(mod)
+    else:
+        _PostImport("torch.optim.optimizer", _hook_optimizer).insert()
+
+
+def _hook_optimizer(mod):
+    if hasattr(mod, "register_optimizer_step_pre_hook"):  # torch 2.0 and later
+        mod.register_optimizer_step_pre_hook(lambda opt, args, kwargs: _call("before", opt))
+        mod.register_optimizer_step_post_hook(lambda opt, args, kwargs: _call("after", opt))
+        return
+    optimizer_class = mod.Optimizer
+    profile_hook = optimizer_class._hook_for_profile
+    depth = threading.local()  # a subclass's step calling its parent's: one step
+
+    def wrap(step):
+        def step_hooked(self, *args, **kwargs):
+            outer = getattr(depth, "n", 0) == 0
+            depth.n = getattr(depth, "n", 0) + 1
+            try:
+                if outer:
+                    _call("before", self)
+                out = step(self, *args, **kwargs)
+                if outer:
+                    _call("after", self)
+                return out
+            finally:
+                depth.n -= 1
+
+        step_hooked.__wrapped__ = step
+        step_hooked.__doc__ = step.__doc__
+        step_hooked.hooked = True  # Optimizer._hook_for_profile: already wrapped
+        step_hooked._tracerun = True
+        return step_hooked
+
+    def hook_for_profile(self):
+        profile_hook(self)  # wraps the class's step in its record_function, once per class
+        cls = self.__class__
+        if not getattr(cls.step, "_tracerun", False):
+            cls.step = wrap(cls.step)
+
+    optimizer_class._hook_for_profile = hook_for_profile
+
+
+class _PostImport:
+    """Runs `then(module)` right after the module named `target` is executed."""
+
+    def __init__(self, target, then):
+        self.target = target
+        self.then = then
+
+    def insert(self):
+        sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.target:
+            return None
+        sys.meta_path.remove(self)
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader_exec = spec.loader.exec_module
+        then = self.then
+
+        def exec_module(module):
+            loader_exec(module)
+            try:
+                then(module)
+            except Exception as e:
+                sys.stderr.write("tracerun: hooks on %s not installed: %s\n" % (name, e))
+
+        spec.loader.exec_module = exec_module
+        return spec
