@@ -331,10 +331,11 @@ StepResult Trainer::trainStep(int step) {
 }
 
 // A dry run's step: the schedule with sleeping compute, started after a barrier of the pipeline
-// group. The step lasts from pipeline rank 0's start to the last rank's end, read on the host's
-// one monotonic clock (single host: every rank's steady_clock is CLOCK_MONOTONIC); each stage's
-// idle fraction is 1 - (its compute time) / (the step's time). No closing barrier: its latency
-// would count as idle time.
+// group. A stage's idle fraction is 1 - (its compute time) / (the step's time), on the dry run's
+// virtual clock (dry_run.h: every rank starts the step at 0, the step ends when the last rank's
+// last action does), so it does not depend on the machine's load. The same fraction on the wall
+// clock (from pipeline rank 0's start to the last rank's end, on the host's one monotonic clock)
+// is logged beside it. No closing barrier: its latency would count as idle time.
 StepResult Trainer::dryRunStep(int step) {
   tracerun::Step step_scope(step);
   DryRunCompute compute(dry_forward_ms_, dry_backward_ms_, dry_weight_ms_, shape_,
@@ -350,21 +351,34 @@ StepResult Trainer::dryRunStep(int step) {
   const PipelineStepStats stats =
       runPipelineStep(actions_, *groups_.pp, activationShape(), device_, compute);
   const double end = nowMs();
-  at::Tensor times =
-      allGather(
-          *groups_.pp,
-          at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}).to(device_), 0)
-          .to(at::kCPU);
-  const double step_start = times[0][0].item<double>();
-  const double step_end = times.select(1, 1).max().item<double>();
   StepResult r;
   r.step = step;
-  r.ms = step_end - step_start;
+  const DryRunTimes times = gatherDryRunTimes(start, end, stats, compute);
+  r.ms = times.wall_ms;
   r.tokens_per_s = double(config_.global_batch) * config_.seq_len / (r.ms / 1000.0);
-  for (int k = 0; k < times.size(0); ++k) {
-    r.stage_idle.push_back(1.0 - times[k][2].item<double>() / r.ms);
-  }
+  r.stage_idle = times.idle;
+  r.stage_idle_wall = times.idle_wall;
   return r;
+}
+
+// Every pipeline rank's wall-clock start and end, compute time and virtual clock, gathered; the
+// idle fraction of each stage on both clocks.
+DryRunTimes Trainer::gatherDryRunTimes(double start_ms, double end_ms,
+                                       const PipelineStepStats& stats,
+                                       const DryRunCompute& compute) {
+  const at::Tensor mine = at::tensor({start_ms, end_ms, stats.compute_ns / 1e6,
+                                      compute.virtualEndNs() / 1e6, compute.virtualBusyNs() / 1e6},
+                                     at::kDouble);
+  const at::Tensor all =
+      allGather(*groups_.pp, mine.view({1, 5}).to(device_), 0).to(at::kCPU).contiguous();
+  DryRunTimes t;
+  t.wall_ms = all.select(1, 1).max().item<double>() - all[0][0].item<double>();
+  const double virtual_ms = all.select(1, 3).max().item<double>();
+  for (int k = 0; k < all.size(0); ++k) {
+    t.idle.push_back(1.0 - all[k][4].item<double>() / virtual_ms);
+    t.idle_wall.push_back(1.0 - all[k][2].item<double>() / t.wall_ms);
+  }
+  return t;
 }
 
 // --- evaluation
@@ -437,8 +451,8 @@ void Trainer::report(const StepResult& r) {
           ? zbH1BubbleFraction(shape_, dry_forward_ms_, dry_backward_ms_, dry_weight_ms_)
           : idealBubbleFraction(kind_, shape_);
   for (size_t k = 0; k < r.stage_idle.size() && !config_.quiet; ++k) {
-    std::printf("step %d | stage %zu idle %.4f (closed form %.4f)\n", r.step, k, r.stage_idle[k],
-                closed_form);
+    std::printf("step %d | stage %zu idle %.4f (closed form %.4f; wall clock %.4f)\n", r.step, k,
+                r.stage_idle[k], closed_form, r.stage_idle_wall[k]);
   }
   if (!config_.quiet) {
     std::printf("step %d/%d | loss %.6f | lr %.3e | grad_norm %.4f | %.0f tokens/s | %.1f ms\n",
@@ -452,8 +466,9 @@ void Trainer::report(const StepResult& r) {
                  r.step, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.ms);
     for (size_t k = 0; k < r.stage_idle.size(); ++k) {
       std::fprintf(log_json_,
-                   "{\"step\":%d,\"stage\":%zu,\"idle_fraction\":%.6f,\"closed_form\":%.6f}\n",
-                   r.step, k, r.stage_idle[k], closed_form);
+                   "{\"step\":%d,\"stage\":%zu,\"idle_fraction\":%.6f,\"closed_form\":%.6f,"
+                   "\"wall_idle_fraction\":%.6f}\n",
+                   r.step, k, r.stage_idle[k], closed_form, r.stage_idle_wall[k]);
     }
     std::fflush(log_json_);
   }

@@ -31,8 +31,18 @@ struct StepResult {
   double grad_norm = 0.0;
   double ms = 0.0;
   double tokens_per_s = 0.0;
-  std::vector<double> stage_idle;  // dry run: idle fraction of each pipeline stage (rank 0)
+  // Dry run: each pipeline stage's idle fraction (rank 0), on the dry run's virtual clock
+  // (dry_run.h) and on the wall clock.
+  std::vector<double> stage_idle, stage_idle_wall;
 };
+
+// A dry run's step (or 2bw's drained run) timed: the wall-clock span, each stage's idle fraction.
+struct DryRunTimes {
+  double wall_ms = 0;
+  std::vector<double> idle, idle_wall;  // virtual clock, wall clock
+};
+
+class DryRunCompute;  // pipeline/dry_run.h
 
 class Trainer {
  public:
@@ -56,6 +66,9 @@ class Trainer {
   int runTwoBwSegment(int first_step);
   friend class TwoBwCompute;
   StepResult dryRunStep(int step);
+  // After a dry run's pipeline: every stage's times gathered over the pipeline group.
+  DryRunTimes gatherDryRunTimes(double start_ms, double end_ms, const PipelineStepStats& stats,
+                                const DryRunCompute& compute);
   double evaluate();
   // The shape of the activations (and gradients) exchanged between pipeline stages.
   std::vector<int64_t> activationShape() const;

@@ -192,24 +192,19 @@ int Trainer::runTwoBwSegment(int first_step) {
     const PipelineStepStats stats =
         runPipelineStep(actions, *groups_.pp, activationShape(), device_, compute);
     const double end = nowMs();
-    at::Tensor times =
-        allGather(
-            *groups_.pp,
-            at::tensor({start, end, stats.compute_ns / 1e6}, at::kDouble).view({1, 3}).to(device_),
-            0)
-            .to(at::kCPU);
-    const double ms = times.select(1, 1).max().item<double>() - times[0][0].item<double>();
+    const DryRunTimes times = gatherDryRunTimes(start, end, stats, sleeps);
+    const double ms = times.wall_ms;
     const double closed = twoBwFillFraction(shape_, batches);
-    for (int k = 0; k < times.size(0) && groups_.rank == 0; ++k) {
-      const double idle = 1.0 - times[k][2].item<double>() / ms;
+    for (size_t k = 0; k < times.idle.size() && groups_.rank == 0; ++k) {
       std::printf(
-          "steps %d-%d | stage %d idle %.4f (closed form %.4f: 2bw fill (p-1)/(steps*m+p-1))\n",
-          first_step, last, k, idle, closed);
+          "steps %d-%d | stage %zu idle %.4f (closed form %.4f: 2bw fill (p-1)/(steps*m+p-1); "
+          "wall clock %.4f)\n",
+          first_step, last, k, times.idle[k], closed, times.idle_wall[k]);
       if (log_json_ != nullptr) {
         std::fprintf(log_json_,
-                     "{\"first_step\":%d,\"last_step\":%d,\"stage\":%d,\"idle_fraction\":%.6f,"
-                     "\"closed_form\":%.6f}\n",
-                     first_step, last, k, idle, closed);
+                     "{\"first_step\":%d,\"last_step\":%d,\"stage\":%zu,\"idle_fraction\":%.6f,"
+                     "\"closed_form\":%.6f,\"wall_idle_fraction\":%.6f}\n",
+                     first_step, last, k, times.idle[k], closed, times.idle_wall[k]);
       }
     }
     for (int step = first_step; step <= last; ++step) {

@@ -119,14 +119,14 @@ TEST_CASE("a resumed 2bw run (pp 2, dropout 0.1) continues with the losses of an
   }
 }
 
-TEST_CASE("a 2bw dry run over 10 steps idles as the fill formula says, within 2 points",
-          "[trainer][2bw][dry_run]") {
+// On the dry run's virtual clock (trainer/pipeline/dry_run.h): exact whatever the machine's load.
+TEST_CASE("a 2bw dry run over 10 steps idles as the fill formula says", "[trainer][2bw][dry_run]") {
   const std::string dir = scratchDir("twobw_dry_run");
   // pp 4, m = 16 / 2 = 8, 10 steps: closed form (p - 1) / (steps * m + p - 1) = 3 / 83.
   auto run = launchRanks(
       kGpttrain,
       model() + std::vector<std::string>{"--pp", "4", "--schedule", "2bw", "--global-batch", "16",
-                                         "--steps", "10", "--dry-run-costs", "20,40", "--log-json",
+                                         "--steps", "10", "--dry-run-costs", "2,4", "--log-json",
                                          dir + "/log.json"},
       4, dir);
   INFO(run.summary());
@@ -135,9 +135,9 @@ TEST_CASE("a 2bw dry run over 10 steps idles as the fill formula says, within 2 
   const auto closed = jsonValues(dir + "/log.json", "closed_form");
   REQUIRE(idle.size() == 4);  // one drained run: one line per stage
   for (size_t k = 0; k < idle.size(); ++k) {
-    INFO("stage " << k);
-    CHECK(closed[k] == Approx(3.0 / 83.0));
-    CHECK(std::abs(idle[k] - closed[k]) < 0.02);
+    INFO("stage " << k << ": idle fraction " << idle[k]);
+    CHECK(closed[k] == Approx(3.0 / 83.0).margin(1e-6));
+    CHECK(idle[k] == Approx(3.0 / 83.0).margin(1e-6));
   }
 }
 
