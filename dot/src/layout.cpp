@@ -189,8 +189,89 @@ struct LaidOutGraph::Impl {
   Impl& operator=(const Impl&) = delete;
 
   void build(const Graph& g, const LayoutOptions& o);
+  void placeLabels();
   void readPositions();
 };
+
+namespace {
+
+struct Box {
+  double x0, y0, x1, y1;  // Graphviz's points, y up
+  bool meets(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+};
+
+Box boxAround(pointf c, double w, double h) {
+  return {c.x - w / 2, c.y - h / 2, c.x + w / 2, c.y + h / 2};
+}
+
+pointf bezierAt(const bezier& bz, int piece, double t) {
+  const pointf* p = bz.list + 3 * piece;
+  const double u = 1 - t;
+  return {
+      u * u * u * p[0].x + 3 * u * u * t * p[1].x + 3 * u * t * t * p[2].x + t * t * t * p[3].x,
+      u * u * u * p[0].y + 3 * u * u * t * p[1].y + 3 * u * t * t * p[2].y + t * t * t * p[3].y};
+}
+
+// Where an edge label may go: beside points along its route, nearest the route's middle first.
+std::vector<pointf> labelCandidates(const splines* spl, double w, double h) {
+  std::vector<pointf> along;
+  for (int i = 0; spl && i < spl->size; ++i) {
+    const bezier& bz = spl->list[i];
+    for (int piece = 0; 3 * piece + 3 < bz.size; ++piece) {
+      for (int k = 0; k < 8; ++k) along.push_back(bezierAt(bz, piece, k / 8.0));
+    }
+  }
+  const double gap = 2;
+  std::vector<pointf> out;
+  const size_t mid = along.size() / 2;
+  for (size_t d = 0; d <= mid + 1; ++d) {
+    for (const size_t i : {mid + d, mid - d}) {
+      if (i >= along.size() || (d == 0 && i != mid) || (d > mid && i == mid - d)) continue;
+      const pointf p = along[i];
+      for (int k = 0; k < 6; ++k) {  // beside the route, then further out (past a node)
+        const double dx = w / 2 + gap + k * h, dy = h / 2 + gap + k * h;
+        for (const pointf off : {pointf{0, dy}, pointf{0, -dy}, pointf{dx, 0}, pointf{-dx, 0}})
+          out.push_back({p.x + off.x, p.y + off.y});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Graphviz places external edge labels (xlabels) clear of nodes but not of cluster titles, and
+// with rankdir=LR not always clear of nodes either: a label that meets a node, a cluster title or
+// an earlier label moves to the nearest free spot beside its own route, inside the drawing.
+void LaidOutGraph::Impl::placeLabels() {
+  std::vector<Box> taken;
+  for (Agnode_t* n : nodes)
+    taken.push_back(boxAround(ND_coord(n), ND_width(n) * 72.0, ND_height(n) * 72.0));
+  for (Agraph_t* sg : clusters) {
+    if (const textlabel_t* l = GD_label(sg); l && l->set)
+      taken.push_back(boxAround(l->pos, l->dimen.x, l->dimen.y));
+  }
+  const boxf bb = GD_bb(root);
+  const Box inside{bb.LL.x, bb.LL.y, bb.UR.x, bb.UR.y};
+  auto free = [&](const Box& b) {
+    if (b.x0 < inside.x0 || b.y0 < inside.y0 || b.x1 > inside.x1 || b.y1 > inside.y1) return false;
+    return std::none_of(taken.begin(), taken.end(), [&](const Box& t) { return t.meets(b); });
+  };
+  for (Agedge_t* e : edges) {
+    textlabel_t* l = ED_xlabel(e);
+    if (!l || !l->set) continue;
+    const double w = l->dimen.x, h = l->dimen.y;
+    if (!free(boxAround(l->pos, w, h))) {
+      for (const pointf c : labelCandidates(ED_spl(e), w, h)) {
+        if (free(boxAround(c, w, h))) {
+          l->pos = c;
+          break;
+        }
+      }
+    }
+    taken.push_back(boxAround(l->pos, w, h));
+  }
+}
 
 void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
   root = agopen(mut("tracedot"), Agdirected, nullptr);
@@ -322,6 +403,8 @@ void LaidOutGraph::Impl::readPositions() {
     if (const textlabel_t* l = ED_xlabel(e); l && l->set) {
       r.has_label = true;
       r.label = flip(l->pos);
+      r.label_width = l->dimen.x;
+      r.label_height = l->dimen.y;
     }
     layout.edges.push_back(std::move(r));
   }
@@ -334,6 +417,8 @@ void LaidOutGraph::Impl::readPositions() {
     if (const textlabel_t* l = GD_label(sg); l && l->set) {
       c.has_label = true;
       c.label = flip(l->pos);
+      c.label_width = l->dimen.x;
+      c.label_height = l->dimen.y;
     }
     layout.clusters.push_back(c);
   }
@@ -359,6 +444,7 @@ LaidOutGraph LaidOutGraph::layout(const Graph& graph, const LayoutOptions& optio
                         (why ? std::string(": ") + why : std::string()));
     }
     impl->laidOut = true;
+    impl->placeLabels();
     impl->readPositions();
   }
   return LaidOutGraph(std::move(impl));

@@ -6,6 +6,8 @@
 #include <set>
 #include <utility>
 
+#include "model_flow_graph.h"
+#include "model_labels.h"
 #include "tracerun/trace/error.h"
 
 namespace tracerun::dot {
@@ -14,19 +16,7 @@ namespace {
 using trace::analysis::ModelTree;
 using trace::analysis::ModuleNode;
 using trace::analysis::TpSplit;
-
-std::string grouped(int64_t n) {  // 11181642 -> "11,181,642"
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
-}
-
-std::string count(int64_t n) {
-  return n < 0 ? std::string("?") : grouped(n);
-}
+using namespace model_labels;
 
 class Builder {
  public:
@@ -41,7 +31,7 @@ class Builder {
   Graph build(const std::string& source) {
     g_.title = "model: " + source + (o_.rank >= 0 ? " (rank " + std::to_string(o_.rank) + ")" : "");
     drawSiblings(t_.roots, -1, -1);
-    caption();
+    g_.caption = captionOf(t_, o_.depth);
     return std::move(g_);
   }
 
@@ -135,81 +125,14 @@ class Builder {
     g_.addEdge(std::move(e));
   }
 
-  std::string labelOf(const std::vector<int>& run) const {
-    const ModuleNode& m = mod(run.front());
-    const size_t n = run.size();
-    std::string label =
-        n > 1 ? "\u00d7" + std::to_string(n) + " " + m.path + " \u2026 " + mod(run.back()).path
-              : m.path;
-    label += "\n" + m.type;
-    const bool sharded = m.shard >= 0 || m.tp_shards > 1;
-    std::string params = "params " + count(m.params_logical);
-    if (sharded || m.params_logical != m.params_local) {
-      params += " logical, " + count(m.params_local) + " on rank " + std::to_string(m.rank);
-    }
-    if (n > 1 && m.params_logical >= 0)
-      params += " (each; \u00d7" + std::to_string(n) + ": " +
-                grouped(m.params_logical * int64_t(n)) + ")";
-    label += "\n" + params;
-    std::string layout;
-    if (m.tp_split != TpSplit::kNone && sharded) {  // a TP-capable layer on TP 1 is not split
-      layout += std::string("TP ") + trace::analysis::tpSplitName(m.tp_split) +
-                "-parallel, weight dim " + std::to_string(m.tp_dim);
-    }
-    if (sharded) {
-      if (!layout.empty()) layout += ", ";
-      layout += "TP shard " + std::to_string(m.shard) + " of " +
-                std::to_string(std::max(m.tp_shards, m.shard + 1));
-    }
-    if (m.zero_unit >= 0) {
-      if (!layout.empty()) layout += ", ";
-      layout += n > 1 ? "ZeRO-3 units " + std::to_string(m.zero_unit) + "\u2026" +
-                            std::to_string(mod(run.back()).zero_unit)
-                      : "ZeRO-3 unit " + std::to_string(m.zero_unit);
-    }
-    if (!layout.empty()) label += "\n" + layout;
-    return label;
-  }
-
-  std::string tooltipOf(const std::vector<int>& run) const {
-    const ModuleNode& m = mod(run.front());
-    std::string tip = m.path + ": " + m.type;
-    if (!m.inputs.empty()) tip += "\nin: " + m.inputs;
-    if (!m.inputs_global.empty()) tip += " (global " + m.inputs_global + ")";
-    if (!m.outputs.empty()) tip += "\nout: " + m.outputs;
-    tip += "\ncalls " + std::to_string(m.calls) + ", rank " + std::to_string(m.rank);
-    if (m.stage >= 0) tip += ", stage " + std::to_string(m.stage);
-    if (m.chunk >= 0) tip += ", chunk " + std::to_string(m.chunk);
-    if (run.size() > 1) {
-      tip += "\nfolded:";
-      for (int r : run) tip += " " + mod(r).path;
-    }
-    return tip;
-  }
-
-  static Accent accentOf(const ModuleNode& m) {
-    const Accent unit = m.zero_unit >= 0 ? Accent::kZeroUnit : Accent::kNone;
-    if (m.shard < 0 && m.tp_shards <= 1) return unit;
-    switch (m.tp_split) {
-      case TpSplit::kColumn:
-        return Accent::kColumnSplit;
-      case TpSplit::kRow:
-        return Accent::kRowSplit;
-      case TpSplit::kVocab:
-        return Accent::kVocabSplit;
-      default:
-        return unit;
-    }
-  }
-
   std::pair<int, int> drawRun(const std::vector<int>& run, int cluster) {
     const ModuleNode& m = mod(run.front());
     const bool open = !m.children.empty() && (o_.depth < 0 || m.depth + 1 < o_.depth);
     if (open) {
       Cluster c;
       c.id = uniqueId("module/" + m.path);
-      c.label = labelOf(run);
-      c.tooltip = tooltipOf(run);
+      c.label = labelOf(t_, run);
+      c.tooltip = tooltipOf(t_, run);
       c.parent = cluster;
       c.role = Role::kGroup;
       if (m.zero_unit >= 0) c.accent = Accent::kZeroUnit;
@@ -222,8 +145,8 @@ class Builder {
     }
     Node node;
     node.id = uniqueId("module/" + m.path);
-    node.label = labelOf(run);
-    node.tooltip = tooltipOf(run);
+    node.label = labelOf(t_, run);
+    node.tooltip = tooltipOf(t_, run);
     node.shape = NodeShape::kBox;
     node.cluster = cluster;
     node.role = Role::kModule;
@@ -238,31 +161,6 @@ class Builder {
       for (int r : run) map_->node_of[static_cast<size_t>(r)] = id;
     }
     return {id, id};
-  }
-
-  void caption() {
-    int tp = 1;
-    bool zero3 = false;
-    for (const ModuleNode& m : t_.modules) {
-      tp = std::max({tp, m.tp_shards, m.shard + 1});
-      zero3 = zero3 || m.zero_unit >= 0;
-    }
-    std::string ranks;
-    for (int r : t_.ranks) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    std::string lines = "params " + grouped(t_.logicalParams()) + " logical (" +
-                        std::to_string(t_.roots.size()) + " top-level module" +
-                        (t_.roots.size() == 1 ? "" : "s") + ", " +
-                        std::to_string(t_.modules.size()) + " modules)";
-    std::string layout;
-    if (t_.stages > 1) layout += "PP " + std::to_string(t_.stages) + " stages";
-    if (tp > 1) layout += std::string(layout.empty() ? "" : ", ") + "TP " + std::to_string(tp);
-    if (t_.dp > 1)
-      layout += std::string(layout.empty() ? "" : ", ") + "DP " + std::to_string(t_.dp);
-    if (zero3) layout += std::string(layout.empty() ? "" : ", ") + "ZeRO-3 units (orange)";
-    if (!layout.empty()) lines += "\nlayout: " + layout;
-    lines += "\nread from rank" + std::string(t_.ranks.size() == 1 ? " " : "s ") + ranks;
-    if (o_.depth >= 0) lines += ", depth " + std::to_string(o_.depth);
-    g_.caption = lines;
   }
 
   const ModelTree& t_;
@@ -284,6 +182,7 @@ Graph buildModelGraph(const trace::analysis::ModelTree& tree, const ModelGraphOp
         " (record them with tracerun::ModuleScope in C++; Python nn.Modules are recorded when "
         "tracerun runs the script)");
   }
+  if (!tree.flow.empty()) return buildModelFlowGraph(tree, options, source, map);
   return Builder(tree, options, map).build(source);
 }
 

@@ -293,6 +293,7 @@ ModelTree buildModelTree(const TraceReader& reader, const ModelOptions& options)
     return va != vb ? va < vb : std::get<2>(a) < std::get<2>(b);
   });
   for (const auto& o : order) tree.roots.push_back(std::get<3>(o));
+  tree.flow = buildModelFlow(reader, tree);
   return tree;
 }
 

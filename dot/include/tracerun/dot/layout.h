@@ -54,13 +54,15 @@ struct EdgeRoute {
   bool has_head_arrow = false, has_tail_arrow = false;
   Point head_arrow, tail_arrow;  // where the arrowhead's tip is
   bool has_label = false;
-  Point label;  // the centre of the label
+  Point label;                               // the centre of the label
+  double label_width = 0, label_height = 0;  // points
 };
 
 struct ClusterBox {
   Point min, max;  // top-left and bottom-right corners
   bool has_label = false;
-  Point label;  // the centre of the label
+  Point label;                               // the centre of the label (the cluster's title)
+  double label_width = 0, label_height = 0;  // points
 };
 
 // Everything a custom renderer needs; vectors are parallel to Graph::nodes / edges / clusters.

@@ -18,6 +18,10 @@
 // - Over the whole job (rank -1), each module is taken from the lowest rank that ran it (its stage,
 //   chunk and path); top-level modules are ordered by virtual stage (chunk * stages + stage), then
 //   first call.
+// - Dataflow (ModelTree::flow, model_flow.cpp; empty unless the trace has tensor identities, the
+//   `tensors` capture word): for the first forward pass of each pipeline stage (and chunk), the
+//   module calls and the functional ops between them, joined by the tensors they pass. See
+//   ModelFlow.
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
@@ -56,6 +60,48 @@ struct ModuleNode {
   std::vector<int> children;        // in first-call order
 };
 
+// The dataflow of one forward pass per pipeline stage, from tensor identities (docs/tracedot.md,
+// "model"). A pass is a run of top-level forward module calls on one thread under the same parent
+// span, ended by a backward span or a top-level module called again; each stage's (and chunk's)
+// first pass on the lowest rank that ran it is read, and consecutive stages are joined (stage s's
+// output feeds stage s+1's input).
+// - Units: a module call without module calls inside (a leaf call) owns every op inside it; an op
+//   outside any leaf call and not inside another op is a functional node of its own (kOp),
+//   placed in its innermost module call.
+// - Edges: an op's input tensor comes from the unit of the latest op that output the same identity
+//   and ended before it started; different units give an edge. A tensor produced before the pass
+//   is an input of the model when its shape is one of the enclosing top-level call's input shapes
+//   and it is not a parameter (an `ag_var` of the rank); a tensor the pass produced and a forward
+//   op after the pass consumes (backward spans excluded) is an output (when none is, the unit of
+//   the pass's last op feeds the output).
+// - Functional nodes on no path from a module call or the input to a module call or the output
+//   (dropout masks, a mask buffer sliced) are dropped. Ops that only read their input's shape
+//   (empty_like, zeros_like, ...) consume nothing.
+struct FlowNode {
+  enum class Kind : uint8_t { kInput, kOutput, kCall, kOp };
+  Kind kind = Kind::kCall;
+  int module = -1;     // kCall: index into ModelTree::modules
+  int call = 1;        // kCall: 1-based call number of its path within the pass ("relu (2)")
+  int parent = -1;     // the enclosing kCall node, -1 for none (a top-level call or op)
+  std::string name;    // kOp: the op's name ("aten::add_"); kInput/kOutput: "input"/"output"
+  std::string shapes;  // kOp: its input shapes as recorded
+  int64_t span = 0;    // kCall/kOp: the span read (on the rank `rank`)
+  int rank = 0;
+  std::vector<int> children;  // kCall: calls and ops inside, in start order
+};
+
+struct FlowEdge {
+  int from = 0, to = 0;  // indices into ModelFlow::nodes
+  std::string shape;     // the tensor's dtype and dims as the consumer received it ("f32[8,64]")
+};
+
+struct ModelFlow {
+  std::vector<FlowNode> nodes;  // [0] the input, [1] the output, then calls and ops
+  std::vector<int> roots;       // top-level calls and ops, stage by stage, in start order
+  std::vector<FlowEdge> edges;  // between units (leaf calls, ops, input, output); no duplicates
+  bool empty() const { return roots.empty(); }
+};
+
 struct ModelTree {
   std::vector<ModuleNode> modules;  // a parent comes before its children
   std::vector<int> roots;           // top-level modules in order
@@ -63,6 +109,7 @@ struct ModelTree {
   int stages = 0;                   // distinct pipeline stages seen (0: no stage arguments)
   int dp = -1;                      // data-parallel size from the grad_sync phase; -1 unknown
   int64_t skipped_backward = 0;     // module scopes skipped inside backward / recomputation
+  ModelFlow flow;                   // empty when the trace has no tensor identities
 
   // Sums over the top-level modules (-1 entries count as 0).
   int64_t logicalParams() const;
@@ -72,6 +119,10 @@ struct ModelTree {
 // Throws TraceError when `options.rank` names no rank of the trace. An empty tree (no module
 // scopes) is returned as such: the caller says so.
 ModelTree buildModelTree(const TraceReader& reader, const ModelOptions& options = {});
+
+// The dataflow of `tree` (its modules and ranks as buildModelTree made them); buildModelTree calls
+// it. Empty when the trace holds no tensor identities.
+ModelFlow buildModelFlow(const TraceReader& reader, const ModelTree& tree);
 
 // Splits the children of `parent` (-1: the top-level modules) into runs of consecutive modules
 // with the same structure — type, parameter counts, TP split, stage and chunk, shapes, and
