@@ -411,7 +411,12 @@ CallGraph readCallGraph(const trace::TraceReader& reader, const CallGraphGraphOp
   trace::analysis::CallGraphOptions co;
   co.rank = o.rank;
   co.step = o.step;
+  co.gpu_time = o.gpu_time;
   CallGraph cg = trace::analysis::buildCallGraph(reader, co);
+  if (o.gpu_time && cg.gpu_activities == 0) {
+    throw trace::TraceError(file +
+                            ": no GPU kernels to weigh (was the run traced with --capture cuda?)");
+  }
   if (o.step >= 0 && !cg.step_found) {
     std::string list;
     if (cg.steps.empty()) {
@@ -491,6 +496,7 @@ void Picture::diffAgainstBase() {
     trace::analysis::CallGraphOptions co;
     co.rank = o.rank;
     co.step = o.step;
+    co.gpu_time = o.gpu_time;
     const CallGraph bcg = trace::analysis::buildCallGraph(*base, co);
     const BaseValues bv = baseValues(bcg, *base);
     std::set<std::string> seen;

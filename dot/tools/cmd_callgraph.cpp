@@ -17,6 +17,7 @@ struct CallgraphFlags {
   int rank = -1, step = -1, depth = -1;
   std::string node_thres = "0.5%", edge_thres = "0.1%";
   std::string color_by = "total";
+  std::string time = "cpu";
   bool expand = false;
 };
 
@@ -32,6 +33,7 @@ int runCallgraph(const CallgraphFlags& f) {
                : f.color_by == "bytes" ? dot::ColorBy::kBytes
                                        : dot::ColorBy::kTotal;
   o.expand = f.expand;
+  o.gpu_time = f.time == "gpu";
   o.max_nodes = f.out.max_nodes;
   dot::Graph g;
   if (f.diff.empty()) {
@@ -66,6 +68,9 @@ Command addCallgraphCommand(CLI::App& parent) {
       ->check(shareCheck());
   app->add_option("--color-by", f->color_by, "self, total (time) or bytes (default total)")
       ->check(CLI::IsMember({"self", "total", "bytes"}));
+  app->add_option("--time", f->time,
+                  "cpu (op time) or gpu (kernels under the ops that launched them; default cpu)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
   app->add_flag("--expand", f->expand, "do not fold identical sibling subtrees into one xN node");
   app->add_option("--diff", f->diff,
                   "colour by the change against this trace (blue: less, red: more)");

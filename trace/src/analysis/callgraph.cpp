@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "gpu_activity.h"  // parseStreamTrackName
 #include "span_select.h"
 
 namespace tracerun::trace::analysis {
@@ -81,13 +82,25 @@ class Builder {
                                   allocs.push_back({m.ts_ns, m.bytes, m.op, m.scope, false});
                               });
       }
-      for (const TrackRow* t : list)
+      for (const TrackRow* t : list) {
+        if (o_.gpu_time && isStream(*t)) continue;  // after every op is placed: walkStream
         walk(*t, t->kind == core::TrackKind::kThread ? &allocs : nullptr, w);
+      }
       for (const Alloc& a : allocs) {
         if (a.attributed) continue;
         g_.unattributed_bytes = satAdd(g_.unattributed_bytes, a.bytes);
         ++g_.unattributed_allocs;
       }
+    }
+    if (o_.gpu_time) {
+      for (auto& [rank, list] : byRank) {
+        const Window* w = window(rank);
+        if (o_.step >= 0 && !w) continue;
+        for (const TrackRow* t : list) {
+          if (isStream(*t)) walkStream(*t, w);
+        }
+      }
+      gpuTimes();
     }
     finishLinks();
     return std::move(g_);
@@ -263,6 +276,57 @@ class Builder {
     if (allocs) attribute(*allocs, next, INT64_MAX, stack);
   }
 
+  static bool isStream(const TrackRow& t) {
+    int device = 0;
+    int64_t stream = 0;
+    return gpu::parseStreamTrackName(t.name, &device, &stream);
+  }
+
+  // GPU time: each kernel, copy or set under the op its op -> kernel flow names (resolved by the
+  // thread tracks' walks), else under the root when it lies in the step's window.
+  void walkStream(const TrackRow& t, const Window* w) {
+    reader_.forEachSpan(t.id, [&](const SpanRow& s) {
+      if (s.category != core::Category::kKernel && s.category != core::Category::kMemcpy) return;
+      int parent = -1;
+      auto range = byEnd_.equal_range(trackTimeKey(t.id, s.start_ns));
+      for (auto it = range.first; it != range.second; ++it) {
+        const FlowRow& f = flows_[it->second.flow];
+        if (it->second.source || f.kind != core::FlowKind::kOpKernel || f.dst_track != t.id ||
+            f.dst_ts_ns != s.start_ns)
+          continue;
+        relevant_[it->second.flow] = false;  // drawn as the parent link, not as a CallLink
+        if (ends_[it->second.flow * 2] >= 0) parent = ends_[it->second.flow * 2];
+      }
+      if (parent < 0) {
+        if (w && (s.start_ns < w->first || s.start_ns > w->second)) return;
+        parent = 0;
+        ++g_.gpu_without_op;
+      }
+      const int depth = g_.nodes[static_cast<size_t>(parent)].depth + 1;
+      const int node = child(parent, s.name, s.category, depth);
+      gpuSelf_.resize(g_.nodes.size(), 0);
+      gpuSelf_[static_cast<size_t>(node)] = satAdd(gpuSelf_[static_cast<size_t>(node)], s.dur_ns);
+      ++g_.nodes[static_cast<size_t>(node)].count;
+      ++g_.gpu_activities;
+    });
+  }
+
+  // Every node's times become GPU times: exclusive its own activities', inclusive its subtree's
+  // (a parent's index is below its children's, so one backward pass sums them).
+  void gpuTimes() {
+    gpuSelf_.resize(g_.nodes.size(), 0);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      g_.nodes[i].exclusive_ns = i == 0 ? 0 : gpuSelf_[i];
+      g_.nodes[i].inclusive_ns = g_.nodes[i].exclusive_ns;
+    }
+    for (size_t i = g_.nodes.size(); i-- > 1;) {
+      const int parent = g_.nodes[i].parent;
+      if (parent <= 0) continue;  // the root's time stays its top-level nodes' (as for CPU time)
+      int64_t& incl = g_.nodes[static_cast<size_t>(parent)].inclusive_ns;
+      incl = satAdd(incl, g_.nodes[i].inclusive_ns);
+    }
+  }
+
   void finishLinks() {
     std::map<std::tuple<int, int, int>, int64_t> counts;
     for (size_t i = 0; i < flows_.size(); ++i) {
@@ -291,7 +355,8 @@ class Builder {
   std::unordered_multimap<uint64_t, FlowEnd> byEnd_;
   std::vector<int> ends_;  // per flow: source node, destination node (-1 unresolved)
   std::vector<bool> endSeq_;
-  std::vector<bool> relevant_;  // the flow touches a track in the graph
+  std::vector<bool> relevant_;    // the flow touches a track in the graph
+  std::vector<int64_t> gpuSelf_;  // with gpu_time: per node, its own activities' GPU time
 };
 
 }  // namespace

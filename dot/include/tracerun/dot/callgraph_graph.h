@@ -27,6 +27,8 @@ struct CallGraphGraphOptions {
   int max_nodes = 600;  // the node budget: thresholds are raised until the graph fits
   // Ids of ×N nodes ("all/step/forward/layers.*") to draw unfolded (traceview's click on a fold).
   std::vector<std::string> expand_folds;
+  // Weigh by GPU time: kernels under the ops that launched them (CallGraphOptions::gpu_time).
+  bool gpu_time = false;
 };
 
 // Optional output for a reader that maps spans to nodes (traceview): trace/'s call graph the

@@ -13,6 +13,12 @@
 // Each node also carries the pipeline stage and chunk of the forward/backward phase it ran under
 // (their `stage` and `chunk` arguments), so pictures never fold layers of two stages together,
 // and, for communication spans, the bytes (`bytes` argument) and the group (the span's detail).
+// With `gpu_time` (tracedot callgraph --time gpu), GPU kernels, copies and sets (the activities
+// gpu.h reads, on "cuda:D stream S" tracks) become children of the op that launched them (its
+// op -> kernel flow), or of the root when no flow names one, and every time is GPU time: an
+// activity node's exclusive and inclusive time is its duration, an op or scope node's exclusive
+// time 0 and its inclusive time the GPU time of the activities launched under it (summed, not
+// a union). Op -> kernel flows then become these parent links, not CallLinks.
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
@@ -29,6 +35,7 @@ struct CallGraphOptions {
   int rank = -1;                 // -1: merge every rank
   bool attribute_memory = true;  // false: skip the memory pass (bytes stay 0)
   int step = -1;                 // >= 0: only that step (see above)
+  bool gpu_time = false;         // weigh by GPU time, kernels under their ops (see above)
 };
 
 inline constexpr int kNoStage = -1;        // CallNode::stage/chunk: never under a staged phase
@@ -61,6 +68,9 @@ struct CallGraph {
   std::vector<CallLink> links;
   int64_t unattributed_bytes = 0, unattributed_allocs = 0;
   int64_t unresolved_flows = 0;  // flows whose ends name no span in the graph
+  // With options.gpu_time: the GPU activities placed, and those of them no op launched (placed
+  // under the root).
+  int64_t gpu_activities = 0, gpu_without_op = 0;
   // With options.step >= 0: every step number found on the chosen ranks (ascending), and whether
   // the one asked for was among them (when not, the graph holds only the root).
   std::vector<int> steps;
