@@ -10,14 +10,17 @@
 #   are gathered, e.g. FSDP's flat parameters, are tagged where they live), and the optimizer's
 #   parameters at each step;
 # - gradient: the .grad of the optimizer's parameters, just before each step (DDP's bucket views
-#   share one storage: tagged, and counted, once);
+#   share one storage: tagged, and counted, once), and DistributedDataParallel's gradient buckets
+#   (allocated while its reducer is built or rebuilt, under this thread's memory category);
 # - optimizer state: the tensors of optimizer.state, just after each step;
 # - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
 # Cost: one ctypes call per module forward that has parameters, and three per optimizer step.
 #
 # Steps: each optimizer step ends a "step" phase span (argument step = 0, 1, ...) that opened at the
-# first module forward after the previous step, and runs inside an "optimizer" phase span: the same
-# spans gpttrain's tracerun::Step and PhaseScope make, so per-step views work on user programs.
+# first module forward after the previous step, and runs inside an "optimizer" phase span; each
+# torch.autograd.backward (Tensor.backward) is a "backward" phase span: the same spans gpttrain's
+# tracerun::Step and PhaseScope make, so per-step views (and the analysis's activation rule, freed
+# in backward) work on user programs. No "forward" phase: its end is not known.
 # Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
 # wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
 # installs its own.
@@ -106,6 +109,13 @@ class _Steps:
             if token > 0:
                 self._optimizer = (threading.get_ident(), token)
 
+    def begin_backward(self):
+        return self._begin(_KIND_PHASE, b"backward", None, None, 0)
+
+    def end_backward(self, token):
+        if token > 0:
+            self._end(token, None)
+
     def after_update(self):
         me = threading.get_ident()
         if self._optimizer is not None and self._optimizer[0] == me:
@@ -182,6 +192,65 @@ def install(lib, words, module_module):
 
     _HOOKS["before"], _HOOKS["after"] = before_step, after_step
     _install_optimizer_hooks()
+    if steps is not None:
+        _install_backward_phase(steps)
+    if memory:
+        _after_import("torch.nn.parallel.distributed", lambda mod: _hook_ddp(lib, mod))
+
+
+def _after_import(name, then):
+    mod = sys.modules.get(name)
+    if mod is not None:
+        then(mod)
+    else:
+        _PostImport(name, then).insert()
+
+
+def _hook_ddp(lib, mod):
+    """DistributedDataParallel's buckets are gradients: allocations made while its reducer is
+    built (_ddp_init_helper) or rebuilds its buckets (Reducer._rebuild_buckets) are tagged so."""
+    set_category = lib["tracerun_annotate_set_memory_category"]
+    set_category.restype = ctypes.c_int
+    set_category.argtypes = [ctypes.c_int]
+
+    def tagged(function):
+        def call(*args, **kwargs):
+            previous = set_category(_GRADIENT)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                set_category(previous)
+
+        call.__wrapped__ = function
+        call.__doc__ = function.__doc__
+        return call
+
+    ddp = getattr(mod, "DistributedDataParallel", None)
+    if ddp is not None and hasattr(ddp, "_ddp_init_helper"):
+        ddp._ddp_init_helper = tagged(ddp._ddp_init_helper)
+    reducer = getattr(getattr(mod, "dist", None), "Reducer", None)
+    if reducer is not None and hasattr(reducer, "_rebuild_buckets"):
+        reducer._rebuild_buckets = tagged(reducer._rebuild_buckets)
+
+
+def _install_backward_phase(steps):
+    """Wraps torch.autograd.backward (Tensor.backward calls it) in a "backward" phase span."""
+
+    def hook(autograd):
+        original = autograd.backward
+
+        def backward(*args, **kwargs):
+            token = steps.begin_backward()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                steps.end_backward(token)
+
+        backward.__wrapped__ = original
+        backward.__doc__ = original.__doc__
+        autograd.backward = backward
+
+    _after_import("torch.autograd", hook)
 
 
 _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not installed
@@ -199,11 +268,7 @@ def _call(which, optimizer):
 
 def _install_optimizer_hooks():
     """Hooks torch.optim.Optimizer's step, now or when torch.optim.optimizer is imported."""
-    mod = sys.modules.get("torch.optim.optimizer")
-    if mod is not None:
-        _hook_optimizer(mod)
-    else:
-        _PostImport("torch.optim.optimizer", _hook_optimizer).insert()
+    _after_import("torch.optim.optimizer", _hook_optimizer)
 
 
 def _hook_optimizer(mod):

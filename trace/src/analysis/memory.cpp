@@ -27,6 +27,8 @@ using core::MemoryCategory;
 struct Context {
   std::vector<Intervals> outermost_ops;  // per thread track: outermost op / autograd-node spans
   Intervals forward, backward;           // forward phases; backward phases and autograd nodes
+  Intervals optimizer;                   // optimizer phases (an unmodified Python program's too)
+  Intervals backward_phases;             // backward phases only (not autograd nodes)
   bool has_forward_phases = false;
 
   // End of the outermost op running at t on some thread (the earliest such end), or -1.
@@ -44,10 +46,17 @@ struct Context {
     return has_forward_phases ? contains(forward, t) : !contains(backward, t);
   }
   bool inBackward(int64_t t) const { return contains(backward, t); }
+  // End of the (merged) interval of v running at t, or -1.
+  static int64_t endAt(const Intervals& v, int64_t t) {
+    auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(t, INT64_MAX));
+    if (it == v.begin()) return -1;
+    --it;
+    return t >= it->first && t <= it->second ? it->second : -1;
+  }
 };
 
 Context contextOf(const TraceReader& reader, int rank) {
-  enum { kOther = 1, kForwardPhase, kBackwardPhase };
+  enum { kOther = 1, kForwardPhase, kBackwardPhase, kOptimizerPhase };
   NameCodes codes(reader, [](const std::string& s) {
     // Recomputation re-runs a forward inside backward: its outputs are activations too.
     if (s == vocab::phase::kForward || s == vocab::phase::kRecomputeForward) {
@@ -57,6 +66,7 @@ Context contextOf(const TraceReader& reader, int rank) {
         s == vocab::phase::kBackwardWeight) {  // zb-h1's B and W are backward too
       return int(kBackwardPhase);
     }
+    if (s == vocab::phase::kOptimizer) return int(kOptimizerPhase);
     return int(kOther);
   });
   Context c;
@@ -83,7 +93,11 @@ Context contextOf(const TraceReader& reader, int rank) {
           c.forward.emplace_back(s.start_ns, s.end_ns());
           c.has_forward_phases = true;
         }
-        if (code == kBackwardPhase) c.backward.emplace_back(s.start_ns, s.end_ns());
+        if (code == kBackwardPhase) {
+          c.backward.emplace_back(s.start_ns, s.end_ns());
+          c.backward_phases.emplace_back(s.start_ns, s.end_ns());
+        }
+        if (code == kOptimizerPhase) c.optimizer.emplace_back(s.start_ns, s.end_ns());
       }
       // Merge as we go: autograd nodes can be millions; their union is usually small. When it is
       // not (disjoint nodes), the next merge waits until the list doubled: amortised O(n log n).
@@ -96,6 +110,8 @@ Context contextOf(const TraceReader& reader, int rank) {
   }
   normalize(c.forward);
   normalize(c.backward);
+  normalize(c.optimizer);
+  normalize(c.backward_phases);
   return c;
 }
 
@@ -114,6 +130,7 @@ struct Pending {
   int64_t ts = 0, bytes = 0;
   MemoryCategory tag = MemoryCategory::kUnknown;
   int64_t op_end = -1;
+  int64_t phase_end = -1;  // end of the optimizer or backward phase it was allocated in, or -1
   bool in_forward = false;
 };
 
@@ -127,6 +144,13 @@ MemoryCategory classify(const Pending& p, int64_t freeTs, const Context& ctx, De
   if (isStateTag(p.tag) || p.tag == MemoryCategory::kTemporary) return p.tag;
   if (freeTs >= 0 && p.op_end >= 0 && freeTs <= p.op_end) {
     if (p.tag == MemoryCategory::kUnknown) ++d.inferred_temporaries;
+    return MemoryCategory::kTemporary;
+  }
+  // Made and freed inside one optimizer phase (an update's intermediates) or one backward phase
+  // (gradients passed between autograd nodes, a gradient added into .grad): a temporary too.
+  if (p.tag == MemoryCategory::kUnknown && freeTs >= 0 && p.phase_end >= 0 &&
+      freeTs <= p.phase_end) {
+    ++d.inferred_temporaries;
     return MemoryCategory::kTemporary;
   }
   if (p.tag == MemoryCategory::kActivation) return p.tag;
@@ -170,6 +194,8 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
       p.tag = m.category;
       p.op_end = m.op != 0 ? ctx.opEndAt(m.ts_ns) : -1;
       p.in_forward = ctx.inForward(m.ts_ns);
+      p.phase_end = std::max(Context::endAt(ctx.optimizer, m.ts_ns),
+                             Context::endAt(ctx.backward_phases, m.ts_ns));
       st.category.push_back(MemoryCategory::kOther);
     } else if (m.bytes < 0) {
       ++d.frees;

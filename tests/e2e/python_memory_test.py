@@ -1,0 +1,145 @@
+"""Memory categories and steps of unmodified PyTorch programs, against the models themselves
+(issue 33, point 2). ctest: e2e_python_memory (tests/e2e/CMakeLists.txt). Not the GPU comparison
+with torch.profiler (tests/gpu/test_memory_categories.py).
+
+Traces python_memory_train.py (an ordinary training script: no tracerun code) under
+`tracerun -- /usr/bin/python3 ...`, 3 steps each, and reads `tracerun report --json`. The truth is
+what the program computes from its own model and optimizer (python_memory_train.py writes it):
+- parameter bytes at the peak == sum of numel x element size over model.parameters();
+- optimizer state at the peak == the state tensors' bytes the optimizer holds at the end, and that
+  is the closed form: 2x the parameters for AdamW (plus its 4-byte step counters), 1x for SGD with
+  momentum, 0 for plain SGD;
+- gradient bytes at the peak <= the parameters' (DistributedDataParallel without bucket views:
+  <= 2x, the .grad tensors plus the reducer's bucket copy; with views, once, plus the reducer's
+  8 bytes per parameter tensor of used-parameter maps);
+- "other" < 10% of the peak; the report counts 3 steps (one "step" phase span per optimizer step).
+Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
+configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
+committed, so a CI clone skips that run and says so); 2-rank DDP (Gloo) with and without bucket
+views. Exit 0 when every check passes, 1 otherwise; every check is printed.
+
+    python_memory_test.py --tracerun BIN --work DIR [--source-dir DIR] [--only NAME]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAM = os.path.join(HERE, "python_memory_train.py")
+PYTHON = "/usr/bin/python3"  # Debian's, with torch and torchvision (docs/capture.md)
+STEPS = 3
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, ok, what, detail=""):
+        print("%s  %s  %s" % ("ok  " if ok else "FAIL", what, detail), flush=True)
+        if not ok:
+            self.failed += 1
+
+
+def run_traced(a, name, args, ranks):
+    db = os.path.join(a.work, name + ".db")
+    truth = os.path.join(a.work, name + ".truth")
+    cmd = [a.tracerun]
+    if ranks > 1:
+        cmd += ["--nproc-per-node", str(ranks)]
+    cmd += ["-o", db, "--", PYTHON, PROGRAM, "--truth", truth, "--steps", str(STEPS)] + args
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    with open(os.path.join(a.work, name + ".log"), "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
+    if rc != 0:
+        return rc, None, None
+    report = subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True, text=True,
+                            check=True).stdout
+    truths = [json.load(open("%s.%d" % (truth, r))) for r in range(ranks)]
+    return 0, json.loads(report), truths
+
+
+def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
+    rc, report, truths = run_traced(a, name, args, ranks)
+    c.check(rc == 0, "[%s] traced run exits 0" % name, "see %s.log" % name)
+    if rc != 0:
+        return
+    c.check(report["steps"] == STEPS, "[%s] one step per optimizer step" % name,
+            "%s steps, %d expected" % (report["steps"], STEPS))
+    rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
+    for t in truths:
+        rank, psi = t["rank"], t["parameter_bytes"]
+        row = rows.get(rank)
+        c.check(row is not None, "[%s] rank %d has a memory row" % (name, rank))
+        if row is None:
+            continue
+        got = row["by_category"]
+        peak = row["peak_bytes"]
+        tag = "[%s rank %d]" % (name, rank)
+        c.check(got["parameter"] == psi, tag + " parameter bytes at the peak = sum numel x size",
+                "%d vs %d" % (got["parameter"], psi))
+        state = t["optimizer_state_bytes"]
+        closed = {"adamw": 2 * psi, "sgdm": psi, "sgd": 0}[optimizer]
+        # AdamW's per-parameter step counters (torch 1.13: a float32 tensor each) come on top.
+        extra = 16 * t["parameter_tensors"] if optimizer == "adamw" else 0
+        c.check(closed <= state <= closed + extra,
+                tag + " the optimizer's own state is the closed form (%s)" % optimizer,
+                "%d vs %d" % (state, closed))
+        c.check(got["optimizer_state"] == state, tag + " optimizer state at the peak = its state",
+                "%d vs %d (closed form %d)" % (got["optimizer_state"], state, closed))
+        # DDP's reducer is built under the gradient tag: with find_unused_parameters its
+        # used-parameter maps (two int32 per parameter tensor) come with the buckets.
+        maps = 8 * t["parameter_tensors"] if "ddp-views" in args else 0
+        c.check(got["gradient"] <= grad_factor * psi + maps,
+                tag + " gradient bytes at the peak <= %gx the parameters'" % grad_factor,
+                "%d vs %d (+ %d of reducer maps)" % (got["gradient"], psi, maps))
+        c.check(got["gradient"] >= min(psi, t["gradient_bytes"]),
+                tag + " the gradients are live at the peak", "%d" % got["gradient"])
+        c.check(got["other"] < 0.10 * peak, tag + " other < 10% of the peak",
+                "%d of %d (%.1f%%)" % (got["other"], peak, 100.0 * got["other"] / max(peak, 1)))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tracerun", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--source-dir", default=os.path.dirname(os.path.dirname(HERE)))
+    p.add_argument("--only", default="", help="run only the runs whose name contains this")
+    a = p.parse_args()
+    if os.path.isdir(a.work):
+        shutil.rmtree(a.work)
+    os.makedirs(a.work)
+    probe = subprocess.run([PYTHON, "-c", "import torch, torchvision"], capture_output=True)
+    if probe.returncode != 0:
+        print("%s cannot import torch and torchvision: install python3-torch and "
+              "python3-torchvision (apt)" % PYTHON)
+        return 1
+    nanogpt = os.environ.get("NANOGPT_DIR") or os.path.join(a.source_dir, ".gpu-deps", "nanoGPT")
+    runs = [
+        ("resnet18_adamw", ["--model", "resnet18", "--optimizer", "adamw"], "adamw", 1, 1.0),
+        ("resnet18_sgdm", ["--model", "resnet18", "--optimizer", "sgdm"], "sgdm", 1, 1.0),
+        ("resnet18_sgd", ["--model", "resnet18", "--optimizer", "sgd"], "sgd", 1, 1.0),
+        ("nanogpt_adamw", ["--model", "nanogpt", "--optimizer", "adamw", "--nanogpt-dir",
+                           nanogpt], "adamw", 1, 1.0),
+        # Without bucket views DDP keeps a flat copy of every gradient in its buckets.
+        ("resnet18_ddp", ["--model", "resnet18", "--optimizer", "sgdm", "--dist", "ddp"], "sgdm",
+         2, 2.0),
+        ("resnet18_ddp_views", ["--model", "resnet18", "--optimizer", "sgdm", "--dist",
+                                "ddp-views"], "sgdm", 2, 1.0),
+    ]
+    c = Checks()
+    for name, args, optimizer, ranks, grad_factor in runs:
+        if a.only and a.only not in name:
+            continue
+        if "nanogpt" in name and not os.path.isfile(os.path.join(nanogpt, "model.py")):
+            print("skip  [%s] nanoGPT's model.py not in %s (set NANOGPT_DIR)" % (name, nanogpt))
+            continue
+        check_run(c, a, name, args, optimizer, ranks, grad_factor)
+    print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
