@@ -21,10 +21,12 @@
 
 #include "background_query.h"
 #include "data_worker.h"
+#include "file_picker.h"
 #include "palette.h"
 #include "time_axis.h"
 #include "tracerun/trace/analysis/compare.h"
 #include "tracerun/trace/format.h"
+#include "track.h"
 
 namespace tracerun::viewer {
 namespace {
@@ -180,7 +182,7 @@ class CompareView final : public View {
   void drawHeader(ViewHost& host, float width);
   void drawBrowser(ViewHost& host, float width, float height);
   void drawStrips(ViewHost& host, float width, float height);
-  void drawStrip(const Run& run, char which, ImDrawList* dl, float y, float h);
+  void drawStrip(const Run& run, char which, ImDrawList* dl, float y, float h, bool boxes);
   void drawStepTable(ViewHost& host, float width, float height);
   void drawNameTable(float width, float height);
   void request(Run& run);
@@ -192,11 +194,7 @@ class CompareView final : public View {
            run.fetched.t1 == wanted(run).t1 && run.fetched.ns_per_px == wanted(run).ns_per_px;
   }
   LodWindow wanted(const Run& run) const {
-    LodWindow w;
-    w.t0 = static_cast<int64_t>(std::floor(run.origin + r0_));
-    w.t1 = static_cast<int64_t>(std::ceil(run.origin + r1_));
-    w.ns_per_px = std::max(1e-3, (r1_ - r0_) / std::max(1.0f, areaW_));
-    return w;
+    return spanWindow(run.origin + r0_, run.origin + r1_, areaW_);
   }
 
   bool started_ = false;
@@ -216,12 +214,13 @@ class CompareView final : public View {
   double r0_ = 0, r1_ = 1;  // the strips' window, ns relative to the aligned step's start
   float areaX_ = 0, areaW_ = 0;
   std::vector<StripRow> rows_;  // last frame's strip rows (screen pixels)
+  std::string boxes_[2];        // last frame's span boxes of A and B (track.h), when recorded
   float stripY_[2] = {0, 0}, stripH_[2] = {0, 0};
   std::optional<Hover> hover_;
   bool dragged_ = false;
   char field_[1024] = {};
   bool browsing_ = false;
-  std::string browseDir_;
+  FilePicker browser_;
   std::function<void()> wake_;
 };
 
@@ -428,6 +427,14 @@ std::string CompareView::dumpText() const {
                   r.track, r.depth, r.y, r.h);
     out += buf;
   }
+  // The span boxes each strip drew (track.h's lines, prefixed by the run).
+  for (int i = 0; i < 2; ++i) {
+    for (size_t at = 0; at < boxes_[i].size();) {
+      const size_t nl = boxes_[i].find('\n', at);
+      out += (i == 0 ? "A " : "B ") + boxes_[i].substr(at, nl - at + 1);
+      at = nl + 1;
+    }
+  }
   return out;
 }
 
@@ -438,8 +445,8 @@ void CompareView::draw(ViewHost& host, float width, float height) {
   if (!started_) {
     started_ = true;
     pathA_ = host.tracePath();
-    browseDir_ = fs::path(pathA_).parent_path().string();
-    if (browseDir_.empty()) browseDir_ = ".";
+    std::string dir = fs::path(pathA_).parent_path().string();
+    browser_.setDir(dir.empty() ? "." : dir);
     if (!host.comparePath().empty()) start(host, host.comparePath());
   }
   a_.poll();
@@ -521,36 +528,18 @@ void CompareView::drawHeader(ViewHost& host, float width) {
   }
 }
 
-// A small file chooser: directories and *.db files under browseDir_.
+// Browse...: the viewer's file picker, opening what it returns as run B.
 void CompareView::drawBrowser(ViewHost& host, float width, float height) {
   ImGui::BeginChild("compare browse", ImVec2(width, height), true);
-  ImGui::TextDisabled("%s", browseDir_.c_str());
-  if (ImGui::Selectable("..")) {
-    browseDir_ = fs::absolute(browseDir_).parent_path().string();
-  }
-  std::vector<fs::directory_entry> dirs, files;
-  std::error_code ec;
-  for (fs::directory_iterator it(browseDir_, ec), end; !ec && it != end; it.increment(ec)) {
-    std::error_code e2;
-    if (it->is_directory(e2)) {
-      dirs.push_back(*it);
-    } else if (it->path().extension() == ".db") {
-      files.push_back(*it);
+  if (const auto chosen = browser_.draw({}, 0)) {
+    browsing_ = false;
+    std::error_code ec;
+    if (!fs::exists(*chosen, ec)) {
+      b_.error = *chosen + ": no such file";
+    } else {
+      start(host, *chosen);
     }
   }
-  std::sort(dirs.begin(), dirs.end());
-  std::sort(files.begin(), files.end());
-  std::string next;
-  for (const auto& d : dirs) {
-    if (ImGui::Selectable((d.path().filename().string() + "/").c_str())) next = d.path().string();
-  }
-  for (const auto& f : files) {
-    if (ImGui::Selectable(f.path().filename().string().c_str())) {
-      browsing_ = false;
-      start(host, f.path().string());
-    }
-  }
-  if (!next.empty()) browseDir_ = next;
   ImGui::EndChild();
 }
 
@@ -606,8 +595,8 @@ void CompareView::drawStrips(ViewHost& host, float width, float height) {
   hover_.reset();
   dl->PushClipRect(ImVec2(origin.x, stripY_[0]), ImVec2(areaX_ + areaW_, stripY_[1] + stripH),
                    true);
-  drawStrip(a_, 'A', dl, stripY_[0], stripH);
-  drawStrip(b_, 'B', dl, stripY_[1], stripH);
+  drawStrip(a_, 'A', dl, stripY_[0], stripH, host.recordBoxes());
+  drawStrip(b_, 'B', dl, stripY_[1], stripH, host.recordBoxes());
   // The aligned step's start in both runs, and each run's end of it in its own strip.
   const float x0 = xOf(0);
   dl->AddLine(ImVec2(x0, stripY_[0]), ImVec2(x0, stripY_[1] + stripH), palette::kCompareAlign, 2);
@@ -674,7 +663,9 @@ void CompareView::drawStrips(ViewHost& host, float width, float height) {
 
 // One run's strip: per rank, each span track's depths (as many as fit), boxes from the data
 // thread's windows placed on the shared relative axis.
-void CompareView::drawStrip(const Run& run, char which, ImDrawList* dl, float y, float h) {
+void CompareView::drawStrip(const Run& run, char which, ImDrawList* dl, float y, float h,
+                            bool boxes) {
+  boxes_[which == 'A' ? 0 : 1].clear();
   const uint32_t accent = which == 'A' ? palette::kCompareA : palette::kCompareB;
   // Depths per track: all of them when they fit at kMinRowH, else the top ones.
   int cap = 64;
@@ -708,50 +699,23 @@ void CompareView::drawStrip(const Run& run, char which, ImDrawList* dl, float y,
     }
     for (int d = 0; d < depths; ++d)
       rows_.push_back({which, t->rank, t->id, d, ty + rh * static_cast<float>(d), rh});
-    auto it = run.windows.find(t->id);
-    if (it != run.windows.end()) {
-      float lastX1 = -1e9f;
-      int lastDepth = -1;
-      for (const DrawItem& item : it->second.items) {
-        const Primitive& p = item.prim;
-        if (p.depth >= depths) continue;
-        float x0 = xOf(static_cast<double>(p.start) - run.origin);
-        float x1 = xOf(static_cast<double>(p.end) - run.origin);
-        if (x1 < areaX_ || x0 > areaX_ + areaW_) continue;
-        x0 = std::max(x0, areaX_ - 1);
-        x1 = std::min(std::max(x1, x0 + 1), areaX_ + areaW_ + 1);
-        if (p.depth == lastDepth && x1 <= lastX1 + 0.5f) continue;
-        lastX1 = p.depth == lastDepth ? std::max(x1, lastX1) : x1;
-        lastDepth = p.depth;
-        const float y0 = ty + rh * static_cast<float>(p.depth);
-        bool fold = p.fold;
-        const float yb = y0 + std::max(1.0f, rh - 1);
-        dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, yb),
-                          fold ? palette::kFold : palette::category(item.span.category));
-        // A fold whose longest span is at least 3 px wide shows that span in its own colour over
-        // the fold: a long step beside a few tiny spans still reads as the step.
-        float lx0 = x0, lx1 = x1;
-        if (fold) {
-          const float d0 = std::max(x0, xOf(static_cast<double>(item.span.start) - run.origin));
-          const float d1 = std::min(x1, xOf(static_cast<double>(item.span.end) - run.origin));
-          if (d1 - d0 >= 3) {
-            dl->AddRectFilled(ImVec2(d0, y0), ImVec2(d1, yb),
-                              palette::category(item.span.category));
-            fold = false;
-            lx0 = d0, lx1 = d1;
-          }
-        }
-        if (rh >= 12 && lx1 - lx0 > 28) {
-          const std::string& nm = run.name(item.span.name);
-          const float tx = std::max(lx0, areaX_) + 3;
-          const ImVec4 c(tx, y0, std::min(lx1, areaX_ + areaW_) - 2, y0 + rh);
-          dl->AddText(nullptr, 0, ImVec2(tx, y0), fold ? palette::kText : palette::kTextDark,
-                      nm.c_str(), nullptr, 0, &c);
-        }
-        if (mouse.x >= x0 && mouse.x < std::max(x1, x0 + 2) && mouse.y >= y0 && mouse.y < y0 + rh)
-          hover_ = Hover{&run, which, item};
-      }
-    }
+    // The timeline's span track, on this strip's axis (relative time + the run's origin).
+    TrackCanvas c;
+    c.dl = dl;
+    c.axis = TrackAxis{run.origin + r0_, run.origin + r1_, areaX_, areaW_};
+    c.y = ty;
+    c.h = th;
+    c.row_h = rh;
+    c.depths = depths;
+    c.name = [&run](core::StringId id) -> const std::string& { return run.name(id); };
+    c.mouse_x = mouse.x;
+    c.mouse_y = mouse.y;
+    c.mouse_here = true;
+    if (boxes) c.boxes = &boxes_[which == 'A' ? 0 : 1];
+    const auto it = run.windows.find(t->id);
+    if (const DrawItem* hit =
+            SpanTrack().draw(c, *t, it == run.windows.end() ? nullptr : &it->second))
+      hover_ = Hover{&run, which, *hit};
     ty += th;
   }
   dl->AddText(ImVec2(areaX_ + areaW_ - 18, y + 2), accent, which == 'A' ? "A" : "B");

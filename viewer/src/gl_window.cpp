@@ -101,10 +101,11 @@ void wakeEventLoop() {
   glfwPostEmptyEvent();
 }
 
-GlWindow::Frame GlWindow::render(Viewer& viewer) const {
+GlWindow::Frame GlWindow::render(Viewer& viewer, const InputHook& input) const {
   const auto frameStart = std::chrono::steady_clock::now();
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
+  if (input) input(ImGui::GetIO());
   ImGui::NewFrame();
   viewer.frame();
   ImGui::Render();

@@ -4,9 +4,11 @@
 // Threading: the main thread only (GLFW's rule), but for wakeEventLoop.
 #pragma once
 
+#include <functional>
 #include <string>
 
 struct GLFWwindow;
+struct ImGuiIO;
 
 namespace tracerun::viewer {
 
@@ -30,12 +32,14 @@ class GlWindow {
   // Waits until the GPU has drawn everything submitted (glFinish), before the pixels are read.
   void finishDrawing() const;
 
-  // One ImGui frame of `viewer`, drawn into the back buffer.
+  // One ImGui frame of `viewer`, drawn into the back buffer. `input`, when set, runs after the
+  // GLFW backend filled ImGuiIO and before ImGui::NewFrame (--script's input).
   struct Frame {
     int width = 0, height = 0;  // framebuffer pixels
     double cpu_ms = 0;          // ImGui build + draw submission
   };
-  Frame render(Viewer& viewer) const;
+  using InputHook = std::function<void(ImGuiIO&)>;
+  Frame render(Viewer& viewer, const InputHook& input = {}) const;
 
  private:
   void openImGui();

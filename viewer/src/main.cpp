@@ -25,7 +25,7 @@ using tracerun::viewer::ViewerOptions;
 
 struct Flags {
   std::string path, screenshot, size = "1600x900", range, go, dump_layout, view = "timeline",
-                                dump_view, compare;
+                                dump_view, compare, script;
   std::vector<std::string> view_options;
   int64_t select = -1;
   bool log_actions = false;
@@ -76,10 +76,11 @@ ViewerOptions viewerOptions(const Flags& f) {
   ViewerOptions o;
   o.path = f.path;
   o.log_actions = f.log_actions;
-  o.headless = !f.screenshot.empty() || f.bench_steps > 0 || f.bench_views > 0;
+  o.headless = !f.screenshot.empty() || !f.script.empty() || f.bench_steps > 0 || f.bench_views > 0;
   o.view = f.view;
   o.compare = f.compare;
   o.view_options = f.view_options;
+  o.record_boxes = !f.dump_layout.empty() || !f.dump_view.empty() || !f.script.empty();
   if (!f.range.empty()) o.range = parseRange(f.range);
   if (f.select >= 0) o.select = f.select;
   if (!f.go.empty()) o.go = parseGoto(f.go);
@@ -106,6 +107,7 @@ DriverFlags driverFlags(const Flags& f) {
   d.screenshot = f.screenshot;
   d.dump_layout = f.dump_layout;
   d.dump_view = f.dump_view;
+  d.script = f.script;
   d.log_actions = f.log_actions;
   d.timeout_s = f.timeout_s;
   d.bench_steps = f.bench_steps;
@@ -117,6 +119,9 @@ DriverFlags driverFlags(const Flags& f) {
 int runViewer(const Flags& f) {
   const ViewerOptions o = viewerOptions(f);
   checkFiles(f);
+  // A malformed script fails here, in one line naming file:line, before a window opens.
+  const auto script = f.script.empty() ? std::vector<tracerun::viewer::ScriptEvent>()
+                                       : tracerun::viewer::readScript(f.script);
   const auto [width, height] = *parseSize(f.size);
   GlWindow window(width, height, f.path.empty() ? "traceview" : "traceview - " + f.path,
                   o.headless);
@@ -124,6 +129,7 @@ int runViewer(const Flags& f) {
   const DriverFlags d = driverFlags(f);
   if (f.bench_views > 0) return tracerun::viewer::driveBenchViews(window, viewer, d);
   if (f.bench_steps > 0) return tracerun::viewer::driveBenchSweep(window, viewer, d);
+  if (!f.script.empty()) return tracerun::viewer::driveScript(window, viewer, d, script);
   if (o.headless) return tracerun::viewer::driveScreenshot(window, viewer, d);
   return tracerun::viewer::driveWindow(window, viewer, d);
 }
@@ -185,13 +191,29 @@ int main(int argc, char** argv) {
                        "benchmark: switch through every tab ROUNDS times, print how long each "
                        "takes to show its data and the frame times, exit")
             ->check(tracerun::tools::atLeast(1));
+        app.add_option("--script", flags.script,
+                       "replay the input events of FILE frame by frame in a hidden window, then "
+                       "exit: one 'FRAME EVENT ARGS' a line (FRAME: N or +N; EVENT: move X Y, "
+                       "click/press/release [left|right|middle], drag X0 Y0 X1 Y1 [FRAMES], "
+                       "wheel N, key/keydown/keyup KEY (ctrl+f, F12, Return), type TEXT, tab "
+                       "WORD, settle, screenshot PNG, dump-layout FILE, dump-view FILE, quit); "
+                       "frame 0 is the first settled frame (docs/viewer.md)");
         app.add_option("--settle-timeout", flags.timeout_s,
-                       "--screenshot: seconds to wait for the data before giving up (default 120)");
+                       "--screenshot, --script: seconds to wait before giving up (default 120)");
         return std::vector<tracerun::tools::Command>{
             {&app, [&] {
                if (!flags.screenshot.empty() && flags.path.empty()) {
                  throw CLI::ValidationError(
                      "--screenshot needs a trace: traceview run.db --screenshot out.png");
+               }
+               if (!flags.script.empty() && flags.path.empty()) {
+                 throw CLI::ValidationError(
+                     "--script needs a trace: traceview run.db --script input.txt");
+               }
+               if (!flags.script.empty() &&
+                   (!flags.screenshot.empty() || flags.bench_steps > 0 || flags.bench_views > 0)) {
+                 throw CLI::ValidationError(
+                     "--script runs alone: take screenshots with the script's screenshot event");
                }
                if (!flags.compare.empty() && flags.path.empty()) {
                  throw CLI::ValidationError(

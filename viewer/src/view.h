@@ -1,7 +1,7 @@
-// A view: one tab beside the timeline (pipeline, memory, collectives, graphs, statistics,
-// comparison). The contract between the window (viewer_app.cpp, the ViewHost) and each view.
-// Not the timeline itself (the Viewer draws it) and not a data layer: a view reads the trace
-// through trace/ on its own thread (background_query.h), never on the UI thread.
+// A view: one tab of the window (the timeline, pipeline, memory, collectives, graphs, statistics,
+// comparison). The contract between the shell (viewer_app.cpp, the ViewHost) and each view.
+// Not a data layer: a view reads the trace through trace/ on its own thread (background_query.h)
+// or the session's data thread (the timeline), never on the UI thread.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +52,8 @@ class ViewHost {
     static const std::string kNone;
     return kNone;
   }
+  // --dump-layout/--dump-view: views that draw span tracks list their boxes (track.h) in dumps.
+  virtual bool recordBoxes() const { return false; }
   // --view-option WORD: true when WORD was given (a word one of the views' options() names).
   virtual bool viewOption(const std::string& word) const {
     (void)word;

@@ -1,5 +1,6 @@
-// The list of views beside the timeline, in tab order: the one owner of the tab set and of the
-// words `--view` accepts. Each view lives in its own file (pipeline_view.cpp, ...).
+// The list of views, in tab order: the one owner of the tab set and of the words `--view` accepts.
+// The timeline (timeline_view.h) is always the first tab; the shell puts it there because it
+// shares the shell's session. Each view lives in its own file (pipeline_view.cpp, ...).
 #pragma once
 
 #include <memory>
@@ -10,10 +11,10 @@
 
 namespace tracerun::viewer {
 
-// The word of the timeline tab (it is drawn by the Viewer, not a View).
+// The word of the timeline tab (TimelineView, the first tab).
 inline constexpr const char* kTimelineWord = "timeline";
 
-// One fresh instance of every view, in tab order (called each time a trace opens).
+// One fresh instance of every view after the timeline, in tab order (each time a trace opens).
 std::vector<std::unique_ptr<View>> makeViews();
 // "timeline" then every view's word, in tab order (for --view's check and its help).
 std::vector<std::string> viewWords();
