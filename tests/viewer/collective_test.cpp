@@ -366,11 +366,16 @@ TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call"
   REQUIRE(first != all.end());
   const std::string group = first->first.first;
   const std::string dump = dir.file("coll.txt");
-  const ViewerWindow view(dir.path(),
-                          {db, "--size", "1600x900", "--view", "collectives", "--select",
-                           std::to_string(first->second[0].id), "--dump-view", dump});
-  size_t at = view.opened();
-  INFO(view.logs());
+  const std::vector<std::string> args{db,
+                                      "--size",
+                                      "1600x900",
+                                      "--view",
+                                      "collectives",
+                                      "--select",
+                                      std::to_string(first->second[0].id)};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", dir.file("coll.png"), "--dump-view", dump});
+  runTraceviewOk(shot, dir.path());
   std::string text = e2e::readFile(dump);
   auto h = fields(linesStarting(text, "heatmap").at(0));
   const std::vector<int> order = intList(h["rows"]);
@@ -390,13 +395,16 @@ TEST_CASE("collectives view: a click on a heatmap cell selects that rank's call"
   REQUIRE(target != nullptr);
   const int cx = static_cast<int>(x0 + (col - firstCol) * colW + colW / 2);
   const int cy = static_cast<int>(y0 + rowH * 1 + rowH / 2);
-  view.xdotool({"mousemove", std::to_string(cx), std::to_string(cy)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a frame sees the hover first
-  view.xdotool({"click", "1"});
-  at = view.waitFor("selected span " + std::to_string(target->id) + " of collective", 20, at);
-  REQUIRE(at != std::string::npos);
-  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
-  text = e2e::readFile(dump);
+  // A script (--script) hovers the cell for a frame, clicks it, waits for the answers, dumps.
+  const std::string after = dir.file("coll-after.txt");
+  const auto r = runScript(args,
+                           {"0 move " + std::to_string(cx) + " " + std::to_string(cy), "+1 click",
+                            "+1 settle", "+0 dump-view " + after},
+                           dir.path(), "coll-script.txt");
+  INFO(r.out);
+  REQUIRE(r.out.find("selected span " + std::to_string(target->id) + " of collective") !=
+          std::string::npos);
+  text = e2e::readFile(after);
   INFO(text);
   const auto sel = linesStarting(text, "selected");
   REQUIRE(sel.size() == 1);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +54,16 @@ struct RowLine {
   int depth = 0;
   double y = 0, h = 0;
 };
+// A box a strip drew (the dump's "A|B box TRACK DEPTH X0 X1 KIND LABEL", x from the area's left).
+struct StripBox {
+  char run = 'A';
+  int64_t track = 0;
+  int depth = 0;
+  double x0 = 0, x1 = 0;
+  std::string kind, label;
+};
 struct Dump {
+  std::vector<StripBox> boxes;
   std::vector<NameLine> names;
   std::vector<StepLine> steps;
   std::vector<RowLine> rows;
@@ -89,7 +99,14 @@ Dump readDump(const std::string& path) {
   while (std::getline(in, line)) {
     const auto f = fields(line);
     REQUIRE(!f.empty());
-    if (f[0] == "name") {
+    if (line.size() > 6 && (line[0] == 'A' || line[0] == 'B') && line.compare(1, 5, " box ") == 0) {
+      std::istringstream in(line.substr(6));
+      StripBox b;
+      b.run = line[0];
+      in >> b.track >> b.depth >> b.x0 >> b.x1 >> b.kind;
+      std::getline(in >> std::ws, b.label);
+      d.boxes.push_back(b);
+    } else if (f[0] == "name") {
       REQUIRE(f.size() == 12);
       NameLine n{f[1], f[2]};
       int64_t* v[] = {&n.count_a,    &n.count_b, &n.count_diff, &n.total_a,  &n.total_b,
@@ -185,7 +202,8 @@ struct Sampled {
 
 // Every 3rd pixel column of one strip row: where a span of that row (track and depth) at least
 // 12 px wide covers the column with 3 px to spare on both sides, and the column is past the span's
-// label (8 px per character) and the strip's mark, the pixel has the span's category colour.
+// label (8 px per character) and the strip's mark, the pixel has the span's category colour; where
+// the strip drew a fold there instead (its box in the dump), the fold's grey, as the timeline.
 Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
                   const trace::TraceReader& reader, double origin) {
   struct Box {
@@ -202,6 +220,14 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
         std::max(x0, d.area_x) + 3 + 8.0 * static_cast<double>(reader.str(s.name).size());
     boxes.push_back({x0, x1, label, s.category});
   });
+  std::vector<Box> folds;  // the folds the strip drew on this row, past their "N spans" labels
+  for (const StripBox& b : d.boxes) {
+    if (b.run != row.run || b.track != row.track || b.depth != row.depth || b.kind != "fold")
+      continue;
+    const double x0 = d.area_x + b.x0, x1 = d.area_x + b.x1;
+    const double label = b.label == "-" ? x0 : x0 + 3 + 8.0 * static_cast<double>(b.label.size());
+    folds.push_back({x0, x1, label, core::Category::kOp});
+  }
   Sampled out;
   const int y = static_cast<int>(row.y + row.h / 2);
   // (The strip's last 20 px hold its "A" or "B" mark.)
@@ -232,9 +258,19 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
         out.firstFilled = b;
       }
     }
-    if (!cover || near) continue;
+    bool inFold = false, nearFold = false;
+    for (const Box& f : folds) {
+      if (f.x1 < x - 3 || f.x0 > x + 3) continue;
+      if (f.x0 <= x - 3 && f.x1 >= x + 3 && x > f.text) {
+        inFold = true;
+      } else {
+        nearFold = true;
+      }
+    }
+    if (nearFold || (!inFold && (!cover || near))) continue;
     const uint32_t want =
-        paletteRgb(viewer::palette::category(static_cast<uint8_t>(cover->category)));
+        inFold ? paletteRgb(viewer::palette::kFold)
+               : paletteRgb(viewer::palette::category(static_cast<uint8_t>(cover->category)));
     const uint32_t got = png.rgb(static_cast<int>(x), y);
     ++out.checked;
     if (got == want) {
@@ -361,9 +397,18 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   const int inBoth = static_cast<int>(d.xOf(la / 2));
   const int onlyB = static_cast<int>(d.xOf((la + lb) / 2));
   INFO("A strip row y " << yA << ", B strip row y " << yB << ", x " << inBoth << " and " << onlyB);
-  CHECK(png.rgb(inBoth, yA) == phase);
-  CHECK(png.rgb(inBoth, yB) == phase);
-  CHECK(png.rgb(onlyB, yB) == phase);
+  // The step's colour, or the fold's grey where the strip folded the step with its tiny
+  // neighbours into one box (the timeline's span track does the same; the dump lists the box).
+  const auto want = [&](const RowLine& row, int x) {
+    for (const StripBox& b : d.boxes)
+      if (b.run == row.run && b.track == row.track && b.depth == row.depth && b.kind == "fold" &&
+          d.area_x + b.x0 < x && d.area_x + b.x1 > x)
+        return paletteRgb(viewer::palette::kFold);
+    return phase;
+  };
+  CHECK(png.rgb(inBoth, yA) == want(*rowA, inBoth));
+  CHECK(png.rgb(inBoth, yB) == want(*rowB, inBoth));
+  CHECK(png.rgb(onlyB, yB) == want(*rowB, onlyB));
   // Along both strips' top rows, every column well inside a wide span of that run's row (away
   // from its label) has the span's category colour: each strip shows its own run.
   const Sampled sA = sampleRow(png, d, *rowA, ra, d.origin_a);
@@ -376,41 +421,13 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   CHECK(sB.matched == sB.checked);
 }
 
-TEST_CASE("a real window: dragging and wheeling the compare strips moves both together",
-          "[viewer][compare][window]") {
+TEST_CASE("a script: dragging and wheeling the compare strips moves both together",
+          "[viewer][compare][script]") {
   const std::string a = gptRun("narrow", 32);
   const std::string b = gptRun("wide", 384);
   const std::string dir = e2e::scratch().path();
-  const std::string dumpFile = e2e::scratch().file("live-compare.txt");
-  const ViewerWindow view(
-      dir, {a, "--compare", b, "--view", "compare", "--size", "1600x900", "--dump-view", dumpFile});
-  INFO(view.logs());
-  auto xdo = [&](const std::vector<std::string>& args) {
-    view.xdotool(args);
-    std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  };
-  // After input (from > 0): the view settles again ("settled"; at open the first complete frame
-  // was the settle), its dump stops changing, and F12 takes a screenshot.
-  std::string rulerX = "600", rulerY = "120";  // the shared ruler above the strips (from the dump)
-  auto settle = [&](size_t from) {
-    xdo({"mousemove", rulerX, rulerY});  // off the strips: no hover tooltip over them
-    if (from > 0) REQUIRE(view.waitFor("settled", 30, from) != std::string::npos);
-    std::string last;
-    for (int i = 0; i < 50; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      const std::string now = e2e::readFile(dumpFile);
-      if (now == last) break;
-      last = now;
-    }
-    const size_t mark = view.out().size();
-    // Down and up in separate frames (both in one batch of events would be no press at all).
-    view.press("F12");
-    const size_t saved = view.waitFor("saved screenshot ", 20, mark);
-    REQUIRE(saved != std::string::npos);
-    const std::string out = view.out();
-    const std::string png = dir + "/" + out.substr(saved, out.find('\n', saved) - saved);
-    return std::make_pair(readDump(dumpFile), loadPng(png));
-  };
+  const std::vector<std::string> args{a, "--compare", b, "--view", "compare", "--size", "1600x900"};
+  const auto file = [&](const std::string& name) { return e2e::scratch().file(name); };
   const auto ra = trace::TraceReader::open(a);
   const auto rb = trace::TraceReader::open(b);
   const trace::SpanRow sa = firstStep(ra), sb = firstStep(rb);
@@ -435,44 +452,59 @@ TEST_CASE("a real window: dragging and wheeling the compare strips moves both to
     CHECK(sB.emptyMatched == sB.emptyChecked);
     return sA.emptyChecked + sB.emptyChecked;
   };
-  {
-    const Dump first = readDump(dumpFile);
-    REQUIRE(!first.rows.empty());
-    double top = 1e9;
-    for (const RowLine& r : first.rows) top = std::min(top, r.y);
-    rulerX = std::to_string(static_cast<int>(first.area_x + first.area_w / 2));
-    rulerY = std::to_string(static_cast<int>(top - 10));
-  }
-  const auto [d0, png0] = settle(0);
-  bothStrips(d0, png0, "at open");
+  // Where things are at open (a settled frame's dump): the strips' rows and the ruler above them.
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", file("cmp-open.png"), "--dump-view", file("cmp-0.txt")});
+  runTraceviewOk(shot, dir);
+  const Dump d0 = readDump(file("cmp-0.txt"));
+  REQUIRE(!d0.rows.empty());
+  double top = 1e9;
+  for (const RowLine& r : d0.rows) top = std::min(top, r.y);
+  const auto xy = [](double x, double y) {
+    return std::to_string(static_cast<int>(x)) + " " + std::to_string(static_cast<int>(y));
+  };
+  // Off the strips between the steps (no hover tooltip over them) when a state is taken.
+  const std::string ruler = xy(d0.area_x + d0.area_w / 2, top - 10);
   const RowLine* row = d0.row('A', sa.track, sa.depth);
   REQUIRE(row);
+  const RowLine* rowB0 = d0.row('B', sb.track, sb.depth);
+  REQUIRE(rowB0);
   const int y = static_cast<int>(row->y + row->h / 2);
   const double npp0 = (d0.r1 - d0.r0) / d0.area_w;
-
-  // Drag strip A 240 px to the right: the axis moves 240 px earlier, for both strips.
+  // Drag strip A 240 px to the right, then two wheel notches over strip B at the middle of A's
+  // first step (240 px right of where it was at open), each state settled and taken.
   const int x0 = static_cast<int>(d0.area_x + d0.area_w * 0.4);
-  size_t mark = view.out().size();
-  xdo({"mousemove", std::to_string(x0), std::to_string(y)});
-  xdo({"mousedown", "1"});
-  for (int k = 1; k <= 6; ++k) xdo({"mousemove", std::to_string(x0 + 40 * k), std::to_string(y)});
-  xdo({"mouseup", "1"});
-  const auto [d1, png1] = settle(mark);
-  CHECK(d0.r0 - d1.r0 == Approx(240 * npp0).margin(3 * npp0));
-  CHECK(d1.r1 - d1.r0 == Approx(d0.r1 - d0.r0).margin(npp0));
+  const int xw = static_cast<int>(d0.xOf(static_cast<double>(sa.dur_ns) / 2)) + 240;
+  const auto take = [&](int i) {
+    return std::vector<std::string>{"+1 move " + ruler, "+1 settle",
+                                    "+0 screenshot " + file("cmp-" + std::to_string(i) + ".png"),
+                                    "+0 dump-view " + file("cmp-" + std::to_string(i) + ".txt")};
+  };
+  std::vector<std::string> lines{"0 move " + ruler};
+  for (const auto& l : take(0)) lines.push_back(l);
+  lines.push_back("+1 drag " + xy(x0, y) + " " + xy(x0 + 240, y) + " 6");
+  for (const auto& l : take(1)) lines.push_back(l);
+  lines.insert(lines.end(),
+               {"+1 move " + xy(xw, rowB0->y + rowB0->h / 2), "+1 wheel 1", "+1 wheel 1"});
+  for (const auto& l : take(2)) lines.push_back(l);
+  const auto r = runScript(args, lines, dir, "cmp-script.txt");
+  INFO(r.out);
+  const auto state = [&](int i) {
+    return std::make_pair(readDump(file("cmp-" + std::to_string(i) + ".txt")),
+                          loadPng(file("cmp-" + std::to_string(i) + ".png")));
+  };
+  const auto [s0, png0] = state(0);
+  bothStrips(s0, png0, "at open");
+
+  // The drag: the axis moves 240 px earlier, for both strips.
+  const auto [d1, png1] = state(1);
+  CHECK(s0.r0 - d1.r0 == Approx(240 * npp0).margin(3 * npp0));
+  CHECK(d1.r1 - d1.r0 == Approx(s0.r1 - s0.r0).margin(npp0));
   // The time before the aligned step is now on screen, empty in both strips.
   CHECK(bothStrips(d1, png1, "after the drag") > 100);
 
-  // Two wheel notches up over strip B, over the middle of A's first step: both strips zoom in
-  // about the pointer.
-  const RowLine* rowB = d1.row('B', sb.track, sb.depth);
-  REQUIRE(rowB);
-  const int xw = static_cast<int>(d1.xOf(static_cast<double>(sa.dur_ns) / 2));
-  mark = view.out().size();
-  xdo({"mousemove", std::to_string(xw), std::to_string(static_cast<int>(rowB->y + rowB->h / 2))});
-  xdo({"click", "4"});
-  xdo({"click", "4"});
-  const auto [d2, png2] = settle(mark);
+  // The wheel: both strips zoom in about the pointer.
+  const auto [d2, png2] = state(2);
   CHECK(d2.r1 - d2.r0 < 0.9 * (d1.r1 - d1.r0));
   // The time under the pointer stays under it.
   const double atPointer1 = d1.r0 + (xw - d1.area_x) * (d1.r1 - d1.r0) / d1.area_w;
@@ -502,4 +534,101 @@ TEST_CASE("compare view: a --compare file that is not a trace is one line and a 
   CHECK(missing.errLines()[0].find("absent.db") != std::string::npos);
 }
 
+#endif
+
+#ifdef GPTTRAIN_BIN
+namespace {
+
+// One span box a view drew (track.h's "box TRACK DEPTH X0 X1 KIND LABEL", x from the area's left).
+struct Box {
+  int64_t track = 0;
+  int depth = 0;
+  double x0 = 0, x1 = 0;
+  std::string kind, label;
+};
+
+// The box lines of a dump; `prefix` "A " keeps run A's lines of the compare dump.
+std::vector<Box> readBoxes(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::vector<Box> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, prefix.size() + 4, prefix + "box ") != 0) continue;
+    std::istringstream s(line.substr(prefix.size() + 4));
+    Box b;
+    s >> b.track >> b.depth >> b.x0 >> b.x1 >> b.kind;
+    std::getline(s >> std::ws, b.label);
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compare view: a strip draws a span track as the timeline draws it with its folds",
+          "[viewer][compare]") {
+  const std::string a = gptRun("narrow", 32);
+  const Shown s = showCompare(a, a, "boxes");
+  const Dump d = readDump(s.dump);
+  const std::vector<Box> strip = readBoxes(s.dump, "A ");
+  REQUIRE(!strip.empty());
+  // The timeline on the same window (ns from the trace's start) at the same pixels per ns: its
+  // time area made as wide as the strips' (its side panel and labels take other widths).
+  const auto timeline = [&](int width, const std::string& range, const std::string& tag) {
+    const std::string layout = e2e::scratch().file(tag + ".txt");
+    std::vector<std::string> args{a,
+                                  "--size",
+                                  std::to_string(width) + "x900",
+                                  "--screenshot",
+                                  e2e::scratch().file(tag + ".png"),
+                                  "--dump-layout",
+                                  layout};
+    if (!range.empty()) args.insert(args.end(), {"--range", range});
+    runTraceviewOk(args, e2e::scratch().path());
+    return layout;
+  };
+  const Layout first = readLayout(timeline(1600, "", "boxes-tl0"));
+  const int width = 1600 + static_cast<int>(std::lround(d.area_w - first.area_w));
+  const auto rel = [&](double r) {
+    return std::to_string(std::llround(d.origin_a + r - static_cast<double>(first.origin)));
+  };
+  const std::string layout = timeline(width, rel(d.r0) + ":" + rel(d.r1), "boxes-tl");
+  const Layout l = readLayout(layout);
+  REQUIRE(l.area_w == Approx(d.area_w).margin(0.01));
+  const std::vector<Box> drawn = readBoxes(layout, "");
+
+  // Every box of strip A at a depth the strip shows is the timeline's box, and back.
+  std::map<std::pair<int64_t, int>, double> rowH;  // (track, depth) -> the strip's row height
+  for (const RowLine& r : d.rows)
+    if (r.run == 'A') rowH[{r.track, r.depth}] = r.h;
+  const auto same = [](const Box& x, const Box& y, bool labels) {
+    return x.track == y.track && x.depth == y.depth && std::fabs(x.x0 - y.x0) < 0.05 &&
+           std::fabs(x.x1 - y.x1) < 0.05 && x.kind == y.kind && (!labels || x.label == y.label);
+  };
+  size_t folds = 0, labelled = 0, compared = 0;
+  for (const Box& b : strip) {
+    INFO("strip box " << b.track << " " << b.depth << " " << b.x0 << ".." << b.x1 << " " << b.kind
+                      << " " << b.label);
+    if (!l.rows.count(b.track)) continue;  // a row off the timeline's screen
+    const bool labels = rowH[{b.track, b.depth}] >= 12;
+    bool found = false;
+    for (const Box& t : drawn) found = found || same(b, t, labels);
+    CHECK(found);
+    ++compared;
+    folds += b.kind == "fold";
+    labelled += b.label != "-" && b.kind == "fold";
+  }
+  for (const Box& t : drawn) {
+    if (!rowH.count({t.track, t.depth})) continue;  // a depth the strip leaves out
+    INFO("timeline box " << t.track << " " << t.depth << " " << t.x0 << ".." << t.x1 << " "
+                         << t.kind);
+    bool found = false;
+    for (const Box& b : strip) found = found || same(b, t, false);
+    CHECK(found);
+  }
+  CHECK(compared > 20);
+  CHECK(folds > 0);  // the fold is what they drew differently
+  INFO("folds " << folds << ", labelled folds " << labelled);
+}
 #endif

@@ -497,49 +497,42 @@ TEST_CASE("builders: a fold named in expand_folds is drawn unfolded, the others 
   CHECK(mx.size() > model.size());
 }
 
-TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it alone",
-          "[viewer][graph][window]") {
+TEST_CASE("a script: clicking the x2 node selects its span and unfolds it alone",
+          "[viewer][graph][script]") {
   const std::string& db = gptTrace();
   const std::string dir = e2e::scratch().path();
-  const std::string dump = dir + "/live.txt";
-  XServer x;
-  Background view(x.display(), dir,
-                  {TRACEVIEW_BIN, db, "--log-actions", "--size", "1400x900", "--view", "callgraph",
-                   "--view-option", "graph-fit", "--dump-view", dump});
+  const std::string dump = dir + "/live.txt", after = dir + "/live-after.txt";
   // Fitted, so the x2 node is on the canvas: at the readable scale the view opens centred on the
   // heaviest root, and where the fold lies from it depends on the run's timings (this test failed
   // about 1 run in 5 with the node at x = -1170 or -2207, off the window).
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const std::vector<std::string> args{db,          "--size",        "1400x900", "--view",
+                                      "callgraph", "--view-option", "graph-fit"};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", dir + "/live.png", "--dump-view", dump});
+  runTraceviewOk(shot, dir);
   const Dump d = readDump(dump);
   const std::string fold = "all/step/forward/layers.*";
   REQUIRE(d.nodes.count(fold));
   const DumpNode& n = d.nodes.at(fold);
   const int cx = static_cast<int>(d.sx(n.cx)), cy = static_cast<int>(d.sy(n.cy));
-  auto xdo = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-    all.insert(all.end(), args.begin(), args.end());
-    const auto r = e2e::runProcess("/usr/bin/env", all, dir);
-    INFO(r.describe());
-    REQUIRE(r.exit_code == 0);
-  };
   INFO("the x2 node at (" << cx << ", " << cy << "), canvas " << d.canvasX << "," << d.canvasY
                           << " " << d.canvasW << "x" << d.canvasH << " scale " << d.scale);
   REQUIRE(cx >= d.canvasX);
   REQUIRE(cx < d.canvasX + d.canvasW);
   REQUIRE(cy >= d.canvasY);
   REQUIRE(cy < d.canvasY + d.canvasH);
-  xdo({"mousemove", std::to_string(cx), std::to_string(cy)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  xdo({"click", "1"});
-  at = view.waitFor("selected node " + fold, 20, at);
+  // The same window, the node hovered for a frame and clicked by a script (--script).
+  const auto r = runScript(args,
+                           {"0 move " + std::to_string(cx) + " " + std::to_string(cy), "+1 click",
+                            "+1 settle", "+0 dump-view " + after},
+                           dir, "x2-script.txt");
+  INFO("stdout:\n" << r.out);
+  const size_t at = r.out.find("selected node " + fold);
   REQUIRE(at != std::string::npos);
-  REQUIRE(view.waitFor("expanded fold " + fold, 20, at) != std::string::npos);
+  REQUIRE(r.out.find("expanded fold " + fold, at) != std::string::npos);
   // The timeline selected the node's longest span (the viewer logs the span it selected).
-  REQUIRE(view.waitFor("selected span " + std::to_string(n.span), 20, at) != std::string::npos);
-  REQUIRE(view.waitFor("settled", 60, at) != std::string::npos);
-  const Dump e = readDump(dump);
+  REQUIRE(r.out.find("selected span " + std::to_string(n.span), at) != std::string::npos);
+  const Dump e = readDump(after);
   CHECK(!e.nodes.count(fold));
   CHECK(e.nodes.count("all/step/forward/layers.0"));
   CHECK(e.nodes.count("all/step/forward/layers.1"));
@@ -554,7 +547,7 @@ TEST_CASE("a real window: clicking the x2 node selects its span and unfolds it a
   CHECK((e.highlighted == "all/step/forward/layers.0" ||
          e.highlighted == "all/step/forward/layers.1"));
   // The new layout keeps the scale, centred on the fold's first member (not reopened elsewhere).
-  CHECK(view.out().find("callgraph centred on all/step/forward/layers.0") != std::string::npos);
+  CHECK(r.out.find("callgraph centred on all/step/forward/layers.0") != std::string::npos);
   CHECK(e.scale == Approx(d.scale).epsilon(1e-4));
   const DumpNode& first = e.nodes.at("all/step/forward/layers.0");
   CHECK(e.sx(first.cx) == Approx(e.canvasX + e.canvasW / 2).margin(1));

@@ -476,13 +476,14 @@ TEST_CASE("pipeline view: the chunks of an interleaved schedule are shaded apart
 }
 
 TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
-          "[viewer][pipeline][window]") {
+          "[viewer][pipeline][script]") {
   const std::string& db = oneFOneB();
   const std::string dump = e2e::scratch().file("pipe-click.txt");
-  const ViewerWindow view(e2e::scratch().path(),
-                          {db, "--view", "pipeline", "--size", "1600x900", "--dump-view", dump});
-  const size_t at = view.opened();  // the dump is written at the first complete frame
-  INFO(view.logs());
+  const std::vector<std::string> args{db, "--view", "pipeline", "--size", "1600x900"};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(),
+              {"--screenshot", e2e::scratch().file("pipe-click.png"), "--dump-view", dump});
+  runTraceviewOk(shot, e2e::scratch().path());
   const Dump d = readDump(dump);
   // The widest backward of stage 1's rank, from the trace.
   Compute pick;
@@ -494,10 +495,12 @@ TEST_CASE("pipeline view: clicking a bar selects its span in the timeline",
   REQUIRE(pick.id > 0);
   const int cx = static_cast<int>((d.xOf(double(pick.start)) + d.xOf(double(pick.end))) / 2);
   const int cy = static_cast<int>(d.laneYOfRank.at(pick.rank) + 6);
-  view.xdotool({"mousemove", std::to_string(cx), std::to_string(cy)});
-  view.xdotool({"click", "1"});
-  const std::string expect = "selected span " + std::to_string(pick.id) + " backward";
-  CHECK(view.waitFor(expect, 20, at) != std::string::npos);
+  // The same window, clicked there by a script (--script): the bar selects its span.
+  const auto r = runScript(
+      args, {"0 move " + std::to_string(cx) + " " + std::to_string(cy), "+1 click", "+1 settle"},
+      e2e::scratch().path(), "pipe-click-script.txt");
+  INFO(r.out);
+  CHECK(r.out.find("selected span " + std::to_string(pick.id) + " backward") != std::string::npos);
 }
 
 #endif

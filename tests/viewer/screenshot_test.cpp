@@ -218,6 +218,21 @@ TEST_CASE("bad input: one line on stderr and a non-zero exit, never a crash",
     CHECK(r.errLines().size() == 1);
   }
   {
+    // A malformed --script line: one line naming the file and the line, exit 1, before a window.
+    std::ofstream(dir.file("input.txt")) << "# zoom in\n0 move 100 100\n+1 wheel\n";
+    const auto r = runTraceviewXvfb({dir.file("small.db"), "--script", dir.file("input.txt")},
+                                    dir.path.string());
+    INFO(r.describe());
+    CHECK(r.exit_code == 1);
+    REQUIRE(r.errLines().size() == 1);
+    CHECK(r.errLines()[0] == "traceview: " + dir.file("input.txt") + ":3: expected wheel AMOUNT");
+    const auto missing = runTraceviewXvfb({dir.file("small.db"), "--script", dir.file("none.txt")},
+                                          dir.path.string());
+    CHECK(missing.exit_code == 1);
+    REQUIRE(missing.errLines().size() == 1);
+    CHECK(missing.errLines()[0].find("none.txt: cannot read the script") != std::string::npos);
+  }
+  {
     // No display at all.
     const auto r = e2e::runProcess("/usr/bin/env",
                                    {"-u", "DISPLAY", "-u", "WAYLAND_DISPLAY", TRACEVIEW_BIN,

@@ -331,24 +331,16 @@ TEST_CASE("the statistics view's CSV files hold the tables' numbers, in the show
   }
 }
 
-TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that range",
-          "[viewer][stats][window]") {
+TEST_CASE("a script: Shift+drag over one rank fills the statistics for that range",
+          "[viewer][stats][script]") {
   testing::TempDir dir("stats-window");
   const auto g = makeFixture(dir.file("fx"), 2, 2, 60);
   const auto reader = trace::TraceReader::open(g.merged);
   const std::string layoutFile = dir.file("layout.txt"), dumpFile = dir.file("view.txt");
-
-  const ViewerWindow view(dir.path.string(), {g.merged, "--size", "1400x900", "--dump-layout",
-                                              layoutFile, "--dump-view", dumpFile});
-  size_t at = view.opened();
-  INFO(view.logs());
-  auto xdo = [&](const std::vector<std::string>& args) {
-    view.xdotool(args);
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));
-  };
-  for (int i = 0; i < 100 && !std::filesystem::exists(layoutFile); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const std::vector<std::string> args{g.merged, "--size", "1400x900"};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", dir.file("first.png"), "--dump-layout", layoutFile});
+  runTraceviewOk(shot, dir.path.string());
   const Layout l = readLayout(layoutFile);
 
   // Shift+drag from 30% to 60% of the time area, inside rank 1's first thread row only.
@@ -360,26 +352,21 @@ TEST_CASE("a real window: Shift+drag over one rank fills the statistics for that
   REQUIRE(y < 850);  // on screen (1400x900)
   const int x0 = static_cast<int>(l.area_x + 0.3 * l.area_w);
   const int x1 = static_cast<int>(l.area_x + 0.6 * l.area_w);
-  xdo({"mousemove", std::to_string(x0), std::to_string(y)});
-  xdo({"keydown", "shift"});
-  xdo({"mousedown", "1"});
-  for (int k = 1; k <= 6; ++k) {
-    xdo({"mousemove", std::to_string(x0 + (x1 - x0) * k / 6), std::to_string(y)});
-  }
-  xdo({"mouseup", "1"});
-  xdo({"keyup", "shift"});
-  at = view.waitFor("range selected", 20, at);
-  REQUIRE(at != std::string::npos);
-
-  // The Statistics tab, where the layout dump puts its button.
+  // Then the Statistics tab, where the layout dump puts its button (--script: no xdotool).
   REQUIRE(l.tabs.count("stats"));
   const Layout::Tab& tab = l.tabs.at("stats");
-  xdo({"mousemove", std::to_string(static_cast<int>(tab.x + tab.w / 2)),
-       std::to_string(static_cast<int>(tab.y + tab.h / 2))});
-  xdo({"click", "1"});
-  at = view.waitFor("stats range", 30, at);
-  REQUIRE(at != std::string::npos);
-  REQUIRE(view.waitFor("settled", 30, at) != std::string::npos);
+  const auto xy = [](double x, double yy) {
+    return std::to_string(static_cast<int>(x)) + " " + std::to_string(static_cast<int>(yy));
+  };
+  const auto r = runScript(
+      args,
+      {"0 move " + xy(x0, y), "+1 keydown shift", "+1 drag " + xy(x0, y) + " " + xy(x1, y) + " 6",
+       "+1 keyup shift", "+1 move " + xy(tab.x + tab.w / 2, tab.y + tab.h / 2), "+1 click",
+       "+1 settle", "+0 dump-view " + dumpFile},
+      dir.path.string(), "stats-script.txt");
+  INFO(r.out);
+  REQUIRE(r.out.find("range selected") != std::string::npos);
+  REQUIRE(r.out.find("stats range") != std::string::npos);
 
   const Dump dump = parseDump(e2e::readFile(dumpFile));
   std::string scope;

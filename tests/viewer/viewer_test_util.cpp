@@ -114,6 +114,20 @@ e2e::ProcessResult runTraceviewOk(const std::vector<std::string>& args, const st
   return r;
 }
 
+e2e::ProcessResult runScript(const std::vector<std::string>& args,
+                             const std::vector<std::string>& lines, const std::string& dir,
+                             const std::string& file) {
+  const std::string path = dir + "/" + file;
+  {
+    std::ofstream out(path);
+    for (const auto& l : lines) out << l << "\n";
+    REQUIRE(out.good());
+  }
+  std::vector<std::string> all = args;
+  all.insert(all.end(), {"--log-actions", "--script", path});
+  return runTraceviewOk(all, dir);
+}
+
 nlohmann::json reportJson(const std::string& db, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"report", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());

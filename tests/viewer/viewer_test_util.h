@@ -1,7 +1,7 @@
 // Helpers for traceview's tests under X: reading PNGs, the --dump-layout file, small traces
-// written through the real writer (and the fixture's, gpttrain's), the report's JSON, a private
-// Xvfb with background processes on it and a real window driven by xdotool, and a brute-force
-// replay of memory events. Test-only; not part of the viewer.
+// written through the real writer (and the fixture's, gpttrain's), the report's JSON, scripted
+// input (--script), a private Xvfb with background processes on it and a real window driven by
+// xdotool, and a brute-force replay of memory events. Test-only; not part of the viewer.
 #pragma once
 
 #include <sys/types.h>
@@ -55,6 +55,13 @@ uint32_t paletteRgb(uint32_t imguiColour);  // palette's ABGR → 0xRRGGBB
 e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const std::string& dir);
 // The same, REQUIREd to exit 0 (the run described when it does not).
 e2e::ProcessResult runTraceviewOk(const std::vector<std::string>& args, const std::string& dir);
+
+// traceview ARGS --log-actions --script FILE: the script's lines (viewer/src/script.h, one event
+// a line) written to FILE in `dir`, replayed in a hidden window on a private Xvfb, REQUIREd to exit
+// 0. No xdotool and no sleeps: for the GUI tests where timing is not the point.
+e2e::ProcessResult runScript(const std::vector<std::string>& args,
+                             const std::vector<std::string>& lines, const std::string& dir,
+                             const std::string& file = "script.txt");
 
 // `tracerun report --json EXTRA... DB`, REQUIREd to succeed, parsed.
 nlohmann::json reportJson(const std::string& db, const std::vector<std::string>& extra = {});
