@@ -1,12 +1,15 @@
 // ResNet-18 (torchvision's layout: BasicBlocks [2, 2, 2, 2], 10 classes) written with libtorch's
-// C++ API, each module's forward annotated with tracerun::ModuleScope, trained for one step on
-// random 32x32 images: the C++ twin of samples/python/resnet18_step.py for `tracedot model`.
+// C++ API, each module's forward annotated with tracerun::ModuleScope, trained for STEPS steps
+// (default 1) on random 32x32 images: the C++ twin of samples/python/resnet18_step.py for
+// `tracedot model`. Each step is a tracerun::Step, and tracerun::tagTraining (annotate_training.h)
+// tags parameters, gradients and SGD's momentum after it: the report's memory categories.
 // Not a faithful torchvision port beyond the layer shapes (default initialisation, no pretrained
 // weights).
-//   tracerun -o resnet18_cpp.db -- build/samples/resnet18_cpp [BATCH]
+//   tracerun -o resnet18_cpp.db -- build/samples/resnet18_cpp [BATCH] [STEPS]
 //   tracedot model resnet18_cpp.db -o resnet18_cpp.svg
 #include <torch/torch.h>
 #include <tracerun/annotate.h>
+#include <tracerun/annotate_training.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -158,6 +161,7 @@ TORCH_MODULE(ResNet18);
 
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 8;
+  const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 1;
   torch::manual_seed(0);
   at::set_num_threads(1);
   ResNet18 model(10);
@@ -165,13 +169,17 @@ int main(int argc, char** argv) {
   const at::Tensor images = torch::randn({batch, 3, 32, 32});
   const at::Tensor labels = torch::randint(0, 10, {batch});
 
-  optimizer.zero_grad();
-  const at::Tensor logits = model->forward(images);
-  const at::Tensor loss =
-      scoped("CrossEntropyLoss", "CrossEntropyLoss", 0, logits,
-             [&](const at::Tensor& v) { return torch::cross_entropy_loss(v, labels); });
-  loss.backward();
-  optimizer.step();
+  at::Tensor loss;
+  for (int64_t s = 0; s < steps; ++s) {
+    tracerun::Step step(s);
+    optimizer.zero_grad();
+    const at::Tensor logits = model->forward(images);
+    loss = scoped("CrossEntropyLoss", "CrossEntropyLoss", 0, logits,
+                  [&](const at::Tensor& v) { return torch::cross_entropy_loss(v, labels); });
+    loss.backward();
+    optimizer.step();
+    tracerun::tagTraining(*model, optimizer);  // parameters, gradients, momentum: categories
+  }
   std::printf("resnet18_cpp: %lld parameters, loss %.4f\n",
               static_cast<long long>(paramCount(*model)), loss.item<double>());
   return 0;

@@ -16,9 +16,12 @@ what the program computes from its own model and optimizer (python_memory_train.
 Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
 configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
 committed, so a CI clone skips that run and says so); 2-rank DDP (Gloo) with and without bucket
-views. Exit 0 when every check passes, 1 otherwise; every check is printed.
+views. And the C++ twin, samples/resnet18_cpp (--resnet18-cpp BIN; SGD with momentum, one
+tracerun::tagTraining call per step): the same checks against the parameter count it prints.
+Exit 0 when every check passes, 1 otherwise; every check is printed.
 
-    python_memory_test.py --tracerun BIN --work DIR [--source-dir DIR] [--only NAME]
+    python_memory_test.py --tracerun BIN --work DIR [--source-dir DIR] [--resnet18-cpp BIN]
+                          [--only NAME]
 """
 import argparse
 import json
@@ -61,8 +64,28 @@ def run_traced(a, name, args, ranks):
     return 0, json.loads(report), truths
 
 
+def run_cpp(a, name):
+    """samples/resnet18_cpp, 3 steps of batch 4; truth: the parameter count it prints (fp32)."""
+    db = os.path.join(a.work, name + ".db")
+    out = subprocess.run([a.tracerun, "-o", db, "--", a.resnet18_cpp, "4", str(STEPS)],
+                         capture_output=True, text=True, timeout=600)
+    with open(os.path.join(a.work, name + ".log"), "w") as log:
+        log.write(out.stdout + out.stderr)
+    if out.returncode != 0:
+        return out.returncode, None, None
+    count = int(out.stdout.split("resnet18_cpp: ")[1].split()[0])
+    report = subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True, text=True,
+                            check=True).stdout
+    truth = {"rank": 0, "parameter_bytes": 4 * count, "optimizer_state_bytes": 4 * count,
+             "gradient_bytes": 4 * count, "parameter_tensors": 62}
+    return 0, json.loads(report), [truth]
+
+
 def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
-    rc, report, truths = run_traced(a, name, args, ranks)
+    if name.endswith("_cpp"):
+        rc, report, truths = run_cpp(a, name)
+    else:
+        rc, report, truths = run_traced(a, name, args, ranks)
     c.check(rc == 0, "[%s] traced run exits 0" % name, "see %s.log" % name)
     if rc != 0:
         return
@@ -84,9 +107,10 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
         closed = {"adamw": 2 * psi, "sgdm": psi, "sgd": 0}[optimizer]
         # AdamW's per-parameter step counters (torch 1.13: a float32 tensor each) come on top.
         extra = 16 * t["parameter_tensors"] if optimizer == "adamw" else 0
-        c.check(closed <= state <= closed + extra,
-                tag + " the optimizer's own state is the closed form (%s)" % optimizer,
-                "%d vs %d" % (state, closed))
+        if not name.endswith("_cpp"):  # the C++ run's truth is the closed form itself
+            c.check(closed <= state <= closed + extra,
+                    tag + " the optimizer's own state is the closed form (%s)" % optimizer,
+                    "%d vs %d" % (state, closed))
         c.check(got["optimizer_state"] == state, tag + " optimizer state at the peak = its state",
                 "%d vs %d (closed form %d)" % (got["optimizer_state"], state, closed))
         # DDP's reducer is built under the gradient tag: with find_unused_parameters its
@@ -106,6 +130,8 @@ def main():
     p.add_argument("--tracerun", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--source-dir", default=os.path.dirname(os.path.dirname(HERE)))
+    p.add_argument("--resnet18-cpp", default="", help="samples/resnet18_cpp (its run is skipped "
+                   "without it)")
     p.add_argument("--only", default="", help="run only the runs whose name contains this")
     a = p.parse_args()
     if os.path.isdir(a.work):
@@ -128,6 +154,7 @@ def main():
          2, 2.0),
         ("resnet18_ddp_views", ["--model", "resnet18", "--optimizer", "sgdm", "--dist",
                                 "ddp-views"], "sgdm", 2, 1.0),
+        ("resnet18_cpp", [], "sgdm", 1, 1.0),
     ]
     c = Checks()
     for name, args, optimizer, ranks, grad_factor in runs:
@@ -135,6 +162,9 @@ def main():
             continue
         if "nanogpt" in name and not os.path.isfile(os.path.join(nanogpt, "model.py")):
             print("skip  [%s] nanoGPT's model.py not in %s (set NANOGPT_DIR)" % (name, nanogpt))
+            continue
+        if name.endswith("_cpp") and not a.resnet18_cpp:
+            print("skip  [%s] no --resnet18-cpp (samples/ not built)" % name)
             continue
         check_run(c, a, name, args, optimizer, ranks, grad_factor)
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
