@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "background_query.h"
+#include "data/background_query.h"
 
 using tracerun::viewer::BackgroundQuery;
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <tuple>
 
+#include "app/palette.h"
 #include "e2e_common.h"
-#include "palette.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_test_util.h"
 

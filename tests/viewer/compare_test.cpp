@@ -20,8 +20,8 @@
 #include <tuple>
 #include <vector>
 
+#include "app/palette.h"
 #include "e2e_common.h"
-#include "palette.h"
 #include "tracerun/trace/analysis/compare.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_test_util.h"

@@ -16,7 +16,7 @@
 
 #include "dot_test_util.h"
 #include "e2e_common.h"
-#include "graph_palette.h"
+#include "graph/graph_palette.h"
 #include "tracerun/dot/callgraph_graph.h"
 #include "tracerun/dot/layout.h"
 #include "tracerun/dot/model_graph.h"

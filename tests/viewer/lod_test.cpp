@@ -1,6 +1,6 @@
-// The viewer's visible-range → primitives step (viewer/src/lod.h) against brute force on random
-// span sets: counts add up, extents cover their members, at most one primitive starts per pixel
-// column and depth, wide spans stand alone. No window, no trace file.
+// The viewer's visible-range → primitives step (viewer/src/data/lod.h) against brute force on
+// random span sets: counts add up, extents cover their members, at most one primitive starts per
+// pixel column and depth, wide spans stand alone. No window, no trace file.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "lod.h"
+#include "data/lod.h"
 
 using namespace tracerun::viewer;
 

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "analysis_builder.h"
+#include "app/palette.h"
 #include "e2e_common.h"
-#include "palette.h"
 #include "temp_dir.h"
 #include "tracerun/trace/analysis/memory.h"
 #include "tracerun/trace/analysis/memory_live.h"

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "pipeline_chart.h"
+#include "views/pipeline_chart.h"
 
 using namespace tracerun;
 using viewer::PipelineBar;

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "app/palette.h"
 #include "e2e_common.h"
-#include "palette.h"
 #include "temp_dir.h"
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/reader.h"

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include "app/palette.h"
 #include "fixture_trace.h"
-#include "palette.h"
 #include "temp_dir.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_test_util.h"

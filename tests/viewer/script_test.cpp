@@ -1,13 +1,14 @@
-// traceview --script's parser (viewer/src/script.h) without a window: a script's lines become the
-// presses, moves and releases the format (docs/viewer.md) says, in frame order; a malformed line is
-// one error naming file:line. Replaying them in a window is tested beside the GUI tests.
+// traceview --script's parser (viewer/src/drivers/script.h) without a window: a script's lines
+// become the presses, moves and releases the format (docs/viewer.md) says, in frame order; a
+// malformed line is one error naming file:line. Replaying them in a window is tested beside the GUI
+// tests.
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "script.h"
+#include "drivers/script.h"
 
 using tracerun::viewer::parseScript;
 using tracerun::viewer::ScriptEvent;

@@ -19,11 +19,11 @@
 
 #include "e2e_common.h"
 #include "fixture_trace.h"
-#include "stats_tables.h"
 #include "temp_dir.h"
 #include "tracerun/trace/analysis/range_stats.h"
 #include "tracerun/trace/reader.h"
 #include "viewer_test_util.h"
+#include "views/stats_tables.h"
 
 using namespace tracerun;
 using namespace tracerun::viewertest;

@@ -1,7 +1,7 @@
-// The ruler's ticks and the time texts (viewer/src/time_axis.h): spacing, units, parsing.
+// The ruler's ticks and the time texts (viewer/src/data/time_axis.h): spacing, units, parsing.
 #include <catch2/catch.hpp>
 
-#include "time_axis.h"
+#include "data/time_axis.h"
 
 using namespace tracerun::viewer;
 

@@ -56,9 +56,9 @@ e2e::ProcessResult runTraceviewXvfb(const std::vector<std::string>& args, const 
 // The same, REQUIREd to exit 0 (the run described when it does not).
 e2e::ProcessResult runTraceviewOk(const std::vector<std::string>& args, const std::string& dir);
 
-// traceview ARGS --log-actions --script FILE: the script's lines (viewer/src/script.h, one event
-// a line) written to FILE in `dir`, replayed in a hidden window on a private Xvfb, REQUIREd to exit
-// 0. No xdotool and no sleeps: for the GUI tests where timing is not the point.
+// traceview ARGS --log-actions --script FILE: the script's lines (viewer/src/drivers/script.h, one
+// event a line) written to FILE in `dir`, replayed in a hidden window on a private Xvfb, REQUIREd
+// to exit 0. No xdotool and no sleeps: for the GUI tests where timing is not the point.
 e2e::ProcessResult runScript(const std::vector<std::string>& args,
                              const std::vector<std::string>& lines, const std::string& dir,
                              const std::string& file = "script.txt");
