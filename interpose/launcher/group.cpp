@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +37,7 @@
 #include "output_guard.h"
 #include "rendezvous.h"
 #include "stop_sequence.h"
+#include "supervisor.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 
@@ -48,23 +48,6 @@ namespace {
 // ---- helpers ------------------------------------------------------------------------------------
 
 using Clock = std::chrono::steady_clock;
-
-void writeFd(int fd, const std::string& s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  while (n > 0) {
-    const ssize_t r = ::write(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-}
-
-std::string signalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
@@ -91,127 +74,15 @@ std::string attemptOutput(const std::string& output, int attempt) {
   return hasExt ? output.substr(0, dot) + tag + output.substr(dot) : output + tag;
 }
 
-// Self-pipe: signal handlers only write a byte; the loop polls the read end.
-int gWake[2] = {-1, -1};
-volatile sig_atomic_t gStopSignal = 0;
-volatile sig_atomic_t gStopSignals = 0;  // how many arrived: a later one cancels the node wait
-
-void onSignal(int sig) {
-  const int saved = errno;
-  if (sig != SIGCHLD && gStopSignal == 0) gStopSignal = sig;
-  if (sig != SIGCHLD) gStopSignals = gStopSignals + 1;
-  const char b = 0;
-  if (::write(gWake[1], &b, 1) < 0) {
-  }
-  errno = saved;
-}
-
-// Installs the launcher's handlers for its lifetime and restores the old ones after. The only
-// reader of the handler's flags: everything else asks it (stopSignal(), cancelledAfterNow()).
-class SignalScope {
- public:
-  SignalScope() {
-    if (gWake[0] < 0 && ::pipe2(gWake, O_CLOEXEC | O_NONBLOCK) != 0) gWake[0] = gWake[1] = -1;
-    gStopSignal = 0;
-    struct sigaction sa {};
-    sa.sa_handler = onSignal;
-    ::sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
-  }
-  ~SignalScope() {
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
-  }
-  SignalScope(const SignalScope&) = delete;
-  SignalScope& operator=(const SignalScope&) = delete;
-  static constexpr std::array<int, 5> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
-
-  // The first stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) since the scope began; 0: none.
-  int stopSignal() const { return gStopSignal; }
-  // A check that is true once a stop signal arrives after now (the first one stopped the ranks; a
-  // later one ends a wait on other nodes).
-  CancelCheck cancelledAfterNow() const {
-    const sig_atomic_t seen = gStopSignals;
-    return [seen] { return gStopSignals > seen; };
-  }
-  // The self-pipe's read end: readable after any of kSignals (SIGCHLD included); drain() empties
-  // it.
-  int wakeFd() const { return gWake[0]; }
-  void drain() const {
-    char sink[64];
-    while (gWake[0] >= 0 && ::read(gWake[0], sink, sizeof sink) > 0) {
-    }
-  }
-
- private:
-  struct sigaction old_[5]{};
-};
-
 // ---- workers ------------------------------------------------------------------------------------
 
+// A rank of this node: its number, and its process (the supervisor's child) and output.
 struct Worker {
   int rank = 0;
   int local = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int status = 0;
-  int fds[2] = {-1, -1};  // the rank's stdout and stderr (read ends)
+  size_t child = 0;  // index in the supervisor's children
   std::string pending[2];
 };
-
-// One child per rank, in its own process group (so terminal signals reach only the launcher,
-// which decides), stdin from /dev/null, dying with the launcher (PR_SET_PDEATHSIG).
-bool spawn(Worker& w, const std::string& executable, const std::vector<std::string>& args,
-           const std::vector<std::pair<std::string, std::string>>& env) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return false;
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
-    return false;
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigemptyset(&dfl.sa_mask);
-    for (int sig : SignalScope::kSignals) ::sigaction(sig, &dfl, nullptr);
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(executable.c_str(), argv.data());
-    const std::string msg =
-        "tracerun: " + executable + ": cannot run: " + std::strerror(errno) + "\n";
-    if (::write(2, msg.data(), msg.size()) < 0) {
-    }
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  ::close(err[1]);
-  if (pid < 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    return false;
-  }
-  ::setpgid(pid, pid);  // also here: no race with a kill(-pid) before the child ran
-  w.pid = pid;
-  w.running = true;
-  w.fds[0] = out[0];
-  w.fds[1] = err[0];
-  return true;
-}
 
 // ---- status line --------------------------------------------------------------------------------
 
@@ -243,12 +114,12 @@ class StatusLine {
 
   // Before a pass-through line: take the in-place line off the screen.
   void hide() {
-    if (shown_) writeFd(1, "\r\033[K");
+    if (shown_) writeAll(1, "\r\033[K");
     shown_ = false;
   }
   void show() {
     if (inPlace_ && !text_.empty()) {
-      writeFd(1, text_);
+      writeAll(1, text_);
       shown_ = true;
     }
   }
@@ -283,17 +154,17 @@ class StatusLine {
     if (restart_ > 0) text += " | restart " + std::to_string(restart_);
     if (inPlace_) {
       text_ = "\r\033[K" + text;
-      writeFd(1, text_);
+      writeAll(1, text_);
       shown_ = true;
     } else if (minStep >= 0 && minStep != lastPlainStep_ &&
                Clock::now() - lastPlain_ >= std::chrono::seconds(2)) {
       lastPlainStep_ = minStep;
       lastPlain_ = Clock::now();
-      writeFd(1, text + "\n");
+      writeAll(1, text + "\n");
     }
   }
   void finish() {
-    if (shown_) writeFd(1, "\n");
+    if (shown_) writeAll(1, "\n");
     shown_ = false;
   }
 
@@ -335,14 +206,8 @@ void emitLines(Worker& w, int stream, const char* data, size_t n, StatusLine& st
   }
   if (out.empty()) return;
   status.hide();
-  writeFd(stream == 0 ? 1 : 2, out);
+  writeAll(stream == 0 ? 1 : 2, out);
   status.show();
-}
-
-void signalAll(std::vector<Worker>& workers, int sig) {
-  for (auto& w : workers) {
-    if (w.running) ::kill(-w.pid, sig);
-  }
 }
 
 // A fault's one-line description: "rank 3 on node 1 was killed by SIGKILL".
@@ -366,25 +231,25 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 // One attempt of the group on this node: its ranks, their output, the status line, what the other
 // nodes' agents say on the links, and the one way the attempt stops its ranks (stopRanks: a line,
-// then the StopSequence's SIGTERM and SIGKILL). run() returns how the attempt ended.
+// then the supervisor's StopSequence: SIGTERM and SIGKILL). run() returns how the attempt ended.
 class Attempt {
  public:
-  Attempt(const LaunchOptions& o, const SignalScope& signals, std::vector<AgentLink>& links,
+  Attempt(const LaunchOptions& o, Supervisor& supervisor, std::vector<AgentLink>& links,
           const std::string& dir, int restart)
       : o_(o),
-        signals_(signals),
+        sup_(supervisor),
         links_(links),
         workers_(static_cast<size_t>(o.nproc_per_node)),
         status_(o.status, dir, workers_, restart),
-        stop_(o.grace_s) {}
+        stop_(supervisor.stop()) {
+    sup_.beginRun();
+  }
   Attempt(const Attempt&) = delete;
   Attempt& operator=(const Attempt&) = delete;
   ~Attempt() {
-    for (auto& w : workers_) {
-      for (int& fd : w.fds) {
-        if (fd >= 0) ::close(fd);
-        fd = -1;
-      }
+    for (size_t i = 0; i < sup_.children(); ++i) {
+      sup_.closeOutput(i, 0);
+      sup_.closeOutput(i, 1);
     }
   }
 
@@ -423,14 +288,16 @@ class Attempt {
       env.emplace_back("GROUP_RANK", std::to_string(o_.node_rank));
       env.emplace_back("WORLD_SIZE", std::to_string(world));
       env.emplace_back("ROLE_WORLD_SIZE", std::to_string(world));
-      if (!spawn(w, executable, o_.program, env)) {
+      const int child = sup_.start({executable, o_.program, env, /*rank=*/true});
+      if (child < 0) {
         std::fprintf(stderr, "tracerun: cannot start rank %d: %s\n", w.rank, std::strerror(errno));
         result_.failed_rank = w.rank;
         result_.failed_status = 127 << 8;
         stop_.killNow();  // the ranks started so far have nothing to flush yet
-        stop_.advance([this](int sig) { signalAll(workers_, sig); });
+        sup_.advanceStop();
         break;
       }
+      w.child = static_cast<size_t>(child);
     }
   }
 
@@ -445,16 +312,16 @@ class Attempt {
   // One turn of the wait loop: wait up to 200 ms for output, a signal or a peer; then read what
   // came, reap ranks, follow a stop signal, send what the stop sequence has due. False: done.
   bool turn() {
-    const bool anyRunning =
-        std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+    const bool anyRunning = sup_.anyRunning();
     std::vector<pollfd> pfds;
     std::vector<std::pair<Worker*, int>> owners;
-    pfds.push_back({signals_.wakeFd(), POLLIN, 0});
+    pfds.push_back({sup_.wakeFd(), POLLIN, 0});
     owners.emplace_back(nullptr, 0);
     for (auto& w : workers_) {
+      if (w.child >= sup_.children()) continue;  // not started (a failed start)
       for (int s = 0; s < 2; ++s) {
-        if (w.fds[s] >= 0) {
-          pfds.push_back({w.fds[s], POLLIN, 0});
+        if (const int fd = sup_.child(w.child).fds[s]; fd >= 0) {
+          pfds.push_back({fd, POLLIN, 0});
           owners.emplace_back(&w, s);
         }
       }
@@ -484,13 +351,13 @@ class Attempt {
       if (pfds[i].revents != 0) readLink(linkOf[i - firstLink]);
     }
     pfds.resize(firstLink);
-    signals_.drain();
+    sup_.drain();
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents != 0) readOutput(*owners[i].first, owners[i].second);
     }
     reapRanks();
     followStopSignal();
-    stop_.advance([this](int sig) { signalAll(workers_, sig); });
+    sup_.advanceStop();
     if (Clock::now() >= nextStatus_ && anyRunning) {
       status_.update();
       nextStatus_ = Clock::now() + std::chrono::milliseconds(500);
@@ -551,24 +418,21 @@ class Attempt {
   }
 
   void readOutput(Worker& w, int stream) {
-    const ssize_t n = ::read(w.fds[stream], buf_, sizeof buf_);
+    const ssize_t n = ::read(sup_.child(w.child).fds[stream], buf_, sizeof buf_);
     if (n > 0) {
       emitLines(w, stream, buf_, static_cast<size_t>(n), status_, false);
     } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
       emitLines(w, stream, buf_, 0, status_, true);
-      ::close(w.fds[stream]);
-      w.fds[stream] = -1;
+      sup_.closeOutput(w.child, stream);
     }
   }
 
   // Reaps ended ranks; the first failure (before any stop) is the attempt's and stops the others.
   void reapRanks() {
-    int st = 0;
-    for (pid_t pid; (pid = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+    sup_.reap([this](size_t child, int st) {
+      const pid_t pid = sup_.child(child).pid;
       for (auto& w : workers_) {
-        if (w.pid != pid || !w.running) continue;
-        w.running = false;
-        w.status = st;
+        if (w.child != child) continue;
         if (succeeded(st) || stop_.stopping()) continue;
         result_.failed_rank = w.rank;
         result_.failed_pid = pid;
@@ -579,12 +443,12 @@ class Attempt {
                   std::to_string(static_cast<int>(pid)) + ") " + describeStatus(st) +
                   "; stopping the other ranks");
       }
-    }
+    });
   }
 
   // A stop signal to this launcher: the attempt's reason (over another node's), said to the peers.
   void followStopSignal() {
-    const int sig = signals_.stopSignal();
+    const int sig = sup_.stopSignal();
     if (sig == 0 || (result_.stop_signal != 0 && result_.stop_node == o_.node_rank)) return;
     result_.stop_signal = sig;
     result_.stop_node = o_.node_rank;
@@ -593,11 +457,11 @@ class Attempt {
   }
 
   const LaunchOptions& o_;
-  const SignalScope& signals_;
+  Supervisor& sup_;
   std::vector<AgentLink>& links_;
   std::vector<Worker> workers_;  // sized once: status_ keeps a reference
   StatusLine status_;
-  StopSequence stop_;
+  StopSequence& stop_;  // the supervisor's, fresh for this attempt
   AttemptResult result_;
   std::vector<bool> watching_;
   std::vector<AgentMessage>* peerEnded_ = nullptr;
@@ -617,10 +481,10 @@ int rankOfShard(const std::string& path) {
 // `dir`'s shards (this node's ranks, on this node's clock offset) and `others` (shards received
 // from other nodes, with their offsets), merged in rank order (numeric: rank10 after rank9).
 // Empty when nothing was merged (said why, and that the shards stay); else what each shard gave.
-std::optional<trace::MergeResult> mergeAttempt(const std::string& dir, const std::string& output,
-                                               int64_t offset,
+std::optional<trace::MergeResult> mergeAttempt(Supervisor& supervisor, const std::string& dir,
+                                               const std::string& output, int64_t offset,
                                                const std::vector<NodeShards>& others = {}) {
-  const MergeSignals mergeSignals(output, dir);  // the merge completes (output_guard.h)
+  const MergeGuard guard(supervisor, output, dir);  // the merge completes (supervisor.h)
   std::vector<trace::MergeInput> inputs;
   for (const auto& s : shardFiles(dir)) inputs.push_back({s, true, offset});
   for (const auto& node : others) {
@@ -744,7 +608,7 @@ bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offs
 // Reads `link` until a message of one of `kinds` (earlier fault/stop messages are stale: the ranks
 // are already stopped) or until timeout_s / a stop signal / a broken link; false then.
 bool awaitMessage(const AgentLink& link, std::initializer_list<int64_t> kinds, int timeout_s,
-                  const SignalScope& signals, AgentMessage* got) {
+                  Supervisor& signals, AgentMessage* got) {
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   while (Clock::now() < deadline && signals.stopSignal() == 0) {
     pollfd p{link.fd(), POLLIN, 0};
@@ -760,8 +624,7 @@ bool awaitMessage(const AgentLink& link, std::initializer_list<int64_t> kinds, i
 // node says its ranks have ended; it tells every node the next attempt's number, or to end.
 // Returns that number, or -1 for no restart.
 int agreeOnRestart(const LaunchOptions& o, std::vector<AgentLink>& links, const AttemptResult& r,
-                   int attempt, const std::vector<AgentMessage>& peerEnded,
-                   const SignalScope& signals) {
+                   int attempt, const std::vector<AgentMessage>& peerEnded, Supervisor& signals) {
   const int timeout = static_cast<int>(o.grace_s) + 60;  // the other nodes' ranks are stopping
   if (o.node_rank > 0) {
     if (links.empty() || !links[0].open() || r.lost_node >= 0) return -1;
@@ -872,7 +735,7 @@ class Group {
 
   // The attempts, restarting as --max-restarts (and, on several nodes, node 0) allow. Returns the
   // exit code so far (the merge may still fail the run).
-  int runAttempts(const SignalScope& signals) {
+  int runAttempts(Supervisor& signals) {
     int code = 0;
     for (;; ++attempt_) {
       // A fresh attempt directory, 0700, in the private shard directory launch() holds.
@@ -921,7 +784,7 @@ class Group {
                      o_.max_restarts > 0 ? " (no restarts left)" : "");
         return code;
       }
-      keepAttempt(dir);
+      keepAttempt(signals, dir);
       const int restartNumber = o_.nnodes > 1 ? next : attempt_ + 1;
       std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
                    o_.nproc_per_node * o_.nnodes, restartNumber, o_.max_restarts);
@@ -931,7 +794,7 @@ class Group {
 
   // The end: several nodes: node 0 merges every node's shards into its output; the others merge
   // their own (their "node file") and ship their shards to node 0, keeping them when that fails.
-  int finish(int code, const SignalScope& signals) {
+  int finish(int code, Supervisor& signals) {
     const bool severalNodes = o_.nnodes > 1;
     const std::string receivedDir = shardDir_ + "/received";
     ReceiveResult others;
@@ -939,7 +802,8 @@ class Group {
       others = collectNodes(o_, receivedDir, token_, signals.cancelledAfterNow());
       refused_.insert(refused_.end(), others.refused.begin(), others.refused.end());
     }
-    const auto merged = mergeAttempt(lastDir_, o_.output, clock_.offset_ns, others.delivered);
+    const auto merged =
+        mergeAttempt(signals, lastDir_, o_.output, clock_.offset_ns, others.delivered);
     bool keep = o_.keep_shards;
     if (severalNodes && o_.node_rank == 0 && !others.missing.empty()) {
       keep = true;
@@ -1051,9 +915,9 @@ class Group {
 
   // Before a restart: the failed attempt's trace merged into run.attemptN.db; shards a failed
   // merge left, or that were not merged whole, stay for `tracerun merge`.
-  void keepAttempt(const std::string& dir) const {
+  void keepAttempt(Supervisor& supervisor, const std::string& dir) const {
     const std::string kept = attemptOutput(o_.output, attempt_);
-    const auto attemptMerged = mergeAttempt(dir, kept, clock_.offset_ns);
+    const auto attemptMerged = mergeAttempt(supervisor, dir, kept, clock_.offset_ns);
     if (attemptMerged) {
       std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt_, kept.c_str());
     }
@@ -1084,7 +948,7 @@ int launchGroup(const LaunchOptions& o, const std::string& executable,
                 const std::string& shardDir) {
   Group group(o, executable, shardDir);
   if (const auto code = group.prepare()) return *code;
-  const SignalScope signals;
+  Supervisor signals(o.grace_s);  // the launcher's signals and the ranks, to the end
   const int code = group.runAttempts(signals);
   return group.noDirectory() ? code : group.finish(code, signals);
 }

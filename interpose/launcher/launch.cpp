@@ -1,13 +1,13 @@
-// `tracerun [options] -- PROGRAM ARGS`: environment for the preloaded library, fork/exec/wait with
-// signal forwarding, shard merge and the summary. Never loads libtorch itself; never parses flags
-// (launch_command.cpp does, with the rest of the CLI).
+// `tracerun [options] -- PROGRAM ARGS`: environment for the preloaded library, PROGRAM run and
+// stopped through the supervisor (supervisor.h) as a group of one, shard merge and the summary.
+// Never loads libtorch itself; never parses flags (launch_command.cpp does, with the rest of the
+// CLI).
 //
 // Sections: helpers · finding things · the child · merge and summary · launch
 #include "launch.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "output_guard.h"
 #include "stop_sequence.h"
+#include "supervisor.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
@@ -166,120 +167,29 @@ std::string captureTarget(const std::string& resolvedProgram) {
 
 namespace {
 
-// Signal-handler state while PROGRAM runs (ChildSignals): the first stop signal, whether the
-// terminal sent it (to the whole foreground group, so PROGRAM got it too), and a self-pipe that
-// wakes the wait loop (stop signals and SIGCHLD).
-volatile sig_atomic_t gStopSignal = 0;
-volatile sig_atomic_t gStopFromTerminal = 0;
-int gChildWake[2] = {-1, -1};
-constexpr int kChildSignals[5] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
-
-void onChildSignal(int sig, siginfo_t* info, void*) {
-  const int saved = errno;
-  if (sig != SIGCHLD && gStopSignal == 0) {
-    gStopSignal = sig;
-    gStopFromTerminal = info != nullptr && info->si_code == SI_KERNEL;
-  }
-  const char b = 0;
-  if (gChildWake[1] >= 0 && ::write(gChildWake[1], &b, 1) < 0) {
-  }
-  errno = saved;
-}
-
-// The launcher's handlers from before PROGRAM starts until the merge takes over (MergeSignals):
-// a signal arriving in between is recorded, never fatal. Restores the old ones at the end.
-class ChildSignals {
- public:
-  ChildSignals() {
-    gStopSignal = 0;
-    gStopFromTerminal = 0;
-    if (::pipe2(gChildWake, O_CLOEXEC | O_NONBLOCK) != 0) gChildWake[0] = gChildWake[1] = -1;
-    struct sigaction sa {};
-    sa.sa_sigaction = onChildSignal;
-    ::sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &sa, &old_[i]);
-  }
-  ~ChildSignals() {
-    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
-    for (int& fd : gChildWake) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-    }
-  }
-  ChildSignals(const ChildSignals&) = delete;
-  ChildSignals& operator=(const ChildSignals&) = delete;
-  // The dispositions PROGRAM should start with (the launcher's own from before).
-  void restoreInChild() const {
-    for (size_t i = 0; i < 5; ++i) ::sigaction(kChildSignals[i], &old_[i], nullptr);
-  }
-  // The first stop signal since the scope began (0: none), and whether the terminal sent it.
-  int stopSignal() const { return gStopSignal; }
-  bool fromTerminal() const { return gStopFromTerminal != 0; }
-  // Waits up to `ms` for a signal (stop or SIGCHLD), then empties the self-pipe.
-  void wait(int ms) const {
-    pollfd p{gChildWake[0], POLLIN, 0};
-    ::poll(&p, gChildWake[0] >= 0 ? 1 : 0, ms);
-    char sink[64];
-    while (gChildWake[0] >= 0 && ::read(gChildWake[0], sink, sizeof sink) > 0) {
-    }
-  }
-
- private:
-  struct sigaction old_[5]{};
-};
-
-std::string signalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
-// Runs PROGRAM (in the launcher's process group: it keeps the terminal) and waits. A stop signal
-// to the launcher stops it: SIGTERM now, SIGKILL `grace_s` later; when the terminal sent SIGINT or
-// SIGQUIT to the whole foreground group PROGRAM got it too, and the SIGTERM waits `grace_s` for it
-// to end on its own. Returns its wait status, or -1 (errno set) when it could not start;
-// *stopSignal: the signal that stopped it, 0 when none did.
-int runChild(const std::string& executable, const std::vector<std::string>& args,
-             const ChildSignals& signals, double grace_s, const std::string& name,
+// Runs PROGRAM as the supervisor's group of one (in the launcher's process group: it keeps the
+// terminal) and waits. A stop signal to the launcher stops it: SIGTERM now, SIGKILL `grace_s`
+// later; when the terminal sent SIGINT or SIGQUIT to the whole foreground group PROGRAM got it
+// too, and the SIGTERM waits `grace_s` for it to end on its own. Returns its wait status, or -1
+// (errno set) when it could not start; *stopSignal: the signal that stopped it, 0 when none did.
+int runChild(Supervisor& supervisor, const std::string& executable,
+             const std::vector<std::string>& args, double grace_s, const std::string& name,
              int* stopSignal) {
   *stopSignal = 0;
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-
-  int errPipe[2];
-  if (::pipe2(errPipe, O_CLOEXEC) != 0) return -1;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    signals.restoreInChild();
-    ::close(errPipe[0]);
-    ::execv(executable.c_str(), argv.data());
-    const int e = errno;
-    if (::write(errPipe[1], &e, sizeof e) < 0) {
-    }
-    ::_exit(127);
-  }
-  ::close(errPipe[1]);
-  if (pid < 0) {
-    ::close(errPipe[0]);
-    return -1;
-  }
-  int execErrno = 0;
-  ssize_t got;
-  while ((got = ::read(errPipe[0], &execErrno, sizeof execErrno)) < 0 && errno == EINTR) {
-  }
-  const bool execFailed = got == sizeof execErrno;
-  ::close(errPipe[0]);
-
-  StopSequence stop(grace_s);
-  int status = 0;
+  supervisor.beginRun();
+  ChildSpec spec;
+  spec.executable = executable;
+  spec.args = args;
+  const int child = supervisor.start(spec);
+  if (child < 0) return -1;
+  StopSequence& stop = supervisor.stop();
   for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid || (r < 0 && errno != EINTR)) break;
-    const int sig = signals.stopSignal();
-    if (sig != 0 && !stop.stopping() && !execFailed) {
+    supervisor.reap([](size_t, int) {});
+    if (!supervisor.anyRunning()) break;
+    const int sig = supervisor.stopSignal();
+    if (sig != 0 && !stop.stopping()) {
       *stopSignal = sig;
-      const bool terminal = signals.fromTerminal() && (sig == SIGINT || sig == SIGQUIT);
+      const bool terminal = supervisor.stopFromTerminal() && (sig == SIGINT || sig == SIGQUIT);
       stop.begin(terminal ? stop.grace() : StopSequence::Clock::duration::zero());
       if (terminal) {
         std::fprintf(stderr,
@@ -293,14 +203,10 @@ int runChild(const std::string& executable, const std::vector<std::string>& args
                      signalName(sig).c_str(), name.c_str(), grace_s);
       }
     }
-    stop.advance([pid](int s) { ::kill(pid, s); });
-    signals.wait(200);
+    supervisor.advanceStop();
+    supervisor.wait(200);
   }
-  if (execFailed) {
-    errno = execErrno;
-    return -1;
-  }
-  return status;
+  return supervisor.child(static_cast<size_t>(child)).status;
 }
 
 }  // namespace
@@ -448,9 +354,10 @@ int launch(const LaunchOptions& o) {
   }
   if (group) return launchGroup(o, executable, shardDir);
 
-  const ChildSignals signals;  // until the merge's own rule takes over
+  Supervisor supervisor(o.grace_s);  // the launcher's signals and PROGRAM, to the end
   int stopSignal = 0;
-  const int status = runChild(executable, o.program, signals, o.grace_s, o.program[0], &stopSignal);
+  const int status =
+      runChild(supervisor, executable, o.program, o.grace_s, o.program[0], &stopSignal);
   if (status < 0) {
     std::fprintf(stderr, "tracerun: %s: cannot run: %s\n", o.program[0].c_str(),
                  std::strerror(errno));
@@ -483,7 +390,7 @@ int launch(const LaunchOptions& o) {
     for (const auto& s : shards) inputs.push_back({s});
     trace::MergeOptions mo;
     mo.output = o.output;
-    const MergeSignals mergeSignals(o.output, shardDir);  // the merge completes (output_guard.h)
+    const MergeGuard guard(supervisor, o.output, shardDir);  // the merge completes
     merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
     if (!o.quiet) printSummary(o.output);
   } catch (const std::exception& e) {

@@ -1,5 +1,5 @@
-// The -o checks, the private and locked OUTPUT.shards/, and the merge's signal rule
-// (output_guard.h). Never writes a shard, never merges.
+// The -o checks and the private and locked OUTPUT.shards/ (output_guard.h). Never writes a shard,
+// never merges, handles no signal.
 #include "output_guard.h"
 
 #include <fcntl.h>
@@ -169,76 +169,6 @@ OutputLock::OutputLock(const std::string& shardDir, const std::string& output) {
 
 OutputLock::~OutputLock() {
   if (fd_ >= 0) ::close(fd_);
-}
-
-// ---- MergeSignals -------------------------------------------------------------------------------
-
-namespace {
-
-// Signal-handler state (set before the handlers are installed, read only by them).
-volatile sig_atomic_t gMergeSignals = 0;
-char gMergeTemp[4][PATH_MAX];
-char gMergeNote[160];
-size_t gMergeNoteLen = 0;
-char gMergeAbandon[3 * PATH_MAX];
-size_t gMergeAbandonLen = 0;
-constexpr int kMergeSignals[4] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
-void onMergeSignal(int sig) {
-  const int saved = errno;
-  gMergeSignals = gMergeSignals + 1;
-  if (gMergeSignals == 1) {
-    if (::write(2, gMergeNote, gMergeNoteLen) < 0) {
-    }
-    errno = saved;
-    return;
-  }
-  for (const char* path : gMergeTemp) {
-    if (path[0] != '\0') ::unlink(path);
-  }
-  if (::write(2, gMergeAbandon, gMergeAbandonLen) < 0) {
-  }
-  ::_exit(128 + sig);
-}
-
-void copyTo(char* dst, size_t size, const std::string& s, size_t* len = nullptr) {
-  const bool fits = s.size() < size;
-  std::memcpy(dst, s.data(), fits ? s.size() : 0);
-  dst[fits ? s.size() : 0] = '\0';
-  if (len != nullptr) *len = fits ? s.size() : 0;
-}
-
-}  // namespace
-
-MergeSignals::MergeSignals(const std::string& output, const std::string& shardDir) {
-  gMergeSignals = 0;
-  // mergeShards (trace/src/merge.cpp) writes OUTPUT.tmp and renames it over OUTPUT at the end.
-  const std::string temp = output + ".tmp";
-  const char* const suffixes[4] = {"", "-journal", "-wal", "-shm"};
-  for (size_t i = 0; i < 4; ++i) copyTo(gMergeTemp[i], sizeof gMergeTemp[i], temp + suffixes[i]);
-  copyTo(gMergeNote, sizeof gMergeNote,
-         "tracerun: merging the trace; send the signal again to abandon it (the shards are "
-         "kept)\n",
-         &gMergeNoteLen);
-  copyTo(gMergeAbandon, sizeof gMergeAbandon,
-         "tracerun: merge abandoned, " + output + " not written; the shards are kept in " +
-             shardDir + " (tracerun merge --allow-incomplete -o " + output + " " + shardDir +
-             "/rank*.db)\n",
-         &gMergeAbandonLen);
-  struct sigaction sa {};
-  sa.sa_handler = onMergeSignal;
-  ::sigemptyset(&sa.sa_mask);
-  for (int sig : kMergeSignals) ::sigaddset(&sa.sa_mask, sig);
-  sa.sa_flags = SA_RESTART;
-  for (size_t i = 0; i < 4; ++i) ::sigaction(kMergeSignals[i], &sa, &old_[i]);
-}
-
-MergeSignals::~MergeSignals() {
-  for (size_t i = 0; i < 4; ++i) ::sigaction(kMergeSignals[i], &old_[i], nullptr);
-}
-
-int MergeSignals::received() const {
-  return gMergeSignals;
 }
 
 }  // namespace tracerun::launcher

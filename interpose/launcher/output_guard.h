@@ -1,10 +1,8 @@
 // The launcher's hold on its output: the -o name checked before anything runs, OUTPUT.shards/
 // created private (0700) or refused when another user could write in it, locked for the whole run
-// (a second launch with the same output is refused), and the merge's signal rule. It does not
-// write shards or merge them (libtracerun and trace/ do).
+// (a second launch with the same output is refused). It does not write shards or merge them
+// (libtracerun and trace/ do), and handles no signal (the merge's rule is supervisor.h's).
 #pragma once
-
-#include <signal.h>
 
 #include <string>
 
@@ -45,24 +43,6 @@ class OutputLock {
  private:
   int fd_ = -1;
   std::string problem_, note_;
-};
-
-// While alive, SIGINT, SIGTERM, SIGHUP and SIGQUIT do not interrupt the merge into `output`: the
-// first prints one line and the merge goes on; the second removes the merge's temporary file
-// (OUTPUT.tmp and its SQLite companions), says that the shards in `shardDir` are kept, and exits
-// with 128 + that signal. The previous handlers come back when it ends. One at a time.
-class MergeSignals {
- public:
-  MergeSignals(const std::string& output, const std::string& shardDir);
-  ~MergeSignals();
-  MergeSignals(const MergeSignals&) = delete;
-  MergeSignals& operator=(const MergeSignals&) = delete;
-
-  // Signals that arrived while it was alive (the merge completed despite them).
-  int received() const;
-
- private:
-  struct sigaction old_[4]{};
 };
 
 }  // namespace tracerun::launcher
