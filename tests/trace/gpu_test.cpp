@@ -77,6 +77,16 @@ TEST_CASE("gpu: one stream with a gap of each idle kind, HTA's rule by hand", "[
   CHECK(d.launch.p95_ns == 95000);
   CHECK(d.launch.max_ns == 95000);
   CHECK(d.launch.outliers == 2);
+  // HTA's queue length: +1 at launches 0, 100, 5000, 40000, 105000; -1 at their starts.
+  CHECK(d.streams[0].queue_max == 2);
+  CHECK(d.streams[0].queue_mean == Approx(0.9));
+  const auto q = gpuQueueLength(reader, d.streams[0].track);
+  std::vector<int64_t> lengths;
+  for (const GpuQueueSample& x : q) lengths.push_back(x.length);
+  CHECK(lengths == std::vector<int64_t>{1, 2, 1, 0, 1, 2, 1, 0, 1, 0});
+  REQUIRE(q.size() == 10);
+  CHECK(q[4].ts_ns - q[0].ts_ns == 5000);
+  CHECK(gpuQueueLength(reader, 1).empty());  // the main thread's track
   // A lower threshold turns the 10 ns and 5 us gaps into "other".
   GpuOptions tight;
   tight.kernel_wait_ns = 10;

@@ -54,10 +54,10 @@ std::vector<Row> scan(const std::string& path) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   const char* sql =
-      "SELECT t.rank, t.name, t.id, s.start_ns, s.start_ns + s.dur_ns, s.category, n.value, "
-      "(SELECT max(f.src_ts_ns) FROM flows f WHERE f.kind = 2 AND f.dst_track = t.id AND "
-      "f.dst_ts_ns = s.start_ns) "
+      "SELECT t.rank, t.name, t.id, s.start_ns, s.start_ns + s.dur_ns, s.category, n.value, f.l "
       "FROM spans s JOIN tracks t ON t.id = s.track JOIN strings n ON n.id = s.name "
+      "LEFT JOIN (SELECT dst_track, dst_ts_ns, max(src_ts_ns) AS l FROM flows WHERE kind = 2 "
+      "GROUP BY 1, 2) f ON f.dst_track = s.track AND f.dst_ts_ns = s.start_ns "
       "WHERE t.name GLOB 'cuda:[0-9]* stream [0-9]*' AND s.category IN (6, 7)";
   sqlite3_stmt* st = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
@@ -100,10 +100,17 @@ int64_t covered(const std::vector<const Row*>& rows) {
   return n;
 }
 
+// HTA's patterns, once per distinct name (std::regex on long demangled names is slow).
 std::string kindOf(const Row& r) {
   if (r.category == 7) return "memory";
   static const std::regex comm("(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)");
-  return std::regex_search(core::demangleKernelName(r.name), comm) ? "comm" : "compute";
+  static std::map<std::string, std::string> seen;
+  auto it = seen.find(r.name);
+  if (it == seen.end()) {
+    const bool c = std::regex_search(core::demangleKernelName(r.name), comm);
+    it = seen.emplace(r.name, c ? "comm" : "compute").first;
+  }
+  return it->second;
 }
 
 int64_t nearestRank(std::vector<int64_t> v, double q) {
@@ -156,6 +163,16 @@ void checkDevice(const GpuDevice& d, const std::vector<const Row*>& rows, const 
     CHECK(s.idle.host_wait_ns == idle.host_wait_ns);
     CHECK(s.idle.kernel_wait_ns == idle.kernel_wait_ns);
     CHECK(s.idle.other_ns == idle.other_ns);
+    // Queue length: at each launch, the activities launched by then and not yet started.
+    int64_t qmax = 0;
+    for (const Row* a : v) {
+      if (a->launch == INT64_MIN) continue;
+      int64_t n = 0;
+      for (const Row* b : v)
+        n += b->launch != INT64_MIN && b->launch <= a->launch && b->start > a->launch;
+      qmax = std::max(qmax, n);
+    }
+    CHECK(s.queue_max == qmax);
   }
   CHECK(d.idle.total() == d.idle_ns);
   std::vector<int64_t> delays;

@@ -65,9 +65,10 @@ std::map<std::pair<int64_t, int64_t>, int64_t> launchTimes(const TraceReader& re
 
 }  // namespace
 
-std::vector<StreamActivities> readActivities(const TraceReader& reader) {
+std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track) {
   std::vector<StreamActivities> out;
   for (const TrackRow& t : reader.tracks()) {
+    if (only_track >= 0 && t.id != only_track) continue;
     StreamActivities s;
     if (!parseStreamTrackName(t.name, &s.device, &s.stream)) continue;
     s.rank = t.rank;

@@ -36,8 +36,8 @@ struct StreamActivities {
 bool parseStreamTrackName(std::string_view name, int* device, int64_t* stream);
 
 // Every stream track's kernel and memcpy spans with their launch times (gpu_activity.cpp), by
-// rank, device, stream.
-std::vector<StreamActivities> readActivities(const TraceReader& reader);
+// rank, device, stream; with only_track >= 0, that track's alone.
+std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track = -1);
 
 // Intervals [start, end).
 using Interval = std::pair<int64_t, int64_t>;
@@ -51,6 +51,9 @@ int64_t intersectionLength(const std::vector<Interval>& a, const std::vector<Int
 // (kNoLaunch: unknown, never host wait), added to `idle`. Empty or negative gaps add nothing.
 void addGap(int64_t gap_start, int64_t gap_end, int64_t launch, int64_t kernel_wait_ns,
             GpuIdle& idle);
+
+// The queue length samples of one stream (gpu_queue.cpp).
+std::vector<GpuQueueSample> queueLength(const StreamActivities& s);
 
 // Nearest-rank percentile q in (0, 1] of sorted values; 0 when empty.
 int64_t percentile(const std::vector<int64_t>& sorted, double q);

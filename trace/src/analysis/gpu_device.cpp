@@ -27,6 +27,13 @@ GpuStream analyzeStream(const StreamActivities& s, const GpuOptions& o) {
     end = std::max(end, a.end);
   }
   out.busy_ns = lengthOf(unionOf(std::move(iv)));
+  const std::vector<GpuQueueSample> q = queueLength(s);
+  double sum = 0;
+  for (const GpuQueueSample& x : q) {
+    out.queue_max = std::max(out.queue_max, x.length);
+    sum += double(x.length);
+  }
+  out.queue_mean = q.empty() ? 0.0 : sum / double(q.size());
   out.start_ns = s.items.front().start;
   out.end_ns = end;
   return out;

@@ -58,17 +58,17 @@ void devicesText(const GpuAnalysis& g, std::string& out) {
 void idleText(const GpuAnalysis& g, std::string& out) {
   out += fmt("  idle by cause (kernel wait: gaps under %s; launch = the launching op's start)\n",
              dur(g.options.kernel_wait_ns).c_str());
-  out += fmt("  %-4s %-7s %-10s %10s %12s %12s %12s\n", "rank", "device", "stream", "activities",
-             "host wait", "kernel wait", "other");
+  out += fmt("  %-4s %-7s %-10s %10s %12s %12s %12s %9s\n", "rank", "device", "stream",
+             "activities", "host wait", "kernel wait", "other", "queue max");
   for (const GpuDevice& d : g.devices) {
     out += fmt("  %-4d %-7s %-10s %10lld %12s %12s %12s\n", d.rank, dev(d).c_str(), "(device)",
                static_cast<long long>(d.kernels + d.copies), dur(d.idle.host_wait_ns).c_str(),
                dur(d.idle.kernel_wait_ns).c_str(), dur(d.idle.other_ns).c_str());
     for (const GpuStream& s : d.streams) {
-      out += fmt("  %-4d %-7s %-10lld %10lld %12s %12s %12s\n", d.rank, dev(d).c_str(),
+      out += fmt("  %-4d %-7s %-10lld %10lld %12s %12s %12s %9lld\n", d.rank, dev(d).c_str(),
                  static_cast<long long>(s.stream), static_cast<long long>(s.activities),
                  dur(s.idle.host_wait_ns).c_str(), dur(s.idle.kernel_wait_ns).c_str(),
-                 dur(s.idle.other_ns).c_str());
+                 dur(s.idle.other_ns).c_str(), static_cast<long long>(s.queue_max));
     }
   }
 }
@@ -157,7 +157,9 @@ ordered_json deviceJson(const GpuDevice& d) {
                             {"start_ns", s.start_ns},
                             {"end_ns", s.end_ns},
                             {"busy_ns", s.busy_ns},
-                            {"idle", idleJson(s.idle)}});
+                            {"idle", idleJson(s.idle)},
+                            {"queue_max", s.queue_max},
+                            {"queue_mean", s.queue_mean}});
   }
   return j;
 }

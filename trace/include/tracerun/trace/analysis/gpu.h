@@ -64,6 +64,11 @@ struct GpuStream {
   int64_t activities = 0, busy_ns = 0;
   int64_t start_ns = 0, end_ns = 0;  // first start, last end
   GpuIdle idle;
+  // HTA's queue length (trace_counters.py): activities launched and not yet started, over the
+  // samples of gpuQueueLength: its largest value and its mean over the samples (HTA's summary
+  // takes pandas' describe() of the samples). 0 without launch times.
+  int64_t queue_max = 0;
+  double queue_mean = 0;
 };
 
 // One device of one rank.
@@ -122,5 +127,16 @@ struct GpuAnalysis {
 
 // Every number above, from one pass over the stream tracks and the flows.
 GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options = {});
+
+// HTA's queue length time series of one stream track (get_queue_length_time_series): +1 at each
+// activity's launch time (its launching op's start, see above: so an upper bound of HTA's, whose
+// launch is the runtime call), -1 at its start; one sample after each change, in time order (a
+// start before a launch at the same nanosecond). Activities without a launching op are left out.
+// Empty for a track that is not a GPU stream. For a counter track in a viewer.
+struct GpuQueueSample {
+  int64_t ts_ns = 0;
+  int64_t length = 0;
+};
+std::vector<GpuQueueSample> gpuQueueLength(const TraceReader& reader, int64_t track);
 
 }  // namespace tracerun::trace::analysis
