@@ -1,5 +1,5 @@
 // The GPU analyses' private parts (see tracerun/trace/analysis/gpu.h): the activities of each
-// stream as they read them from the trace, interval arithmetic, HTA's gap rule, and the steps
+// stream as they read them from the trace, HTA's gap rule, and the steps
 // analyzeGpu runs (device breakdown, kernel table, stragglers), each in its own gpu_*.cpp. Not a
 // public API: dot/ and viewer/ call analyzeGpu.
 #pragma once
@@ -38,14 +38,6 @@ bool parseStreamTrackName(std::string_view name, int* device, int64_t* stream);
 // Every stream track's kernel and memcpy spans with their launch times (gpu_activity.cpp), by
 // rank, device, stream; with only_track >= 0, that track's alone.
 std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track = -1);
-
-// Intervals [start, end).
-using Interval = std::pair<int64_t, int64_t>;
-// Sorted, merged (touching intervals merge, as HTA's merge_kernel_intervals does not; the length
-// is the same).
-std::vector<Interval> unionOf(std::vector<Interval> v);
-int64_t lengthOf(const std::vector<Interval>& merged);
-int64_t intersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b);
 
 // HTA's idle category of the gap [gap_start, gap_end) before an activity launched at `launch`
 // (kNoLaunch: unknown, never host wait), added to `idle`. Empty or negative gaps add nothing.

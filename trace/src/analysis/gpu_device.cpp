@@ -6,6 +6,7 @@
 #include <array>
 
 #include "gpu_activity.h"
+#include "span_select.h"  // intervals, saturated arithmetic
 
 namespace tracerun::trace::analysis::gpu {
 
@@ -18,7 +19,7 @@ GpuStream analyzeStream(const StreamActivities& s, const GpuOptions& o) {
   out.track = s.track;
   out.stream = s.stream;
   out.activities = static_cast<int64_t>(s.items.size());
-  std::vector<Interval> iv;
+  Intervals iv;
   iv.reserve(s.items.size());
   int64_t end = INT64_MIN;
   for (const Activity& a : s.items) {
@@ -26,7 +27,8 @@ GpuStream analyzeStream(const StreamActivities& s, const GpuOptions& o) {
     if (end != INT64_MIN) addGap(end, a.start, a.launch, o.kernel_wait_ns, out.idle);
     end = std::max(end, a.end);
   }
-  out.busy_ns = lengthOf(unionOf(std::move(iv)));
+  normalize(iv);
+  out.busy_ns = totalLength(iv);
   const std::vector<GpuQueueSample> q = queueLength(s);
   double sum = 0;
   for (const GpuQueueSample& x : q) {
@@ -67,7 +69,7 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, con
   std::sort(all.begin(), all.end(), [](const Activity& a, const Activity& b) {
     return a.start != b.start ? a.start < b.start : a.launch < b.launch;
   });
-  std::array<std::vector<Interval>, 3> byKind;
+  std::array<Intervals, 3> byKind;
   std::vector<int64_t> delays;
   int64_t end = INT64_MIN;
   for (const Activity& a : all) {
@@ -77,22 +79,24 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, con
     (a.kernel ? d.kernels : d.copies) += 1;
     if (a.launch != kNoLaunch) {
       ++d.launched;
-      delays.push_back(std::max<int64_t>(0, a.start - a.launch));
+      delays.push_back(std::max<int64_t>(0, satSub(a.start, a.launch)));
     }
   }
   d.start_ns = all.front().start;
   d.end_ns = end;
-  d.window_ns = d.end_ns - d.start_ns;
-  std::vector<Interval> every;
+  d.window_ns = satSub(d.end_ns, d.start_ns);
+  Intervals every;
   for (const auto& k : byKind) every.insert(every.end(), k.begin(), k.end());
-  d.busy_ns = lengthOf(unionOf(std::move(every)));
-  d.idle_ns = d.window_ns - d.busy_ns;
-  const auto compute = unionOf(byKind[static_cast<size_t>(GpuKind::kCompute)]);
-  const auto comm = unionOf(byKind[static_cast<size_t>(GpuKind::kComm)]);
-  d.compute_ns = lengthOf(compute);
-  d.comm_ns = lengthOf(comm);
-  d.memory_ns = lengthOf(unionOf(byKind[static_cast<size_t>(GpuKind::kMemory)]));
-  d.comm_compute_overlap_ns = intersectionLength(comm, compute);
+  normalize(every);
+  d.busy_ns = totalLength(every);
+  d.idle_ns = satSub(d.window_ns, d.busy_ns);
+  for (Intervals& k : byKind) normalize(k);
+  const Intervals& compute = byKind[static_cast<size_t>(GpuKind::kCompute)];
+  const Intervals& comm = byKind[static_cast<size_t>(GpuKind::kComm)];
+  d.compute_ns = totalLength(compute);
+  d.comm_ns = totalLength(comm);
+  d.memory_ns = totalLength(byKind[static_cast<size_t>(GpuKind::kMemory)]);
+  d.comm_compute_overlap_ns = overlapLength(comm, compute);
   d.launch = delayStats(std::move(delays), o);
   return d;
 }

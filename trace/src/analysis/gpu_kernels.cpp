@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "gpu_activity.h"
+#include "span_select.h"  // satAdd
 #include "tracerun/core/kernel_name.h"
 
 namespace tracerun::trace::analysis::gpu {
@@ -23,7 +24,7 @@ std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
     for (const Activity& a : s.items) {
       Acc& acc = byName[a.name];
       acc.kind = a.kind;
-      acc.durations.push_back(a.end - a.start);
+      acc.durations.push_back(satSub(a.end, a.start));
       acc.ranks.insert(s.rank);
     }
   }
@@ -36,7 +37,7 @@ std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
     row.kind = acc.kind;
     std::sort(acc.durations.begin(), acc.durations.end());
     row.count = static_cast<int64_t>(acc.durations.size());
-    for (int64_t d : acc.durations) row.total_ns += d;
+    for (int64_t d : acc.durations) row.total_ns = satAdd(row.total_ns, d);
     row.mean_ns = row.total_ns / row.count;
     row.min_ns = acc.durations.front();
     row.max_ns = acc.durations.back();

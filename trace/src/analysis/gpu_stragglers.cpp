@@ -7,6 +7,7 @@
 #include <map>
 
 #include "gpu_activity.h"
+#include "span_select.h"  // saturated arithmetic
 
 namespace tracerun::trace::analysis::gpu {
 
@@ -46,8 +47,9 @@ std::vector<GpuStraggler> stragglers(const std::vector<StreamActivities>& stream
     for (const auto& [rank, start] : members) {
       Acc& a = acc[rank];
       ++a.collectives;
-      a.late_sum += start - first;
-      a.late_max = std::max(a.late_max, start - first);
+      const int64_t late = satSub(start, first);
+      a.late_sum = satAdd(a.late_sum, late);
+      a.late_max = std::max(a.late_max, late);
       if (start == last && last > first) ++a.last;
     }
   }
