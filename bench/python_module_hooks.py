@@ -16,8 +16,9 @@ import torch
 import torch.nn.modules.module as mm
 from model import GPT, GPTConfig
 m = GPT(GPTConfig(n_layer=6, n_head=6, n_embd=48, block_size=16, vocab_size=128, dropout=0.0))
-pre = list(mm._global_forward_pre_hooks.values())[0]
-post = list(mm._global_forward_hooks.values())[0]
+# The module-scope hooks by name (_tracerun_training.py registers its own pre-hook first).
+pre = [h for h in mm._global_forward_pre_hooks.values() if h.__name__ == "pre_hook"][0]
+post = [h for h in mm._global_forward_hooks.values() if h.__name__ == "post_hook"][0]
 mods = list(m.modules())
 x = (torch.zeros(2, 16, 48),)
 y = torch.zeros(2, 16, 48)

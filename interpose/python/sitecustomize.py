@@ -5,7 +5,7 @@
 # libtracerun's C entry points (tracerun_annotate_scope_begin/end, via ctypes); it does not import
 # torch itself, changes no result of the program, and records no backward module scopes. It also
 # installs _tracerun_training.py (beside it): memory categories of parameters, gradients and
-# optimizer state, and a "step" phase span per optimizer step.
+# optimizer state, and a "step" phase span per optimizer step (TRACERUN_TRAINING_HOOKS=0: not).
 #
 # - Installed when torch.nn.modules.module is first imported (a post-import hook), and only while
 #   libtracerun captures: module scopes with "scopes" in its capture words, memory categories with
@@ -68,9 +68,12 @@ def _install(module_module):
         return
     words = _capture_words()
     try:  # memory categories and step spans (_tracerun_training.py), before the module scopes
-        import _tracerun_training
+        import os
 
-        _tracerun_training.install(lib, words, module_module)
+        if os.environ.get("TRACERUN_TRAINING_HOOKS", "1") != "0":
+            import _tracerun_training
+
+            _tracerun_training.install(lib, words, module_module)
     except Exception as e:
         sys.stderr.write("tracerun: training hooks not installed: %s\n" % e)
     if "scopes" not in words:
