@@ -199,6 +199,16 @@ TEST_CASE("gpu: the kernel table, names as c++filt shows them", "[analysis][gpu]
   CHECK(k.ranks == 2);
   CHECK(g.kernels[2].name == "memcpy DtoD");
   CHECK(g.kernels[2].kind == GpuKind::kMemory);
+  CHECK(reader.str(k.name_id) == fill);
+  // One rank's table (a GPU tab's): rank 1 ran only the fill kernel, 30 + 40 ns.
+  GpuOptions one;
+  one.rank = 1;
+  const GpuAnalysis r1 = analyzeGpu(reader, one);
+  REQUIRE(r1.devices.size() == 1);
+  CHECK(r1.devices[0].rank == 1);
+  REQUIRE(r1.kernels.size() == 1);
+  CHECK(r1.kernels[0].total_ns == 70);
+  CHECK(r1.kernels[0].p50_ns == 30);
 }
 
 TEST_CASE("gpu: HTA's kernel kinds by name", "[analysis][gpu]") {

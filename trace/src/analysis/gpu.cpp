@@ -16,7 +16,7 @@ const GpuDevice* GpuAnalysis::device(int rank, int dev) const {
 GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options) {
   GpuAnalysis out;
   out.options = options;
-  const std::vector<gpu::StreamActivities> streams = gpu::readActivities(reader);
+  const std::vector<gpu::StreamActivities> streams = gpu::readActivities(reader, -1, options.rank);
   // Streams come by rank, then device: each run of one (rank, device) is a device.
   for (size_t i = 0; i < streams.size();) {
     std::vector<const gpu::StreamActivities*> dev;

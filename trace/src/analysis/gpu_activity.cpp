@@ -65,10 +65,12 @@ std::map<std::pair<int64_t, int64_t>, int64_t> launchTimes(const TraceReader& re
 
 }  // namespace
 
-std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track) {
+std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track,
+                                             int only_rank) {
   std::vector<StreamActivities> out;
   for (const TrackRow& t : reader.tracks()) {
     if (only_track >= 0 && t.id != only_track) continue;
+    if (only_rank >= 0 && t.rank != only_rank) continue;
     StreamActivities s;
     if (!parseStreamTrackName(t.name, &s.device, &s.stream)) continue;
     s.rank = t.rank;

@@ -36,8 +36,10 @@ struct StreamActivities {
 bool parseStreamTrackName(std::string_view name, int* device, int64_t* stream);
 
 // Every stream track's kernel and memcpy spans with their launch times (gpu_activity.cpp), by
-// rank, device, stream; with only_track >= 0, that track's alone.
-std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track = -1);
+// rank, device, stream; with only_track >= 0, that track's alone; with only_rank >= 0, that
+// rank's.
+std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track = -1,
+                                             int only_rank = -1);
 
 // HTA's idle category of the gap [gap_start, gap_end) before an activity launched at `launch`
 // (kNoLaunch: unknown, never host wait), added to `idle`. Empty or negative gaps add nothing.

@@ -32,6 +32,7 @@ std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
   rows.reserve(byName.size());
   for (auto& [name, acc] : byName) {
     GpuKernelRow row;
+    row.name_id = name;
     row.name = core::demangleKernelName(reader.str(name));
     row.short_name = core::kernelShortName(row.name);
     row.kind = acc.kind;

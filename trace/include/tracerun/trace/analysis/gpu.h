@@ -34,6 +34,7 @@ const char* gpuKindName(GpuKind k) noexcept;  // "compute", "comm", "memory"
 GpuKind gpuKindOf(core::Category category, std::string_view name) noexcept;
 
 struct GpuOptions {
+  int rank = -1;  // >= 0: that rank's streams only (a GPU tab's per-rank kernel table)
   // HTA's consecutive_kernel_delay (get_idle_time_breakdown, default 30): a gap under it between
   // consecutive activities is kernel wait. HTA compares it with Kineto's microsecond times, so
   // its default is 30 us in effect (its docstring says nanoseconds).
@@ -96,8 +97,9 @@ struct GpuDevice {
 
 // One kernel (or copy) name over every rank and device.
 struct GpuKernelRow {
-  std::string name;        // demangled, as nsys and torch.profiler show it
-  std::string short_name;  // nsys' shortName (core/kernel_name.h)
+  core::StringId name_id = 0;  // the spans' name as stored (for the reader's name search)
+  std::string name;            // demangled, as nsys and torch.profiler show it
+  std::string short_name;      // nsys' shortName (core/kernel_name.h)
   GpuKind kind = GpuKind::kCompute;
   int64_t count = 0, total_ns = 0, mean_ns = 0, min_ns = 0, max_ns = 0, p50_ns = 0;
   int ranks = 0;
