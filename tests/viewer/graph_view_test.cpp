@@ -814,21 +814,16 @@ TEST_CASE("model view: fitted when that reads, else readable with an overview",
   checkOverview(d, l, loadPng(dir + "/ms.png"));
 }
 
-TEST_CASE("a real window: a click and a drag in the overview move the view there",
-          "[viewer][graph][window][open]") {
+TEST_CASE("a script: a click and a drag in the overview move the view there",
+          "[viewer][graph][script][open]") {
   const std::string& db = gptTrace();
-  // A directory of its own: Background's bg.out from the other window test would answer
-  // waitFor before this traceview has written its own.
   const std::string dir = e2e::scratch().file("overview");
   std::filesystem::create_directories(dir);
   const std::string dump = dir + "/ov.txt";
-  XServer x;
-  Background view(x.display(), dir,
-                  {TRACEVIEW_BIN, db, "--log-actions", "--size", "1400x900", "--view", "callgraph",
-                   "--dump-view", dump});
-  size_t at = view.waitFor("first complete frame", 60);
-  INFO("stdout:\n" << view.out() << "\nstderr:\n" << view.err());
-  REQUIRE(at != std::string::npos);
+  const std::vector<std::string> args{db, "--size", "1400x900", "--view", "callgraph"};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", dir + "/ov.png", "--dump-view", dump});
+  runTraceviewOk(shot, dir);
   const Dump d = readDump(dump);
   REQUIRE(d.overview);
   const auto reader = trace::TraceReader::open(db);
@@ -836,22 +831,10 @@ TEST_CASE("a real window: a click and a drag in the overview move the view there
   const auto laid = dot::LaidOutGraph::layout(g);
   const dot::Layout& l = laid.positions();
   const double k = (d.map[2] - d.map[0]) / l.width;  // overview px per point
-  auto xdo = [&](const std::vector<std::string>& args) {
-    std::vector<std::string> all = {"DISPLAY=" + x.display(), XDOTOOL_BIN};
-    all.insert(all.end(), args.begin(), args.end());
-    REQUIRE(e2e::runProcess("/usr/bin/env", all, dir).exit_code == 0);
-  };
-  // Where the view centres after a press released at overview pixel (px, py) (the log says).
-  auto centreAfter = [&](int px, int py) {
-    const size_t got = view.waitFor("callgraph overview centre ", 20, at);
-    REQUIRE(got != std::string::npos);
-    double gx = 0, gy = 0;
-    REQUIRE(std::sscanf(view.out().c_str() + got, "%lf %lf", &gx, &gy) == 2);
-    at = got;
-    // The picture's point under that pixel (within the pixel), clamped to the picture.
-    CHECK(gx == Approx(std::clamp((px - d.map[0]) / k, 0.0, l.width)).margin(1.5 / k));
-    CHECK(gy == Approx(std::clamp((py - d.map[1]) / k, 0.0, l.height)).margin(1.5 / k));
-    return std::make_pair(gx, gy);
+  // The picture's point under overview pixel (px, py), clamped to the picture.
+  const auto pointAt = [&](int px, int py) {
+    return std::make_pair(std::clamp((px - d.map[0]) / k, 0.0, l.width),
+                          std::clamp((py - d.map[1]) / k, 0.0, l.height));
   };
   // A click at 85 % across the overview, far right of where the view opened.
   const int px = static_cast<int>(d.map[0] + 0.85 * (d.map[2] - d.map[0]));
@@ -864,12 +847,9 @@ TEST_CASE("a real window: a click and a drag in the overview move the view there
       beneath = id;
   }
   INFO("beneath the overview click: " << (beneath.empty() ? "no node" : beneath));
-  xdo({"mousemove", std::to_string(px), std::to_string(py)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  xdo({"click", "1"});
-  const auto [gx, gy] = centreAfter(px, py);
-  // The view moved there: a node near the new centre, clicked where the moved transform puts it,
+  // The view moves there: a node near the new centre, clicked where the moved transform puts it,
   // is the one selected.
+  const auto [gx, gy] = pointAt(px, py);
   const double cx = d.canvasX + d.canvasW / 2, cy = d.canvasY + d.canvasH / 2;
   auto screenX = [&](double x) { return cx + (x - gx) * d.scale; };
   auto screenY = [&](double y) { return cy + (y - gy) * d.scale; };
@@ -888,29 +868,44 @@ TEST_CASE("a real window: a click and a drag in the overview move the view there
     }
   }
   REQUIRE(!target.empty());
-  CHECK(view.out().find("selected node") ==
-        std::string::npos);  // the overview click selected nothing
   const DumpNode& t = d.nodes.at(target);
   INFO("target " << target);
   // Out of the tab before the move (where the view opened).
   CHECK(std::find(d.visible.begin(), d.visible.end(), target) == d.visible.end());
   CHECK(std::fabs(screenX(t.cx) - d.sx(t.cx)) > d.canvasW / 2);
-  xdo({"mousemove", std::to_string(static_cast<int>(screenX(t.cx))),
-       std::to_string(static_cast<int>(screenY(t.cy)))});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  xdo({"click", "1"});
-  REQUIRE(view.waitFor("node " + target, 20, at) != std::string::npos);
-  // A drag inside the overview: the view follows to where the button is released.
+  // Then a drag inside the overview: the view follows to where the button is released.
   const int qx = static_cast<int>(d.map[0] + 0.10 * (d.map[2] - d.map[0]));
   const int sx0 = static_cast<int>(d.map[0] + 0.40 * (d.map[2] - d.map[0]));
-  xdo({"mousemove", std::to_string(sx0), std::to_string(py)});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  xdo({"mousedown", "1"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  for (int s = 1; s <= 4; ++s) {
-    xdo({"mousemove", std::to_string(sx0 + (qx - sx0) * s / 4), std::to_string(py)});
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto xy = [](double x, double y) {
+    return std::to_string(static_cast<int>(x)) + " " + std::to_string(static_cast<int>(y));
+  };
+  const auto r = runScript(
+      args,
+      {"0 move " + xy(px, py), "+1 click", "+1 settle",
+       "+1 move " + xy(screenX(t.cx), screenY(t.cy)), "+1 click", "+1 settle",
+       "+1 move " + xy(sx0, py), "+1 drag " + xy(sx0, py) + " " + xy(qx, py) + " 4", "+1 settle"},
+      dir, "ov-script.txt");
+  INFO("stdout:\n" << r.out);
+  // Where the view centred after each release in the overview (the log says): the picture's point
+  // under that pixel (within the pixel).
+  std::vector<std::pair<double, double>> centres;
+  size_t selected = std::string::npos, firstCentre = std::string::npos;
+  for (size_t at = r.out.find("callgraph overview centre "); at != std::string::npos;
+       at = r.out.find("callgraph overview centre ", at + 1)) {
+    double x = 0, y = 0;
+    REQUIRE(std::sscanf(r.out.c_str() + at + 26, "%lf %lf", &x, &y) == 2);
+    centres.emplace_back(x, y);
+    if (firstCentre == std::string::npos) firstCentre = at;
   }
-  xdo({"mouseup", "1"});
-  centreAfter(qx, py);
+  REQUIRE(centres.size() == 2);
+  CHECK(centres[0].first == Approx(gx).margin(1.5 / k));
+  CHECK(centres[0].second == Approx(gy).margin(1.5 / k));
+  const auto [qgx, qgy] = pointAt(qx, py);
+  CHECK(centres[1].first == Approx(qgx).margin(1.5 / k));
+  CHECK(centres[1].second == Approx(qgy).margin(1.5 / k));
+  // The overview click selected nothing; the click after it selected the target.
+  selected = r.out.find("selected node");
+  REQUIRE(selected != std::string::npos);
+  CHECK(selected > firstCentre);
+  CHECK(r.out.find("node " + target, firstCentre) != std::string::npos);
 }
