@@ -191,12 +191,13 @@ TEST_CASE("model layout: no edge label meets a node, a cluster title or another 
 #ifdef GPTTRAIN_BIN
 namespace {
 
-std::string traceGpt(const std::string& capture, const std::string& tag) {
+std::string traceGpt(const std::string& capture, const std::string& tag, int pp = 1) {
   const std::string db = e2e::scratch().file("gpt_" + tag + ".db");
-  const ProcessResult r =
-      e2e::runGpttrain({"--status", "off", "--capture", capture, "-o", db}, GPTTRAIN_BIN,
-                       {"--layers", "2", "--hidden", "64", "--heads", "4", "--seq-len", "32",
-                        "--global-batch", "4", "--micro-batch-size", "2", "--steps", "1"});
+  const ProcessResult r = e2e::runGpttrain(
+      {"--status", "off", "--nproc-per-node", std::to_string(pp), "--capture", capture, "-o", db},
+      GPTTRAIN_BIN,
+      {"--pp", std::to_string(pp), "--layers", std::to_string(2 * pp), "--hidden", "64", "--heads",
+       "4", "--seq-len", "32", "--global-batch", "4", "--micro-batch-size", "2", "--steps", "1"});
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   return db;
@@ -234,6 +235,24 @@ TEST_CASE("model dataflow: gpttrain's residuals go around attention and MLP, lay
     CHECK(outside == 1);
   }
   checkNoOverlap("gpttrain dataflow", modelGraph(db));
+}
+
+TEST_CASE("model dataflow: pipeline stages are joined, stage 1 reads what stage 0 hands on",
+          "[dot][model]") {
+  const dot::Graph g = modelGraph(traceGpt("ops,scopes,tensors", "pp2", 2), true);
+  auto from = [&](const std::string& to) {
+    std::set<std::string> out;
+    const int n = nodeNamed(g, to);
+    for (const dot::Edge& e : g.edges) {
+      if (e.to == n) out.insert(g.nodes[static_cast<size_t>(e.from)].id);
+    }
+    return out;
+  };
+  CHECK(from("module/embedding") == std::set<std::string>{"input"});
+  // layers.2 (stage 1) reads layers.1's output (stage 0) in its layer norm and its residual.
+  CHECK(from("op/layers.2.attn/layer_norm") == std::set<std::string>{"op/layers.1.mlp/add"});
+  CHECK(from("op/layers.2.attn/add").count("op/layers.1.mlp/add") == 1);
+  CHECK(from("output") == std::set<std::string>{"module/head"});
 }
 
 TEST_CASE("model layout: gpttrain's call-order chain keeps its labels off the cluster titles",

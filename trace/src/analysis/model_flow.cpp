@@ -104,6 +104,7 @@ struct Item {
   SpanRow span;
   int module = -1;  // innermost enclosing module span (index into Track::items), -1 none
   int anchor = -1;  // innermost enclosing span that is not a module, -1 none
+  int outer = -1;   // the outermost enclosing span (depth 0), -1 for a span at depth 0
   int stage = -1, chunk = -1;
   bool backward = false;  // inside a backward span or a backward / recompute phase
   bool in_op = false;     // inside another op
@@ -118,7 +119,7 @@ struct Track {
 };
 
 struct Frame {
-  int module = -1, anchor = -1, stage = -1, chunk = -1;
+  int module = -1, anchor = -1, outer = -1, stage = -1, chunk = -1;
   bool backward = false, op = false;
 };
 
@@ -137,6 +138,7 @@ Track readTrack(const TraceReader& reader, const FlowKeys& k, int64_t track,
     it.span = s;
     it.module = f.module;
     it.anchor = f.anchor;
+    it.outer = f.outer;
     it.in_op = f.op;
     const auto found = args.find(s.id);
     const bool phaseBack = s.category == core::Category::kPhase && k.backward.count(s.name);
@@ -169,6 +171,7 @@ Track readTrack(const TraceReader& reader, const FlowKeys& k, int64_t track,
     it.chunk = f.chunk;
     it.backward = f.backward;
     const int index = static_cast<int>(t.items.size());
+    if (f.outer < 0) f.outer = index;
     if (s.category == core::Category::kModule && !f.backward) {
       f.module = index;
     } else if (s.category != core::Category::kModule) {
@@ -186,6 +189,7 @@ Track readTrack(const TraceReader& reader, const FlowKeys& k, int64_t track,
 struct Pass {
   std::vector<int> tops;  // top-level module calls (items)
   int64_t start = 0, end = 0;
+  int64_t next = INT64_MAX;  // the next pass's start on the track
   int stage = -1, chunk = -1;
 };
 
@@ -212,6 +216,7 @@ std::vector<Pass> findPasses(const Track& t) {
     passes.back().tops.push_back(static_cast<int>(i));
     passes.back().end = std::max(passes.back().end, it.span.end_ns());
   }
+  for (size_t i = 0; i + 1 < passes.size(); ++i) passes[i].next = passes[i + 1].start;
   return passes;
 }
 
@@ -229,6 +234,7 @@ class PassReader {
 
   struct Result {
     std::vector<std::pair<int, std::string>> inputs, outputs;  // (unit, shape)
+    std::vector<std::string> out_shapes;                       // the top-level calls' output shapes
     int stage = -1, chunk = -1;
     bool empty = true;
   };
@@ -340,7 +346,13 @@ class PassReader {
 // latest op that output the identity before.
 void PassReader::sweep(const Track& t, const Pass& pass, const std::unordered_set<int64_t>& params,
                        Result& r) {
-  std::unordered_map<int64_t, int> producer;  // identity -> unit (kBefore: outside the pass)
+  std::unordered_map<int64_t, int> producer;        // identity -> unit (kBefore: outside the pass)
+  std::unordered_map<int64_t, int64_t> producedAt;  // identity -> when its producer ended
+  // A parameter (an ag_var) is one made before the outermost span around the pass (gpttrain's
+  // step): a pipeline stage's received input is a leaf too, made inside the step.
+  const Item& first = t.items[static_cast<size_t>(pass.tops.front())];
+  const int64_t paramsBefore =
+      first.outer >= 0 ? t.items[static_cast<size_t>(first.outer)].span.start_ns : INT64_MAX;
   std::vector<std::string> topInputs;
   for (int i : pass.tops) {
     for (std::string& s : moduleInputs(reader_.str(t.items[static_cast<size_t>(i)].span.detail)))
@@ -354,8 +366,9 @@ void PassReader::sweep(const Track& t, const Pass& pass, const std::unordered_se
     const std::string list = d.substr(at + 5, d.find(' ', at + 5) - (at + 5));
     for (std::string& x : moduleInputs(" in=" + list)) topOutputs.push_back(std::move(x));
   }
-  // Consumers of the pass's outputs: forward ops after it, before the next backward span.
-  int64_t afterEnd = INT64_MAX;
+  // Consumers of the pass's outputs: forward ops after it, before the next backward span or pass
+  // (an address freed and reused by a producer that is not a recorded op would link them).
+  int64_t afterEnd = pass.next;
   for (int64_t b : t.backward_starts) {
     if (b > pass.end) afterEnd = std::min(afterEnd, b);
   }
@@ -378,7 +391,9 @@ void PassReader::sweep(const Track& t, const Pass& pass, const std::unordered_se
         if (u >= 0 && from >= 0 && from != u) {
           if (edgeSet_.insert({from, u}).second) flow_.edges.push_back({from, u, shape});
         } else if (u >= 0 && from == kBefore) {
-          const bool param = params.count(static_cast<int64_t>(id & kAddressMask)) != 0;
+          const auto made = producedAt.find(id);
+          const bool param = params.count(static_cast<int64_t>(id & kAddressMask)) != 0 &&
+                             (made == producedAt.end() || made->second < paramsBefore);
           const bool input =
               std::find(topInputs.begin(), topInputs.end(), shape) != topInputs.end();
           if (!param && input && seenIn.insert({u, shape}).second) r.inputs.emplace_back(u, shape);
@@ -392,11 +407,14 @@ void PassReader::sweep(const Track& t, const Pass& pass, const std::unordered_se
     }
     for (int k = 0; k < it.nout; ++k) {
       const int64_t id = it.out[static_cast<size_t>(k)];
-      if (id != 0) producer[id] = u >= 0 ? u : kBefore;
+      if (id == 0) continue;
+      producer[id] = u >= 0 ? u : kBefore;
+      producedAt[id] = it.span.end_ns();
     }
     if (u >= 0 && it.nout > 0) lastUnit = u;
   }
   if (r.outputs.empty() && lastUnit >= 0) r.outputs.emplace_back(lastUnit, "");
+  r.out_shapes = topOutputs;
   if (r.inputs.empty() && first_ >= 0) {
     for (int n = first_; n < static_cast<int>(flow_.nodes.size()); ++n) {
       const FlowNode& f = flow_.nodes[static_cast<size_t>(n)];
@@ -516,8 +534,15 @@ ModelFlow buildModelFlow(const TraceReader& reader, const ModelTree& tree) {
     const std::vector<int>& roots = std::get<1>(stages[s]);
     const PassReader::Result& r = std::get<2>(stages[s]);
     flow.roots.insert(flow.roots.end(), roots.begin(), roots.end());
+    std::set<std::string> prevShapes;  // what the stage before hands on
+    if (s > 0) {
+      const PassReader::Result& prev = std::get<2>(stages[s - 1]);
+      for (const auto& o : prev.outputs) prevShapes.insert(o.second);
+      prevShapes.insert(prev.out_shapes.begin(), prev.out_shapes.end());
+      prevShapes.insert("");
+    }
     for (const auto& [unit, shape] : r.inputs) {
-      if (s == 0) {
+      if (s == 0 || !prevShapes.count(shape)) {  // the job's own input (a loss's targets)
         if (joined.insert({kInputNode, unit}).second)
           flow.edges.push_back({kInputNode, unit, shape});
         continue;
