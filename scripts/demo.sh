@@ -52,11 +52,19 @@ step "8. ResNet-18, traced for one training step: torchvision's (unmodified Pyth
 
 step "9. pictures: model diagrams, call graphs, the autograd graph and the pipeline graph"
 if [ -x "$TRACEDOT" ]; then
-  "$TRACEDOT" model "$OUT_DIR/resnet18_py.db" -o "$OUT_DIR/resnet18_model.svg"
+  # Model diagrams with the real dataflow need tensor identities (the tensors word): ResNet-18's
+  # step and a 4-rank gpttrain (TP 2 x PP 2, one step) traced again with it, a few seconds.
+  "$TRACERUN" --status off --capture ops,scopes,tensors -o "$OUT_DIR/resnet18_flow.db" -- \
+    /usr/bin/python3 samples/python/resnet18_step.py > /dev/null
+  "$TRACEDOT" model "$OUT_DIR/resnet18_flow.db" -o "$OUT_DIR/resnet18_model.svg"
+  "$TRACERUN" --status off --nproc-per-node 4 --capture ops,scopes,tensors \
+    -o "$OUT_DIR/gpttrain_flow.db" -- "$BUILD_DIR/trainer/gpttrain" --tp 2 --pp 2 \
+    --schedule 1f1b --layers 4 --hidden 64 --heads 4 --seq-len 32 --global-batch 4 \
+    --micro-batch-size 2 --steps 1 --data README.md > /dev/null
   "$TRACEDOT" callgraph "$OUT_DIR/resnet18_py.db" -o "$OUT_DIR/resnet18_callgraph.svg"
   "$TRACEDOT" model "$OUT_DIR/resnet18_cpp.db" -o "$OUT_DIR/resnet18_cpp_model.svg"
   "$TRACEDOT" callgraph "$OUT_DIR/resnet18_cpp.db" -o "$OUT_DIR/resnet18_cpp_callgraph.svg"
-  "$TRACEDOT" model "$OUT_DIR/gpttrain.db" -o "$OUT_DIR/gpttrain_model.svg"
+  "$TRACEDOT" model "$OUT_DIR/gpttrain_flow.db" -o "$OUT_DIR/gpttrain_model.svg"
   "$TRACEDOT" pipeline "$OUT_DIR/gpttrain.db" -o "$OUT_DIR/gpttrain_pipeline.svg"
   "$TRACEDOT" callgraph "$OUT_DIR/gpttrain.db" --rank 0 -o "$OUT_DIR/gpttrain_callgraph.svg"
   "$TRACEDOT" autograd "$OUT_DIR/python_mlp.db" -o "$OUT_DIR/python_mlp_autograd.svg"
