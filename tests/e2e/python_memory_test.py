@@ -12,6 +12,9 @@ what the program computes from its own model and optimizer (python_memory_train.
 - gradient bytes at the peak <= the parameters' (DistributedDataParallel without bucket views:
   <= 2x, the .grad tensors plus the reducer's bucket copy; with views, once, plus the reducer's
   8 bytes per parameter tensor of used-parameter maps);
+- the activation category's own peak == the bytes of the distinct storages autograd saved for
+  backward in the first step's forward (torch.autograd.graph.saved_tensors_hooks, parameters and
+  the batch left out), within 5% (Python runs);
 - "other" < 10% of the peak; the report counts 3 steps (one "step" phase span per optimizer step).
 Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
 configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
@@ -121,6 +124,11 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
                 "%d vs %d (+ %d of reducer maps)" % (got["gradient"], psi, maps))
         c.check(got["gradient"] >= min(psi, t["gradient_bytes"]),
                 tag + " the gradients are live at the peak", "%d" % got["gradient"])
+        if "saved_for_backward_bytes" in t:
+            act, want = row["category_peaks"]["activation"], t["saved_for_backward_bytes"]
+            c.check(abs(act - want) <= 0.05 * want,
+                    tag + " activation peak = autograd's saved tensors of a forward (5%)",
+                    "%d vs %d (%+.2f%%)" % (act, want, 100.0 * (act - want) / max(want, 1)))
         c.check(got["other"] < 0.10 * peak, tag + " other < 10% of the peak",
                 "%d of %d (%.1f%%)" % (got["other"], peak, 100.0 * got["other"] / max(peak, 1)))
 

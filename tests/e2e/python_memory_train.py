@@ -83,9 +83,25 @@ def main():
     opt = build_optimizer(a, model, raw)
     # What this rank's optimizer holds: FSDP's flat shard, or the model's own parameters.
     local = sum(q.numel() * q.element_size() for g in opt.param_groups for q in g["params"])
-    for _ in range(a.steps):
+    # Autograd's own account of the activations: the distinct storages saved for backward in the
+    # first step's forward (pack hooks that return the tensor itself change nothing), less the
+    # parameters' and the batch's.
+    saved = {}
+    own = {q.data_ptr() for q in model.parameters()} | {batch.data_ptr()}
+
+    def pack(t):
+        base = t.data_ptr() - t.storage_offset() * t.element_size()
+        if t.data_ptr() not in own and base not in own:
+            saved[base] = max(saved.get(base, 0), t.storage().nbytes())
+        return t
+
+    for i in range(a.steps):
         opt.zero_grad()
-        loss = loss_of(model)
+        if i == 0:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = loss_of(model)
+        else:
+            loss = loss_of(model)
         loss.backward()
         opt.step()
     state = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values()
@@ -96,6 +112,7 @@ def main():
         json.dump({"rank": rank, "parameter_bytes": psi, "optimizer_parameter_bytes": local,
                    "optimizer_state_bytes": state, "gradient_bytes": grads,
                    "input_bytes": batch.numel() * batch.element_size(), "steps": a.steps,
+                   "saved_for_backward_bytes": sum(saved.values()),
                    "parameter_tensors": sum(1 for _ in raw.parameters()),
                    "loss": float(loss)}, f)
     if a.dist != "none":
