@@ -89,6 +89,12 @@ if [ -x "$TRACEVIEW" ]; then
       "${extra[@]}" --screenshot "$OUT_DIR/gpttrain_$view.png" --size 1600x900
     echo "  $OUT_DIR/gpttrain_$view.png"
   done
+  # An unmodified Python program's memory by category (issue 33): ResNet-18, 3 steps, SGD momentum.
+  "$TRACERUN" --status off -o "$OUT_DIR/resnet18_steps.db" -- \
+    /usr/bin/python3 samples/python/resnet18_step.py 8 3 > /dev/null
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/resnet18_steps.db" --view memory \
+    --screenshot "$OUT_DIR/resnet18_py_memory.png" --size 1600x900
+  echo "  $OUT_DIR/resnet18_py_memory.png"
 else
   echo "traceview was not built (ImGui or GLFW missing?): no screenshots"
 fi
