@@ -178,11 +178,21 @@ int Supervisor::start(const ChildSpec& spec) {
     closePair(out);
     return -1;
   }
+  // The handled signals stay blocked across fork until the child has put its own dispositions in
+  // place: a signal meant for the child must not run the launcher's handler there (it would write
+  // into the launcher's pipe).
+  sigset_t handled, before;
+  ::sigemptyset(&handled);
+  for (int sig : kSignals) ::sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &before);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    if (spec.rank && !becomeRank(parent, out[1], err[1])) ::_exit(1);
-    if (!spec.rank) restoreInChild();
+    if (spec.rank && !becomeRank(parent, out[1], err[1])) ::_exit(1);  // its mask: empty
+    if (!spec.rank) {
+      restoreInChild();
+      ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    }
     for (const auto& [k, v] : spec.env) ::setenv(k.c_str(), v.c_str(), 1);
     ::execv(spec.executable.c_str(), argv.data());
     const int e = errno;
@@ -193,6 +203,7 @@ int Supervisor::start(const ChildSpec& spec) {
     ::_exit(127);
   }
   const int saved = errno;
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
   ::close(out[1]);
   if (spec.rank) ::close(err[1]);
   if (pid < 0) {
