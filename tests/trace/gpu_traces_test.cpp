@@ -19,7 +19,11 @@
 #include <set>
 
 #include "tracerun/core/kernel_name.h"
+#include "tracerun/trace/analysis/callgraph.h"
 #include "tracerun/trace/analysis/gpu.h"
+#include "tracerun/trace/analysis/report.h"
+#include "tracerun/trace/analysis/report_json.h"
+#include "tracerun/trace/analysis/report_text.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -249,4 +253,42 @@ TEST_CASE("gpu traces: the kernel table's names are torch.profiler's (Kineto's c
     REQUIRE(ours.count(name) == 1);
     CHECK(ours[name] >= count.get<int64_t>());
   }
+}
+
+TEST_CASE("gpu traces: a damaged copy with extreme times is analysed, never a crash",
+          "[analysis][gpu]") {
+  const fs::path dir = fs::temp_directory_path() / "tracerun_gpu_damaged";
+  fs::create_directories(dir);
+  const fs::path copy = dir / "damaged.db";
+  fs::copy_file(fs::path(TRACERUN_SOURCE_DIR) / "tests/data/gpu/nccl_one_rank_h100.db", copy,
+                fs::copy_options::overwrite_existing);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(copy.c_str(), &db) == SQLITE_OK);
+  const char* sql =
+      "UPDATE spans SET start_ns = -9223372036854775807 WHERE id = (SELECT min(id) FROM spans "
+      "WHERE category = 7);"
+      "UPDATE spans SET dur_ns = 9223372036854775807 WHERE id = (SELECT max(id) FROM spans WHERE "
+      "category = 7);"
+      "UPDATE spans SET dur_ns = -5 WHERE id = (SELECT min(id) FROM spans WHERE category = 6);"
+      "UPDATE flows SET src_ts_ns = 9223372036854775807 WHERE rowid = (SELECT min(rowid) FROM "
+      "flows WHERE kind = 2);"
+      "UPDATE flows SET src_ts_ns = -9223372036854775807 WHERE rowid = (SELECT max(rowid) FROM "
+      "flows WHERE kind = 2);";
+  REQUIRE(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  const auto reader = trace::TraceReader::open(copy.string());
+  const GpuAnalysis g = analyzeGpu(reader);
+  REQUIRE(g.present());
+  for (const GpuDevice& d : g.devices) {
+    CHECK(d.busy_ns >= 0);
+    CHECK(d.idle_ns >= 0);
+    CHECK(d.launch.max_ns >= 0);
+  }
+  CallGraphOptions o;
+  o.gpu_time = true;
+  CHECK(buildCallGraph(reader, o).gpu_activities > 0);
+  const Report r = buildReport(reader);
+  CHECK_FALSE(reportText(r).empty());
+  CHECK_FALSE(reportJson(r).empty());
+  fs::remove_all(dir);
 }

@@ -305,7 +305,9 @@ class Builder {
       const int depth = g_.nodes[static_cast<size_t>(parent)].depth + 1;
       const int node = child(parent, s.name, s.category, depth);
       gpuSelf_.resize(g_.nodes.size(), 0);
-      gpuSelf_[static_cast<size_t>(node)] = satAdd(gpuSelf_[static_cast<size_t>(node)], s.dur_ns);
+      // A damaged negative duration counts 0, as in analyzeGpu.
+      gpuSelf_[static_cast<size_t>(node)] =
+          satAdd(gpuSelf_[static_cast<size_t>(node)], std::max<int64_t>(0, s.dur_ns));
       ++g_.nodes[static_cast<size_t>(node)].count;
       ++g_.gpu_activities;
     });
