@@ -1,7 +1,8 @@
 // traceview --script FILE (drivers.h): the script's events (script.h) fed to ImGui frame by frame
 // in a hidden window, in place of a user: the mouse, its buttons and wheel, keys and text, tab
 // switches; screenshots and dumps at the frames named; holds at `settle` until the data arrived.
-// Frame 0 is the first settled frame. No sleeps and no wall-clock timing besides the timeout.
+// Frame 0 is the first settled frame. Frames, not wall-clock time, order the events: the loop
+// only idles 2 ms a frame while the data thread works, and gives up after --settle-timeout.
 #include <imgui.h>
 
 #include <array>
