@@ -123,65 +123,87 @@ struct Frame {
   bool backward = false, op = false;
 };
 
+using ArgsBySpan = std::unordered_map<int64_t, std::vector<std::pair<core::StringId, int64_t>>>;
+void readSpan(const SpanRow& s, const FlowKeys& k, std::vector<Frame>& stack,
+              const ArgsBySpan& args, Track& t, std::unordered_set<int64_t>& params);
+
+// A thread track's spans up to the first step's end (a module call or phase at depth 0 after a
+// backward span): what the first passes and their consumers need, not the whole run.
 Track readTrack(const TraceReader& reader, const FlowKeys& k, int64_t track,
                 std::unordered_set<int64_t>& params) {
-  std::unordered_map<int64_t, std::vector<std::pair<core::StringId, int64_t>>> args;
+  ArgsBySpan args;
   for (const ArgRow& a : reader.argsOfTrack(track)) args[a.span].emplace_back(a.key, a.value);
   Track t;
   std::vector<Frame> stack;
-  reader.forEachSpan(track, [&](const SpanRow& s) {
-    const size_t depth = static_cast<size_t>(std::max(0, s.depth));
-    if (stack.size() > depth) stack.resize(depth);
-    Frame f = stack.empty() ? Frame{} : stack.back();
-    stack.resize(depth, f);
-    Item it;
-    it.span = s;
-    it.module = f.module;
-    it.anchor = f.anchor;
-    it.outer = f.outer;
-    it.in_op = f.op;
-    const auto found = args.find(s.id);
-    const bool phaseBack = s.category == core::Category::kPhase && k.backward.count(s.name);
-    if (s.category == core::Category::kBackward || phaseBack) {
-      if (!f.backward) t.backward_starts.push_back(s.start_ns);
-      f.backward = true;
-    }
-    if (found != args.end()) {
-      for (const auto& [key, value] : found->second) {
-        if (key == k.ag_var && key != 0) params.insert(static_cast<int64_t>(value & kAddressMask));
-        if (s.category == core::Category::kPhase && key != 0 && key == k.stage)
-          f.stage = static_cast<int>(value);
-        if (s.category == core::Category::kPhase && key != 0 && key == k.chunk)
-          f.chunk = static_cast<int>(value);
-        for (int i = 0; i < kMaxIn; ++i) {
-          if (key != 0 && key == k.in[i]) {
-            it.in[i] = value;
-            it.nin = std::max(it.nin, i + 1);
-          }
+  struct Enough {};  // the first step is read: its passes come before its first backward
+  try {
+    reader.forEachSpan(track, [&](const SpanRow& s) {
+      readSpan(s, k, stack, args, t, params);
+      if (s.depth <= 0 && !t.backward_starts.empty() && s.start_ns > t.backward_starts.front() &&
+          (s.category == core::Category::kModule ||
+           (s.category == core::Category::kPhase && !k.backward.count(s.name)))) {
+        t.items.pop_back();
+        throw Enough{};
+      }
+    });
+  } catch (const Enough&) {
+  }
+  return t;
+}
+
+// One span of readTrack's walk: its frame (from its parent's), its identities and arguments.
+void readSpan(const SpanRow& s, const FlowKeys& k, std::vector<Frame>& stack,
+              const ArgsBySpan& args, Track& t, std::unordered_set<int64_t>& params) {
+  const size_t depth = static_cast<size_t>(std::max(0, s.depth));
+  if (stack.size() > depth) stack.resize(depth);
+  Frame f = stack.empty() ? Frame{} : stack.back();
+  stack.resize(depth, f);
+  Item it;
+  it.span = s;
+  it.module = f.module;
+  it.anchor = f.anchor;
+  it.outer = f.outer;
+  it.in_op = f.op;
+  const auto found = args.find(s.id);
+  const bool phaseBack = s.category == core::Category::kPhase && k.backward.count(s.name);
+  if (s.category == core::Category::kBackward || phaseBack) {
+    if (!f.backward) t.backward_starts.push_back(s.start_ns);
+    f.backward = true;
+  }
+  if (found != args.end()) {
+    for (const auto& [key, value] : found->second) {
+      if (key == k.ag_var && key != 0) params.insert(static_cast<int64_t>(value & kAddressMask));
+      if (s.category == core::Category::kPhase && key != 0 && key == k.stage)
+        f.stage = static_cast<int>(value);
+      if (s.category == core::Category::kPhase && key != 0 && key == k.chunk)
+        f.chunk = static_cast<int>(value);
+      for (int i = 0; i < kMaxIn; ++i) {
+        if (key != 0 && key == k.in[i]) {
+          it.in[i] = value;
+          it.nin = std::max(it.nin, i + 1);
         }
-        for (int i = 0; i < kMaxOut; ++i) {
-          if (key != 0 && key == k.out[i]) {
-            it.out[i] = value;
-            it.nout = std::max(it.nout, i + 1);
-          }
+      }
+      for (int i = 0; i < kMaxOut; ++i) {
+        if (key != 0 && key == k.out[i]) {
+          it.out[i] = value;
+          it.nout = std::max(it.nout, i + 1);
         }
       }
     }
-    it.stage = f.stage;
-    it.chunk = f.chunk;
-    it.backward = f.backward;
-    const int index = static_cast<int>(t.items.size());
-    if (f.outer < 0) f.outer = index;
-    if (s.category == core::Category::kModule && !f.backward) {
-      f.module = index;
-    } else if (s.category != core::Category::kModule) {
-      f.anchor = index;
-    }
-    f.op = f.op || s.category == core::Category::kOp;
-    t.items.push_back(std::move(it));
-    stack.push_back(f);
-  });
-  return t;
+  }
+  it.stage = f.stage;
+  it.chunk = f.chunk;
+  it.backward = f.backward;
+  const int index = static_cast<int>(t.items.size());
+  if (f.outer < 0) f.outer = index;
+  if (s.category == core::Category::kModule && !f.backward) {
+    f.module = index;
+  } else if (s.category != core::Category::kModule) {
+    f.anchor = index;
+  }
+  f.op = f.op || s.category == core::Category::kOp;
+  t.items.push_back(std::move(it));
+  stack.push_back(f);
 }
 
 // ---- passes ------------------------------------------------------------------------------------

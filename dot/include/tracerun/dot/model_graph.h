@@ -1,9 +1,11 @@
 // The model diagram: trace/'s model tree (buildModelTree) turned into a neutral Graph — modules
 // nested as clusters (leaves as boxes) with path, type and parameter counts (logical and on the
-// module's rank), dtype and shapes on the edges between consecutive modules, the parallel layout
-// (pipeline stage and chunk clusters, TP split, ZeRO-3 unit), and runs of identical consecutive
-// modules folded into one ×N cluster per stage. Counts nothing itself beyond folding; never lays
-// out.
+// module's rank) and the parallel layout (pipeline stage and chunk clusters, TP split, ZeRO-3
+// unit). With the tree's dataflow (tensor identities, ModelFlow) it draws each module call, the
+// functional ops between modules and an edge wherever a tensor passes, left to right
+// (model_flow_graph.cpp); without, edges chain consecutive modules in call order with the shapes
+// between them. Runs of identical consecutive modules fold into one ×N cluster per stage. Counts
+// nothing itself beyond folding; never lays out.
 #pragma once
 
 #include <string>
