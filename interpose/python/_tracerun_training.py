@@ -16,11 +16,12 @@
 # - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
 # Cost: one ctypes call per module forward that has parameters, and three per optimizer step.
 #
-# Steps: each optimizer step ends a "step" phase span (argument step = 0, 1, ...) that opened at the
+# Steps: each optimizer step ends a "step" phase span (argument step = 1, 2, ...) that opened at the
 # first module forward after the previous step, and runs inside an "optimizer" phase span; each
 # torch.autograd.backward (Tensor.backward) is a "backward" phase span: the same spans gpttrain's
 # tracerun::Step and PhaseScope make, so per-step views (and the analysis's activation rule, freed
-# in backward) work on user programs. No "forward" phase: its end is not known.
+# in backward) work on user programs. No "forward" phase: its end is not known. A program that opens
+# its own record_function("step") scopes keeps those as its steps: no step span is added.
 # Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
 # wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
 # installs its own.
@@ -92,12 +93,20 @@ class _Steps:
         self._end = lib["tracerun_annotate_scope_end"]
         self._end.restype = None
         self._end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
-        self.step = 0
+        self.step = 1  # gpttrain's steps count from 1 too
+        self.disabled = False  # the program marks its own steps
         self._open = None  # (thread id, token) of the open step span
         self._optimizer = None  # (thread id, token) of the open optimizer span
 
+    def program_marks_steps(self):
+        """The program opened a scope named "step" itself: it keeps its steps, we add none."""
+        self.disabled = True
+        if self._open is not None and self._open[0] == threading.get_ident():
+            self._end(self._open[1], None)
+        self._open = None
+
     def forward(self):
-        if self._open is None:
+        if self._open is None and not self.disabled:
             args = (_Arg * 1)(_Arg(b"step", self.step))
             token = self._begin(_KIND_PHASE, b"step", None, args, 1)
             if token > 0:
@@ -194,8 +203,26 @@ def install(lib, words, module_module):
     _install_optimizer_hooks()
     if steps is not None:
         _install_backward_phase(steps)
+        _after_import("torch.autograd.profiler", lambda mod: _watch_step_scopes(mod, steps))
     if memory:
         _after_import("torch.nn.parallel.distributed", lambda mod: _hook_ddp(lib, mod))
+
+
+def _watch_step_scopes(mod, steps):
+    """A program whose own record_function("step") scopes mark its steps keeps them alone (two
+    kinds of "step" span would number each step twice)."""
+    cls = getattr(mod, "record_function", None)
+    if cls is None or not hasattr(cls, "__enter__"):
+        return
+    enter = cls.__enter__
+
+    def __enter__(self):
+        if not steps.disabled and getattr(self, "name", None) == "step":
+            steps.program_marks_steps()
+        return enter(self)
+
+    __enter__.__wrapped__ = enter
+    cls.__enter__ = __enter__
 
 
 def _after_import(name, then):
