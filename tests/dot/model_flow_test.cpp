@@ -11,6 +11,7 @@
 #include "e2e_common.h"
 #include "tracerun/dot/layout.h"
 #include "tracerun/dot/model_graph.h"
+#include "tracerun/trace/analysis/model.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -177,6 +178,35 @@ TEST_CASE("model dataflow: folded ResNet-18 fits one screen height and shows its
     CHECK(in == 2);
   }
   CHECK(adds == 7);
+}
+
+TEST_CASE("model dataflow: traceview's entry (tree, map) draws the same graph, modules mapped",
+          "[dot][model]") {
+  // traceview's Model tab builds the tree itself and passes it with a map (graph_scene.cpp).
+  const std::string db = tracePython("resnet18", "ops,scopes,tensors");
+  const auto reader = trace::TraceReader::open(db);
+  const trace::analysis::ModelTree tree = trace::analysis::buildModelTree(reader);
+  REQUIRE_FALSE(tree.flow.empty());
+  dot::ModelGraphMap map;
+  const dot::Graph viewer = dot::buildModelGraph(tree, {}, reader.path(), &map);
+  const dot::Graph direct = modelGraph(db);
+  REQUIRE(viewer.nodes.size() == direct.nodes.size());
+  REQUIRE(viewer.edges.size() == direct.edges.size());
+  for (size_t i = 0; i < viewer.nodes.size(); ++i) CHECK(viewer.nodes[i].id == direct.nodes[i].id);
+  for (size_t i = 0; i < viewer.edges.size(); ++i) {
+    CHECK(viewer.edges[i].from == direct.edges[i].from);
+    CHECK(viewer.edges[i].to == direct.edges[i].to);
+  }
+  // Every module the pass called is drawn: as a node or a cluster (a fold's later members by
+  // the fold's first, whose map entry the viewer follows).
+  for (const auto& n : tree.flow.nodes) {
+    if (n.kind != trace::analysis::FlowNode::Kind::kCall) continue;
+    const std::string& path = tree.modules[static_cast<size_t>(n.module)].path;
+    if (path.rfind("layer1.1", 0) == 0) continue;  // folded into layer1.0's ×2
+    INFO(path);
+    CHECK((map.node_of[static_cast<size_t>(n.module)] >= 0 ||
+           map.cluster_of[static_cast<size_t>(n.module)] >= 0));
+  }
 }
 
 TEST_CASE("model layout: no edge label meets a node, a cluster title or another label",
