@@ -237,6 +237,27 @@ TEST_CASE("critical path: equals a brute force over every path of simulated step
   }
 }
 
+TEST_CASE("critical path: a span that runs past the next action on its rank adds no time",
+          "[trace][pipeline][critical]") {
+  // Rank 0's send of F0 runs from 100 to 400 (an isend waited on late) while F1 and F2 run
+  // inside it; rank 1 receives F0 at 402 and computes to 420. The step's window is 0..420, and
+  // the longest real path is F0 -> send -> recv -> F0 on rank 1: 100 + 300 + 2 + 18 = 420. A
+  // weight clamped to zero without carrying the send's end counted F2's 190 ns again (590).
+  std::vector<SimAction> acts = {
+      {0, 0, 0, 'F', true, 0, 100},   {0, 0, 0, 'S', true, 100, 400},
+      {0, 0, 1, 'F', true, 105, 200}, {0, 0, 2, 'F', true, 200, 390},
+      {1, 1, 0, 'R', true, 5, 402},   {1, 1, 0, 'F', true, 402, 420},
+  };
+  acts[4].match = 1;
+  CHECK(bruteForceLongest(acts) == 420);
+  const auto reader = trace::TraceReader::open(writeTrace(acts, 2, "cp_overlap"));
+  const auto cp = trace::analysis::pipelineCriticalPath(reader);
+  REQUIRE(cp.found);
+  CHECK(cp.step_ns == 420);
+  CHECK(cp.length_ns == 420);
+  checkChain(cp);
+}
+
 TEST_CASE("critical path: no pipeline, no step", "[trace][pipeline][critical]") {
   TraceBuilder tb(1);
   tb.span(0, BSpan{"main", "aten::mm", C::kOp, 0, 100, 0});
