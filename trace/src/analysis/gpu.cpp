@@ -6,6 +6,15 @@
 
 namespace tracerun::trace::analysis {
 
+bool gpuStreamTrack(std::string_view track_name, int* device, int64_t* stream) {
+  int d = 0;
+  int64_t s = 0;
+  if (!gpu::parseStreamTrackName(track_name, &d, &s)) return false;
+  if (device) *device = d;
+  if (stream) *stream = s;
+  return true;
+}
+
 const GpuDevice* GpuAnalysis::device(int rank, int dev) const {
   for (const GpuDevice& d : devices) {
     if (d.rank == rank && d.device == dev) return &d;

@@ -112,6 +112,18 @@ constexpr uint32_t kCompareSlower = rgba(240, 120, 110);
 constexpr uint32_t kCompareFaster = rgba(120, 210, 120);
 constexpr uint32_t kCompareAlign = rgba(255, 255, 255, 160);
 
+// GPU activity by HTA's kind (trace/analysis/gpu.h): compute kernels, NCCL communication,
+// copies and sets; a GPU stream track's folds in a darker shade of their longest activity's kind.
+// The GPU tab's idle parts: host wait, kernel wait, other; idle as a whole.
+constexpr uint32_t kGpuKind[] = {rgba(80, 190, 110), rgba(225, 85, 95), rgba(230, 180, 60)};
+constexpr uint32_t kGpuKindFold[] = {rgba(45, 120, 70), rgba(150, 55, 62), rgba(150, 115, 35)};
+constexpr uint32_t kGpuIdle = rgba(70, 70, 78);
+constexpr uint32_t kGpuIdlePart[] = {rgba(90, 140, 220), rgba(150, 120, 200), rgba(95, 95, 105)};
+inline uint32_t gpuKind(int k, bool fold) {
+  const int i = k >= 0 && k < 3 ? k : 0;
+  return fold ? kGpuKindFold[i] : kGpuKind[i];
+}
+
 inline uint32_t category(uint8_t c) {
   return kCategory[c < 9 ? c : 8];
 }

@@ -74,6 +74,14 @@ struct SpanDetails {
     std::string other_name;
   };
   std::vector<Flow> flows;
+  // A kernel's, copy's or set's launch: the start of the op that launched it (the latest source
+  // of its incoming op -> kernel flows, as trace/analysis/gpu.h takes it); INT64_MIN when none.
+  // Its launch delay is span.start_ns - launch_ns, clipped at 0 (launchDelay()).
+  int64_t launch_ns = INT64_MIN;
+  bool hasLaunch() const { return launch_ns != INT64_MIN; }
+  int64_t launchDelay() const {
+    return hasLaunch() && span.start_ns > launch_ns ? span.start_ns - launch_ns : 0;
+  }
 };
 
 struct Step {

@@ -198,6 +198,8 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   for (const auto& f : tl.flows(d.span.start_ns, d.span.start_ns)) {
     const bool out = f.src_span == ref.id, in = f.dst_span == ref.id;
     if (!out && !in) continue;
+    if (in && f.flow.kind == core::FlowKind::kOpKernel)
+      d.launch_ns = std::max(d.launch_ns, f.flow.src_ts_ns);
     const int64_t otherId = out ? f.dst_span : f.src_span;
     if (otherId == 0) continue;
     const auto other = tl.span(otherId, 0);

@@ -8,12 +8,14 @@
 
 #include "app/palette.h"
 #include "timeline/track.h"
+#include "tracerun/trace/analysis/gpu.h"
 
 namespace tracerun::viewer {
 
 std::unique_ptr<Track> makeTrack(const TrackInfo& t) {
   if (t.kind == core::TrackKind::kMemory) return std::make_unique<MemoryTrack>();
   if (t.kind == core::TrackKind::kCounter) return std::make_unique<CounterTrack>();
+  if (trace::analysis::gpuStreamTrack(t.name)) return std::make_unique<GpuStreamTrack>();
   return std::make_unique<SpanTrack>();
 }
 
@@ -25,6 +27,21 @@ LodWindow spanWindow(double t0, double t1, float areaW) {
   lw.ns_per_px = std::max(w / std::max(1.0f, areaW), 1e-3);
   lw.min_px = 3;
   return lw;
+}
+
+SpanTrack::BoxStyle SpanTrack::style(const DrawItem& item, const TrackCanvas& c) const {
+  (void)c;
+  if (item.prim.fold) return {palette::kFold, "fold"};
+  return {palette::category(item.span.category), "span"};
+}
+
+SpanTrack::BoxStyle GpuStreamTrack::style(const DrawItem& item, const TrackCanvas& c) const {
+  const auto cat = static_cast<core::Category>(item.span.category);
+  if (cat != core::Category::kKernel && cat != core::Category::kMemcpy)
+    return SpanTrack::style(item, c);
+  const auto kind = trace::analysis::gpuKindOf(cat, c.name(item.span.name));
+  if (item.prim.fold) return {palette::gpuKind(static_cast<int>(kind), true), "fold"};
+  return {palette::gpuKind(static_cast<int>(kind), false), trace::analysis::gpuKindName(kind)};
 }
 
 float SpanTrack::height(int maxDepth, float rowH) const {
@@ -54,8 +71,8 @@ const DrawItem* SpanTrack::draw(TrackCanvas& c, const TrackInfo& t, const TrackW
     lastDepth = p.depth;
     const float y0 = c.y + rh * static_cast<float>(p.depth);
     const bool fold = p.fold;
-    c.dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y0 + std::max(1.0f, rh - 1)),
-                        fold ? palette::kFold : palette::category(item.span.category));
+    const BoxStyle st = style(item, c);
+    c.dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y0 + std::max(1.0f, rh - 1)), st.fill);
     ++c.primitives;
     if (!fold && c.selected == item.span.id) {
       c.dl->AddRect(ImVec2(x0 - 1, y0 - 1), ImVec2(x1 + 1, y0 + rh), palette::kSelection, 0, 0, 2);
@@ -79,7 +96,7 @@ const DrawItem* SpanTrack::draw(TrackCanvas& c, const TrackInfo& t, const TrackW
     if (c.boxes) {
       char line[160];
       std::snprintf(line, sizeof line, "box %lld %d %.2f %.2f %s ", static_cast<long long>(t.id),
-                    p.depth, x0 - a.x, x1 - a.x, fold ? "fold" : "span");
+                    p.depth, x0 - a.x, x1 - a.x, st.kind);
       *c.boxes += line;
       *c.boxes += text ? text : "-";
       *c.boxes += '\n';

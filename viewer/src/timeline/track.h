@@ -38,8 +38,9 @@ struct TrackCanvas {
   bool mouse_here = false;  // the mouse is over this row's window
   int64_t primitives = 0;   // grows with every box, line and label drawn
   // When set, one line per span box drawn: "box TRACK DEPTH X0 X1 KIND LABEL" (x from axis.x,
-  // KIND span|fold, LABEL the text drawn or "-"): what the timeline and the compare strips
-  // dump so that tests can hold them equal.
+  // KIND span|fold, on a GPU stream track compute|comm|memory for a kernel, copy or set; LABEL
+  // the text drawn or "-"): what the timeline and the compare strips dump so that tests can
+  // hold them equal.
   std::string* boxes = nullptr;
 };
 
@@ -58,15 +59,33 @@ class Track {
 // The timeline and the compare strips ask alike, so the same window gets the same boxes.
 LodWindow spanWindow(double t0, double t1, float areaW);
 
-// The track for `t`'s kind: counter, memory, or spans (threads, async tracks, streams).
+// The track for `t`'s kind: counter, memory, a GPU stream, or spans (threads, async tracks,
+// other streams).
 std::unique_ptr<Track> makeTrack(const TrackInfo& t);
 
 // A thread's (or stream's) spans: one box per primitive at its depth, a fold drawn in the fold
 // colour and labelled "N spans", the selection outlined, names where they fit.
-class SpanTrack final : public Track {
+class SpanTrack : public Track {
  public:
   float height(int maxDepth, float rowH) const override;
   const DrawItem* draw(TrackCanvas& c, const TrackInfo& t, const TrackWindow* w) const override;
+
+ protected:
+  // A box's colour and its KIND word in the box dump: by category; folds in the fold colour.
+  struct BoxStyle {
+    uint32_t fill = 0;
+    const char* kind = "span";
+  };
+  virtual BoxStyle style(const DrawItem& item, const TrackCanvas& c) const;
+};
+
+// A GPU stream ("cuda:D stream S", trace/analysis/gpu.h's gpuStreamTrack): kernels, copies and
+// sets coloured by HTA's kind (compute, NCCL communication, memory, gpuKindOf), folds in a darker
+// shade of their longest activity's kind (so a zoomed-out stream still says what kept it busy);
+// other spans on it (synchronisations) by category.
+class GpuStreamTrack final : public SpanTrack {
+ protected:
+  BoxStyle style(const DrawItem& item, const TrackCanvas& c) const override;
 };
 
 // A counter: per pixel column a min..max line and the held last value, its range in the gutter.

@@ -33,6 +33,10 @@ const char* gpuKindName(GpuKind k) noexcept;  // "compute", "comm", "memory"
 // comm; else compute.
 GpuKind gpuKindOf(core::Category category, std::string_view name) noexcept;
 
+// True when `track_name` names a GPU stream track, "cuda:D stream S" (the tracks analyzeGpu
+// reads); then sets *device and *stream when given. For readers that draw such tracks apart.
+bool gpuStreamTrack(std::string_view track_name, int* device = nullptr, int64_t* stream = nullptr);
+
 struct GpuOptions {
   int rank = -1;  // >= 0: that rank's streams only (a GPU tab's per-rank kernel table)
   // HTA's consecutive_kernel_delay (get_idle_time_breakdown, default 30): a gap under it between
