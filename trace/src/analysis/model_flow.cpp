@@ -261,9 +261,15 @@ class PassReader {
     bool empty = true;
   };
 
-  // The units of `pass` on `t`: unit_of[item] for every op and call item of the pass.
+  // The top-level nodes of the last pass read.
+  const std::vector<int>& roots() const { return roots_; }
+
+  // Adds the nodes of `pass` on `t` (a unit for every op and call item of the pass) and the edges
+  // between them; returns its inputs and outputs.
   Result read(const Track& t, const Pass& pass, int rank,
               const std::unordered_set<int64_t>& params) {
+    roots_.clear();
+    first_ = -1;
     Result r;
     r.stage = pass.stage;
     r.chunk = pass.chunk;
@@ -354,12 +360,10 @@ class PassReader {
   const ModelTree& tree_;
   ModelFlow& flow_;
   std::map<std::pair<int, std::string>, int> byParentPath_;
-  std::vector<int> unit_;  // per item: its unit (flow node), -1 outside the pass
-
- public:
-  std::vector<int> roots_;  // top-level nodes of the passes read, in order
-  int first_ = -1;
-  std::set<std::pair<int, int>> edgeSet_;
+  std::vector<int> unit_;                  // per item: its unit (flow node), -1 outside the pass
+  std::vector<int> roots_;                 // top-level nodes of the pass being read, in order
+  int first_ = -1;                         // its first node
+  std::set<std::pair<int, int>> edgeSet_;  // edges added, over every pass
 };
 
 // ---- edges (the sweep) -------------------------------------------------------------------------
@@ -540,11 +544,9 @@ ModelFlow buildModelFlow(const TraceReader& reader, const ModelTree& tree) {
       for (const Pass& pass : findPasses(t)) {
         if (!wanted.count({pass.stage, pass.chunk})) continue;
         wanted.erase({pass.stage, pass.chunk});
-        pr.roots_.clear();
-        pr.first_ = -1;
         PassReader::Result r = pr.read(t, pass, rank, params);
         if (r.empty) continue;
-        stages.emplace_back(std::max(0, pass.chunk) * p + std::max(0, pass.stage), pr.roots_,
+        stages.emplace_back(std::max(0, pass.chunk) * p + std::max(0, pass.stage), pr.roots(),
                             std::move(r));
       }
     }
