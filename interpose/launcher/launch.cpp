@@ -23,10 +23,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "capture_words.h"
 #include "commands.h"
+#include "outer_job.h"
 #include "output_guard.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
@@ -165,8 +167,6 @@ std::string captureTarget(const std::string& resolvedProgram) {
 
 // ---- the child ----------------------------------------------------------------------------------
 
-namespace {
-
 // Runs PROGRAM as the supervisor's group of one (in the launcher's process group: it keeps the
 // terminal) and waits. A stop signal to the launcher stops it: SIGTERM now, SIGKILL `grace_s`
 // later; when the terminal sent SIGINT or SIGQUIT to the whole foreground group PROGRAM got it
@@ -208,8 +208,6 @@ int runChild(Supervisor& supervisor, const std::string& executable,
   }
   return supervisor.child(static_cast<size_t>(child)).status;
 }
-
-}  // namespace
 
 // ---- merge and summary --------------------------------------------------------------------------
 
@@ -321,16 +319,35 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tracerun: %s\n", p.c_str());
     return 2;
   }
-  // OUTPUT.shards/: ours alone (0700, refused when another user could write in it) and locked
-  // until we exit, so a second launch with the same output is refused.
-  const std::string shardDir = o.output + ".shards";
-  const OutputLock lock(shardDir, o.output);
-  if (!lock.ok()) {
-    std::fprintf(stderr, "tracerun: %s\n", lock.problem().c_str());
+  // One rank of a job another launcher started (torchrun, srun, mpirun: outer_job.h): its shard
+  // goes to OUTPUT.shards/JOB/, which every rank of the job shares (outer_launch.cpp).
+  const OuterJob outer = group ? OuterJob{} : detectOuterJob(environMap(), ::getppid());
+  if (!outer.problem.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", outer.problem.c_str());
     return 2;
   }
-  if (!lock.note().empty()) std::fprintf(stderr, "tracerun: note: %s\n", lock.note().c_str());
-  if (!group) removeShardFiles(shardDir);
+  // OUTPUT.shards/: ours alone (0700, refused when another user could write in it) and locked
+  // until we exit, so a second launch with the same output is refused. An outer job's ranks share
+  // it (no lock); their job directory inside it is private the same way.
+  std::string shardDir = o.output + ".shards";
+  std::optional<OutputLock> lock;
+  if (!outer.launcher.empty()) {
+    std::string p = makePrivateDir(shardDir);
+    shardDir += "/" + outer.job_id;
+    if (p.empty()) p = makePrivateDir(shardDir);
+    if (!p.empty()) {
+      std::fprintf(stderr, "tracerun: %s\n", p.c_str());
+      return 2;
+    }
+  } else {
+    lock.emplace(shardDir, o.output);
+    if (!lock->ok()) {
+      std::fprintf(stderr, "tracerun: %s\n", lock->problem().c_str());
+      return 2;
+    }
+    if (!lock->note().empty()) std::fprintf(stderr, "tracerun: note: %s\n", lock->note().c_str());
+    if (!group) removeShardFiles(shardDir);
+  }
 
   std::string preload = library;
   if (const std::string nccl = ncclInterposer(library, capture); !nccl.empty()) {
@@ -353,6 +370,7 @@ int launch(const LaunchOptions& o) {
     ::setenv("PYTHONPATH", (old != nullptr && *old != '\0' ? hooks + ":" + old : hooks).c_str(), 1);
   }
   if (group) return launchGroup(o, executable, shardDir);
+  if (!outer.launcher.empty()) return launchOuterRank(o, outer, executable, shardDir);
 
   Supervisor supervisor(o.grace_s);  // the launcher's signals and PROGRAM, to the end
   int stopSignal = 0;

@@ -14,6 +14,9 @@ struct MergeResult;
 
 namespace tracerun::launcher {
 
+struct OuterJob;
+class Supervisor;
+
 struct LaunchOptions {
   std::string output = "run.db";
   std::string capture = "ops,scopes,memory,comm";  // capture words (interpose/src/capture_words.h)
@@ -50,6 +53,19 @@ std::string groupOptionsProblem(const LaunchOptions& options);
 // group.cpp).
 int launchGroup(const LaunchOptions& options, const std::string& executable,
                 const std::string& shardDir);
+
+// One rank of a job another launcher started (outer_launch.cpp): runs PROGRAM with the torchrun
+// environment the outer launcher left out, its shard in `jobDir` (private, made by launch()), and
+// merges every rank's shard into the output when it is the last rank of the job to end. Returns
+// PROGRAM's exit code (1 when it succeeded but the merge failed).
+int launchOuterRank(const LaunchOptions& options, const OuterJob& job,
+                    const std::string& executable, const std::string& jobDir);
+
+// Runs PROGRAM as the supervisor's group of one and waits (launch.cpp); its wait status, or -1
+// when it could not start; *stopSignal: the launcher's stop signal that stopped it, 0 when none.
+int runChild(Supervisor& supervisor, const std::string& executable,
+             const std::vector<std::string>& args, double grace_s, const std::string& name,
+             int* stopSignal);
 
 // Shared with group.cpp: the rank*.db files in `dir` (sorted), removing rank* files, the summary
 // (tools::printRunSummary on stderr: the one implementation, beside `tracerun info`).

@@ -1,0 +1,315 @@
+// Outer-launcher detection (outer_job.h): torchrun, SLURM, Open MPI and PMI variables read from an
+// environment map into one OuterJob, SLURM's host-list syntax, the default port. Pure functions:
+// no processes, no files, no globals.
+//
+// Sections: numbers and names · host lists · the launchers · detectOuterJob
+#include "outer_job.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+extern char** environ;
+
+namespace tracerun::launcher {
+
+// ---- numbers and names --------------------------------------------------------------------------
+
+namespace {
+
+const std::string* find(const EnvMap& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+// A decimal integer >= 0 from the whole of `text`; false otherwise.
+bool parseCount(const std::string& text, int* out) {
+  if (text.empty() || text.size() > 9) return false;
+  int value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + (c - '0');
+  }
+  *out = value;
+  return true;
+}
+
+// `name`'s value as a count into *out; a problem line when present but not a number.
+bool readCount(const EnvMap& env, const char* name, int* out, std::string* problem) {
+  const std::string* value = find(env, name);
+  if (value == nullptr) return false;
+  if (!parseCount(*value, out)) {
+    if (problem->empty()) *problem = std::string(name) + "=" + *value + " is not a count";
+    return false;
+  }
+  return true;
+}
+
+std::string value(const EnvMap& env, const char* name) {
+  const std::string* v = find(env, name);
+  return v == nullptr ? std::string() : *v;
+}
+
+// Only [A-Za-z0-9._-]; anything else becomes '_' (a directory name, never a path).
+std::string safeName(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_';
+    out += ok ? c : '_';
+  }
+  if (out.size() > 120) out.resize(120);
+  return out == "." || out == ".." ? "_" + out : out;
+}
+
+}  // namespace
+
+EnvMap environMap() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+int portForJob(const std::string& jobId) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+  for (const unsigned char c : jobId) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return 20000 + static_cast<int>(h % 20000);
+}
+
+// ---- host lists ---------------------------------------------------------------------------------
+
+namespace {
+
+// Splits at commas outside brackets.
+std::vector<std::string> splitTopLevel(const std::string& list) {
+  std::vector<std::string> out;
+  std::string item;
+  int depth = 0;
+  for (const char c : list) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  out.push_back(item);
+  return out;
+}
+
+// The values of one bracket's body ("01-04,07"), zero-padded to the width of each range's start.
+bool expandRange(const std::string& body, std::vector<std::string>* out) {
+  for (const std::string& part : splitTopLevel(body)) {
+    const auto dash = part.find('-');
+    const std::string lo = part.substr(0, dash);
+    const std::string hi = dash == std::string::npos ? lo : part.substr(dash + 1);
+    int a = 0, b = 0;
+    if (!parseCount(lo, &a) || !parseCount(hi, &b) || b < a || b - a > 100000) return false;
+    for (int i = a; i <= b; ++i) {
+      std::string digits = std::to_string(i);
+      if (digits.size() < lo.size()) digits.insert(0, lo.size() - digits.size(), '0');
+      out->push_back(digits);
+    }
+  }
+  return true;
+}
+
+// One item ("rack[1-2]-n[3-4]"): every bracket expanded, left to right, as a cartesian product.
+bool expandItem(const std::string& item, std::vector<std::string>* out) {
+  std::vector<std::string> names = {""};
+  size_t i = 0;
+  while (i < item.size()) {
+    const auto open = item.find('[', i);
+    const std::string literal = item.substr(i, open == std::string::npos ? item.npos : open - i);
+    if (literal.find(']') != std::string::npos) return false;
+    for (auto& n : names) n += literal;
+    if (open == std::string::npos) break;
+    const auto close = item.find(']', open);
+    if (close == std::string::npos) return false;
+    std::vector<std::string> values;
+    if (!expandRange(item.substr(open + 1, close - open - 1), &values)) return false;
+    std::vector<std::string> next;
+    for (const auto& n : names) {
+      for (const auto& v : values) next.push_back(n + v);
+    }
+    names.swap(next);
+    i = close + 1;
+  }
+  if (names.size() == 1 && names[0].empty()) return false;
+  out->insert(out->end(), names.begin(), names.end());
+  return true;
+}
+
+// SLURM's tasks-per-node list ("2(x3),1") expanded to one count per node.
+std::vector<int> expandTaskCounts(const std::string& list) {
+  std::vector<int> out;
+  for (const std::string& item : splitTopLevel(list)) {
+    const auto paren = item.find("(x");
+    int count = 0, times = 1;
+    if (!parseCount(item.substr(0, paren), &count)) return {};
+    if (paren != std::string::npos &&
+        (item.back() != ')' ||
+         !parseCount(item.substr(paren + 2, item.size() - paren - 3), &times))) {
+      return {};
+    }
+    out.insert(out.end(), static_cast<size_t>(times), count);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> expandHostList(const std::string& list, std::string* problem) {
+  std::vector<std::string> hosts;
+  int depth = 0;
+  for (const char c : list) {
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (depth < 0 || depth > 1) break;
+  }
+  bool ok = depth == 0 && !list.empty();
+  for (const std::string& item : ok ? splitTopLevel(list) : std::vector<std::string>{}) {
+    if (!expandItem(item, &hosts)) ok = false;
+  }
+  if (!ok) {
+    *problem = "cannot read the host list '" + list + "'";
+    return {};
+  }
+  return hosts;
+}
+
+// ---- the launchers ------------------------------------------------------------------------------
+
+namespace {
+
+void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
+  job->launcher = "torchrun";
+  readCount(env, "RANK", &job->rank, &job->problem);
+  readCount(env, "WORLD_SIZE", &job->world_size, &job->problem);
+  job->local_rank = job->rank;
+  readCount(env, "LOCAL_RANK", &job->local_rank, &job->problem);
+  job->local_world_size = job->world_size;
+  readCount(env, "LOCAL_WORLD_SIZE", &job->local_world_size, &job->problem);
+  readCount(env, "GROUP_RANK", &job->node_rank, &job->problem);
+  // torchrun's --rdzv_id defaults to "none" (a uuid with --standalone): the port tells apart two
+  // jobs with the same id on one rendezvous host; the restart count separates attempts.
+  std::string id = value(env, "TORCHELASTIC_RUN_ID");
+  if (id.empty() || id == "none") id.clear();
+  const std::string port = value(env, "MASTER_PORT");
+  if (!port.empty()) id += (id.empty() ? "port" : "-port") + port;
+  if (id.empty()) id = "ppid" + std::to_string(parentPid);
+  const std::string restart = value(env, "TORCHELASTIC_RESTART_COUNT");
+  if (!restart.empty() && restart != "0") id += "-restart" + restart;
+  job->job_id = "torchrun-" + safeName(id);
+}
+
+void detectSlurm(const EnvMap& env, OuterJob* job) {
+  job->launcher = "slurm";
+  readCount(env, "SLURM_PROCID", &job->rank, &job->problem);
+  if (!readCount(env, "SLURM_NTASKS", &job->world_size, &job->problem)) {
+    readCount(env, "SLURM_NPROCS", &job->world_size, &job->problem);
+  }
+  readCount(env, "SLURM_LOCALID", &job->local_rank, &job->problem);
+  readCount(env, "SLURM_NODEID", &job->node_rank, &job->problem);
+  std::string perNode = value(env, "SLURM_STEP_TASKS_PER_NODE");
+  if (perNode.empty()) perNode = value(env, "SLURM_TASKS_PER_NODE");
+  const std::vector<int> counts = expandTaskCounts(perNode);
+  job->local_world_size = static_cast<size_t>(job->node_rank) < counts.size()
+                              ? counts[static_cast<size_t>(job->node_rank)]
+                              : job->local_rank + 1;
+  const std::string step = value(env, "SLURM_STEP_ID");
+  job->job_id = "slurm-" + safeName(value(env, "SLURM_JOB_ID") + "." + (step.empty() ? "0" : step));
+  if (find(env, "MASTER_ADDR") == nullptr) {
+    std::string list = value(env, "SLURM_STEP_NODELIST");
+    if (list.empty()) list = value(env, "SLURM_JOB_NODELIST");
+    if (list.empty()) list = value(env, "SLURM_NODELIST");
+    std::string problem;
+    const auto hosts = list.empty() ? std::vector<std::string>{} : expandHostList(list, &problem);
+    if (!hosts.empty()) {
+      job->program_env["MASTER_ADDR"] = hosts.front();
+    } else if (job->problem.empty()) {
+      job->problem = list.empty() ? "SLURM: no SLURM_STEP_NODELIST/SLURM_JOB_NODELIST to take "
+                                    "MASTER_ADDR from; export MASTER_ADDR"
+                                  : "SLURM: " + problem + "; export MASTER_ADDR";
+    }
+  }
+}
+
+void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
+  const bool ompi = find(env, "OMPI_COMM_WORLD_RANK") != nullptr;
+  job->launcher = ompi ? "openmpi" : "pmi";
+  readCount(env, ompi ? "OMPI_COMM_WORLD_RANK" : "PMI_RANK", &job->rank, &job->problem);
+  readCount(env, ompi ? "OMPI_COMM_WORLD_SIZE" : "PMI_SIZE", &job->world_size, &job->problem);
+  // Hydra (MPICH) sets MPI_LOCALRANKID/MPI_LOCALNRANKS; without them one node is assumed.
+  job->local_rank = job->rank;
+  job->local_world_size = job->world_size;
+  readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID", &job->local_rank,
+            &job->problem);
+  readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS", &job->local_world_size,
+            &job->problem);
+  if (job->local_world_size > 0) job->node_rank = job->rank / job->local_world_size;
+  std::string id = value(env, ompi ? "OMPI_MCA_ess_base_jobid" : "PMI_KVSNAME");
+  if (id.empty()) id = value(env, "PMIX_NAMESPACE");
+  if (id.empty()) id = "ppid" + std::to_string(parentPid);
+  job->job_id = job->launcher + "-" + safeName(id);
+  if (find(env, "MASTER_ADDR") == nullptr) {
+    if (job->local_world_size == job->world_size) {
+      job->program_env["MASTER_ADDR"] = "127.0.0.1";  // every rank on this node
+    } else if (job->problem.empty()) {
+      job->problem = job->launcher +
+                     ": the ranks span several nodes and MASTER_ADDR is not set; pass it "
+                     "(mpirun -x MASTER_ADDR=HOST -x MASTER_PORT=PORT)";
+    }
+  }
+}
+
+}  // namespace
+
+// ---- detectOuterJob -----------------------------------------------------------------------------
+
+OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
+  OuterJob job;
+  if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
+    detectTorchrun(env, parentPid, &job);
+  } else if (find(env, "SLURM_PROCID") != nullptr &&
+             (find(env, "SLURM_NTASKS") != nullptr || find(env, "SLURM_NPROCS") != nullptr)) {
+    detectSlurm(env, &job);
+  } else if ((find(env, "OMPI_COMM_WORLD_RANK") != nullptr &&
+              find(env, "OMPI_COMM_WORLD_SIZE") != nullptr) ||
+             (find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr)) {
+    detectMpi(env, parentPid, &job);
+  } else {
+    return job;
+  }
+  if (job.problem.empty() && (job.world_size < 1 || job.rank >= job.world_size)) {
+    job.problem = job.launcher + ": rank " + std::to_string(job.rank) + " is outside a world of " +
+                  std::to_string(job.world_size);
+  }
+  if (job.problem.empty() && job.local_rank >= job.local_world_size) {
+    job.problem = job.launcher + ": local rank " + std::to_string(job.local_rank) + " is outside " +
+                  std::to_string(job.local_world_size) + " local ranks";
+  }
+  if (!job.problem.empty()) return job;
+  auto setDefault = [&](const char* name, const std::string& v) {
+    if (find(env, name) == nullptr && job.program_env.count(name) == 0) job.program_env[name] = v;
+  };
+  setDefault("RANK", std::to_string(job.rank));
+  setDefault("WORLD_SIZE", std::to_string(job.world_size));
+  setDefault("LOCAL_RANK", std::to_string(job.local_rank));
+  setDefault("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
+  setDefault("GROUP_RANK", std::to_string(job.node_rank));
+  setDefault("MASTER_ADDR", "127.0.0.1");
+  setDefault("MASTER_PORT", std::to_string(portForJob(job.job_id)));
+  return job;
+}
+
+}  // namespace tracerun::launcher

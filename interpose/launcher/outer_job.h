@@ -1,0 +1,51 @@
+// Recognises that `tracerun -o run.db -- PROGRAM` is one rank of a job another launcher started
+// (torchrun, SLURM's srun, Open MPI's mpirun, MPICH/PMI), from the environment alone: a pure
+// function, no processes, no files. It does not write shards or merge (outer_launch.cpp does).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tracerun::launcher {
+
+// The environment as name -> value (tests build one by hand; environMap() reads the process's).
+using EnvMap = std::map<std::string, std::string>;
+EnvMap environMap();
+
+// What an outer launcher told this process. `launcher` is empty when none was recognised.
+struct OuterJob {
+  std::string launcher;  // "torchrun", "slurm", "openmpi", "pmi"
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  // Names the job: every rank of one job computes the same, two jobs differ (documented per
+  // launcher in docs/launcher.md). Only [A-Za-z0-9._-]; the shard directory's name.
+  std::string job_id;
+  // The torchrun variables the program gets where the outer launcher did not set them (RANK,
+  // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT); already-set
+  // ones are never overridden and do not appear here.
+  EnvMap program_env;
+  // Set when the environment names a launcher but is inconsistent (rank outside the world, a
+  // number that is not one): one line without the "tracerun: " prefix.
+  std::string problem;
+};
+
+// The outer job described by `env`, or one with an empty `launcher`. Precedence when several are
+// present: torchrun (RANK and WORLD_SIZE), then SLURM (SLURM_PROCID with SLURM_NTASKS or
+// SLURM_NPROCS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), PMI (PMI_RANK/PMI_SIZE). `parentPid`
+// names the job when the launcher gives no id (MPICH: the ranks of one node share their proxy).
+OuterJob detectOuterJob(const EnvMap& env, long parentPid);
+
+// SLURM's compressed host list ("node[01-04,07],gpu7,rack[1-2]-n[3-4]") expanded in order; empty
+// with *problem set on a malformed list.
+std::vector<std::string> expandHostList(const std::string& list, std::string* problem);
+
+// The MASTER_PORT used when the launcher sets none: 20000 + (FNV-1a 64 of the job id mod 20000),
+// the same on every rank of the job and on every node.
+int portForJob(const std::string& jobId);
+
+}  // namespace tracerun::launcher

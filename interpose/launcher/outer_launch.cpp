@@ -1,0 +1,172 @@
+// One rank of a job that torchrun, srun or mpirun started (`tracerun -o run.db -- PROGRAM` run by
+// every rank): the torchrun environment the outer launcher left out, PROGRAM run through the
+// supervisor, and the one merge of every rank's shard by the last rank to end. Detection is
+// outer_job.cpp's; the files' rules are output_guard.h's; no clock exchange here (one host shares
+// CLOCK_MONOTONIC; docs/launcher.md says what holds across nodes).
+//
+// Sections: markers · merge · launchOuterRank
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "launch.h"
+#include "outer_job.h"
+#include "supervisor.h"
+#include "tracerun/trace/merge.h"
+
+namespace tracerun::launcher {
+
+// ---- markers ------------------------------------------------------------------------------------
+
+namespace {
+
+// Creates `dir/name` anew (0600, never through a symlink); false when it exists or cannot be made.
+bool createNew(const std::string& dir, const std::string& name) {
+  const int fd = ::open((dir + "/" + name).c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// The ranks whose `done.rankR` marker is in `dir`.
+std::set<int> finishedRanks(const std::string& dir) {
+  std::set<int> ranks;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ranks;
+  while (dirent* e = ::readdir(d)) {
+    int rank = -1;
+    char tail = 0;
+    if (std::sscanf(e->d_name, "done.rank%d%c", &rank, &tail) == 1 && rank >= 0) {
+      ranks.insert(rank);
+    }
+  }
+  ::closedir(d);
+  return ranks;
+}
+
+void removeJobDir(const std::string& dir) {
+  removeShardFiles(dir);  // rank* (shards, -wal, claims, status)
+  DIR* d = ::opendir(dir.c_str());
+  if (d != nullptr) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("done.rank", 0) == 0 || name == "merge.claim") {
+        ::unlink((dir + "/" + name).c_str());
+      }
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+  ::rmdir(dir.substr(0, dir.rfind('/')).c_str());  // OUTPUT.shards/, when no other job is in it
+}
+
+std::string mergeByHand(const std::string& output, const std::string& dir) {
+  return "tracerun merge --allow-incomplete -o " + output + " " + dir + "/rank*.db";
+}
+
+// ---- merge --------------------------------------------------------------------------------------
+
+// The last rank's merge of every shard in `dir` into the output. Returns 0, or 1 when it failed
+// (the shards are then kept and a line says how to finish by hand).
+int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& dir) {
+  const auto shards = shardFiles(dir);
+  if (shards.empty()) {
+    std::fprintf(stderr, "tracerun: no rank of the job wrote a trace into %s\n", dir.c_str());
+    return 1;
+  }
+  trace::MergeResult merged;
+  try {
+    std::vector<trace::MergeInput> inputs;
+    for (const auto& s : shards) inputs.push_back({s});
+    trace::MergeOptions mo;
+    mo.output = o.output;
+    const MergeGuard guard(supervisor, o.output, dir);
+    merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
+    if (!o.quiet) printSummary(o.output);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s; %s\n", dir.c_str(),
+                 e.what(), keptShardsHint(o.output, dir).c_str());
+    return 1;
+  }
+  if (reportMergeLoss(merged, o.output, dir)) return 1;
+  if (!o.keep_shards) removeJobDir(dir);
+  return 0;
+}
+
+}  // namespace
+
+// ---- launchOuterRank ----------------------------------------------------------------------------
+
+int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::string& executable,
+                    const std::string& jobDir) {
+  const std::string rankName = "rank" + std::to_string(job.rank) + ".db";
+  struct stat st {};
+  if (::lstat((jobDir + "/" + rankName).c_str(), &st) == 0 ||
+      finishedRanks(jobDir).count(job.rank) != 0) {
+    std::fprintf(stderr,
+                 "tracerun: %s already holds rank %d's shard of an earlier run with the same job "
+                 "id (%s); merge it (%s) or remove the directory\n",
+                 jobDir.c_str(), job.rank, job.job_id.c_str(),
+                 mergeByHand(o.output, jobDir).c_str());
+    return 2;
+  }
+  for (const auto& [name, value] : job.program_env) ::setenv(name.c_str(), value.c_str(), 1);
+  // Ranks on one host share CLOCK_MONOTONIC: offset 0 is exact. Across nodes nothing is measured
+  // in this mode (docs/launcher.md, "Clocks under an outer launcher").
+  if (job.local_world_size == job.world_size) ::setenv("TRACERUN_CLOCK_OFFSET_NS", "0", 1);
+
+  Supervisor supervisor(o.grace_s);
+  int stopSignal = 0;
+  const std::string name = o.program[0] + " (rank " + std::to_string(job.rank) + ")";
+  const int status = runChild(supervisor, executable, o.program, o.grace_s, name, &stopSignal);
+  if (status < 0) {
+    std::fprintf(stderr, "tracerun: %s: cannot run: %s\n", name.c_str(), std::strerror(errno));
+  }
+  int code = status < 0 ? 127 : 0;
+  if (status >= 0 && WIFEXITED(status)) code = WEXITSTATUS(status);
+  if (status >= 0 && WIFSIGNALED(status)) {
+    code = 128 + WTERMSIG(status);
+    std::fprintf(stderr, "tracerun: %s was killed by signal %d (%s)\n", name.c_str(),
+                 WTERMSIG(status), ::strsignal(WTERMSIG(status)));
+  }
+  if (stopSignal != 0) code = 128 + stopSignal;
+
+  // Exactly one merge: each rank marks its end with an O_EXCL marker, then counts the markers; a
+  // rank that sees all of them races for merge.claim (O_EXCL) and only its winner merges. The last
+  // rank to write its marker always sees them all, so a merge always happens once all have ended.
+  if (!createNew(jobDir, "done.rank" + std::to_string(job.rank))) {
+    std::fprintf(stderr, "tracerun: %s: cannot mark rank %d as ended: %s\n", jobDir.c_str(),
+                 job.rank, std::strerror(errno));
+    return code != 0 ? code : 1;
+  }
+  const std::set<int> done = finishedRanks(jobDir);
+  if (static_cast<int>(done.size()) < job.world_size) {
+    if (job.rank == 0 || code != 0) {
+      std::string missing;
+      for (int r = 0, listed = 0; r < job.world_size && listed < 8; ++r) {
+        if (done.count(r) == 0) missing += (listed++ ? ", " : "") + std::to_string(r);
+      }
+      std::fprintf(stderr,
+                   "tracerun: rank %d ended before rank(s) %s%s of %d; the last rank to end "
+                   "merges into %s; if a rank died, merge by hand once all have ended: %s\n",
+                   job.rank, missing.c_str(),
+                   job.world_size - static_cast<int>(done.size()) > 8 ? ", ..." : "",
+                   job.world_size, o.output.c_str(), mergeByHand(o.output, jobDir).c_str());
+    }
+    return code;
+  }
+  if (!createNew(jobDir, "merge.claim")) return code;  // another rank saw them all first
+  const int merged = mergeJob(o, supervisor, jobDir);
+  return code != 0 ? code : merged;
+}
+
+}  // namespace tracerun::launcher

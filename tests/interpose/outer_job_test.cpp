@@ -1,0 +1,249 @@
+// The outer-launcher detection (interpose/launcher/outer_job.h) table by table: each row an
+// environment as torchrun, srun, mpirun or MPICH's hydra sets it (their documented variables),
+// and what the rank must get. SLURM's host lists against expansions written out by hand. No
+// processes.
+#include <catch2/catch.hpp>
+
+#include "outer_job.h"
+
+using tracerun::launcher::detectOuterJob;
+using tracerun::launcher::EnvMap;
+using tracerun::launcher::expandHostList;
+using tracerun::launcher::portForJob;
+
+TEST_CASE("outer job: no launcher variables, no outer job", "[outer_job]") {
+  const auto job = detectOuterJob({{"HOME", "/root"}, {"RANK", "1"}}, 42);
+  CHECK(job.launcher.empty());
+  CHECK(job.problem.empty());
+}
+
+TEST_CASE("outer job: table of launchers", "[outer_job]") {
+  struct Row {
+    const char* what;
+    EnvMap env;
+    const char* launcher;
+    int rank, world, local, localWorld, node;
+    const char* jobId;
+    EnvMap programEnv;  // exactly what the rank adds
+  };
+  const std::vector<Row> rows = {
+      {"torchrun, everything set",
+       {{"RANK", "3"},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "1"},
+        {"MASTER_ADDR", "n0"},
+        {"MASTER_PORT", "29500"},
+        {"TORCHELASTIC_RUN_ID", "abc"},
+        {"TORCHELASTIC_RESTART_COUNT", "0"}},
+       "torchrun",
+       3,
+       4,
+       1,
+       2,
+       1,
+       "torchrun-abc-port29500",
+       {}},
+      {"torchrun, rdzv id none, restarted",
+       {{"RANK", "0"},
+        {"WORLD_SIZE", "2"},
+        {"LOCAL_RANK", "0"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"},
+        {"TORCHELASTIC_RUN_ID", "none"},
+        {"TORCHELASTIC_RESTART_COUNT", "2"}},
+       "torchrun",
+       0,
+       2,
+       0,
+       2,
+       0,
+       "torchrun-port29500-restart2",
+       {}},
+      {"RANK and WORLD_SIZE by hand",
+       {{"RANK", "1"}, {"WORLD_SIZE", "2"}},
+       "torchrun",
+       1,
+       2,
+       1,
+       2,
+       0,
+       "torchrun-ppid77",
+       {{"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(portForJob("torchrun-ppid77"))}}},
+      {"srun, 2 nodes x 2 tasks",
+       {{"SLURM_PROCID", "2"},
+        {"SLURM_NTASKS", "4"},
+        {"SLURM_LOCALID", "0"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_JOB_ID", "8812"},
+        {"SLURM_STEP_ID", "0"},
+        {"SLURM_STEP_NODELIST", "gpu[07-08]"},
+        {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"}},
+       "slurm",
+       2,
+       4,
+       0,
+       2,
+       1,
+       "slurm-8812.0",
+       {{"RANK", "2"},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", "0"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "1"},
+        {"MASTER_ADDR", "gpu07"},
+        {"MASTER_PORT", std::to_string(portForJob("slurm-8812.0"))}}},
+      {"srun, uneven tasks, MASTER_ADDR and PORT exported by the sbatch script",
+       {{"SLURM_PROCID", "4"},
+        {"SLURM_NPROCS", "5"},
+        {"SLURM_LOCALID", "1"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_JOB_ID", "9"},
+        {"SLURM_STEP_ID", "3"},
+        {"SLURM_JOB_NODELIST", "a,b"},
+        {"SLURM_TASKS_PER_NODE", "3,2"},
+        {"MASTER_ADDR", "head"},
+        {"MASTER_PORT", "1234"}},
+       "slurm",
+       4,
+       5,
+       1,
+       2,
+       1,
+       "slurm-9.3",
+       {{"RANK", "4"},
+        {"WORLD_SIZE", "5"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "1"}}},
+      {"mpirun (Open MPI), one node",
+       {{"OMPI_COMM_WORLD_RANK", "1"},
+        {"OMPI_COMM_WORLD_SIZE", "2"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+        {"OMPI_MCA_ess_base_jobid", "3735945217"}},
+       "openmpi",
+       1,
+       2,
+       1,
+       2,
+       0,
+       "openmpi-3735945217",
+       {{"RANK", "1"},
+        {"WORLD_SIZE", "2"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(portForJob("openmpi-3735945217"))}}},
+      {"MPICH hydra",
+       {{"PMI_RANK", "0"},
+        {"PMI_SIZE", "3"},
+        {"MPI_LOCALRANKID", "0"},
+        {"MPI_LOCALNRANKS", "3"},
+        {"PMI_KVSNAME", "kvs_1234_0"},
+        {"MASTER_PORT", "5000"}},
+       "pmi",
+       0,
+       3,
+       0,
+       3,
+       0,
+       "pmi-kvs_1234_0",
+       {{"RANK", "0"},
+        {"WORLD_SIZE", "3"},
+        {"LOCAL_RANK", "0"},
+        {"LOCAL_WORLD_SIZE", "3"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"}}},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    const auto job = detectOuterJob(row.env, 77);
+    CHECK(job.problem == "");
+    CHECK(job.launcher == row.launcher);
+    CHECK(job.rank == row.rank);
+    CHECK(job.world_size == row.world);
+    CHECK(job.local_rank == row.local);
+    CHECK(job.local_world_size == row.localWorld);
+    CHECK(job.node_rank == row.node);
+    CHECK(job.job_id == row.jobId);
+    CHECK(job.program_env == row.programEnv);
+  }
+}
+
+TEST_CASE("outer job: torchrun wins over the SLURM variables around it", "[outer_job]") {
+  // torchrun started inside an sbatch allocation: its own RANK is the rank, not SLURM_PROCID.
+  const auto job = detectOuterJob({{"RANK", "1"},
+                                   {"WORLD_SIZE", "2"},
+                                   {"SLURM_PROCID", "0"},
+                                   {"SLURM_NTASKS", "1"},
+                                   {"SLURM_JOB_ID", "5"}},
+                                  1);
+  CHECK(job.launcher == "torchrun");
+  CHECK(job.rank == 1);
+}
+
+TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]") {
+  struct Row {
+    EnvMap env;
+    const char* needle;
+  };
+  const std::vector<Row> rows = {
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "rank 2 is outside a world of 2"},
+      {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK=x is not a count"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"}}, "export MASTER_ADDR"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NODELIST", "n[1-"}},
+       "cannot read the host list 'n[1-'"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"},
+        {"OMPI_COMM_WORLD_SIZE", "4"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
+       "mpirun -x MASTER_ADDR"},
+  };
+  for (const Row& row : rows) {
+    const auto job = detectOuterJob(row.env, 1);
+    INFO(job.problem);
+    CHECK(job.problem.find(row.needle) != std::string::npos);
+    CHECK(job.problem.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("outer job: SLURM host lists", "[outer_job]") {
+  using V = std::vector<std::string>;
+  const std::vector<std::pair<std::string, V>> rows = {
+      {"node1", {"node1"}},
+      {"node[01-04,07]", {"node01", "node02", "node03", "node04", "node07"}},
+      {"a,b[8-10],c", {"a", "b8", "b9", "b10", "c"}},
+      {"gpu[098-101]", {"gpu098", "gpu099", "gpu100", "gpu101"}},
+      {"rack[1-2]-n[3-4]", {"rack1-n3", "rack1-n4", "rack2-n3", "rack2-n4"}},
+      {"x[5]", {"x5"}},
+  };
+  for (const auto& [list, hosts] : rows) {
+    std::string problem;
+    CHECK(expandHostList(list, &problem) == hosts);
+    CHECK(problem.empty());
+  }
+  for (const std::string bad : {"", "n[1-", "n]1[", "n[4-2]", "n[a-b]", "n[[1]]", "n,,m"}) {
+    std::string problem;
+    INFO(bad);
+    CHECK(expandHostList(bad, &problem).empty());
+    CHECK(!problem.empty());
+  }
+}
+
+TEST_CASE("outer job: the default port is the job's, in range", "[outer_job]") {
+  CHECK(portForJob("slurm-1.0") == portForJob("slurm-1.0"));
+  CHECK(portForJob("slurm-1.0") != portForJob("slurm-2.0"));
+  for (const char* id : {"", "a", "slurm-8812.0", "torchrun-port29500"}) {
+    CHECK(portForJob(id) >= 20000);
+    CHECK(portForJob(id) < 40000);
+  }
+}
