@@ -85,7 +85,10 @@ if [ -x "$TRACEVIEW" ]; then
   for view in $views; do
     extra=()
     [ "$view" = compare ] && extra=(--compare "$OUT_DIR/gpttrain_dp2.db")
-    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/gpttrain.db" --view "$view" \
+    # The model tab draws the dataflow where the trace has tensor identities (step 9's run).
+    trace="$OUT_DIR/gpttrain.db"
+    [ "$view" = model ] && [ -f "$OUT_DIR/gpttrain_flow.db" ] && trace="$OUT_DIR/gpttrain_flow.db"
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$trace" --view "$view" \
       "${extra[@]}" --screenshot "$OUT_DIR/gpttrain_$view.png" --size 1600x900
     echo "  $OUT_DIR/gpttrain_$view.png"
   done
