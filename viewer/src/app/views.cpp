@@ -3,6 +3,7 @@
 
 #include "views/collectives_view.h"
 #include "views/compare_view.h"
+#include "views/gpu_view.h"
 #include "views/memory_view.h"
 #include "views/pipeline_view.h"
 #include "views/stats_view.h"
@@ -18,6 +19,7 @@ std::vector<std::unique_ptr<View>> makeViews() {
   views.push_back(makePipelineView());
   views.push_back(makeMemoryView());
   views.push_back(makeCollectivesView());
+  views.push_back(makeGpuView());
 #ifdef TRACEVIEW_WITH_GRAPHS
   appendGraphViews(views);  // callgraph, model (tracedot's pictures; need Graphviz)
 #endif

@@ -99,6 +99,7 @@ WholeRunStats computeWholeRun(const trace::TraceReader& reader, const std::atomi
   s.totals = trace::analysis::opTotals(reader, /*every_category=*/true);
   for (const trace::AggregateRow& a : reader.aggregates()) s.spans_per_rank[a.rank] += a.count;
   s.scan = trace::analysis::rangeStats(reader, {}, cancel);
+  s.gpu = trace::analysis::analyzeGpu(reader);
   s.names.reserve(reader.stringCount());
   for (size_t i = 0; i < reader.stringCount(); ++i) {
     s.names.push_back(reader.str(static_cast<core::StringId>(i)));
@@ -150,6 +151,17 @@ std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
          c ? nsCell(c->comm_ns) : textCell(""), c ? nsCell(c->compute_ns) : textCell(""),
          c ? nsCell(c->overlap_ns) : textCell(""), c ? nsCell(c->recv_wait_ns) : textCell(""),
          mem ? bytesCell(mem->peak_bytes) : textCell("")});
+  }
+  if (!s.gpu.kernels.empty()) {
+    StatsTable& k = tables.emplace_back();
+    k.name = "kernels";
+    k.columns = {"name",   "kind",   "count",  "total_ns", "mean_ns",
+                 "min_ns", "p50_ns", "max_ns", "ranks"};
+    for (const auto& r : s.gpu.kernels) {
+      k.rows.push_back({textCell(r.name), textCell(trace::analysis::gpuKindName(r.kind)),
+                        countCell(r.count), nsCell(r.total_ns), nsCell(r.mean_ns), nsCell(r.min_ns),
+                        nsCell(r.p50_ns), nsCell(r.max_ns), countCell(r.ranks)});
+    }
   }
   return tables;
 }

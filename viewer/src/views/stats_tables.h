@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/analysis/range_stats.h"
 #include "tracerun/trace/analysis/report.h"
 #include "tracerun/trace/reader.h"
@@ -22,7 +23,7 @@ struct StatsCell {
 };
 
 struct StatsTable {
-  std::string name;  // "ops", "collectives", "ranks"
+  std::string name;  // "ops", "collectives", "ranks", "kernels"
   std::vector<std::string> columns;
   std::vector<std::vector<StatsCell>> rows;
   // CSV (RFC 4180: fields with , " or a line break quoted, quotes doubled), header line first,
@@ -37,13 +38,16 @@ struct WholeRunStats {
   std::map<int, int64_t> spans_per_rank;       // spans in the aggregates
   trace::analysis::RangeStats scan;            // every span of every rank: min, max, p50, p95
   std::vector<std::string> names;              // by StringId (the reader's strings)
+  trace::analysis::GpuAnalysis gpu;            // the kernel table (empty without GPU records)
 };
 WholeRunStats computeWholeRun(const trace::TraceReader& reader,
                               const std::atomic<bool>* cancel = nullptr);
 
 // ops: name, category, count, total_ns, self_ns, mean_ns, min_ns, max_ns, p50_ns, p95_ns, ranks.
 // Whole run: count, total and self are the report's (the trace's aggregates summed over ranks),
-// min/max/p50/p95 come from the scan. Rows by total, descending.
+// min/max/p50/p95 come from the scan. Rows by total, descending. A fourth table, kernels (name,
+// kind, count, total_ns, mean_ns, min_ns, p50_ns, max_ns, ranks: analyzeGpu's kernel table, the
+// report's), when the trace has kernels, copies or sets.
 std::vector<StatsTable> wholeRunTables(const WholeRunStats& s);
 std::vector<StatsTable> rangeTables(const trace::analysis::RangeStats& r,
                                     const std::vector<std::string>& names);

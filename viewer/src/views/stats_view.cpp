@@ -79,9 +79,12 @@ class StatsView : public View {
       return;
     }
     const float avail = height - ImGui::GetCursorPosY() - 8;
-    const float share[3] = {0.55f, 0.2f, 0.25f};
+    // Heights: ops, collectives, ranks (and kernels when the trace has them).
+    const float share3[3] = {0.55f, 0.2f, 0.25f}, share4[4] = {0.4f, 0.15f, 0.15f, 0.3f};
+    const float* share = tables.size() > 3 ? share4 : share3;
     for (size_t i = 0; i < tables.size(); ++i) {
-      drawTable(host, tables[i], width, std::max(80.0f, avail * share[i % 3] - 30));
+      drawTable(host, tables[i], width,
+                std::max(80.0f, avail * share[std::min<size_t>(i, 3)] - 30));
     }
     // --view-option export-csv: each whole-run table as its Export CSV button writes it, once
     // drawn (sorted as shown).
@@ -248,11 +251,13 @@ class StatsView : public View {
       for (int c = 0; c < cols; ++c) {
         ImGuiTableColumnFlags f = ImGuiTableColumnFlags_None;
         if (c == 0) f |= ImGuiTableColumnFlags_WidthFixed | ImGuiTableColumnFlags_NoHide;
-        // ops open sorted by total time (as stored), the others by their first column.
-        if (c == (t.table.name == "ops" ? 3 : 0)) {
+        // ops and kernels open sorted by total time (as stored), the others by their first
+        // column.
+        const bool byTotal = t.table.name == "ops" || t.table.name == "kernels";
+        if (c == (byTotal ? 3 : 0)) {
           f |= ImGuiTableColumnFlags_DefaultSort |
-               (t.table.name == "ops" ? ImGuiTableColumnFlags_PreferSortDescending
-                                      : ImGuiTableColumnFlags_PreferSortAscending);
+               (byTotal ? ImGuiTableColumnFlags_PreferSortDescending
+                        : ImGuiTableColumnFlags_PreferSortAscending);
         }
         ImGui::TableSetupColumn(t.labels[static_cast<size_t>(c)].c_str(), f,
                                 c == 0 ? 280.0f : 0.0f);
