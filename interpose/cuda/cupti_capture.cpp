@@ -3,9 +3,10 @@
 // external-correlation records (for the op -> kernel flows), and translates completed buffers
 // (cupti_translate.cpp). It does not translate or name anything itself.
 //
-// Cost: API records are wanted only because CUPTI emits an op's external correlation record with
-// them. Where libcupti has cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi (CUDA 13),
-// only the launch-type APIs are enabled (cupti_translate.h: launchRuntimeApis /
+// Cost: API records are wanted because CUPTI emits an op's external correlation record with them,
+// and for the launch calls' own times (kept as launch spans: cupti_translate.h). Where libcupti
+// has cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi (CUDA 13), only the
+// launch-type APIs are enabled (cupti_translate.h: launchRuntimeApis /
 // launchDriverApis), not the whole RUNTIME and DRIVER kinds; without them, or when one is
 // refused, the whole kinds (the stat cupti_launch_apis_only says which). Buffers are 4 MiB, as
 // Kineto's. Contexts: CONTEXT records name each context's device (cuptiActivityEnableAndDump

@@ -210,6 +210,30 @@ void translateCopy(const Copy& m, const std::string& name, TranslateContext& ctx
   learnDevice(m.contextId, m.deviceId, ctx, out);
 }
 
+// A runtime or driver API record: kept only for a launch-type API (launchApiName), as a span of
+// category other named after the API on its thread's API track (apiTrackName), args correlation
+// and cbid; the analyses join it to the device records by correlation id (HTA's launch delay).
+// Records of other APIs (the whole RUNTIME/DRIVER kinds when per-API enabling is refused) and
+// records without timestamps (start = end = 0) are counted and dropped.
+void translateLaunch(const CUpti_ActivityAPI& a, TranslateContext& ctx,
+                     std::vector<core::Record>& out) {
+  const char* name = launchApiName(a.kind == CUPTI_ACTIVITY_KIND_DRIVER, a.cbid);
+  if (name == nullptr || (a.start == 0 && a.end == 0)) {
+    ++ctx.api_records_dropped;
+    return;
+  }
+  auto it = ctx.api_tracks.find(a.threadId);
+  if (it == ctx.api_tracks.end()) {
+    it = ctx.api_tracks.emplace(a.threadId, ctx.track(apiTrackName(a.threadId), a.threadId)).first;
+  }
+  auto s = spanOn(ctx, core::Category::kOther, ctx.intern(name), a.start, a.end, it->second);
+  ArgList args;
+  args.add(key(ctx, "correlation"), a.correlationId);
+  args.add(key(ctx, "cbid"), a.cbid);
+  emit(s, args, out);
+  ++ctx.launches;
+}
+
 }  // namespace
 
 std::string memcpyKindName(uint8_t copyKind) {
@@ -262,183 +286,247 @@ std::string deviceSyncTrackName(uint32_t device) {
   return "cuda:" + std::to_string(device) + " sync";
 }
 
+std::string apiTrackName(uint32_t thread) {
+  return "cuda api thread " + std::to_string(thread);
+}
+
 std::string contextTrackName(uint32_t context, uint32_t stream) {
   std::string name = "cuda context " + std::to_string(context);
   if (stream != kNoStream) name += " stream " + std::to_string(stream);
   return name;
 }
 
-const std::vector<uint32_t>& launchRuntimeApis() {
-  static const std::vector<uint32_t> apis{
+namespace {
+
+// The launch-type APIs with the names people know them by: CUPTI's callback id names less the
+// runtime's version suffix (cudaLaunchKernel_v7000 -> cudaLaunchKernel, as Kineto and HTA name
+// them; _ptsz/_ptds stay); the driver's names are the entry points (cuMemcpyHtoD_v2 stays).
+struct LaunchApi {
+  uint32_t cbid;
+  const char* id_name;
+};
+#define RT(x)                        \
+  LaunchApi {                        \
+    CUPTI_RUNTIME_TRACE_CBID_##x, #x \
+  }
+#define DR(x)                       \
+  LaunchApi {                       \
+    CUPTI_DRIVER_TRACE_CBID_##x, #x \
+  }
+
+const std::vector<LaunchApi>& runtimeLaunches() {
+  static const std::vector<LaunchApi> apis{
       // kernels
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+      RT(cudaLaunch_v3020),
+      RT(cudaLaunch_ptsz_v7000),
+      RT(cudaLaunchKernel_v7000),
+      RT(cudaLaunchKernel_ptsz_v7000),
+      RT(cudaLaunchKernelExC_v11060),
+      RT(cudaLaunchKernelExC_ptsz_v11060),
+      RT(cudaLaunchCooperativeKernel_v9000),
+      RT(cudaLaunchCooperativeKernel_ptsz_v9000),
+      RT(cudaLaunchCooperativeKernelMultiDevice_v9000),
+      RT(cudaGraphLaunch_v10000),
+      RT(cudaGraphLaunch_ptsz_v10000),
       // copies
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DToArrayAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DFromArrayAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DArrayToArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_v4000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeer_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_v4000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DPeerAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v12080,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v12080,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_v13000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DBatchAsync_ptsz_v13000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v12080,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v12080,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToArrayAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromArrayAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyArrayToArray_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000,
+      RT(cudaMemcpy_v3020),
+      RT(cudaMemcpy_ptds_v7000),
+      RT(cudaMemcpyAsync_v3020),
+      RT(cudaMemcpyAsync_ptsz_v7000),
+      RT(cudaMemcpy2D_v3020),
+      RT(cudaMemcpy2D_ptds_v7000),
+      RT(cudaMemcpy2DAsync_v3020),
+      RT(cudaMemcpy2DAsync_ptsz_v7000),
+      RT(cudaMemcpy2DToArray_v3020),
+      RT(cudaMemcpy2DToArray_ptds_v7000),
+      RT(cudaMemcpy2DToArrayAsync_v3020),
+      RT(cudaMemcpy2DToArrayAsync_ptsz_v7000),
+      RT(cudaMemcpy2DFromArray_v3020),
+      RT(cudaMemcpy2DFromArray_ptds_v7000),
+      RT(cudaMemcpy2DFromArrayAsync_v3020),
+      RT(cudaMemcpy2DFromArrayAsync_ptsz_v7000),
+      RT(cudaMemcpy2DArrayToArray_v3020),
+      RT(cudaMemcpy2DArrayToArray_ptds_v7000),
+      RT(cudaMemcpy3D_v3020),
+      RT(cudaMemcpy3D_ptds_v7000),
+      RT(cudaMemcpy3DAsync_v3020),
+      RT(cudaMemcpy3DAsync_ptsz_v7000),
+      RT(cudaMemcpy3DPeer_v4000),
+      RT(cudaMemcpy3DPeer_ptds_v7000),
+      RT(cudaMemcpy3DPeerAsync_v4000),
+      RT(cudaMemcpy3DPeerAsync_ptsz_v7000),
+      RT(cudaMemcpy3DBatchAsync_v12080),
+      RT(cudaMemcpy3DBatchAsync_ptsz_v12080),
+      RT(cudaMemcpy3DBatchAsync_v13000),
+      RT(cudaMemcpy3DBatchAsync_ptsz_v13000),
+      RT(cudaMemcpyBatchAsync_v12080),
+      RT(cudaMemcpyBatchAsync_ptsz_v12080),
+      RT(cudaMemcpyBatchAsync_v13000),
+      RT(cudaMemcpyBatchAsync_ptsz_v13000),
+      RT(cudaMemcpyPeer_v4000),
+      RT(cudaMemcpyPeerAsync_v4000),
+      RT(cudaMemcpyToArray_v3020),
+      RT(cudaMemcpyToArray_ptds_v7000),
+      RT(cudaMemcpyToArrayAsync_v3020),
+      RT(cudaMemcpyToArrayAsync_ptsz_v7000),
+      RT(cudaMemcpyFromArray_v3020),
+      RT(cudaMemcpyFromArray_ptds_v7000),
+      RT(cudaMemcpyFromArrayAsync_v3020),
+      RT(cudaMemcpyFromArrayAsync_ptsz_v7000),
+      RT(cudaMemcpyArrayToArray_v3020),
+      RT(cudaMemcpyArrayToArray_ptds_v7000),
+      RT(cudaMemcpyToSymbol_v3020),
+      RT(cudaMemcpyToSymbol_ptds_v7000),
+      RT(cudaMemcpyToSymbolAsync_v3020),
+      RT(cudaMemcpyToSymbolAsync_ptsz_v7000),
+      RT(cudaMemcpyFromSymbol_v3020),
+      RT(cudaMemcpyFromSymbol_ptds_v7000),
+      RT(cudaMemcpyFromSymbolAsync_v3020),
+      RT(cudaMemcpyFromSymbolAsync_ptsz_v7000),
       // sets
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2D_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset2DAsync_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3D_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemset3DAsync_ptsz_v7000,
+      RT(cudaMemset_v3020),
+      RT(cudaMemset_ptds_v7000),
+      RT(cudaMemsetAsync_v3020),
+      RT(cudaMemsetAsync_ptsz_v7000),
+      RT(cudaMemset2D_v3020),
+      RT(cudaMemset2D_ptds_v7000),
+      RT(cudaMemset2DAsync_v3020),
+      RT(cudaMemset2DAsync_ptsz_v7000),
+      RT(cudaMemset3D_v3020),
+      RT(cudaMemset3D_ptds_v7000),
+      RT(cudaMemset3DAsync_v3020),
+      RT(cudaMemset3DAsync_ptsz_v7000),
   };
   return apis;
 }
 
-const std::vector<uint32_t>& launchDriverApis() {
-  static const std::vector<uint32_t> apis{
+const std::vector<LaunchApi>& driverLaunches() {
+  static const std::vector<LaunchApi> apis{
       // kernels
-      CUPTI_DRIVER_TRACE_CBID_cuLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+      DR(cuLaunch),
+      DR(cuLaunchGrid),
+      DR(cuLaunchGridAsync),
+      DR(cuLaunchKernel),
+      DR(cuLaunchKernel_ptsz),
+      DR(cuLaunchKernelEx),
+      DR(cuLaunchKernelEx_ptsz),
+      DR(cuLaunchCooperativeKernel),
+      DR(cuLaunchCooperativeKernel_ptsz),
+      DR(cuLaunchCooperativeKernelMultiDevice),
+      DR(cuGraphLaunch),
+      DR(cuGraphLaunch_ptsz),
       // copies
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeer_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyPeerAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy2DUnaligned_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeer_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DPeerAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemcpy3DBatchAsync_v2_ptsz,
+      DR(cuMemcpy),
+      DR(cuMemcpy_ptds),
+      DR(cuMemcpyAsync),
+      DR(cuMemcpyAsync_ptsz),
+      DR(cuMemcpyPeer),
+      DR(cuMemcpyPeer_ptds),
+      DR(cuMemcpyPeerAsync),
+      DR(cuMemcpyPeerAsync_ptsz),
+      DR(cuMemcpyHtoD_v2),
+      DR(cuMemcpyHtoD_v2_ptds),
+      DR(cuMemcpyHtoDAsync_v2),
+      DR(cuMemcpyHtoDAsync_v2_ptsz),
+      DR(cuMemcpyDtoH_v2),
+      DR(cuMemcpyDtoH_v2_ptds),
+      DR(cuMemcpyDtoHAsync_v2),
+      DR(cuMemcpyDtoHAsync_v2_ptsz),
+      DR(cuMemcpyDtoD_v2),
+      DR(cuMemcpyDtoD_v2_ptds),
+      DR(cuMemcpyDtoDAsync_v2),
+      DR(cuMemcpyDtoDAsync_v2_ptsz),
+      DR(cuMemcpy2D_v2),
+      DR(cuMemcpy2D_v2_ptds),
+      DR(cuMemcpy2DAsync_v2),
+      DR(cuMemcpy2DAsync_v2_ptsz),
+      DR(cuMemcpy2DUnaligned_v2),
+      DR(cuMemcpy2DUnaligned_v2_ptds),
+      DR(cuMemcpy3D_v2),
+      DR(cuMemcpy3D_v2_ptds),
+      DR(cuMemcpy3DAsync_v2),
+      DR(cuMemcpy3DAsync_v2_ptsz),
+      DR(cuMemcpy3DPeer),
+      DR(cuMemcpy3DPeer_ptds),
+      DR(cuMemcpy3DPeerAsync),
+      DR(cuMemcpy3DPeerAsync_ptsz),
+      DR(cuMemcpyBatchAsync),
+      DR(cuMemcpyBatchAsync_ptsz),
+      DR(cuMemcpyBatchAsync_v2),
+      DR(cuMemcpyBatchAsync_v2_ptsz),
+      DR(cuMemcpy3DBatchAsync),
+      DR(cuMemcpy3DBatchAsync_ptsz),
+      DR(cuMemcpy3DBatchAsync_v2),
+      DR(cuMemcpy3DBatchAsync_v2_ptsz),
       // sets
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD16Async_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8Async_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D16Async_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32_v2_ptds,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async,
-      CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D32Async_ptsz,
+      DR(cuMemsetD8_v2),
+      DR(cuMemsetD8_v2_ptds),
+      DR(cuMemsetD8Async),
+      DR(cuMemsetD8Async_ptsz),
+      DR(cuMemsetD16_v2),
+      DR(cuMemsetD16_v2_ptds),
+      DR(cuMemsetD16Async),
+      DR(cuMemsetD16Async_ptsz),
+      DR(cuMemsetD32_v2),
+      DR(cuMemsetD32_v2_ptds),
+      DR(cuMemsetD32Async),
+      DR(cuMemsetD32Async_ptsz),
+      DR(cuMemsetD2D8_v2),
+      DR(cuMemsetD2D8_v2_ptds),
+      DR(cuMemsetD2D8Async),
+      DR(cuMemsetD2D8Async_ptsz),
+      DR(cuMemsetD2D16_v2),
+      DR(cuMemsetD2D16_v2_ptds),
+      DR(cuMemsetD2D16Async),
+      DR(cuMemsetD2D16Async_ptsz),
+      DR(cuMemsetD2D32_v2),
+      DR(cuMemsetD2D32_v2_ptds),
+      DR(cuMemsetD2D32Async),
+      DR(cuMemsetD2D32Async_ptsz),
   };
   return apis;
+}
+#undef RT
+#undef DR
+
+std::vector<uint32_t> cbids(const std::vector<LaunchApi>& apis) {
+  std::vector<uint32_t> out;
+  for (const LaunchApi& a : apis) out.push_back(a.cbid);
+  return out;
+}
+
+// The runtime's name less its version suffix: cudaLaunchKernel_v7000 -> cudaLaunchKernel.
+std::string runtimeName(std::string name) {
+  const size_t v = name.rfind("_v");
+  if (v != std::string::npos && v + 2 < name.size() &&
+      name.find_first_not_of("0123456789", v + 2) == std::string::npos) {
+    name.resize(v);
+  }
+  return name;
+}
+
+}  // namespace
+
+const std::vector<uint32_t>& launchRuntimeApis() {
+  static const std::vector<uint32_t> ids = cbids(runtimeLaunches());
+  return ids;
+}
+
+const std::vector<uint32_t>& launchDriverApis() {
+  static const std::vector<uint32_t> ids = cbids(driverLaunches());
+  return ids;
+}
+
+const char* launchApiName(bool driver, uint32_t cbid) {
+  static const auto names = [] {
+    std::map<std::pair<bool, uint32_t>, std::string> m;
+    for (const LaunchApi& a : runtimeLaunches())
+      m.emplace(std::make_pair(false, a.cbid), runtimeName(a.id_name));
+    for (const LaunchApi& a : driverLaunches()) m.emplace(std::make_pair(true, a.cbid), a.id_name);
+    return m;
+  }();
+  const auto it = names.find({driver, cbid});
+  return it != names.end() ? it->second.c_str() : nullptr;
 }
 
 bool isNcclKernel(const char* name) noexcept {
@@ -506,9 +594,8 @@ void translate(const CUpti_Activity& record, TranslateContext& ctx,
       return;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
-      // Enabled only because CUPTI emits external correlation records with API records.
       ++ctx.api_records;
-      return;
+      return translateLaunch(reinterpret_cast<const CUpti_ActivityAPI&>(record), ctx, out);
     default:
       ++ctx.unknown;
       return;
@@ -569,6 +656,8 @@ std::vector<core::SessionStat> cuptiStats(const TranslateContext& ctx, uint64_t 
       info("cupti_syncs_without_device", ctx.syncs_without_device),
       info("cupti_contexts", ctx.contexts),
       info("cupti_api_records", ctx.api_records),
+      info("cupti_launch_records", ctx.launches),
+      info("cupti_api_records_dropped", ctx.api_records_dropped),
       info("cupti_kernel_op_flows", ctx.flows),
       info("cupti_records_without_op", ctx.without_op),
       info("cupti_unknown_records", ctx.unknown),

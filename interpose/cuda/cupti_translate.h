@@ -91,11 +91,13 @@ struct TranslateContext {
   std::unordered_map<const char*, const KernelNames*> kernel_by_pointer;
   std::unordered_map<std::string, KernelNames> kernel_by_name;
   std::map<std::tuple<int, uint32_t, uint32_t>, core::TrackId> tracks;
-  std::unordered_map<std::string, core::StringId> keys;  // interned argument keys
+  std::unordered_map<std::string, core::StringId> keys;    // interned argument keys
+  std::unordered_map<uint32_t, core::TrackId> api_tracks;  // CUPTI thread id -> its API track
 
   // Counts for the stats table.
   uint64_t kernels = 0, copies = 0, syncs = 0, nccl_kernels = 0, api_records = 0;
   uint64_t flows = 0, without_op = 0, unknown = 0, contexts = 0, syncs_without_device = 0;
+  uint64_t launches = 0, api_records_dropped = 0;  // API records kept as launch spans / dropped
 };
 
 inline constexpr uint32_t kNoStream = 0xffffffffu;  // CUPTI's "invalid" stream id
@@ -106,6 +108,10 @@ inline constexpr uint32_t kNoStream = 0xffffffffu;  // CUPTI's "invalid" stream 
 std::string streamTrackName(uint32_t device, uint32_t stream);
 std::string deviceSyncTrackName(uint32_t device);
 std::string contextTrackName(uint32_t context, uint32_t stream);
+// "cuda api thread 4242" (TrackKind::kStream, tid = CUPTI's thread id of the calling thread): the
+// launch API calls one CPU thread made (Nsight Systems' "CUDA API" row under each thread).
+// trace/src/analysis/gpu_activity.cpp reads these names.
+std::string apiTrackName(uint32_t thread);
 
 // Appends the records for one activity record to out: a span (+ its args as ArgsRecords, pushed
 // right after it) on the stream's track and, once both the device record and the external
@@ -113,7 +119,9 @@ std::string contextTrackName(uint32_t context, uint32_t stream);
 // launching op to the span. Kernel spans are named by their demangled name, with args
 // mangled_name and short_name (string ids). ExternalCorrelation records of kOpCorrelationKind
 // only update ctx (or complete a pending flow); CONTEXT records only teach ctx a device (and
-// release waiting syncs); runtime/driver API records are counted; unknown kinds are counted and
+// release waiting syncs); runtime/driver API records of launch-type APIs (launchApiName) become
+// spans of category other on their thread's API track (apiTrackName), named after the API, with
+// args correlation and cbid (the others are counted and dropped); unknown kinds are counted and
 // skipped.
 void translate(const CUpti_Activity& record, TranslateContext& ctx, std::vector<core::Record>& out);
 // At the end of the capture: waiting syncs are placed (see TranslateContext), device spans still
@@ -122,15 +130,20 @@ void finish(TranslateContext& ctx, std::vector<core::Record>& out);
 
 // The API calls whose activity records the capture enables one by one (CUDA 13's
 // cuptiActivityEnableRuntimeApi / cuptiActivityEnableDriverApi) instead of the whole RUNTIME
-// and DRIVER kinds: every call that launches device work. The capture needs API records only
-// because CUPTI emits an op's external correlation record with them, and only for device work
-// does that record matter (the op -> kernel/copy flow); recording every API call (cudaGetDevice,
-// cudaGetLastError, cudaEventRecord...) cost about half of all records on nanoGPT. Kineto drops
-// the same calls by a blocklist and keeps driver records only for launches. Driver launches are
-// kept because NCCL and Triton launch through the driver; both sync and async copies and sets
-// because each makes a memcpy/memset record whose op is wanted.
+// and DRIVER kinds: every call that launches device work. The capture needs API records for two
+// things: CUPTI emits an op's external correlation record with them (the op -> kernel/copy flow),
+// and the launch call's own times (HTA's launch delay, host wait, queue length: kept as launch
+// spans, see translate). Only for device work do they matter; recording every API call
+// (cudaGetDevice, cudaGetLastError, cudaEventRecord...) cost about half of all records on nanoGPT.
+// Kineto drops the same calls by a blocklist and keeps driver records only for launches. Driver
+// launches are kept because NCCL and Triton launch through the driver; both sync and async copies
+// and sets because each makes a memcpy/memset record whose op is wanted.
 const std::vector<uint32_t>& launchRuntimeApis();  // CUPTI_RUNTIME_TRACE_CBID_*
 const std::vector<uint32_t>& launchDriverApis();   // CUPTI_DRIVER_TRACE_CBID_*
+// The name of a launch-type API as Kineto and HTA show it (the callback id's name less a runtime
+// version suffix: cudaLaunchKernel, cudaMemcpyAsync_ptsz, cuLaunchKernelEx); null for any other
+// API. Its records are the ones translate keeps.
+const char* launchApiName(bool driver, uint32_t cbid);
 
 // CUPTI's clock against the host's: one sample is a CUPTI timestamp read between two host reads.
 struct ClockSample {

@@ -679,3 +679,95 @@ TEST_CASE("TRACERUN_CUPTI_OFF: the parts a cost measurement turns off, unknown w
   CHECK(some.bits() == 1);
   CHECK(unknown == "kernels,Clock");
 }
+
+namespace {
+
+CUpti_ActivityAPI apiRecord(CUpti_ActivityKind kind, uint32_t cbid, uint32_t correlationId,
+                            uint64_t start, uint64_t end, uint32_t thread) {
+  CUpti_ActivityAPI a{};
+  a.kind = kind;
+  a.cbid = cbid;
+  a.start = start;
+  a.end = end;
+  a.threadId = thread;
+  a.correlationId = correlationId;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "launch API records: a span per launch on its thread's API track, joined by correlation") {
+  Fixture f;
+  std::vector<core::Record> out;
+  // Kineto's and HTA's names: the runtime's version suffix dropped, _ptsz and driver names kept.
+  CHECK(std::string(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000)) ==
+        "cudaLaunchKernel");
+  CHECK(std::string(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000)) ==
+        "cudaMemcpyAsync_ptsz");
+  CHECK(std::string(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020)) ==
+        "cudaMemsetAsync");
+  CHECK(std::string(launchApiName(true, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx)) ==
+        "cuLaunchKernelEx");
+  CHECK(std::string(launchApiName(true, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2)) ==
+        "cuMemcpyHtoDAsync_v2");
+  CHECK(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020) == nullptr);
+
+  // The API record, its external correlation record, the kernel: as CUPTI orders them.
+  const auto api = apiRecord(CUPTI_ACTIVITY_KIND_RUNTIME,
+                             CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 31, 4000, 4700, 555);
+  translate(asActivity(externalRecord(31, opExternalId(9, 3900, f.ctx.op_base_ns))), f.ctx, out);
+  translate(asActivity(api), f.ctx, out);
+  const auto k = kernelRecord(31, 6000, 7);
+  translate(asActivity(k), f.ctx, out);
+  // A driver launch on another thread (NCCL's), and two records translate must drop: an API that
+  // launches nothing (the whole RUNTIME kind enabled) and a launch without timestamps.
+  translate(asActivity(apiRecord(CUPTI_ACTIVITY_KIND_DRIVER,
+                                 CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 32, 8000, 8100, 556)),
+            f.ctx, out);
+  translate(
+      asActivity(apiRecord(CUPTI_ACTIVITY_KIND_RUNTIME,
+                           CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, 33, 9000, 9001, 555)),
+      f.ctx, out);
+  translate(asActivity(apiRecord(CUPTI_ACTIVITY_KIND_RUNTIME,
+                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 34, 0, 0, 555)),
+            f.ctx, out);
+
+  std::vector<core::SpanRecord> launches, kernels;
+  for (const auto& r : out) {
+    if (r.kind() != core::RecordKind::kSpan) continue;
+    const auto s = r.as<core::SpanRecord>();
+    (s.category == core::Category::kOther ? launches : kernels).push_back(s);
+  }
+  REQUIRE(launches.size() == 2);
+  REQUIRE(kernels.size() == 1);
+  const auto& l = launches[0];
+  CHECK(f.strings[l.name] == "cudaLaunchKernel");
+  CHECK(l.start_ns == 4100);  // the clock offset (100) applied as to device records
+  CHECK(l.end_ns == 4800);
+  CHECK(f.nameOfTrack(l.track) == "cuda api thread 555");
+  CHECK(f.tracks.at("cuda api thread 555").second == 555);
+  CHECK(f.argsOf(out, l.id) ==
+        std::map<std::string, int64_t>{{"correlation", 31},
+                                       {"cbid", CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000}});
+  CHECK(f.argsOf(out, kernels[0].id).at("correlation") == 31);  // the join key, on both ends
+  CHECK(f.nameOfTrack(kernels[0].track) == "cuda:0 stream 7");
+  CHECK(f.strings[launches[1].name] == "cuLaunchKernelEx");
+  CHECK(f.nameOfTrack(launches[1].track) == "cuda api thread 556");
+  CHECK(f.argsOf(out, launches[1].id).at("correlation") == 32);
+  // The op -> kernel flow is unchanged by the launch record.
+  const auto flows = flowsIn(out);
+  REQUIRE(flows.size() == 1);
+  CHECK(flows[0].src_track == 9);
+  CHECK(flows[0].src_ts_ns == 3900);
+  CHECK(f.ctx.api_records == 4);
+  CHECK(f.ctx.launches == 2);
+  CHECK(f.ctx.api_records_dropped == 2);
+  bool launchStat = false, droppedStat = false;
+  for (const auto& st : cuptiStats(f.ctx, 0, 1, 6)) {
+    if (st.name == "cupti_launch_records") launchStat = st.value == 2;
+    if (st.name == "cupti_api_records_dropped") droppedStat = st.value == 2;
+  }
+  CHECK(launchStat);
+  CHECK(droppedStat);
+}
