@@ -117,7 +117,8 @@ def main():
             model = result["model"]
     base, base_cpu = statistics.median(ms["default"]), statistics.median(cpu["default"])
     print("%s: %d rounds x %d steps, medians per step" % (model, a.rounds, a.steps))
-    print("%-16s %10s %10s %12s %10s" % ("configuration", "wall ms", "/ default", "CPU ms", "/ default"))
+    print("%-16s %10s %10s %12s %10s" % ("configuration", "wall ms", "/ default", "CPU ms",
+                                          "/ default"))
     for name, _, _ in configs:
         m, c = statistics.median(ms[name]), statistics.median(cpu[name])
         print("%-16s %10.2f %10.3f %12.2f %10.3f" % (name, m, m / base, c, c / base_cpu))

@@ -60,7 +60,9 @@ class _Tagger:
         ptr = t.data_ptr() - t.storage_offset() * t.element_size()
         return (key, ptr) if ptr else None
 
-    def tag(self, tensors, category):
+    def tag(self, tensors, category, totals=None):
+        """totals: a dict that keeps each CUDA device's live bytes across calls made at one moment
+        (torch.cuda.memory_stats is read once per device)."""
         by_device = {}
         for t in tensors:
             b = self.base(t)
@@ -69,7 +71,10 @@ class _Tagger:
         for (dtype, dindex), ptrs in by_device.items():
             total = -1
             if dtype == 1:
-                total = _cuda_live_bytes(dindex)
+                totals = {} if totals is None else totals
+                if dindex not in totals:
+                    totals[dindex] = _cuda_live_bytes(dindex)
+                total = totals[dindex]
             arr = (ctypes.c_uint64 * len(ptrs))(*ptrs)
             self._tag(arr, len(ptrs), dtype, dindex, category, total)
 
@@ -79,7 +84,8 @@ def _cuda_live_bytes(index):
     import torch
 
     stats = torch.cuda.memory_stats(index)
-    return int(stats.get("requested_bytes.all.current", stats.get("allocated_bytes.all.current", 0)))
+    allocated = stats.get("allocated_bytes.all.current", 0)
+    return int(stats.get("requested_bytes.all.current", allocated))
 
 
 class _Steps:
@@ -185,8 +191,9 @@ def install(lib, words, module_module):
                 params.append(p)
                 if p.grad is not None:
                     grads.append(p.grad)
-        tagger.tag(params, _PARAMETER)
-        tagger.tag(grads, _GRADIENT)
+        totals = {}  # no allocation between the two calls
+        tagger.tag(params, _PARAMETER, totals)
+        tagger.tag(grads, _GRADIENT, totals)
 
     def after_step(optimizer):
         if tagger is not None:

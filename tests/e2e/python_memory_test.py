@@ -58,7 +58,8 @@ def run_traced(a, name, args, ranks):
     cmd += ["-o", db, "--", PYTHON, PROGRAM, "--truth", truth, "--steps", str(STEPS)] + args
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     with open(os.path.join(a.work, name + ".log"), "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            timeout=600).returncode
     if rc != 0:
         return rc, None, None
     report = subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True, text=True,

@@ -13,7 +13,6 @@
 #   --truth PATH              JSON per rank: PATH.<rank>: parameter bytes, steps, the dtype size
 import argparse
 import json
-import os
 import sys
 
 import torch
