@@ -243,3 +243,75 @@ TEST_CASE("gpu: the report's text and JSON carry the section", "[analysis][gpu]"
   CHECK(j.find("\"gpu\"") != std::string::npos);
   CHECK(j.find("\"busy_ns\": 1000") != std::string::npos);
 }
+
+TEST_CASE("gpu: launch API records give HTA's launch times, the op's start stands in without one",
+          "[analysis][gpu]") {
+  // Rank 0, one stream. Each kernel has its launching op (flow) and, but for k4, its launch call
+  // on the thread's "cuda api thread 555" track, joined by the correlation argument as CUPTI
+  // records them. Rank 1 reuses correlation id 1 for a call of its own: the join is per rank.
+  TraceBuilder tb(2);
+  const std::string api = "cuda api thread 555";
+  auto launched = [&](int rank, const std::string& name, int64_t corr, int64_t op, int64_t call0,
+                      int64_t call1, int64_t start, int64_t end) {
+    tb.span(rank, {kStream7, name, kKernel, start, end, 0, {{"correlation", corr}}});
+    tb.span(rank, {"main", "aten::op", core::Category::kOp, op, op + 50});
+    tb.flow(rank, {core::FlowKind::kOpKernel, "main", kStream7, op, start});
+    if (call0 < 0) return;
+    tb.span(rank, {api,
+                   "cudaLaunchKernel",
+                   core::Category::kOther,
+                   call0,
+                   call1,
+                   0,
+                   {{"correlation", corr}, {"cbid", 211}}});
+  };
+  launched(0, "k1", 1, 0, 100, 300, 1000, 2000);           // delay 1000 - 300 = 700
+  launched(0, "k2", 2, 1500, 1600, 1700, 2010, 3000);      // gap 10 (launched before): kernel wait
+  launched(0, "k3", 3, 2500, 40000, 45000, 50000, 60000);  // call after the gap began: host wait
+  launched(0, "k4", 4, 5000, -1, -1, 100000, 110000);      // no record: the op's start, gap other
+  launched(1, "k1", 1, 800, 900, 950, 5000, 6000);         // rank 1: delay 4050
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("gpu_launch_records")));
+  const GpuAnalysis g = analyzeGpu(reader);
+  REQUIRE(g.devices.size() == 2);
+  const GpuDevice& d = *g.device(0, 0);
+  CHECK(d.launched == 4);
+  CHECK(d.launch_records == 3);
+  CHECK(std::string(d.launchSource()) == "cupti + op start (estimate)");
+  // Delays 700, 310, 5000 (call end -> start) and 95000 (op start -> start): p50 the 2nd of 4.
+  CHECK(d.launch.count == 4);
+  CHECK(d.launch.p50_ns == 700);
+  CHECK(d.launch.p95_ns == 95000);
+  CHECK(d.launch.max_ns == 95000);
+  // By the op's start k3 (op 2500 < gap start 3000) would be "other"; its call says host wait.
+  CHECK(d.idle.host_wait_ns == 47000);
+  CHECK(d.idle.kernel_wait_ns == 10);
+  CHECK(d.idle.other_ns == 40000);
+  // Queue: +1 at the calls' starts 100, 1600, 40000 and k4's op start 5000; -1 at each start.
+  std::vector<int64_t> lengths, times;
+  for (const GpuQueueSample& x : gpuQueueLength(reader, d.streams.at(0).track)) {
+    lengths.push_back(x.length);
+    times.push_back(x.ts_ns - g.device(0, 0)->start_ns + 1000);
+  }
+  CHECK(lengths == std::vector<int64_t>{1, 0, 1, 0, 1, 2, 1, 0});
+  CHECK(times == std::vector<int64_t>{100, 1000, 1600, 2010, 5000, 40000, 50000, 100000});
+  const GpuDevice& d1 = *g.device(1, 0);
+  CHECK(d1.launch_records == 1);
+  CHECK(std::string(d1.launchSource()) == "cupti");
+  CHECK(d1.launch.p50_ns == 4050);
+  // The report says which source each device's numbers come from.
+  const Report rep = buildReport(reader);
+  const std::string j = reportJson(rep);
+  CHECK(j.find("\"launch_from\": \"mixed\"") != std::string::npos);
+  CHECK(j.find("\"launch_source\": \"cupti + op start (estimate)\"") != std::string::npos);
+  CHECK(j.find("\"launch_source\": \"cupti\"") != std::string::npos);
+  CHECK(j.find("\"launch_records\": 3") != std::string::npos);
+  CHECK(reportText(rep).find("cupti + op start (estimate)") != std::string::npos);
+  // Without the records (the op -> kernel flows alone), the estimate as before: k1's delay 1000.
+  TraceBuilder old(1);
+  activity(old, 0, kStream7, "k1", kKernel, 1000, 2000, 0);
+  const auto r2 = trace::TraceReader::open(old.write(scratchDir("gpu_launch_no_records")));
+  const GpuAnalysis g2 = analyzeGpu(r2);
+  CHECK(std::string(g2.devices.at(0).launchSource()) == "op start (estimate)");
+  CHECK(g2.devices.at(0).launch.p50_ns == 1000);
+  CHECK(reportJson(buildReport(r2)).find("\"launch_from\": \"op_start\"") != std::string::npos);
+}

@@ -1,5 +1,6 @@
 // The GPU analyses' input (see gpu_activity.h): which tracks are streams, which spans are GPU
-// activity, what kind each is, and when each was launched. Reads through TraceReader; computes
+// activity, what kind each is, and when each was launched (its launch API record, joined by
+// CUPTI's correlation id, else its launching op's start). Reads through TraceReader; computes
 // no statistics.
 #include <algorithm>
 #include <charconv>
@@ -63,12 +64,83 @@ std::map<std::pair<int64_t, int64_t>, int64_t> launchTimes(const TraceReader& re
   return out;
 }
 
+// A launch API call: [start, end] on the host.
+struct LaunchCall {
+  int64_t start = 0, end = 0;
+};
+// Per rank, CUPTI correlation id -> the launch calls carrying it (one, unless a restarted process
+// reused the id).
+using LaunchCalls = std::map<int, std::unordered_map<int64_t, std::vector<LaunchCall>>>;
+
+// The id of the argument key "correlation" (0 when the trace has none): found once by its text.
+class CorrelationKey {
+ public:
+  explicit CorrelationKey(const TraceReader& reader) : reader_(reader) {}
+  bool is(core::StringId key) {
+    auto it = known_.find(key);
+    if (it == known_.end()) it = known_.emplace(key, reader_.str(key) == "correlation").first;
+    return it->second;
+  }
+
+ private:
+  const TraceReader& reader_;
+  std::unordered_map<core::StringId, bool> known_;
+};
+
+// span id -> its correlation argument, over one track.
+std::unordered_map<int64_t, int64_t> correlations(const TraceReader& reader, int64_t track,
+                                                  CorrelationKey& key) {
+  std::unordered_map<int64_t, int64_t> out;
+  for (const ArgRow& a : reader.argsOfTrack(track)) {
+    if (key.is(a.key)) out[a.span] = a.value;
+  }
+  return out;
+}
+
+// Every launch API span (category other on a "cuda api thread T" track) with its correlation.
+LaunchCalls launchCalls(const TraceReader& reader, const std::vector<TrackRow>& tracks,
+                        CorrelationKey& key) {
+  LaunchCalls out;
+  for (const TrackRow& t : tracks) {
+    if (!isLaunchApiTrackName(t.name)) continue;
+    const auto corr = correlations(reader, t.id, key);
+    auto& calls = out[t.rank];
+    reader.forEachSpan(t.id, [&](const SpanRow& r) {
+      if (r.category != core::Category::kOther) return;
+      auto c = corr.find(r.id);
+      if (c == corr.end()) return;
+      calls[c->second].push_back({r.start_ns, std::max(r.start_ns, r.end_ns())});
+    });
+  }
+  return out;
+}
+
+// The call that launched an activity starting at `start`: the latest one starting by then (a
+// reused id's earlier call is another process's), else the earliest. Null when none.
+const LaunchCall* launchOf(const std::vector<LaunchCall>& calls, int64_t start) {
+  const LaunchCall *before = nullptr, *after = nullptr;
+  for (const LaunchCall& c : calls) {
+    if (c.start <= start) {
+      if (before == nullptr || c.start > before->start) before = &c;
+    } else if (after == nullptr || c.start < after->start) {
+      after = &c;
+    }
+  }
+  return before != nullptr ? before : after;
+}
+
 }  // namespace
+
+bool isLaunchApiTrackName(std::string_view name) {
+  constexpr std::string_view kPrefix = "cuda api thread ";
+  return name.size() > kPrefix.size() && name.substr(0, kPrefix.size()) == kPrefix;
+}
 
 std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t only_track,
                                              int only_rank) {
   std::vector<StreamActivities> out;
-  for (const TrackRow& t : reader.tracks()) {
+  const std::vector<TrackRow> tracks = reader.tracks();
+  for (const TrackRow& t : tracks) {
     if (only_track >= 0 && t.id != only_track) continue;
     if (only_rank >= 0 && t.rank != only_rank) continue;
     StreamActivities s;
@@ -79,8 +151,13 @@ std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t 
   }
   if (out.empty()) return out;
   const auto launches = launchTimes(reader);
+  CorrelationKey key(reader);
+  const LaunchCalls calls = launchCalls(reader, tracks, key);
   std::unordered_map<core::StringId, GpuKind> kinds;  // per distinct name: demangle once
   for (StreamActivities& s : out) {
+    const auto rankCalls = calls.find(s.rank);
+    std::unordered_map<int64_t, int64_t> corr;
+    if (rankCalls != calls.end()) corr = correlations(reader, s.track, key);
     reader.forEachSpan(s.track, [&](const SpanRow& r) {
       if (r.category != core::Category::kKernel && r.category != core::Category::kMemcpy) return;
       Activity a;
@@ -95,7 +172,17 @@ std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t 
       }
       a.kind = a.kernel ? k->second : GpuKind::kMemory;
       auto l = launches.find({s.track, r.start_ns});
-      if (l != launches.end()) a.launch = l->second;
+      if (l != launches.end()) a.launch = a.launch_end = l->second;
+      if (auto c = corr.find(r.id); c != corr.end()) {
+        auto same = rankCalls->second.find(c->second);
+        if (same != rankCalls->second.end()) {
+          if (const LaunchCall* call = launchOf(same->second, a.start)) {
+            a.launch = call->start;
+            a.launch_end = call->end;
+            a.launch_record = true;
+          }
+        }
+      }
       s.items.push_back(a);
     });
   }

@@ -16,10 +16,15 @@ namespace tracerun::trace::analysis::gpu {
 // An activity whose launching op no flow names.
 inline constexpr int64_t kNoLaunch = INT64_MIN;
 
-// One kernel, copy or set on a stream.
+// One kernel, copy or set on a stream. Its launch: the launch API call's start and end when the
+// trace keeps that record (CUPTI's runtime/driver record of the same correlation id, on a
+// "cuda api thread T" track of the same rank); else both are the launching op's start (an
+// estimate: earlier than the call).
 struct Activity {
   int64_t start = 0, end = 0;
-  int64_t launch = kNoLaunch;  // the launching op's start
+  int64_t launch = kNoLaunch;      // the launch call's start (or the launching op's start)
+  int64_t launch_end = kNoLaunch;  // the launch call's end (or the launching op's start)
+  bool launch_record = false;      // launch and launch_end from a launch API record
   core::StringId name = 0;
   GpuKind kind = GpuKind::kCompute;
   bool kernel = true;  // category kernel (else memcpy: a copy or set)
@@ -34,6 +39,8 @@ struct StreamActivities {
 
 // "cuda:D stream S" (interpose/cuda's streamTrackName) -> D, S. False for any other name.
 bool parseStreamTrackName(std::string_view name, int* device, int64_t* stream);
+// "cuda api thread T" (interpose/cuda's apiTrackName): a CPU thread's launch API calls.
+bool isLaunchApiTrackName(std::string_view name);
 
 // Every stream track's kernel and memcpy spans with their launch times (gpu_activity.cpp), by
 // rank, device, stream; with only_track >= 0, that track's alone; with only_rank >= 0, that

@@ -79,7 +79,10 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, con
     (a.kernel ? d.kernels : d.copies) += 1;
     if (a.launch != kNoLaunch) {
       ++d.launched;
-      delays.push_back(std::max<int64_t>(0, satSub(a.start, a.launch)));
+      if (a.launch_record) ++d.launch_records;
+      // HTA's launch delay as its documentation defines it: the kernel's start minus the end of
+      // its launch call (the estimate's "end" is the op's start).
+      delays.push_back(std::max<int64_t>(0, satSub(a.start, a.launch_end)));
     }
   }
   d.start_ns = all.front().start;

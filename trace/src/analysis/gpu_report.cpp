@@ -56,8 +56,9 @@ void devicesText(const GpuAnalysis& g, std::string& out) {
 }
 
 void idleText(const GpuAnalysis& g, std::string& out) {
-  out += fmt("  idle by cause (kernel wait: gaps under %s; launch = the launching op's start)\n",
-             dur(g.options.kernel_wait_ns).c_str());
+  out +=
+      fmt("  idle by cause (kernel wait: gaps under %s; host wait: launched after the gap began)\n",
+          dur(g.options.kernel_wait_ns).c_str());
   out += fmt("  %-4s %-7s %-10s %10s %12s %12s %12s %9s\n", "rank", "device", "stream",
              "activities", "host wait", "kernel wait", "other", "queue max");
   for (const GpuDevice& d : g.devices) {
@@ -74,19 +75,19 @@ void idleText(const GpuAnalysis& g, std::string& out) {
 }
 
 void launchText(const GpuAnalysis& g, std::string& out) {
-  out += fmt("  launch delay (launching op's start -> activity start; outliers over %s)\n",
+  out += fmt("  launch delay (launch call's end -> activity start; outliers over %s)\n",
              dur(g.options.launch_outlier_ns).c_str());
-  out += fmt("  %-4s %-7s %10s %12s %12s %12s %9s\n", "rank", "device", "launched", "p50", "p95",
-             "max", "outliers");
+  out += fmt("  %-4s %-7s %10s %12s %12s %12s %9s  %s\n", "rank", "device", "launched", "p50",
+             "p95", "max", "outliers", "launch source");
   for (const GpuDevice& d : g.devices) {
     if (d.launch.count == 0) {
-      out += fmt("  %-4d %-7s %10s\n", d.rank, dev(d).c_str(), "(no op -> kernel flows)");
+      out += fmt("  %-4d %-7s %10s\n", d.rank, dev(d).c_str(), "(no launch records or op flows)");
       continue;
     }
-    out += fmt("  %-4d %-7s %10lld %12s %12s %12s %9lld\n", d.rank, dev(d).c_str(),
+    out += fmt("  %-4d %-7s %10lld %12s %12s %12s %9lld  %s\n", d.rank, dev(d).c_str(),
                static_cast<long long>(d.launch.count), dur(d.launch.p50_ns).c_str(),
                dur(d.launch.p95_ns).c_str(), dur(d.launch.max_ns).c_str(),
-               static_cast<long long>(d.launch.outliers));
+               static_cast<long long>(d.launch.outliers), d.launchSource());
   }
 }
 
@@ -145,11 +146,10 @@ ordered_json deviceJson(const GpuDevice& d) {
   j["kernels"] = d.kernels;
   j["copies"] = d.copies;
   j["idle"] = idleJson(d.idle);
-  j["launch"] = {{"launched", d.launch.count},
-                 {"p50_ns", d.launch.p50_ns},
-                 {"p95_ns", d.launch.p95_ns},
-                 {"max_ns", d.launch.max_ns},
-                 {"outliers", d.launch.outliers}};
+  j["launch_source"] = d.launchSource();
+  j["launch"] = {{"launched", d.launch.count}, {"launch_records", d.launch_records},
+                 {"p50_ns", d.launch.p50_ns},  {"p95_ns", d.launch.p95_ns},
+                 {"max_ns", d.launch.max_ns},  {"outliers", d.launch.outliers}};
   j["streams"] = ordered_json::array();
   for (const GpuStream& s : d.streams) {
     j["streams"].push_back({{"stream", s.stream},
@@ -180,7 +180,14 @@ ordered_json gpuReportJson(const GpuAnalysis& g) {
   ordered_json j;
   j["kernel_wait_threshold_ns"] = g.options.kernel_wait_ns;
   j["launch_outlier_ns"] = g.options.launch_outlier_ns;
-  j["launch_from"] = "op_start";
+  // "cupti" when every device's launches come from launch records, "op_start" when none do
+  // (traces from before the capture kept them), "mixed" otherwise; per device: launch_source.
+  int64_t launched = 0, records = 0;
+  for (const GpuDevice& d : g.devices) {
+    launched += d.launched;
+    records += d.launch_records;
+  }
+  j["launch_from"] = records == 0 ? "op_start" : records == launched ? "cupti" : "mixed";
   j["devices"] = ordered_json::array();
   for (const GpuDevice& d : g.devices) j["devices"].push_back(deviceJson(d));
   j["kernels"] = ordered_json::array();

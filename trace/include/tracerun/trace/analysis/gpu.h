@@ -8,10 +8,13 @@
 //
 // What it reads (docs/report.md, "gpu"): every span of category kernel or memcpy (CUPTI's
 // kernels, copies and sets; synchronisation records are not GPU activity) on a track named
-// "cuda:D stream S" (one stream of device D; any track kind), and the op -> kernel flows, whose
-// source is the start of the op that launched the activity. The trace keeps no launch API
-// records, so the "launch time" of an activity is that op's start: earlier than the launch call,
-// which makes host wait a lower bound and launch delay an upper bound of HTA's numbers.
+// "cuda:D stream S" (one stream of device D; any track kind), the launch API calls (spans of
+// category other on the rank's "cuda api thread T" tracks, joined to activities by their
+// `correlation` argument, CUPTI's correlation id), and the op -> kernel flows, whose source is
+// the start of the op that launched the activity. An activity's launch is its launch call, as
+// HTA's; where the trace has no launch record for it (traces from before the capture kept them),
+// the launching op's start stands in for the call's start and end: earlier than the call, so host
+// wait is then a lower bound and launch delay an upper bound of HTA's (GpuDevice::launchSource).
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
@@ -56,8 +59,10 @@ struct GpuIdle {
   int64_t total() const { return host_wait_ns + kernel_wait_ns + other_ns; }
 };
 
-// Launch delay: activity start - launch time (the launching op's start), clipped at 0 as HTA
-// clips; percentiles by nearest rank. count 0: no activity had a launching op.
+// Launch delay: activity start - the end of its launch call (HTA's documented definition: "the
+// difference between GPU kernel starting and CPU operator ending"), clipped at 0; with only the
+// launching op known, activity start - op start. Percentiles by nearest rank. count 0: no
+// activity had a launch call or a launching op.
 struct GpuDelayStats {
   int64_t count = 0, p50_ns = 0, p95_ns = 0, max_ns = 0, outliers = 0;
 };
@@ -89,10 +94,17 @@ struct GpuDevice {
   int64_t memory_ns = 0;                // union of copies and sets
   int64_t comm_compute_overlap_ns = 0;  // |union(comm) ∩ union(compute)|
   int64_t kernels = 0, copies = 0;      // activities of category kernel / memcpy
-  int64_t launched = 0;                 // activities whose launching op is known
+  int64_t launched = 0;                 // activities whose launch (call or op) is known
+  int64_t launch_records = 0;           // ... of them, by their launch API record
   GpuIdle idle;                         // the gaps of the device's busy union, split as HTA
   GpuDelayStats launch;
   std::vector<GpuStream> streams;  // by stream id
+  // Where the launch times came from: "cupti" (every launched activity's launch API record), "op
+  // start (estimate)" (none: the launching ops' starts), "cupti + op start (estimate)" (some).
+  const char* launchSource() const {
+    if (launch_records == 0) return "op start (estimate)";
+    return launch_records == launched ? "cupti" : "cupti + op start (estimate)";
+  }
   // HTA's comp_comm_overlap_ratio; -1 without communication.
   double overlapRatio() const {
     return comm_ns > 0 ? double(comm_compute_overlap_ns) / double(comm_ns) : -1.0;
@@ -135,9 +147,9 @@ struct GpuAnalysis {
 GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options = {});
 
 // HTA's queue length time series of one stream track (get_queue_length_time_series): +1 at each
-// activity's launch time (its launching op's start, see above: so an upper bound of HTA's, whose
-// launch is the runtime call), -1 at its start; one sample after each change, in time order (a
-// start before a launch at the same nanosecond). Activities without a launching op are left out.
+// activity's launch (its launch call's start; else its launching op's start, see above: then an
+// upper bound of HTA's), -1 at its start; one sample after each change, in time order (a
+// start before a launch at the same nanosecond). Activities without a launch are left out.
 // Empty for a track that is not a GPU stream. For a counter track in a viewer.
 struct GpuQueueSample {
   int64_t ts_ns = 0;
