@@ -98,6 +98,20 @@ if [ -x "$TRACEVIEW" ]; then
   xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/resnet18_steps.db" --view memory \
     --screenshot "$OUT_DIR/resnet18_py_memory.png" --size 1600x900
   echo "  $OUT_DIR/resnet18_py_memory.png"
+  # The GPU stream tracks and the GPU tab (README, docs/images/nanogpt_h100_*.png) on the H100
+  # nanoGPT trace: a 5 MB file kept outside the repository (GPU_TRACE=PATH to point at it), so a
+  # fresh clone skips these two screenshots and says so.
+  gpu_trace="${GPU_TRACE:-$ROOT/../shared/gpu-traces/nanogpt_h100_ops_cuda.db}"
+  if [ -f "$gpu_trace" ]; then
+    # span 72584: a gemm kernel; the window shows it and the aten::mm that launched it.
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$gpu_trace" --select 72584 \
+      --range 4932300000:4933500000 --screenshot "$OUT_DIR/nanogpt_h100_timeline.png" --size 1600x900
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$gpu_trace" --view gpu \
+      --screenshot "$OUT_DIR/nanogpt_h100_gpu.png" --size 1600x900
+    echo "  $OUT_DIR/nanogpt_h100_timeline.png $OUT_DIR/nanogpt_h100_gpu.png"
+  else
+    echo "  no GPU trace at $gpu_trace (set GPU_TRACE): the two GPU screenshots are skipped"
+  fi
 else
   echo "traceview was not built (ImGui or GLFW missing?): no screenshots"
 fi
