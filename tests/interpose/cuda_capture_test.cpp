@@ -9,7 +9,8 @@
 // stopCapture set the generation to 0), become spans, and the cupti_* stats are written; only the
 // launch-type APIs are enabled (the whole RUNTIME/DRIVER kinds when libcupti refuses per-API
 // control); a context dumped at start names a sync's device; the same at a normal exit (the capture
-// stopped by libtracerun's static destructor); (3) `tracerun
+// stopped by libtracerun's static destructor); launch API records become spans on their thread's
+// API track that the GPU analysis times launches by (delay = kernel start - call end); (3) `tracerun
 // --capture ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA
 // capture off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
@@ -41,6 +42,7 @@
 #include "cupti_translate.h"
 #include "op_correlation.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/chrome_export.h"
 #include "tracerun/trace/reader.h"
 
@@ -554,7 +556,8 @@ TEST_CASE(
 // span named as c++filt prints it, and the export shows its mangled and short names as text
 // (string-valued args), not as string ids. Also TRACERUN_CUPTI_OFF=sync: no synchronization
 // records enabled, and the trace says so.
-TEST_CASE("CUDA capture to Chrome export: demangled kernel names, mangled and short names as text") {
+TEST_CASE(
+    "CUDA capture to Chrome export: demangled kernel names, mangled and short names as text") {
   const FakeCupti cupti = loadFakeCupti();
   const auto& name = testing::kKernelNameCases[0];
   testing::TempDir dir("tracerun-cuda");
@@ -591,4 +594,76 @@ TEST_CASE("CUDA capture to Chrome export: demangled kernel names, mangled and sh
     CHECK(ev["args"]["short_name"] == name.short_name);
   }
   CHECK(kernels == 1);
+}
+
+TEST_CASE("CUDA capture: launch API records land on their thread's API track and time the launch") {
+  const FakeCupti cupti = loadFakeCupti();
+  testing::TempDir dir("tracerun-cuda");
+  const std::string db = dir.file("launch.db");
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);
+  interpose::CaptureConfig config;
+  config.output = db;
+  config.signal_handlers = false;
+  REQUIRE(interpose::startCapture(config));
+  const uint64_t t0 = cupti.timestamp();
+  // A cudaLaunchKernel call [10 us, 12 us] and its kernel at 50 us (correlation 21); an API that
+  // launches nothing (dropped); a kernel whose call CUPTI never reported (no launch: not timed).
+  CUpti_ActivityAPI call{};
+  call.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  call.start = t0 + 10000;
+  call.end = t0 + 12000;
+  call.threadId = 4242;
+  call.correlationId = 21;
+  stage(cupti, call);
+  CUpti_ActivityAPI other = call;
+  other.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+  other.correlationId = 20;
+  stage(cupti, other);
+  stage(cupti, kernel("k_launched", t0 + 50000, 21));
+  stage(cupti, kernel("k_unreported", t0 + 80000, 22));
+  std::thread([&] { cupti.deliver(); }).join();
+  interpose::stopCapture();
+  ::unsetenv("TRACERUN_CAPTURE");
+
+  auto reader = trace::TraceReader::open(db);
+  std::vector<std::string> calls;
+  int64_t callStart = 0, callEnd = 0, kernelStart = 0;
+  for (const auto& t : reader.tracks()) {
+    if (t.name == "cuda api thread 4242") {
+      CHECK(t.tid == 4242);
+      reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+        calls.push_back(reader.str(s.name));
+        CHECK(s.category == core::Category::kOther);
+        callStart = s.start_ns;
+        callEnd = s.end_ns();
+        std::map<std::string, int64_t> args;
+        for (const auto& a : reader.args(s.id)) args[reader.str(a.key)] = a.value;
+        CHECK(args.at("correlation") == 21);
+        CHECK(args.at("cbid") == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+      });
+    }
+    if (t.name == "cuda:0 stream 7") {
+      reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+        if (reader.str(s.name) == "k_launched") kernelStart = s.start_ns;
+      });
+    }
+  }
+  CHECK(calls == std::vector<std::string>{"cudaLaunchKernel"});
+  CHECK(callEnd - callStart == 2000);
+  CHECK(kernelStart - callEnd == 38000);  // one clock for both: the difference is exact
+  std::map<std::string, int64_t> stats;
+  for (const auto& s : reader.stats()) stats[s.name] = s.value;
+  CHECK(stats["cupti_launch_records"] == 1);
+  CHECK(stats["cupti_api_records_dropped"] == 1);
+
+  // The GPU analysis times k_launched by its call (HTA's launch delay: kernel start - call end).
+  const auto g = trace::analysis::analyzeGpu(reader);
+  REQUIRE(g.devices.size() == 1);
+  const auto& d = g.devices[0];
+  CHECK(d.launched == 1);
+  CHECK(d.launch_records == 1);
+  CHECK(std::string(d.launchSource()) == "cupti");
+  CHECK(d.launch.p50_ns == 38000);
+  CHECK(d.launch.max_ns == 38000);
 }
