@@ -11,9 +11,8 @@
 // control); a context dumped at start names a sync's device; the same at a normal exit (the capture
 // stopped by libtracerun's static destructor); launch API records become spans on their thread's
 // API track that the GPU analysis times launches by (delay = kernel start - call end); (3)
-// `tracerun
-// --capture ...,cuda` on the plain libtorch sample on this driverless machine: exactly one "CUDA
-// capture off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
+// `tracerun --capture ...,cuda` on the plain libtorch sample on this driverless machine: exactly
+// one "CUDA capture off" line, a cuda_capture_off stat, and the same ops as a run without cuda.
 // Each TEST_CASE runs in its own process under CTest.
 #include <ATen/record_function.h>
 #include <cupti.h>
