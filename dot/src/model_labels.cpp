@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "tracerun/trace/format.h"
+
 namespace tracerun::dot::model_labels {
 
 using trace::analysis::ModelTree;
@@ -65,6 +67,7 @@ std::string labelOf(const ModelTree& t, const std::vector<int>& run,
   if (sharded || m.params_logical != m.params_local) {
     params += " logical, " + count(m.params_local) + " on rank " + std::to_string(m.rank);
   }
+  if (m.param_bytes >= 0) params += " \u00b7 " + trace::formatBytes(double(m.param_bytes));
   if (n > 1 && m.params_logical >= 0)
     params +=
         " (each; \u00d7" + std::to_string(n) + ": " + grouped(m.params_logical * int64_t(n)) + ")";

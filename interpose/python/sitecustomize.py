@@ -1,7 +1,8 @@
 # tracerun's Python module hooks: when `tracerun` runs a Python program (its launcher puts this
 # file's directory first on PYTHONPATH), every nn.Module forward becomes a module scope in the
 # trace: name = module path ("layer1.0.conv1"), detail = "TYPE in=SHAPES out=SHAPES", arguments
-# params (the module's parameter count, children included) and shard (-1). It records through
+# params (the module's parameter count, children included), shard (-1) and param_bytes (their
+# bytes: tracedot model shows them). It records through
 # libtracerun's C entry points (tracerun_annotate_scope_begin/end, via ctypes); it does not import
 # torch itself, changes no result of the program, and records no backward module scopes. It also
 # installs _tracerun_training.py (beside it): memory categories of parameters, gradients and
@@ -91,7 +92,7 @@ def _install(module_module):
     end.restype = None
     end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
     kind_module = 2  # tracerun::ScopeKind::kModule
-    params_key, shard_key = b"params", b"shard"
+    params_key, shard_key, bytes_key = b"params", b"shard", b"param_bytes"
 
     local = threading.local()  # .stack: [(module, path, token, detail)] of open module forwards
     root_names = weakref.WeakKeyDictionary()  # root -> {id(module): name}
@@ -157,14 +158,18 @@ def _install(module_module):
             path, root = path_of(module, stack)
             info = module_info.get(module)
             if info is None:
-                params = sum(p.numel() for p in module.parameters())
-                info = (type(module).__name__, (Arg * 2)(Arg(params_key, params), Arg(shard_key, -1)))
+                params = nbytes = 0
+                for p in module.parameters():
+                    params += p.numel()
+                    nbytes += p.numel() * p.element_size()
+                args = (Arg * 3)(Arg(params_key, params), Arg(shard_key, -1), Arg(bytes_key, nbytes))
+                info = (type(module).__name__, args)
                 module_info[module] = info
             detail = info[0]
             text = shapes(inputs)
             if text:
                 detail += " in=" + text
-            token = begin(kind_module, path.encode(), detail.encode(), info[1], 2)
+            token = begin(kind_module, path.encode(), detail.encode(), info[1], 3)
             stack.append((module, path, token, detail, root))
         except Exception as e:  # never break the program being traced
             sys.stderr.write("tracerun: module hook: %s\n" % e)

@@ -20,6 +20,7 @@ struct Keys {
       : params(NameCodes::find(r, vocab::arg::kParams)),
         shard(NameCodes::find(r, vocab::arg::kShard)),
         logical(NameCodes::find(r, vocab::arg::kLogical)),
+        param_bytes(NameCodes::find(r, vocab::arg::kParamBytes)),
         tp_col(NameCodes::find(r, vocab::arg::kTpCol)),
         tp_row(NameCodes::find(r, vocab::arg::kTpRow)),
         tp_vocab(NameCodes::find(r, vocab::arg::kTpVocab)),
@@ -32,7 +33,8 @@ struct Keys {
         backward_weight(NameCodes::find(r, vocab::phase::kBackwardWeight)),
         recompute(NameCodes::find(r, vocab::phase::kRecomputeForward)),
         grad_sync(NameCodes::find(r, vocab::phase::kGradSync)) {}
-  core::StringId params, shard, logical, tp_col, tp_row, tp_vocab, zero_unit, stage, chunk, dp;
+  core::StringId params, shard, logical, param_bytes, tp_col, tp_row, tp_vocab, zero_unit, stage,
+      chunk, dp;
   core::StringId backward, backward_input, backward_weight, recompute, grad_sync;
 };
 
@@ -65,6 +67,7 @@ void fillFromArgs(const Args& args, const Keys& k, ModuleNode& m) {
   m.params_local = argOf(args, k.params, -1);
   m.shard = static_cast<int>(argOf(args, k.shard, -1));
   m.params_logical = argOf(args, k.logical, m.shard < 0 ? m.params_local : -1);
+  m.param_bytes = argOf(args, k.param_bytes, -1);
   const std::pair<core::StringId, TpSplit> splits[] = {
       {k.tp_col, TpSplit::kColumn}, {k.tp_row, TpSplit::kRow}, {k.tp_vocab, TpSplit::kVocab}};
   for (const auto& [key, split] : splits) {

@@ -122,7 +122,8 @@ inline constexpr char kAttentionCore[] = "attention_core";  // ... of an attenti
 inline constexpr char kParams[] = "params";  // parameter count on this rank (also on grad_sync)
 inline constexpr char kShard[] = "shard";    // this rank's shard index, -1 when not sharded
 // ... read by the model analysis (trace/analysis/model.h) with params and shard:
-inline constexpr char kLogical[] = "logical";     // parameter count over all TP shards
+inline constexpr char kLogical[] = "logical";         // parameter count over all TP shards
+inline constexpr char kParamBytes[] = "param_bytes";  // bytes of its parameters on this rank
 inline constexpr char kTpCol[] = "tp_col";        // column-parallel: the weight dimension TP splits
 inline constexpr char kTpRow[] = "tp_row";        // row-parallel: likewise
 inline constexpr char kTpVocab[] = "tp_vocab";    // vocab-parallel embedding: likewise

@@ -47,6 +47,7 @@ struct ModuleNode {
   std::string type;             // "Conv2d"
   int64_t params_local = -1;    // on its rank; -1 when not recorded
   int64_t params_logical = -1;  // the whole module over all TP shards; -1 when unknown
+  int64_t param_bytes = -1;     // bytes of params_local (Python hooks); -1 when not recorded
   int shard = -1;               // TP shard index on its rank, -1 when not sharded
   int tp_shards = 1;            // distinct TP shards seen for this module over the ranks read
   TpSplit tp_split = TpSplit::kNone;
