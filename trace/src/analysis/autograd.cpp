@@ -331,14 +331,26 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     }
   }
   // Nodes without a forward op (AccumulateGrad leaves, custom autograd functions, whose forward
-  // is no dispatcher op): the modules of the first node that feeds them (for a leaf, the
-  // parameter's user). Edges are in source start order and a node starts after its feeders, so
-  // one pass settles chains of them.
+  // is no dispatcher op). A leaf: the modules of the first node that feeds it (the parameter's
+  // user). A function: the scopes its first feeder and its first next node with a forward op
+  // share (a dropout between the embedding and layers.0 is in neither), else the feeder's. Edges
+  // are in source start order and a node starts after its feeders, so one pass settles chains.
+  std::vector<int> firstNext(g.nodes.size(), -1);
+  for (const AutogradEdge& e : g.edges) {
+    if (firstNext[e.from] < 0 && g.nodes[e.to].forward_span != 0) firstNext[e.from] = e.to;
+  }
   for (const AutogradEdge& e : g.edges) {
     AutogradNode& to = g.nodes[e.to];
-    if (to.forward_span == 0 && to.modules.empty() && !g.nodes[e.from].modules.empty()) {
-      to.modules = g.nodes[e.from].modules;
+    const std::vector<core::StringId>& feeder = g.nodes[e.from].modules;
+    if (to.forward_span != 0 || !to.modules.empty() || feeder.empty()) continue;
+    to.modules = feeder;
+    if (to.accumulate_grad || firstNext[e.to] < 0) continue;
+    const std::vector<core::StringId>& next = g.nodes[firstNext[e.to]].modules;
+    size_t common = 0;
+    while (common < feeder.size() && common < next.size() && feeder[common] == next[common]) {
+      ++common;
     }
+    to.modules.resize(common);
   }
   return g;
 }

@@ -11,9 +11,10 @@
 //   later node is told apart by time: an edge leads to the first node with the target address that
 //   starts at or after its source (a target always runs after its source).
 // - The forward op is the source of the node's forward_backward flow; its modules are the module
-//   spans enclosing it on its track, outermost first. A node without a forward op (AccumulateGrad,
-//   a C++ custom function, whose sequence number no op carries) takes the modules of the first
-//   node that feeds it.
+//   spans enclosing it on its track, outermost first. An AccumulateGrad node takes the modules of
+//   the first node that feeds it; a node of a C++ custom function (whose sequence number no op
+//   carries) the outer scopes its first feeder shares with its first next node that has a
+//   forward op (the feeder's when it has none).
 // - Recomputed: the forward op ran inside a "recompute_forward" phase (gpttrain --recompute), or
 //   the node ran inside another node (a reentrant backward, as torch.utils.checkpoint's).
 #pragma once
