@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "tracerun/core/kernel_name.h"
 #include "tracerun/trace/analysis/callgraph.h"
 #include "tracerun/trace/format.h"
 
@@ -44,6 +45,16 @@ struct VNode {
   bool other = false;   // "other (k nodes, x%)"
   int64_t dropped = 0;  // other: how many nodes it stands for
 };
+
+// A kernel node (not an "other" node): labelled by its short name, as nsys' shortName and the
+// report's kernel table show it (core/kernel_name.h), the full demangled name in the tooltip.
+bool isKernel(const VNode& x) {
+  return x.category == core::Category::kKernel && !x.other;
+}
+
+std::string shownName(const VNode& x) {
+  return isKernel(x) ? core::kernelShortName(core::demangleKernelName(x.name)) : x.name;
+}
 
 int64_t sat(int64_t a, int64_t b) {
   int64_t r = 0;
@@ -563,7 +574,8 @@ std::string Picture::drawnId(size_t i) {
   return id;
 }
 
-// Drawn node i's label: name, times and share, calls, bytes, what it sent, its change.
+// Drawn node i's label: name (a kernel's short name), times and share, calls, bytes, what it
+// sent, its change.
 std::string Picture::labelOf(size_t i) const {
   const VNode& x = v.nodes[static_cast<size_t>(p.drawn[i])];
   const int dp = p.drawnParent[i];
@@ -573,7 +585,8 @@ std::string Picture::labelOf(size_t i) const {
     if (o.step >= 0) label += ", step " + std::to_string(o.step);
     label += "\n" + trace::formatDuration(x.incl) + " (100%)";
   } else {
-    label = x.fold > 1 ? x.name + " \u00d7" + std::to_string(x.fold) : x.name;
+    const std::string name = shownName(x);
+    label = x.fold > 1 ? name + " \u00d7" + std::to_string(x.fold) : name;
     label += "\n" + trace::formatDuration(x.incl) + " (" +
              trace::formatShare(share(x.incl, total)) + ")";
     if (!x.other) label += " \u00b7 self " + trace::formatDuration(x.excl);
@@ -601,10 +614,12 @@ std::string Picture::labelOf(size_t i) const {
   return label;
 }
 
-// The tooltip: the exact numbers (tests read them) and the full detail.
+// The tooltip: the exact numbers (tests read them) and the full detail; a kernel's full
+// demangled name (its label shows the short one).
 std::string tooltipOf(const VNode& x, bool root, const std::string& id) {
   const int dp = root ? -1 : 0;
   std::string tip = dp < 0 ? "all" : id.substr(4);
+  if (isKernel(x)) tip += "\nkernel: " + core::demangleKernelName(x.name);
   tip += "\ncategory: " + std::string(dp < 0    ? "root"
                                       : x.other ? "other"
                                                 : categoryWord(x.category));
@@ -745,7 +760,9 @@ void Picture::titleAndCaption(size_t rankCount) {
                          : "all ranks (" + std::to_string(rankCount) + ")") +
             " \u00b7 " + (o.step >= 0 ? "step " + std::to_string(o.step) : "all steps");
   std::string cap = "total " + trace::formatDuration(total) +
-                    " (top-level spans, summed over threads and ranks); colour: " +
+                    (o.gpu_time ? " (GPU time: kernels, copies and sets, summed over streams "
+                                  "and ranks, under the ops that launched them); colour: "
+                                : " (top-level spans, summed over threads and ranks); colour: ") +
                     (base                            ? std::string("change against ") + base->path()
                      : o.color_by == ColorBy::kSelf  ? std::string("self time")
                      : o.color_by == ColorBy::kBytes ? std::string("bytes allocated")
@@ -767,7 +784,7 @@ void Picture::titleAndCaption(size_t rankCount) {
     for (int f : folds) {
       const VNode& x = v.nodes[static_cast<size_t>(f)];
       if (p.representative.count(f) && p.drawn[static_cast<size_t>(p.representative[f])] == f) {
-        list += (list.empty() ? "" : ", ") + x.name + " \u00d7" + std::to_string(x.fold);
+        list += (list.empty() ? "" : ", ") + shownName(x) + " \u00d7" + std::to_string(x.fold);
       }
     }
     if (!list.empty()) cap += "\nfolded identical siblings: " + list + " (--expand draws each)";

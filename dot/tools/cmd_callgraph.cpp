@@ -69,7 +69,8 @@ Command addCallgraphCommand(CLI::App& parent) {
   app->add_option("--color-by", f->color_by, "self, total (time) or bytes (default total)")
       ->check(CLI::IsMember({"self", "total", "bytes"}));
   app->add_option("--time", f->time,
-                  "cpu (op time) or gpu (kernels under the ops that launched them; default cpu)")
+                  "cpu (op time) or gpu (kernels, by short name, under the ops that launched "
+                  "them; default cpu)")
       ->check(CLI::IsMember({"cpu", "gpu"}));
   app->add_flag("--expand", f->expand, "do not fold identical sibling subtrees into one xN node");
   app->add_option("--diff", f->diff,

@@ -285,3 +285,42 @@ TEST_CASE("callgraph picture: --diff colours by the change", "[dot][callgraph]")
   CHECK(mm->label.find("\u0394 +0.0%") != std::string::npos);
   CHECK(dot::nodePaint(light, *mm).fill == dot::Rgb{255, 255, 255});  // unchanged: white
 }
+
+TEST_CASE("callgraph picture --time gpu: kernels by short name, the full one in the tooltip",
+          "[dot][callgraph][gpu]") {
+  // The demangled names as c++filt prints them; short names as nsys' shortName (by hand).
+  const std::string fill =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+      "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+  const std::string gemm =
+      "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nt_align1>("
+      "cutlass_80_simt_sgemm_128x64_8x5_nt_align1::Params)";
+  TraceBuilder tb(1);
+  tb.span(0, {"main", "aten::fill_", C::kOp, 0, 100});
+  tb.span(0, {"main", "aten::mm", C::kOp, 200, 300});
+  tb.span(0, {"cuda:0 stream 7", fill, C::kKernel, 1000, 1400});
+  tb.span(0, {"cuda:0 stream 7", gemm, C::kKernel, 2000, 2600});
+  tb.flow(0, {core::FlowKind::kOpKernel, "main", "cuda:0 stream 7", 0, 1000});
+  tb.flow(0, {core::FlowKind::kOpKernel, "main", "cuda:0 stream 7", 200, 2000});
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("cgg_gpu_names")));
+  CallGraphGraphOptions o;
+  o.gpu_time = true;
+  o.node_thres = 0;
+  const dot::Graph g = buildCallGraphGraph(reader, o);
+  std::map<std::string, const dot::Node*> byFirstLine;
+  for (const auto& n : g.nodes) byFirstLine[n.label.substr(0, n.label.find('\n'))] = &n;
+  REQUIRE(byFirstLine.count("vectorized_elementwise_kernel") == 1);
+  REQUIRE(byFirstLine.count("Kernel2") == 1);
+  CHECK(byFirstLine.count(fill) == 0);
+  CHECK(byFirstLine["vectorized_elementwise_kernel"]->tooltip.find("\nkernel: " + fill) !=
+        std::string::npos);
+  CHECK(byFirstLine["Kernel2"]->tooltip.find("\nkernel: " + gemm) != std::string::npos);
+  CHECK(field(*byFirstLine["Kernel2"], "inclusive_ns") == 600);
+  CHECK(byFirstLine.count("aten::mm") == 1);  // ops keep their names
+  // The caption says what the total is: GPU time, not top-level spans.
+  CHECK(g.caption.find("GPU time") != std::string::npos);
+  CHECK(g.caption.find("top-level spans") == std::string::npos);
+  CallGraphGraphOptions cpu;
+  cpu.node_thres = 0;
+  CHECK(buildCallGraphGraph(reader, cpu).caption.find("top-level spans") != std::string::npos);
+}
