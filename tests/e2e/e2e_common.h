@@ -119,4 +119,65 @@ inline std::vector<TracedAction> tracedPipelineActions(const std::string& db) {
   return out;
 }
 
+// The length of the longest dependency chain through one step's actions (docs/report.md,
+// "critical_path"), by brute force: `step` holds the actions of one step of one pipeline in
+// (rank, start, id) order, ranks in pipeline order. Each action follows the previous one of its
+// rank, and a receive the send it received (the k-th send from src to dst per direction and
+// microbatch pairs with the k-th such receive). An action weighs the part of it after the
+// effective end of what it follows (its own end, or later when what it follows ended later; a
+// send later in this order counts its recorded end, as trace/analysis/critical_path.cpp does).
+// Longest paths by relaxing every action until nothing changes (at most one round per action).
+inline int64_t criticalPathLength(const std::vector<TracedAction>& step) {
+  const size_t n = step.size();
+  auto key = [](const TracedAction& a, bool send) {
+    const bool forward = a.name.size() >= 7 && a.name.compare(a.name.size() - 7, 7, "forward") == 0;
+    return std::vector<int64_t>{send ? a.rank : a.peer, send ? a.peer : a.rank, forward ? 0 : 1,
+                                a.microbatch};
+  };
+  std::map<std::vector<int64_t>, std::vector<size_t>> sends, recvs;
+  for (size_t i = 0; i < n; ++i) {
+    if (step[i].name.rfind("send_", 0) == 0) sends[key(step[i], true)].push_back(i);
+    if (step[i].name.rfind("recv_", 0) == 0) recvs[key(step[i], false)].push_back(i);
+  }
+  std::vector<long> match(n, -1), previous(n, -1);
+  for (const auto& [k, list] : recvs) {
+    const auto it = sends.find(k);
+    for (size_t j = 0; it != sends.end() && j < list.size() && j < it->second.size(); ++j) {
+      match[list[j]] = static_cast<long>(it->second[j]);
+    }
+  }
+  std::vector<int64_t> weight(n), effectiveEnd(n);
+  std::map<int, size_t> last;  // rank -> its latest action so far
+  for (size_t i = 0; i < n; ++i) {
+    int64_t from = step[i].start;
+    const auto prev = last.find(step[i].rank);
+    if (prev != last.end()) {
+      previous[i] = static_cast<long>(prev->second);
+      from = std::max(from, effectiveEnd[prev->second]);
+    }
+    if (match[i] >= 0) {
+      const size_t s = static_cast<size_t>(match[i]);
+      from = std::max(from, s < i ? effectiveEnd[s] : step[s].end);
+    }
+    weight[i] = std::max<int64_t>(0, step[i].end - from);
+    effectiveEnd[i] = std::max(step[i].end, from);
+    last[step[i].rank] = i;
+  }
+  std::vector<int64_t> longest = weight;
+  bool changed = true;
+  for (size_t round = 0; changed && round <= n; ++round) {
+    changed = false;
+    for (size_t i = 0; i < n; ++i) {
+      int64_t before = 0;
+      if (previous[i] >= 0) before = longest[static_cast<size_t>(previous[i])];
+      if (match[i] >= 0) before = std::max(before, longest[static_cast<size_t>(match[i])]);
+      if (weight[i] + before > longest[i]) {
+        longest[i] = weight[i] + before;
+        changed = true;
+      }
+    }
+  }
+  return n == 0 ? 0 : *std::max_element(longest.begin(), longest.end());
+}
+
 }  // namespace tracerun::e2e
