@@ -257,3 +257,43 @@ TEST_CASE("gpu view: a kernel's launch delay in the details, a row's longest ins
     CHECK(!od.hasLaunch());
   });
 }
+
+TEST_CASE("gpu view: the Statistics tab's kernel table, and one line without GPU records",
+          "[viewer][gpu]") {
+  const std::string& db = gpuTrace();
+  const std::string stats = e2e::scratch().file("gpu_stats.txt");
+  runTraceviewOk({db, "--view", "stats", "--screenshot", e2e::scratch().file("gpu_stats.png"),
+                  "--dump-view", stats},
+                 e2e::scratch().path());
+  std::ifstream in(stats);
+  std::stringstream text;
+  text << in.rdbuf();
+  // The kernel rows worked out by hand (see gpuTrace), largest total first.
+  CHECK(text.str().find("table kernels\n"
+                        "name,kind,count,total_ns,mean_ns,min_ns,p50_ns,max_ns,ranks\n"
+                        "gemm,compute,2,450000,225000,200000,200000,250000,1\n" +
+                        kNccl +
+                        ",comm,1,300000,300000,300000,300000,300000,1\n"
+                        "memcpy HtoD,memory,1,100000,100000,100000,100000,100000,1\n") !=
+        std::string::npos);
+  // A trace without GPU streams: the GPU tab says so, the Statistics tab has no kernel table.
+  const std::string plain = e2e::scratch().file("plain.db");
+  writeSmallTrace(plain, 20);
+  const std::string gpuDump = e2e::scratch().file("plain_gpu.txt");
+  runTraceviewOk({plain, "--view", "gpu", "--screenshot", e2e::scratch().file("plain_gpu.png"),
+                  "--dump-view", gpuDump},
+                 e2e::scratch().path());
+  std::ifstream g(gpuDump);
+  std::string first;
+  std::getline(g, first);
+  CHECK(first == "no-gpu");
+  const std::string plainStats = e2e::scratch().file("plain_stats.txt");
+  runTraceviewOk({plain, "--view", "stats", "--screenshot", e2e::scratch().file("plain_stats.png"),
+                  "--dump-view", plainStats},
+                 e2e::scratch().path());
+  std::ifstream ps(plainStats);
+  std::stringstream pt;
+  pt << ps.rdbuf();
+  CHECK(pt.str().find("table ranks") != std::string::npos);
+  CHECK(pt.str().find("table kernels") == std::string::npos);
+}

@@ -68,8 +68,8 @@ class GpuView final : public View {
   }
 
   std::string dumpText() const override {
-    if (noGpu_) return "no-gpu\n";
     const auto* g = query_.result();
+    if (noGpu_ || (g && !g->present())) return "no-gpu\n";
     return g ? gpuDumpText(*g, barW_) : std::string();
   }
 
