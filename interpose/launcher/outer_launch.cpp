@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 
 #include "launch.h"
 #include "outer_job.h"
@@ -69,6 +71,13 @@ void removeJobDir(const std::string& dir) {
   ::rmdir(dir.substr(0, dir.rfind('/')).c_str());  // OUTPUT.shards/, when no other job is in it
 }
 
+// How long rank 0 waits for the other ranks' end markers: TRACERUN_OUTER_WAIT_S, default 30 s.
+long waitMs() {
+  const char* v = std::getenv("TRACERUN_OUTER_WAIT_S");
+  const double s = v != nullptr && *v != '\0' ? std::atof(v) : 30.0;
+  return static_cast<long>((s > 0 ? s : 0) * 1000);
+}
+
 std::string mergeByHand(const std::string& output, const std::string& dir) {
   return "tracerun merge --allow-incomplete -o " + output + " " + dir + "/rank*.db";
 }
@@ -83,16 +92,24 @@ int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& 
     std::fprintf(stderr, "tracerun: no rank of the job wrote a trace into %s\n", dir.c_str());
     return 1;
   }
+  // Merged inside the job's own directory, then renamed over the output: two jobs writing one
+  // output never share a temporary file, and the output is always one job's whole trace.
+  const std::string staged = dir + "/merged.db";
   trace::MergeResult merged;
   try {
     std::vector<trace::MergeInput> inputs;
     for (const auto& s : shards) inputs.push_back({s});
     trace::MergeOptions mo;
-    mo.output = o.output;
-    const MergeGuard guard(supervisor, o.output, dir);
+    mo.output = staged;
+    const MergeGuard guard(supervisor, staged, dir);
     merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
+    if (::rename(staged.c_str(), o.output.c_str()) != 0) {
+      throw std::runtime_error("cannot rename " + staged + " to " + o.output + ": " +
+                               std::strerror(errno));
+    }
     if (!o.quiet) printSummary(o.output);
   } catch (const std::exception& e) {
+    ::unlink(staged.c_str());
     std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s; %s\n", dir.c_str(),
                  e.what(), keptShardsHint(o.output, dir).c_str());
     return 1;
@@ -148,7 +165,22 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
                  job.rank, std::strerror(errno));
     return code != 0 ? code : 1;
   }
-  const std::set<int> done = finishedRanks(jobDir);
+  std::set<int> done = finishedRanks(jobDir);
+  // Rank 0 waits a bounded time for the others, only to say how to finish by hand when one of
+  // them never ends (a killed node); the merge itself stays with whichever rank ends last.
+  if (job.rank == 0 && static_cast<int>(done.size()) < job.world_size) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs());
+    while (static_cast<int>(done.size()) < job.world_size && supervisor.stopSignal() == 0 &&
+           std::chrono::steady_clock::now() < until) {
+      supervisor.wait(100);
+      done = finishedRanks(jobDir);
+    }
+    struct stat gone {};
+    if (::lstat(jobDir.c_str(), &gone) != 0 ||
+        ::lstat((jobDir + "/merge.claim").c_str(), &gone) == 0) {
+      return code;  // another rank ended last and merges (or has merged)
+    }
+  }
   if (static_cast<int>(done.size()) < job.world_size) {
     if (job.rank == 0 || code != 0) {
       std::string missing;

@@ -1,0 +1,466 @@
+// End-to-end: `tracerun -o X -- PROGRAM` as one rank of a job another launcher started
+// (interpose/launcher/outer_launch.cpp). Ranks are started by hand with the environment torchrun,
+// srun or mpirun sets (their documented variables), and by Debian's real torchrun; checked against
+// what the programs themselves printed (steps, CLOCK_MONOTONIC readings, losses) and against
+// gpttrain under tracerun's own launcher. No libtorch in this binary; no timed assertions.
+//
+// Sections: running ranks · torchrun · SLURM and MPI · merge once · faults · gpttrain
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/child_process.h"
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+
+// ---- running ranks ------------------------------------------------------------------------------
+
+namespace {
+
+using Result = testing::ProcessResult;
+using testing::readFile;
+
+const std::string& scratch() {
+  static const std::string dir = [] {
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    return testing::processScratchDir("tracerun_outer");
+  }();
+  return dir;
+}
+
+struct Child : testing::Child {
+  explicit Child(const std::vector<std::string>& argv) : testing::Child(argv, scratch()) {}
+};
+
+bool contains(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+// A job id nobody else uses (this test process's pid and a counter).
+std::string uniqueId(const std::string& stem) {
+  static int n = 0;
+  return stem + std::to_string(::getpid()) + "x" + std::to_string(++n);
+}
+
+// One rank: `env VARS... tracerun [-q] -o db -- program`.
+std::vector<std::string> rankArgv(const std::vector<std::string>& vars, const std::string& db,
+                                  const std::vector<std::string>& program, bool quiet = true) {
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  argv.insert(argv.end(), vars.begin(), vars.end());
+  argv.insert(argv.end(), {TRACERUN_BIN, "-o", db});
+  if (quiet) argv.push_back("-q");
+  argv.push_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+// The environment torchrun gives rank `rank` of `world` on one node.
+std::vector<std::string> torchrunVars(const std::string& runId, int rank, int world) {
+  return {"RANK=" + std::to_string(rank),
+          "WORLD_SIZE=" + std::to_string(world),
+          "LOCAL_RANK=" + std::to_string(rank),
+          "LOCAL_WORLD_SIZE=" + std::to_string(world),
+          "GROUP_RANK=0",
+          "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=29999",
+          "TORCHELASTIC_RUN_ID=" + runId,
+          "TORCHELASTIC_RESTART_COUNT=0"};
+}
+
+// Starts every rank of one job at once and waits for all.
+std::vector<Result> runJob(const std::vector<std::vector<std::string>>& ranks) {
+  std::vector<std::unique_ptr<Child>> children;
+  for (const auto& argv : ranks) children.push_back(std::make_unique<Child>(argv));
+  std::vector<Result> results;
+  for (auto& c : children) results.push_back(c->wait());
+  return results;
+}
+
+std::string describe(const std::vector<Result>& results) {
+  std::string text;
+  for (size_t i = 0; i < results.size(); ++i) {
+    text += "--- rank " + std::to_string(i) + ": " + results[i].describe() + "\n";
+  }
+  return text;
+}
+
+std::vector<std::string> worker(std::vector<std::string> args) {
+  args.insert(args.begin(), WORKER_BIN);
+  return args;
+}
+
+int64_t countSpans(const trace::TraceReader& r, int rank, const std::string& name) {
+  int64_t n = 0;
+  for (const auto& t : r.tracks()) {
+    if (t.rank != rank) continue;
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) { n += r.str(s.name) == name; });
+  }
+  return n;
+}
+
+std::set<int> ranksOf(const trace::TraceReader& r) {
+  std::set<int> out;
+  for (const auto& k : r.ranks()) out.insert(k.rank);
+  return out;
+}
+
+// "env NAME=VALUE" as the worker prints it.
+std::string envOf(const std::string& out, const std::string& name) {
+  const std::string key = "env " + name + "=";
+  const auto at = out.find(key);
+  if (at == std::string::npos) return "<absent>";
+  return out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+}
+
+// How many times a rank printed the end-of-run summary (one per merge).
+int summaries(const std::vector<Result>& results) {
+  int n = 0;
+  for (const auto& r : results) {
+    for (auto at = r.err.find("tracerun: trace written to"); at != std::string::npos;
+         at = r.err.find("tracerun: trace written to", at + 1)) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Every rank's "step" spans lie between the CLOCK_MONOTONIC readings it printed around them
+// (worker --print-clock): the merged trace puts all ranks on one axis (1 ms slack for the
+// capture's TSC clock fitted to CLOCK_MONOTONIC).
+void checkStepsOnRealClock(const trace::TraceReader& merged, int rank, const std::string& out) {
+  const int64_t origin = std::atoll(merged.meta("origin_ns").c_str());
+  std::map<int, std::pair<int64_t, int64_t>> truth;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    int step = 0;
+    long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "clock step %d %lld %lld", &step, &begin, &end) == 3) {
+      truth[step] = {begin, end};
+    }
+  }
+  std::vector<trace::SpanRow> steps;
+  for (const auto& t : merged.tracks()) {
+    if (t.rank != rank) continue;
+    merged.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (merged.str(s.name) == "step") steps.push_back(s);
+    });
+  }
+  REQUIRE(steps.size() == truth.size());
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  const int64_t slack = 1000000;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    INFO("rank " << rank << " step " << i + 1);
+    const auto [begin, end] = truth.at(static_cast<int>(i + 1));
+    CHECK(steps[i].start_ns + origin >= begin - slack);
+    CHECK(steps[i].start_ns + steps[i].dur_ns + origin <= end + slack);
+  }
+}
+
+}  // namespace
+
+// ---- torchrun -----------------------------------------------------------------------------------
+
+TEST_CASE("outer torchrun environment by hand: one merged trace, ranks on one clock",
+          "[launcher_outer]") {
+  const std::string db = scratch() + "/torchrun_env.db";
+  const std::string id = uniqueId("t");
+  const auto results =
+      runJob({rankArgv(torchrunVars(id, 0, 2), db, worker({"--steps", "3", "--print-clock"})),
+              rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "3", "--print-clock"}))});
+  INFO(describe(results));
+  REQUIRE(results[0].code == 0);
+  REQUIRE(results[1].code == 0);
+  CHECK_FALSE(testing::fileExists(db + ".shards"));  // merged, nothing left behind
+  const auto merged = trace::TraceReader::open(db);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+  for (const auto& k : merged.ranks()) CHECK(k.clock_offset_ns == 0);  // one host
+  for (int rank = 0; rank < 2; ++rank) {
+    CHECK(countSpans(merged, rank, "step") == 3);
+    checkStepsOnRealClock(merged, rank, results[static_cast<size_t>(rank)].out);
+  }
+  // torchrun set everything: the program sees its values unchanged.
+  CHECK(envOf(results[1].out, "MASTER_PORT") == "29999");
+  CHECK(envOf(results[1].out, "RANK") == "1");
+}
+
+#ifdef TRACERUN_TEST_PYTHON
+TEST_CASE("real torchrun --no-python tracerun: a torch.distributed Gloo program, one trace",
+          "[launcher_outer]") {
+  const std::string db = scratch() + "/torchrun_real.db";
+  // Debian's torchrun 1.13 on Python 3.11 fails with the default --redirects/--tee 0
+  // (Std.from_str('0') is None there); 2 keeps the output on the terminal.
+  const Result r = Child({TRACERUN_TEST_PYTHON,
+                          "-m",
+                          "torch.distributed.run",
+                          "--standalone",
+                          "--nproc_per_node",
+                          "2",
+                          "--redirects",
+                          "2",
+                          "--tee",
+                          "2",
+                          "--log_dir",
+                          scratch() + "/torchrun_logs",
+                          "--no_python",
+                          TRACERUN_BIN,
+                          "-q",
+                          "-o",
+                          db,
+                          "--",
+                          TRACERUN_TEST_PYTHON,
+                          OUTER_DDP_SCRIPT})
+                       .wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  // The all-reduce really ran across the two ranks: 1 + 2 on both.
+  CHECK(contains(r.out, "rank 0 sum 3.0"));
+  CHECK(contains(r.out, "rank 1 sum 3.0"));
+  const auto merged = trace::TraceReader::open(db);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 2);
+  CHECK(countSpans(merged, 1, "step") == 2);
+  CHECK_FALSE(testing::fileExists(db + ".shards"));
+}
+#endif
+
+// ---- SLURM and MPI ------------------------------------------------------------------------------
+
+TEST_CASE("outer srun and mpirun environments by hand: the torchrun variables are filled in",
+          "[launcher_outer]") {
+  struct Case {
+    const char* what;
+    std::vector<std::string> rank0, rank1;
+    std::string masterAddr;
+  };
+  const std::string job = uniqueId("");
+  const std::vector<Case> cases = {
+      {"srun",
+       {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_NODEID=0",
+        "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=localhost,n[2-3]",
+        "SLURM_STEP_TASKS_PER_NODE=2"},
+       {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1", "SLURM_NODEID=0",
+        "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=localhost,n[2-3]",
+        "SLURM_STEP_TASKS_PER_NODE=2"},
+       "localhost"},
+      {"mpirun",
+       {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0",
+        "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_MCA_ess_base_jobid=" + job},
+       {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE=2", "OMPI_MCA_ess_base_jobid=" + job},
+       "127.0.0.1"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const std::string db = scratch() + "/outer_" + c.what + ".db";
+    const auto results = runJob({rankArgv(c.rank0, db, worker({"--steps", "2"})),
+                                 rankArgv(c.rank1, db, worker({"--steps", "2"}))});
+    INFO(describe(results));
+    REQUIRE(results[0].code == 0);
+    REQUIRE(results[1].code == 0);
+    for (int rank = 0; rank < 2; ++rank) {
+      const std::string& out = results[static_cast<size_t>(rank)].out;
+      CHECK(envOf(out, "RANK") == std::to_string(rank));
+      CHECK(envOf(out, "LOCAL_RANK") == std::to_string(rank));
+      CHECK(envOf(out, "WORLD_SIZE") == "2");
+      CHECK(envOf(out, "LOCAL_WORLD_SIZE") == "2");
+      CHECK(envOf(out, "MASTER_ADDR") == c.masterAddr);
+      CHECK(envOf(out, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+    }
+    const int port = std::atoi(envOf(results[0].out, "MASTER_PORT").c_str());
+    CHECK(port >= 20000);
+    CHECK(port < 40000);
+    CHECK(envOf(results[1].out, "MASTER_PORT") == std::to_string(port));
+    const auto merged = trace::TraceReader::open(db);
+    REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+    CHECK(countSpans(merged, 0, "step") == 2);
+    CHECK(countSpans(merged, 1, "step") == 2);
+  }
+}
+
+// ---- merge once ---------------------------------------------------------------------------------
+
+TEST_CASE("outer jobs: ranks ending together merge exactly once, two jobs on one output never mix",
+          "[launcher_outer]") {
+  const std::string db = scratch() + "/race.db";
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    // Two jobs at once on one output, 2 ranks each, identical ranks ending at the same moment:
+    // job A runs 3 steps, job B 5.
+    const std::string a = uniqueId("a"), b = uniqueId("b");
+    const auto results =
+        runJob({rankArgv(torchrunVars(a, 0, 2), db, worker({"--steps", "3"}), false),
+                rankArgv(torchrunVars(a, 1, 2), db, worker({"--steps", "3"}), false),
+                rankArgv(torchrunVars(b, 0, 2), db, worker({"--steps", "5"}), false),
+                rankArgv(torchrunVars(b, 1, 2), db, worker({"--steps", "5"}), false)});
+    INFO(describe(results));
+    for (const auto& r : results) REQUIRE(r.code == 0);
+    CHECK(summaries({results[0], results[1]}) == 1);  // job A merged once
+    CHECK(summaries({results[2], results[3]}) == 1);  // job B merged once
+    CHECK_FALSE(testing::fileExists(db + ".shards"));
+    // The output is one job's whole trace: both ranks with the same number of steps.
+    const auto merged = trace::TraceReader::open(db);
+    REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+    const int64_t steps = countSpans(merged, 0, "step");
+    CHECK((steps == 3 || steps == 5));
+    CHECK(countSpans(merged, 1, "step") == steps);
+  }
+}
+
+// ---- faults -------------------------------------------------------------------------------------
+
+namespace {
+
+// The children of `pid` (/proc/PID/task/PID/children).
+std::vector<pid_t> childrenOf(pid_t pid) {
+  std::istringstream in(
+      readFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+  std::vector<pid_t> out;
+  for (pid_t c = 0; in >> c;) out.push_back(c);
+  return out;
+}
+
+bool waitForOutput(Child& child, const std::string& what) {
+  while (!contains(child.out(), what)) {
+    if (!child.running()) return contains(child.out(), what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("outer job: a dead rank leaves the shards and the merge-by-hand line",
+          "[launcher_outer]") {
+  const std::string db = scratch() + "/dead.db";
+  const std::string id = uniqueId("d");
+  Child rank1(rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "200", "--sleep-ms", "20"})));
+  REQUIRE(waitForOutput(rank1, "step 75\n"));  // 1.5 s: the capture has flushed (every 1 s)
+  // rank 1's tracerun and its program die at once (a node lost): no end marker, no merge.
+  const auto programs = childrenOf(rank1.pid());
+  REQUIRE(programs.size() == 1);
+  ::kill(rank1.pid(), SIGKILL);
+  ::kill(programs[0], SIGKILL);
+  rank1.wait();
+  auto vars0 = torchrunVars(id, 0, 2);
+  vars0.push_back("TRACERUN_OUTER_WAIT_S=1");  // rank 0 waits 1 s for rank 1's end
+  const Result r0 = Child(rankArgv(vars0, db, worker({"--steps", "3"}))).wait();
+  INFO(r0.describe());
+  CHECK(r0.code == 0);
+  CHECK_FALSE(testing::fileExists(db));
+  const std::string dir = db + ".shards/torchrun-" + id + "-port29999";
+  CHECK(contains(r0.err, "rank 0 ended before rank(s) 1 of 2"));
+  const std::string command =
+      "tracerun merge --allow-incomplete -o " + db + " " + dir + "/rank*.db";
+  CHECK(contains(r0.err, command));
+  REQUIRE(testing::fileExists(dir + "/rank0.db"));
+  REQUIRE(testing::fileExists(dir + "/rank1.db"));
+  // The line's command, run (the shell's glob written out): both ranks, rank 1 up to its kill.
+  const Result m = Child({TRACERUN_BIN, "merge", "--allow-incomplete", "-o", db, dir + "/rank0.db",
+                          dir + "/rank1.db"})
+                       .wait();
+  INFO(m.describe());
+  REQUIRE(m.code == 0);
+  const auto merged = trace::TraceReader::open(db);
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 3);
+  CHECK(countSpans(merged, 1, "step") >= 1);
+  // The same job id again, shards still there: refused in one line, nothing overwritten.
+  const Result again = Child(rankArgv(torchrunVars(id, 0, 2), db, worker({"--steps", "1"}))).wait();
+  CHECK(again.code == 2);
+  CHECK(contains(again.err, "already holds rank 0's shard"));
+  CHECK_FALSE(contains(again.out, "step 1"));
+}
+
+TEST_CASE("outer job: a rank outside the world is one line, exit 2, program not started",
+          "[launcher_outer]") {
+  const Result r =
+      Child(rankArgv({"RANK=2", "WORLD_SIZE=2"}, scratch() + "/bad.db", worker({"--steps", "1"})))
+          .wait();
+  CHECK(r.code == 2);
+  CHECK(r.err == "tracerun: torchrun: rank 2 is outside a world of 2\n");
+  CHECK_FALSE(contains(r.out, "step"));
+}
+
+// ---- gpttrain -----------------------------------------------------------------------------------
+
+#ifdef GPTTRAIN_BIN
+namespace {
+
+std::vector<std::string> tinyGpt(const std::string& log) {
+  return {GPTTRAIN_BIN, "--layers",
+          "2",          "--hidden",
+          "32",         "--heads",
+          "4",          "--seq-len",
+          "16",         "--vocab",
+          "64",         "--dropout",
+          "0",          "--global-batch",
+          "8",          "--micro-batch-size",
+          "2",          "--seed",
+          "7",          "--quiet",
+          "--tp",       "2",
+          "--steps",    "3",
+          "--log-json", log};
+}
+
+std::map<int, double> lossesByStep(const std::string& path) {
+  std::map<int, double> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line);
+    out[j.at("step").get<int>()] = j.at("loss").get<double>();
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("gpttrain --tp 2 as an srun step by hand: the losses of tracerun --nproc-per-node 2",
+          "[launcher_outer]") {
+  const std::string ref = scratch() + "/gpt_ref.jsonl", log = scratch() + "/gpt_srun.jsonl";
+  std::vector<std::string> refArgv = {
+      TRACERUN_BIN, "-q",  "-o", scratch() + "/gpt_ref.db", "--nproc-per-node", "2",
+      "--status",   "off", "--"};
+  for (const auto& a : tinyGpt(ref)) refArgv.push_back(a);
+  const Result r = Child(refArgv).wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  const std::string job = uniqueId("");
+  std::vector<std::vector<std::string>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.push_back(rankArgv(
+        {"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+         "SLURM_LOCALID=" + std::to_string(rank), "SLURM_NODEID=0", "SLURM_JOB_ID=" + job,
+         "SLURM_STEP_ID=1", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=2"},
+        scratch() + "/gpt_srun.db", tinyGpt(log)));
+  }
+  const auto results = runJob(ranks);
+  INFO(describe(results));
+  REQUIRE(results[0].code == 0);
+  REQUIRE(results[1].code == 0);
+  const auto want = lossesByStep(ref), got = lossesByStep(log);
+  REQUIRE(want.size() == 3);
+  CHECK(got == want);  // the same engine, the same samples: bit-identical losses
+  const auto merged = trace::TraceReader::open(scratch() + "/gpt_srun.db");
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 3);
+  CHECK(countSpans(merged, 1, "step") == 3);
+}
+#endif
