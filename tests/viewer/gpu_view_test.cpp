@@ -210,12 +210,11 @@ TEST_CASE("gpu view: the GPU tab's numbers and bars are the hand-worked breakdow
   CHECK(kernels[2] == "kernel memory 1 100000 100000 100000 100000 100000 1 memcpy HtoD");
   // The dump is the analysis the report prints (no number of the tab's own).
   const auto reader = trace::TraceReader::open(db);
-  CHECK(viewer::gpuDumpText(an::analyzeGpu(reader), static_cast<float>(w)) == [&] {
-    std::ifstream f(dump);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }());
+  const std::string shown = e2e::readFile(dump);
+  const std::string fromAnalysis =
+      viewer::gpuDumpText(an::analyzeGpu(reader), static_cast<float>(w));
+  CHECK(shown.substr(0, fromAnalysis.size()) == fromAnalysis);
+  CHECK(shown.find("row 0 ") == fromAnalysis.size());  // then where the rows are
 }
 
 TEST_CASE("gpu view: a kernel's launch delay in the details, a row's longest instance",
@@ -296,4 +295,47 @@ TEST_CASE("gpu view: the Statistics tab's kernel table, and one line without GPU
   pt << ps.rdbuf();
   CHECK(pt.str().find("table ranks") != std::string::npos);
   CHECK(pt.str().find("table kernels") == std::string::npos);
+}
+
+TEST_CASE("gpu view: a script clicks a kernel row and its longest instance is selected",
+          "[viewer][gpu]") {
+  const std::string& db = gpuTrace();
+  const auto reader = trace::TraceReader::open(db);
+  // The gemm spans (row 0, the largest total) as the reader has them: the longer is the answer.
+  int64_t want = 0, longest = -1;
+  for (const trace::TrackRow& t : reader.tracks()) {
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (reader.str(s.name) == "gemm" && s.dur_ns > longest) {
+        longest = s.dur_ns;
+        want = s.id;
+      }
+    });
+  }
+  REQUIRE(longest == 250'000);
+  // Where row 0 is: the tab's dump of a first run.
+  const std::string first = e2e::scratch().file("gpu_rows.txt");
+  runTraceviewOk({db, "--view", "gpu", "--size", "1600x900", "--screenshot",
+                  e2e::scratch().file("gpu_rows.png"), "--dump-view", first},
+                 e2e::scratch().path());
+  std::ifstream in(first);
+  std::string line;
+  double x0 = -1, y0 = 0, x1 = 0, y1 = 0;
+  while (std::getline(in, line)) {
+    int row = -1;
+    if (std::sscanf(line.c_str(), "row %d %lf %lf %lf %lf", &row, &x0, &y0, &x1, &y1) == 5 &&
+        row == 0)
+      break;
+  }
+  REQUIRE(x0 >= 0);
+  const std::string at = std::to_string(static_cast<int>((x0 + x1) / 4)) + " " +
+                         std::to_string(static_cast<int>((y0 + y1) / 2));
+  const std::string after = e2e::scratch().file("gpu_click.txt");
+  const auto r = runScript(
+      {db, "--size", "1600x900"},
+      {"0 tab gpu", "+1 settle", "+0 move " + at, "+1 click", "+2 settle", "+0 dump-view " + after},
+      e2e::scratch().path(), "gpu-click.txt");
+  INFO(r.out);
+  CHECK(r.out.find("gpu kernel longest " + std::to_string(want) + " gemm") != std::string::npos);
+  CHECK(r.out.find("selected span " + std::to_string(want)) != std::string::npos);
+  CHECK(e2e::readFile(after).find("selected " + std::to_string(want) + "\n") != std::string::npos);
 }

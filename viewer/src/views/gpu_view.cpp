@@ -63,18 +63,31 @@ class GpuView final : public View {
 
   bool settled() const override {
     if (!drawn_ || noGpu_) return true;
-    if (!query_.ready()) return false;
-    return !pick_.started() || (pick_.ready() && pickApplied_);
+    if (!query_.ready() || !shown_) return false;  // the result drawn, not only arrived
+    if (!pick_.started()) return true;
+    // The pick has arrived, and its span has reached the shared selection.
+    return pick_.ready() && pickApplied_ &&
+           (pickedSpan_ < 0 || (host_ && host_->selectedSpan() == pickedSpan_));
   }
 
   std::string dumpText() const override {
     const auto* g = query_.result();
     if (noGpu_ || (g && !g->present())) return "no-gpu\n";
-    return g ? gpuDumpText(*g, barW_) : std::string();
+    if (!g) return {};
+    std::string out = gpuDumpText(*g, barW_);
+    char b[96];
+    for (const auto& [row, r] : rowRects_) {  // where the rows are, for scripts that click them
+      std::snprintf(b, sizeof b, "row %d %.1f %.1f %.1f %.1f\n", row, r.x, r.y, r.z, r.w);
+      out += b;
+    }
+    if (host_ && host_->selectedSpan())
+      out += "selected " + std::to_string(*host_->selectedSpan()) + "\n";
+    return out;
   }
 
   void draw(ViewHost& host, float width, float height) override {
     drawn_ = true;
+    host_ = &host;
     if (!query_.started() && !noGpu_) {
       noGpu_ = std::none_of(host.trace().tracks.begin(), host.trace().tracks.end(),
                             [](const TrackInfo& t) { return an::gpuStreamTrack(t.name); });
@@ -87,6 +100,7 @@ class GpuView final : public View {
             host.waker());
       }
     }
+    shown_ = query_.ready();
     if (noGpu_ || (query_.result() && !query_.result()->present())) {
       ImGui::TextDisabled(
           "No GPU activity in this trace: no kernel, copy or set on a \"cuda:D stream S\" track "
@@ -207,6 +221,7 @@ class GpuView final : public View {
           c == 0 ? 0.0f : 80.0f);
     }
     ImGui::TableHeadersRow();
+    rowRects_.clear();
     ImGuiListClipper clipper;
     clipper.Begin(static_cast<int>(g.kernels.size()));
     while (clipper.Step()) {
@@ -218,6 +233,10 @@ class GpuView final : public View {
         if (ImGui::Selectable(k.name.c_str(), pickedRow_ == r,
                               ImGuiSelectableFlags_SpanAllColumns)) {
           startPick(host, k, r);
+        }
+        if (rowRects_.size() < 8) {
+          const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+          rowRects_.emplace_back(r, ImVec4(a.x, a.y, b.x, b.y));
         }
         if (ImGui::IsItemHovered() && !k.short_name.empty())
           ImGui::SetTooltip("%s\nshort name: %s", k.name.c_str(), k.short_name.c_str());
@@ -244,6 +263,7 @@ class GpuView final : public View {
   void startPick(ViewHost& host, const an::GpuKernelRow& k, int row) {
     pickedRow_ = row;
     pickApplied_ = false;
+    pickedSpan_ = -1;
     pickNote_ = "looking for the longest " + k.short_name + "...";
     const std::string path = host.tracePath();
     const core::StringId id = k.name_id;
@@ -267,15 +287,19 @@ class GpuView final : public View {
       return;
     }
     host.selectSpan(p->span->id, true);
+    pickedSpan_ = p->span->id;
     pickNote_ = "selected span " + std::to_string(p->span->id) + " (" + dur(p->span->dur_ns) +
                 "); the Timeline tab shows it";
     host.log("gpu kernel longest " + std::to_string(p->span->id) + " " + p->name);
   }
 
+  ViewHost* host_ = nullptr;                      // the last frame's (dumpText names the selection)
+  std::vector<std::pair<int, ImVec4>> rowRects_;  // the first rows drawn: index, screen x0 y0 x1 y1
   BackgroundQuery<an::GpuAnalysis> query_;
   BackgroundQuery<Pick> pick_;
-  bool drawn_ = false, noGpu_ = false, pickApplied_ = false;
+  bool drawn_ = false, noGpu_ = false, pickApplied_ = false, shown_ = false;
   int pickedRow_ = -1;
+  int64_t pickedSpan_ = -1;
   float barW_ = 800;
   int64_t launchCutoff_ = an::GpuOptions{}.launch_outlier_ns;
   std::string pickNote_;
