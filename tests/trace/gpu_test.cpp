@@ -5,6 +5,8 @@
 // gpu_traces_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "analysis_builder.h"
 #include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/analysis/report.h"
@@ -314,4 +316,31 @@ TEST_CASE("gpu: launch API records give HTA's launch times, the op's start stand
   CHECK(std::string(g2.devices.at(0).launchSource()) == "op start (estimate)");
   CHECK(g2.devices.at(0).launch.p50_ns == 1000);
   CHECK(reportJson(buildReport(r2)).find("\"launch_from\": \"op_start\"") != std::string::npos);
+}
+
+TEST_CASE("gpu: copy bandwidth per kind, bytes over the copies' own time", "[analysis][gpu]") {
+  TraceBuilder tb(1);
+  // Two HtoD copies of 1 MB in 1 us and 3 us (4 us in all: 500 GB/s), a DtoH of 64 KB in 2 us
+  // (32 GB/s), a memset of 4 KB in 1 us, a kernel (not a copy).
+  tb.span(0, {kStream7, "memcpy HtoD", kCopy, 0, 1000, 0, {{"bytes", 1'000'000}}});
+  tb.span(0, {kStream7, "memcpy HtoD", kCopy, 5000, 8000, 0, {{"bytes", 1'000'000}}});
+  tb.span(0, {"cuda:0 stream 13", "memcpy DtoH", kCopy, 2000, 4000, 0, {{"bytes", 64'000}}});
+  tb.span(0, {kStream7, "memset", kCopy, 9000, 10000, 0, {{"bytes", 4096}, {"value", 0}}});
+  tb.span(0, {kStream7, "gemm", kKernel, 10000, 20000});
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("gpu_copy_bandwidth")));
+  const GpuAnalysis g = analyzeGpu(reader);
+  REQUIRE(g.devices.size() == 1);
+  std::map<std::string, GpuCopyKind> kinds;
+  for (const GpuCopyKind& c : g.devices[0].copy_kinds) kinds[c.name] = c;
+  REQUIRE(kinds.size() == 3);
+  CHECK(kinds["memcpy HtoD"].count == 2);
+  CHECK(kinds["memcpy HtoD"].bytes == 2'000'000);
+  CHECK(kinds["memcpy HtoD"].time_ns == 4000);
+  CHECK(kinds["memcpy HtoD"].gbps() == Approx(500.0));
+  CHECK(kinds["memcpy DtoH"].gbps() == Approx(32.0));
+  CHECK(kinds["memset"].bytes == 4096);
+  CHECK(kinds["memset"].gbps() == Approx(4.096));
+  const Report r = buildReport(reader);
+  CHECK(reportText(r).find("copies and sets by kind") != std::string::npos);
+  CHECK(reportJson(r).find("\"gbps\": 500.0") != std::string::npos);
 }

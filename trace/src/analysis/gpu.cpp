@@ -35,6 +35,7 @@ GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options) {
          ++j)
       dev.push_back(&streams[j]);
     out.devices.push_back(gpu::analyzeDevice(dev, options));
+    for (GpuCopyKind& c : out.devices.back().copy_kinds) c.name = reader.str(c.name_id);
     i = j;
   }
   out.kernels = gpu::kernelTable(reader, streams);

@@ -72,24 +72,25 @@ struct LaunchCall {
 // reused the id).
 using LaunchCalls = std::map<int, std::unordered_map<int64_t, std::vector<LaunchCall>>>;
 
-// The id of the argument key "correlation" (0 when the trace has none): found once by its text.
-class CorrelationKey {
+// Whether an argument key id names `text` ("correlation", "bytes"): decided once per id.
+class ArgKey {
  public:
-  explicit CorrelationKey(const TraceReader& reader) : reader_(reader) {}
+  ArgKey(const TraceReader& reader, const char* text) : reader_(reader), text_(text) {}
   bool is(core::StringId key) {
     auto it = known_.find(key);
-    if (it == known_.end()) it = known_.emplace(key, reader_.str(key) == "correlation").first;
+    if (it == known_.end()) it = known_.emplace(key, reader_.str(key) == text_).first;
     return it->second;
   }
 
  private:
   const TraceReader& reader_;
+  const char* text_;
   std::unordered_map<core::StringId, bool> known_;
 };
 
-// span id -> its correlation argument, over one track.
-std::unordered_map<int64_t, int64_t> correlations(const TraceReader& reader, int64_t track,
-                                                  CorrelationKey& key) {
+// span id -> its `key` argument, over one track.
+std::unordered_map<int64_t, int64_t> argValues(const TraceReader& reader, int64_t track,
+                                               ArgKey& key) {
   std::unordered_map<int64_t, int64_t> out;
   for (const ArgRow& a : reader.argsOfTrack(track)) {
     if (key.is(a.key)) out[a.span] = a.value;
@@ -99,11 +100,11 @@ std::unordered_map<int64_t, int64_t> correlations(const TraceReader& reader, int
 
 // Every launch API span (category other on a "cuda api thread T" track) with its correlation.
 LaunchCalls launchCalls(const TraceReader& reader, const std::vector<TrackRow>& tracks,
-                        CorrelationKey& key) {
+                        ArgKey& key) {
   LaunchCalls out;
   for (const TrackRow& t : tracks) {
     if (!isLaunchApiTrackName(t.name)) continue;
-    const auto corr = correlations(reader, t.id, key);
+    const auto corr = argValues(reader, t.id, key);
     auto& calls = out[t.rank];
     reader.forEachSpan(t.id, [&](const SpanRow& r) {
       if (r.category != core::Category::kOther) return;
@@ -151,13 +152,14 @@ std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t 
   }
   if (out.empty()) return out;
   const auto launches = launchTimes(reader);
-  CorrelationKey key(reader);
+  ArgKey key(reader, "correlation"), bytesKey(reader, "bytes");
   const LaunchCalls calls = launchCalls(reader, tracks, key);
   std::unordered_map<core::StringId, GpuKind> kinds;  // per distinct name: demangle once
   for (StreamActivities& s : out) {
     const auto rankCalls = calls.find(s.rank);
     std::unordered_map<int64_t, int64_t> corr;
-    if (rankCalls != calls.end()) corr = correlations(reader, s.track, key);
+    if (rankCalls != calls.end()) corr = argValues(reader, s.track, key);
+    const auto bytes = argValues(reader, s.track, bytesKey);  // copies' and sets' sizes
     reader.forEachSpan(s.track, [&](const SpanRow& r) {
       if (r.category != core::Category::kKernel && r.category != core::Category::kMemcpy) return;
       Activity a;
@@ -171,6 +173,7 @@ std::vector<StreamActivities> readActivities(const TraceReader& reader, int64_t 
         k = kinds.emplace(r.name, kind).first;
       }
       a.kind = a.kernel ? k->second : GpuKind::kMemory;
+      if (auto b = bytes.find(r.id); !a.kernel && b != bytes.end()) a.bytes = b->second;
       auto l = launches.find({s.track, r.start_ns});
       if (l != launches.end()) a.launch = a.launch_end = l->second;
       if (auto c = corr.find(r.id); c != corr.end()) {

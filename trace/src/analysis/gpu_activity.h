@@ -25,6 +25,7 @@ struct Activity {
   int64_t launch = kNoLaunch;      // the launch call's start (or the launching op's start)
   int64_t launch_end = kNoLaunch;  // the launch call's end (or the launching op's start)
   bool launch_record = false;      // launch and launch_end from a launch API record
+  int64_t bytes = 0;               // a copy's or set's `bytes` argument (0: kernels, none)
   core::StringId name = 0;
   GpuKind kind = GpuKind::kCompute;
   bool kernel = true;  // category kernel (else memcpy: a copy or set)

@@ -1,9 +1,10 @@
 // One device's GPU numbers (see gpu.h): HTA's temporal breakdown (window, busy, idle, compute,
 // communication, memory time as unions), its idle-time breakdown per stream and over the device,
-// communication-computation overlap and launch delays. Pure: takes the streams read by
-// gpu_activity.cpp, reads nothing.
+// communication-computation overlap, launch delays and copy bandwidth per kind. Pure: takes the
+// streams read by gpu_activity.cpp, reads nothing.
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "gpu_activity.h"
 #include "span_select.h"  // intervals, saturated arithmetic
@@ -71,11 +72,19 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, con
   });
   std::array<Intervals, 3> byKind;
   std::vector<int64_t> delays;
+  std::map<core::StringId, GpuCopyKind> copyKinds;
   int64_t end = INT64_MIN;
   for (const Activity& a : all) {
     if (end != INT64_MIN && a.start > end) addGap(end, a.start, a.launch, o.kernel_wait_ns, d.idle);
     end = std::max(end, a.end);
     byKind[static_cast<size_t>(a.kind)].emplace_back(a.start, a.end);
+    if (!a.kernel) {
+      GpuCopyKind& c = copyKinds[a.name];
+      c.name_id = a.name;
+      ++c.count;
+      c.bytes = satAdd(c.bytes, std::max<int64_t>(0, a.bytes));
+      c.time_ns = satAdd(c.time_ns, satSub(a.end, a.start));
+    }
     (a.kernel ? d.kernels : d.copies) += 1;
     if (a.launch != kNoLaunch) {
       ++d.launched;
@@ -101,6 +110,7 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams, con
   d.memory_ns = totalLength(byKind[static_cast<size_t>(GpuKind::kMemory)]);
   d.comm_compute_overlap_ns = overlapLength(comm, compute);
   d.launch = delayStats(std::move(delays), o);
+  for (const auto& [name, c] : copyKinds) d.copy_kinds.push_back(c);
   return d;
 }
 

@@ -91,6 +91,22 @@ void launchText(const GpuAnalysis& g, std::string& out) {
   }
 }
 
+void copiesText(const GpuAnalysis& g, std::string& out) {
+  bool any = false;
+  for (const GpuDevice& d : g.devices) any = any || !d.copy_kinds.empty();
+  if (!any) return;
+  out += "  copies and sets by kind (bandwidth: bytes over the copies' own time)\n";
+  out += fmt("  %-4s %-7s %-14s %8s %12s %12s %10s\n", "rank", "device", "kind", "count", "bytes",
+             "time", "GB/s");
+  for (const GpuDevice& d : g.devices) {
+    for (const GpuCopyKind& c : d.copy_kinds) {
+      out += fmt("  %-4d %-7s %-14s %8lld %12s %12s %10.2f\n", d.rank, dev(d).c_str(),
+                 c.name.c_str(), static_cast<long long>(c.count),
+                 formatBytes(double(c.bytes)).c_str(), dur(c.time_ns).c_str(), c.gbps());
+    }
+  }
+}
+
 void kernelsText(const GpuAnalysis& g, size_t top, std::string& out) {
   const size_t n = std::min(top, g.kernels.size());
   out += fmt("  kernels: %zu names, top %zu by total time (all ranks)\n", g.kernels.size(), n);
@@ -150,6 +166,14 @@ ordered_json deviceJson(const GpuDevice& d) {
   j["launch"] = {{"launched", d.launch.count}, {"launch_records", d.launch_records},
                  {"p50_ns", d.launch.p50_ns},  {"p95_ns", d.launch.p95_ns},
                  {"max_ns", d.launch.max_ns},  {"outliers", d.launch.outliers}};
+  j["copy_kinds"] = ordered_json::array();
+  for (const GpuCopyKind& c : d.copy_kinds) {
+    j["copy_kinds"].push_back({{"name", c.name},
+                               {"count", c.count},
+                               {"bytes", c.bytes},
+                               {"time_ns", c.time_ns},
+                               {"gbps", c.gbps()}});
+  }
   j["streams"] = ordered_json::array();
   for (const GpuStream& s : d.streams) {
     j["streams"].push_back({{"stream", s.stream},
@@ -171,6 +195,7 @@ std::string gpuReportText(const GpuAnalysis& g, size_t top_kernels) {
   devicesText(g, out);
   idleText(g, out);
   launchText(g, out);
+  copiesText(g, out);
   kernelsText(g, top_kernels, out);
   stragglersText(g, out);
   return out;

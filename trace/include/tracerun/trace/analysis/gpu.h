@@ -81,6 +81,18 @@ struct GpuStream {
   double queue_mean = 0;
 };
 
+// HTA's memory bandwidth (trace_counters.py, get_memory_bw_summary) per copy kind of one device,
+// as one number: bytes moved over the time the copies of that kind ran (the sum of their
+// durations: the mean bandwidth a copy of that kind saw, weighted by its time). Kinds by span
+// name: "memcpy HtoD", "memcpy DtoH", "memcpy DtoD", "memset"...; copies without a `bytes`
+// argument count 0 bytes.
+struct GpuCopyKind {
+  core::StringId name_id = 0;
+  std::string name;
+  int64_t count = 0, bytes = 0, time_ns = 0;
+  double gbps() const { return time_ns > 0 ? double(bytes) / double(time_ns) : 0.0; }  // GB/s
+};
+
 // One device of one rank.
 struct GpuDevice {
   int rank = 0;
@@ -99,6 +111,7 @@ struct GpuDevice {
   GpuIdle idle;                         // the gaps of the device's busy union, split as HTA
   GpuDelayStats launch;
   std::vector<GpuStream> streams;  // by stream id
+  std::vector<GpuCopyKind> copy_kinds;  // by name id
   // Where the launch times came from: "cupti" (every launched activity's launch API record), "op
   // start (estimate)" (none: the launching ops' starts), "cupti + op start (estimate)" (some).
   const char* launchSource() const {
