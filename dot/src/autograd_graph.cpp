@@ -154,8 +154,8 @@ class Builder {
     if (run >= 0) {
       const AutogradRun& x = f_.runs[static_cast<size_t>(run)];
       node.fold = static_cast<int>(x.members.size());
-      node.tooltip += " (" + std::to_string(calls) + " nodes: " + x.members.front() + " .. " +
-                      x.members.back() + ")";
+      node.tooltip += "\nfold: " + std::to_string(node.fold) + "\nmembers: " + x.members.front() +
+                      " .. " + x.members.back() + "\nnodes: " + std::to_string(calls);
     }
     if (n.accumulate_grad) {
       node.shape = NodeShape::kEllipse;
