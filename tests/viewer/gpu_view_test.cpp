@@ -246,15 +246,45 @@ TEST_CASE("gpu view: a kernel's launch delay in the details, a row's longest ins
   const trace::SpanRow& g = gemms[1];
   const viewer::SpanDetails d =
       data.details({g.id, g.track, g.start_ns, g.end_ns(), g.depth, g.name});
-  REQUIRE(d.hasLaunch());
-  CHECK(d.launchDelay() == 50'000);
-  CHECK(g.start_ns - d.launch_ns == 50'000);
+  REQUIRE(d.launch);
+  CHECK(!d.launch->record);  // no launch API records here: the op's start stands in
+  CHECK(d.launch->delay_ns == 50'000);
+  CHECK(g.start_ns - d.launch->call_end_ns == 50'000);
   // An op has no launch.
   reader.forEachSpan(main, [&](const trace::SpanRow& s) {
     const viewer::SpanDetails od =
         data.details({s.id, s.track, s.start_ns, s.end_ns(), s.depth, s.name});
-    CHECK(!od.hasLaunch());
+    CHECK(!od.launch);
   });
+  // With CUPTI's launch API record (same correlation id on a "cuda api thread" track): the delay
+  // starts at the call's end, 60 us here, not at the op's start 30 us earlier.
+  testing::TraceBuilder tb(1);
+  tb.span(0, {kS7, "gemm", core::Category::kKernel, 100'000, 200'000, 0, {{"correlation", 7}}});
+  tb.span(0, {"cuda api thread 5",
+              "cudaLaunchKernel",
+              core::Category::kOther,
+              20'000,
+              40'000,
+              0,
+              {{"correlation", 7}}});
+  tb.span(0, {"main", "aten::mm", core::Category::kOp, 10'000, 50'000});
+  tb.flow(0, {core::FlowKind::kOpKernel, "main", kS7, 10'000, 100'000});
+  const std::string withRecord = tb.write(testing::scratchDir("viewer_gpu_launch_record"));
+  const auto r2 = trace::TraceReader::open(withRecord);
+  const auto dev = an::analyzeGpu(r2).devices.at(0);
+  const viewer::TraceData data2 = viewer::TraceData::open(withRecord);
+  for (const trace::TrackRow& t : r2.tracks()) {
+    if (t.name != kS7) continue;
+    r2.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      const viewer::SpanDetails k =
+          data2.details({s.id, s.track, s.start_ns, s.end_ns(), s.depth, s.name});
+      REQUIRE(k.launch);
+      CHECK(k.launch->record);
+      CHECK(k.launch->delay_ns == 60'000);
+      CHECK(dev.launch.max_ns == 60'000);  // the report's launch statistics count the same
+      CHECK(dev.launch_records == 1);
+    });
+  }
 }
 
 TEST_CASE("gpu view: the Statistics tab's kernel table, and one line without GPU records",

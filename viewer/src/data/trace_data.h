@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/lod.h"
+#include "tracerun/trace/analysis/gpu_launch.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::viewer {
@@ -74,14 +75,9 @@ struct SpanDetails {
     std::string other_name;
   };
   std::vector<Flow> flows;
-  // A kernel's, copy's or set's launch: the start of the op that launched it (the latest source
-  // of its incoming op -> kernel flows, as trace/analysis/gpu.h takes it); INT64_MIN when none.
-  // Its launch delay is span.start_ns - launch_ns, clipped at 0 (launchDelay()).
-  int64_t launch_ns = INT64_MIN;
-  bool hasLaunch() const { return launch_ns != INT64_MIN; }
-  int64_t launchDelay() const {
-    return hasLaunch() && span.start_ns > launch_ns ? span.start_ns - launch_ns : 0;
-  }
+  // A kernel's, copy's or set's launch as analyzeGpu times it (trace/analysis/gpu_launch.h): its
+  // launch API call, else its launching op's start; nullopt for other spans or when unknown.
+  std::optional<trace::analysis::GpuLaunch> launch;
 };
 
 struct Step {

@@ -7,6 +7,7 @@
 
 #include "data/trace_data.h"
 #include "tracerun/core/vocabulary.h"
+#include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/timeline.h"
 
 namespace tracerun::viewer {
@@ -198,14 +199,14 @@ SpanDetails TraceData::details(const SpanRef& ref) const {
   for (const auto& f : tl.flows(d.span.start_ns, d.span.start_ns)) {
     const bool out = f.src_span == ref.id, in = f.dst_span == ref.id;
     if (!out && !in) continue;
-    if (in && f.flow.kind == core::FlowKind::kOpKernel)
-      d.launch_ns = std::max(d.launch_ns, f.flow.src_ts_ns);
     const int64_t otherId = out ? f.dst_span : f.src_span;
     if (otherId == 0) continue;
     const auto other = tl.span(otherId, 0);
     if (!other) continue;
     d.flows.push_back({f.flow.kind, out, toRef(other->span), reader.str(other->span.name)});
   }
+  if (trace::analysis::gpuStreamTrack(d.track_name))
+    d.launch = trace::analysis::gpuLaunchOf(reader, d.span);
   return d;
 }
 

@@ -72,9 +72,9 @@ void drawDetailsPanel(Session& s, const std::function<void(const SpanRef&)>& zoo
     ImGui::PopTextWrapPos();
   }
   if (d.span.seq >= 0) ImGui::Text("sequence  %" PRId64, d.span.seq);
-  if (d.hasLaunch()) {  // a kernel, copy or set with its launching op (trace/analysis/gpu.h)
-    ImGui::Text("launch delay  %s   (from its op's start at %s)",
-                durationText(d.launchDelay()).c_str(), durationText(d.launch_ns - origin).c_str());
+  if (d.launch) {  // a kernel, copy or set with its launch (trace/analysis/gpu_launch.h)
+    ImGui::Text("launch delay  %s %s", durationText(d.launch->delay_ns).c_str(),
+                d.launch->record ? "after the launch call" : "after its op's start (estimate)");
   }
   if (ImGui::Button("Zoom to span (Z)")) zoomTo(*s.selected);
   if (!d.args.empty() && ImGui::CollapsingHeader("Arguments", ImGuiTreeNodeFlags_DefaultOpen)) {

@@ -421,7 +421,7 @@ void TimelineView::hoverSpan(const DrawItem& item, const TrackInfo& t) {
     const SpanDetails& d = *hoverDetails_;
     ImGui::Text("self %s   children %" PRId64, durationText(d.self_ns).c_str(), d.children);
     if (!d.detail.empty()) ImGui::TextUnformatted(("shapes " + shortName(d.detail, 160)).c_str());
-    if (d.hasLaunch()) ImGui::Text("launch delay %s", durationText(d.launchDelay()).c_str());
+    if (d.launch) ImGui::Text("launch delay %s", durationText(d.launch->delay_ns).c_str());
     for (const auto& a : d.args) {
       ImGui::TextUnformatted((a.first + " = " + shortName(a.second, 160)).c_str());
     }
