@@ -10,6 +10,7 @@ packages=(
   libgraphviz-dev
   libimgui-dev libglfw3-dev libstb-dev xvfb xauth libgl1-mesa-dri xdotool
   catch2 libcli11-dev nlohmann-json3-dev
+  openmpi-bin  # a real mpirun for interpose_launcher_outer_tests (15 packages, ~5 MB of libraries)
 )
 
 missing=()

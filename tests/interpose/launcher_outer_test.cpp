@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -432,16 +433,25 @@ std::map<int, double> lossesByStep(const std::string& path) {
 
 }  // namespace
 
+// The losses of the same gpttrain under `tracerun --nproc-per-node 2` (run once per test process).
+const std::map<int, double>& referenceLosses() {
+  static const std::map<int, double> losses = [] {
+    const std::string ref = scratch() + "/gpt_ref.jsonl";
+    std::vector<std::string> argv = {
+        TRACERUN_BIN, "-q",  "-o", scratch() + "/gpt_ref.db", "--nproc-per-node", "2",
+        "--status",   "off", "--"};
+    for (const auto& a : tinyGpt(ref)) argv.push_back(a);
+    const Result r = Child(argv).wait();
+    if (r.code != 0) throw std::runtime_error("reference run failed: " + r.describe());
+    return lossesByStep(ref);
+  }();
+  return losses;
+}
+
 TEST_CASE("gpttrain --tp 2 as an srun step by hand: the losses of tracerun --nproc-per-node 2",
           "[launcher_outer]") {
-  const std::string ref = scratch() + "/gpt_ref.jsonl", log = scratch() + "/gpt_srun.jsonl";
-  std::vector<std::string> refArgv = {
-      TRACERUN_BIN, "-q",  "-o", scratch() + "/gpt_ref.db", "--nproc-per-node", "2",
-      "--status",   "off", "--"};
-  for (const auto& a : tinyGpt(ref)) refArgv.push_back(a);
-  const Result r = Child(refArgv).wait();
-  INFO(r.describe());
-  REQUIRE(r.code == 0);
+  const std::string log = scratch() + "/gpt_srun.jsonl";
+  const auto want = referenceLosses();
   const std::string job = uniqueId("");
   std::vector<std::vector<std::string>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
@@ -455,7 +465,7 @@ TEST_CASE("gpttrain --tp 2 as an srun step by hand: the losses of tracerun --npr
   INFO(describe(results));
   REQUIRE(results[0].code == 0);
   REQUIRE(results[1].code == 0);
-  const auto want = lossesByStep(ref), got = lossesByStep(log);
+  const auto got = lossesByStep(log);
   REQUIRE(want.size() == 3);
   CHECK(got == want);  // the same engine, the same samples: bit-identical losses
   const auto merged = trace::TraceReader::open(scratch() + "/gpt_srun.db");
@@ -463,4 +473,35 @@ TEST_CASE("gpttrain --tp 2 as an srun step by hand: the losses of tracerun --npr
   CHECK(countSpans(merged, 0, "step") == 3);
   CHECK(countSpans(merged, 1, "step") == 3);
 }
+#ifdef MPIRUN_BIN
+TEST_CASE("gpttrain --tp 2 under the real mpirun: one trace, the losses of --nproc-per-node 2",
+          "[launcher_outer]") {
+  const std::string log = scratch() + "/gpt_mpirun.jsonl", db = scratch() + "/gpt_mpirun.db";
+  const auto want = referenceLosses();
+  // --allow-run-as-root: Open MPI refuses root without it (harmless otherwise); MASTER_PORT is
+  // left to tracerun (derived from Open MPI's job id).
+  std::vector<std::string> argv = {MPIRUN_BIN,
+                                   "--allow-run-as-root",
+                                   "--oversubscribe",
+                                   "-np",
+                                   "2",
+                                   "-x",
+                                   "MASTER_ADDR=127.0.0.1",
+                                   TRACERUN_BIN,
+                                   "-q",
+                                   "-o",
+                                   db,
+                                   "--"};
+  for (const auto& a : tinyGpt(log)) argv.push_back(a);
+  const Result r = Child(argv).wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(lossesByStep(log) == want);
+  const auto merged = trace::TraceReader::open(db);
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 3);
+  CHECK(countSpans(merged, 1, "step") == 3);
+  CHECK_FALSE(testing::fileExists(db + ".shards"));
+}
+#endif
 #endif
