@@ -135,3 +135,33 @@ TEST_CASE("gpu callgraph: real H100 traces against SQL over the file",
     CHECK(got == want);
   }
 }
+
+TEST_CASE("callgraph: CUDA launch calls are not top-level spans (their time is the op's)",
+          "[analysis][gpu]") {
+  TraceBuilder tb(1);
+  tb.span(0, {"main", "aten::mm", core::Category::kOp, 0, 100});
+  tb.span(0, {"cuda api thread 5",
+              "cudaLaunchKernel",
+              core::Category::kOther,
+              10,
+              30,
+              0,
+              {{"correlation", 1}}});
+  tb.span(0,
+          {"cuda:0 stream 7", "gemm", core::Category::kKernel, 50, 250, 0, {{"correlation", 1}}});
+  tb.flow(0, {core::FlowKind::kOpKernel, "main", "cuda:0 stream 7", 0, 50});
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("cg_launch_calls")));
+  for (bool gpu : {false, true}) {
+    INFO("gpu_time " << gpu);
+    CallGraphOptions o;
+    o.gpu_time = gpu;
+    const CallGraph g = buildCallGraph(reader, o);
+    int64_t top = 0;  // the root's children: the top-level spans (CPU) or their GPU time
+    for (const CallNode& n : g.nodes) {
+      CHECK(reader.str(n.name) != "cudaLaunchKernel");
+      if (n.parent == 0) top += n.inclusive_ns;
+    }
+    // CPU: the op's 100 ns (+ the kernel's 200 as a span of its own track); GPU: the kernel's.
+    CHECK(top == (gpu ? 200 : 300));
+  }
+}

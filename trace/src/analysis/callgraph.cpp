@@ -7,7 +7,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "gpu_activity.h"  // parseStreamTrackName
+#include "gpu_activity.h"  // parseStreamTrackName, isLaunchApiTrackName
 #include "span_select.h"
 
 namespace tracerun::trace::analysis {
@@ -57,6 +57,9 @@ class Builder {
     for (const TrackRow& t : tracks) {
       if (o_.rank >= 0 && t.rank != o_.rank) continue;
       if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
+      // CUDA launch calls ("cuda api thread T") happen inside the ops that made them: counting
+      // them as top-level spans would count that time twice.
+      if (gpu::isLaunchApiTrackName(t.name)) continue;
       chosen.push_back(t.id);
       rankOf_[t.id] = t.rank;
     }
