@@ -190,9 +190,9 @@ class GpuView final : public View {
     }
     std::string line;
     if (d.launch.count > 0) {
-      line = "launch delay (op start to kernel start) p50 " + dur(d.launch.p50_ns) + ", p95 " +
-             dur(d.launch.p95_ns) + ", max " + dur(d.launch.max_ns) + ", " +
-             std::to_string(d.launch.outliers) + " over " + dur(launchCutoff_) + "   ";
+      line = "launch delay p50 " + dur(d.launch.p50_ns) + ", p95 " + dur(d.launch.p95_ns) +
+             ", max " + dur(d.launch.max_ns) + ", " + std::to_string(d.launch.outliers) + " over " +
+             dur(launchCutoff_) + " (launch times: " + d.launchSource() + ")   ";
     } else {
       line = "no launching ops recorded   ";
     }
