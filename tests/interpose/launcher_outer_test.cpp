@@ -504,4 +504,38 @@ TEST_CASE("gpttrain --tp 2 under the real mpirun: one trace, the losses of --npr
   CHECK_FALSE(testing::fileExists(db + ".shards"));
 }
 #endif
+#ifdef TRACERUN_TEST_PYTHON
+TEST_CASE("gpttrain --tp 2 under the real torchrun: one trace, the losses of --nproc-per-node 2",
+          "[launcher_outer]") {
+  const std::string log = scratch() + "/gpt_torchrun.jsonl", db = scratch() + "/gpt_torchrun.db";
+  const auto want = referenceLosses();
+  std::vector<std::string> argv = {TRACERUN_TEST_PYTHON,
+                                   "-m",
+                                   "torch.distributed.run",
+                                   "--standalone",
+                                   "--nproc_per_node",
+                                   "2",
+                                   "--redirects",
+                                   "2",
+                                   "--tee",
+                                   "2",
+                                   "--log_dir",
+                                   scratch() + "/torchrun_gpt_logs",
+                                   "--no_python",
+                                   TRACERUN_BIN,
+                                   "-q",
+                                   "-o",
+                                   db,
+                                   "--"};
+  for (const auto& a : tinyGpt(log)) argv.push_back(a);
+  const Result r = Child(argv).wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(lossesByStep(log) == want);
+  const auto merged = trace::TraceReader::open(db);
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 3);
+  CHECK(countSpans(merged, 1, "step") == 3);
+}
+#endif
 #endif
