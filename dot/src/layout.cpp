@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 
 #include "escape.h"
@@ -156,6 +158,54 @@ void validate(const Graph& g, const LayoutOptions& o) {
   }
 }
 
+// Object ids in creation order. cgraph's default discipline makes a named object's id the
+// address of its interned name, and keeps subgraphs ordered by id, so clusters were laid out and
+// written in an order that depended on memory addresses (a different output path could reorder
+// them). Here a name gets the next even id the first time it is seen (anonymous objects keep odd
+// ids, as in cgraph), so the order is the builder's.
+struct NameIds {
+  Agraph_t* graph = nullptr;  // names are interned in its string dictionary
+  std::map<std::string, IDTYPE> ids;
+  std::map<IDTYPE, char*> names;  // cgraph's own strings: agwrite reads their HTML flag
+  IDTYPE named = 0, anonymous = 1;
+};
+
+// The state is owned by cgraph between open and close (idClose frees it); the interned names go
+// with the graph's string dictionary at agclose.
+void* idOpen(Agraph_t* g, Agdisc_t*) {
+  return new NameIds{g, {}, {}, 0, 1};
+}
+long idMap(void* state, int, char* str, IDTYPE* id, int create) {
+  auto* s = static_cast<NameIds*>(state);
+  if (str == nullptr) {
+    *id = s->anonymous;
+    s->anonymous += 2;
+    return 1;
+  }
+  auto it = s->ids.find(str);
+  if (it == s->ids.end()) {
+    if (!create) return 0;
+    s->named += 2;
+    it = s->ids.emplace(str, s->named).first;
+    s->names.emplace(s->named, agstrdup(s->graph, str));
+  }
+  *id = it->second;
+  return 1;
+}
+long idAlloc(void*, int, IDTYPE) {
+  return 0;
+}
+void idFree(void*, int, IDTYPE) {}
+char* idPrint(void* state, int, IDTYPE id) {
+  auto* s = static_cast<NameIds*>(state);
+  auto it = s->names.find(id);
+  return it == s->names.end() ? nullptr : it->second;
+}
+void idClose(void* state) {
+  std::unique_ptr<NameIds>(static_cast<NameIds*>(state));
+}
+void idRegister(void*, int, void*) {}
+
 // Graphviz's process-wide state (plugin registry, attribute dictionaries, its error buffer) is
 // touched by gvContext, gvLayout, gvRender*, gvFreeLayout, agclose and gvFreeContext: every call
 // into it from this file holds this one lock, so callers on any thread need none of their own.
@@ -172,6 +222,9 @@ std::mutex& graphvizLock() {
 struct LaidOutGraph::Impl {
   GVC_t* gvc = nullptr;
   Agraph_t* root = nullptr;
+  // The id discipline (NameIds) and the discipline set naming it; they outlive the graph.
+  Agiddisc_t idDisc{idOpen, idMap, idAlloc, idFree, idPrint, idClose, idRegister};
+  Agdisc_t disc{&AgMemDisc, &idDisc, &AgIoDisc};
   bool laidOut = false;
   std::vector<Agnode_t*> nodes;
   std::vector<Agedge_t*> edges;
@@ -274,7 +327,7 @@ void LaidOutGraph::Impl::placeLabels() {
 }
 
 void LaidOutGraph::Impl::build(const Graph& g, const LayoutOptions& o) {
-  root = agopen(mut("tracedot"), Agdirected, nullptr);
+  root = agopen(mut("tracedot"), Agdirected, &disc);
   if (!root) throw LayoutError("Graphviz could not create a graph");
   const bool large = static_cast<long>(g.nodes.size()) >= o.large_nodes;
   set(root, "rankdir", g.direction == Direction::kLeftToRight ? "LR" : "TB");

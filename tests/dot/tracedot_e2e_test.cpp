@@ -446,6 +446,31 @@ TEST_CASE("tracedot: the same trace gives byte-identical output", "[dot][e2e]") 
   }
 }
 
+#ifdef GPTTRAIN_BIN
+TEST_CASE("tracedot: output paths of different lengths give identical bytes", "[dot][e2e]") {
+  // Graphviz kept subgraphs ordered by the addresses of their interned names; clusters are now
+  // created with ids in the builder's order (layout.cpp), so the heap's layout cannot reorder them.
+  const std::string deep = e2e::scratch().file("a/much/longer/directory/for/the/output");
+  REQUIRE(e2e::runProcess("/bin/mkdir", {"-p", deep}, e2e::scratch().path()).exit_code == 0);
+  for (const char* fmt : {"svg", "dot"}) {
+    for (const std::vector<std::string>& cmd :
+         {std::vector<std::string>{"autograd", singleTrace(), "--expand", "--step", "2"},
+          std::vector<std::string>{"callgraph", singleTrace()},
+          std::vector<std::string>{"model", singleTrace()}}) {
+      const std::string a = e2e::scratch().file(std::string("p.") + fmt);
+      const std::string b = deep + "/" + cmd[0] + "-with-a-long-name." + fmt;
+      std::vector<std::string> ra = cmd, rb = cmd;
+      ra.insert(ra.end(), {"-o", a});
+      rb.insert(rb.end(), {"-o", b});
+      INFO(cmd[0] << " " << fmt);
+      REQUIRE(tracedot(ra).exit_code == 0);
+      REQUIRE(tracedot(rb).exit_code == 0);
+      CHECK(e2e::readFile(a) == e2e::readFile(b));
+    }
+  }
+}
+#endif
+
 TEST_CASE("tracedot: bad input is one line and a non-zero exit", "[dot][e2e]") {
   const std::string out = e2e::scratch().file("bad.svg");
   const std::string notTrace = e2e::scratch().file("not-a-trace.db");
