@@ -230,7 +230,8 @@ void startCuda(const CaptureConfig& config) {
   std::string unknownParts;
   gPartsOff = parseCuptiPartsOff(std::getenv("TRACERUN_CUPTI_OFF"), &unknownParts);
   if (!unknownParts.empty()) {
-    std::fprintf(stderr, "tracerun: TRACERUN_CUPTI_OFF: unknown part(s) %s (sync, clock, correlation)\n",
+    std::fprintf(stderr,
+                 "tracerun: TRACERUN_CUPTI_OFF: unknown part(s) %s (sync, clock, correlation)\n",
                  unknownParts.c_str());
   }
   // Before any kind is enabled (CUPTI's rule): records then carry the trace's own clock.

@@ -110,7 +110,7 @@ struct GpuDevice {
   int64_t launch_records = 0;           // ... of them, by their launch API record
   GpuIdle idle;                         // the gaps of the device's busy union, split as HTA
   GpuDelayStats launch;
-  std::vector<GpuStream> streams;  // by stream id
+  std::vector<GpuStream> streams;       // by stream id
   std::vector<GpuCopyKind> copy_kinds;  // by name id
   // Where the launch times came from: "cupti" (every launched activity's launch API record), "op
   // start (estimate)" (none: the launching ops' starts), "cupti + op start (estimate)" (some).
