@@ -237,7 +237,7 @@ def _after_import(name, then):
     if mod is not None:
         then(mod)
     else:
-        _PostImport(name, then).insert()
+        PostImport(name, then).insert()
 
 
 def _hook_ddp(lib, mod):
@@ -343,8 +343,9 @@ def _hook_optimizer(mod):
     optimizer_class._hook_for_profile = hook_for_profile
 
 
-class _PostImport:
-    """Runs `then(module)` right after the module named `target` is executed."""
+class PostImport:
+    """Runs `then(module)` right after the module named `target` is executed (sitecustomize.py
+    uses it too)."""
 
     def __init__(self, target, then):
         self.target = target

@@ -197,38 +197,12 @@ def _install(module_module):
     module_module.register_module_forward_hook(post_hook)
 
 
-class _TorchModuleFinder:
-    """Runs _install right after torch.nn.modules.module is executed (a post-import hook)."""
-
-    target = "torch.nn.modules.module"
-
-    def find_spec(self, name, path=None, target=None):
-        if name != self.target:
-            return None
-        sys.meta_path.remove(self)
-        spec = None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            loader_exec(module)
-            try:
-                _install(module)
-            except Exception as e:
-                sys.stderr.write("tracerun: Python module hooks not installed: %s\n" % e)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 if "torch.nn.modules.module" not in sys.modules:
-    sys.meta_path.insert(0, _TorchModuleFinder())
+    # _install runs right after torch.nn.modules.module is executed: the one post-import hook,
+    # _tracerun_training.PostImport (beside this file; it imports nothing of torch's).
+    from _tracerun_training import PostImport
+
+    PostImport("torch.nn.modules.module", _install).insert()
 try:
     _run_shadowed_sitecustomize()
 except Exception as e:  # the shadowed file's own error, as Python would print it
