@@ -39,41 +39,26 @@ std::string stepList(const std::vector<int>& steps) {
   return s;
 }
 
-}  // namespace
-
-AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOptions& options) {
-  AutogradGraph g;
-  g.rank = options.rank;
-  const std::string file = reader.path();
-
+// The rank's thread tracks; an unknown rank is an error.
+std::vector<TrackRow> rankThreads(const TraceReader& reader, int rank) {
   std::vector<TrackRow> threads;
   bool rankSeen = false;
   for (const TrackRow& t : reader.tracks()) {
-    if (t.rank != options.rank) continue;
+    if (t.rank != rank) continue;
     rankSeen = true;
     if (t.kind == core::TrackKind::kThread) threads.push_back(t);
   }
   if (!rankSeen) {
-    throw TraceError(file + ": no rank " + std::to_string(options.rank) + " in the trace");
+    throw TraceError(reader.path() + ": no rank " + std::to_string(rank) + " in the trace");
   }
+  return threads;
+}
 
-  NameCodes codes(reader, [](const std::string& s) -> int {
-    if (s == "step") return kStep;
-    if (s == "recompute_forward") return kRecompute;
-    return kNone;
-  });
+// The "step" scopes of the rank in start order, numbered from their step argument (else 1, 2...).
+std::vector<StepWindow> readStepWindows(const TraceReader& reader,
+                                        const std::vector<TrackRow>& threads,
+                                        const NameCodes& codes) {
   const core::StringId kStepKey = NameCodes::find(reader, "step");
-  const core::StringId kNodeKey = NameCodes::find(reader, "ag_node");
-  const core::StringId kNextKey = NameCodes::find(reader, "ag_next");
-  const core::StringId kVarKey = NameCodes::find(reader, "ag_var");
-  const core::StringId kAccumulate = NameCodes::find(reader, "torch::autograd::AccumulateGrad");
-  // C++ custom functions (torch::autograd::Function<T>) take a sequence number without any op
-  // carrying it (their forward runs with grad mode off), so a flow to one names an unrelated op.
-  NameCodes cppNode(reader, [](const std::string& s) -> int {
-    return s.rfind("torch::autograd::CppNode<", 0) == 0 ? 1 : 0;
-  });
-
-  // ---- the step: its window
   std::vector<StepWindow> steps;
   for (const TrackRow& t : threads) {
     auto picked = pickSpans(reader, t, [&](const SpanRow& s) -> int {
@@ -89,10 +74,16 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
             [](const StepWindow& a, const StepWindow& b) { return a.start < b.start; });
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].number < 0) steps[i].number = static_cast<int>(i) + 1;
-    g.steps.push_back(steps[i].number);
   }
+  return steps;
+}
 
-  // ---- backward spans of the rank (all of them when the step is not chosen yet)
+// Every backward span of the rank with its graph arguments (ag_node, ag_next, ag_var).
+std::vector<Picked> readBackwardSpans(const TraceReader& reader,
+                                      const std::vector<TrackRow>& threads, int rank) {
+  const core::StringId kNodeKey = NameCodes::find(reader, "ag_node");
+  const core::StringId kNextKey = NameCodes::find(reader, "ag_next");
+  const core::StringId kVarKey = NameCodes::find(reader, "ag_var");
   std::vector<Picked> all;
   for (const TrackRow& t : threads) {
     for (PickedSpan& p : pickSpans(reader, t, [](const SpanRow& s) -> int {
@@ -115,15 +106,22 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     }
   }
   if (all.empty()) {
-    throw TraceError(file + ": no autograd nodes (backward spans) on rank " +
-                     std::to_string(options.rank) +
+    throw TraceError(reader.path() + ": no autograd nodes (backward spans) on rank " +
+                     std::to_string(rank) +
                      "; trace a program that runs backward, with --capture ops");
   }
+  return all;
+}
 
-  // Choose the window.
-  auto inWindow = [](const Picked& q, int64_t a, int64_t b) {
-    return q.p.span.start_ns >= a && q.p.span.end_ns() <= b;
-  };
+bool inWindow(const Picked& q, int64_t a, int64_t b) {
+  return q.p.span.start_ns >= a && q.p.span.end_ns() <= b;
+}
+
+// Sets g's step and window (the chosen step, else the first that ran backward nodes, else the
+// whole trace when it has no steps) and returns the backward spans inside it, in start order.
+std::vector<Picked> selectStep(AutogradGraph& g, const std::vector<StepWindow>& steps,
+                               std::vector<Picked> all, const AutogradOptions& options,
+                               const std::string& file) {
   if (steps.empty()) {
     if (options.step != -1) {
       throw TraceError(file + ": no step " + std::to_string(options.step) + " on rank " +
@@ -159,7 +157,6 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
   for (Picked& q : all) {
     if (inWindow(q, g.start_ns, g.end_ns)) sel.push_back(std::move(q));
   }
-  all.clear();
   if (sel.empty()) {
     throw TraceError(file + ": no autograd nodes on rank " + std::to_string(options.rank) +
                      " in step " + std::to_string(g.step));
@@ -173,8 +170,13 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
                      ": the backward nodes carry no graph edges (ag_node); record with a "
                      "tracerun that captures them (docs/capture.md, Autograd graph)");
   }
+  return sel;
+}
 
-  // ---- nodes
+// One node per selected span, in start order; a node inside another on its track (a reentrant
+// backward inside a node) is marked recomputed: a stack sweep per track.
+void addNodes(const TraceReader& reader, AutogradGraph& g, const std::vector<Picked>& sel) {
+  const core::StringId kAccumulate = NameCodes::find(reader, "torch::autograd::AccumulateGrad");
   g.nodes.reserve(sel.size());
   for (const Picked& q : sel) {
     AutogradNode n;
@@ -192,76 +194,81 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     g.nodes.push_back(std::move(n));
   }
 
-  // Nested nodes (a reentrant backward inside a node): a stack sweep per track, in start order.
-  {
-    std::map<int64_t, std::vector<int64_t>> open;  // track -> ends of enclosing nodes
-    for (AutogradNode& n : g.nodes) {
-      auto& stack = open[n.track];
-      while (!stack.empty() && stack.back() <= n.start_ns) stack.pop_back();
-      if (!stack.empty()) n.recomputed = true;
-      stack.push_back(n.start_ns + n.dur_ns);
-    }
+  std::map<int64_t, std::vector<int64_t>> open;  // track -> ends of enclosing nodes
+  for (AutogradNode& n : g.nodes) {
+    auto& stack = open[n.track];
+    while (!stack.empty() && stack.back() <= n.start_ns) stack.pop_back();
+    if (!stack.empty()) n.recomputed = true;
+    stack.push_back(n.start_ns + n.dur_ns);
   }
+}
 
-  // ---- edges: target = first node with that identity starting at or after the source
-  {
-    std::unordered_map<int64_t, std::vector<int>> byIdentity;  // in start order
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      if (sel[i].has_identity) byIdentity[g.nodes[i].identity].push_back(static_cast<int>(i));
-    }
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const std::vector<int64_t>& next = sel[i].next;
-      for (size_t k = 0; k < next.size(); ++k) {
-        if (next[k] == 0) continue;  // an input that needs no gradient
-        const int64_t target = next[k] & kAddressMask;
-        const int inputNr = static_cast<int>(static_cast<uint64_t>(next[k]) >> 48);
-        auto it = byIdentity.find(target);
-        int to = -1;
-        if (it != byIdentity.end()) {
-          for (int j : it->second) {
-            if (g.nodes[j].start_ns >= g.nodes[i].start_ns && j != static_cast<int>(i)) {
-              to = j;
-              break;
-            }
-          }
-        }
-        if (to < 0) {
-          ++g.unresolved_edges;
-          continue;
-        }
-        g.edges.push_back({static_cast<int>(i), to, static_cast<int>(k), inputNr});
-      }
-    }
+// Edges: target = the first node with that identity starting at or after the source.
+void addEdges(AutogradGraph& g, const std::vector<Picked>& sel) {
+  std::unordered_map<int64_t, std::vector<int>> byIdentity;  // in start order
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (sel[i].has_identity) byIdentity[g.nodes[i].identity].push_back(static_cast<int>(i));
   }
-
-  // ---- passes: each root (no incoming edge) and what it reaches, roots in start order
-  {
-    std::vector<std::vector<int>> out(g.nodes.size());
-    std::vector<char> hasIn(g.nodes.size(), 0);
-    for (const AutogradEdge& e : g.edges) {
-      out[e.from].push_back(e.to);
-      hasIn[e.to] = 1;
-    }
-    std::vector<int> pass(g.nodes.size(), -1);
-    std::vector<int> queue;
-    for (size_t r = 0; r < g.nodes.size(); ++r) {
-      if (hasIn[r] || pass[r] >= 0) continue;
-      const int p = g.passes++;
-      queue.assign(1, static_cast<int>(r));
-      pass[r] = p;
-      for (size_t h = 0; h < queue.size(); ++h) {
-        for (int to : out[queue[h]]) {
-          if (pass[to] < 0) {
-            pass[to] = p;
-            queue.push_back(to);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const std::vector<int64_t>& next = sel[i].next;
+    for (size_t k = 0; k < next.size(); ++k) {
+      if (next[k] == 0) continue;  // an input that needs no gradient
+      const int64_t target = next[k] & kAddressMask;
+      const int inputNr = static_cast<int>(static_cast<uint64_t>(next[k]) >> 48);
+      auto it = byIdentity.find(target);
+      int to = -1;
+      if (it != byIdentity.end()) {
+        for (int j : it->second) {
+          if (g.nodes[j].start_ns >= g.nodes[i].start_ns && j != static_cast<int>(i)) {
+            to = j;
+            break;
           }
         }
       }
+      if (to < 0) {
+        ++g.unresolved_edges;
+        continue;
+      }
+      g.edges.push_back({static_cast<int>(i), to, static_cast<int>(k), inputNr});
     }
-    for (size_t i = 0; i < g.nodes.size(); ++i) g.nodes[i].pass = pass[i] < 0 ? 0 : pass[i];
   }
+}
 
-  // ---- forward ops (flow sources), their module scopes and recompute phases
+// Passes: each root (no incoming edge) and what it reaches, roots in start order.
+void numberPasses(AutogradGraph& g) {
+  std::vector<std::vector<int>> out(g.nodes.size());
+  std::vector<char> hasIn(g.nodes.size(), 0);
+  for (const AutogradEdge& e : g.edges) {
+    out[e.from].push_back(e.to);
+    hasIn[e.to] = 1;
+  }
+  std::vector<int> pass(g.nodes.size(), -1);
+  std::vector<int> queue;
+  for (size_t r = 0; r < g.nodes.size(); ++r) {
+    if (hasIn[r] || pass[r] >= 0) continue;
+    const int p = g.passes++;
+    queue.assign(1, static_cast<int>(r));
+    pass[r] = p;
+    for (size_t h = 0; h < queue.size(); ++h) {
+      for (int to : out[queue[h]]) {
+        if (pass[to] < 0) {
+          pass[to] = p;
+          queue.push_back(to);
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) g.nodes[i].pass = pass[i] < 0 ? 0 : pass[i];
+}
+
+// Forward ops (flow sources) of the nodes, their module scopes and recompute phases.
+void attachForwardOps(const TraceReader& reader, AutogradGraph& g, int rank,
+                      const NameCodes& codes) {
+  // C++ custom functions (torch::autograd::Function<T>) take a sequence number without any op
+  // carrying it (their forward runs with grad mode off), so a flow to one names an unrelated op.
+  NameCodes cppNode(reader, [](const std::string& s) -> int {
+    return s.rfind("torch::autograd::CppNode<", 0) == 0 ? 1 : 0;
+  });
   std::map<std::pair<int64_t, int64_t>, int> nodeByStart;  // (track, start) -> node
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     nodeByStart.emplace(std::make_pair(g.nodes[i].track, g.nodes[i].start_ns), static_cast<int>(i));
@@ -281,7 +288,7 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     for (const auto& s : list) times.insert(s.first);
     TrackRow track;
     track.id = trackId;
-    track.rank = options.rank;
+    track.rank = rank;
     auto picked = pickSpans(reader, track, [&](const SpanRow& s) -> int {
       if (s.start_ns > hi || s.end_ns() < lo) return kNone;
       if (s.category == core::Category::kModule) return kModule;
@@ -330,11 +337,14 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
       }
     }
   }
-  // Nodes without a forward op (AccumulateGrad leaves, custom autograd functions, whose forward
-  // is no dispatcher op). A leaf: the modules of the first node that feeds it (the parameter's
-  // user). A function: the scopes its first feeder and its first next node with a forward op
-  // share (a dropout between the embedding and layers.0 is in neither), else the feeder's. Edges
-  // are in source start order and a node starts after its feeders, so one pass settles chains.
+}
+
+// Nodes without a forward op (AccumulateGrad leaves, custom autograd functions, whose forward
+// is no dispatcher op). A leaf: the modules of the first node that feeds it (the parameter's
+// user). A function: the scopes its first feeder and its first next node with a forward op
+// share (a dropout between the embedding and layers.0 is in neither), else the feeder's. Edges
+// are in source start order and a node starts after its feeders, so one pass settles chains.
+void inheritModules(AutogradGraph& g) {
   std::vector<int> firstNext(g.nodes.size(), -1);
   for (const AutogradEdge& e : g.edges) {
     if (firstNext[e.from] < 0 && g.nodes[e.to].forward_span != 0) firstNext[e.from] = e.to;
@@ -352,6 +362,28 @@ AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOption
     }
     to.modules.resize(common);
   }
+}
+
+}  // namespace
+
+AutogradGraph buildAutogradGraph(const TraceReader& reader, const AutogradOptions& options) {
+  AutogradGraph g;
+  g.rank = options.rank;
+  const std::vector<TrackRow> threads = rankThreads(reader, options.rank);
+  const NameCodes codes(reader, [](const std::string& s) -> int {
+    if (s == "step") return kStep;
+    if (s == "recompute_forward") return kRecompute;
+    return kNone;
+  });
+  const std::vector<StepWindow> steps = readStepWindows(reader, threads, codes);
+  for (const StepWindow& s : steps) g.steps.push_back(s.number);
+  const std::vector<Picked> sel = selectStep(
+      g, steps, readBackwardSpans(reader, threads, options.rank), options, reader.path());
+  addNodes(reader, g, sel);
+  addEdges(g, sel);
+  numberPasses(g);
+  attachForwardOps(reader, g, options.rank, codes);
+  inheritModules(g);
   return g;
 }
 
