@@ -320,24 +320,8 @@ TORCH_LIBRARY_IMPL(_, Fake, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&idsFallback>());
 }
 
-int main(int argc, char** argv) {
-  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
-    std::printf(
-        "capture_bench: per-op cost of at::add on 8 elements under each capture configuration,\n"
-        "interleaved in random order, and a small training step traced vs untraced.\n"
-        "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n"
-        "CAPTURE_BENCH_ONLY=TEXT[|TEXT...]: only the per-op configurations whose name contains "
-        "one\n"
-        "  of the TEXTs (and \"nothing\")\n");
-    return 0;
-  }
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
-  const int iters = argc > 2 ? std::atoi(argv[2]) : 200000;
-  const int stepReps = argc > 3 ? std::atoi(argv[3]) : 5;
-  at::set_num_threads(1);
-  std::mt19937 rng(12345);
-
-  // ---- per-op cost
+// The per-op cost of at::add under each configuration, interleaved in random order.
+void benchPerOp(int reps, int iters, std::mt19937& rng) {
   const auto a = at::ones({8});
   const auto b = at::ones({8});
   auto cs = configs();
@@ -421,8 +405,10 @@ int main(int argc, char** argv) {
   std::printf("records written by these tracerun runs: %lld, dropped (buffers full): %lld\n",
               static_cast<long long>(gCaptured), static_cast<long long>(gDropped));
   gCaptured = gDropped = 0;
+}
 
-  // ---- a small training step (3-layer MLP 256 wide, batch 64, Adam)
+// A small training step (3-layer MLP 256 wide, batch 64, Adam) traced vs untraced.
+void benchTrainingStep(int stepReps, std::mt19937& rng) {
   Mlp mlp;
   std::vector<Config> stepConfigs = {
       {"untraced", [] {}, [] {}},
@@ -485,5 +471,25 @@ int main(int argc, char** argv) {
   }
   std::printf("records written by these tracerun runs: %lld, dropped (buffers full): %lld\n",
               static_cast<long long>(gCaptured), static_cast<long long>(gDropped));
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    std::printf(
+        "capture_bench: per-op cost of at::add on 8 elements under each capture configuration,\n"
+        "interleaved in random order, and a small training step traced vs untraced.\n"
+        "usage: capture_bench [REPS=15] [ITERS=200000] [STEP_REPS=5]\n"
+        "CAPTURE_BENCH_ONLY=TEXT[|TEXT...]: only the per-op configurations whose name contains "
+        "one\n"
+        "  of the TEXTs (and \"nothing\")\n");
+    return 0;
+  }
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
+  const int iters = argc > 2 ? std::atoi(argv[2]) : 200000;
+  const int stepReps = argc > 3 ? std::atoi(argv[3]) : 5;
+  at::set_num_threads(1);
+  std::mt19937 rng(12345);
+  benchPerOp(reps, iters, rng);
+  benchTrainingStep(stepReps, rng);
   return 0;
 }
