@@ -10,11 +10,20 @@
 #     headers, CLI11, nlohmann-json, Gloo headers, Catch2); scripts/gpu-deps.sh makes .gpu-deps.
 #   TRACERUN_CMAKE_ARGS: more cmake arguments, split on spaces (-DTRACERUN_WANT_VIEWER=OFF ...).
 # With none of the three set it configures once and builds, exactly as CI expects.
+# Targets: the arguments (or else TRACERUN_TARGETS, split on spaces) name the targets to build;
+#   with none it builds everything (scripts/test.sh, CI). `bash scripts/build.sh tracerun_demo`
+#   builds only what scripts/demo.sh runs, no tests and no benchmarks. Names: ninja -t targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_PY=${TRACERUN_TORCH:-}
 DEPS_PREFIX=${TRACERUN_DEPS_PREFIX:-}
 EXTRA_ARGS=${TRACERUN_CMAKE_ARGS:-}
+if [ "$#" -gt 0 ]; then
+  targets=("$@")
+else
+  # shellcheck disable=SC2206
+  targets=(${TRACERUN_TARGETS:-})
+fi
 if [ -n "$TORCH_PY" ]; then
   BUILD_DIR=${BUILD_DIR:-build-torch}
 else
@@ -94,10 +103,12 @@ if [ -n "$TORCH_PY$DEPS_PREFIX$EXTRA_ARGS" ]; then
 elif [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi
+build_args=(--build "$BUILD_DIR" -j "$JOBS")
+[ "${#targets[@]}" -gt 0 ] && build_args+=(--target "${targets[@]}")
 # TRACERUN_KEEP_GOING=1: build every target that can be built when one fails (ninja -k 0), still
 # exiting non-zero; scripts/gpu-check.sh uses it so one broken target does not cost a GPU session.
 if [ "${TRACERUN_KEEP_GOING:-0}" = 1 ]; then
-  cmake --build "$BUILD_DIR" -j "$JOBS" -- -k 0
+  cmake "${build_args[@]}" -- -k 0
 else
-  cmake --build "$BUILD_DIR" -j "$JOBS"
+  cmake "${build_args[@]}"
 fi

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD_DIR=${BUILD_DIR:-build}
 OUT_DIR=${OUT_DIR:-out}
-bash scripts/build.sh
+# Only what the demo runs: tracerun_demo (top-level CMakeLists.txt), not the tests and benchmarks.
+bash scripts/build.sh tracerun_demo
 mkdir -p "$OUT_DIR"
 TRACERUN="$ROOT/$BUILD_DIR/interpose/tracerun"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
