@@ -28,6 +28,7 @@ const char* memoryCategoryName(MemoryCategory c) noexcept {
     case MemoryCategory::kActivation: return "activation";
     case MemoryCategory::kTemporary: return "temporary";
     case MemoryCategory::kOther: return "other";
+    case MemoryCategory::kInput: return "input";
     case MemoryCategory::kCount: break;
   }
   return "unknown";

@@ -13,8 +13,13 @@
 #   share one storage: tagged, and counted, once), and DistributedDataParallel's gradient buckets
 #   (allocated while its reducer is built or rebuilt, under this thread's memory category);
 # - optimizer state: the tensors of optimizer.state, just after each step;
+# - input: the tensors passed to a root module's forward (a module no module seen before contains:
+#   the model, and a loss module such as nn.CrossEntropyLoss called beside it, whose targets are
+#   inputs too) that do not require grad (so not parameters, nor the output of a tracked op), each
+#   tensor object once (a WeakSet of those tagged: a new batch at a reused address is tagged again);
 # - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
-# Cost: one ctypes call per module forward that has parameters, and three per optimizer step.
+# Cost: one ctypes call per module forward that has parameters, one per root forward with new
+# input tensors, and three per optimizer step.
 #
 # Steps: each optimizer step ends a "step" phase span (argument step = 1, 2, ...) that opened at the
 # first module forward after the previous step, and runs inside an "optimizer" phase span; each
@@ -30,7 +35,7 @@ import sys
 import threading
 import weakref
 
-_PARAMETER, _GRADIENT, _OPTIMIZER_STATE = 1, 2, 3  # tracerun::MemoryCategory
+_PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT = 1, 2, 3, 7  # tracerun::MemoryCategory
 _KIND_PHASE = 1  # tracerun::ScopeKind::kPhase
 
 
@@ -150,8 +155,9 @@ def install(lib, words, module_module):
     tagger = _Tagger(lib) if memory else None
     if tagger is None and steps is None:
         return
-    # module -> (its own parameters, their last base addresses, whether they ever moved)
+    # module -> [its own parameters, their last base addresses, whether they ever moved, root]
     own = weakref.WeakKeyDictionary()
+    inputs_seen = _Inputs(tagger)
 
     def pre_forward(module, inputs):
         try:
@@ -161,8 +167,9 @@ def install(lib, words, module_module):
                 return None
             info = own.get(module)
             if info is None:
-                params = tuple(p for p in module._parameters.values() if p is not None)
-                info = own[module] = [params, None, False]
+                info = own[module] = _first_sight(module, own)
+            if info[3]:
+                inputs_seen.tag(inputs)
             params = info[0]
             if not params:
                 return None
@@ -285,6 +292,57 @@ def _install_backward_phase(steps):
         autograd.backward = backward
 
     _after_import("torch.autograd", hook)
+
+
+def _first_sight(module, own):
+    """The hook state of a module seen for the first time. It is a root unless a module seen before
+    contains it (that one marked it at its own first sight); whatever it contains is marked as no
+    root: each module is walked once, by the first root that contains it."""
+    info = [tuple(p for p in module._parameters.values() if p is not None), None, False, True]
+    for inner in module.modules():
+        if inner is module:
+            continue
+        known = own.get(inner)
+        if known is not None:
+            known[3] = False  # called alone before, now part of a bigger model
+        else:
+            params = tuple(p for p in inner._parameters.values() if p is not None)
+            own[inner] = [params, None, False, False]
+    return info
+
+
+class _Inputs:
+    """Tags the tensors passed to a root module's forward as input (PyTorch's INPUT: not a
+    parameter, not made by an autograd-tracked op), each tensor object once: a dict by id() whose
+    entries go with their tensors (a weak reference's callback), so a new batch is tagged again."""
+
+    def __init__(self, tagger):
+        self._tagger = tagger
+        self._tagged = {}  # id(tensor) -> weakref.ref(tensor)
+
+    def tag(self, inputs):
+        new = []
+        for t in inputs:
+            if isinstance(t, (list, tuple)):
+                for u in t:
+                    self._take(u, new)
+            else:
+                self._take(t, new)
+        if new:
+            self._tagger.tag(new, _INPUT)
+
+    def _take(self, t, new):
+        if getattr(t, "requires_grad", True) or type(t).__name__ == "Parameter":
+            return
+        if not hasattr(t, "data_ptr") or not hasattr(t, "storage_offset"):
+            return
+        key = id(t)
+        seen = self._tagged.get(key)
+        if seen is not None and seen() is t:
+            return
+        tagged = self._tagged
+        self._tagged[key] = weakref.ref(t, lambda _, k=key: tagged.pop(k, None))
+        new.append(t)
 
 
 _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not installed

@@ -26,7 +26,8 @@ static_assert(sameCategory(AbiCategory::kOptimizerState, CoreCategory::kOptimize
 static_assert(sameCategory(AbiCategory::kActivation, CoreCategory::kActivation));
 static_assert(sameCategory(AbiCategory::kTemporary, CoreCategory::kTemporary));
 static_assert(sameCategory(AbiCategory::kOther, CoreCategory::kOther));
-static_assert(static_cast<int>(AbiCategory::kOther) + 1 == static_cast<int>(CoreCategory::kCount),
+static_assert(sameCategory(AbiCategory::kInput, CoreCategory::kInput));
+static_assert(static_cast<int>(AbiCategory::kInput) + 1 == static_cast<int>(CoreCategory::kCount),
               "core::MemoryCategory has a category that tracerun/annotate_abi.h lacks");
 
 }  // namespace

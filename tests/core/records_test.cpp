@@ -58,3 +58,19 @@ TEST_CASE("enum names are distinct and stable") {
     for (int b = a + 1; b < int(Category::kCount); ++b)
       CHECK(std::string(categoryName(Category(a))) != categoryName(Category(b)));
 }
+
+// The numbers are stored in traces and cross the annotation ABI: input came after other (7), so
+// a trace written before it keeps its categories.
+TEST_CASE("memory categories: input is 7, named input, and every name is distinct") {
+  CHECK(std::string(memoryCategoryName(MemoryCategory::kInput)) == "input");
+  CHECK(static_cast<int>(MemoryCategory::kOther) == 6);
+  CHECK(static_cast<int>(MemoryCategory::kInput) == 7);
+  CHECK(static_cast<int>(MemoryCategory::kCount) == 8);
+  CHECK(std::string(memoryCategoryName(MemoryCategory::kCount)) == "unknown");
+  for (int a = 0; a < int(MemoryCategory::kCount); ++a) {
+    for (int b = a + 1; b < int(MemoryCategory::kCount); ++b) {
+      CHECK(std::string(memoryCategoryName(MemoryCategory(a))) !=
+            memoryCategoryName(MemoryCategory(b)));
+    }
+  }
+}

@@ -15,6 +15,10 @@ what the program computes from its own model and optimizer (python_memory_train.
 - the activation category's own peak == the bytes of the distinct storages autograd saved for
   backward in the first step's forward (torch.autograd.graph.saved_tensors_hooks, parameters and
   the batch left out), within 5% (Python runs);
+- input at the peak == the batch the script feeds its root module, in closed form from the sizes
+  this test passes it: ResNet-18 BATCH x 3 x 32 x 32 x 4 bytes (its targets go to the functional
+  cross_entropy, no module: not tagged), nanoGPT BATCH x 64 x 8 twice (idx and targets are both
+  forward arguments of the GPT module); the C++ twin tags no input: 0;
 - "other" < 10% of the peak; the report counts 3 steps (one "step" phase span per optimizer step).
 Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
 configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
@@ -37,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "python_memory_train.py")
 PYTHON = "/usr/bin/python3"  # Debian's, with torch and torchvision (docs/capture.md)
 STEPS = 3
+BATCH = 4  # python_memory_train.py --batch
 
 
 class Checks:
@@ -55,7 +60,8 @@ def run_traced(a, name, args, ranks):
     cmd = [a.tracerun]
     if ranks > 1:
         cmd += ["--nproc-per-node", str(ranks)]
-    cmd += ["-o", db, "--", PYTHON, PROGRAM, "--truth", truth, "--steps", str(STEPS)] + args
+    cmd += ["-o", db, "--", PYTHON, PROGRAM, "--truth", truth, "--steps", str(STEPS), "--batch",
+            str(BATCH)] + args
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     with open(os.path.join(a.work, name + ".log"), "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -130,6 +136,15 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
             c.check(abs(act - want) <= 0.05 * want,
                     tag + " activation peak = autograd's saved tensors of a forward (5%)",
                     "%d vs %d (%+.2f%%)" % (act, want, 100.0 * (act - want) / max(want, 1)))
+        # PyTorch's INPUT: the root module's forward arguments that need no grad (closed form).
+        model = "cpp" if name.endswith("_cpp") else name.split("_")[0]
+        want_input = {"resnet18": BATCH * 3 * 32 * 32 * 4, "nanogpt": 2 * BATCH * 64 * 8,
+                      "cpp": 0}[model]
+        c.check(got["input"] == want_input, tag + " input at the peak = the batch (closed form)",
+                "%d vs %d" % (got["input"], want_input))
+        if "input_bytes" in t and model == "resnet18":
+            c.check(t["input_bytes"] == want_input, tag + " the script's batch is the closed form",
+                    "%d vs %d" % (t["input_bytes"], want_input))
         c.check(got["other"] < 0.10 * peak, tag + " other < 10% of the peak",
                 "%d of %d (%.1f%%)" % (got["other"], peak, 100.0 * got["other"] / max(peak, 1)))
 

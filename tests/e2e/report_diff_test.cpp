@@ -284,8 +284,8 @@ TEST_CASE("report diff: the text and the JSON report carry the same numbers") {
       has(std::to_string(r["events"]["spans"].get<int64_t>()) + " spans");
       has(std::to_string(r["events"]["memory"].get<int64_t>()) + " memory events");
       for (const auto& d : r["memory"]["per_rank"]) {
-        for (const char* c :
-             {"parameter", "gradient", "optimizer_state", "activation", "temporary", "other"}) {
+        for (const char* c : {"parameter", "gradient", "optimizer_state", "activation", "temporary",
+                              "input", "other"}) {
           const auto& v = d["by_category"][c];
           INFO("category " << c);
           REQUIRE(v.is_number());

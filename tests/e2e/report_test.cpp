@@ -356,8 +356,8 @@ TEST_CASE("tracerun report: text and JSON agree on every number the text shows")
   for (const json& m : j["memory"]["per_rank"]) {
     std::vector<std::string> cells = {n(m["rank"]), m["device"].get<std::string>(),
                                       b(m["peak_bytes"])};
-    for (const char* c :
-         {"parameter", "gradient", "optimizer_state", "activation", "temporary", "other"}) {
+    for (const char* c : {"parameter", "gradient", "optimizer_state", "activation", "temporary",
+                          "input", "other"}) {
       cells.push_back(b(m["by_category"][c]));
     }
     showsRow(cells);

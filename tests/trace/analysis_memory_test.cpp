@@ -7,6 +7,8 @@
 
 #include "analysis_builder.h"
 #include "tracerun/trace/analysis/memory.h"
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -222,4 +224,62 @@ TEST_CASE("memory: a record of 0 bytes re-tags the live block at its pointer",
   // Allocated bytes by category follow the tags too (the parameter counts from t=10).
   CHECK(at(cpu.allocated, MemoryCategory::kParameter) == 1000);
   CHECK(at(cpu.allocated, MemoryCategory::kOther) == 70 + 100);
+}
+
+// A batch as the Python hooks tag it (tracerun_annotate_tag_memory's record of 0 bytes after the
+// allocation): made before the forward and freed in backward, it would be an activation by its
+// lifetime; the input tag keeps it input. The replayed series (the viewer's) and the summary
+// stored in the file stack it below "other" and give the same bytes at the peak as analyzeMemory.
+TEST_CASE("memory: an input-tagged batch stays input through forward and backward",
+          "[analysis][memory]") {
+  constexpr int64_t kBatch = 4 * 3 * 32 * 32 * 4, kTargets = 4 * 8, kParams = 1000, kSaved = 700,
+                    kUntagged = 64;
+  TraceBuilder tb;
+  auto mem = [&](int64_t ts, uint64_t ptr, int64_t bytes, MemoryCategory c) {
+    tb.memory(0, BMemory{ts, ptr, bytes, c, "", ""});
+  };
+  tb.span(0, BSpan{"main", "forward", core::Category::kPhase, 100, 200, 0});
+  tb.span(0, BSpan{"main", "backward", core::Category::kPhase, 200, 300, 0});
+  mem(10, 0x100, kParams, MemoryCategory::kParameter);
+  mem(20, 0x200, kBatch, MemoryCategory::kUnknown);
+  mem(21, 0x300, kTargets, MemoryCategory::kUnknown);
+  mem(30, 0x400, kUntagged, MemoryCategory::kUnknown);  // never freed, never tagged: other
+  mem(100, 0x200, 0, MemoryCategory::kInput);           // the root forward's pre-hook
+  mem(100, 0x300, 0, MemoryCategory::kInput);
+  mem(150, 0x500, kSaved, MemoryCategory::kUnknown);  // saved in forward, freed in backward
+  mem(250, 0x500, -kSaved, MemoryCategory::kUnknown);
+  mem(260, 0x200, -kBatch, MemoryCategory::kUnknown);  // the batch goes in backward too
+  const std::string path = tb.write(scratchDir("memory_input"));
+  const auto reader = trace::TraceReader::open(path);
+  trace::analysis::MemoryOptions mo;
+  mo.keep_categories = true;
+  const auto a = analyzeMemory(reader, mo);
+  REQUIRE(a.devices.size() == 1);
+  const auto& cpu = a.devices[0];
+  CHECK(cpu.peak_bytes == kParams + kBatch + kTargets + kUntagged + kSaved);
+  CHECK(at(cpu.at_peak, MemoryCategory::kInput) == kBatch + kTargets);
+  CHECK(at(cpu.at_peak, MemoryCategory::kActivation) == kSaved);
+  CHECK(at(cpu.at_peak, MemoryCategory::kParameter) == kParams);
+  CHECK(at(cpu.at_peak, MemoryCategory::kOther) == kUntagged);
+  CHECK(at(cpu.allocated, MemoryCategory::kInput) == kBatch + kTargets);
+  CHECK(cpu.inferred_activations == 1);
+
+  const auto series = trace::analysis::buildMemorySeries(reader, a);
+  REQUIRE(series.size() == 1);
+  CHECK(series[0].peak_bytes == cpu.peak_bytes);
+  CHECK(series[0].at_peak == cpu.at_peak);
+  // The levels at the end, bottom first: input sits between temporary and other.
+  const auto end = series[0].levelsAfter(series[0].size());
+  REQUIRE(trace::analysis::kStackOrder[5] == MemoryCategory::kInput);
+  CHECK(end[4] == kParams);
+  CHECK(end[5] - end[4] == kTargets);
+  CHECK(end[6] - end[5] == kUntagged);
+
+  trace::analysis::writeMemorySummary(path);
+  const auto stored = trace::analysis::storedMemorySummary(trace::TraceReader::open(path));
+  REQUIRE(stored.has_value());
+  REQUIRE(stored->series.size() == 1);
+  CHECK(stored->series[0].peak_bytes == cpu.peak_bytes);
+  CHECK(stored->series[0].at_peak == cpu.at_peak);
+  CHECK(stored->categories.at(0) == a.categories.at(0));
 }

@@ -187,8 +187,9 @@ const std::vector<Table>& tables() {
         {"last_ts_ns", "INTEGER NOT NULL", "its last event's time"},
         {"count", "INTEGER NOT NULL", "events in the block (64 but the last)"},
         {"levels", "BLOB NOT NULL",
-         "cumulative live bytes per stacked category as varints: the block's min (6), max (6), "
-         "and after its last event (6)"},
+         "cumulative live bytes per stacked category as varints: the block's min (7), max (7), "
+         "and after its last event (7), in the stacking order parameter, gradient, "
+         "optimizer_state, activation, temporary, input, other"},
         {"events", "BLOB NOT NULL",
          "per event: varint ts - the previous event's ts (first_ts_ns for the first), varint "
          "signed bytes, one byte: the stacked category's index"}},
@@ -337,7 +338,7 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"memory_category_summary",
-       "version of memory_category_blocks and memory_category_allocations ('1') once merge wrote "
+       "version of memory_category_blocks and memory_category_allocations ('2') once merge wrote "
        "them; absent: the memory tab replays the memory events"},
       {"summaries",
        "version of the level-of-detail tables (span_lod, span_lod_depths, name_buckets, "

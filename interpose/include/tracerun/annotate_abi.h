@@ -61,6 +61,7 @@ enum class MemoryCategory : int {
   kActivation = 4,
   kTemporary = 5,
   kOther = 6,
+  kInput = 7,  // the batches fed to the model: inputs and targets (PyTorch's INPUT)
 };
 
 // What a scope is; shown as the span's category in the trace.

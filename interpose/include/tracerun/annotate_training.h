@@ -16,6 +16,8 @@
 //   parameters, one C call per device.
 // - Optimizer state: Adam, AdamW, SGD, RMSprop and Adagrad (libtorch's own param states); another
 //   optimizer's state stays as the analysis classifies it from lifetimes (usually "other").
+// - Inputs: tagTraining does not see the batches; tagMemory({inputs, targets},
+//   MemoryCategory::kInput) once per batch gives them PyTorch's "input" category.
 // - CPU tensors only: a CUDA block's tag needs the device's live bytes, which only the Python hooks
 //   (torch.cuda.memory_stats) and the CUDA capture know; CUDA tensors are skipped.
 #pragma once

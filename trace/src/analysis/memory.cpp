@@ -136,7 +136,8 @@ struct Pending {
 
 bool isStateTag(MemoryCategory c) {
   return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient ||
-         c == MemoryCategory::kOptimizerState || c == MemoryCategory::kOther;
+         c == MemoryCategory::kOptimizerState || c == MemoryCategory::kOther ||
+         c == MemoryCategory::kInput;
 }
 
 // The category of an allocation freed at `freeTs` (-1: never freed).

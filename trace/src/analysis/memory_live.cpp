@@ -38,8 +38,13 @@ void widen(Levels& lo, Levels& hi, const Levels& l) {
   }
 }
 
-constexpr Levels kHighest = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
-constexpr Levels kLowest = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+constexpr Levels filled(int64_t v) {
+  Levels l{};
+  for (int64_t& x : l) x = v;
+  return l;
+}
+constexpr Levels kHighest = filled(INT64_MAX);
+constexpr Levels kLowest = filled(INT64_MIN);
 
 // Appends events to a series, keeping the block summaries and the levels current.
 struct SeriesBuilder {

@@ -110,8 +110,8 @@ void memorySection(const Report& r, Lines& line) {
     }
     line("  dtypes, as the program named them: " + named);
   }
-  line(fmt("  %-4s %-7s %10s %10s %10s %10s %10s %10s %10s", "rank", "device", "peak", "parameter",
-           "gradient", "optimizer", "activation", "temporary", "other"));
+  line(fmt("  %-4s %-7s %10s %10s %10s %10s %10s %10s %10s %10s", "rank", "device", "peak",
+           "parameter", "gradient", "optimizer", "activation", "temporary", "input", "other"));
   for (const ReportDevice& rd : r.memory_devices) {
     const DeviceMemory& d = rd.memory;
     std::string row =

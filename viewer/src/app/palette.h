@@ -33,6 +33,7 @@ constexpr uint32_t kFlow = rgba(255, 150, 40);
 constexpr uint32_t kCounterLine = rgba(120, 200, 120);
 constexpr uint32_t kCounterFill = rgba(120, 200, 120, 70);
 constexpr uint32_t kMemoryLine = rgba(200, 140, 230);
+constexpr uint32_t kQueueLine = rgba(100, 180, 255);  // a GPU stream's queue length
 constexpr uint32_t kStep = rgba(60, 120, 110);
 constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
@@ -94,10 +95,10 @@ constexpr uint32_t kGraphOverviewBorder = rgba(150, 150, 162);
 constexpr uint32_t kGraphOverviewView = rgba(210, 0, 210);
 constexpr uint32_t kGraphOverviewViewFill = rgba(210, 0, 210, 36);
 // Memory view: the stacked categories in kStackOrder (parameter, gradient, optimizer state,
-// activation, temporary, other), the peak marker, the closed-form lines, the chosen time.
+// activation, temporary, input, other), the peak marker, the closed-form lines, the chosen time.
 constexpr uint32_t kMemoryCategory[] = {
-    rgba(86, 132, 214), rgba(226, 140, 60), rgba(150, 96, 200),
-    rgba(96, 180, 110), rgba(214, 86, 96),  rgba(140, 140, 150),
+    rgba(86, 132, 214), rgba(226, 140, 60), rgba(150, 96, 200),  rgba(96, 180, 110),
+    rgba(214, 86, 96),  rgba(222, 200, 90), rgba(140, 140, 150),
 };
 constexpr uint32_t kMemoryPeak = rgba(255, 230, 40);
 constexpr uint32_t kMemoryClosedForm = rgba(80, 230, 235);

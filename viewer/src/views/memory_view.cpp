@@ -144,8 +144,8 @@ LiveList loadLive(const std::string& path, const RankChart& chart, int64_t t) {
   return l;
 }
 
-const char* const kStackNames[an::kStackCount] = {"parameter",  "gradient",  "optimizer state",
-                                                  "activation", "temporary", "other"};
+const char* const kStackNames[an::kStackCount] = {
+    "parameter", "gradient", "optimizer state", "activation", "temporary", "input", "other"};
 
 // ---------------------------------------------------------------------------------------------
 // geometry and input

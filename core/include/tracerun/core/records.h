@@ -49,7 +49,8 @@ enum class MemoryCategory : uint8_t {
   kActivation = 4,
   kTemporary = 5,
   kOther = 6,
-  kCount = 7,
+  kInput = 7,  // the batches fed to the model (PyTorch's INPUT); after kOther: numbers are stable
+  kCount = 8,
 };
 const char* memoryCategoryName(MemoryCategory c) noexcept;
 

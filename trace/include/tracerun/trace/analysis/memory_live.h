@@ -18,16 +18,19 @@
 
 namespace tracerun::trace::analysis {
 
-// The stacking order, bottom first (the report's column order).
-inline constexpr int kStackCount = 6;
+// The stacking order, bottom first (the report's column order); "other" stays last (on top).
+inline constexpr int kStackCount = 7;
 inline constexpr core::MemoryCategory kStackOrder[kStackCount] = {
     core::MemoryCategory::kParameter,      core::MemoryCategory::kGradient,
     core::MemoryCategory::kOptimizerState, core::MemoryCategory::kActivation,
-    core::MemoryCategory::kTemporary,      core::MemoryCategory::kOther};
+    core::MemoryCategory::kTemporary,      core::MemoryCategory::kInput,
+    core::MemoryCategory::kOther};
+static_assert(kStackCount + 1 == static_cast<int>(core::MemoryCategory::kCount),
+              "every category but kUnknown is stacked");
 // The position of a category in kStackOrder (kUnknown counts as other).
 int stackIndex(core::MemoryCategory c);
 
-// Cumulative live bytes: level k is the bytes of kStackOrder[0..k] (level 5 is the total).
+// Cumulative live bytes: level k is the bytes of kStackOrder[0..k] (the last level is the total).
 using Levels = std::array<int64_t, kStackCount>;
 
 // One device of one rank: every event that changed its live bytes (an allocation, the free of an

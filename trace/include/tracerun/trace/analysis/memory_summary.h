@@ -3,12 +3,12 @@
 // Not a classification (analyzeMemory's, memory.h, is the only one) and not drawing.
 //
 // Tables (their columns are owned by schema.cpp and documented in docs/trace-format.md; written by
-// merge after the other summaries; meta `memory_category_summary` = "1"):
+// merge after the other summaries; meta `memory_category_summary` = "2"):
 //   memory_category_blocks (rank, device_type, device_index, block, first_ts_ns, last_ts_ns,
 //     count, levels BLOB, events BLOB) WITHOUT ROWID, PRIMARY KEY (rank, device_type,
 //     device_index, block): block b holds the device's series events b * 64 .. b * 64 + count - 1;
 //     levels: the cumulative live bytes per stacked category (memory_live.h's Levels) as zigzag
-//     varints, min of the block (6), max of the block (6), after the block's last event (6);
+//     varints, min of the block (7), max of the block (7), after the block's last event (7);
 //     events: per event zigzag varints (ts - the previous event's ts, first_ts_ns for the first),
 //     (signed bytes), then one byte (kStackOrder index of the bytes' category).
 //   memory_category_allocations (rank PRIMARY KEY, categories BLOB): one byte per allocation of
@@ -30,7 +30,8 @@
 namespace tracerun::trace::analysis {
 
 inline constexpr const char* kMemorySummaryMetaKey = "memory_category_summary";
-inline constexpr const char* kMemorySummaryVersion = "1";
+// "2": seven stacked categories (input added); a summary of another version is replayed instead.
+inline constexpr const char* kMemorySummaryVersion = "2";
 
 struct MemoryCategorySummary {
   std::vector<MemorySeries> series;  // by rank, then device (type, index)

@@ -33,11 +33,12 @@ struct OpRow {
   int ranks = 0;  // ranks that ran it
 };
 
-// The memory categories the report shows, in its column order.
-inline constexpr std::array<core::MemoryCategory, 6> kReportCategories = {
+// The memory categories the report shows, in its column order ("other" last).
+inline constexpr std::array<core::MemoryCategory, 7> kReportCategories = {
     core::MemoryCategory::kParameter,      core::MemoryCategory::kGradient,
     core::MemoryCategory::kOptimizerState, core::MemoryCategory::kActivation,
-    core::MemoryCategory::kTemporary,      core::MemoryCategory::kOther};
+    core::MemoryCategory::kTemporary,      core::MemoryCategory::kInput,
+    core::MemoryCategory::kOther};
 
 // An allocation live at a device's peak, its op and scope named.
 struct ReportAllocation {
