@@ -266,15 +266,21 @@ bool AgentLink::receive(AgentMessage* m) const {
 }
 
 std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
-                                  const std::string& token, std::vector<std::string>* refused) {
+                                  const std::string& token, std::vector<std::string>* refused,
+                                  const CancelCheck& cancelled) {
   std::vector<AgentLink> links;
-  const Fd s = listenOn(addr, port, clients, "clock exchange");
+  const Fd s = listenOn(addr, port, std::min(clients, 128), "clock exchange");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (int served = 0; served < clients;) {
+    if (cancelled && cancelled()) return links;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd p{s.get(), POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+    const int64_t leftMs = left.count();
+    const int slice = static_cast<int>(std::min<int64_t>(leftMs, cancelled ? 200 : 1 << 30));
+    const int polled = leftMs <= 0 ? 0 : ::poll(&p, 1, slice);
+    if (polled == 0 && leftMs > slice) continue;  // a slice passed: look at `cancelled` again
+    if (polled <= 0) {
       std::string why = "clock exchange: only " + std::to_string(served) + " of " +
                         std::to_string(clients) + " node agents connected within " +
                         std::to_string(timeout_s) + " s";
@@ -335,6 +341,7 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
       continue;
     }
     noDelay(s.get());
+    ioTimeout(s.get(), kHelloTimeoutS);
     const int64_t answer = sendHello(s.get(), kClockHello, token);
     if (answer == kRefused) throw std::runtime_error("clock exchange: " + refusedError(addr, port));
     if (answer != kReady) {
@@ -364,6 +371,7 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
       if (!writeAll(s.get(), hello, sizeof hello)) {
         throw std::runtime_error("clock exchange with " + addr + " broke off");
       }
+      ioTimeout(s.get(), 0);  // a link waits as long as the ranks run
       *link = AgentLink(s.release(), 0);
     }
     return best;

@@ -65,18 +65,24 @@ struct ClockEstimate {
 // This agent's clock: CLOCK_MONOTONIC plus TRACERUN_TEST_CLOCK_SKEW_NS (tests inject an offset).
 int64_t agentClockNs();
 
+// Returns true when the caller wants the wait abandoned (e.g. a second Ctrl-C).
+using CancelCheck = std::function<bool()>;
+
 // Node 0: listens on addr:port (that address only), serves `clients` agents that present `token`
 // (each until it closes or turns its connection into a fault link) and returns the links, one per
 // node that asked for one. A connection without the token is refused with one stderr line naming
 // the peer, and its address appended to `refused` (when given). Throws std::runtime_error on a
-// socket error or when not all clients came within timeout_s.
+// socket error or when not all clients came within timeout_s. When `cancelled` says so (checked
+// at least every 200 ms while no client is being served) it returns the links it has, no error.
 std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
                                   const std::string& token,
-                                  std::vector<std::string>* refused = nullptr);
+                                  std::vector<std::string>* refused = nullptr,
+                                  const CancelCheck& cancelled = {});
 
 // Other nodes: connects to addr:port (retrying until timeout_s), presents `token`, does `rounds`
 // round trips. With `link`, the connection then becomes this node's (node_rank's) fault link to
-// node 0. Throws std::runtime_error when node 0 cannot be reached or refuses the token.
+// node 0. Throws std::runtime_error when node 0 cannot be reached or refuses the token, or when a
+// connected node 0 stays silent for 10 s (a stopped agent never blocks the caller for longer).
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
                            const std::string& token, int node_rank = 0, AgentLink* link = nullptr);
 
@@ -89,9 +95,6 @@ struct NodeShards {
   std::vector<std::string> paths;
   int64_t bytes = 0;
 };
-
-// Returns true when the caller wants the wait abandoned (e.g. a second Ctrl-C).
-using CancelCheck = std::function<bool()>;
 
 // Node K: sends `shard` paths (files named rankR.db) to node 0's agent at addr:port with `token`,
 // retrying the connection until node 0 is ready or timeout_s passes. Returns the bytes sent once

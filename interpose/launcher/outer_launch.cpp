@@ -1,8 +1,8 @@
 // One rank of a job that torchrun, srun or mpirun started (`tracerun -o run.db -- PROGRAM` run by
 // every rank): the torchrun environment the outer launcher left out, PROGRAM run through the
-// supervisor, and the one merge of every rank's shard by the last rank to end. Detection is
-// outer_job.cpp's; the files' rules are output_guard.h's; no clock exchange here (one host shares
-// CLOCK_MONOTONIC; docs/launcher.md says what holds across nodes).
+// supervisor, and the one merge of every rank's shard by the last rank to end, on rank 0's clock.
+// Detection is outer_job.cpp's; the files' rules are output_guard.h's; the clock exchange across
+// nodes is outer_clock.cpp's (one host shares CLOCK_MONOTONIC: offset 0 there, exact).
 //
 // Sections: markers · merge · launchOuterRank
 #include <dirent.h>
@@ -16,10 +16,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
 #include "launch.h"
+#include "outer_clock.h"
 #include "outer_job.h"
 #include "supervisor.h"
 #include "tracerun/trace/merge.h"
@@ -61,7 +63,8 @@ void removeJobDir(const std::string& dir) {
   if (d != nullptr) {
     while (dirent* e = ::readdir(d)) {
       const std::string name = e->d_name;
-      if (name.rfind("done.rank", 0) == 0 || name == "merge.claim") {
+      if (name.rfind("done.rank", 0) == 0 || name.rfind("clock.rank", 0) == 0 ||
+          name == "merge.claim") {
         ::unlink((dir + "/" + name).c_str());
       }
     }
@@ -98,7 +101,19 @@ int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& 
   trace::MergeResult merged;
   try {
     std::vector<trace::MergeInput> inputs;
-    for (const auto& s : shards) inputs.push_back({s});
+    for (const auto& s : shards) {
+      trace::MergeInput in{s};
+      // A rank on another node than rank 0's left its measured offset (outer_clock.h).
+      int rank = -1;
+      RankClock clock;
+      const std::string name = s.substr(s.rfind('/') + 1);
+      if (std::sscanf(name.c_str(), "rank%d.db", &rank) == 1 && readRankClock(dir, rank, &clock)) {
+        in.has_offset = true;
+        in.clock_offset_ns = clock.start.measured ? clock.start.offset_ns : 0;
+        in.stats = clockStats(clock);
+      }
+      inputs.push_back(std::move(in));
+    }
     trace::MergeOptions mo;
     mo.output = staged;
     const MergeGuard guard(supervisor, staged, dir);
@@ -137,9 +152,21 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
     return 2;
   }
   for (const auto& [name, value] : job.program_env) ::setenv(name.c_str(), value.c_str(), 1);
-  // Ranks on one host share CLOCK_MONOTONIC: offset 0 is exact. Across nodes nothing is measured
-  // in this mode (docs/launcher.md, "Clocks under an outer launcher").
-  if (job.local_world_size == job.world_size) ::setenv("TRACERUN_CLOCK_OFFSET_NS", "0", 1);
+  // Ranks on rank 0's host share its CLOCK_MONOTONIC: offset 0 is exact. A rank on another node
+  // measures its offset against rank 0's tracerun, before PROGRAM starts and after it ends
+  // (docs/launcher.md, "Clocks under an outer launcher"); rank 0 serves while it runs.
+  std::optional<OuterClockServer> clockServer;
+  if (job.rank == 0 && job.local_world_size != job.world_size) clockServer.emplace(job);
+  RankClock clock;
+  if (measuresOuterClock(job)) {
+    clock.start = measureOuterClock(job, "start", 30);
+    ::setenv("TRACERUN_CLOCK_OFFSET_NS", std::to_string(clock.start.offset_ns).c_str(), 1);
+    ::setenv("TRACERUN_CLOCK_RTT_NS", std::to_string(clock.start.rtt_ns).c_str(), 1);
+    ::setenv("TRACERUN_CLOCK_SOURCE", clock.start.measured ? "measured (outer job)" : "unmeasured",
+             1);
+  } else {
+    ::setenv("TRACERUN_CLOCK_OFFSET_NS", "0", 1);
+  }
 
   Supervisor supervisor(o.grace_s);
   int stopSignal = 0;
@@ -156,6 +183,11 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
                  WTERMSIG(status), ::strsignal(WTERMSIG(status)));
   }
   if (stopSignal != 0) code = 128 + stopSignal;
+
+  if (measuresOuterClock(job)) {
+    clock.end = measureOuterClock(job, "end", 10);
+    writeRankClock(jobDir, job.rank, clock);  // before the end marker: the merger reads it
+  }
 
   // Exactly one merge: each rank marks its end with an O_EXCL marker, then counts the markers; a
   // rank that sees all of them races for merge.claim (O_EXCL) and only its winner merges. The last

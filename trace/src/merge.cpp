@@ -805,6 +805,9 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
       outcome.complete = open[i].complete;
       outcome.unreadable_tables =
           mergeOne(open[i], out, strings, mergedOrigin, ids, allow_incomplete);
+      for (const auto& stat : shards[open[i].index].stats) {
+        setStat(out, open[i].rank, stat.name, stat.value, stat.severity);
+      }
       outcome.readable = true;
       out.exec("COMMIT");
       out.exec("BEGIN");

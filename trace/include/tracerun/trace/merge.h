@@ -6,7 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "tracerun/trace/error.h"
+
 namespace tracerun::trace {
+
+// A stats row the caller adds for one shard's rank (e.g. how its clock offset was measured).
+struct MergeStat {
+  std::string name;
+  int64_t value = 0;
+  Severity severity = Severity::kInfo;
+};
 
 struct MergeInput {
   std::string path;
@@ -14,6 +23,8 @@ struct MergeInput {
   // through the store and may know better than the rank did).
   bool has_offset = false;
   int64_t clock_offset_ns = 0;
+  // Written to the merged stats table under the shard's rank (added to a row of the same name).
+  std::vector<MergeStat> stats{};
 };
 
 struct MergeOptions {
