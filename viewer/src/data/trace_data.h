@@ -18,13 +18,16 @@
 namespace tracerun::viewer {
 
 // A row of the timeline. Memory rows are synthetic: one per rank with memory events (id < 0).
+// So are queue rows: one under each GPU stream track (kind kCounter, id < 0, queue_of the
+// stream's track id), its queue length (trace/analysis/gpu.h, gpuQueueLength).
 struct TrackInfo {
   int64_t id = 0;
   int rank = 0;
   core::TrackKind kind = core::TrackKind::kThread;
   std::string name;
   int64_t events = 0;
-  int max_depth = 0;  // deepest span depth known at open (0 when unknown)
+  int max_depth = 0;                // deepest span depth known at open (0 when unknown)
+  std::optional<int64_t> queue_of;  // a queue row: its GPU stream track's id
   bool counter() const {
     return kind == core::TrackKind::kCounter || kind == core::TrackKind::kMemory;
   }
@@ -104,7 +107,8 @@ class TraceData {
   const trace::EventCounts& counts() const { return counts_; }
   const TrackInfo* track(int64_t id) const;
 
-  // What to draw for one track over the window (span tracks folded, counters reduced).
+  // What to draw for one track over the window (span tracks folded, counters reduced; a queue
+  // row's series is read once, on its first window, and kept).
   TrackWindow window(int64_t track, const LodWindow& w) const;
   std::optional<SpanRef> spanById(int64_t id, int rank, const std::atomic<bool>& cancel) const;
   SpanDetails details(const SpanRef& s) const;

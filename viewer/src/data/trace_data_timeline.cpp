@@ -1,7 +1,8 @@
 // TraceData over trace::Timeline (see trace_data.h): what to draw comes from trace/'s level-of-
 // detail draw list (at most a few items per pixel column, read from the summaries), folded once
 // more to one box per column and depth by lod.h; spans by id, flows with span ids, name search and
-// counter/memory series come from the Timeline too. Queries only; no drawing, no threads.
+// counter/memory series come from the Timeline too; a GPU stream's queue row from
+// trace/analysis/gpu.h's gpuQueueLength. Queries only; no drawing, no threads.
 #include <algorithm>
 #include <map>
 
@@ -26,6 +27,16 @@ struct TraceData::Impl {
   explicit Impl(trace::Timeline t) : timeline(std::move(t)) {}
   trace::Timeline timeline;
   std::map<int64_t, trace::MemoryDevice> memory;  // synthetic track id -> device
+  // A queue row's series (synthetic track id -> points), read on its first window.
+  std::map<int64_t, std::vector<CounterPoint>> queues;
+  const std::vector<CounterPoint>& queue(const TrackInfo& row) {
+    auto it = queues.find(row.id);
+    if (it != queues.end()) return it->second;
+    std::vector<CounterPoint> points;
+    for (const auto& q : trace::analysis::gpuQueueLength(reader(), *row.queue_of))
+      points.push_back({q.ts_ns, static_cast<double>(q.length)});
+    return queues.emplace(row.id, std::move(points)).first->second;
+  }
   const trace::TraceReader& reader() const { return timeline.reader(); }
 };
 
@@ -59,7 +70,8 @@ TraceData TraceData::open(const std::string& path) {
   std::map<int, std::vector<TrackInfo>> byRank;
   for (const auto& t : reader.tracks()) {
     if (t.kind == core::TrackKind::kMemory) continue;  // shown per device below
-    byRank[t.rank].push_back(TrackInfo{t.id, t.rank, t.kind, t.name, t.event_count, depth[t.id]});
+    byRank[t.rank].push_back(
+        TrackInfo{t.id, t.rank, t.kind, t.name, t.event_count, depth[t.id], std::nullopt});
   }
   const auto devices = d.impl_->timeline.memoryDevices();
   int64_t next = -1;
@@ -67,14 +79,21 @@ TraceData TraceData::open(const std::string& path) {
     std::stable_sort(list.begin(), list.end(), [](const TrackInfo& a, const TrackInfo& b) {
       return a.kind != b.kind ? a.kind < b.kind : a.id < b.id;
     });
-    d.tracks_.insert(d.tracks_.end(), list.begin(), list.end());
+    for (const TrackInfo& t : list) {
+      d.tracks_.push_back(t);
+      if (!trace::analysis::gpuStreamTrack(t.name)) continue;
+      // Right under its stream: shown, folded and hidden with it.
+      d.tracks_.push_back(
+          TrackInfo{next--, rank, core::TrackKind::kCounter, t.name + " queue", 0, 0, t.id});
+    }
     for (const auto& dev : devices) {
       if (dev.rank != rank) continue;
       const std::string name =
           dev.device_type == 0
               ? std::string("memory cpu (live bytes)")
               : "memory cuda:" + std::to_string(dev.device_index) + " (live bytes)";
-      d.tracks_.push_back(TrackInfo{next, rank, core::TrackKind::kMemory, name, 0, 0});
+      d.tracks_.push_back(
+          TrackInfo{next, rank, core::TrackKind::kMemory, name, 0, 0, std::nullopt});
       d.impl_->memory[next--] = dev;
     }
   }
@@ -96,22 +115,27 @@ TrackWindow TraceData::window(int64_t track, const LodWindow& w) const {
   const trace::Timeline& tl = impl_->timeline;
   if (info->counter()) {
     const int64_t bucket = std::max<int64_t>(1, static_cast<int64_t>(w.ns_per_px));
-    trace::Series series;
-    if (info->kind == core::TrackKind::kMemory) {
-      series = tl.memorySeries(impl_->memory.at(track), w.t0, w.t1, bucket);
+    if (info->queue_of) {
+      // Every change of the queue, reduced straight to pixel columns.
+      out.counter = reduceCounter(impl_->queue(*info), w);
     } else {
-      series = tl.counterSeries(track, w.t0, w.t1, bucket);
+      trace::Series series;
+      if (info->kind == core::TrackKind::kMemory) {
+        series = tl.memorySeries(impl_->memory.at(track), w.t0, w.t1, bucket);
+      } else {
+        series = tl.counterSeries(track, w.t0, w.t1, bucket);
+      }
+      // Each bucket as its min, max and last value at its start: reduceCounter keeps per column
+      // the range and the value it leaves with.
+      std::vector<CounterPoint> points;
+      if (series.has_before) points.push_back({w.t0 - 1, series.before});
+      for (const auto& b : series.buckets) {
+        points.push_back({b.start_ns, b.min});
+        points.push_back({b.start_ns, b.max});
+        points.push_back({b.start_ns, b.last});
+      }
+      out.counter = reduceCounter(points, w);
     }
-    // Each bucket as its min, max and last value at its start: reduceCounter keeps per column the
-    // range and the value it leaves with.
-    std::vector<CounterPoint> points;
-    if (series.has_before) points.push_back({w.t0 - 1, series.before});
-    for (const auto& b : series.buckets) {
-      points.push_back({b.start_ns, b.min});
-      points.push_back({b.start_ns, b.max});
-      points.push_back({b.start_ns, b.last});
-    }
-    out.counter = reduceCounter(points, w);
     bool first = true;
     for (const auto& c : out.counter) {
       out.lo = first ? c.min : std::min(out.lo, c.min);

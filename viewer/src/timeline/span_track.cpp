@@ -13,6 +13,7 @@
 namespace tracerun::viewer {
 
 std::unique_ptr<Track> makeTrack(const TrackInfo& t) {
+  if (t.queue_of) return std::make_unique<QueueTrack>();
   if (t.kind == core::TrackKind::kMemory) return std::make_unique<MemoryTrack>();
   if (t.kind == core::TrackKind::kCounter) return std::make_unique<CounterTrack>();
   if (trace::analysis::gpuStreamTrack(t.name)) return std::make_unique<GpuStreamTrack>();

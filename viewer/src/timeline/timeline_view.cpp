@@ -108,7 +108,7 @@ std::string TimelineView::dumpText() const {
                   r.y, r.h);
     out += b;
   }
-  return out + boxes_;
+  return out + boxes_ + hoverValue_;
 }
 
 void TimelineView::openFind() {
@@ -331,6 +331,7 @@ void TimelineView::drawTracks(float areaX, float areaW) {
   canvas.mouse_x = mouse.x;
   canvas.mouse_y = mouse.y;
   boxes_.clear();
+  hoverValue_.clear();
   if (s_.recordBoxes) canvas.boxes = &boxes_;
   for (size_t i = 0; i < s_.info->tracks.size(); ++i) {
     const TrackInfo& t = s_.info->tracks[i];
@@ -372,6 +373,7 @@ void TimelineView::drawTracks(float areaX, float areaW) {
       std::string label = t.name.empty() ? trackKindName(t.kind) : t.name;
       if (t.kind == core::TrackKind::kAsync) label += " (async)";
       if (t.kind == core::TrackKind::kStream) label += " (stream)";
+      if (t.queue_of) label = "  launch queue";  // under its stream's row
       dl->AddText(nullptr, 0, ImVec2(origin.x + 14, y + 3), palette::kTextDim, label.c_str(),
                   nullptr, 0, &labelClip);
       ++primitives_;
@@ -383,6 +385,10 @@ void TimelineView::drawTracks(float areaX, float areaW) {
       if (const auto it = windows_.find(t.id); it != windows_.end()) w = &it->second;
       if (const DrawItem* hit = tracks_[i]->draw(c, t, w)) hoverSpan(*hit, t);
       primitives_ += c.primitives;
+      if (!c.hover.empty()) {  // a counter's value under the mouse
+        ImGui::SetTooltip("%s\n%s", t.name.c_str(), c.hover.c_str());
+        hoverValue_ = "hover " + std::to_string(t.id) + " " + c.hover + "\n";
+      }
     }
     y += h;
   }

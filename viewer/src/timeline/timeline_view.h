@@ -37,7 +37,8 @@ class TimelineView final : public View {
   // The timeline's part of settling: its window read, the steps read, no find running.
   bool settled() const override;
   // "area X W T0 T1 ROWH ORIGIN", one "track ID RANK Y H" line per row on screen and, when the
-  // session records them, the span boxes drawn (track.h's "box" lines).
+  // session records them, the span boxes and counter columns drawn (track.h's "box" and "column"
+  // lines), then "hover TRACK VALUE" when the mouse is over a counter (its tooltip's value).
   std::string dumpText() const override;
 
   // The trace opened: shows `range` (ns from the trace's start) or the whole run, asks for steps.
@@ -106,6 +107,7 @@ class TimelineView final : public View {
   std::optional<SpanDetails> hoverDetails_;
   std::vector<RowLayout> rows_;  // last frame's track rows (screen y), for flows and highlights
   std::string boxes_;            // last frame's span boxes (track.h), when the session records them
+  std::string hoverValue_;       // last frame's "hover TRACK VALUE" of a counter under the mouse
   float dragStartX_ = 0;
   double dragStartT0_ = 0;
   bool dragging_ = false;

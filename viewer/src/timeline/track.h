@@ -1,9 +1,9 @@
 // Track: one row kind of the timeline (Tracy's timeline items): a thread's or stream's spans, a
-// counter, a rank's memory. Each kind is one class behind this interface, made by makeTrack();
-// adding a kind (a GPU stream track, say) is one class and one line there. A track draws one
-// frame's window of its data (TrackWindow, from the data thread) into the rectangle it is given
-// and reports the span under the mouse; what a click or a tooltip does is its caller's
-// (timeline_view.cpp, compare_view.cpp). Reads no trace and keeps no state between frames.
+// counter, a rank's memory, a GPU stream's queue length. Each kind is one class behind this
+// interface, made by makeTrack(); adding a kind (a GPU stream track, say) is one class and one line
+// there. A track draws one frame's window of its data (TrackWindow, from the data thread) into the
+// rectangle it is given and reports the span under the mouse; what a click or a tooltip does is its
+// caller's (timeline_view.cpp, compare_view.cpp). Reads no trace and keeps no state between frames.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +40,11 @@ struct TrackCanvas {
   // When set, one line per span box drawn: "box TRACK DEPTH X0 X1 KIND LABEL" (x from axis.x,
   // KIND span|fold, on a GPU stream track compute|comm|memory for a kernel, copy or set; LABEL
   // the text drawn or "-"): what the timeline and the compare strips dump so that tests can
-  // hold them equal.
+  // hold them equal. A counter adds one line per pixel column it draws: "column TRACK X FIRST
+  // MIN MAX LAST" (X from axis.x, the values it enters with, spans and leaves with).
   std::string* boxes = nullptr;
+  // Set by a counter when the mouse is over its row: its value there, for the caller's tooltip.
+  std::string hover;
 };
 
 class Track {
@@ -59,8 +62,8 @@ class Track {
 // The timeline and the compare strips ask alike, so the same window gets the same boxes.
 LodWindow spanWindow(double t0, double t1, float areaW);
 
-// The track for `t`'s kind: counter, memory, a GPU stream, or spans (threads, async tracks,
-// other streams).
+// The track for `t`'s kind: a GPU stream's queue, counter, memory, a GPU stream, or spans
+// (threads, async tracks, other streams).
 std::unique_ptr<Track> makeTrack(const TrackInfo& t);
 
 // A thread's (or stream's) spans: one box per primitive at its depth, a fold drawn in the fold
@@ -88,7 +91,8 @@ class GpuStreamTrack final : public SpanTrack {
   BoxStyle style(const DrawItem& item, const TrackCanvas& c) const override;
 };
 
-// A counter: per pixel column a min..max line and the held last value, its range in the gutter.
+// A counter: per pixel column a min..max line and the held last value, its range in the gutter;
+// under the mouse, the value held there (and the range its pixel column spans) in c.hover.
 class CounterTrack : public Track {
  public:
   float height(int maxDepth, float rowH) const override;
@@ -97,6 +101,10 @@ class CounterTrack : public Track {
  protected:
   virtual uint32_t colour() const;
   virtual std::string rangeText(const TrackWindow& w) const;
+  virtual std::string valueText(double v) const;
+
+ private:
+  std::string hoverText(const TrackCanvas& c, const TrackWindow& w) const;
 };
 
 // A rank's memory in use: a counter in the memory colour, its maximum in MiB.
@@ -104,6 +112,16 @@ class MemoryTrack final : public CounterTrack {
  protected:
   uint32_t colour() const override;
   std::string rangeText(const TrackWindow& w) const override;
+  std::string valueText(double v) const override;
+};
+
+// A GPU stream's queue length (TrackInfo::queue_of, gpuQueueLength): activities launched and not
+// yet started, a step line in the queue colour, its maximum in the window in the gutter.
+class QueueTrack final : public CounterTrack {
+ protected:
+  uint32_t colour() const override;
+  std::string rangeText(const TrackWindow& w) const override;
+  std::string valueText(double v) const override;
 };
 
 }  // namespace tracerun::viewer
