@@ -4,9 +4,13 @@
 // what the programs themselves printed (steps, CLOCK_MONOTONIC readings, losses) and against
 // gpttrain under tracerun's own launcher. No libtorch in this binary; no timed assertions.
 //
-// Sections: running ranks · torchrun · SLURM and MPI · merge once · faults · gpttrain
+// Sections: running ranks · torchrun · SLURM and MPI · clocks across nodes · merge once · faults ·
+// gpttrain
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -144,7 +148,9 @@ int summaries(const std::vector<Result>& results) {
 // Every rank's "step" spans lie between the CLOCK_MONOTONIC readings it printed around them
 // (worker --print-clock): the merged trace puts all ranks on one axis (1 ms slack for the
 // capture's TSC clock fitted to CLOCK_MONOTONIC).
-void checkStepsOnRealClock(const trace::TraceReader& merged, int rank, const std::string& out) {
+// `shift`: the clock offset the merge subtracted from this rank's times (0 on rank 0's node).
+void checkStepsOnRealClock(const trace::TraceReader& merged, int rank, const std::string& out,
+                           int64_t shift = 0) {
   const int64_t origin = std::atoll(merged.meta("origin_ns").c_str());
   std::map<int, std::pair<int64_t, int64_t>> truth;
   std::istringstream in(out);
@@ -169,8 +175,8 @@ void checkStepsOnRealClock(const trace::TraceReader& merged, int rank, const std
   for (size_t i = 0; i < steps.size(); ++i) {
     INFO("rank " << rank << " step " << i + 1);
     const auto [begin, end] = truth.at(static_cast<int>(i + 1));
-    CHECK(steps[i].start_ns + origin >= begin - slack);
-    CHECK(steps[i].start_ns + steps[i].dur_ns + origin <= end + slack);
+    CHECK(steps[i].start_ns + origin + shift >= begin - slack);
+    CHECK(steps[i].start_ns + steps[i].dur_ns + origin + shift <= end + slack);
   }
 }
 
@@ -292,6 +298,143 @@ TEST_CASE("outer srun and mpirun environments by hand: the torchrun variables ar
     REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
     CHECK(countSpans(merged, 0, "step") == 2);
     CHECK(countSpans(merged, 1, "step") == 2);
+  }
+}
+
+// ---- clocks across nodes -----------------------------------------------------------------------
+
+namespace {
+
+// A loopback socket bound to a port the kernel chose (no SO_REUSEADDR, never listening): while it
+// lives nobody else can listen on that port, and a connection to it is refused.
+struct BoundPort {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  explicit BoundPort(int want = 0) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(static_cast<uint16_t>(want));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return;  // port stays 0
+    socklen_t len = sizeof sa;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+    port = ntohs(sa.sin_port);
+  }
+  ~BoundPort() { ::close(fd); }
+  BoundPort(const BoundPort&) = delete;
+  BoundPort& operator=(const BoundPort&) = delete;
+};
+
+// A free port P with P + 1 free too (the program's store would take P, the exchange P + 1).
+int freePortPair() {
+  for (;;) {
+    const BoundPort a;
+    const BoundPort b(a.port + 1);
+    if (a.port > 0 && b.port == a.port + 1) return a.port;
+  }
+}
+
+// Rank `rank` of a two-task srun step over two nodes (one task on each), SLURM_NODEID = rank.
+std::vector<std::string> twoNodeVars(const std::string& job, int rank, int port) {
+  return {"SLURM_PROCID=" + std::to_string(rank),
+          "SLURM_NTASKS=2",
+          "SLURM_LOCALID=0",
+          "SLURM_NODEID=" + std::to_string(rank),
+          "SLURM_JOB_ID=" + job,
+          "SLURM_STEP_ID=0",
+          "SLURM_STEP_TASKS_PER_NODE=1(x2)",
+          "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port)};
+}
+
+std::map<std::string, trace::StatRow> statsOf(const trace::TraceReader& r, int rank) {
+  std::map<std::string, trace::StatRow> out;
+  for (const auto& s : r.stats()) {
+    if (s.rank == rank) out[s.name] = s;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("outer job over two nodes: rank 1's skewed clock is measured and undone in the merge",
+          "[launcher_outer][outer_clock]") {
+  const int64_t skew = 1500000000;  // node 1's exchange clock reads 1.5 s more
+  const int port = freePortPair();
+  const std::string job = uniqueId("clk");
+  const std::string db = scratch() + "/two_nodes.db";
+  auto rank1 = twoNodeVars(job, 1, port);
+  rank1.push_back("TRACERUN_TEST_CLOCK_SKEW_NS=" + std::to_string(skew));
+  const auto program = worker({"--steps", "3", "--print-clock"});
+  const auto results =
+      runJob({rankArgv(twoNodeVars(job, 0, port), db, program), rankArgv(rank1, db, program)});
+  INFO(describe(results));
+  REQUIRE(results[0].code == 0);
+  REQUIRE(results[1].code == 0);
+  CHECK_FALSE(contains(results[0].err + results[1].err, "not measured"));
+  CHECK(envOf(results[0].out, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+  const int64_t offset = std::atoll(envOf(results[1].out, "TRACERUN_CLOCK_OFFSET_NS").c_str());
+
+  const auto merged = trace::TraceReader::open(db);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(merged.ranks()[0].clock_offset_ns == 0);
+  CHECK(merged.ranks()[1].clock_offset_ns == offset);  // the rank's start reading, applied
+  for (const auto& [name, row] : statsOf(merged, 0)) CHECK(name.rfind("clock_", 0) != 0);
+  const auto stats = statsOf(merged, 1);
+  REQUIRE(stats.count("clock_offset_error_ns") == 1);
+  const int64_t error = stats.at("clock_offset_error_ns").value;
+  CHECK(error > 0);
+  CHECK(stats.at("clock_offset_rtt_ns").value / 2 == error);
+  // The injected skew is undone within the residual error the trace states.
+  CHECK(std::llabs(offset - skew) <= error + 1);
+  // The end reading: no real drift on one host, so start and end agree within both errors.
+  REQUIRE(stats.count("clock_drift_ns") == 1);
+  CHECK(std::llabs(stats.at("clock_drift_ns").value) <=
+        error + stats.at("clock_end_error_ns").value + 1);
+  CHECK(stats.count("clock_drift_ppb") == 1);
+  // Every step span of both ranks lies between the clock readings the rank printed around it,
+  // rank 1's moved by exactly the offset the merge applied (without it they would be 1.5 s off).
+  checkStepsOnRealClock(merged, 0, results[0].out);
+  checkStepsOnRealClock(merged, 1, results[1].out, offset);
+  CHECK_FALSE(testing::fileExists(db + ".shards"));  // clock.rank1 went with the job directory
+}
+
+TEST_CASE("outer job over two nodes: a refused or unreachable exchange keeps offset 0, unmeasured",
+          "[launcher_outer][outer_clock]") {
+  for (const bool refused : {true, false}) {
+    INFO((refused ? "refused token" : "port taken, unreachable"));
+    const int port = freePortPair();
+    // Unreachable: the exchange's port is held by this test, so rank 0 cannot listen on it and
+    // rank 1's connections are refused.
+    std::unique_ptr<BoundPort> taken;
+    int held = port + 1;
+    while (!refused && !taken) {
+      taken = std::make_unique<BoundPort>();
+      held = taken->port;
+    }
+    const int master = refused ? port : held - 1;
+    const std::string job = uniqueId("unm");
+    const std::string db = scratch() + "/unmeasured" + std::to_string(refused) + ".db";
+    auto rank1 = twoNodeVars(job, 1, master);
+    rank1.insert(rank1.end(),
+                 {"TRACERUN_OUTER_CLOCK_TIMEOUT_S=1", "TRACERUN_TEST_CLOCK_SKEW_NS=1500000000"});
+    if (refused) rank1.push_back("TRACERUN_JOB_TOKEN=not-this-job");
+    const auto results =
+        runJob({rankArgv(twoNodeVars(job, 0, master), db, worker({"--steps", "2"})),
+                rankArgv(rank1, db, worker({"--steps", "2"}))});
+    INFO(describe(results));
+    REQUIRE(results[0].code == 0);  // the job still succeeds
+    REQUIRE(results[1].code == 0);
+    CHECK(contains(results[1].err, "clock offset to rank 0 not measured at start"));
+    CHECK(contains(results[0].err, refused ? "refused a connection" : "cannot serve the clock"));
+    CHECK(envOf(results[1].out, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+    const auto merged = trace::TraceReader::open(db);
+    REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+    CHECK(merged.ranks()[1].clock_offset_ns == 0);
+    const auto stats = statsOf(merged, 1);
+    REQUIRE(stats.count("clock_offset_unmeasured") == 1);
+    CHECK(stats.at("clock_offset_unmeasured").severity == trace::Severity::kWarning);
+    CHECK(stats.count("clock_offset_error_ns") == 0);
   }
 }
 
