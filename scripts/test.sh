@@ -14,7 +14,8 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 # dry-run pipeline tests check the report against a brute force over the same trace and the
 # closed forms against gpttrain's virtual clock (docs/trainer.md "Dry run"), so they pass whatever
 # the load. The GPU tests are RUN_SERIAL in tests/gpu/CMakeLists.txt.
-JOBS=${CTEST_JOBS:-$(nproc)}
+# getconf, not nproc: GNU nproc honours the OMP_NUM_THREADS=1 exported above and would say 1.
+JOBS=${CTEST_JOBS:-$(getconf _NPROCESSORS_ONLN)}
 cd "$BUILD_DIR"
 status=0
 ctest --output-on-failure --timeout 600 -j "$JOBS" ${CTEST_ARGS:-} || status=1
