@@ -2,9 +2,19 @@
 #include "tracerun/trace/format.h"
 
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 
 namespace tracerun::trace {
+
+std::string formatPrintf(const char* format, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  return buf;
+}
 
 std::string formatDuration(double ns) {
   char b[64];

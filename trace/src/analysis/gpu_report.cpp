@@ -4,7 +4,6 @@
 // Sections: helpers · text (devices, idle by cause, launch delay, kernels, stragglers) · JSON
 #include "gpu_report.h"
 
-#include <cstdarg>
 #include <cstdio>
 
 #include "tracerun/trace/format.h"
@@ -14,16 +13,6 @@ namespace tracerun::trace::analysis {
 namespace {
 
 using nlohmann::ordered_json;
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string dur(int64_t ns) {
   return formatDuration(double(ns));
@@ -43,51 +32,55 @@ std::string dev(const GpuDevice& d) {
 
 void devicesText(const GpuAnalysis& g, std::string& out) {
   out += "gpu: per rank and device, as Holistic Trace Analysis breaks time down (docs/report.md)\n";
-  out += fmt("  %-4s %-7s %11s %20s %20s %20s %20s %20s %9s\n", "rank", "device", "window", "busy",
-             "idle", "compute", "comm", "memory", "comm ovl");
+  out += formatPrintf("  %-4s %-7s %11s %20s %20s %20s %20s %20s %9s\n", "rank", "device", "window",
+                      "busy", "idle", "compute", "comm", "memory", "comm ovl");
   for (const GpuDevice& d : g.devices) {
     const double ovl = d.overlapRatio();
-    out += fmt("  %-4d %-7s %11s %20s %20s %20s %20s %20s %9s\n", d.rank, dev(d).c_str(),
-               dur(d.window_ns).c_str(), part(d.busy_ns, d.window_ns).c_str(),
-               part(d.idle_ns, d.window_ns).c_str(), part(d.compute_ns, d.window_ns).c_str(),
-               part(d.comm_ns, d.window_ns).c_str(), part(d.memory_ns, d.window_ns).c_str(),
-               ovl >= 0 ? formatShare(ovl).c_str() : "-");
+    out +=
+        formatPrintf("  %-4d %-7s %11s %20s %20s %20s %20s %20s %9s\n", d.rank, dev(d).c_str(),
+                     dur(d.window_ns).c_str(), part(d.busy_ns, d.window_ns).c_str(),
+                     part(d.idle_ns, d.window_ns).c_str(), part(d.compute_ns, d.window_ns).c_str(),
+                     part(d.comm_ns, d.window_ns).c_str(), part(d.memory_ns, d.window_ns).c_str(),
+                     ovl >= 0 ? formatShare(ovl).c_str() : "-");
   }
 }
 
 void idleText(const GpuAnalysis& g, std::string& out) {
-  out +=
-      fmt("  idle by cause (kernel wait: gaps under %s; host wait: launched after the gap began)\n",
-          dur(g.options.kernel_wait_ns).c_str());
-  out += fmt("  %-4s %-7s %-10s %10s %12s %12s %12s %9s\n", "rank", "device", "stream",
-             "activities", "host wait", "kernel wait", "other", "queue max");
+  out += formatPrintf(
+      "  idle by cause (kernel wait: gaps under %s; host wait: launched after the gap began)\n",
+      dur(g.options.kernel_wait_ns).c_str());
+  out += formatPrintf("  %-4s %-7s %-10s %10s %12s %12s %12s %9s\n", "rank", "device", "stream",
+                      "activities", "host wait", "kernel wait", "other", "queue max");
   for (const GpuDevice& d : g.devices) {
-    out += fmt("  %-4d %-7s %-10s %10lld %12s %12s %12s\n", d.rank, dev(d).c_str(), "(device)",
-               static_cast<long long>(d.kernels + d.copies), dur(d.idle.host_wait_ns).c_str(),
-               dur(d.idle.kernel_wait_ns).c_str(), dur(d.idle.other_ns).c_str());
+    out += formatPrintf("  %-4d %-7s %-10s %10lld %12s %12s %12s\n", d.rank, dev(d).c_str(),
+                        "(device)", static_cast<long long>(d.kernels + d.copies),
+                        dur(d.idle.host_wait_ns).c_str(), dur(d.idle.kernel_wait_ns).c_str(),
+                        dur(d.idle.other_ns).c_str());
     for (const GpuStream& s : d.streams) {
-      out += fmt("  %-4d %-7s %-10lld %10lld %12s %12s %12s %9lld\n", d.rank, dev(d).c_str(),
-                 static_cast<long long>(s.stream), static_cast<long long>(s.activities),
-                 dur(s.idle.host_wait_ns).c_str(), dur(s.idle.kernel_wait_ns).c_str(),
-                 dur(s.idle.other_ns).c_str(), static_cast<long long>(s.queue_max));
+      out +=
+          formatPrintf("  %-4d %-7s %-10lld %10lld %12s %12s %12s %9lld\n", d.rank, dev(d).c_str(),
+                       static_cast<long long>(s.stream), static_cast<long long>(s.activities),
+                       dur(s.idle.host_wait_ns).c_str(), dur(s.idle.kernel_wait_ns).c_str(),
+                       dur(s.idle.other_ns).c_str(), static_cast<long long>(s.queue_max));
     }
   }
 }
 
 void launchText(const GpuAnalysis& g, std::string& out) {
-  out += fmt("  launch delay (launch call's end -> activity start; outliers over %s)\n",
-             dur(g.options.launch_outlier_ns).c_str());
-  out += fmt("  %-4s %-7s %10s %12s %12s %12s %9s  %s\n", "rank", "device", "launched", "p50",
-             "p95", "max", "outliers", "launch source");
+  out += formatPrintf("  launch delay (launch call's end -> activity start; outliers over %s)\n",
+                      dur(g.options.launch_outlier_ns).c_str());
+  out += formatPrintf("  %-4s %-7s %10s %12s %12s %12s %9s  %s\n", "rank", "device", "launched",
+                      "p50", "p95", "max", "outliers", "launch source");
   for (const GpuDevice& d : g.devices) {
     if (d.launch.count == 0) {
-      out += fmt("  %-4d %-7s %10s\n", d.rank, dev(d).c_str(), "(no launch records or op flows)");
+      out += formatPrintf("  %-4d %-7s %10s\n", d.rank, dev(d).c_str(),
+                          "(no launch records or op flows)");
       continue;
     }
-    out += fmt("  %-4d %-7s %10lld %12s %12s %12s %9lld  %s\n", d.rank, dev(d).c_str(),
-               static_cast<long long>(d.launch.count), dur(d.launch.p50_ns).c_str(),
-               dur(d.launch.p95_ns).c_str(), dur(d.launch.max_ns).c_str(),
-               static_cast<long long>(d.launch.outliers), d.launchSource());
+    out += formatPrintf("  %-4d %-7s %10lld %12s %12s %12s %9lld  %s\n", d.rank, dev(d).c_str(),
+                        static_cast<long long>(d.launch.count), dur(d.launch.p50_ns).c_str(),
+                        dur(d.launch.p95_ns).c_str(), dur(d.launch.max_ns).c_str(),
+                        static_cast<long long>(d.launch.outliers), d.launchSource());
   }
 }
 
@@ -96,42 +89,44 @@ void copiesText(const GpuAnalysis& g, std::string& out) {
   for (const GpuDevice& d : g.devices) any = any || !d.copy_kinds.empty();
   if (!any) return;
   out += "  copies and sets by kind (bandwidth: bytes over the copies' own time)\n";
-  out += fmt("  %-4s %-7s %-14s %8s %12s %12s %10s\n", "rank", "device", "kind", "count", "bytes",
-             "time", "GB/s");
+  out += formatPrintf("  %-4s %-7s %-14s %8s %12s %12s %10s\n", "rank", "device", "kind", "count",
+                      "bytes", "time", "GB/s");
   for (const GpuDevice& d : g.devices) {
     for (const GpuCopyKind& c : d.copy_kinds) {
-      out += fmt("  %-4d %-7s %-14s %8lld %12s %12s %10.2f\n", d.rank, dev(d).c_str(),
-                 c.name.c_str(), static_cast<long long>(c.count),
-                 formatBytes(double(c.bytes)).c_str(), dur(c.time_ns).c_str(), c.gbps());
+      out += formatPrintf("  %-4d %-7s %-14s %8lld %12s %12s %10.2f\n", d.rank, dev(d).c_str(),
+                          c.name.c_str(), static_cast<long long>(c.count),
+                          formatBytes(double(c.bytes)).c_str(), dur(c.time_ns).c_str(), c.gbps());
     }
   }
 }
 
 void kernelsText(const GpuAnalysis& g, size_t top, std::string& out) {
   const size_t n = std::min(top, g.kernels.size());
-  out += fmt("  kernels: %zu names, top %zu by total time (all ranks)\n", g.kernels.size(), n);
-  out += fmt("  %-40s %-7s %8s %12s %11s %11s %11s %11s %5s\n", "short name", "kind", "count",
-             "total", "mean", "p50", "min", "max", "ranks");
+  out += formatPrintf("  kernels: %zu names, top %zu by total time (all ranks)\n", g.kernels.size(),
+                      n);
+  out += formatPrintf("  %-40s %-7s %8s %12s %11s %11s %11s %11s %5s\n", "short name", "kind",
+                      "count", "total", "mean", "p50", "min", "max", "ranks");
   for (size_t i = 0; i < n; ++i) {
     const GpuKernelRow& k = g.kernels[i];
     const std::string name =
         k.short_name.size() > 40 ? k.short_name.substr(0, 37) + "..." : k.short_name;
-    out +=
-        fmt("  %-40s %-7s %8lld %12s %11s %11s %11s %11s %5d\n", name.c_str(), gpuKindName(k.kind),
-            static_cast<long long>(k.count), dur(k.total_ns).c_str(), dur(k.mean_ns).c_str(),
-            dur(k.p50_ns).c_str(), dur(k.min_ns).c_str(), dur(k.max_ns).c_str(), k.ranks);
+    out += formatPrintf("  %-40s %-7s %8lld %12s %11s %11s %11s %11s %5d\n", name.c_str(),
+                        gpuKindName(k.kind), static_cast<long long>(k.count),
+                        dur(k.total_ns).c_str(), dur(k.mean_ns).c_str(), dur(k.p50_ns).c_str(),
+                        dur(k.min_ns).c_str(), dur(k.max_ns).c_str(), k.ranks);
   }
 }
 
 void stragglersText(const GpuAnalysis& g, std::string& out) {
   if (g.stragglers.empty()) return;
-  out += fmt("  stragglers: %lld collective kernels matched across ranks, latest first\n",
-             static_cast<long long>(g.collectives));
-  out += fmt("  %-4s %11s %8s %12s %12s\n", "rank", "collectives", "last", "mean late", "max late");
+  out += formatPrintf("  stragglers: %lld collective kernels matched across ranks, latest first\n",
+                      static_cast<long long>(g.collectives));
+  out += formatPrintf("  %-4s %11s %8s %12s %12s\n", "rank", "collectives", "last", "mean late",
+                      "max late");
   for (const GpuStraggler& s : g.stragglers) {
-    out += fmt("  %-4d %11lld %8lld %12s %12s\n", s.rank, static_cast<long long>(s.collectives),
-               static_cast<long long>(s.last), dur(s.mean_late_ns).c_str(),
-               dur(s.max_late_ns).c_str());
+    out += formatPrintf("  %-4d %11lld %8lld %12s %12s\n", s.rank,
+                        static_cast<long long>(s.collectives), static_cast<long long>(s.last),
+                        dur(s.mean_late_ns).c_str(), dur(s.max_late_ns).c_str());
   }
 }
 

@@ -5,7 +5,6 @@
 // the whole text
 #include "tracerun/trace/analysis/report_text.h"
 
-#include <cstdarg>
 #include <cstdio>
 
 #include "gpu_report.h"
@@ -17,16 +16,6 @@ namespace {
 
 using core::MemoryCategory;
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
-
 // Durations and bytes are spelled by trace/format.h, like every other command's.
 std::string duration(double ns) {
   return formatDuration(ns);
@@ -37,7 +26,7 @@ std::string bytes(double b) {
 }
 
 std::string percent(double f) {
-  return fmt("%.1f%%", f * 100);
+  return formatPrintf("%.1f%%", f * 100);
 }
 
 std::string rankList(const std::vector<int>& ranks) {
@@ -56,10 +45,11 @@ struct Lines {
 // headline
 
 void headlineSection(const Report& r, Lines& line) {
-  line(fmt("%s: %zu rank%s (world size %d), %d step%s (mean %s), %lld spans, %lld memory events",
-           r.path.c_str(), r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.world_size, r.steps,
-           r.steps == 1 ? "" : "s", duration(double(r.step_mean_ns)).c_str(),
-           static_cast<long long>(r.counts.spans), static_cast<long long>(r.counts.memory)));
+  line(formatPrintf(
+      "%s: %zu rank%s (world size %d), %d step%s (mean %s), %lld spans, %lld memory events",
+      r.path.c_str(), r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.world_size, r.steps,
+      r.steps == 1 ? "" : "s", duration(double(r.step_mean_ns)).c_str(),
+      static_cast<long long>(r.counts.spans), static_cast<long long>(r.counts.memory)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -70,28 +60,30 @@ void pipelineSection(const Report& r, Lines& line) {
   if (!p.present) {
     line("pipeline: none (no forward/backward phases with more than one stage)");
   } else {
-    line(fmt("pipeline: %s, p=%d stages, m=%d microbatches, v=%d, %zu replica%s, %d step%s",
-             p.schedule.c_str(), p.stages, p.microbatches, p.virtual_stages, p.replicas.size(),
-             p.replicas.size() == 1 ? "" : "s", p.steps, p.steps == 1 ? "" : "s"));
-    line(fmt("  bubble: measured %s, closed form %s, modeled %s (median over steps)",
-             percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
-             percent(p.bubble_modeled).c_str()));
+    line(formatPrintf(
+        "pipeline: %s, p=%d stages, m=%d microbatches, v=%d, %zu replica%s, %d step%s",
+        p.schedule.c_str(), p.stages, p.microbatches, p.virtual_stages, p.replicas.size(),
+        p.replicas.size() == 1 ? "" : "s", p.steps, p.steps == 1 ? "" : "s"));
+    line(formatPrintf("  bubble: measured %s, closed form %s, modeled %s (median over steps)",
+                      percent(p.bubble_measured).c_str(), percent(p.bubble_theory).c_str(),
+                      percent(p.bubble_modeled).c_str()));
     if (!p.bubble_formula.empty()) line("  closed form: " + p.bubble_formula);
     if (const PipelineCriticalPath& cp = r.critical_path; cp.found) {
-      line(fmt("  critical path: %s of step %d's %s (%s), %zu actions: %s",
-               duration(double(cp.length_ns)).c_str(), cp.step,
-               duration(double(cp.step_ns)).c_str(), percent(cp.shareOfStep()).c_str(),
-               cp.chain.size(), criticalPathChainText(cp, 12).c_str()));
+      line(formatPrintf("  critical path: %s of step %d's %s (%s), %zu actions: %s",
+                        duration(double(cp.length_ns)).c_str(), cp.step,
+                        duration(double(cp.step_ns)).c_str(), percent(cp.shareOfStep()).c_str(),
+                        cp.chain.size(), criticalPathChainText(cp, 12).c_str()));
     }
-    line(fmt("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s %8s", "stage", "ranks", "window",
-             "forward", "backward", "send", "recv wait", "idle", "bubble", "modeled"));
+    line(formatPrintf("  %-5s %-10s %12s %12s %12s %12s %12s %12s %7s %8s", "stage", "ranks",
+                      "window", "forward", "backward", "send", "recv wait", "idle", "bubble",
+                      "modeled"));
     for (const PipelineStage& s : p.per_stage) {
-      line(fmt("  %-5d %-10s %12s %12s %12s %12s %12s %12s %7s %8s", s.stage,
-               rankList(s.ranks).c_str(), duration(s.window_ns).c_str(),
-               duration(s.forward_ns).c_str(), duration(s.backward_ns).c_str(),
-               duration(s.send_ns).c_str(), duration(s.recv_wait_ns).c_str(),
-               duration(s.idle_ns).c_str(), percent(s.bubble).c_str(),
-               percent(s.modeled_bubble).c_str()));
+      line(formatPrintf("  %-5d %-10s %12s %12s %12s %12s %12s %12s %7s %8s", s.stage,
+                        rankList(s.ranks).c_str(), duration(s.window_ns).c_str(),
+                        duration(s.forward_ns).c_str(), duration(s.backward_ns).c_str(),
+                        duration(s.send_ns).c_str(), duration(s.recv_wait_ns).c_str(),
+                        duration(s.idle_ns).c_str(), percent(s.bubble).c_str(),
+                        percent(s.modeled_bubble).c_str()));
     }
     line("  (per step and stage, averaged over steps and replicas)");
     for (const std::string& n : p.notes) line("  note: " + n);
@@ -110,25 +102,26 @@ void memorySection(const Report& r, Lines& line) {
     }
     line("  dtypes, as the program named them: " + named);
   }
-  line(fmt("  %-4s %-7s %10s %10s %10s %10s %10s %10s %10s %10s", "rank", "device", "peak",
-           "parameter", "gradient", "optimizer", "activation", "temporary", "input", "other"));
+  line(formatPrintf("  %-4s %-7s %10s %10s %10s %10s %10s %10s %10s %10s", "rank", "device", "peak",
+                    "parameter", "gradient", "optimizer", "activation", "temporary", "input",
+                    "other"));
   for (const ReportDevice& rd : r.memory_devices) {
     const DeviceMemory& d = rd.memory;
-    std::string row =
-        fmt("  %-4d %-7s %10s", d.rank, rd.device.c_str(), bytes(double(d.peak_bytes)).c_str());
+    std::string row = formatPrintf("  %-4d %-7s %10s", d.rank, rd.device.c_str(),
+                                   bytes(double(d.peak_bytes)).c_str());
     for (MemoryCategory c : kReportCategories) {
-      row += fmt(" %10s", bytes(double(at(d.at_peak, c))).c_str());
+      row += formatPrintf(" %10s", bytes(double(at(d.at_peak, c))).c_str());
     }
     line(row);
   }
   for (const ReportRankMemory& m : r.memory_ranks) {
     const ReportDevice& d = r.memory_devices[m.primary];
     if (m.rank != 0 || d.largest_at_peak.empty()) continue;
-    line(fmt("  largest live at rank %d's peak (%s, at %s):", m.rank, d.device.c_str(),
-             duration(double(d.memory.peak_ts_ns)).c_str()));
+    line(formatPrintf("  largest live at rank %d's peak (%s, at %s):", m.rank, d.device.c_str(),
+                      duration(double(d.memory.peak_ts_ns)).c_str()));
     for (const ReportAllocation& a : d.largest_at_peak) {
-      line(fmt("    %10s  %-16s %-28s %s", bytes(double(a.bytes)).c_str(),
-               core::memoryCategoryName(a.category), a.op.c_str(), a.scope.c_str()));
+      line(formatPrintf("    %10s  %-16s %-28s %s", bytes(double(a.bytes)).c_str(),
+                        core::memoryCategoryName(a.category), a.op.c_str(), a.scope.c_str()));
     }
   }
   if (r.memory_devices.empty()) line("  (no memory events)");
@@ -138,15 +131,15 @@ void memorySection(const Report& r, Lines& line) {
 // ops
 
 void opsSection(const Report& r, Lines& line) {
-  line(fmt("ops: %lld spans of %lld ops and autograd nodes; top %zu by self time (all ranks)",
-           static_cast<long long>(r.op_spans), static_cast<long long>(r.op_names),
-           r.top_ops.size()));
-  line(fmt("  %-44s %-8s %9s %12s %12s", "name", "kind", "count", "total", "self"));
+  line(formatPrintf(
+      "ops: %lld spans of %lld ops and autograd nodes; top %zu by self time (all ranks)",
+      static_cast<long long>(r.op_spans), static_cast<long long>(r.op_names), r.top_ops.size()));
+  line(formatPrintf("  %-44s %-8s %9s %12s %12s", "name", "kind", "count", "total", "self"));
   for (const OpRow& o : r.top_ops) {
     std::string name = o.name.size() > 44 ? o.name.substr(0, 41) + "..." : o.name;
-    line(fmt("  %-44s %-8s %9lld %12s %12s", name.c_str(), core::categoryName(o.category),
-             static_cast<long long>(o.count), duration(double(o.total_ns)).c_str(),
-             duration(double(o.self_ns)).c_str()));
+    line(formatPrintf("  %-44s %-8s %9lld %12s %12s", name.c_str(), core::categoryName(o.category),
+                      static_cast<long long>(o.count), duration(double(o.total_ns)).c_str(),
+                      duration(double(o.self_ns)).c_str()));
   }
 }
 
@@ -160,33 +153,35 @@ void commSection(const Report& r, Lines& line) {
     const std::string group = c.group_size > 0
                                   ? "[" + rankList(c.ranks) + "] (" + c.group_source + ")"
                                   : "? (rank " + rankList(c.ranks) + ")";
-    line(fmt("  %-14s %-22s calls %6lld  %10s  %12s  algbw %8.3f GB/s  busbw %s", c.op.c_str(),
-             group.c_str(), static_cast<long long>(c.calls), bytes(double(c.bytes)).c_str(),
-             duration(double(c.time_ns)).c_str(), c.algbw_gbps,
-             c.group_size > 0 ? fmt("%8.3f GB/s", c.busbw_gbps).c_str() : "       -"));
+    line(formatPrintf(
+        "  %-14s %-22s calls %6lld  %10s  %12s  algbw %8.3f GB/s  busbw %s", c.op.c_str(),
+        group.c_str(), static_cast<long long>(c.calls), bytes(double(c.bytes)).c_str(),
+        duration(double(c.time_ns)).c_str(), c.algbw_gbps,
+        c.group_size > 0 ? formatPrintf("%8.3f GB/s", c.busbw_gbps).c_str() : "       -"));
     if (!c.via.empty()) line("      via " + c.via);
   }
   if (!r.comm.p2p.empty()) {
     line("  point-to-point (receive time split into waiting for the send and transferring)");
-    line(fmt("  %-5s %-5s %-9s %8s %10s %12s %12s %12s", "src", "dst", "kind", "messages", "bytes",
-             "recv", "wait", "transfer"));
+    line(formatPrintf("  %-5s %-5s %-9s %8s %10s %12s %12s %12s", "src", "dst", "kind", "messages",
+                      "bytes", "recv", "wait", "transfer"));
     for (const PointToPointStats& s : r.comm.p2p) {
-      line(fmt("  %-5s %-5s %-9s %8lld %10s %12s %12s %12s",
-               s.src >= 0 ? std::to_string(s.src).c_str() : "?",
-               s.dst >= 0 ? std::to_string(s.dst).c_str() : "?", s.kind.c_str(),
-               static_cast<long long>(s.messages), bytes(double(s.bytes)).c_str(),
-               duration(double(s.recv_ns)).c_str(), duration(double(s.wait_ns)).c_str(),
-               duration(double(s.transfer_ns)).c_str()));
+      line(formatPrintf("  %-5s %-5s %-9s %8lld %10s %12s %12s %12s",
+                        s.src >= 0 ? std::to_string(s.src).c_str() : "?",
+                        s.dst >= 0 ? std::to_string(s.dst).c_str() : "?", s.kind.c_str(),
+                        static_cast<long long>(s.messages), bytes(double(s.bytes)).c_str(),
+                        duration(double(s.recv_ns)).c_str(), duration(double(s.wait_ns)).c_str(),
+                        duration(double(s.transfer_ns)).c_str()));
     }
   }
   line("  per rank: communication overlapped with computation (leaf ops)");
-  line(fmt("  %-4s %12s %12s %12s %8s", "rank", "comm", "compute", "overlap", "of comm"));
+  line(formatPrintf("  %-4s %12s %12s %12s %8s", "rank", "comm", "compute", "overlap", "of comm"));
   for (size_t i = 0; i < r.comm.ranks.size(); ++i) {
     const RankCommStats& s = r.comm.ranks[i];
     const double of_comm = r.comm_overlap[i];
-    line(fmt("  %-4d %12s %12s %12s %8s", s.rank, duration(double(s.comm_ns)).c_str(),
-             duration(double(s.compute_ns)).c_str(), duration(double(s.overlap_ns)).c_str(),
-             of_comm >= 0 ? percent(of_comm).c_str() : "-"));
+    line(formatPrintf("  %-4d %12s %12s %12s %8s", s.rank, duration(double(s.comm_ns)).c_str(),
+                      duration(double(s.compute_ns)).c_str(),
+                      duration(double(s.overlap_ns)).c_str(),
+                      of_comm >= 0 ? percent(of_comm).c_str() : "-"));
   }
 }
 
@@ -194,11 +189,11 @@ void commSection(const Report& r, Lines& line) {
 // stats
 
 void statsSection(const Report& r, Lines& line) {
-  line(fmt("stats: dropped events %lld", static_cast<long long>(r.dropped_events)));
+  line(formatPrintf("stats: dropped events %lld", static_cast<long long>(r.dropped_events)));
   for (const StatRow& s : r.stats) {
     if (s.severity == Severity::kInfo) continue;
-    line(fmt("  rank %d %s = %lld (%s)", s.rank, s.name.c_str(), static_cast<long long>(s.value),
-             severityName(s.severity)));
+    line(formatPrintf("  rank %d %s = %lld (%s)", s.rank, s.name.c_str(),
+                      static_cast<long long>(s.value), severityName(s.severity)));
   }
   if (!r.lost.empty()) line("  the capture lost data: this report is incomplete");
 }

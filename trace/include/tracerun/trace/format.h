@@ -16,6 +16,8 @@ std::string formatBytes(double bytes);
 std::string formatCount(int64_t n);
 // A fraction as a share: 0.456 -> "45.6%" (two decimals under 1%, none from 100%).
 std::string formatShare(double share);
+// printf into a string, for the report's fixed-width table rows (at most 511 characters).
+std::string formatPrintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // How a device is spelled: as PyTorch writes it ("cpu", "cuda:0": the report's text and JSON), or
 // as a title ("CPU", "CUDA:0": the Chrome export's track names).
