@@ -107,6 +107,26 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
                  "write the initial parameters and the batches to DIR (one process)");
   app.add_option("--dry-run-costs", c.dry_run_costs,
                  "F_MS,B_MS[,W_MS] (pipeline dry run; zb-h1 without W_MS: B split in half)");
+  CLI::Option* lora_rank =
+      app.add_option("--lora-rank", c.lora_rank, "LoRA adapters of rank R; the base model frozen")
+          ->check(atLeast(1, true));
+  CLI::Option* lora_alpha = app.add_option("--lora-alpha", c.lora_alpha,
+                                           "LoRA scale numerator: dW = (A/R) B A (default R)")
+                                ->check(atLeast(0, false, false));
+  CLI::Option* lora_targets =
+      app.add_option("--lora-targets", c.lora_targets, "linears with adapters (comma-separated)")
+          ->delimiter(',')
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+          ->check(CLI::IsMember({"qkv", "proj", "fc1", "fc2"}));
+  CLI::Option* lora_init_b =
+      app.add_option("--lora-init-b", c.lora_init_b,
+                     "zeros; normal (a testing aid: step 1 then differs from the base model)")
+          ->check(CLI::IsMember({"zeros", "normal"}));
+  CLI::Option* save_merged = app.add_option(
+      "--save-merged", c.save_merged, "after the last step, a checkpoint with the adapters merged");
+  app.add_option("--prompt-tuning", c.prompt_tuning,
+                 "P trainable embeddings prepended to every sequence; the model frozen")
+      ->check(atLeast(1, true));
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(atLeast(0, true));
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
@@ -116,6 +136,19 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--bucket-mb", c.bucket_mb, "data-parallel gradient bucket size in MiB")
       ->check(atLeast(0, false, false));
+  app.add_option("--offload-optimizer", c.offload_optimizer,
+                 "none; cpu (pinned host memory, update on the CPU; --device cuda); nvme:DIR "
+                 "(states in files under DIR) -- ZeRO 1-3")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "none" || v == "cpu" || (v.rfind("nvme:", 0) == 0 && v.size() > 5)) return "";
+            return "must be none, cpu or nvme:DIR, not '" + v + "'";
+          },
+          "none|cpu|nvme:DIR", "OFFLOAD"));
+  app.add_option("--dp-algorithm", c.dp_algorithm,
+                 "data-parallel algorithm: allreduce; bytegrad (8-bit compressed, Bagua); "
+                 "decentralized (peer weight averaging, Bagua) -- the last two with --zero 0")
+      ->check(CLI::IsMember({"allreduce", "bytegrad", "decentralized"}));
   app.add_flag("--delayed-update", c.delayed_update,
                "2bw's update rule in any layout: W(t+1) = W(t) - lr * grad f(W(t-1))");
   app.add_flag("--quiet", c.quiet, "no per-step lines on stdout");
@@ -130,6 +163,13 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
     return 2;
   }
   c.schedule = parseScheduleKind(schedule);  // one of its words: checked above
+  for (CLI::Option* o : {lora_alpha, lora_targets, lora_init_b, save_merged}) {
+    if (o->count() > 0 && lora_rank->count() == 0) {
+      std::fprintf(stderr, "gpttrain: %s needs --lora-rank (see --help)\n", o->get_name().c_str());
+      return 2;
+    }
+  }
+  if (c.lora_alpha < 0) c.lora_alpha = c.lora_rank;
   // --bf16 is --precision bf16-autocast; with another --precision it says two things at once.
   if (c.bf16 && precision->count() > 0 && c.precision != "bf16-autocast") {
     std::fprintf(stderr,
@@ -169,6 +209,32 @@ bool parseDryRunCosts(const std::string& text, double* forward_ms, double* backw
   *weight_ms = values.size() == 3 ? values[2] : -1.0;
   return true;
 }
+
+namespace {
+
+// The combinations LoRA and prompt tuning refuse (docs/trainer.md lists them); empty: none.
+std::string fineTuningError(const TrainConfig& c) {
+  if (!c.fineTuning()) return "";
+  const std::string mode = c.lora_rank > 0 ? "--lora-rank" : "--prompt-tuning";
+  if (c.lora_rank > 0 && c.prompt_tuning > 0) {
+    return "--lora-rank and --prompt-tuning are two ways to fine-tune: give one of them";
+  }
+  if (c.prompt_tuning > 0 && c.pp > 1) {
+    return "--prompt-tuning needs --pp 1 (the prompt enters on the first stage and leaves before "
+           "the loss on the last; pipeline stages would pass P + S positions)";
+  }
+  if (c.prompt_tuning > 0 && c.sp) {
+    return "--prompt-tuning does not work with --sp (the prompt is prepended before the sequence "
+           "is split): drop --sp";
+  }
+  if (c.schedule == ScheduleKind::kZbH1 || c.schedule == ScheduleKind::kTwoBw ||
+      c.schedule == ScheduleKind::kChimera || c.delayed_update) {
+    return mode + " supports the gpipe, 1f1b and interleaved schedules without --delayed-update";
+  }
+  return "";
+}
+
+}  // namespace
 
 std::string layoutError(const TrainConfig& c, int world) {
   std::ostringstream out;
@@ -211,6 +277,28 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (c.schedule == ScheduleKind::kZbH1 && c.recompute != "none") {
     out << "--schedule zb-h1 runs the backward in two passes (B, then W), which --recompute "
         << c.recompute << " would re-run twice: use --recompute none or another schedule";
+  } else if (c.offload_optimizer != "none" && c.zero == 0) {
+    out << "--offload-optimizer " << c.offload_optimizer
+        << " needs --zero 1, 2 or 3 (it offloads the sharded optimizer states)";
+  } else if (c.offload_optimizer == "cpu" && c.deviceType() != "cuda") {
+    out << "--offload-optimizer cpu needs --device cuda (on the CPU the states are already in "
+           "host memory): use nvme:DIR";
+  } else if (c.offload_optimizer != "none" &&
+             (c.delayed_update || c.schedule == ScheduleKind::kTwoBw)) {
+    out << "--offload-optimizer keeps the master weights off the device, which the weight "
+           "versions of --delayed-update / --schedule 2bw would bypass: use one of them";
+  } else if (c.offload_optimizer != "none" && (!c.save.empty() || !c.load.empty())) {
+    out << "--offload-optimizer does not checkpoint its offloaded states yet: drop --save/--load";
+  } else if (c.dp_algorithm != "allreduce" && c.zero != 0) {
+    out << "--dp-algorithm " << c.dp_algorithm << " needs --zero 0 (it replaces plain DDP's "
+        << "gradient all-reduce; ZeRO shards gradients)";
+  } else if (c.dp_algorithm == "decentralized" && c.dpSize(world) % 2 != 0 && c.dpSize(world) > 1) {
+    out << "--dp-algorithm decentralized pairs data-parallel ranks: DP " << c.dpSize(world)
+        << " must be even";
+  } else if (c.dp_algorithm != "allreduce" && c.schedule == ScheduleKind::kChimera) {
+    out << "--dp-algorithm " << c.dp_algorithm << " does not work with --schedule chimera";
+  } else if (std::string e3 = fineTuningError(c); !e3.empty()) {
+    out << e3;
   } else if (c.schedule == ScheduleKind::kZbH1 && c.zero == 3) {
     out << "--schedule zb-h1 does not work with --zero 3 (its layers regather and reduce in the "
            "one backward that zb-h1 splits): use --zero 0, 1 or 2";

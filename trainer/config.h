@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpttrain {
 
@@ -63,6 +64,19 @@ struct TrainConfig {
   // the reference model of tests/trainer/reference_gpt.py reads them).
   std::string dump_init;
   std::string dry_run_costs;
+  // Parameter-efficient fine-tuning (issue 32; docs/trainer.md "LoRA", "Prompt tuning"): the base
+  // model frozen, only what these add trains. --lora-rank R > 0: LoRA adapters of rank R, scaled
+  // by lora_alpha / R (lora_alpha < 0: R, a scale of 1), on the linears named in lora_targets;
+  // lora_init_b "normal" is a testing aid (B not zero at step 1). --save-merged DIR: the final
+  // weights with the adapters merged, as a plain (non-LoRA) checkpoint's parameters.
+  // --prompt-tuning P > 0: P trainable input embeddings prepended to every sequence.
+  int lora_rank = 0;
+  double lora_alpha = -1.0;
+  std::vector<std::string> lora_targets{"qkv", "proj", "fc1", "fc2"};
+  std::string lora_init_b = "zeros";
+  std::string save_merged;
+  int prompt_tuning = 0;
+  bool fineTuning() const { return lora_rank > 0 || prompt_tuning > 0; }
   // PipeDream-2BW's update rule without a pipeline: step b's gradient is computed on the weights
   // of the step before, and applied to the current ones (schedule_2bw.h, weight_versions.h).
   bool delayed_update = false;
@@ -70,9 +84,21 @@ struct TrainConfig {
   std::string backend = "gloo";  // process groups: gloo, or nccl (a libtorch with CUDA only)
   std::string device;            // "cpu" or "cuda"; empty: cuda with --backend nccl, else cpu
   double bucket_mb = 4.0;
+  // --offload-optimizer (issue 31): "none"; "cpu" (ZeRO-Offload: fp32 master weights and AdamW
+  // moments in pinned host memory, the update on the CPU; --device cuda only); "nvme:DIR"
+  // (ZeRO-Infinity: the same states in files under DIR, streamed per bucket). ZeRO 1-3 only.
+  std::string offload_optimizer = "none";
+  // --dp-algorithm (issue 31, Bagua's): "allreduce" (the strategy's own reduction); "bytegrad"
+  // (8-bit min/max-compressed scatter-reduce + all-gather); "decentralized" (weights averaged
+  // with one ring-shifting peer per step, no gradient reduction). Both others need --zero 0.
+  std::string dp_algorithm = "allreduce";
   bool quiet = false;  // no start line and no per-step lines (the end-of-run summary stays)
 
   bool mixedPrecision() const { return precision == "bf16-mixed"; }
+  // The directory of --offload-optimizer nvme:DIR, or "" for none / cpu.
+  std::string offloadDir() const {
+    return offload_optimizer.rfind("nvme:", 0) == 0 ? offload_optimizer.substr(5) : "";
+  }
   int dpSize(int world) const { return world / (tp * pp); }
   int microbatches(int world) const { return global_batch / (micro_batch * dpSize(world)); }
   // --device as given, or what --backend implies: "cpu" or "cuda" (cuda device LOCAL_RANK).
