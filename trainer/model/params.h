@@ -37,8 +37,13 @@ class ParamSet {
   at::Tensor add(const std::string& name, std::vector<int64_t> full_shape, int split_dim, Init init,
                  double stddev = 0.0);
 
+  // The trainable parameters: what gradients, buckets, optimizers and checkpoints see.
   std::vector<ParamEntry>& entries() { return entries_; }
   const std::vector<ParamEntry>& entries() const { return entries_; }
+  // Parameters moved out of entries() by freezeBaseParameters (model/frozen.h): requires_grad
+  // false, no gradient, no optimizer state; the model still computes with them.
+  std::vector<ParamEntry>& frozenEntries() { return frozen_; }
+  const std::vector<ParamEntry>& frozenEntries() const { return frozen_; }
   int tpRank() const { return tp_rank_; }
   int tpSize() const { return tp_size_; }
   torch::Device device() const { return device_; }
@@ -52,6 +57,7 @@ class ParamSet {
   torch::Device device_;
   at::ScalarType dtype_;
   std::vector<ParamEntry> entries_;
+  std::vector<ParamEntry> frozen_;
 };
 
 // 64-bit FNV-1a, stable across builds (std::hash is not).
