@@ -63,6 +63,13 @@ std::shared_ptr<ThreadBuffer> Session::registerThread(const char* threadName) {
   return buffer;
 }
 
+ThreadBuffer& Session::replayBuffer(TrackId track, int64_t tid, uint32_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto buffer = std::make_shared<ThreadBuffer>(ringCapacity_, track, tid, index);
+  buffers_.push_back(buffer);
+  return *buffer;
+}
+
 void Session::forEachBuffer(const std::function<void(ThreadBuffer&)>& fn) {
   std::vector<std::shared_ptr<ThreadBuffer>> snapshot;
   {

@@ -35,6 +35,7 @@
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
+#include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::launcher {
@@ -90,7 +91,37 @@ void removeShardFiles(const std::string& dir) {
   ::closedir(d);
 }
 
+// A rank that wrote a raw shard (TRACERUN_WRITER=raw) and did not get to convert it (killed, _exit,
+// a failed conversion) leaves rankR.db.raw: build rankR.db from it here, after the run, so the
+// merge sees a shard like any other. The raw file goes once its shard is written; a conversion
+// that fails is one line and keeps it.
+static void convertLeftoverRaw(const std::string& dir) {
+  std::vector<std::string> raws;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("rank", 0) == 0 && name.size() > 7 &&
+        name.compare(name.size() - 7, 7, ".db.raw") == 0) {
+      raws.push_back(dir + "/" + name);
+    }
+  }
+  ::closedir(d);
+  std::sort(raws.begin(), raws.end());
+  for (const auto& raw : raws) {
+    const std::string shard = raw.substr(0, raw.size() - 4);
+    try {
+      trace::convertRawShard(raw, shard);
+      ::unlink(raw.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: converting %s failed: %s; it is kept\n", raw.c_str(),
+                   e.what());
+    }
+  }
+}
+
 std::vector<std::string> shardFiles(const std::string& dir) {
+  convertLeftoverRaw(dir);
   std::vector<std::string> out;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return out;

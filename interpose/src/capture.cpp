@@ -29,6 +29,8 @@
 
 #include "status_file.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/core/raw_shard_writer.h"
+#include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/shard_writer.h"
 
 namespace tracerun::interpose {
@@ -133,6 +135,15 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   c.restart = envInt("TRACERUN_RESTART", 0);
   // How often the writer drains (benchmarks raise it to keep the writer idle while they time).
   if (const int ms = envInt("TRACERUN_DRAIN_MS", 0); ms > 0) c.drain_interval_ms = ms;
+  if (const char* w = env("TRACERUN_WRITER")) {
+    if (std::strcmp(w, "raw") == 0) {
+      c.raw_writer = true;
+    } else if (std::strcmp(w, "sqlite") == 0) {
+      c.raw_writer = false;
+    } else {
+      std::fprintf(stderr, "tracerun: TRACERUN_WRITER=%s: not raw or sqlite; ignored\n", w);
+    }
+  }
   c.command = commandLine();
   return c;
 }
@@ -153,7 +164,8 @@ struct ActiveCapture {
   CaptureConfig config;
   uint64_t generation = 0;
   core::Session* session = nullptr;
-  std::unique_ptr<trace::ShardWriter> writer;
+  std::unique_ptr<trace::ShardWriter> writer;   // in-process SQLite (TRACERUN_WRITER=sqlite)
+  std::unique_ptr<core::RawShardWriter> raw;    // or the raw shard, converted at stop
   core::TrackId asyncTrack = 0;
   std::once_flag asyncTrackOnce;
   // Flushes the writer's pending span chunks every kFlushPeriod, so a process that dies or calls
@@ -188,7 +200,11 @@ void flusherMain(ActiveCapture* a) {
     lock.unlock();
     core::recalibrateClock(std::chrono::nanoseconds(period).count());  // keep nowNs() on time
     try {
-      a->writer->flush();
+      if (a->raw) {
+        a->raw->flush();
+      } else {
+        a->writer->flush();
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tracerun: writing %s failed: %s\n", a->config.output.c_str(), e.what());
       return;
@@ -329,6 +345,81 @@ void installSignalHandlers();
 void installForkHandler();
 }  // namespace
 
+namespace {
+
+// The capture's writer: a raw shard beside the output (converted at stop), or the in-process
+// SQLite writer; either way with the capture's meta rows and its drain thread started.
+void openWriter(ActiveCapture& a) {
+  const CaptureConfig& config = a.config;
+  std::vector<std::pair<std::string, std::string>> meta = {
+      {"capture", captureWordsOf(config).text()}, {"capture_shapes", config.shapes ? "1" : "0"}};
+  if (!config.target.empty()) meta.emplace_back("capture_target", config.target);
+  if (config.restart > 0) meta.emplace_back("restart", std::to_string(config.restart));
+  const BlockSignals block;  // the drain thread inherits it
+  if (config.raw_writer) {
+    core::RawShardOptions options;
+    options.path = trace::rawShardPath(config.output);
+    options.rank = config.rank;
+    options.world_size = config.world_size;
+    options.command = config.command;
+    options.drain_interval_ms = config.drain_interval_ms;
+    options.clock_offset_ns = config.clock_offset_ns;
+    a.raw = std::make_unique<core::RawShardWriter>(*a.session, options);
+    for (const auto& [k, v] : meta) a.raw->setMeta(k, v);
+    a.raw->start();
+    return;
+  }
+  trace::ShardOptions options;
+  options.path = config.output;
+  options.rank = config.rank;
+  options.world_size = config.world_size;
+  options.command = config.command;
+  options.flush_interval_ms = config.drain_interval_ms;
+  options.clock_offset_ns = config.clock_offset_ns;
+  a.writer = std::make_unique<trace::ShardWriter>(*a.session, options);
+  for (const auto& [k, v] : meta) a.writer->setMeta(k, v);
+  a.writer->start();
+}
+
+// The shard's stats rows for the capture's own counters.
+void setCaptureStats(ActiveCapture& a) {
+  auto put = [&a](const std::string& name, int64_t v, trace::Severity sev) {
+    if (a.raw) {
+      a.raw->setStat(name, v, static_cast<core::StatSeverity>(static_cast<int>(sev)));
+    } else {
+      a.writer->setStat(name, v, sev);
+    }
+  };
+  for (int i = 0; i < static_cast<int>(Stat::kCount); ++i) {
+    const auto s = static_cast<Stat>(i);
+    const auto v = static_cast<int64_t>(statValue(s));
+    const bool bad = s == Stat::kStackOverflow || s == Stat::kMemoryUnrecorded;
+    put(statName(s), v, v > 0 && bad ? trace::Severity::kWarning : trace::Severity::kInfo);
+  }
+  put("memory_live_bytes_at_end", gLiveBytes.load(), trace::Severity::kInfo);
+  put("memory_peak_bytes", gPeakBytes.load(), trace::Severity::kInfo);
+}
+
+// Closes the writer; a raw shard is then converted into the SQLite shard and removed (it stays
+// when the conversion fails: the launcher converts it again). Throws what failed.
+void closeWriter(ActiveCapture& a) {
+  setCaptureStats(a);
+  if (!a.raw) {
+    a.writer->close();
+    return;
+  }
+  a.raw->close();
+  const std::string rawPath = a.raw->path();
+  trace::convertRawShard(rawPath, a.config.output);
+  if (a.raw->failed()) {
+    throw trace::TraceError(rawPath + ": a write failed (see the line above); the shard holds "
+                            "what was written before it");
+  }
+  ::unlink(rawPath.c_str());
+}
+
+}  // namespace
+
 bool startCapture(const CaptureConfig& config) {
   std::lock_guard<std::mutex> lock(gLifecycleMu);
   if (gActiveGeneration.load() != 0) {
@@ -349,21 +440,8 @@ bool startCapture(const CaptureConfig& config) {
   auto active = std::make_unique<ActiveCapture>();
   active->config = config;
   active->session = new core::Session(config.ring_capacity);  // leaked: see ActiveCapture
-  trace::ShardOptions options;
-  options.path = config.output;
-  options.rank = config.rank;
-  options.world_size = config.world_size;
-  options.command = config.command;
-  options.flush_interval_ms = config.drain_interval_ms;
-  options.clock_offset_ns = config.clock_offset_ns;
   try {
-    active->writer = std::make_unique<trace::ShardWriter>(*active->session, options);
-    active->writer->setMeta("capture", captureWordsOf(config).text());
-    active->writer->setMeta("capture_shapes", config.shapes ? "1" : "0");
-    if (!config.target.empty()) active->writer->setMeta("capture_target", config.target);
-    if (config.restart > 0) active->writer->setMeta("restart", std::to_string(config.restart));
-    const BlockSignals block;  // the drain thread inherits it
-    active->writer->start();
+    openWriter(*active);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: capture off: %s\n", e.what());
     return false;
@@ -409,16 +487,7 @@ void stopCapture() {
   a->flushCv.notify_all();
   if (a->flusher.joinable()) a->flusher.join();
   try {
-    for (int i = 0; i < static_cast<int>(Stat::kCount); ++i) {
-      const auto s = static_cast<Stat>(i);
-      const auto v = static_cast<int64_t>(statValue(s));
-      const bool bad = s == Stat::kStackOverflow || s == Stat::kMemoryUnrecorded;
-      a->writer->setStat(statName(s), v,
-                         v > 0 && bad ? trace::Severity::kWarning : trace::Severity::kInfo);
-    }
-    a->writer->setStat("memory_live_bytes_at_end", gLiveBytes.load(), trace::Severity::kInfo);
-    a->writer->setStat("memory_peak_bytes", gPeakBytes.load(), trace::Severity::kInfo);
-    a->writer->close();
+    closeWriter(*a);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tracerun: closing %s failed: %s\n", a->config.output.c_str(), e.what());
     // The launcher's sign that this shard's writer failed (a full disk has room for an empty

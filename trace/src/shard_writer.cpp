@@ -152,6 +152,7 @@ class ShardWriter::Impl {
 
   void start();
   void flush();
+  void drain();
   void close();
   void setStat(const std::string& name, int64_t value, Severity severity);
   void setMeta(const std::string& key, const std::string& value);
@@ -682,6 +683,12 @@ void ShardWriter::Impl::flush() {
   });
 }
 
+void ShardWriter::Impl::drain() {
+  auto lock = lockFromCaller();
+  if (closed_) return;
+  guarded([&] { pass(); });
+}
+
 void ShardWriter::Impl::close() {
   {
     auto lock = lockFromCaller();
@@ -808,7 +815,7 @@ void ShardWriter::Impl::finish() {
   // Indexes once, at the end; then mark the file complete, last of all.
   db_.exec("BEGIN");
   for (const auto& sql : schema::indexStatements()) db_.exec(sql);
-  db_.exec("UPDATE meta SET value = '1' WHERE key = 'complete'");
+  if (opt_.complete) db_.exec("UPDATE meta SET value = '1' WHERE key = 'complete'");
   db_.exec("COMMIT");
   db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
 
@@ -849,6 +856,9 @@ void ShardWriter::start() {
 }
 void ShardWriter::flush() {
   impl_->flush();
+}
+void ShardWriter::drain() {
+  impl_->drain();
 }
 void ShardWriter::close() {
   impl_->close();

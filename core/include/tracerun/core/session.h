@@ -68,6 +68,11 @@ class Session {
   // name given (or "thread <tid>").
   ThreadBuffer& threadBuffer(const char* threadName = nullptr);
 
+  // A buffer for a track that is already registered, not bound to the calling thread: what a
+  // raw shard's converter (trace/raw_convert.h) fills with one recorded thread's records, so the
+  // writer sees them as that thread's. `index` is the recorded ThreadBuffer::index.
+  ThreadBuffer& replayBuffer(TrackId track, int64_t tid, uint32_t index);
+
   // Consumer side: calls fn(ThreadBuffer&) for every live buffer; buffers whose thread exited
   // and that are empty after fn are forgotten.
   void forEachBuffer(const std::function<void(ThreadBuffer&)>& fn);

@@ -39,6 +39,9 @@ struct ShardOptions {
   // The time origin (CLOCK_MONOTONIC ns) the shard's times are relative to; 0: when the writer is
   // made. Tests that must write byte-identical traces pin it.
   int64_t origin_ns = 0;
+  // false: close() writes everything but leaves meta complete = '0', so the merge treats the
+  // shard as cut (a shard converted from a raw file whose process never closed it).
+  bool complete = true;
 };
 
 struct WriterCounts {
@@ -55,6 +58,9 @@ class ShardWriter {
 
   void start();
   void flush();
+  // One drain pass on the calling thread (no forced chunk write, no commit beyond the pass's own):
+  // how a converter that fills the session's buffers itself empties them (raw_convert.h).
+  void drain();
   void close();
 
   // A row for the stats table, written at close (name is unique per rank; the last value wins).

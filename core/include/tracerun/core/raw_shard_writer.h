@@ -1,0 +1,90 @@
+// RawShardWriter: the traced process's writer thread when the capture writes a raw shard
+// (raw_shard.h): it copies whole runs of each thread's ring into the file with one writev each,
+// then the strings and tracks new since the last pass. No SQL, no formatting, no per-record work;
+// the SQLite shard is built afterwards from the file (trace/raw_convert.h).
+//
+// Contract:
+// - The constructor creates the file (replacing one that exists; 0600, never through a symlink)
+//   and writes its header, or throws std::runtime_error. start() launches the drain thread;
+//   flush() drains from any thread; close() stops the thread, drains the rest, writes the
+//   session's stats, setStat()/setMeta() rows and the end block. close() is idempotent; the
+//   destructor calls it.
+// - A write that fails (full disk, quota, file-size limit) is said once on stderr; the file is cut
+//   back to its last whole block, nothing more is written, and every record drained after that is
+//   counted as dropped (failed() turns true, the caller marks the shard as failed).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "tracerun/core/raw_shard.h"
+#include "tracerun/core/session.h"
+
+namespace tracerun::core {
+
+struct RawShardOptions {
+  std::string path;
+  int rank = 0;
+  int world_size = 1;
+  int64_t pid = 0;  // 0: getpid()
+  int64_t clock_offset_ns = 0;
+  int64_t origin_ns = 0;  // 0: now
+  std::string host;       // empty: gethostname()
+  std::string command;
+  int drain_interval_ms = 10;
+};
+
+class RawShardWriter {
+ public:
+  RawShardWriter(Session& session, RawShardOptions options);
+  ~RawShardWriter();
+  RawShardWriter(const RawShardWriter&) = delete;
+  RawShardWriter& operator=(const RawShardWriter&) = delete;
+
+  void start();
+  void flush();
+  void close();
+  void setStat(const std::string& name, int64_t value, StatSeverity severity);
+  void setMeta(const std::string& key, const std::string& value);
+
+  bool failed() const noexcept { return failed_.load(std::memory_order_relaxed); }
+  const std::string& path() const noexcept { return opt_.path; }
+  uint64_t bytesWritten() const noexcept { return offset_; }
+  uint64_t recordsWritten() const noexcept { return records_; }
+
+ private:
+  void threadMain();
+  size_t pass();  // mu_ held
+  void writeRecords(const ThreadBuffer& b, const Record* r, size_t n);
+  void writeStrings();
+  void writeTracks();
+  void writeBlock(RawBlockHeader h, const void* payload, size_t bytes);
+  void writeMeta(const std::string& key, const std::string& value);
+
+  Session& session_;
+  RawShardOptions opt_;
+  int fd_ = -1;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::atomic<bool> failed_{false};
+  uint64_t offset_ = 0;  // bytes of whole blocks in the file
+  uint64_t records_ = 0;
+  uint64_t lost_ = 0;  // records drained after a write failed
+  uint64_t droppedWritten_ = 0;
+  size_t stringsWritten_ = 0;
+  size_t tracksWritten_ = 0;
+  std::string scratch_;  // payload of string and track blocks
+  std::map<std::string, std::pair<int64_t, StatSeverity>> stats_;
+  std::map<std::string, std::string> meta_;
+};
+
+}  // namespace tracerun::core

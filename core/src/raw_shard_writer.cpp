@@ -1,0 +1,265 @@
+// RawShardWriter: drains a Session's rings into a raw shard with writev, one block per contiguous
+// ring run. The only file work of a traced process that writes raw; no SQL here.
+#include "tracerun/core/raw_shard_writer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "tracerun/core/clock.h"
+
+namespace tracerun::core {
+
+namespace {
+
+// A pass that drained at least this many records goes again at once: the rings fill faster than
+// one interval's worth.
+constexpr size_t kBusyPassRecords = 16384;
+
+std::string hostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+void appendU32(std::string& out, uint32_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void appendString(std::string& out, const std::string& s) {
+  appendU32(out, static_cast<uint32_t>(s.size()));
+  out += s;
+}
+
+}  // namespace
+
+RawShardWriter::RawShardWriter(Session& session, RawShardOptions options)
+    : session_(session), opt_(std::move(options)) {
+  if (opt_.path.empty()) throw std::runtime_error("raw shard writer: no output path given");
+  if (opt_.host.empty()) opt_.host = hostName();
+  if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(::getpid());
+  if (opt_.origin_ns == 0) opt_.origin_ns = nowNs();
+  if (opt_.drain_interval_ms <= 0) opt_.drain_interval_ms = 1;
+  if (::unlink(opt_.path.c_str()) != 0 && errno != ENOENT) {
+    throw std::runtime_error(opt_.path + ": cannot replace the existing file: " +
+                             std::strerror(errno));
+  }
+  fd_ = ::open(opt_.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw std::runtime_error(opt_.path + ": cannot create: " + std::strerror(errno));
+  RawFileHeader h;
+  std::memcpy(h.magic, kRawMagic, sizeof kRawMagic);
+  h.origin_ns = opt_.origin_ns;
+  h.pid = opt_.pid;
+  h.clock_offset_ns = opt_.clock_offset_ns;
+  h.rank = opt_.rank;
+  h.world_size = opt_.world_size;
+  if (::write(fd_, &h, sizeof h) != static_cast<ssize_t>(sizeof h)) {
+    const int e = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(opt_.path + ": cannot write: " + std::strerror(e));
+  }
+  offset_ = sizeof h;
+  std::lock_guard<std::mutex> lock(mu_);
+  writeMeta("\x01host", opt_.host);  // options, not meta rows: the \x01 prefix (raw_convert.cpp)
+  writeMeta("\x01command", opt_.command);
+}
+
+RawShardWriter::~RawShardWriter() {
+  try {
+    close();
+  } catch (...) {
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RawShardWriter::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_ || thread_.joinable()) return;
+  thread_ = std::thread([this] { threadMain(); });
+}
+
+void RawShardWriter::threadMain() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto interval = std::chrono::milliseconds(opt_.drain_interval_ms);
+  size_t drained = 0;
+  while (!stop_) {
+    if (drained < kBusyPassRecords) {
+      cv_.wait_for(lock, interval, [this] { return stop_; });
+    } else {
+      // Busy: give flush() and close() a chance at the lock between passes.
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    if (stop_) break;
+    drained = pass();
+  }
+}
+
+void RawShardWriter::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_) pass();
+}
+
+size_t RawShardWriter::pass() {
+  size_t drained = 0;
+  session_.forEachBuffer([&](ThreadBuffer& b) {
+    drained += b.ring.drain([&](const Record* r, size_t n) { writeRecords(b, r, n); });
+  });
+  // After the records: every string and track a drained record names was registered before
+  // the record was pushed, so it is in this pass's blocks at the latest.
+  if (session_.strings().size() > stringsWritten_) writeStrings();
+  if (session_.tracks().size() > tracksWritten_) writeTracks();
+  const uint64_t dropped = session_.dropped() + lost_;
+  if (dropped != droppedWritten_) {
+    RawBlockHeader h;
+    h.kind = RawBlockKind::kDropped;
+    h.first = static_cast<int64_t>(dropped);
+    writeBlock(h, nullptr, 0);
+    droppedWritten_ = dropped;
+  }
+  return drained;
+}
+
+void RawShardWriter::writeRecords(const ThreadBuffer& b, const Record* r, size_t n) {
+  if (failed()) {
+    lost_ += n;
+    return;
+  }
+  RawBlockHeader h;
+  h.kind = RawBlockKind::kRecords;
+  h.count = static_cast<uint32_t>(n);
+  h.track = b.track;
+  h.buffer = b.index;
+  h.first = b.tid;
+  writeBlock(h, r, n * kRecordSize);
+  if (failed()) {
+    lost_ += n;
+  } else {
+    records_ += n;
+  }
+}
+
+void RawShardWriter::writeStrings() {
+  const auto fresh = session_.strings().since(stringsWritten_);
+  scratch_.clear();
+  for (const auto& s : fresh) appendString(scratch_, s);
+  RawBlockHeader h;
+  h.kind = RawBlockKind::kStrings;
+  h.count = static_cast<uint32_t>(fresh.size());
+  h.first = static_cast<int64_t>(stringsWritten_);
+  writeBlock(h, scratch_.data(), scratch_.size());
+  stringsWritten_ += fresh.size();
+}
+
+void RawShardWriter::writeTracks() {
+  const auto fresh = session_.tracks().since(tracksWritten_);
+  scratch_.clear();
+  for (const auto& t : fresh) {
+    RawTrack rt;
+    rt.id = t.id;
+    rt.kind = static_cast<uint8_t>(t.kind);
+    rt.tid = t.tid;
+    rt.name_bytes = static_cast<uint32_t>(t.name.size());
+    scratch_.append(reinterpret_cast<const char*>(&rt), sizeof rt);
+    scratch_ += t.name;
+  }
+  RawBlockHeader h;
+  h.kind = RawBlockKind::kTracks;
+  h.count = static_cast<uint32_t>(fresh.size());
+  writeBlock(h, scratch_.data(), scratch_.size());
+  tracksWritten_ += fresh.size();
+}
+
+void RawShardWriter::writeMeta(const std::string& key, const std::string& value) {
+  std::string payload;
+  appendString(payload, key);
+  appendString(payload, value);
+  RawBlockHeader h;
+  h.kind = RawBlockKind::kMeta;
+  h.count = 1;
+  writeBlock(h, payload.data(), payload.size());
+}
+
+// One block with one writev. A short or failed write cuts the file back to its last whole block
+// and stops all writing (see the header's contract).
+void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t bytes) {
+  if (failed() || fd_ < 0) return;
+  h.payload_bytes = static_cast<uint32_t>(bytes);
+  iovec iov[2] = {{&h, sizeof h}, {const_cast<void*>(payload), bytes}};
+  const size_t total = sizeof h + bytes;
+  size_t done = 0;
+  while (done < total) {
+    const ssize_t w =
+        done == 0 ? ::writev(fd_, iov, bytes > 0 ? 2 : 1)
+                  : ::write(fd_,
+                            done < sizeof h
+                                ? reinterpret_cast<const char*>(&h) + done
+                                : static_cast<const char*>(payload) + (done - sizeof h),
+                            done < sizeof h ? sizeof h - done : total - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      if (::ftruncate(fd_, static_cast<off_t>(offset_)) == 0) {
+        ::lseek(fd_, static_cast<off_t>(offset_), SEEK_SET);
+      }
+      failed_.store(true, std::memory_order_relaxed);
+      std::fprintf(stderr, "tracerun: writing %s failed: %s; later events are dropped and counted\n",
+                   opt_.path.c_str(), std::strerror(e));
+      return;
+    }
+    done += static_cast<size_t>(w);
+  }
+  offset_ += total;
+}
+
+void RawShardWriter::setStat(const std::string& name, int64_t value, StatSeverity severity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_[name] = {value, severity};
+}
+
+void RawShardWriter::setMeta(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  meta_[key] = value;
+}
+
+void RawShardWriter::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  pass();
+  // Capture sources' stats first, then the callers' (which win a name clash at conversion).
+  auto putStat = [&](const std::string& name, int64_t value, StatSeverity sev) {
+    RawBlockHeader h;
+    h.kind = RawBlockKind::kStat;
+    h.first = value;
+    h.buffer = static_cast<uint32_t>(sev);
+    writeBlock(h, name.data(), name.size());
+  };
+  for (const auto& st : session_.stats()) putStat(st.name, st.value, st.severity);
+  for (const auto& [name, v] : stats_) putStat(name, v.first, v.second);
+  for (const auto& [key, value] : meta_) writeMeta(key, value);
+  RawBlockHeader end;
+  end.kind = RawBlockKind::kEnd;
+  end.first = static_cast<int64_t>(records_);
+  writeBlock(end, nullptr, 0);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+}
+
+}  // namespace tracerun::core
