@@ -127,6 +127,13 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--prompt-tuning", c.prompt_tuning,
                  "P trainable embeddings prepended to every sequence; the model frozen")
       ->check(atLeast(1, true));
+  app.add_option("--attention", c.attention,
+                 "standard; flash (FlashAttention's tiles and online softmax; --dropout 0)")
+      ->check(CLI::IsMember({"standard", "flash"}));
+  app.add_option("--flash-block-q", c.flash_block_q, "flash: query rows per tile")
+      ->check(atLeast(1, true));
+  app.add_option("--flash-block-k", c.flash_block_k, "flash: key columns per tile")
+      ->check(atLeast(1, true));
   app.add_option("--threads", c.threads, "intra-op threads per rank (0: automatic)")
       ->check(atLeast(0, true));
   app.add_option("--backend", c.backend, "process groups: gloo, or nccl (libtorch with CUDA)")
@@ -219,6 +226,9 @@ std::string fineTuningError(const TrainConfig& c) {
   if (c.lora_rank > 0 && c.prompt_tuning > 0) {
     return "--lora-rank and --prompt-tuning are two ways to fine-tune: give one of them";
   }
+  if (!c.save_merged.empty() && c.zero == 3) {
+    return "--save-merged needs --zero 0, 1 or 2 (ZeRO-3 holds only shards of the adapters)";
+  }
   if (c.prompt_tuning > 0 && c.pp > 1) {
     return "--prompt-tuning needs --pp 1 (the prompt enters on the first stage and leaves before "
            "the loss on the last; pipeline stages would pass P + S positions)";
@@ -297,6 +307,10 @@ std::string layoutError(const TrainConfig& c, int world) {
         << " must be even";
   } else if (c.dp_algorithm != "allreduce" && c.schedule == ScheduleKind::kChimera) {
     out << "--dp-algorithm " << c.dp_algorithm << " does not work with --schedule chimera";
+  } else if (c.attention == "flash" && c.dropout > 0) {
+    out << "--attention flash needs --dropout 0 (its tiles have no attention dropout that "
+           "equals the standard path's; given "
+        << c.dropout << ")";
   } else if (std::string e3 = fineTuningError(c); !e3.empty()) {
     out << e3;
   } else if (c.schedule == ScheduleKind::kZbH1 && c.zero == 3) {

@@ -5,6 +5,7 @@
 #include "trainer.h"
 
 #include "checkpoint/checkpoint.h"
+#include "model/frozen.h"
 #include "model/model_compute.h"
 #include "pipeline/chimera.h"
 #include "pipeline/dry_run.h"
@@ -47,12 +48,21 @@ ModelConfig modelConfig(const TrainConfig& c) {
   m.recompute = c.recompute == "full"        ? ModelConfig::Recompute::kFull
                 : c.recompute == "selective" ? ModelConfig::Recompute::kSelective
                                              : ModelConfig::Recompute::kNone;
+  m.lora.rank = c.lora_rank;
+  m.lora.alpha = c.lora_alpha;
+  m.lora.targets = c.lora_targets;
+  m.lora.init_b_normal = c.lora_init_b == "normal";
+  m.prompt_tokens = c.prompt_tuning;
+  m.flash = c.attention == "flash";
+  m.flash_blocks = FlashBlocks{c.flash_block_q, c.flash_block_k};
   return m;
 }
 
 OptimizerConfig optimizerConfig(const TrainConfig& c) {
-  return OptimizerConfig{c.optimizer == "adamw", c.beta1,           c.beta2, c.eps,
-                         c.weight_decay,         c.mixedPrecision()};
+  OptimizerConfig o{c.optimizer == "adamw", c.beta1,           c.beta2, c.eps,
+                    c.weight_decay,         c.mixedPrecision()};
+  o.offload = c.offload_optimizer;
+  return o;
 }
 
 ScheduleConfig scheduleConfig(const TrainConfig& c) {
@@ -139,11 +149,17 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
       source_(makeSource(config)),
       rng_(makeDropoutRng(uint64_t(config.seed) + 7919ULL * uint64_t(groups.coords.pp),
                           groups.coords.tp, groups.coords.dp, device)) {
+  if (config.fineTuning()) {  // LoRA, prompt tuning: only what they add trains
+    freezeBaseParameters(params_, [](const ParamEntry& e) {
+      return isLoraParameter(e.name) || isPromptParameter(e.name);
+    });
+  }
   {
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kGradient);
     strategy_ = makeDataParallelStrategy(
         params_, groups.dp,
-        DataParallelOptions{config.zero, static_cast<int64_t>(config.bucket_mb * (1 << 20))});
+        DataParallelOptions{config.zero, static_cast<int64_t>(config.bucket_mb * (1 << 20)),
+                            config.dp_algorithm});
   }
   annotateMemoryDtypes(config);
   if (ParamUnits* units = strategy_->paramUnits()) {
@@ -166,7 +182,7 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
   if (const std::string resume = resumeDir(config_); !resume.empty()) {
     CheckpointLayout layout{groups.grid.world(), config.tp,   config.pp,
                             config.vp,           config.zero, groups.rank};
-    start_step_ = loadCheckpoint(resume, layout, checkpointTensors(), optimizerSteps(), rng_);
+    start_step_ = loadResume(resume, layout);
     if (versions_) versions_->resumeAt(start_step_);
   }
   if (groups_.rank == 0 && !config_.log_json.empty()) {
@@ -212,6 +228,7 @@ int Trainer::run() {
       save(step);
     }
   }
+  if (!config_.save_merged.empty()) saveMerged(config_.steps);
   if (groups_.rank == 0 && groups_.tp->size > 1) {  // also with --quiet: tests read it
     std::printf("gpttrain: collectives (tp group):");
     for (int i = 0; i < static_cast<int>(CollectiveImpl::kCount); ++i) {
@@ -316,6 +333,7 @@ StepResult Trainer::trainStep(int step) {
     auto update = [&] {
       r.grad_norm = optimizer_->clipGradNorm(*groups_.tp, *groups_.pp, config_.clip_grad);
       optimizer_->step(r.lr);
+      strategy_->afterOptimizerStep(step);  // decentralized SGD: weights averaged with a peer
     };
     if (versions_) {
       versions_->update(step - 1, update);  // V_{b+2} = V_{b+1} - update(grad f(V_b))
@@ -493,7 +511,50 @@ NamedTensors Trainer::checkpointTensors(int next_batch) {
   NamedTensors tensors =
       versions_ ? versions_->checkpointTensors(next_batch) : strategy_->checkpointParameters();
   for (auto& t : optimizer_->namedState()) tensors.push_back(std::move(t));
+  for (auto& t : frozenTensors()) tensors.push_back(std::move(t));
   return tensors;
+}
+
+NamedTensors Trainer::frozenTensors() {
+  NamedTensors tensors;
+  for (auto& e : params_.frozenEntries()) tensors.emplace_back("param." + e.name, e.tensor);
+  return tensors;
+}
+
+// Fine-tuning: a checkpoint this kind of run saved resumes it (adapters or prompt, their optimizer
+// states, the frozen base); one without them (the base model's, or --save-merged's) gives the
+// frozen parameters only, and training starts at step 1 from fresh adapters or prompt.
+int Trainer::loadResume(const std::string& dir, const CheckpointLayout& layout) {
+  try {
+    return loadCheckpoint(dir, layout, checkpointTensors(), optimizerSteps(), rng_);
+  } catch (const std::runtime_error& whole) {
+    if (!config_.fineTuning()) throw;
+    int64_t base_steps = 0;
+    DropoutRng base_rng{rng_.replicated.clone(), rng_.sharded.clone()};
+    try {
+      loadCheckpoint(dir, layout, frozenTensors(), base_steps, base_rng);
+    } catch (const std::runtime_error&) {
+      throw whole;
+    }
+    if (groups_.rank == 0 && !config_.quiet) {
+      std::printf("gpttrain: fine-tuning the base model of %s from step 1\n", dir.c_str());
+    }
+    return 0;
+  }
+}
+
+// --save-merged DIR: each rank's base parameters with the adapters merged (lora.h), as "param.*"
+// tensors of a checkpoint at the last step, with no optimizer state.
+void Trainer::saveMerged(int step) {
+  CheckpointLayout layout{groups_.grid.world(), config_.tp,   config_.pp,
+                          config_.vp,           config_.zero, groups_.rank};
+  NamedTensors merged;
+  for (auto& [name, t] : mergedBaseParameters(params_, config_.lora_alpha / config_.lora_rank)) {
+    merged.emplace_back("param." + name, t);
+  }
+  saveCheckpoint(config_.save_merged, layout, step, merged, 0, rng_);
+  barrier();
+  if (groups_.rank == 0) writeLatest(config_.save_merged, step);
 }
 
 NamedTensors Trainer::heldTensors() {
@@ -506,6 +567,7 @@ NamedTensors Trainer::heldTensors() {
     if (t.defined()) tensors.emplace_back(name, t);
   }
   for (auto& t : optimizer_->namedState()) tensors.push_back(std::move(t));
+  for (auto& t : frozenTensors()) tensors.push_back(std::move(t));
   return tensors;
 }
 

@@ -79,6 +79,11 @@ class Trainer {
   // With two weight versions, both: the one of batch `next_batch` and the next.
   NamedTensors checkpointTensors(int next_batch = 0);
   int64_t& optimizerSteps();
+  // Fine-tuning's frozen base parameters ("param.<name>"; none otherwise).
+  NamedTensors frozenTensors();
+  // --load: the whole checkpoint, or (fine-tuning) only the base model's parameters from it.
+  int loadResume(const std::string& dir, const CheckpointLayout& layout);
+  void saveMerged(int step);
   // Bytes of parameters, gradients and optimizer states this rank holds now.
   MemoryAccount memoryAccount() const;
   void report(const StepResult& r);

@@ -108,13 +108,16 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       ln1_bias_(params.add(layerName(index, "ln1.bias"), {c.hidden}, -1, Init::kZeros)),
       ln2_weight_(params.add(layerName(index, "ln2.weight"), {c.hidden}, -1, Init::kOnes)),
       ln2_bias_(params.add(layerName(index, "ln2.bias"), {c.hidden}, -1, Init::kZeros)),
-      qkv_(params, layerName(index, "attn.qkv"), c.hidden, 3 * c.hidden, kInitStd, tp, c.sp),
+      qkv_(params, layerName(index, "attn.qkv"), c.hidden, 3 * c.hidden, kInitStd, tp, c.sp,
+           c.lora.forTarget("qkv")),
       proj_(params, layerName(index, "attn.proj"), c.hidden, c.hidden,
-            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp),
+            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp, c.lora.forTarget("proj")),
+      fc1_(params, layerName(index, "mlp.fc1"), c.hidden, 4 * c.hidden, kInitStd, tp, c.sp,
+           c.lora.forTarget("fc1")),
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
-           kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp),
-      causal_mask_(causalMask(c.seq_len, params.device())) {
+           kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp, c.lora.forTarget("fc2")),
+      // prompt tuning: attention sees the prompt's positions before the sequence's
+      causal_mask_(causalMask(c.seq_len + c.prompt_tokens, params.device())) {
   for (const auto& e : params.entries()) {
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
@@ -150,6 +153,14 @@ at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rn
   const at::Tensor& q = qkv_heads[0];
   const at::Tensor& k = qkv_heads[1];
   const at::Tensor& v = qkv_heads[2];
+  if (config_.flash) {
+    // [B * heads, S, head_dim], a view of [S, B * heads, head_dim] (flash_attention.h): the
+    // [S, B, heads * head_dim] result is a view too, and the projection saves the same tensor.
+    return flashAttention(q, k, v, config_.flash_blocks)
+        .view({b, local_heads_, s, head_dim})
+        .permute({2, 0, 1, 3})
+        .reshape({s, b, local_heads_ * head_dim});
+  }
   // mask + scale * q k^T in one GEMM: the causal mask is additive (-inf above the diagonal) and
   // the scale rides on the GEMM's alpha, so the [B * heads, S, S] scores are written once and no
   // masked_fill or scaling pass (nor their backward) touches them.
@@ -247,6 +258,7 @@ GptStage::GptStage(ParamSet& params, const ModelConfig& c, GroupPtr tp, int firs
   if (first) {
     position_ =
         params.add("embedding.position", {c.seq_len, c.hidden}, -1, Init::kNormal, kInitStd);
+    if (c.prompt_tokens > 0) prompt_.emplace(params, c.prompt_tokens, c.hidden, kInitStd);
   }
   for (int i = first_layer; i < first_layer + num_layers; ++i) {
     layers_.emplace_back(params, c, i, tp);
@@ -291,10 +303,12 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
       x = reduceFromTp(partial, tp_) + pos.unsqueeze(1);
     }
     x = dropout(x, config_.dropout, rng ? (sp_ ? &rng->sharded : &rng->replicated) : nullptr);
+    if (prompt_) x = prompt_->prepend(x);
     if (embedded != nullptr) *embedded = x;
   }
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
+  if (prompt_) x = prompt_->strip(x);  // the loss is over the real tokens only
   // The tied output projection's weight is the embedding's (counted there).
   tracerun::ModuleScope scope(
       vocab::module_path::kHead,

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "data_parallel/param_units.h"
+#include "model/flash_attention.h"
+#include "model/prompt_tuning.h"
 #include "parallel/tp_layers.h"
 
 #include <memory>
@@ -24,6 +26,12 @@ struct ModelConfig {
   // Activation recomputation: kFull re-runs each transformer layer from its input in backward;
   // kSelective only the attention core (QK^T, softmax, dropout, x V).
   enum class Recompute { kNone, kFull, kSelective } recompute = Recompute::kNone;
+  LoraConfig lora;        // LoRA adapters on the linears (lora.h); off by default
+  int prompt_tokens = 0;  // prompt tuning's prepended embeddings (prompt_tuning.h); 0: none
+  // --attention flash: the attention core by flash_attention.h (dropout 0 only), in tiles of
+  // flash_blocks; else the [B * heads, S, S] softmax of the standard path.
+  bool flash = false;
+  FlashBlocks flash_blocks;
 };
 
 class TransformerLayer {
@@ -102,6 +110,7 @@ class GptStage {
   GroupPtr tp_;
   bool sp_;
   std::optional<VocabParallelEmbedding> embedding_;
+  std::optional<PromptTuning> prompt_;  // --prompt-tuning (first stage = last stage)
   at::Tensor position_;
   std::vector<TransformerLayer> layers_;
   at::Tensor final_ln_weight_, final_ln_bias_;

@@ -56,30 +56,43 @@ at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen) {
 }
 
 ColumnParallelLinear::ColumnParallelLinear(ParamSet& params, const std::string& name, int64_t in,
-                                           int64_t out_full, double stddev, GroupPtr tp, bool sp)
+                                           int64_t out_full, double stddev, GroupPtr tp, bool sp,
+                                           const LoraConfig& lora)
     : tp_(std::move(tp)), sp_(sp) {
   weight_ = params.add(name + ".weight", {out_full, in}, 0, Init::kNormal, stddev);
   bias_ = params.add(name + ".bias", {out_full}, 0, Init::kZeros);
+  if (lora.on()) {
+    lora_ = LoraAdapter(params, name, LoraAdapter::Kind::kColumn, in, out_full, lora, tp_, sp);
+  }
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) const {
-  if (sp_) return linearGatherFromSeq(x, weight_, bias_, tp_);  // keeps x's shard, not the gather
-  return at::linear(copyToTp(x, tp_), weight_, bias_);
+  at::Tensor y = sp_ ? linearGatherFromSeq(x, weight_, bias_, tp_)  // keeps x's shard
+                     : at::linear(copyToTp(x, tp_), weight_, bias_);
+  return lora_.on() ? y + lora_.forward(x) : y;
 }
 
 RowParallelLinear::RowParallelLinear(ParamSet& params, const std::string& name, int64_t in_full,
-                                     int64_t out, double stddev, GroupPtr tp, bool sp)
+                                     int64_t out, double stddev, GroupPtr tp, bool sp,
+                                     const LoraConfig& lora)
     : tp_(std::move(tp)), sp_(sp) {
   weight_ = params.add(name + ".weight", {out, in_full}, 1, Init::kNormal, stddev);
   bias_ = params.add(name + ".bias", {out}, -1, Init::kZeros);
+  if (lora.on()) {
+    lora_ = LoraAdapter(params, name, LoraAdapter::Kind::kRow, in_full, out, lora, tp_, sp);
+  }
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) const {
-  // One rank: nothing to reduce, so the bias rides on the GEMM (addmm) instead of its own pass.
-  if (tp_->size == 1) return at::linear(x, weight_, bias_);
-  at::Tensor partial = at::matmul(x, weight_.t());
-  at::Tensor summed = sp_ ? reduceScatterToSeq(partial, tp_) : reduceFromTp(partial, tp_);
-  return summed + bias_;
+  at::Tensor y;
+  if (tp_->size == 1) {
+    // One rank: nothing to reduce, so the bias rides on the GEMM (addmm) instead of its own pass.
+    y = at::linear(x, weight_, bias_);
+  } else {
+    at::Tensor partial = at::matmul(x, weight_.t());
+    y = (sp_ ? reduceScatterToSeq(partial, tp_) : reduceFromTp(partial, tp_)) + bias_;
+  }
+  return lora_.on() ? y + lora_.forward(x) : y;
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(ParamSet& params, const std::string& name,

@@ -3,6 +3,7 @@
 // They do not decide the model's structure (see model.h).
 #pragma once
 
+#include "model/lora.h"
 #include "model/params.h"
 #include "parallel/mappings.h"
 
@@ -21,31 +22,35 @@ DropoutRng makeDropoutRng(uint64_t seed, int tp_rank, int dp_rank, torch::Device
 at::Tensor dropout(const at::Tensor& x, double p, at::Generator* gen);
 
 // y = x A^T + b with A's rows (outputs) split over TP. Input: replicated x (sp: x split along the
-// sequence, gathered here). Output: this rank's output columns, never gathered.
+// sequence, gathered here). Output: this rank's output columns, never gathered. With `lora` on, a
+// LoRA adapter (lora.h) adds its update to y: B split like A's rows, its A replicated.
 class ColumnParallelLinear {
  public:
   ColumnParallelLinear(ParamSet& params, const std::string& name, int64_t in, int64_t out_full,
-                       double stddev, GroupPtr tp, bool sp);
+                       double stddev, GroupPtr tp, bool sp, const LoraConfig& lora = LoraConfig());
   at::Tensor forward(const at::Tensor& x) const;
 
  private:
   at::Tensor weight_, bias_;
   GroupPtr tp_;
   bool sp_;
+  LoraAdapter lora_;
 };
 
 // y = x A^T + b with A's columns (inputs) split over TP. Input: this rank's input columns.
 // Output: the sum over TP, replicated (sp: reduce-scattered along the sequence); b added after.
+// With `lora` on, a LoRA adapter adds its update: its A split like A's columns, B replicated.
 class RowParallelLinear {
  public:
   RowParallelLinear(ParamSet& params, const std::string& name, int64_t in_full, int64_t out,
-                    double stddev, GroupPtr tp, bool sp);
+                    double stddev, GroupPtr tp, bool sp, const LoraConfig& lora = LoraConfig());
   at::Tensor forward(const at::Tensor& x) const;
 
  private:
   at::Tensor weight_, bias_;
   GroupPtr tp_;
   bool sp_;
+  LoraAdapter lora_;
 };
 
 // Token embedding with the vocabulary split over TP. forward returns this rank's partial sum
