@@ -166,3 +166,17 @@ extern "C" __attribute__((visibility("default"))) void tracerun_annotate_tag_mem
            static_cast<int8_t>(device_type), static_cast<int8_t>(device_index));
   }
 }
+
+extern "C" __attribute__((visibility("default"))) void tracerun_annotate_offload_memory(
+    uint64_t block, int64_t bytes, int device_type, int device_index, int category, int64_t total) {
+  using namespace tracerun::interpose;
+  if (block == 0 || bytes == 0 || !gMemoryOn.load(std::memory_order_relaxed)) return;
+  if (category <= 0 || category >= static_cast<int>(tracerun::core::MemoryCategory::kCount)) return;
+  if (device_type != static_cast<int>(tracerun::OffloadDevice::kNvme) &&
+      device_type != static_cast<int>(tracerun::OffloadDevice::kPinnedHost)) {
+    return;
+  }
+  if (device_index < -1 || device_index > 127 || total < 0) return;
+  record(reinterpret_cast<void*>(block), bytes, total, static_cast<uint8_t>(category),
+         static_cast<int8_t>(device_type), static_cast<int8_t>(device_index));
+}

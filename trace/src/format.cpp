@@ -67,7 +67,10 @@ std::string deviceName(int type, int index, DeviceSpelling spelling) {
   const bool title = spelling == DeviceSpelling::kTitle;
   std::string name = type == 0   ? (title ? "CPU" : "cpu")
                      : type == 1 ? (title ? "CUDA" : "cuda")
-                                 : "device " + std::to_string(type);
+                     // the offload devices of tracerun/annotate_abi.h (OffloadDevice)
+                     : type == 100 ? (title ? "NVMe" : "nvme")
+                     : type == 101 ? (title ? "CPU offload" : "cpu-offload")
+                                   : "device " + std::to_string(type);
   if (index >= 0) name += ":" + std::to_string(index);
   return name;
 }

@@ -19,6 +19,18 @@ void DataParallelStrategy::noShards(const char* what) const {
 
 std::unique_ptr<DataParallelStrategy> makeDataParallelStrategy(ParamSet& params, GroupPtr dp,
                                                                const DataParallelOptions& options) {
+  if (options.algorithm != "allreduce" && options.zero_stage != 0) {
+    throw std::invalid_argument("--dp-algorithm " + options.algorithm + " needs --zero 0");
+  }
+  if (options.algorithm == "bytegrad") {
+    return makeByteGrad(params, std::move(dp), options.bucket_bytes);
+  }
+  if (options.algorithm == "decentralized") {
+    return makeDecentralized(params, std::move(dp), options.bucket_bytes);
+  }
+  if (options.algorithm != "allreduce") {
+    throw std::invalid_argument("--dp-algorithm " + options.algorithm + ": no such algorithm");
+  }
   switch (options.zero_stage) {
     case 0:
       return makePlainDdp(params, std::move(dp), options.bucket_bytes);

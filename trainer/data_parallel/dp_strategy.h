@@ -60,6 +60,9 @@ class DataParallelStrategy {
   // After the last backward: launches what is left (parameters without gradient) and waits for
   // every reduction. Gradients are then averaged over DP: in full, or in this rank's shards only.
   virtual void finish() = 0;
+  // After the optimizer's update of step `step` (1-based): decentralized SGD averages weights
+  // with its peer here (dp_decentralized.cpp); a no-op elsewhere.
+  virtual void afterOptimizerStep(int step) { (void)step; }
 
   // --- gradients and shards (sharded optimizers, optimizer_sharded.h)
   // The full averaged gradient of a parameter (sharded strategies: all-gathered from the shards,
@@ -107,6 +110,8 @@ class DataParallelStrategy {
 struct DataParallelOptions {
   int zero_stage = 0;              // 0 (plain DDP) .. 3
   int64_t bucket_bytes = 4 << 20;  // --bucket-mb
+  // --dp-algorithm with stage 0: "allreduce" (plain DDP), "bytegrad", "decentralized".
+  std::string algorithm = "allreduce";
 };
 
 // The strategy of `options.zero_stage` over `dp` for `params`. Call it under the gradient memory
@@ -124,5 +129,13 @@ std::unique_ptr<DataParallelStrategy> makeZero2(ParamSet& params, GroupPtr dp,
                                                 int64_t bucket_bytes);
 std::unique_ptr<DataParallelStrategy> makeZero3(ParamSet& params, GroupPtr dp,
                                                 int64_t bucket_bytes);
+// Bagua's algorithms (stage 0): 8-bit compressed gradients (dp_bytegrad.cpp), and peer weight
+// averaging without gradient reduction (dp_decentralized.cpp).
+std::unique_ptr<DataParallelStrategy> makeByteGrad(ParamSet& params, GroupPtr dp,
+                                                   int64_t bucket_bytes);
+std::unique_ptr<DataParallelStrategy> makeDecentralized(ParamSet& params, GroupPtr dp,
+                                                        int64_t bucket_bytes);
+// Decentralized SGD's peer of DP rank `rank` (of an even n) at step `step` (symmetric).
+int decentralizedPeer(int rank, int n, int step);
 
 }  // namespace gpttrain

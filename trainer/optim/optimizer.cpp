@@ -95,6 +95,8 @@ double adamwDecay(const OptimizerConfig& config, double lr, bool decays) {
 std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy& strategy,
                                          GroupPtr dp, const OptimizerConfig& config) {
   if (strategy.memoryModel().optimizer_states_sharded) {
+    if (config.offload != "none")
+      return makeOffloadOptimizer(params, strategy, std::move(dp), config);
     return makeShardedOptimizer(params, strategy, std::move(dp), config);
   }
   return makeReplicatedOptimizer(params, config);

@@ -35,6 +35,8 @@ struct OptimizerConfig {
   // the optimizer keeps an fp32 master copy of what it updates (all of it, or its ZeRO shard),
   // updates that from the gradient widened to fp32, and rounds the result into the bf16 parameters.
   bool master_weights = false;
+  // --offload-optimizer: "none", "cpu" or "nvme:DIR" (offload_optimizer.cpp; sharded states only).
+  std::string offload = "none";
 };
 
 // One AdamW update of parameter p from gradient g with moments m and v, all four the same shape:
@@ -99,6 +101,9 @@ std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy&
 std::unique_ptr<Optimizer> makeReplicatedOptimizer(ParamSet& params, const OptimizerConfig& config);
 // AdamW / SGD on this rank's shard of every bucket of `strategy` (moments for that shard only).
 std::unique_ptr<Optimizer> makeShardedOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                                GroupPtr dp, const OptimizerConfig& config);
+// The sharded optimizer's update with its states in pinned host memory or files (config.offload).
+std::unique_ptr<Optimizer> makeOffloadOptimizer(ParamSet& params, DataParallelStrategy& strategy,
                                                 GroupPtr dp, const OptimizerConfig& config);
 
 }  // namespace gpttrain

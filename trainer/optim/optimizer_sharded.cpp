@@ -32,7 +32,8 @@ class ShardedOptimizer final : public Optimizer {
       segments_.push_back(std::move(segments));
       // fp32 on the parameters' device (with master weights, the parameters are bf16)
       const auto options = buckets.options(b).dtype(at::kFloat);
-      if (config_.master_weights) {  // the bf16 shard's values, exactly, as fp32
+      if (config_.offload != "none") continue;  // the offload optimizer keeps them elsewhere
+      if (config_.master_weights) {             // the bf16 shard's values, exactly, as fp32
         master_.push_back(at::empty({b.shard_size}, options).copy_(strategy_.paramShard(i)));
       }
       if (config_.adamw) {

@@ -48,6 +48,14 @@ TRACERUN_ANNOTATE_WEAK void tracerun_annotate_scope_end(int64_t token, const cha
 TRACERUN_ANNOTATE_WEAK void tracerun_annotate_tag_memory(const uint64_t* ptrs, int n,
                                                          int device_type, int device_index,
                                                          int category, int64_t total);
+// A block that no traced allocator sees, on an offload device (OffloadDevice below: files of
+// ZeRO-Infinity's states, pinned host memory of ZeRO-Offload): `bytes` > 0 allocates the block
+// named `block` (any id unique on that device), < 0 frees it; `total` is the device's live bytes
+// after the event, as the caller counts them. Other device types are ignored (their allocators are
+// traced). Defined in memory_capture.cpp; no-op unless memory is being captured.
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_offload_memory(uint64_t block, int64_t bytes,
+                                                             int device_type, int device_index,
+                                                             int category, int64_t total);
 }
 
 namespace tracerun {
@@ -62,6 +70,13 @@ enum class MemoryCategory : int {
   kTemporary = 5,
   kOther = 6,
   kInput = 7,  // the batches fed to the model: inputs and targets (PyTorch's INPUT)
+};
+
+// The device types of tracerun_annotate_offload_memory (beside c10's CPU 0 and CUDA 1; chosen
+// far from c10::DeviceType's values). Reports name them "nvme" and "cpu-offload".
+enum class OffloadDevice : int {
+  kNvme = 100,        // files on a local disk (--offload-optimizer nvme:DIR)
+  kPinnedHost = 101,  // pinned host memory of a CUDA process (--offload-optimizer cpu)
 };
 
 // What a scope is; shown as the span's category in the trace.

@@ -1,0 +1,159 @@
+// ZeRO-Offload / ZeRO-Infinity's optimizer (--offload-optimizer cpu|nvme:DIR with ZeRO 1-3): the
+// sharded optimizer's update (optimizer_sharded.cpp, which still does the gradient steps: SP and
+// tied-embedding sums, the global norm, clipping), with the fp32 master weights and AdamW moments
+// of this rank's shards in an offload store (offload_store.h) instead of on the device. Per bucket:
+// the shard's states [master | exp_avg | exp_avg_sq] are updated on the CPU (in place in pinned
+// memory, or in one of two swap buffers: the next bucket's states are read while this one is
+// updated, the last one's written back behind it), the gradient shard is copied to the host and
+// the updated master copied into the device's parameter shard. The same arithmetic, on the same
+// values, as the sharded optimizer: the losses are bit-equal. It keeps no checkpointable state
+// (config.cpp refuses --save/--load with it).
+#include "data_parallel/dp_strategy.h"
+#include "optim/offload_store.h"
+#include "optim/optimizer.h"
+
+#include <algorithm>
+
+namespace gpttrain {
+namespace {
+
+class OffloadOptimizer final : public Optimizer {
+ public:
+  OffloadOptimizer(ParamSet& params, DataParallelStrategy& strategy, GroupPtr dp,
+                   const OptimizerConfig& config)
+      : params_(params),
+        strategy_(strategy),
+        config_(config),
+        inner_(makeShardedOptimizer(params, strategy, dp, config)) {
+    const GradBuckets& buckets = strategy_.buckets();
+    std::vector<int64_t> floats;
+    for (size_t i = 0; i < buckets.size(); ++i) {
+      const GradBucket& b = buckets[i];
+      std::vector<Segment> segments;
+      const int64_t begin = b.shard_begin, end = b.shard_begin + b.shard_size;
+      for (const auto& m : b.members) {
+        const int64_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.numel);
+        if (lo < hi) segments.push_back(Segment{m.param, lo - begin, hi - lo});
+      }
+      segments_.push_back(std::move(segments));
+      floats.push_back(b.shard_size * (config_.adamw ? 3 : 1));
+    }
+    const std::string dir = config_.offload.rfind("nvme:", 0) == 0 ? config_.offload.substr(5) : "";
+    store_ =
+        dir.empty()
+            ? makePinnedStore(floats)
+            : makeNvmeStore(dir, dp->global_ranks.empty() ? 0 : dp->global_ranks[dp->rank], floats);
+    // Two swap buffers of the largest region, counted as temporaries: they hold two buckets'
+    // states at a time, whatever psi is.
+    tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+    const int64_t largest = floats.empty() ? 0 : *std::max_element(floats.begin(), floats.end());
+    for (auto& s : staging_) s = at::zeros({largest}, at::kFloat);
+    for (size_t i = 0; i < buckets.size(); ++i) {  // master = the shard's values, moments 0
+      float* states = statesOf(i);
+      std::fill(states, states + floats[i], 0.0f);
+      at::Tensor master = at::from_blob(states, {buckets[i].shard_size}, at::kFloat);
+      master.copy_(strategy_.paramShard(i));
+      if (!store_->inPlace(i)) store_->writeAsync(i, states).get();
+    }
+  }
+
+  void syncSequenceParallelGrads(Group& tp, bool sp) override {
+    inner_->syncSequenceParallelGrads(tp, sp);
+  }
+  void syncTiedEmbeddingGrads(Group& embedding) override {
+    inner_->syncTiedEmbeddingGrads(embedding);
+  }
+  double clipGradNorm(Group& tp, Group& pp, double max_norm) override {
+    return inner_->clipGradNorm(tp, pp, max_norm);
+  }
+
+  void step(double lr) override {
+    at::NoGradGuard no_grad;
+    ++steps_;
+    AdamwStep adamw = adamwStep(config_, lr, steps_);
+    const size_t n = segments_.size();
+    std::vector<std::future<void>> reads(n), writes(n);
+    if (n > 0 && !store_->inPlace(0)) reads[0] = store_->readAsync(0, statesOf(0));
+    for (size_t b = 0; b < n; ++b) {
+      if (reads[b].valid()) reads[b].get();
+      if (b + 1 < n && !store_->inPlace(b + 1)) {  // prefetch into the slot bucket b-1 used
+        if (b >= 1 && writes[b - 1].valid()) writes[b - 1].get();
+        reads[b + 1] = store_->readAsync(b + 1, statesOf(b + 1));
+      }
+      update(b, adamw, lr);
+      if (!store_->inPlace(b)) writes[b] = store_->writeAsync(b, statesOf(b));
+    }
+    for (auto& w : writes) {
+      if (w.valid()) w.get();
+    }
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> namedState() override { return {}; }
+  int64_t stateBytes() const override { return 0; }  // on the device: none (store_ has them)
+
+ private:
+  struct Segment {
+    size_t param;
+    int64_t shard_offset;
+    int64_t length;
+  };
+
+  // Bucket b's states: in place in the store, or its swap buffer.
+  float* statesOf(size_t b) {
+    float* p = store_->inPlace(b);
+    return p != nullptr ? p : staging_[b % 2].data_ptr<float>();
+  }
+
+  void update(size_t b, AdamwStep& adamw, double lr) {
+    const int64_t size = strategy_.buckets()[b].shard_size;
+    float* states = statesOf(b);
+    at::Tensor master = at::from_blob(states, {size}, at::kFloat);
+    at::Tensor grad = strategy_.gradShard(b);
+    if (!grad.device().is_cpu() || grad.scalar_type() != at::kFloat) {
+      tracerun::Scope scope("offload_grad_to_host",
+                            {{"bucket", int64_t(b)}, {"bytes", int64_t(grad.nbytes())}});
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+      grad = grad.to(at::kCPU, at::kFloat);
+    }
+    {
+      tracerun::Scope scope("offload_cpu_adamw",
+                            {{"bucket", int64_t(b)}, {"bytes", size * int64_t(sizeof(float))}});
+      for (const Segment& s : segments_[b]) {
+        at::Tensor p = master.narrow(0, s.shard_offset, s.length);
+        at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
+        if (!config_.adamw) {
+          p.add_(g, -lr);
+          continue;
+        }
+        adamw.decay = adamwDecay(config_, lr, params_.entries()[s.param].decay);
+        at::Tensor m = at::from_blob(states + size + s.shard_offset, {s.length}, at::kFloat);
+        at::Tensor v = at::from_blob(states + 2 * size + s.shard_offset, {s.length}, at::kFloat);
+        adamwUpdate(p, g, m, v, adamw);  // the sharded optimizer's update, on the host
+      }
+    }
+    at::Tensor shard = strategy_.paramShard(b);
+    {
+      tracerun::Scope scope("offload_param_to_device",
+                            {{"bucket", int64_t(b)}, {"bytes", int64_t(shard.nbytes())}});
+      shard.copy_(master);  // exact for fp32; rounded once to bf16 with bf16-mixed
+    }
+    strategy_.shardUpdated(b, shard);
+  }
+
+  ParamSet& params_;
+  DataParallelStrategy& strategy_;
+  OptimizerConfig config_;
+  std::unique_ptr<Optimizer> inner_;  // the gradient steps; holds no states (config_.offload)
+  std::vector<std::vector<Segment>> segments_;  // per bucket
+  std::unique_ptr<OffloadStore> store_;
+  at::Tensor staging_[2];  // swap buffers (files only)
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeOffloadOptimizer(ParamSet& params, DataParallelStrategy& strategy,
+                                                GroupPtr dp, const OptimizerConfig& config) {
+  return std::make_unique<OffloadOptimizer>(params, strategy, std::move(dp), config);
+}
+
+}  // namespace gpttrain
