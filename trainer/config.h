@@ -77,6 +77,12 @@ struct TrainConfig {
   std::string save_merged;
   int prompt_tuning = 0;
   bool fineTuning() const { return lora_rank > 0 || prompt_tuning > 0; }
+  // --attention standard|flash: flash runs FlashAttention's tiles (model/flash_attention.h;
+  // docs/trainer.md "Flash attention"), --flash-block-q query rows by --flash-block-k keys a tile.
+  // Attention dropout has no tiled form here: flash needs --dropout 0.
+  std::string attention = "standard";
+  int flash_block_q = 64;
+  int flash_block_k = 64;
   // PipeDream-2BW's update rule without a pipeline: step b's gradient is computed on the weights
   // of the step before, and applied to the current ones (schedule_2bw.h, weight_versions.h).
   bool delayed_update = false;
