@@ -150,6 +150,7 @@ class TraceReader::Impl {
   // Statements reused by the frequent queries (a TraceReader is used from one thread at a time).
   // Each runs to completion before any callback, so a callback may use them too.
   mutable sql::Stmt chunksInWindow_, chunkSpans_, chunkSpansWithIds_, chunksOfTrack_;
+  mutable sql::Stmt argsInRange_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -207,6 +208,9 @@ void TraceReader::Impl::open() {
     chunkSpansWithIds_ = sql::Stmt(db_,
                                    "SELECT tracerun_spans(start_ns, dur_ns, packed, detail, seq, "
                                    "id) FROM spans WHERE id BETWEEN ?1 AND ?2");
+    argsInRange_ = sql::Stmt(db_,
+                             "SELECT span, key, value FROM args WHERE span BETWEEN ?1 AND ?2 "
+                             "ORDER BY span, rowid");
     chunksOfTrack_ = sql::Stmt(db_,
                                "SELECT min_start_ns, first_id, last_id FROM span_chunks WHERE "
                                "track = ?1 ORDER BY min_start_ns, first_id");
@@ -462,6 +466,35 @@ std::vector<ArgRow> TraceReader::argsOfTrack(int64_t track) const {
   });
 }
 
+std::vector<ArgRow> TraceReader::argsOfSpans(const std::vector<int64_t>& ids) const {
+  // Ids closer than this share one range query: a query costs about as much as reading this many
+  // spans' arguments (a track's picked spans often come in runs: a phase and its scopes).
+  constexpr uint64_t kGap = 64;
+  return impl_->guarded([&] {
+    std::vector<ArgRow> out;
+    auto& s = impl_->argsInRange_;
+    size_t i = 0;
+    while (i < ids.size()) {
+      size_t j = i + 1;
+      while (j < ids.size() &&
+             static_cast<uint64_t>(ids[j]) - static_cast<uint64_t>(ids[j - 1]) <= kGap)
+        ++j;
+      s.reset();
+      s.bind(1, ids[i]).bind(2, ids[j - 1]);
+      size_t k = i;  // the next wanted id: rows between wanted ids are skipped
+      while (s.step()) {
+        const int64_t span = s.i64(0);
+        while (k < j && ids[k] < span) ++k;
+        if (k == j) break;
+        if (ids[k] == span) out.push_back({span, static_cast<core::StringId>(s.i64(1)), s.i64(2)});
+      }
+      s.reset();
+      i = j;
+    }
+    return out;
+  });
+}
+
 std::vector<InstantRow> TraceReader::instants(int64_t track, int64_t t0, int64_t t1) const {
   return impl_->guarded([&] {
     sql::Stmt s(impl_->db_,
@@ -579,6 +612,22 @@ std::vector<StatRow> TraceReader::stats() const {
     }
     return out;
   });
+}
+
+void TraceReader::inOneReadTransaction(const std::function<void()>& fn) const {
+  sqlite3* db = impl_->db_.get();
+  if (sqlite3_get_autocommit(db) == 0) {  // already inside one
+    fn();
+    return;
+  }
+  impl_->guarded([&] { impl_->db_.exec("BEGIN"); });
+  try {
+    fn();
+  } catch (...) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);  // a read: nothing to undo
+    throw;
+  }
+  impl_->guarded([&] { impl_->db_.exec("COMMIT"); });
 }
 
 void TraceReader::quickCheck() const {

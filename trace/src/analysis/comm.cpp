@@ -3,6 +3,7 @@
 // ranks, receives paired with sends, and overlap measured per rank.
 //
 // Sections: names and bytes · collecting · groups · collectives · point-to-point · entry point
+//           (the pass's consumer)
 #include "tracerun/trace/analysis/comm.h"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <set>
 #include <tuple>
 
+#include "span_consumers.h"
+#include "span_pass.h"
 #include "span_select.h"
 #include "tracerun/core/vocabulary.h"
 
@@ -133,7 +136,6 @@ struct Keys {
 // Leaf op spans of a track: an op span with no child span on the track.
 class LeafTracker {
  public:
-  explicit LeafTracker(Intervals& out) : out_(out) {}
   void add(const SpanRow& s) {
     const size_t depth = static_cast<size_t>(std::max(0, s.depth));
     while (stack_.size() > depth) pop();
@@ -142,8 +144,12 @@ class LeafTracker {
                     s.category == core::Category::kKernel;
     stack_.push_back({s.start_ns, s.end_ns(), op, false});
   }
-  ~LeafTracker() {
+  // After the track's last span: its leaf intervals (merged where they touch); starts afresh.
+  Intervals finish() {
     while (!stack_.empty()) pop();
+    Intervals out;
+    out.swap(out_);
+    return out;
   }
 
  private:
@@ -161,68 +167,56 @@ class LeafTracker {
       out_.emplace_back(o.start, o.end);
     }
   }
-  Intervals& out_;
+  Intervals out_;
   std::vector<Open> stack_;
 };
 
-void collectTrack(const TraceReader& reader, const TrackRow& t, const Keys& keys,
-                  const NameCodes& p2pNames, RankData& d) {
-  const bool thread = t.kind == core::TrackKind::kThread;
-  std::vector<int> members;
-  const bool decorator = decoratorTrack(t.name, &members);
-  Intervals leaves;
-  {
-    LeafTracker leaf(leaves);
-    auto picked = pickSpans(reader, t, [&](const SpanRow& s) -> int {
-      if (thread) leaf.add(s);
-      if (s.category == core::Category::kComm) return kComm;
-      if (thread && s.category == core::Category::kUser) return kUserScope;
-      return kNone;
-    });
-    for (const PickedSpan& p : picked) {
-      const SpanRow& s = p.span;
-      if (p.code == kUserScope) {
-        d.scopes.push_back({s.name, s.start_ns, s.end_ns()});
-        const int code = p2pNames(s.name);
-        const int64_t peer = p.arg(keys.peer, -1);
-        if (code != 0 && peer >= 0) {
-          P2P m;
-          m.rank = t.rank;
-          m.peer = static_cast<int>(peer);
-          m.send = code <= 2;
-          m.kind = (code == 1 || code == 3) ? "forward" : "backward";
-          m.microbatch = p.arg(keys.microbatch, -1);
-          m.chunk = p.arg(keys.chunk, -1);
-          m.bytes = p.arg(keys.bytes, 0);
-          m.start = s.start_ns;
-          m.end = s.end_ns();
-          d.p2p.push_back(m);
-        }
-        continue;
+// What one track's picked spans add to its rank: user scopes, pipeline messages, comm spans.
+void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
+               const NameCodes& p2pNames, bool decorator, const std::vector<int>& members,
+               const std::vector<PickedSpan>& picked, RankData& d) {
+  for (const PickedSpan& p : picked) {
+    const SpanRow& s = p.span;
+    if (p.code == kUserScope) {
+      d.scopes.push_back({s.name, s.start_ns, s.end_ns()});
+      const int code = p2pNames(s.name);
+      const int64_t peer = p.arg(keys.peer, -1);
+      if (code != 0 && peer >= 0) {
+        P2P m;
+        m.rank = t.rank;
+        m.peer = static_cast<int>(peer);
+        m.send = code <= 2;
+        m.kind = (code == 1 || code == 3) ? "forward" : "backward";
+        m.microbatch = p.arg(keys.microbatch, -1);
+        m.chunk = p.arg(keys.chunk, -1);
+        m.bytes = p.arg(keys.bytes, 0);
+        m.start = s.start_ns;
+        m.end = s.end_ns();
+        d.p2p.push_back(m);
       }
-      CommSpan c;
-      c.rank = t.rank;
-      c.op = normalizeCommName(reader.str(s.name));
-      if (c.op.empty()) c.op = reader.str(s.name);
-      const std::string& detail = reader.str(s.detail);
-      c.start = s.start_ns;
-      c.end = s.end_ns();
-      c.bytes = p.arg(keys.bytes, -1);
-      if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
-      c.signature = c.op + "|" + detail + "|" + std::to_string(c.bytes);
-      c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-      c.members = members;
-      c.decorator = decorator;
-      c.peer = p.arg(keys.peer, -1);
-      c.tag = p.arg(keys.tag, -1);
-      if (c.op == "recv" && c.peer < 0 && decorator) c.peer = -2;  // any source: not pairable
-      // A posted send's span lasts until the receiver took the data: its length is the peer's
-      // delay, not communication work, so sends stay out of the overlap measure.
-      if (c.op != "send") d.commTime.emplace_back(c.start, c.end);
-      (c.op == "send" || c.op == "recv" ? d.p2pComm : d.comm).push_back(std::move(c));
+      continue;
     }
+    CommSpan c;
+    c.rank = t.rank;
+    c.op = normalizeCommName(reader.str(s.name));
+    if (c.op.empty()) c.op = reader.str(s.name);
+    const std::string& detail = reader.str(s.detail);
+    c.start = s.start_ns;
+    c.end = s.end_ns();
+    c.bytes = p.arg(keys.bytes, -1);
+    if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
+    c.signature = c.op + "|" + detail + "|" + std::to_string(c.bytes);
+    c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
+    c.members = members;
+    c.decorator = decorator;
+    c.peer = p.arg(keys.peer, -1);
+    c.tag = p.arg(keys.tag, -1);
+    if (c.op == "recv" && c.peer < 0 && decorator) c.peer = -2;  // any source: not pairable
+    // A posted send's span lasts until the receiver took the data: its length is the peer's
+    // delay, not communication work, so sends stay out of the overlap measure.
+    if (c.op != "send") d.commTime.emplace_back(c.start, c.end);
+    (c.op == "send" || c.op == "recv" ? d.p2pComm : d.comm).push_back(std::move(c));
   }
-  d.compute.insert(d.compute.end(), leaves.begin(), leaves.end());
 }
 
 // The innermost user scope containing t (the latest-starting one that contains it).
@@ -505,25 +499,74 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
 // ---------------------------------------------------------------------------------------------
 // entry point
 
-CommAnalysis analyzeComm(const TraceReader& reader) {
-  CommAnalysis out;
-  Keys keys{
-      NameCodes::find(reader, vocab::arg::kBytes), NameCodes::find(reader, vocab::arg::kGroupSize),
-      NameCodes::find(reader, vocab::arg::kPeer),  NameCodes::find(reader, vocab::arg::kMicrobatch),
-      NameCodes::find(reader, vocab::arg::kChunk), NameCodes::find(reader, vocab::arg::kTag)};
-  // 1 send_forward, 2 send_backward, 3 recv_forward, 4 recv_backward
-  NameCodes p2pNames(reader, [](const std::string& s) {
-    if (s == vocab::scope::kSendForward) return 1;
-    if (s == vocab::scope::kSendBackward) return 2;
-    if (s == vocab::scope::kRecvForward) return 3;
-    if (s == vocab::scope::kRecvBackward) return 4;
-    return 0;
-  });
+// ---------------------------------------------------------------------------------------------
+// the pass's consumer
+
+namespace {
+
+// 1 send_forward, 2 send_backward, 3 recv_forward, 4 recv_backward
+int p2pCode(const std::string& s) {
+  if (s == vocab::scope::kSendForward) return 1;
+  if (s == vocab::scope::kSendBackward) return 2;
+  if (s == vocab::scope::kRecvForward) return 3;
+  if (s == vocab::scope::kRecvBackward) return 4;
+  return 0;
+}
+
+}  // namespace
+
+struct CommSpans::State {
+  explicit State(const TraceReader& r)
+      : reader(r),
+        keys{NameCodes::find(r, vocab::arg::kBytes), NameCodes::find(r, vocab::arg::kGroupSize),
+             NameCodes::find(r, vocab::arg::kPeer),  NameCodes::find(r, vocab::arg::kMicrobatch),
+             NameCodes::find(r, vocab::arg::kChunk), NameCodes::find(r, vocab::arg::kTag)},
+        p2pNames(r, p2pCode) {}
+  const TraceReader& reader;
+  Keys keys;
+  NameCodes p2pNames;
   std::map<int, RankData> data;
-  for (const TrackRow& t : reader.tracks()) {
-    if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
-    collectTrack(reader, t, keys, p2pNames, data[t.rank]);
-  }
+  // The track being read.
+  bool thread = false, decorator = false;
+  std::vector<int> members;
+  LeafTracker leaf;
+};
+
+CommSpans::CommSpans(const TraceReader& reader) : s_(std::make_unique<State>(reader)) {}
+CommSpans::~CommSpans() = default;
+
+bool CommSpans::wantsTrack(const TrackRow& t) {
+  if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) return false;
+  s_->thread = t.kind == core::TrackKind::kThread;
+  s_->members.clear();
+  s_->decorator = decoratorTrack(t.name, &s_->members);
+  return true;
+}
+
+int CommSpans::onSpan(const SpanRow& s) {
+  if (s_->thread) s_->leaf.add(s);
+  if (s.category == core::Category::kComm) return kComm;
+  if (s_->thread && s.category == core::Category::kUser) return kUserScope;
+  return kNone;
+}
+
+void CommSpans::endTrack(const TrackRow& t, std::vector<PickedSpan>& picked) {
+  RankData& d = s_->data[t.rank];
+  addPicked(s_->reader, t, s_->keys, s_->p2pNames, s_->decorator, s_->members, picked, d);
+  const Intervals leaves = s_->leaf.finish();
+  d.compute.insert(d.compute.end(), leaves.begin(), leaves.end());
+}
+
+CommAnalysis analyzeComm(const TraceReader& reader) {
+  CommSpans pass(reader);
+  runSpanPass(reader, reader.tracks(), {&pass});
+  return pass.analysis();
+}
+
+CommAnalysis CommSpans::analysis() {
+  const TraceReader& reader = s_->reader;
+  std::map<int, RankData>& data = s_->data;
+  CommAnalysis out;
   for (auto& [rank, d] : data) {
     // Where tracerun's c10d decorator recorded the calls (with their group), the same calls seen
     // from below (Gloo's own scopes on the async track) are not counted again.

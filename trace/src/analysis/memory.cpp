@@ -1,16 +1,20 @@
-// Memory analysis (see memory.h). Per rank: one pass over the thread tracks for the context
-// (outermost op intervals, forward and backward time), then three streamed passes over the memory
-// events: classify each allocation when it is freed (a record of 0 bytes re-tags a live block);
-// replay live bytes by category for the peak and the timeline; replay up to each device's peak
-// for the largest live allocations.
+// Memory analysis (see memory.h). Per rank: the context (outermost op intervals, forward and
+// backward time) from the rank's thread tracks, collected during a span pass (span_pass.h; the
+// report shares it with its other analyses), then two streamed passes over the memory events:
+// classify each allocation when it is freed (a record of 0 bytes re-tags a live block) and find
+// each device's peak (the total of live bytes does not depend on the categories); replay live
+// bytes by category for the timeline and the bytes at the peak, keeping the live allocations up
+// to the last peak for the largest ones.
 //
-// Sections: span context · classification pass · replay pass · peak live-set pass · entry point
+// Sections: span context · classification pass · replay pass · entry point · the pass's consumer
 #include "tracerun/trace/analysis/memory.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 
+#include "span_consumers.h"
+#include "span_pass.h"
 #include "span_select.h"
 #include "tracerun/core/memory_dtype.h"
 #include "tracerun/core/vocabulary.h"
@@ -55,65 +59,78 @@ struct Context {
   }
 };
 
-Context contextOf(const TraceReader& reader, int rank) {
-  enum { kOther = 1, kForwardPhase, kBackwardPhase, kOptimizerPhase };
-  NameCodes codes(reader, [](const std::string& s) {
-    // Recomputation re-runs a forward inside backward: its outputs are activations too.
-    if (s == vocab::phase::kForward || s == vocab::phase::kRecomputeForward) {
-      return int(kForwardPhase);
-    }
-    if (s == vocab::phase::kBackward || s == vocab::phase::kBackwardInput ||
-        s == vocab::phase::kBackwardWeight) {  // zb-h1's B and W are backward too
-      return int(kBackwardPhase);
-    }
-    if (s == vocab::phase::kOptimizer) return int(kOptimizerPhase);
-    return int(kOther);
-  });
-  Context c;
-  size_t mergeAt = 4096;
-  for (const TrackRow& t : reader.tracks()) {
-    if (t.rank != rank || t.kind != core::TrackKind::kThread) continue;
-    Intervals ops;
-    int64_t opEnd = INT64_MIN;
-    reader.forEachSpan(t.id, [&](const SpanRow& s) {
-      const bool op = s.category == core::Category::kOp || s.category == core::Category::kBackward;
-      // The first op opens an interval whatever its start (INT64_MIN in a damaged file too).
-      if (op && (ops.empty() || s.start_ns > opEnd)) {
-        ops.emplace_back(s.start_ns, s.end_ns());
-        opEnd = s.end_ns();
-      } else if (op) {
-        opEnd = std::max(opEnd, s.end_ns());  // nested (or overlapping): part of the outermost
-        ops.back().second = opEnd;
-      }
-      if (s.category == core::Category::kBackward) {
-        c.backward.emplace_back(s.start_ns, s.end_ns());
-      } else if (s.category == core::Category::kPhase) {
-        const int code = codes(s.name);
-        if (code == kForwardPhase) {
-          c.forward.emplace_back(s.start_ns, s.end_ns());
-          c.has_forward_phases = true;
-        }
-        if (code == kBackwardPhase) {
-          c.backward.emplace_back(s.start_ns, s.end_ns());
-          c.backward_phases.emplace_back(s.start_ns, s.end_ns());
-        }
-        if (code == kOptimizerPhase) c.optimizer.emplace_back(s.start_ns, s.end_ns());
-      }
-      // Merge as we go: autograd nodes can be millions; their union is usually small. When it is
-      // not (disjoint nodes), the next merge waits until the list doubled: amortised O(n log n).
-      if (c.backward.size() > mergeAt) {
-        normalize(c.backward);
-        mergeAt = std::max<size_t>(4096, 2 * c.backward.size());
-      }
-    });
-    c.outermost_ops.push_back(std::move(ops));
+enum ContextCode { kOther = 1, kForwardPhase, kBackwardPhase, kOptimizerPhase };
+
+int contextCode(const std::string& s) {
+  // Recomputation re-runs a forward inside backward: its outputs are activations too.
+  if (s == vocab::phase::kForward || s == vocab::phase::kRecomputeForward) {
+    return int(kForwardPhase);
   }
-  normalize(c.forward);
-  normalize(c.backward);
-  normalize(c.optimizer);
-  normalize(c.backward_phases);
-  return c;
+  if (s == vocab::phase::kBackward || s == vocab::phase::kBackwardInput ||
+      s == vocab::phase::kBackwardWeight) {  // zb-h1's B and W are backward too
+    return int(kBackwardPhase);
+  }
+  if (s == vocab::phase::kOptimizer) return int(kOptimizerPhase);
+  return int(kOther);
 }
+
+// Builds a rank's Context from its thread tracks' spans, track by track in span order.
+class ContextBuilder {
+ public:
+  explicit ContextBuilder(const TraceReader& reader) : codes_(reader, contextCode) {}
+
+  void beginTrack() {
+    ops_.clear();
+    opEnd_ = INT64_MIN;
+  }
+  void add(const SpanRow& s) {
+    const bool op = s.category == core::Category::kOp || s.category == core::Category::kBackward;
+    // The first op opens an interval whatever its start (INT64_MIN in a damaged file too).
+    if (op && (ops_.empty() || s.start_ns > opEnd_)) {
+      ops_.emplace_back(s.start_ns, s.end_ns());
+      opEnd_ = s.end_ns();
+    } else if (op) {
+      opEnd_ = std::max(opEnd_, s.end_ns());  // nested (or overlapping): part of the outermost
+      ops_.back().second = opEnd_;
+    }
+    if (s.category == core::Category::kBackward) {
+      c_.backward.emplace_back(s.start_ns, s.end_ns());
+    } else if (s.category == core::Category::kPhase) {
+      const int code = codes_(s.name);
+      if (code == kForwardPhase) {
+        c_.forward.emplace_back(s.start_ns, s.end_ns());
+        c_.has_forward_phases = true;
+      }
+      if (code == kBackwardPhase) {
+        c_.backward.emplace_back(s.start_ns, s.end_ns());
+        c_.backward_phases.emplace_back(s.start_ns, s.end_ns());
+      }
+      if (code == kOptimizerPhase) c_.optimizer.emplace_back(s.start_ns, s.end_ns());
+    }
+    // Merge as we go: autograd nodes can be millions; their union is usually small. When it is
+    // not (disjoint nodes), the next merge waits until the list doubled: amortised O(n log n).
+    if (c_.backward.size() > mergeAt_) {
+      normalize(c_.backward);
+      mergeAt_ = std::max<size_t>(4096, 2 * c_.backward.size());
+    }
+  }
+  void endTrack() { c_.outermost_ops.push_back(std::move(ops_)); }
+  // After the last track.
+  Context take() {
+    normalize(c_.forward);
+    normalize(c_.backward);
+    normalize(c_.optimizer);
+    normalize(c_.backward_phases);
+    return std::move(c_);
+  }
+
+ private:
+  NameCodes codes_;
+  Context c_;
+  size_t mergeAt_ = 4096;
+  Intervals ops_;  // the track being read: its outermost ops so far
+  int64_t opEnd_ = INT64_MIN;
+};
 
 // ---------------------------------------------------------------------------------------------
 // classification pass
@@ -169,10 +186,31 @@ struct RankState {
   std::map<DeviceKey, int64_t> peak_event;  // event ordinal of each device's peak
 };
 
+// Live bytes of one device (categories aside): the total the replay pass will find, and where it
+// first peaks. A device's peak is the first event after which the total of live bytes is highest
+// (and above 0); it does not depend on the categories, so the classification pass finds it and
+// the replay pass can collect the live set at the peak as it goes.
+struct TotalTracker {
+  int64_t total = 0, peak = 0;
+  // After an allocation of `bytes` (replacing a live block of `dropped` bytes, 0 when none);
+  // true when the total is a new peak.
+  bool allocated(int64_t bytes, int64_t dropped) {
+    // Saturated as the replay pass does: the same arithmetic gives the same peak.
+    total = satSub(total, dropped);
+    total = satAdd(total, bytes);
+    if (total <= peak) return false;
+    peak = total;
+    return true;
+  }
+  void freed(int64_t bytes) { total = satSub(total, bytes); }
+};
+
 void classificationPass(const TraceReader& reader, int rank, const Context& ctx, RankState& st) {
   std::map<DeviceKey, std::unordered_map<uint64_t, Pending>> live;
-  int64_t allocations = 0;
+  std::map<DeviceKey, TotalTracker> totals;
+  int64_t allocations = 0, event = 0;
   reader.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
+    const int64_t index = event++;
     const DeviceKey key{m.device_type, m.device_index};
     DeviceMemory& d = st.devices[key];
     d.rank = rank;
@@ -184,10 +222,13 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
     if (m.bytes > 0) {
       ++d.allocations;
       auto [it, inserted] = map.try_emplace(m.ptr);
+      int64_t dropped = 0;
       if (!inserted) {  // the free of the earlier block was not recorded
         ++d.reused_pointers;
         st.category[static_cast<size_t>(it->second.ordinal)] = classify(it->second, -1, ctx, d);
+        dropped = it->second.bytes;
       }
+      if (totals[key].allocated(m.bytes, dropped)) st.peak_event[key] = index;
       Pending& p = it->second;
       p.ordinal = allocations++;
       p.ts = m.ts_ns;
@@ -206,6 +247,7 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
         return;
       }
       st.category[static_cast<size_t>(it->second.ordinal)] = classify(it->second, m.ts_ns, ctx, d);
+      totals[key].freed(it->second.bytes);
       map.erase(it);
     } else if (m.category != MemoryCategory::kUnknown) {
       // A tag (0 bytes, tracerun_annotate_tag_memory): the live block at ptr takes the category
@@ -232,6 +274,52 @@ struct Block {
   MemoryCategory category;
 };
 
+// The allocations live up to the last device's peak (the classification pass found each peak),
+// and each device's largest ones at its peak event.
+class PeakSet {
+ public:
+  PeakSet(const MemoryOptions& o, const RankState& st) : top_(o.top_allocations) {
+    if (top_ == 0) return;
+    for (const auto& [key, e] : st.peak_event) last_ = std::max(last_, e);
+  }
+  void add(int64_t index, const DeviceKey& key, const MemoryRow& m, MemoryCategory category,
+           RankState& st) {
+    if (index > last_) return;
+    auto& map = live_[key];
+    if (m.bytes > 0) {
+      LiveAllocation a;
+      a.ptr = m.ptr;
+      a.bytes = m.bytes;
+      a.ts_ns = m.ts_ns;
+      a.category = category;
+      a.tag = m.category;
+      a.op = m.op;
+      a.scope = m.scope;
+      map[m.ptr] = a;
+    } else if (m.bytes < 0) {
+      map.erase(m.ptr);
+    }
+    auto pe = st.peak_event.find(key);
+    if (pe == st.peak_event.end() || pe->second != index) return;
+    std::vector<LiveAllocation> all;
+    all.reserve(map.size());
+    for (const auto& [ptr, a] : map) all.push_back(a);
+    const size_t k = std::min(top_, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
+                      [](const LiveAllocation& a, const LiveAllocation& b) {
+                        return a.bytes != b.bytes ? a.bytes > b.bytes : a.ts_ns < b.ts_ns;
+                      });
+    all.resize(k);
+    st.devices[key].largest_at_peak = std::move(all);
+  }
+  void done() { live_.clear(); }
+
+ private:
+  size_t top_;
+  int64_t last_ = -1;  // no event: nothing kept
+  std::map<DeviceKey, std::unordered_map<uint64_t, LiveAllocation>> live_;
+};
+
 void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, RankState& st) {
   struct Dev {
     std::unordered_map<uint64_t, Block> live;
@@ -246,14 +334,17 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
     dv.slices.resize(o.timeline_points);
     dv.used.assign(o.timeline_points, false);
   }
+  PeakSet peakSet(o, st);
   int64_t allocations = 0, event = 0;
   reader.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
     const int64_t index = event++;
     const DeviceKey key{m.device_type, m.device_index};
     Dev& dv = devs[key];
     DeviceMemory& d = st.devices[key];
+    const MemoryCategory c =
+        m.bytes > 0 ? st.category[static_cast<size_t>(allocations++)] : MemoryCategory::kOther;
+    peakSet.add(index, key, m, c, st);
     if (m.bytes > 0) {
-      const MemoryCategory c = st.category[static_cast<size_t>(allocations++)];
       auto [it, inserted] = dv.live.try_emplace(m.ptr, Block{m.bytes, c});
       if (!inserted) {  // an unrecorded free: drop the earlier block
         at(dv.bytes, it->second.category) =
@@ -271,7 +362,6 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
         d.peak_bytes = dv.total;
         d.peak_ts_ns = m.ts_ns;
         d.at_peak = dv.bytes;
-        st.peak_event[key] = index;
       }
     } else if (m.bytes < 0) {
       auto it = dv.live.find(m.ptr);
@@ -304,48 +394,6 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// peak live-set pass
-
-void peakPass(const TraceReader& reader, int rank, const MemoryOptions& o, RankState& st) {
-  if (o.top_allocations == 0) return;
-  std::map<DeviceKey, std::unordered_map<uint64_t, LiveAllocation>> live;
-  int64_t allocations = 0, event = 0;
-  int64_t lastPeak = -1;
-  for (const auto& [key, e] : st.peak_event) lastPeak = std::max(lastPeak, e);
-  reader.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
-    const int64_t index = event++;
-    if (index > lastPeak) return;
-    const DeviceKey key{m.device_type, m.device_index};
-    auto& map = live[key];
-    if (m.bytes > 0) {
-      LiveAllocation a;
-      a.ptr = m.ptr;
-      a.bytes = m.bytes;
-      a.ts_ns = m.ts_ns;
-      a.category = st.category[static_cast<size_t>(allocations++)];
-      a.tag = m.category;
-      a.op = m.op;
-      a.scope = m.scope;
-      map[m.ptr] = a;
-    } else if (m.bytes < 0) {
-      map.erase(m.ptr);
-    }
-    auto pe = st.peak_event.find(key);
-    if (pe == st.peak_event.end() || pe->second != index) return;
-    std::vector<LiveAllocation> all;
-    all.reserve(map.size());
-    for (const auto& [ptr, a] : map) all.push_back(a);
-    const size_t k = std::min(o.top_allocations, all.size());
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
-                      [](const LiveAllocation& a, const LiveAllocation& b) {
-                        return a.bytes != b.bytes ? a.bytes > b.bytes : a.ts_ns < b.ts_ns;
-                      });
-    all.resize(k);
-    st.devices[key].largest_at_peak = std::move(all);
-  });
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -360,20 +408,53 @@ const DeviceMemory* MemoryAnalysis::primary(int rank) const {
   return best;
 }
 
+// ---------------------------------------------------------------------------------------------
+// the pass's consumer
+
+struct MemorySpans::State {
+  State(const TraceReader& r, int rk) : reader(r), rank(rk), context(r) {}
+  const TraceReader& reader;
+  int rank;
+  ContextBuilder context;
+};
+
+MemorySpans::MemorySpans(const TraceReader& reader, int rank)
+    : s_(std::make_unique<State>(reader, rank)) {}
+MemorySpans::~MemorySpans() = default;
+
+bool MemorySpans::wantsTrack(const TrackRow& t) {
+  if (t.rank != s_->rank || t.kind != core::TrackKind::kThread) return false;
+  s_->context.beginTrack();
+  return true;
+}
+
+int MemorySpans::onSpan(const SpanRow& span) {
+  s_->context.add(span);
+  return 0;
+}
+
+void MemorySpans::endTrack(const TrackRow&, std::vector<PickedSpan>&) {
+  s_->context.endTrack();
+}
+
+void MemorySpans::analyze(const MemoryOptions& options, MemoryAnalysis& out) {
+  const Context ctx = s_->context.take();
+  RankState st;
+  classificationPass(s_->reader, s_->rank, ctx, st);
+  if (st.devices.empty()) return;
+  if (options.replay) replayPass(s_->reader, s_->rank, options, st);
+  if (options.keep_categories) out.categories[s_->rank] = std::move(st.category);
+  for (auto& [key, d] : st.devices) out.devices.push_back(std::move(d));
+}
+
 MemoryAnalysis analyzeMemory(const TraceReader& reader, const MemoryOptions& options) {
   MemoryAnalysis out;
+  const std::vector<TrackRow> tracks = reader.tracks();
   for (const RankInfo& r : reader.ranks()) {
     if (options.rank >= 0 && r.rank != options.rank) continue;
-    RankState st;
-    const Context ctx = contextOf(reader, r.rank);
-    classificationPass(reader, r.rank, ctx, st);
-    if (st.devices.empty()) continue;
-    if (options.replay) {
-      replayPass(reader, r.rank, options, st);
-      peakPass(reader, r.rank, options, st);
-    }
-    if (options.keep_categories) out.categories[r.rank] = std::move(st.category);
-    for (auto& [key, d] : st.devices) out.devices.push_back(std::move(d));
+    MemorySpans pass(reader, r.rank);
+    runSpanPass(reader, tracks, {&pass});
+    pass.analyze(options, out);
   }
   return out;
 }

@@ -3,7 +3,7 @@
 // closed forms and the replay are the schedule library's (tracerun/schedule/).
 //
 // Sections: collecting actions · shape and schedule · measured split · model replay · analysis
-//           steps · entry point · one step's actions
+//           steps · entry point · the pass's consumer · one step's actions
 #include "tracerun/trace/analysis/pipeline.h"
 
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <set>
 #include <tuple>
 
+#include "span_consumers.h"
+#include "span_pass.h"
 #include "span_select.h"
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/schedule/closed_form.h"
@@ -85,51 +87,56 @@ struct Collected {
 // ---------------------------------------------------------------------------------------------
 // collecting actions
 
-Collected collect(const TraceReader& reader) {
-  NameCodes codes(reader, [](const std::string& s) -> int {
-    if (s == vocab::phase::kStep) return kStep;
-    if (s == vocab::phase::kForward) return kForward;
-    if (s == vocab::phase::kBackward) return kBackward;
-    if (s == vocab::phase::kBackwardInput) return kBackwardInput;
-    if (s == vocab::phase::kBackwardWeight) return kBackwardWeight;
-    if (s == vocab::scope::kRecvForward) return kRecvForward;
-    if (s == vocab::scope::kRecvBackward) return kRecvBackward;
-    if (s == vocab::scope::kSendForward) return kSendForward;
-    if (s == vocab::scope::kSendBackward) return kSendBackward;
-    return kNone;
-  });
-  const core::StringId kStepKey = NameCodes::find(reader, vocab::arg::kStep);
-  const core::StringId kStage = NameCodes::find(reader, vocab::arg::kStage);
-  const core::StringId kChunk = NameCodes::find(reader, vocab::arg::kChunk);
-  const core::StringId kMicrobatch = NameCodes::find(reader, vocab::arg::kMicrobatch);
-  const core::StringId kPeer = NameCodes::find(reader, vocab::arg::kPeer);
-  const core::StringId kVersion = NameCodes::find(reader, vocab::arg::kWeightVersion);
-
-  Collected out;
-  if (kStage == 0 && kPeer == 0) return out;  // nothing pipeline-shaped was ever recorded
+// The pipeline's span codes, step spans and picked actions, track by track (the shared pass hands
+// them in; collectActions turns them into per-rank action lists).
+struct Picks {
   std::map<int, std::vector<StepSpan>> steps;
   std::map<int, std::vector<PickedSpan>> picked;
-  for (const TrackRow& t : reader.tracks()) {
-    if (t.kind != core::TrackKind::kThread) continue;
-    auto spans = pickSpans(reader, t, [&](const SpanRow& s) -> int {
-      const int c = codes(s.name);
-      if (c == kStep || isCompute(c)) return s.category == core::Category::kPhase ? c : kNone;
-      if (isRecv(c) || isSend(c)) return s.category == core::Category::kUser ? c : kNone;
-      return kNone;
-    });
-    auto& dst = picked[t.rank];
-    for (auto& p : spans) {
-      if (p.code == kStep) {
-        steps[t.rank].push_back(
-            {static_cast<int>(p.arg(kStepKey, static_cast<int64_t>(steps[t.rank].size()) + 1)),
-             p.span.start_ns, p.span.end_ns()});
-      } else {
-        dst.push_back(std::move(p));
-      }
+};
+
+int codeOfName(const std::string& s) {
+  if (s == vocab::phase::kStep) return kStep;
+  if (s == vocab::phase::kForward) return kForward;
+  if (s == vocab::phase::kBackward) return kBackward;
+  if (s == vocab::phase::kBackwardInput) return kBackwardInput;
+  if (s == vocab::phase::kBackwardWeight) return kBackwardWeight;
+  if (s == vocab::scope::kRecvForward) return kRecvForward;
+  if (s == vocab::scope::kRecvBackward) return kRecvBackward;
+  if (s == vocab::scope::kSendForward) return kSendForward;
+  if (s == vocab::scope::kSendBackward) return kSendBackward;
+  return kNone;
+}
+
+struct ArgKeys {
+  core::StringId step, stage, chunk, microbatch, peer, version;
+  explicit ArgKeys(const TraceReader& reader)
+      : step(NameCodes::find(reader, vocab::arg::kStep)),
+        stage(NameCodes::find(reader, vocab::arg::kStage)),
+        chunk(NameCodes::find(reader, vocab::arg::kChunk)),
+        microbatch(NameCodes::find(reader, vocab::arg::kMicrobatch)),
+        peer(NameCodes::find(reader, vocab::arg::kPeer)),
+        version(NameCodes::find(reader, vocab::arg::kWeightVersion)) {}
+};
+
+// A thread track's picked spans: step spans to `steps`, the rest to `picked`.
+void addTrackPicks(const TrackRow& t, const ArgKeys& keys, std::vector<PickedSpan>& spans,
+                   Picks& picks) {
+  auto& dst = picks.picked[t.rank];
+  for (auto& p : spans) {
+    if (p.code == kStep) {
+      auto& st = picks.steps[t.rank];
+      st.push_back({static_cast<int>(p.arg(keys.step, static_cast<int64_t>(st.size()) + 1)),
+                    p.span.start_ns, p.span.end_ns()});
+    } else {
+      dst.push_back(std::move(p));
     }
   }
-  for (auto& [rank, spans] : picked) {
-    auto& st = steps[rank];
+}
+
+Collected collectActions(Picks& picks, const ArgKeys& keys) {
+  Collected out;
+  for (auto& [rank, spans] : picks.picked) {
+    auto& st = picks.steps[rank];
     std::sort(st.begin(), st.end(),
               [](const StepSpan& a, const StepSpan& b) { return a.start < b.start; });
     auto& actions = out.by_rank[rank];
@@ -147,14 +154,14 @@ Collected collect(const TraceReader& reader) {
       a.start = p.span.start_ns;
       a.end = p.span.end_ns();
       a.span = p.span.id;
-      a.chunk = static_cast<int>(p.arg(kChunk, 0));
-      a.microbatch = static_cast<int>(p.arg(kMicrobatch, 0));
+      a.chunk = static_cast<int>(p.arg(keys.chunk, 0));
+      a.microbatch = static_cast<int>(p.arg(keys.microbatch, 0));
       if (isCompute(a.kind)) {
-        a.stage = static_cast<int>(p.arg(kStage, -1));
-        a.version = static_cast<int>(p.arg(kVersion, -1));
+        a.stage = static_cast<int>(p.arg(keys.stage, -1));
+        a.version = static_cast<int>(p.arg(keys.version, -1));
         if (a.stage < 0) continue;  // a phase without pipeline arguments
       } else {
-        a.peer = static_cast<int>(p.arg(kPeer, -1));
+        a.peer = static_cast<int>(p.arg(keys.peer, -1));
         if (a.peer < 0) continue;
       }
       actions.push_back(a);
@@ -631,10 +638,52 @@ double closedFormBubble(const std::string& name, int p, int m, int v) {
   return schedule::idealBubbleFraction(kind, {p, v, m});
 }
 
-PipelineAnalysis analyzePipeline(const TraceReader& reader) {
+// ---------------------------------------------------------------------------------------------
+// the pass's consumer
+
+struct PipelineSpans::State {
+  explicit State(const TraceReader& reader) : codes(reader, codeOfName), keys(reader) {}
+  NameCodes codes;
+  ArgKeys keys;
+  Picks picks;
+  Collected c;
+  bool finished = false;
+  bool stage_is_pipeline_rank = false;
+};
+
+PipelineSpans::PipelineSpans(const TraceReader& reader) : s_(std::make_unique<State>(reader)) {}
+PipelineSpans::~PipelineSpans() = default;
+
+bool PipelineSpans::wantsTrack(const TrackRow& track) {
+  // Nothing pipeline-shaped was ever recorded without a stage or peer argument name.
+  if (s_->keys.stage == 0 && s_->keys.peer == 0) return false;
+  return track.kind == core::TrackKind::kThread;
+}
+
+int PipelineSpans::onSpan(const SpanRow& s) {
+  const int c = s_->codes(s.name);
+  if (c == kStep || isCompute(c)) return s.category == core::Category::kPhase ? c : kNone;
+  if (isRecv(c) || isSend(c)) return s.category == core::Category::kUser ? c : kNone;
+  return kNone;
+}
+
+void PipelineSpans::endTrack(const TrackRow& track, std::vector<PickedSpan>& picked) {
+  addTrackPicks(track, s_->keys, picked, s_->picks);
+}
+
+void PipelineSpans::finish() {
+  if (s_->finished) return;
+  s_->finished = true;
+  s_->c = collectActions(s_->picks, s_->keys);
+  s_->picks = Picks{};
+  s_->stage_is_pipeline_rank = stageIsPipelineRank(s_->c);
+}
+
+PipelineAnalysis PipelineSpans::analysis() {
+  finish();
+  const Collected& c = s_->c;
   PipelineAnalysis out;
-  Collected c = collect(reader);
-  if (stageIsPipelineRank(c)) {
+  if (s_->stage_is_pipeline_rank) {
     out.notes.push_back("stage arguments are pipeline ranks (equal for every chunk of a rank)");
   }
   if (!inferShape(c, &out)) return out;
@@ -653,13 +702,25 @@ PipelineAnalysis analyzePipeline(const TraceReader& reader) {
   return out;
 }
 
+PipelineAnalysis analyzePipeline(const TraceReader& reader) {
+  PipelineSpans pass(reader);
+  runSpanPass(reader, reader.tracks(), {&pass});
+  return pass.analysis();
+}
+
 // ---------------------------------------------------------------------------------------------
 // one step's actions (pictures)
 
 PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int replica) {
+  PipelineSpans pass(reader);
+  runSpanPass(reader, reader.tracks(), {&pass});
+  return pass.stepActions(step, replica);
+}
+
+PipelineStepActions PipelineSpans::stepActions(int step, int replica) {
+  finish();
+  const Collected& c = s_->c;
   PipelineStepActions out;
-  Collected c = collect(reader);
-  stageIsPipelineRank(c);
   int maxStage = -1, maxChunk = 0;
   std::set<int> steps;
   for (const auto& [rank, actions] : c.by_rank) {
@@ -680,7 +741,7 @@ PipelineStepActions pipelineStepActions(const TraceReader& reader, int step, int
   out.ranks = replicas[static_cast<size_t>(replica)];
   std::vector<Action> all;
   for (int r : out.ranks) {
-    for (const Action& a : c.by_rank[r]) {
+    for (const Action& a : c.by_rank.at(r)) {
       if (a.step == step) all.push_back(a);
     }
   }

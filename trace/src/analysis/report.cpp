@@ -1,11 +1,14 @@
-// The report's building (see report.h): runs the analyses and resolves names into one plain Report.
-// Formats nothing: report_text.cpp and report_json.cpp write it.
+// The report's building (see report.h): runs the analyses over one shared span pass and resolves
+// names into one plain Report. Formats nothing: report_text.cpp and report_json.cpp write it.
 #include "tracerun/trace/analysis/report.h"
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
+#include "span_consumers.h"
+#include "span_pass.h"
 #include "span_select.h"  // satAdd
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/format.h"  // device names
@@ -62,12 +65,8 @@ ReportDevice namedDevice(const DeviceMemory& d, const TraceReader& reader) {
   return out;
 }
 
-// The memory analysis with names resolved and each rank's devices grouped, its primary first.
-void addMemory(const TraceReader& reader, const ReportOptions& o, Report& r) {
-  MemoryOptions mo;
-  mo.timeline_points = 0;
-  mo.top_allocations = o.top_allocations;
-  r.memory = analyzeMemory(reader, mo);
+// The memory analysis' devices named and each rank's devices grouped, its primary first.
+void addMemory(const TraceReader& reader, Report& r) {
   r.memory_dtypes = memoryDtypes(reader);
   std::set<int> ranks;
   for (const DeviceMemory& d : r.memory.devices) {
@@ -88,6 +87,48 @@ void addMemory(const TraceReader& reader, const ReportOptions& o, Report& r) {
     }
     r.memory_ranks.push_back(std::move(m));
   }
+}
+
+// The pipeline's critical path (pipelineCriticalPath's choice of step: the second recorded step
+// when there are two or more, else the first) from the pass's actions.
+PipelineCriticalPath criticalPathOf(PipelineSpans& pipeline) {
+  const int replica = 0;
+  const PipelineStepActions first = pipeline.stepActions(-1, replica);
+  if (first.steps.empty()) return {};
+  const int step = first.steps.size() > 1 ? first.steps[1] : first.steps[0];
+  PipelineStepActions sa = pipeline.stepActions(step, replica);
+  if (!sa.found) return {};
+  PipelineCriticalPath p = criticalPathOfActions(std::move(sa.actions));
+  p.step = step;
+  p.replica = replica;
+  return p;
+}
+
+// The span-reading analyses over one pass: every track's spans are read once, rank by rank (each
+// rank's tracks in id order, as the analyses' own passes read them), and each rank's memory
+// events right after its tracks, so only one rank's memory context is held at a time.
+void runAnalyses(const TraceReader& reader, const ReportOptions& o, Report& r) {
+  PipelineSpans pipeline(reader);
+  CommSpans comm(reader);
+  std::map<int, std::vector<TrackRow>> byRank;
+  for (TrackRow& t : reader.tracks()) byRank[t.rank].push_back(std::move(t));
+  std::set<int> memoryRanks;
+  for (const RankInfo& info : r.ranks) {
+    memoryRanks.insert(info.rank);
+    byRank[info.rank];  // a rank without tracks still has its memory events analysed
+  }
+  MemoryOptions mo;
+  mo.timeline_points = 0;
+  mo.top_allocations = o.top_allocations;
+  for (const auto& [rank, tracks] : byRank) {
+    std::unique_ptr<MemorySpans> memory;
+    if (memoryRanks.count(rank)) memory = std::make_unique<MemorySpans>(reader, rank);
+    runSpanPass(reader, tracks, {&pipeline, &comm, memory.get()});
+    if (memory) memory->analyze(mo, r.memory);
+  }
+  r.pipeline = pipeline.analysis();
+  if (r.pipeline.present) r.critical_path = criticalPathOf(pipeline);
+  r.comm = comm.analysis();
 }
 
 }  // namespace
@@ -145,10 +186,8 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
     }
   }
   addOps(reader, options, r);
-  r.pipeline = analyzePipeline(reader);
-  if (r.pipeline.present) r.critical_path = pipelineCriticalPath(reader);
-  addMemory(reader, options, r);
-  r.comm = analyzeComm(reader);
+  reader.inOneReadTransaction([&] { runAnalyses(reader, options, r); });
+  addMemory(reader, r);
   for (const RankCommStats& s : r.comm.ranks) {
     r.comm_overlap.push_back(s.comm_ns > 0 ? double(s.overlap_ns) / double(s.comm_ns) : -1.0);
   }

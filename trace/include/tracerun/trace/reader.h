@@ -135,6 +135,10 @@ class TraceReader {
   std::vector<ArgRow> args(int64_t span) const;
   // All arguments of a track's spans, ordered by span id (one query instead of one per span).
   std::vector<ArgRow> argsOfTrack(int64_t track) const;
+  // The arguments of the spans `ids` (ascending, distinct), ordered by span id, then as stored:
+  // argsOfTrack's rows of those spans, reading only the id ranges around them (for analyses that
+  // pick a few spans of a long track).
+  std::vector<ArgRow> argsOfSpans(const std::vector<int64_t>& ids) const;
   std::vector<InstantRow> instants(int64_t track, int64_t t0, int64_t t1) const;
   std::vector<CounterRow> counters(int64_t track, int64_t t0, int64_t t1) const;
   std::vector<MemoryRow> memory(int rank, int64_t t0, int64_t t1) const;
@@ -148,6 +152,11 @@ class TraceReader {
 
   // PRAGMA quick_check over the whole file; throws TraceError naming the first problem.
   void quickCheck() const;
+
+  // Runs fn inside one read transaction: its queries share one snapshot and one file lock instead
+  // of locking and checking the file once per statement (a pass over every span of a large trace
+  // runs tens of thousands of statements). Inside another such call, just runs fn.
+  void inOneReadTransaction(const std::function<void()>& fn) const;
 
  private:
   class Impl;

@@ -4,7 +4,7 @@
 // that made it returned is temporary (whatever its tag, unless parameter, gradient or optimizer
 // state); an untagged one made in a forward phase and freed in backward (a "backward" phase or an
 // autograd node) is an activation; other untagged ones are "other". Reads through TraceReader
-// only, streaming the memory events (three passes); does not look at tensors or shapes.
+// only, streaming the memory events (two passes); does not look at tensors or shapes.
 // Threading: one call uses the reader from the calling thread only.
 #pragma once
 
