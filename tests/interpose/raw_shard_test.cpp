@@ -1,0 +1,375 @@
+// The raw shard (core/raw_shard.h, raw_shard_writer.h, trace/raw_convert.h): the same records
+// written by the in-process SQLite writer and through a raw shard + conversion give the same
+// trace; a process killed with SIGKILL keeps every block it had written; a file cut inside a block
+// converts with the tail dropped and reported. No libtorch.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tracerun/core/raw_shard_writer.h"
+#include "tracerun/core/session.h"
+#include "tracerun/trace/raw_convert.h"
+#include "tracerun/trace/shard_writer.h"
+
+namespace fs = std::filesystem;
+using namespace tracerun;
+
+namespace {
+
+constexpr int64_t kOrigin = 1'000'000'000;
+
+std::string scratch() {
+  static const std::string dir = [] {
+    const std::string d = fs::temp_directory_path().string() + "/tracerun_raw_shard_" +
+                          std::to_string(::getpid());
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// Rows of a query, each row's columns joined by '|', in the query's order.
+std::vector<std::string> rows(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  INFO(sql);
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  std::vector<std::string> out;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const auto* t = sqlite3_column_text(st, c);
+      row += (c ? "|" : "") + std::string(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    out.push_back(row);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+int64_t count(const std::string& path, const std::string& table) {
+  return std::stoll(rows(path, "SELECT COUNT(*) FROM " + table).at(0));
+}
+
+// Names every thread uses, interned up front so both sessions give them the same ids.
+struct Names {
+  core::StringId ops[4], arg, instant, counter, detail;
+};
+Names internNames(core::Session& s) {
+  Names n;
+  for (int i = 0; i < 4; ++i) n.ops[i] = s.strings().intern("op" + std::to_string(i));
+  n.arg = s.strings().intern("bytes");
+  n.instant = s.strings().intern("marker");
+  n.counter = s.strings().intern("loss");
+  n.detail = s.strings().intern("f32[8,8]");
+  return n;
+}
+
+// Thread `t`'s deterministic stream: `iters` times a root span with three children (children
+// first, as the capture emits them), arguments on the second child, and every 10th iteration an
+// instant, a counter sample, an allocation and its free, and a flow. 4 spans per iteration.
+void produce(core::Session& s, const Names& n, int t, int iters) {
+  core::ThreadBuffer& b = s.threadBuffer(("worker " + std::to_string(t)).c_str());
+  for (int i = 0; i < iters; ++i) {
+    const int64_t base = kOrigin + 1000 + int64_t{i} * 10'000 + t * 3;
+    const core::EventId root = b.nextId();
+    for (int c = 0; c < 3; ++c) {
+      core::SpanRecord sp;
+      sp.category = core::Category::kOp;
+      sp.depth = 1;
+      sp.name = n.ops[1 + c];
+      sp.start_ns = base + 100 + c * 2000;
+      sp.end_ns = sp.start_ns + 1500 + (i % 7);
+      sp.id = b.nextId();
+      sp.parent = root;
+      sp.seq = c == 0 ? i : -1;
+      sp.detail = c == 2 ? n.detail : 0;
+      if (c == 1) {
+        core::ArgsRecord a;
+        a.owner = sp.id;
+        a.count = 2;
+        a.args[0] = {n.arg, 0, i};
+        a.args[1] = {n.detail, 0, -i};
+        REQUIRE(b.ring.tryPushPair(core::Record::from(sp), core::Record::from(a)));
+      } else {
+        REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+      }
+    }
+    core::SpanRecord r;
+    r.category = core::Category::kPhase;
+    r.name = n.ops[0];
+    r.start_ns = base;
+    r.end_ns = base + 8000;
+    r.id = root;
+    REQUIRE(b.ring.tryPush(core::Record::from(r)));
+    if (i % 10 == 0) {
+      core::InstantRecord in;
+      in.name = n.instant;
+      in.ts_ns = base + 50;
+      in.value = i;
+      core::CounterRecord cr;
+      cr.name = n.counter;
+      cr.ts_ns = base + 60;
+      cr.value = 1.0 / (i + 1);
+      core::MemoryRecord m;
+      m.ts_ns = base + 70;
+      m.ptr = 0x1000 + static_cast<uint64_t>(i);
+      m.bytes = 64 * (i + 1);
+      m.total = m.bytes;
+      m.op = n.ops[1];
+      core::MemoryRecord f = m;
+      f.ts_ns += 10;
+      f.bytes = -m.bytes;
+      f.total = 0;
+      core::FlowRecord fl;
+      fl.flow = core::FlowKind::kForwardBackward;
+      fl.src_ts_ns = base + 100;
+      fl.dst_ts_ns = base + 4100;
+      for (const core::Record& rec : {core::Record::from(in), core::Record::from(cr),
+                                      core::Record::from(m), core::Record::from(f),
+                                      core::Record::from(fl)}) {
+        REQUIRE(b.ring.tryPush(rec));
+      }
+    }
+  }
+}
+
+// Everything a reader sees, with track ids replaced by track names (the two writers may number
+// counter tracks differently) and span ids by what they name.
+std::vector<std::string> contents(const std::string& db) {
+  std::vector<std::string> all;
+  auto add = [&](const std::string& what, const std::string& sql) {
+    for (auto& r : rows(db, sql)) all.push_back(what + ": " + r);
+  };
+  add("span",
+      "SELECT t.name, s.start_ns, s.dur_ns, s.packed, COALESCE(s.detail, 0), COALESCE(s.seq, -1), "
+      "(SELECT group_concat(a.key || '=' || a.value, ',') FROM args a WHERE a.span = s.id) "
+      "FROM spans s JOIN tracks t ON t.id = s.track ORDER BY 1, 2, 3, 4");
+  add("instant",
+      "SELECT t.name, i.ts_ns, i.category, i.name, i.value FROM instants i JOIN tracks t "
+      "ON t.id = i.track ORDER BY 1, 2");
+  add("counter",
+      "SELECT t.name, c.ts_ns, c.value FROM counters c JOIN tracks t ON t.id = c.track "
+      "ORDER BY 1, 2");
+  add("memory",
+      "SELECT ts_ns, device_type, device_index, ptr, bytes, total, category, op, scope FROM memory "
+      "ORDER BY 1, 4, 5");
+  add("flow",
+      "SELECT f.kind, s.name, f.src_ts_ns, d.name, f.dst_ts_ns FROM flows f JOIN tracks s ON "
+      "s.id = f.src_track JOIN tracks d ON d.id = f.dst_track ORDER BY 3");
+  add("aggregate", "SELECT name, category, count, total_ns, self_ns FROM aggregates ORDER BY 1, 2");
+  add("string", "SELECT id, value FROM strings ORDER BY id");
+  add("track",
+      "SELECT kind, name, event_count, longest_span_ns FROM tracks ORDER BY name");
+  add("stat", "SELECT name, value, severity FROM stats ORDER BY name");
+  add("meta",
+      "SELECT key, value FROM meta WHERE key IN ('complete', 'origin_ns', 'kind', 'capture') "
+      "ORDER BY key");
+  add("rank", "SELECT rank, start_ns, end_ns, clock_offset_ns FROM ranks");
+  return all;
+}
+
+// Two threads' streams into `s`, each thread on its own std::thread.
+void produceOnTwoThreads(core::Session& s, int iters) {
+  const Names n = internNames(s);
+  std::thread a([&] { produce(s, n, 0, iters); });
+  a.join();  // one after the other: thread tracks are registered in the same order every time
+  std::thread b([&] { produce(s, n, 1, iters); });
+  b.join();
+}
+
+}  // namespace
+
+TEST_CASE("raw shard: converting it gives what the in-process SQLite writer writes", "[raw]") {
+  constexpr int kIters = 3000;  // 12,000 spans per thread: several chunks and several blocks
+  const std::string dir = scratch() + "/same";
+  fs::create_directories(dir);
+
+  core::Session sqliteSession(1 << 15);  // holds a thread's stream; the writers drain every 1 ms
+  trace::ShardOptions so;
+  so.path = dir + "/old.db";
+  so.origin_ns = kOrigin;
+  so.rank = 3;
+  so.world_size = 4;
+  so.clock_offset_ns = 77;
+  so.flush_interval_ms = 1;
+  {
+    trace::ShardWriter w(sqliteSession, so);
+    w.setMeta("capture", "ops");
+    w.setStat("user_stat", 5, trace::Severity::kWarning);
+    sqliteSession.setStat("source_stat", 9, core::StatSeverity::kInfo);
+    w.start();
+    produceOnTwoThreads(sqliteSession, kIters);
+    w.close();
+  }
+
+  core::Session rawSession(1 << 15);
+  core::RawShardOptions ro;
+  ro.path = dir + "/new.db.raw";
+  ro.origin_ns = kOrigin;
+  ro.rank = 3;
+  ro.world_size = 4;
+  ro.clock_offset_ns = 77;
+  ro.drain_interval_ms = 1;
+  {
+    core::RawShardWriter w(rawSession, ro);
+    w.setMeta("capture", "ops");
+    w.setStat("user_stat", 5, core::StatSeverity::kWarning);
+    rawSession.setStat("source_stat", 9, core::StatSeverity::kInfo);
+    w.start();
+    produceOnTwoThreads(rawSession, kIters);
+    w.close();
+    CHECK_FALSE(w.failed());
+    CHECK(w.recordsWritten() == 2u * (kIters * 4 + kIters + kIters / 10 * 5));
+  }
+  REQUIRE(sqliteSession.dropped() == 0);
+  REQUIRE(rawSession.dropped() == 0);
+  const auto conv = trace::convertRawShard(ro.path, dir + "/new.db");
+  CHECK(conv.ended);
+  CHECK(conv.cut_bytes == 0);
+  CHECK(conv.dropped == 0);
+
+  // Closed-form counts first (the reference for both), then row for row.
+  const std::string oldDb = so.path, newDb = dir + "/new.db";
+  CHECK(count(oldDb, "spans") == 2 * kIters * 4);
+  CHECK(count(oldDb, "args") == 2 * kIters * 2);
+  CHECK(count(oldDb, "memory") == 2 * (kIters / 10) * 2);
+  CHECK(count(oldDb, "instants") == 2 * (kIters / 10));
+  const auto a = contents(oldDb);
+  const auto b = contents(newDb);
+  REQUIRE(a.size() == b.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size() && differ < 5; ++i) {
+    if (a[i] != b[i]) {
+      ++differ;
+      INFO("row " << i << "\n  sqlite: " << a[i] << "\n  raw:    " << b[i]);
+      CHECK(a[i] == b[i]);
+    }
+  }
+  CHECK(differ == 0);
+  CHECK(rows(newDb, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "1");
+}
+
+TEST_CASE("raw shard: a process killed by SIGKILL keeps every block it wrote", "[raw]") {
+  const std::string dir = scratch() + "/kill";
+  fs::create_directories(dir);
+  const std::string raw = dir + "/rank0.db.raw";
+  constexpr int kBatch = 100;  // root spans per flushed block
+  int ack[2];
+  REQUIRE(::pipe(ack) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(ack[0]);
+    core::Session s(1 << 12);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    o.drain_interval_ms = 100000;  // only the explicit flushes below write
+    core::RawShardWriter w(s, o);
+    const core::StringId name = s.strings().intern("step");
+    core::ThreadBuffer& b = s.threadBuffer("main");
+    for (int64_t i = 0;; ++i) {
+      core::SpanRecord sp;
+      sp.name = name;
+      sp.start_ns = kOrigin + i * 100;
+      sp.end_ns = sp.start_ns + 50;
+      sp.id = b.nextId();
+      while (!b.ring.tryPush(core::Record::from(sp))) w.flush();
+      if ((i + 1) % kBatch == 0) {
+        w.flush();
+        const int64_t flushed = i + 1;
+        if (::write(ack[1], &flushed, sizeof flushed) != sizeof flushed) ::_exit(3);
+      }
+    }
+  }
+  ::close(ack[1]);
+  int64_t acked = 0;
+  for (int k = 0; k < 20; ++k) REQUIRE(::read(ack[0], &acked, sizeof acked) == sizeof acked);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(ack[0]);
+  REQUIRE(WIFSIGNALED(status));
+
+  const std::string db = dir + "/rank0.db";
+  const auto conv = trace::convertRawShard(raw, db);
+  CHECK_FALSE(conv.ended);
+  const int64_t spans = count(db, "spans");
+  // Everything acknowledged is there; what is there is whole blocks, from the first span on.
+  CHECK(spans >= acked);
+  CHECK(spans % kBatch == 0);
+  CHECK(rows(db, "SELECT MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) FROM spans")
+            .at(0) == "0|" + std::to_string((spans - 1) * 100) + "|" + std::to_string(spans));
+  CHECK(rows(db, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
+}
+
+TEST_CASE("raw shard: a file cut inside a block converts with the tail dropped and reported",
+          "[raw]") {
+  const std::string dir = scratch() + "/cut";
+  fs::create_directories(dir);
+  const std::string raw = dir + "/whole.raw";
+  constexpr int kBlocks = 6, kBatch = 50;
+  std::vector<uint64_t> sizes;  // file size after each block
+  {
+    core::Session s(1 << 10);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    o.drain_interval_ms = 100000;
+    core::RawShardWriter w(s, o);
+    const core::StringId name = s.strings().intern("op");
+    core::ThreadBuffer& b = s.threadBuffer("main");
+    w.flush();  // the strings and the track, before any records block
+    for (int k = 0; k < kBlocks; ++k) {
+      for (int i = 0; i < kBatch; ++i) {
+        core::SpanRecord sp;
+        sp.name = name;
+        sp.start_ns = kOrigin + (k * kBatch + i) * 10;
+        sp.end_ns = sp.start_ns + 5;
+        sp.id = b.nextId();
+        REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+      }
+      w.flush();
+      sizes.push_back(w.bytesWritten());
+    }
+    w.close();
+  }
+  // Cut 1000 bytes into the last block: the first kBlocks - 1 blocks stay.
+  const uint64_t cutAt = sizes[kBlocks - 2] + 1000;
+  REQUIRE(cutAt < sizes[kBlocks - 1]);
+  const std::string cut = dir + "/cut.raw";
+  fs::copy_file(raw, cut);
+  fs::resize_file(cut, cutAt);
+
+  const auto conv = trace::convertRawShard(cut, dir + "/cut.db");
+  CHECK(conv.cut_bytes == 1000);
+  CHECK_FALSE(conv.ended);
+  CHECK(conv.records == uint64_t{kBlocks - 1} * kBatch);
+  CHECK(count(dir + "/cut.db", "spans") == (kBlocks - 1) * kBatch);
+  CHECK(rows(dir + "/cut.db", "SELECT value, severity FROM stats WHERE name = 'raw_truncated_bytes'")
+            .at(0) == "1000|1");
+  CHECK(rows(dir + "/cut.db", "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
+
+  // The whole file: every block, complete.
+  const auto whole = trace::convertRawShard(raw, dir + "/whole.db");
+  CHECK(whole.ended);
+  CHECK(count(dir + "/whole.db", "spans") == kBlocks * kBatch);
+
+  // Not a raw shard at all: one error naming the file.
+  const std::string junk = dir + "/junk.raw";
+  std::ofstream(junk) << std::string(100, 'x');
+  CHECK_THROWS_WITH(trace::convertRawShard(junk, dir + "/junk.db"),
+                    Catch::Contains(junk) && Catch::Contains("not a tracerun raw shard"));
+}
