@@ -60,6 +60,13 @@ void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
            << ",\"dropout\":" << c.dropout << ",\"optimizer\":\"" << c.optimizer << "\""
            << ",\"precision\":\"" << c.precision << "\"";
   manifest.precision(17);
+  // Fine-tuning (0: off); "trainable" at the end names the parameters that train.
+  manifest << ",\"lora_rank\":" << c.lora_rank << ",\"lora_alpha\":" << c.lora_alpha
+           << ",\"prompt_tuning\":" << c.prompt_tuning << ",\"lora_targets\":[";
+  for (size_t i = 0; i < c.lora_targets.size(); ++i) {
+    manifest << (i ? "," : "") << "\"" << c.lora_targets[i] << "\"";
+  }
+  manifest << "]";
   // As Trainer's schedule resolves the defaults (trainer.cpp, scheduleConfig).
   manifest << ",\"lr\":" << c.lr << ",\"min_lr\":" << (c.min_lr >= 0 ? c.min_lr : c.lr / 10)
            << ",\"warmup\":" << (c.warmup >= 0 ? c.warmup : c.steps / 10)
@@ -69,6 +76,7 @@ void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
            << ",\"params\":[";
   int64_t offset = 0;
   bool first = true;
+  std::string trainable;
   for (const auto& [name, tensor] : trainer.heldTensors()) {
     if (name.rfind("param.", 0) != 0) continue;
     at::Tensor t = tensor.detach().to(at::kCPU, at::kFloat).contiguous();
@@ -78,10 +86,12 @@ void dumpInit(const gpttrain::TrainConfig& c, gpttrain::Trainer& trainer) {
              << ",\"shape\":[";
     for (int64_t d = 0; d < t.dim(); ++d) manifest << (d ? "," : "") << t.size(d);
     manifest << "]}";
+    if (tensor.requires_grad())
+      trainable += std::string(trainable.empty() ? "" : ",") + "\"" + name.substr(6) + "\"";
     offset += t.numel();
     first = false;
   }
-  manifest << "]}\n";
+  manifest << "],\"trainable\":[" << trainable << "]}\n";
   const gpttrain::TokenSource source =
       c.data == "synthetic"
           ? gpttrain::TokenSource::synthetic(c.vocab, uint64_t(c.seed))

@@ -536,7 +536,7 @@ int Trainer::loadResume(const std::string& dir, const CheckpointLayout& layout) 
     } catch (const std::runtime_error&) {
       throw whole;
     }
-    if (groups_.rank == 0 && !config_.quiet) {
+    if (groups_.rank == 0) {  // also with --quiet: what was loaded
       std::printf("gpttrain: fine-tuning the base model of %s from step 1\n", dir.c_str());
     }
     return 0;

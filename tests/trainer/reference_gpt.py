@@ -6,6 +6,11 @@
 #   OUT_DIR:  writes grads.bin (step 1's gradients, fp32, in the manifest's order and shapes) and
 #             losses.json ({"losses": [loss of step 1, ..., loss of step N]}).
 #   --gelu tanh, --attn-scale hidden: deliberate deviations (the test shows the oracle can fail).
+# Fine-tuning (the manifest's lora_rank / prompt_tuning, docs/trainer.md): LoRA adds
+# (alpha / r) (x A^T) B^T to each adapted linear, written here from the paper (Hu et al. 2021);
+# prompt tuning prepends P embeddings after the position embeddings and drops their positions
+# before the final LayerNorm. Only the manifest's "trainable" parameters train (frozen ones get
+# zeros in grads.bin).
 # Exit 3 when torch cannot be imported (the test then skips, saying so).
 import array
 import json
@@ -25,9 +30,20 @@ except ImportError as e:  # pragma: no cover
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: x + attn(ln1(x)), then h + mlp(ln2(h))."""
 
-    def __init__(self, hidden, heads, gelu, scale_dim):
+    def __init__(self, hidden, heads, gelu, scale_dim, lora=None):
         super().__init__()
         self.heads = heads
+        self.lora_scale = 0.0
+        self.lora = nn.ParameterDict()  # "<linear>_a": [r, in], "<linear>_b": [out, r]
+        if lora is not None:
+            rank, alpha, targets = lora
+            self.lora_scale = alpha / rank
+            shapes = {"qkv": (hidden, 3 * hidden), "proj": (hidden, hidden),
+                      "fc1": (hidden, 4 * hidden), "fc2": (4 * hidden, hidden)}
+            for t in targets:
+                fan_in, fan_out = shapes[t]
+                self.lora[t + "_a"] = nn.Parameter(torch.zeros(rank, fan_in))
+                self.lora[t + "_b"] = nn.Parameter(torch.zeros(fan_out, rank))
         self.scale_dim = scale_dim  # None: the head dimension
         self.ln1 = nn.LayerNorm(hidden, eps=1e-5)
         self.qkv = nn.Linear(hidden, 3 * hidden)  # outputs laid out [heads][q, k, v][head_dim]
@@ -37,20 +53,26 @@ class Block(nn.Module):
         self.fc2 = nn.Linear(4 * hidden, hidden)
         self.gelu = gelu
 
+    def linear(self, name, x):
+        y = getattr(self, name)(x)
+        if name + "_a" in self.lora:
+            y = y + self.lora_scale * (x @ self.lora[name + "_a"].t()) @ self.lora[name + "_b"].t()
+        return y
+
     def attention(self, x):  # x: [batch, seq, hidden]
         b, s, h = x.shape
         d = h // self.heads
-        qkv = self.qkv(x).view(b, s, self.heads, 3, d)
+        qkv = self.linear("qkv", x).view(b, s, self.heads, 3, d)
         q, k, v = (qkv[:, :, :, i, :].transpose(1, 2) for i in range(3))  # [b, heads, s, d]
         scores = q @ k.transpose(-1, -2) / math.sqrt(self.scale_dim or d)
         causal = torch.ones(s, s, dtype=torch.bool).tril()
         scores = scores.masked_fill(~causal, float("-inf"))
         out = torch.softmax(scores, dim=-1) @ v  # [b, heads, s, d]
-        return self.proj(out.transpose(1, 2).reshape(b, s, h))
+        return self.linear("proj", out.transpose(1, 2).reshape(b, s, h))
 
     def forward(self, x):
         x = x + self.attention(self.ln1(x))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.gelu))
+        return x + self.linear("fc2", F.gelu(self.linear("fc1", self.ln2(x)), approximate=self.gelu))
 
 
 class Gpt(nn.Module):
@@ -60,14 +82,23 @@ class Gpt(nn.Module):
         super().__init__()
         self.wte = nn.Embedding(cfg["vocab"], cfg["hidden"])
         self.wpe = nn.Parameter(torch.zeros(cfg["seq_len"], cfg["hidden"]))
+        lora = None
+        if cfg.get("lora_rank", 0) > 0:
+            lora = (cfg["lora_rank"], cfg["lora_alpha"], cfg["lora_targets"])
         self.blocks = nn.ModuleList(
-            Block(cfg["hidden"], cfg["heads"], gelu, scale_dim) for _ in range(cfg["layers"]))
+            Block(cfg["hidden"], cfg["heads"], gelu, scale_dim, lora) for _ in range(cfg["layers"]))
         self.ln_f = nn.LayerNorm(cfg["hidden"], eps=1e-5)
+        self.prompt_tokens = cfg.get("prompt_tuning", 0)
+        if self.prompt_tokens > 0:
+            self.prompt = nn.Parameter(torch.zeros(self.prompt_tokens, cfg["hidden"]))
 
     def forward(self, tokens, targets):  # [batch, seq] each -> mean cross-entropy
         x = self.wte(tokens) + self.wpe[: tokens.shape[1]]
+        if self.prompt_tokens > 0:  # no position of its own; the loss is over the real tokens
+            x = torch.cat([self.prompt.expand(x.shape[0], -1, -1), x], dim=1)
         for block in self.blocks:
             x = block(x)
+        x = x[:, self.prompt_tokens:]
         logits = self.ln_f(x) @ self.wte.weight.t()
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -79,6 +110,12 @@ def gpttrain_name(ref_name):
         return "embedding.word.weight"
     if ref_name == "wpe":
         return "embedding.position"
+    if ref_name == "prompt":
+        return "prompt.embedding"
+    if len(parts) == 4 and parts[2] == "lora":  # blocks.<i>.lora.<linear>_<a|b>
+        linear, which = parts[3].rsplit("_", 1)
+        where = {"qkv": "attn.qkv", "proj": "attn.proj", "fc1": "mlp.fc1", "fc2": "mlp.fc2"}
+        return f"layers.{parts[1]}.{where[linear]}.lora_{which}"
     if parts[0] == "ln_f":
         return "final_ln." + parts[1]
     layer, module, kind = parts[1], parts[2], parts[3]
@@ -130,9 +167,14 @@ def main(argv):
     g, s, steps = cfg["global_batch"], cfg["seq_len"], cfg["steps"]
     with open(os.path.join(dump, "tokens.bin"), "rb") as f:
         tokens = torch.frombuffer(bytearray(f.read()), dtype=torch.int64).view(steps, g, s + 1)
+    # Fine-tuning: only the manifest's trainable parameters train.
+    trainable = set(cfg.get("trainable", by_name))
+    for ref_name, p in names.items():
+        p.requires_grad_(gpttrain_name(ref_name) in trainable)
+    params = [p for p in model.parameters() if p.requires_grad]
     # AdamW with weight decay on matrices only (not biases or norms), global-norm clipping.
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg["weight_decay"]},
          {"params": no_decay, "weight_decay": 0.0}],
@@ -149,9 +191,12 @@ def main(argv):
             with open(os.path.join(out, "grads.bin"), "wb") as f:
                 for entry in cfg["params"]:
                     ref = [n for n in names if gpttrain_name(n) == entry["name"]][0]
-                    f.write(array.array("f", names[ref].grad.flatten().tolist()).tobytes())
+                    grad = names[ref].grad
+                    if grad is None:  # frozen
+                        grad = torch.zeros_like(names[ref])
+                    f.write(array.array("f", grad.flatten().tolist()).tobytes())
         if cfg["clip_grad"] > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip_grad"])
+            torch.nn.utils.clip_grad_norm_(params, cfg["clip_grad"])
         for group in opt.param_groups:
             group["lr"] = learning_rate(cfg, step)
         opt.step()
