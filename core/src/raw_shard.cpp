@@ -13,7 +13,7 @@
 
 namespace tracerun::core {
 
-RawReader::RawReader(const std::string& path) {
+RawReader::RawReader(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   struct stat st {};

@@ -357,6 +357,20 @@ void openWriter(ActiveCapture& a) {
   if (config.restart > 0) meta.emplace_back("restart", std::to_string(config.restart));
   const BlockSignals block;  // the drain thread inherits it
   if (config.raw_writer) {
+    // The shard exists from the start, as with the SQLite writer: an empty one, marked incomplete,
+    // that the conversion replaces. Launchers, `tracerun merge SHARD` and the merge-by-hand lines
+    // name shards; the merge reads SHARD.raw beside a shard in its place (merge.h).
+    {
+      core::Session none(2);
+      trace::ShardOptions placeholder;
+      placeholder.path = config.output;
+      placeholder.rank = config.rank;
+      placeholder.world_size = config.world_size;
+      placeholder.command = config.command;
+      placeholder.clock_offset_ns = config.clock_offset_ns;
+      placeholder.complete = false;
+      trace::ShardWriter(none, placeholder).close();
+    }
     core::RawShardOptions options;
     options.path = trace::rawShardPath(config.output);
     options.rank = config.rank;
@@ -409,6 +423,7 @@ void closeWriter(ActiveCapture& a) {
     return;
   }
   a.raw->close();
+  if (!a.config.convert_at_stop && !a.raw->failed()) return;
   const std::string rawPath = a.raw->path();
   trace::convertRawShard(rawPath, a.config.output);
   if (a.raw->failed()) {

@@ -43,6 +43,9 @@ struct CaptureConfig {
   // true: the process appends raw records to OUTPUT.raw and builds the SQLite shard once it stops
   // (docs/trace-format.md, "The raw shard"); false: the writer thread runs SQLite while recording.
   bool raw_writer = false;
+  // With raw_writer: build the SQLite shard when the capture stops (false: leave OUTPUT.raw for
+  // the caller, e.g. a benchmark that times the conversion apart, or the launcher).
+  bool convert_at_stop = true;
 };
 
 // Environment variables (set by the launcher, or by hand for a program linked with the library):

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 
@@ -28,6 +29,7 @@
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/error.h"
+#include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/schema.h"
 
 namespace tracerun::trace {
@@ -755,10 +757,24 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   result.shards.resize(shards.size());
   std::vector<Shard> open;
   std::vector<Unreadable> unreadable;
+  // A shard whose process wrote raw records and never converted them (killed: SHARD.raw beside
+  // it, raw_convert.h) is read from a conversion into a temporary file; the shards stay as they are.
+  std::vector<std::unique_ptr<TempFile>> converted;
   for (size_t i = 0; i < shards.size(); ++i) {
     result.shards[i].path = shards[i].path;
+    MergeInput input = shards[i];
+    if (struct stat st; ::stat(rawShardPath(input.path).c_str(), &st) == 0) {
+      converted.push_back(
+          std::make_unique<TempFile>(options.output + ".raw" + std::to_string(i) + ".tmp"));
+      try {
+        convertRawShard(rawShardPath(input.path), converted.back()->path());
+        input.path = converted.back()->path();
+      } catch (const TraceError&) {
+        // Not convertible: the shard itself is what there is.
+      }
+    }
     try {
-      Shard s = openShard(shards[i], i);
+      Shard s = openShard(input, i);
       if (!s.complete && !allow_incomplete) {
         throw TraceError(s.path +
                          ": incomplete shard (its writer never closed it); merge it "

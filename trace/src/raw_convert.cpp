@@ -5,6 +5,9 @@
 #include "tracerun/trace/raw_convert.h"
 
 #include <cstring>
+#include <unistd.h>
+
+#include <cerrno>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -129,6 +132,11 @@ void registerNames(core::Session& session, const RawContents& c, const std::stri
 
 }  // namespace
 
+namespace {
+void replay(core::RawReader& reader, const RawContents& c, const std::string& dbPath,
+            RawConversion& out);
+}  // namespace
+
 std::string rawShardPath(const std::string& dbPath) {
   return dbPath + ".raw";
 }
@@ -146,9 +154,36 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
   out.ended = c.ended && out.cut_bytes == 0;
   out.dropped = c.dropped;
 
+  // Built beside the shard and renamed over it once whole: a conversion that fails (a full disk)
+  // leaves the shard that was there (the process's placeholder, or an earlier conversion).
+  const std::string temp = dbPath + ".converting";
+  auto removeTemp = [&temp] {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      ::unlink((temp + suffix).c_str());
+    }
+  };
+  try {
+    replay(*reader, c, temp, out);
+  } catch (...) {
+    removeTemp();
+    throw;
+  }
+  if (::rename(temp.c_str(), dbPath.c_str()) != 0) {
+    const int e = errno;
+    removeTemp();
+    throw TraceError(dbPath + ": cannot replace it with its conversion: " + std::strerror(e));
+  }
+  return out;
+}
+
+namespace {
+
+void replay(core::RawReader& reader, const RawContents& c, const std::string& dbPath,
+            RawConversion& out) {
+  const std::string& rawPath = reader.path();
   core::Session session(kReplayRing);
   registerNames(session, c, rawPath);
-  const core::RawFileHeader& h = reader->header();
+  const core::RawFileHeader& h = reader.header();
   ShardOptions opt;
   opt.path = dbPath;
   opt.rank = h.rank;
@@ -173,15 +208,15 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
     writer.drain();
     for (auto& [index, rp] : replays) rp.pending = 0;
   };
-  reader->rewind();
+  reader.rewind();
   core::RawBlock b;
-  while (reader->next(&b)) {
+  while (reader.next(&b)) {
     if (b.header.kind != core::RawBlockKind::kRecords) continue;
     Replay& rp = replays[b.header.buffer];
     if (rp.buffer == nullptr) {
       rp.buffer = &session.replayBuffer(b.header.track, b.header.first, b.header.buffer);
     }
-    const auto* records = reinterpret_cast<const core::Record*>(b.payload);
+    const unsigned char* records = b.payload;  // 64-byte records, not necessarily aligned
     size_t n = b.header.count;
     while (n > 0) {
       const size_t room = rp.buffer->ring.capacity() - rp.pending;
@@ -192,11 +227,11 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
       const size_t take = n < room ? n : room;
       for (size_t i = 0; i < take; ++i) {
         core::Record slot;
-        std::memcpy(slot.bytes, records + i, core::kRecordSize);  // the mapping is unaligned
+        std::memcpy(slot.bytes, records + i * core::kRecordSize, core::kRecordSize);
         rp.buffer->ring.tryPush(slot);
       }
       rp.pending += take;
-      records += take;
+      records += take * core::kRecordSize;
       n -= take;
       out.records += take;
     }
@@ -210,7 +245,8 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
     writer.setStat("raw_truncated_bytes", static_cast<int64_t>(out.cut_bytes), Severity::kWarning);
   }
   writer.close();
-  return out;
 }
+
+}  // namespace
 
 }  // namespace tracerun::trace

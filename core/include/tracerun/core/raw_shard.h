@@ -99,6 +99,7 @@ class RawReader {
   void rewind() noexcept { offset_ = sizeof(RawFileHeader); cutBytes_ = 0; }
   uint64_t cutBytes() const noexcept { return cutBytes_; }  // bytes after the last whole block
   uint64_t size() const noexcept { return size_; }
+  const std::string& path() const noexcept { return path_; }
 
   // Payload helpers: a u32-length-prefixed string at *pos (advanced past it), or false when it
   // runs past end.
@@ -106,6 +107,7 @@ class RawReader {
                          std::string_view* out) noexcept;
 
  private:
+  std::string path_;
   RawFileHeader header_;
   const unsigned char* data_ = nullptr;
   uint64_t size_ = 0;
