@@ -2,8 +2,8 @@
 // what trains, is reduced and is optimised is only the adapters / the prompt (the trainer's own
 // accounting against 16 r h L and P h); TP 2 (and TP 2 + SP, DP 2 with ZeRO-2 for LoRA) against one
 // process; the independent torch.nn reference (reference_gpt.py) extended with LoRA and prompts;
-// --load of a base checkpoint, --save-merged against W + (alpha/r) B A; refused combinations. The
-// trace's memory categories are test_trace_fine_tuning.cpp's.
+// --load of a base checkpoint, --save-merged against W + (alpha/r) B A; refused combinations; and
+// (with the tracerun launcher) the trace's memory categories against the closed forms.
 #include "trainer_test_util.h"
 
 #include <torch/torch.h>
@@ -284,3 +284,58 @@ TEST_CASE("Fine-tuning refuses what it does not support, one line, exit 2", "[tr
     CHECK(run.logs[0].find(text) != std::string::npos);
   }
 }
+
+#ifdef TRACERUN_EXE
+namespace {
+
+// Rank 0's peak bytes of each model-state category from `tracerun report --json` of a traced
+// one-process run (the memory timeline's category_peaks).
+std::map<std::string, long long> tracedPeaks(const std::string& dir, const std::string& name,
+                                             const std::vector<std::string>& mode) {
+  const std::string db = dir + "/" + name + ".db";
+  auto traced = launchRanks(TRACERUN_EXE,
+                            std::vector<std::string>{"-o", db, "--", kGpttrain} + tinyModelArgs() +
+                                mode + std::vector<std::string>{"--steps", "2"},
+                            0, dir + "/" + name);
+  INFO(traced.summary());
+  REQUIRE(traced.ok());
+  auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + name);
+  REQUIRE(report.ok());
+  const std::string& json = report.logs[0];
+  const size_t peaks = json.find("\"category_peaks\"", json.find("\"memory\""));
+  REQUIRE(peaks != std::string::npos);
+  std::map<std::string, long long> out;
+  for (const char* category : {"parameter", "gradient", "optimizer_state"}) {
+    const std::string key = std::string("\"") + category + "\": ";
+    const size_t p = json.find(key, peaks);
+    REQUIRE(p != std::string::npos);
+    out[category] = std::stoll(json.substr(p + key.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+// The trace's memory categories (allocations tagged by the trainer, summed by trace/'s memory
+// timeline) against the closed forms: AdamW's two fp32 moments, 8 B per trainable parameter, and
+// one fp32 gradient per trainable parameter; the parameters are the base model's plus the adapters.
+TEST_CASE("Fine-tuning in the trace: optimizer state 8 x 16 r h L (LoRA), 8 P h (prompt)",
+          "[trainer][lora][prompt][trace]") {
+  const std::string dir = scratchDir("fine_tuning_trace");
+  const auto base = tracedPeaks(dir, "base", {});
+  const auto lora = tracedPeaks(dir, "lora", loraArgs());
+  const long long adapters = 16LL * kRank * kHidden * kLayers;
+  CHECK(lora.at("optimizer_state") == 8 * adapters);
+  CHECK(lora.at("gradient") == 4 * adapters);
+  CHECK(lora.at("parameter") == base.at("parameter") + 4 * adapters);
+  const auto prompt = tracedPeaks(dir, "prompt", {"--prompt-tuning", std::to_string(kPrompt)});
+  CHECK(prompt.at("optimizer_state") == 8LL * kPrompt * kHidden);
+  CHECK(prompt.at("gradient") == 4LL * kPrompt * kHidden);
+  CHECK(prompt.at("parameter") == base.at("parameter") + 4LL * kPrompt * kHidden);
+  std::printf(
+      "fine-tuning trace: base parameters %lld B; LoRA r %d: optimizer %lld B, gradients "
+      "%lld B; prompt %d: optimizer %lld B, gradients %lld B\n",
+      base.at("parameter"), kRank, lora.at("optimizer_state"), lora.at("gradient"), kPrompt,
+      prompt.at("optimizer_state"), prompt.at("gradient"));
+}
+#endif
