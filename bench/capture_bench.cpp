@@ -36,6 +36,7 @@
 #include "baseline_callbacks.h"
 #include "capture.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/reader.h"
 
 namespace prof = torch::autograd::profiler;
@@ -127,10 +128,11 @@ std::string scratch() {
          ".db";
 }
 
-// One configuration: what to switch on before the timed loop and off after it.
+// One configuration: what to switch on before the timed loop and off after it; `after` runs once
+// the process CPU is read (a raw shard's conversion to SQLite, timed apart; reading the counts).
 struct Config {
   std::string name;
-  std::function<void()> on, off;
+  std::function<void()> on, off, after = [] {};
 };
 
 at::CallbackHandle gEmpty = 0;
@@ -198,8 +200,12 @@ std::optional<c10::impl::IncludeDispatchKeyGuard> gFakeKey;
 
 // idleWriter: the writer does not drain during the timed loop (only when the capture stops), to
 // separate the traced thread's own cost from the writer's competition for the CPU.
+// raw: the raw shard writer (TRACERUN_WRITER=raw); stopping closes it, the conversion to SQLite
+// runs in `after` (outside the process CPU of the per-op table; its own column).
+enum class Writer { kSqlite, kRaw };
 Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool idleWriter = false,
-                      bool tensors = false) {
+                      bool tensors = false, Writer writer = Writer::kSqlite) {
+  const bool raw = writer == Writer::kRaw;
   return {name,
           [=] {
             CaptureConfig c;
@@ -209,10 +215,17 @@ Config tracerunConfig(const std::string& name, bool shapes, bool memory, bool id
             c.tensors = tensors;
             if (idleWriter) c.drain_interval_ms = 600000;
             c.signal_handlers = false;
+            c.raw_writer = raw;
+            c.convert_at_stop = false;
             if (!tracerun::interpose::startCapture(c)) std::exit(1);
           },
-          [] {
-            tracerun::interpose::stopCapture();
+          [] { tracerun::interpose::stopCapture(); },
+          [raw] {
+            if (raw) {
+              const std::string rawPath = tracerun::trace::rawShardPath(scratch());
+              tracerun::trace::convertRawShard(rawPath, scratch());
+              ::unlink(rawPath.c_str());
+            }
             const auto reader = tracerun::trace::TraceReader::open(scratch());
             for (const auto& st : reader.stats()) {
               if (st.name == "dropped_events") gDropped += st.value;
@@ -265,6 +278,9 @@ std::vector<Config> configs() {
       tracerunConfig("tracerun ops, no shapes, writer idle", false, false, true),
       monotonicClockConfig("tracerun ops, no shapes, clock_gettime"),
       tracerunConfig("tracerun ops+memory, shapes", true, true),
+      tracerunConfig("raw: tracerun ops, shapes", true, false, false, false, Writer::kRaw),
+      tracerunConfig("raw: tracerun ops, no shapes", false, false, false, false, Writer::kRaw),
+      tracerunConfig("raw: ops+memory, shapes", true, true, false, false, Writer::kRaw),
       {"ids: callback, in+outputs",
        [] {
          gEmpty = at::addGlobalCallback(at::RecordFunctionCallback(&idsStart, &idsEnd)
@@ -284,7 +300,8 @@ std::vector<Config> configs() {
        [] {
          gFakeKey.reset();
          tracerunConfig("", true, false).off();
-       }},
+       },
+       tracerunConfig("", true, false).after},
       {"legacy profiler, shapes",
        [] {
          prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, true, false));
@@ -345,14 +362,14 @@ void benchPerOp(int reps, int iters, std::mt19937& rng) {
                             }),
              cs.end());
   }
-  std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc, perOpFaults;
+  std::map<std::string, std::vector<double>> perOp, perOpCpu, perOpProc, perOpFaults, perOpConv;
   for (int r = 0; r < reps; ++r) {
     std::vector<size_t> order(cs.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
     for (size_t i : order) {
       const Config& c = cs[i];
-      const std::vector<double> v = runIsolated(6, [&] {
+      const std::vector<double> v = runIsolated(7, [&] {
         gDropped = gCaptured = 0;  // the child's own counts go back to the parent
         c.on();
         for (int k = 0; k < 2000; ++k) at::add(a, b);  // warm caches (names, shapes)
@@ -362,14 +379,18 @@ void benchPerOp(int reps, int iters, std::mt19937& rng) {
         const int64_t t1 = nowNs(), c1 = threadCpuNs(), f1 = threadMinorFaults();
         c.off();  // a tracerun capture's writer drains the rest here: counted as process CPU
         const int64_t p1 = processCpuNs();
+        c.after();  // a raw shard's conversion to SQLite: after the run, its own column
+        const int64_t p2 = processCpuNs();
         return std::vector<double>{double(t1 - t0) / iters,       double(c1 - c0) / iters,
                                    double(p1 - p0) / iters,       double(f1 - f0) * 1000.0 / iters,
-                                   static_cast<double>(gDropped), static_cast<double>(gCaptured)};
+                                   static_cast<double>(gDropped), static_cast<double>(gCaptured),
+                                   double(p2 - p1) / iters};
       });
       perOp[c.name].push_back(v[0]);
       perOpCpu[c.name].push_back(v[1]);
       perOpProc[c.name].push_back(v[2]);
       perOpFaults[c.name].push_back(v[3]);
+      perOpConv[c.name].push_back(v[6]);
       if (v[4] > 0) {
         std::fprintf(stderr, "dropped %lld records in '%s'\n", static_cast<long long>(v[4]),
                      c.name.c_str());
@@ -382,12 +403,15 @@ void benchPerOp(int reps, int iters, std::mt19937& rng) {
               iters, reps);
   std::printf(
       "  wall: elapsed time; thread: CPU time of the traced thread; process: CPU time of\n"
-      "  the whole process (adds tracerun's writer thread, until its shard is closed)\n");
-  std::printf("%-32s %8s %8s %8s %8s %9s %10s %10s %11s %9s\n", "configuration", "wall", "+wall",
-              "thread", "+thread", "process", "+thr/empty", "+thr/emp+in", "+thr/legacy",
-              "faults/1k");
+      "  the whole process (adds tracerun's writer thread, until its shard is closed);\n"
+      "  after: process CPU per op after the run (raw: the conversion to SQLite; else reading\n"
+      "  the shard's counts)\n");
+  std::printf("%-32s %8s %8s %8s %8s %9s %9s %7s %10s %10s %11s %9s\n", "configuration", "wall",
+              "+wall", "thread", "+thread", "process", "+process", "after", "+thr/empty",
+              "+thr/emp+in", "+thr/legacy", "faults/1k");
   const double baseWall = median(perOp["nothing"]);
   const double baseCpu = median(perOpCpu["nothing"]);
+  const double baseProc = median(perOpProc["nothing"]);
   const double emptyAdded = median(perOpCpu["empty callback, tracerun scopes"]) - baseCpu;
   const double legacyAdded = median(perOpCpu["legacy profiler, shapes"]) - baseCpu;
   const double emptyInputsAdded = median(perOpCpu["empty callback, +inputs"]) - baseCpu;
@@ -395,9 +419,10 @@ void benchPerOp(int reps, int iters, std::mt19937& rng) {
     const double wall = median(perOp[c.name]);
     const double cpu = median(perOpCpu[c.name]);
     const double added = cpu - baseCpu;
-    std::printf("%-32s %8.1f %8.1f %8.1f %8.1f %9.1f %10.2f %10.2f %11.2f %9.2f\n", c.name.c_str(),
-                wall, wall - baseWall, cpu, added, median(perOpProc[c.name]),
-                emptyAdded > 0 ? added / emptyAdded : 0.0,
+    const double proc = median(perOpProc[c.name]);
+    std::printf("%-32s %8.1f %8.1f %8.1f %8.1f %9.1f %9.1f %7.1f %10.2f %10.2f %11.2f %9.2f\n",
+                c.name.c_str(), wall, wall - baseWall, cpu, added, proc, proc - baseProc,
+                median(perOpConv[c.name]), emptyAdded > 0 ? added / emptyAdded : 0.0,
                 emptyInputsAdded > 0 ? added / emptyInputsAdded : 0.0,
                 legacyAdded > 0 ? added / legacyAdded : 0.0, median(perOpFaults[c.name]));
   }
@@ -429,6 +454,7 @@ void benchTrainingStep(int stepReps, std::mt19937& rng) {
       tracerunConfig("tracerun ops+memory, shapes", true, true),
       tracerunConfig("tracerun ops, no shapes", false, false),
       tracerunConfig("same, writer idle while timed", true, true, true),
+      tracerunConfig("raw: ops+memory, shapes", true, true, false, false, Writer::kRaw),
       tracerunConfig("tracerun ops+memory+tensors", true, true, false, true)};
   std::map<std::string, std::vector<double>> perStep, perStepCpu;
   for (int k = 0; k < 5; ++k) mlp.step();
@@ -446,6 +472,7 @@ void benchTrainingStep(int stepReps, std::mt19937& rng) {
         for (int k = 0; k < 20; ++k) mlp.step();
         const int64_t t1 = nowNs(), c1 = threadCpuNs();
         c.off();
+        c.after();
         return std::vector<double>{double(t1 - t0) / 20 / 1e3, double(c1 - c0) / 20 / 1e3,
                                    static_cast<double>(gDropped), static_cast<double>(gCaptured)};
       });

@@ -22,13 +22,16 @@
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tracerun/core/clock.h"
+#include "tracerun/core/raw_shard_writer.h"
 #include "tracerun/core/session.h"
+#include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/schema.h"
 #include "tracerun/trace/shard_writer.h"
@@ -48,6 +51,8 @@ struct Options {
   size_t chunkRows = trace::ShardOptions{}.chunk_rows;
   std::string dir = "/tmp";
   bool keep = false;
+  double rate = 0;  // > 0: the sustained-rate run only (records/s), see rateRun
+  double seconds = 1;
 };
 
 Options parse(int argc, char** argv) {
@@ -60,6 +65,11 @@ Options parse(int argc, char** argv) {
   app.add_option("--tracks", o.tracks, "thread tracks (producer threads)")
       ->check(CLI::PositiveNumber);
   app.add_option("--queries", o.queries, "random 1% windows queried")->check(CLI::PositiveNumber);
+  app.add_option("--rate", o.rate,
+                 "instead: one thread pushes this many records/s for --seconds into a capture-sized "
+                 "ring, drained by the SQLite writer and by the raw writer (drops, writer CPU)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seconds", o.seconds, "length of the --rate run")->check(CLI::PositiveNumber);
   app.add_option("--repeat", o.repeat, "repetitions (medians are printed)")
       ->check(CLI::PositiveNumber);
   app.add_option("--chunk-rows", o.chunkRows, "spans per chunk in the writer")
@@ -380,6 +390,105 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// ---------------------------------------------------------------------------------------------
+// sustained rate: a producer paced at --rate records/s into one ring of the capture's size
+// (CaptureConfig::ring_capacity, 2^18), drained every 10 ms (the capture's default) by either
+// writer. Writer CPU = process CPU - producer thread CPU over the paced second(s).
+
+struct RateResult {
+  uint64_t pushed = 0, dropped = 0;
+  double writerCpu = 0;  // s, while the producer ran
+  double seconds = 0;    // the producer's wall time
+  double closeSeconds = 0, closeCpu = 0;  // close (+ conversion for raw): after the run
+};
+
+double threadCpu() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
+}
+
+RateResult rateRun(const Options& o, bool raw, const std::string& path) {
+  core::Session session(size_t{1} << 18);
+  const core::StringId name = session.strings().intern("aten::add");
+  std::unique_ptr<trace::ShardWriter> sqlite;
+  std::unique_ptr<core::RawShardWriter> rawWriter;
+  if (raw) {
+    core::RawShardOptions ro;
+    ro.path = trace::rawShardPath(path);
+    ro.drain_interval_ms = 10;
+    rawWriter = std::make_unique<core::RawShardWriter>(session, ro);
+    rawWriter->start();
+  } else {
+    trace::ShardOptions so;
+    so.path = path;
+    so.flush_interval_ms = 10;
+    sqlite = std::make_unique<trace::ShardWriter>(session, so);
+    sqlite->start();
+  }
+  RateResult r;
+  double producerCpu = 0;
+  const double p0 = cpuSeconds();
+  std::thread producer([&] {
+    core::ThreadBuffer& b = session.threadBuffer("producer");
+    const double c0 = threadCpu();
+    const int64_t t0 = core::nowNs();
+    const int64_t end = t0 + static_cast<int64_t>(o.seconds * 1e9);
+    int64_t now = t0;
+    while (now < end) {
+      const auto due = static_cast<uint64_t>(double(now - t0) * o.rate * 1e-9);
+      while (r.pushed < due) {
+        core::SpanRecord sp;
+        sp.name = name;
+        sp.start_ns = now;
+        sp.end_ns = now + 100;
+        sp.id = b.nextId();
+        b.ring.tryPush(core::Record::from(sp));
+        ++r.pushed;
+      }
+      now = core::nowNs();
+    }
+    r.seconds = double(now - t0) * 1e-9;
+    producerCpu = threadCpu() - c0;
+  });
+  producer.join();
+  const double p1 = cpuSeconds();
+  r.writerCpu = (p1 - p0) - producerCpu;
+  r.dropped = session.dropped();
+  const int64_t w0 = core::nowNs();
+  if (raw) {
+    rawWriter->close();
+    trace::convertRawShard(rawWriter->path(), path);
+    ::unlink(rawWriter->path().c_str());
+  } else {
+    sqlite->close();
+  }
+  r.closeSeconds = double(core::nowNs() - w0) * 1e-9;
+  r.closeCpu = cpuSeconds() - p1;
+  return r;
+}
+
+int rateMain(const Options& o) {
+  const std::string shard = o.dir + "/writer_bench_rate.db";
+  std::printf("writer_bench --rate %.0f: one producer thread, %.1f s, ring 2^18 records, drained "
+              "every 10 ms\n\n| run | writer | records | dropped | writer CPU s | writer CPU "
+              "%% of a core | close+convert s | close+convert CPU s |\n| --- | --- | --- | --- | "
+              "--- | --- | --- | --- |\n",
+              o.rate, o.seconds);
+  for (int run = 0; run < o.repeat; ++run) {
+    for (const bool raw : {run % 2 == 1, run % 2 == 0}) {  // alternate which goes first
+      const RateResult r = rateRun(o, raw, shard);
+      std::printf("| %d | %s | %llu | %llu | %.3f | %.1f | %.2f | %.2f |\n", run + 1,
+                  raw ? "raw" : "sqlite", (unsigned long long)r.pushed,
+                  (unsigned long long)r.dropped, r.writerCpu, 100 * r.writerCpu / r.seconds,
+                  r.closeSeconds, r.closeCpu);
+      std::fflush(stdout);
+      ::unlink(shard.c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -387,6 +496,14 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (o.rate > 0) {
+    try {
+      return rateMain(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "writer_bench: %s\n", e.what());
+      return 1;
+    }
+  }
   const std::string bare = o.dir + "/writer_bench_bare.db";
   const std::string shard = o.dir + "/writer_bench_shard.db";
   std::printf("writer_bench: %lld span events on %d tracks (threads), %d run(s)\n",
