@@ -293,10 +293,6 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (c.offload_optimizer == "cpu" && c.deviceType() != "cuda") {
     out << "--offload-optimizer cpu needs --device cuda (on the CPU the states are already in "
            "host memory): use nvme:DIR";
-  } else if (c.offload_optimizer != "none" &&
-             (c.delayed_update || c.schedule == ScheduleKind::kTwoBw)) {
-    out << "--offload-optimizer keeps the master weights off the device, which the weight "
-           "versions of --delayed-update / --schedule 2bw would bypass: use one of them";
   } else if (c.offload_optimizer != "none" && (!c.save.empty() || !c.load.empty())) {
     out << "--offload-optimizer does not checkpoint its offloaded states yet: drop --save/--load";
   } else if (c.dp_algorithm != "allreduce" && c.zero != 0) {

@@ -3,8 +3,8 @@
 // tied-embedding sums, the global norm, clipping), with the fp32 master weights and AdamW moments
 // of this rank's shards in an offload store (offload_store.h) instead of on the device. Per bucket:
 // the shard's states [master | exp_avg | exp_avg_sq] are updated on the CPU (in place in pinned
-// memory, or in one of two swap buffers: the next bucket's states are read while this one is
-// updated, the last one's written back behind it), the gradient shard is copied to the host and
+// memory, or in one of three swap buffers: the next bucket's states are read while this one is
+// updated and the previous one's written back), the gradient shard is copied to the host and
 // the updated master copied into the device's parameter shard. The same arithmetic, on the same
 // values, as the sharded optimizer: the losses are bit-equal. It keeps no checkpointable state
 // (config.cpp refuses --save/--load with it).
@@ -43,8 +43,8 @@ class OffloadOptimizer final : public Optimizer {
         dir.empty()
             ? makePinnedStore(floats)
             : makeNvmeStore(dir, dp->global_ranks.empty() ? 0 : dp->global_ranks[dp->rank], floats);
-    // Two swap buffers of the largest region, counted as temporaries: they hold two buckets'
-    // states at a time, whatever psi is.
+    // Three swap buffers of the largest region (one updated, one read into, one written from),
+    // counted as temporaries: they hold three buckets' states at a time, whatever psi is.
     tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
     const int64_t largest = floats.empty() ? 0 : *std::max_element(floats.begin(), floats.end());
     for (auto& s : staging_) s = at::zeros({largest}, at::kFloat);
@@ -76,8 +76,8 @@ class OffloadOptimizer final : public Optimizer {
     if (n > 0 && !store_->inPlace(0)) reads[0] = store_->readAsync(0, statesOf(0));
     for (size_t b = 0; b < n; ++b) {
       if (reads[b].valid()) reads[b].get();
-      if (b + 1 < n && !store_->inPlace(b + 1)) {  // prefetch into the slot bucket b-1 used
-        if (b >= 1 && writes[b - 1].valid()) writes[b - 1].get();
+      if (b + 1 < n && !store_->inPlace(b + 1)) {  // prefetch into the slot bucket b-2 used
+        if (b >= 2 && writes[b - 2].valid()) writes[b - 2].get();
         reads[b + 1] = store_->readAsync(b + 1, statesOf(b + 1));
       }
       update(b, adamw, lr);
@@ -101,7 +101,7 @@ class OffloadOptimizer final : public Optimizer {
   // Bucket b's states: in place in the store, or its swap buffer.
   float* statesOf(size_t b) {
     float* p = store_->inPlace(b);
-    return p != nullptr ? p : staging_[b % 2].data_ptr<float>();
+    return p != nullptr ? p : staging_[b % 3].data_ptr<float>();
   }
 
   void update(size_t b, AdamwStep& adamw, double lr) {
@@ -146,7 +146,7 @@ class OffloadOptimizer final : public Optimizer {
   std::unique_ptr<Optimizer> inner_;  // the gradient steps; holds no states (config_.offload)
   std::vector<std::vector<Segment>> segments_;  // per bucket
   std::unique_ptr<OffloadStore> store_;
-  at::Tensor staging_[2];  // swap buffers (files only)
+  at::Tensor staging_[3];  // swap buffers (files only)
 };
 
 }  // namespace
