@@ -127,6 +127,9 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
   app.add_option("--prompt-tuning", c.prompt_tuning,
                  "P trainable embeddings prepended to every sequence; the model frozen")
       ->check(atLeast(1, true));
+  app.add_option("--prefix-tuning", c.prefix_tuning,
+                 "P trainable keys and values per layer prepended in attention; the model frozen")
+      ->check(atLeast(1, true));
   app.add_option("--attention", c.attention,
                  "standard; flash (FlashAttention's tiles and online softmax; --dropout 0)")
       ->check(CLI::IsMember({"standard", "flash"}));
@@ -222,7 +225,14 @@ namespace {
 // The combinations LoRA and prompt tuning refuse (docs/trainer.md lists them); empty: none.
 std::string fineTuningError(const TrainConfig& c) {
   if (!c.fineTuning()) return "";
-  const std::string mode = c.lora_rank > 0 ? "--lora-rank" : "--prompt-tuning";
+  const std::string mode = c.lora_rank > 0       ? "--lora-rank"
+                           : c.prompt_tuning > 0 ? "--prompt-tuning"
+                                                 : "--prefix-tuning";
+  if (c.prefix_tuning > 0 && (c.lora_rank > 0 || c.prompt_tuning > 0)) {
+    return "--prefix-tuning and " +
+           std::string(c.lora_rank > 0 ? "--lora-rank" : "--prompt-tuning") +
+           " are two ways to fine-tune: give one of them";
+  }
   if (c.lora_rank > 0 && c.prompt_tuning > 0) {
     return "--lora-rank and --prompt-tuning are two ways to fine-tune: give one of them";
   }

@@ -76,7 +76,10 @@ struct TrainConfig {
   std::string lora_init_b = "zeros";
   std::string save_merged;
   int prompt_tuning = 0;
-  bool fineTuning() const { return lora_rank > 0 || prompt_tuning > 0; }
+  // --prefix-tuning P > 0: P trainable key and value vectors per layer prepended inside attention
+  // (model/prefix.h; docs/trainer.md "Prefix tuning").
+  int prefix_tuning = 0;
+  bool fineTuning() const { return lora_rank > 0 || prompt_tuning > 0 || prefix_tuning > 0; }
   // --attention standard|flash: flash runs FlashAttention's tiles (model/flash_attention.h;
   // docs/trainer.md "Flash attention"), --flash-block-q query rows by --flash-block-k keys a tile.
   // Attention dropout has no tiled form here: flash needs --dropout 0.

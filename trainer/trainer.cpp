@@ -53,6 +53,7 @@ ModelConfig modelConfig(const TrainConfig& c) {
   m.lora.targets = c.lora_targets;
   m.lora.init_b_normal = c.lora_init_b == "normal";
   m.prompt_tokens = c.prompt_tuning;
+  m.prefix_tokens = c.prefix_tuning;
   m.flash = c.attention == "flash";
   m.flash_blocks = FlashBlocks{c.flash_block_q, c.flash_block_k};
   return m;
@@ -149,9 +150,9 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
       source_(makeSource(config)),
       rng_(makeDropoutRng(uint64_t(config.seed) + 7919ULL * uint64_t(groups.coords.pp),
                           groups.coords.tp, groups.coords.dp, device)) {
-  if (config.fineTuning()) {  // LoRA, prompt tuning: only what they add trains
+  if (config.fineTuning()) {  // LoRA, prompt and prefix tuning: only what they add trains
     freezeBaseParameters(params_, [](const ParamEntry& e) {
-      return isLoraParameter(e.name) || isPromptParameter(e.name);
+      return isLoraParameter(e.name) || isPromptParameter(e.name) || isPrefixParameter(e.name);
     });
   }
   {

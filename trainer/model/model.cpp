@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace gpttrain {
 namespace {
@@ -15,11 +16,13 @@ namespace vocab = tracerun::vocab;
 
 // The additive causal mask [s, s] (-inf above the diagonal): a buffer, neither parameter nor
 // gradient, so its bytes are tagged "other" (the constructors run under the parameter tag).
-at::Tensor causalMask(int64_t seq_len, torch::Device device) {
+// With `prefix` leading key columns every query sees: [s, prefix + s], -inf where key j > i +
+// prefix.
+at::Tensor causalMask(int64_t seq_len, int64_t prefix, torch::Device device) {
   tracerun::MemoryTag tag(tracerun::MemoryCategory::kOther);
-  return at::full({seq_len, seq_len}, -std::numeric_limits<float>::infinity(),
+  return at::full({seq_len, prefix + seq_len}, -std::numeric_limits<float>::infinity(),
                   at::TensorOptions().device(device))
-      .triu(1);
+      .triu(1 + prefix);
 }
 
 constexpr double kInitStd = 0.02;
@@ -117,7 +120,8 @@ TransformerLayer::TransformerLayer(ParamSet& params, const ModelConfig& c, int i
       fc2_(params, layerName(index, "mlp.fc2"), 4 * c.hidden, c.hidden,
            kInitStd / std::sqrt(2.0 * c.layers), tp, c.sp, c.lora.forTarget("fc2")),
       // prompt tuning: attention sees the prompt's positions before the sequence's
-      causal_mask_(causalMask(c.seq_len + c.prompt_tokens, params.device())) {
+      causal_mask_(causalMask(c.seq_len + c.prompt_tokens, c.prefix_tokens, params.device())) {
+  if (c.prefix_tokens > 0) prefix_.emplace(params, index, c.prefix_tokens, c.hidden, kInitStd);
   for (const auto& e : params.entries()) {
     if (e.name.rfind(path_ + ".", 0) != 0) continue;
     const bool mlp =
@@ -151,8 +155,10 @@ at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rn
   const int64_t batch_heads = b * local_heads_;
   variable_list qkv_heads = SplitQkv::apply(qkv.reshape({s, batch_heads, 3, head_dim}));
   const at::Tensor& q = qkv_heads[0];
-  const at::Tensor& k = qkv_heads[1];
-  const at::Tensor& v = qkv_heads[2];
+  at::Tensor k = qkv_heads[1];
+  at::Tensor v = qkv_heads[2];
+  if (prefix_) std::tie(k, v) = prefix_->prepend(k, v, b, local_heads_);  // [B * heads, P + S, D]
+  const int64_t keys = k.size(1);
   if (config_.flash) {
     // [B * heads, S, head_dim], a view of [S, B * heads, head_dim] (flash_attention.h): the
     // [S, B, heads * head_dim] result is a view too, and the projection saves the same tensor.
@@ -164,7 +170,7 @@ at::Tensor TransformerLayer::attentionCore(const at::Tensor& qkv, DropoutRng* rn
   // mask + scale * q k^T in one GEMM: the causal mask is additive (-inf above the diagonal) and
   // the scale rides on the GEMM's alpha, so the [B * heads, S, S] scores are written once and no
   // masked_fill or scaling pass (nor their backward) touches them.
-  const at::Tensor mask = causal_mask_.narrow(0, 0, s).narrow(1, 0, s);
+  const at::Tensor mask = causal_mask_.narrow(0, 0, s).narrow(1, 0, keys);
   at::Tensor scores = at::baddbmm(mask, q, k.transpose(1, 2), /*beta=*/1.0,
                                   /*alpha=*/1.0 / std::sqrt(double(head_dim)));
   at::Tensor probs =

@@ -5,6 +5,7 @@
 
 #include "data_parallel/param_units.h"
 #include "model/flash_attention.h"
+#include "model/prefix.h"
 #include "model/prompt_tuning.h"
 #include "parallel/tp_layers.h"
 
@@ -32,6 +33,7 @@ struct ModelConfig {
   // flash_blocks; else the [B * heads, S, S] softmax of the standard path.
   bool flash = false;
   FlashBlocks flash_blocks;
+  int prefix_tokens = 0;  // prefix tuning's keys and values per layer (prefix.h); 0: none
 };
 
 class TransformerLayer {
@@ -67,8 +69,10 @@ class TransformerLayer {
   RowParallelLinear proj_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
-  at::Tensor causal_mask_;  // [S, S] additive: -inf above the diagonal, 0 elsewhere; on the
-                            // parameters' device
+  // [S, P + S] additive (P prefix-tuning keys, 0 without): -inf where key j > query i + P, 0
+  // elsewhere; on the parameters' device.
+  at::Tensor causal_mask_;
+  std::optional<PrefixKv> prefix_;  // --prefix-tuning
   std::shared_ptr<int64_t> recomputes_ = std::make_shared<int64_t>(0);
   ParamUnits* units_ = nullptr;
 
