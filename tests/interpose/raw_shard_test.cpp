@@ -16,6 +16,7 @@
 
 #include "tracerun/core/raw_shard_writer.h"
 #include "tracerun/core/session.h"
+#include "tracerun/trace/merge.h"
 #include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/shard_writer.h"
 
@@ -372,4 +373,49 @@ TEST_CASE("raw shard: a file cut inside a block converts with the tail dropped a
   std::ofstream(junk) << std::string(100, 'x');
   CHECK_THROWS_WITH(trace::convertRawShard(junk, dir + "/junk.db"),
                     Catch::Contains(junk) && Catch::Contains("not a tracerun raw shard"));
+}
+
+TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and modifies neither",
+          "[raw]") {
+  const std::string dir = scratch() + "/merge";
+  fs::create_directories(dir);
+  const std::string shard = dir + "/rank0.db";
+  {  // the placeholder a raw-writing process makes at start (capture.cpp)
+    core::Session none(2);
+    trace::ShardOptions o;
+    o.path = shard;
+    o.complete = false;
+    trace::ShardWriter(none, o).close();
+  }
+  constexpr int kSpans = 1234;
+  {
+    core::Session s(1 << 12);
+    core::RawShardOptions o;
+    o.path = trace::rawShardPath(shard);
+    o.origin_ns = kOrigin;
+    core::RawShardWriter w(s, o);
+    const core::StringId name = s.strings().intern("op");
+    core::ThreadBuffer& b = s.threadBuffer("main");
+    for (int i = 0; i < kSpans; ++i) {
+      core::SpanRecord sp;
+      sp.name = name;
+      sp.start_ns = kOrigin + i * 10;
+      sp.end_ns = sp.start_ns + 5;
+      sp.id = b.nextId();
+      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+    }
+    w.close();
+  }
+  const auto rawSize = fs::file_size(trace::rawShardPath(shard));
+  trace::MergeOptions mo;
+  mo.output = dir + "/run.db";
+  const auto result = trace::mergeShards({trace::MergeInput{shard}}, mo, true);
+  REQUIRE(result.shards.size() == 1);
+  CHECK(result.shards[0].path == shard);
+  CHECK(result.shards[0].complete);
+  CHECK(count(mo.output, "spans") == kSpans);
+  // The inputs as they were; no temporary left beside the output.
+  CHECK(count(shard, "spans") == 0);
+  CHECK(fs::file_size(trace::rawShardPath(shard)) == rawSize);
+  CHECK_FALSE(fs::exists(mo.output + ".raw0.tmp"));
 }
