@@ -18,11 +18,11 @@
 // level widths, which levels a track stores, the bucket of a span and what a bucket holds.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <vector>
 
 namespace tracerun::trace::chunks {
@@ -116,29 +116,58 @@ struct ChunkRef {
 };
 
 // A track's spans in span order from its chunks (given in min_start order): each chunk is read
-// (readChunk(chunk, rows) appends its rows, each in span order), and rows wait in a heap until no
-// chunk still to be read can start before them. Memory: the rows of the chunks overlapping the
-// one being read.
+// (readChunk(chunk, rows) appends its rows, each in span order), and rows wait in their chunk's
+// buffer until no chunk still to be read can start before them. Memory: the rows of the chunks
+// overlapping the one being read.
 template <typename Row, typename ReadChunk, typename Emit>
 void mergeChunks(const std::vector<ChunkRef>& list, ReadChunk&& readChunk, Emit&& emit) {
-  struct Later {
-    bool operator()(const Row& a, const Row& b) const noexcept { return spanLess(b, a); }
+  // Each chunk read is a run in span order (sorted here when a damaged file's is not); a heap of
+  // the open runs, keyed by their next row, picks the next row to emit. Runs open at once are the
+  // chunks overlapping in time (a few), so a row costs a comparison or two, not a heap of rows.
+  struct Run {
+    std::vector<Row> rows;
+    size_t next = 0;
   };
-  std::priority_queue<Row, std::vector<Row>, Later> heap;
-  std::vector<Row> chunk;
-  for (const ChunkRef& c : list) {
-    while (!heap.empty() && heap.top().start_ns < c.min_start) {
-      emit(heap.top());
-      heap.pop();
+  std::vector<Run> runs;      // open and spent runs (their buffers are reused)
+  std::vector<size_t> spent;  // indexes of spent runs
+  std::vector<size_t> open;   // a heap of open runs' indexes, the earliest next row on top
+  const auto later = [&runs](size_t a, size_t b) noexcept {
+    return spanLess(runs[b].rows[runs[b].next], runs[a].rows[runs[a].next]);
+  };
+  const auto head = [&]() -> const Row& {
+    return runs[open.front()].rows[runs[open.front()].next];
+  };
+  const auto emitNext = [&] {
+    std::pop_heap(open.begin(), open.end(), later);
+    Run& r = runs[open.back()];
+    emit(r.rows[r.next]);
+    if (++r.next < r.rows.size()) {
+      std::push_heap(open.begin(), open.end(), later);
+    } else {
+      spent.push_back(open.back());
+      open.pop_back();
     }
-    chunk.clear();
-    readChunk(c, chunk);
-    for (const Row& r : chunk) heap.push(r);
+  };
+  for (const ChunkRef& c : list) {
+    while (!open.empty() && head().start_ns < c.min_start) emitNext();
+    if (spent.empty()) {
+      spent.push_back(runs.size());
+      runs.emplace_back();
+    }
+    const size_t i = spent.back();
+    Run& r = runs[i];
+    r.rows.clear();
+    r.next = 0;
+    readChunk(c, r.rows);
+    if (r.rows.empty()) continue;
+    if (!std::is_sorted(r.rows.begin(), r.rows.end(), spanLess<Row>)) {
+      std::sort(r.rows.begin(), r.rows.end(), spanLess<Row>);
+    }
+    spent.pop_back();
+    open.push_back(i);
+    std::push_heap(open.begin(), open.end(), later);
   }
-  while (!heap.empty()) {
-    emit(heap.top());
-    heap.pop();
-  }
+  while (!open.empty()) emitNext();
 }
 
 }  // namespace tracerun::trace::chunks
