@@ -66,30 +66,42 @@ struct LiveList {
 
 constexpr size_t kLiveRows = 500;  // rows listed (count and total cover all)
 
-// One rank's chart, read through its own reader (so ranks load on parallel threads): from the
+// One rank's charts, read through its own reader (so ranks load on parallel threads): from the
 // stored per-category summary when the trace has one (O(blocks) rows), else replayed from the
-// events (memory_summary.h).
-RankChart loadRank(const std::string& path, int rank, const std::atomic<bool>& cancel,
-                   bool& stored) {
+// events (memory_summary.h). The report's primary device first, with the closed forms, then each
+// other device of the rank (an offload device: "nvme", "cpu-offload"), each on a chart of its own.
+std::vector<RankChart> loadRank(const std::string& path, int rank, const std::atomic<bool>& cancel,
+                                bool& stored) {
   const auto reader = trace::TraceReader::open(path);
   an::MemoryCategorySummary summary = an::memorySummary(reader, rank, &cancel);
   stored = summary.stored;
-  RankChart c;
-  c.rank = rank;
+  std::vector<RankChart> charts;
   const an::MemorySeries* primary = summary.primary(rank);
-  if (primary == nullptr || cancel.load()) return c;  // no memory events: no chart
-  c.device = trace::deviceName(primary->device_type, primary->device_index);
-  c.series = std::move(summary.series[static_cast<size_t>(primary - summary.series.data())]);
-  c.forms = an::memoryClosedForms(reader, rank);
-  c.categories = std::make_shared<const std::vector<core::MemoryCategory>>(
+  if (primary == nullptr || cancel.load()) return charts;  // no memory events: no chart
+  const auto categories = std::make_shared<const std::vector<core::MemoryCategory>>(
       std::move(summary.categories[rank]));
-  return c;
+  const auto chart = [&](an::MemorySeries& series) {
+    RankChart c;
+    c.rank = rank;
+    c.device = trace::deviceName(series.device_type, series.device_index);
+    c.series = std::move(series);
+    c.categories = categories;
+    return c;
+  };
+  charts.push_back(chart(summary.series[static_cast<size_t>(primary - summary.series.data())]));
+  charts.back().forms = an::memoryClosedForms(reader, rank);
+  for (an::MemorySeries& series : summary.series) {
+    if (&series != primary && series.rank == rank && series.size() > 0) {
+      charts.push_back(chart(series));
+    }
+  }
+  return charts;
 }
 
 MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) {
   std::vector<int> ranks;
   for (const trace::RankInfo& r : trace::TraceReader::open(path).ranks()) ranks.push_back(r.rank);
-  std::vector<RankChart> charts(ranks.size());
+  std::vector<std::vector<RankChart>> charts(ranks.size());
   std::vector<std::string> errors(ranks.size());
   std::vector<char> stored(ranks.size(), 0);
   std::atomic<size_t> next{0};
@@ -115,7 +127,11 @@ MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) 
   }
   MemoryData d;
   d.stored = std::all_of(stored.begin(), stored.end(), [](char x) { return x != 0; });
-  for (RankChart& c : charts) {
+  std::vector<RankChart> all;  // rank by rank, each rank's devices in turn
+  for (auto& rankCharts : charts) {
+    for (RankChart& c : rankCharts) all.push_back(std::move(c));
+  }
+  for (RankChart& c : all) {
     if (c.categories == nullptr) continue;
     d.events += static_cast<int64_t>(c.series.size());
     d.ymax = std::max(d.ymax, static_cast<double>(c.series.peak_bytes));
