@@ -107,6 +107,16 @@ void annotateMemoryDtypes(const TrainConfig& c) {
   }
 }
 
+// Fine-tuning: one "fine_tuning" phase with the frozen and trainable parameter counts of this rank,
+// from which trace/'s memory closed form adds the frozen base (memory_live.h).
+void annotateFineTuning(const ParamSet& params) {
+  int64_t frozen = 0, trainable = 0;
+  for (const auto& e : params.frozenEntries()) frozen += e.tensor.numel();
+  for (const auto& e : params.entries()) trainable += e.tensor.numel();
+  tracerun::PhaseScope scope(vocab::phase::kFineTuning,
+                             {{vocab::arg::kFrozen, frozen}, {vocab::arg::kParams, trainable}});
+}
+
 // Parameters, gradient buffers and optimizer states are allocated under their memory category.
 // Chunk c of pipeline rank r is virtual stage c * p + r with layers / (p * v) layers.
 std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
@@ -163,6 +173,7 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
                             config.dp_algorithm});
   }
   annotateMemoryDtypes(config);
+  if (config.fineTuning()) annotateFineTuning(params_);
   if (ParamUnits* units = strategy_->paramUnits()) {
     for (auto& chunk : chunks_) chunk.setParamUnits(units);
   }

@@ -68,6 +68,7 @@ std::string labelOf(const ModelTree& t, const std::vector<int>& run,
     params += " logical, " + count(m.params_local) + " on rank " + std::to_string(m.rank);
   }
   if (m.param_bytes >= 0) params += " \u00b7 " + trace::formatBytes(double(m.param_bytes));
+  if (m.params_trainable >= 0) params += " \u00b7 trainable " + grouped(m.params_trainable);
   if (n > 1 && m.params_logical >= 0)
     params +=
         " (each; \u00d7" + std::to_string(n) + ": " + grouped(m.params_logical * int64_t(n)) + ")";
@@ -121,6 +122,10 @@ std::string captionOf(const ModelTree& t, int depth) {
                       std::to_string(t.roots.size()) + " top-level module" +
                       (t.roots.size() == 1 ? "" : "s") + ", " + std::to_string(t.modules.size()) +
                       " modules)";
+  if (const int64_t trainable = t.trainableParams(); trainable >= 0) {
+    lines += "\ntrainable " + grouped(trainable) + " of " + grouped(t.logicalParams()) +
+             " (fine-tuning: the rest is frozen)";
+  }
   std::string layout;
   if (t.stages > 1) layout += "PP " + std::to_string(t.stages) + " stages";
   if (tp > 1) layout += std::string(layout.empty() ? "" : ", ") + "TP " + std::to_string(tp);

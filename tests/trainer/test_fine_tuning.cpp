@@ -1,7 +1,8 @@
 // LoRA and prompt tuning (issue 32 points 2, 3) end to end: step 1 of LoRA is the base model's;
 // what trains, is reduced and is optimised is only the adapters / the prompt (the trainer's own
-// accounting against 16 r h L and P h); TP 2 (and TP 2 + SP, DP 2 with ZeRO-2 for LoRA) against one
-// process; the independent torch.nn reference (reference_gpt.py) extended with LoRA and prompts;
+// accounting against 16 r h L and P h); TP 2 (and TP 2 + SP, DP 2 with ZeRO-2/3, PP 2 for LoRA)
+// against one process; the independent torch.nn reference (reference_gpt.py) extended with LoRA and
+// prompts;
 // --load of a base checkpoint, --save-merged against W + (alpha/r) B A; refused combinations; and
 // (with the tracerun launcher) the trace's memory categories against the closed forms.
 #include "trainer_test_util.h"
@@ -192,12 +193,17 @@ TEST_CASE("LoRA: step 1 is the base model's, only the adapters train", "[trainer
   }
 }
 
-TEST_CASE("LoRA under TP 2, TP 2 + SP and DP 2 ZeRO-2 equals one process", "[trainer][lora]") {
+TEST_CASE("LoRA under TP 2, TP 2 + SP, DP 2 ZeRO-2 and ZeRO-3, PP 2 equals one process",
+          "[trainer][lora]") {
   // B drawn non-zero (--lora-init-b normal) so that A's step-1 gradient is not zero.
   const std::string dir = scratchDir("lora_tp");
   const Run one = train(dir, "one", 0, loraArgs("normal"));
   const std::vector<std::pair<std::string, std::vector<std::string>>> layouts{
-      {"tp2", {"--tp", "2"}}, {"tp2_sp", {"--tp", "2", "--sp"}}, {"dp2_zero2", {"--zero", "2"}}};
+      {"tp2", {"--tp", "2"}},
+      {"tp2_sp", {"--tp", "2", "--sp"}},
+      {"dp2_zero2", {"--zero", "2"}},
+      {"dp2_zero3", {"--zero", "3"}},  // layers recomputed; their input needs no gradient
+      {"pp2", {"--pp", "2"}}};
   for (const auto& [name, layout] : layouts) {
     INFO(name);
     const Run par = train(dir, name, 2, loraArgs("normal") + layout);
@@ -286,6 +292,9 @@ TEST_CASE("Fine-tuning refuses what it does not support, one line, exit 2", "[tr
 }
 
 #ifdef TRACERUN_EXE
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/reader.h"
+
 namespace {
 
 // Rank 0's peak bytes of each model-state category from `tracerun report --json` of a traced
@@ -328,6 +337,15 @@ TEST_CASE("Fine-tuning in the trace: optimizer state 8 x 16 r h L (LoRA), 8 P h 
   CHECK(lora.at("optimizer_state") == 8 * adapters);
   CHECK(lora.at("gradient") == 4 * adapters);
   CHECK(lora.at("parameter") == base.at("parameter") + 4 * adapters);
+  // The memory view's reference line (trace/'s memoryClosedForms): 4 phi of frozen base plus
+  // ZeRO-0's 16 psi over the trainable count, equal to the three measured peaks' sum.
+  const auto forms = tracerun::trace::analysis::memoryClosedForms(
+      tracerun::trace::TraceReader::open(dir + "/lora.db"), 0);
+  REQUIRE(forms.size() == 1);
+  INFO(forms[0].label);
+  CHECK(forms[0].formula == "4\u03a6 + 16\u03a8");
+  CHECK(forms[0].bytes ==
+        double(lora.at("parameter") + lora.at("gradient") + lora.at("optimizer_state")));
   const auto prompt = tracedPeaks(dir, "prompt", {"--prompt-tuning", std::to_string(kPrompt)});
   CHECK(prompt.at("optimizer_state") == 8LL * kPrompt * kHidden);
   CHECK(prompt.at("gradient") == 4LL * kPrompt * kHidden);

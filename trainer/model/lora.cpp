@@ -1,6 +1,8 @@
 // LoRA adapters on the tensor-parallel linears (see lora.h).
 #include "model/lora.h"
 
+#include <tracerun/annotate.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -32,6 +34,9 @@ LoraAdapter::LoraAdapter(ParamSet& params, const std::string& name, Kind kind, i
   const bool column = kind == Kind::kColumn;
   a_ = params.add(name + ".lora_a", {r, in_full}, column ? -1 : 1, Init::kNormal, a_std);
   b_ = params.add(name + ".lora_b", {out_full, r}, column ? 0 : -1, b_init, 0.02);
+  path_ = name + "." + tracerun::vocab::module_path::kLora;
+  local_ = a_.numel() + b_.numel();
+  logical_ = r * (in_full + out_full);
 }
 
 at::Tensor LoraAdapter::forward(const at::Tensor& x) const {
@@ -41,6 +46,10 @@ at::Tensor LoraAdapter::forward(const at::Tensor& x) const {
   // sequence, summed with the other replicated parameters' after backward, tp_grads.h).
   // Row: x holds this rank's input columns, A its columns: u = x A^T is a partial sum over TP,
   // reduced as the base output is (sp: reduce-scattered along the sequence); B replicated.
+  namespace vocab = tracerun::vocab;
+  tracerun::ModuleScope scope(
+      path_.c_str(), vocab::module_type::kLoraAdapter, local_, tp_->size > 1 ? tp_->rank : -1,
+      {{vocab::arg::kLogical, logical_}, {vocab::arg::kTrainable, logical_}});
   at::Tensor u = at::linear(x, a_);
   if (kind_ == Kind::kColumn) {
     u = sp_ ? gatherFromSeq(u, tp_) : copyToTp(u, tp_);

@@ -58,6 +58,10 @@ class LoraAdapter {
   double scale_ = 0.0;
   GroupPtr tp_;
   bool sp_ = false;
+  // The adapter as a module in traces ("<linear>.lora", vocab.h): parameters on this rank and over
+  // all TP shards (all of them trainable).
+  std::string path_;
+  int64_t local_ = 0, logical_ = 0;
 };
 
 }  // namespace gpttrain

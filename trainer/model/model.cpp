@@ -309,9 +309,9 @@ at::Tensor GptStage::forward(const at::Tensor& input, const at::Tensor& targets,
       x = reduceFromTp(partial, tp_) + pos.unsqueeze(1);
     }
     x = dropout(x, config_.dropout, rng ? (sp_ ? &rng->sharded : &rng->replicated) : nullptr);
-    if (prompt_) x = prompt_->prepend(x);
     if (embedded != nullptr) *embedded = x;
   }
+  if (prompt_) x = prompt_->prepend(x);  // a module of its own, after the embedding
   for (const auto& layer : layers_) x = layer.forward(x, rng);
   if (!last_) return x;
   if (prompt_) x = prompt_->strip(x);  // the loss is over the real tokens only

@@ -110,6 +110,11 @@ at::Tensor recomputed(const char* what, int64_t index, const at::Tensor& input,
   closure->autocast = bf16_autocast;
   closure->count = std::move(count);
   closure->hooks = std::move(hooks);
+  // Fine-tuning freezes everything below the first adapter, so the input may need no gradient
+  // while the parameters inside do: a leaf that does keeps the function in the graph (its own
+  // gradient is dropped), as torch.utils.checkpoint's reentrant variant would need.
+  if (!input.requires_grad())
+    return RecomputeFn::apply(input.detach().requires_grad_(true), closure);
   return RecomputeFn::apply(input, closure);
 }
 

@@ -244,6 +244,26 @@ std::vector<LiveBlock> liveAt(const TraceReader& reader, int rank, int64_t t,
 // ---------------------------------------------------------------------------------------------
 // closed forms
 
+namespace {
+
+// The frozen parameters `rank`'s fine_tuning phase recorded; 0 when it has none.
+int64_t frozenParams(const TraceReader& reader, int rank) {
+  const core::StringId phase = NameCodes::find(reader, vocab::phase::kFineTuning);
+  const core::StringId key = NameCodes::find(reader, vocab::arg::kFrozen);
+  if (phase == 0 || key == 0) return 0;
+  int64_t frozen = 0;
+  for (const TrackRow& tr : reader.tracks()) {
+    if (tr.rank != rank || tr.kind != core::TrackKind::kThread) continue;
+    const auto picked = pickSpans(reader, tr, [&](const SpanRow& s) {
+      return s.category == core::Category::kPhase && s.name == phase ? 1 : 0;
+    });
+    for (const PickedSpan& p : picked) frozen = std::max<int64_t>(frozen, p.arg(key, 0));
+  }
+  return frozen;
+}
+
+}  // namespace
+
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank) {
   const core::StringId gradSync = NameCodes::find(reader, vocab::phase::kGradSync);
   const core::StringId zeroKey = NameCodes::find(reader, vocab::arg::kZero);
@@ -264,6 +284,7 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
     }
   }
   if (zero < 0 || zero > 3 || dp < 1 || params <= 0) return {};
+  const int64_t frozen = frozenParams(reader, rank);
   const double psi = static_cast<double>(params);
   const double n = dp;
   // Mixed precision (gpttrain --precision bf16-mixed names its parameters bf16): 2 bytes of
@@ -287,6 +308,15 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
             " = " + formatBytes(f.bytes) + " (psi " + formatCount(static_cast<int64_t>(psi)) +
             " parameters, N " + std::to_string(dp) +
             (mixed ? ", bf16 mixed: fp32 master + AdamW)" : ", fp32 AdamW)");
+  if (frozen > 0) {
+    // Fine-tuning: psi is what trains; the frozen base (phi) is held whole, in the parameters'
+    // dtype, with no gradient and no optimizer state.
+    const double phi = static_cast<double>(frozen);
+    f.formula = (mixed ? "2Φ + " : "4Φ + ") + f.formula;
+    f.bytes += p * phi;
+    f.label = std::string("fine-tuning: frozen ") + (mixed ? "2" : "4") + " phi + " + f.label +
+              " = " + formatBytes(f.bytes) + " (phi " + formatCount(frozen) + " frozen)";
+  }
   return {f};
 }
 

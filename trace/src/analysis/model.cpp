@@ -21,6 +21,7 @@ struct Keys {
         shard(NameCodes::find(r, vocab::arg::kShard)),
         logical(NameCodes::find(r, vocab::arg::kLogical)),
         param_bytes(NameCodes::find(r, vocab::arg::kParamBytes)),
+        trainable(NameCodes::find(r, vocab::arg::kTrainable)),
         tp_col(NameCodes::find(r, vocab::arg::kTpCol)),
         tp_row(NameCodes::find(r, vocab::arg::kTpRow)),
         tp_vocab(NameCodes::find(r, vocab::arg::kTpVocab)),
@@ -33,8 +34,8 @@ struct Keys {
         backward_weight(NameCodes::find(r, vocab::phase::kBackwardWeight)),
         recompute(NameCodes::find(r, vocab::phase::kRecomputeForward)),
         grad_sync(NameCodes::find(r, vocab::phase::kGradSync)) {}
-  core::StringId params, shard, logical, param_bytes, tp_col, tp_row, tp_vocab, zero_unit, stage,
-      chunk, dp;
+  core::StringId params, shard, logical, param_bytes, trainable, tp_col, tp_row, tp_vocab,
+      zero_unit, stage, chunk, dp;
   core::StringId backward, backward_input, backward_weight, recompute, grad_sync;
 };
 
@@ -68,6 +69,7 @@ void fillFromArgs(const Args& args, const Keys& k, ModuleNode& m) {
   m.shard = static_cast<int>(argOf(args, k.shard, -1));
   m.params_logical = argOf(args, k.logical, m.shard < 0 ? m.params_local : -1);
   m.param_bytes = argOf(args, k.param_bytes, -1);
+  m.params_trainable = argOf(args, k.trainable, -1);
   const std::pair<core::StringId, TpSplit> splits[] = {
       {k.tp_col, TpSplit::kColumn}, {k.tp_row, TpSplit::kRow}, {k.tp_vocab, TpSplit::kVocab}};
   for (const auto& [key, split] : splits) {
@@ -206,10 +208,11 @@ std::string signature(const ModelTree& tree, int m, std::vector<std::string>& me
   if (!sig.empty()) return sig;
   const ModuleNode& n = tree.modules[static_cast<size_t>(m)];
   std::string s = n.type + '|' + std::to_string(n.params_local) + '|' +
-                  std::to_string(n.params_logical) + '|' + tpSplitName(n.tp_split) +
-                  std::to_string(n.tp_dim) + '|' + std::to_string(n.stage) + '|' +
-                  std::to_string(n.chunk) + '|' + (n.zero_unit >= 0 ? "z" : "") + '|' + n.inputs +
-                  '|' + n.outputs + '|' + n.inputs_global + "|(";
+                  std::to_string(n.params_logical) + '|' + std::to_string(n.params_trainable) +
+                  '|' + tpSplitName(n.tp_split) + std::to_string(n.tp_dim) + '|' +
+                  std::to_string(n.stage) + '|' + std::to_string(n.chunk) + '|' +
+                  (n.zero_unit >= 0 ? "z" : "") + '|' + n.inputs + '|' + n.outputs + '|' +
+                  n.inputs_global + "|(";
   for (int c : n.children) s += relativePath(tree, c) + '=' + signature(tree, c, memo) + ',';
   s += ')';
   sig = std::move(s);
@@ -234,6 +237,14 @@ const char* tpSplitName(TpSplit s) noexcept {
 int64_t ModelTree::logicalParams() const {
   int64_t n = 0;
   for (int r : roots) n += std::max<int64_t>(0, modules[static_cast<size_t>(r)].params_logical);
+  return n;
+}
+
+int64_t ModelTree::trainableParams() const {
+  int64_t n = -1;
+  for (const ModuleNode& m : modules) {
+    if (m.params_trainable >= 0) n = std::max<int64_t>(n, 0) + m.params_trainable;
+  }
   return n;
 }
 

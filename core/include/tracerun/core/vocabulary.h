@@ -33,6 +33,9 @@ inline constexpr char kRecomputeForward[] = "recompute_forward";  // a forward r
 inline constexpr char kGradSync[] = "grad_sync";     // gradient reductions after the last backward
 inline constexpr char kOptimizer[] = "optimizer";    // clipping and the update
 inline constexpr char kValidation[] = "validation";  // evaluation (outside any step)
+// Once at start-up when the model is frozen but for adapters / prompts / prefixes: args frozen
+// (frozen parameters on this rank) and params (trainable ones); memory_live.h's closed form.
+inline constexpr char kFineTuning[] = "fine_tuning";
 }  // namespace phase
 
 // ---- Pipeline messages: user scopes, arguments peer (global rank), bytes, microbatch, chunk.
@@ -79,6 +82,8 @@ inline constexpr char kQkv[] = "qkv";    // layers.<i>.attn.qkv
 inline constexpr char kProj[] = "proj";  // layers.<i>.attn.proj
 inline constexpr char kFc1[] = "fc1";    // layers.<i>.mlp.fc1
 inline constexpr char kFc2[] = "fc2";    // layers.<i>.mlp.fc2
+inline constexpr char kLora[] = "lora";      // <linear path>.lora: a LoRA adapter (issue 32)
+inline constexpr char kPrompt[] = "prompt";  // prompt tuning's prepended embeddings
 }  // namespace module_path
 namespace module_type {
 inline constexpr char kVocabParallelEmbedding[] = "VocabParallelEmbedding";
@@ -88,6 +93,8 @@ inline constexpr char kParallelMLP[] = "ParallelMLP";
 inline constexpr char kLMHead[] = "LMHead+VocabParallelCrossEntropy";
 inline constexpr char kColumnParallelLinear[] = "ColumnParallelLinear";
 inline constexpr char kRowParallelLinear[] = "RowParallelLinear";
+inline constexpr char kLoraAdapter[] = "LoRA";
+inline constexpr char kPromptTuning[] = "PromptTuning";
 }  // namespace module_type
 
 // ---- Argument keys (integers attached to a span).
@@ -128,6 +135,10 @@ inline constexpr char kTpCol[] = "tp_col";        // column-parallel: the weight
 inline constexpr char kTpRow[] = "tp_row";        // row-parallel: likewise
 inline constexpr char kTpVocab[] = "tp_vocab";    // vocab-parallel embedding: likewise
 inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -1 none
+// Fine-tuning (LoRA adapters, prompts, prefixes): of the module's logical parameters, those that
+// train (the rest of the model is frozen). Absent: the module does not say.
+inline constexpr char kTrainable[] = "trainable";
+inline constexpr char kFrozen[] = "frozen";  // frozen parameters on this rank (fine_tuning phase)
 // Kernels (the CUDA capture; the span's name is the demangled name, core/kernel_name.h). These
 // two are string-valued: the value is a strings.id (isStringValued below).
 inline constexpr char kMangledName[] = "mangled_name";  // the symbol as the binary spells it

@@ -95,7 +95,9 @@ struct MemoryClosedForm {
 // 8Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N for stages 0-3; bf16 mixed precision, when the trace names its
 // parameters bf16 (memoryDtypes): 16Ψ, 4Ψ + 12Ψ/N, 2Ψ + 14Ψ/N, 16Ψ/N) when the rank's grad_sync
 // phase recorded its ZeRO stage ("zero"), DP size ("dp") and parameter count Ψ ("params": the
-// model-parallel rank's, as gpttrain prints it). Empty when any of them is missing.
+// model-parallel rank's, as gpttrain prints it). Empty when any of them is missing. Fine-tuning
+// (a "fine_tuning" phase with "frozen" = phi frozen parameters, LoRA / prompt / prefix tuning):
+// psi is what trains and the frozen base adds 4 phi (2 phi when bf16): "4Φ + 16Ψ" at ZeRO-0.
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank);
 
 }  // namespace tracerun::trace::analysis

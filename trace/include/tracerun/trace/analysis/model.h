@@ -41,15 +41,16 @@ enum class TpSplit : uint8_t { kNone, kColumn, kRow, kVocab };
 const char* tpSplitName(TpSplit s) noexcept;  // "", "column", "row", "vocab"
 
 struct ModuleNode {
-  int parent = -1;              // index into ModelTree::modules; -1 for a top-level module
-  int depth = 0;                // 0 for a top-level module
-  std::string path;             // "layer1.0.conv1"
-  std::string type;             // "Conv2d"
-  int64_t params_local = -1;    // on its rank; -1 when not recorded
-  int64_t params_logical = -1;  // the whole module over all TP shards; -1 when unknown
-  int64_t param_bytes = -1;     // bytes of params_local (Python hooks); -1 when not recorded
-  int shard = -1;               // TP shard index on its rank, -1 when not sharded
-  int tp_shards = 1;            // distinct TP shards seen for this module over the ranks read
+  int parent = -1;                // index into ModelTree::modules; -1 for a top-level module
+  int depth = 0;                  // 0 for a top-level module
+  std::string path;               // "layer1.0.conv1"
+  std::string type;               // "Conv2d"
+  int64_t params_local = -1;      // on its rank; -1 when not recorded
+  int64_t params_logical = -1;    // the whole module over all TP shards; -1 when unknown
+  int64_t param_bytes = -1;       // bytes of params_local (Python hooks); -1 when not recorded
+  int64_t params_trainable = -1;  // fine-tuning: of params_logical, those that train; -1 unsaid
+  int shard = -1;                 // TP shard index on its rank, -1 when not sharded
+  int tp_shards = 1;              // distinct TP shards seen for this module over the ranks read
   TpSplit tp_split = TpSplit::kNone;
   int tp_dim = -1;              // weight dimension TP splits; -1 with kNone
   int zero_unit = -1;           // ZeRO-3 unit; -1 none
@@ -115,6 +116,9 @@ struct ModelTree {
   // Sums over the top-level modules (-1 entries count as 0).
   int64_t logicalParams() const;
   int64_t localParams() const;
+  // Fine-tuning: the sum of every module's params_trainable (modules that say it are adapters,
+  // prompts, prefixes: none inside another); -1 when no module says it.
+  int64_t trainableParams() const;
 };
 
 // Throws TraceError when `options.rank` names no rank of the trace. An empty tree (no module
