@@ -9,6 +9,7 @@
 #include "data/trace_data.h"
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/analysis/gpu.h"
+#include "tracerun/trace/format.h"
 #include "tracerun/trace/timeline.h"
 
 namespace tracerun::viewer {
@@ -88,10 +89,9 @@ TraceData TraceData::open(const std::string& path) {
     }
     for (const auto& dev : devices) {
       if (dev.rank != rank) continue;
+      // "cpu", "cuda:0", and the offload devices ("nvme", "cpu-offload")
       const std::string name =
-          dev.device_type == 0
-              ? std::string("memory cpu (live bytes)")
-              : "memory cuda:" + std::to_string(dev.device_index) + " (live bytes)";
+          "memory " + trace::deviceName(dev.device_type, dev.device_index) + " (live bytes)";
       d.tracks_.push_back(
           TrackInfo{next, rank, core::TrackKind::kMemory, name, 0, 0, std::nullopt});
       d.impl_->memory[next--] = dev;
