@@ -345,8 +345,12 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tracerun: %s\n", p.c_str());
     return 2;
   }
-  const bool group = o.nproc_per_node > 0 || o.nnodes > 1;
-  if (const std::string p = group ? groupOptionsProblem(o) : std::string(); !p.empty()) {
+  const bool elastic = o.min_nodes > 0;  // --nnodes MIN:MAX (elastic.cpp)
+  const bool group = o.nproc_per_node > 0 || o.nnodes > 1 || elastic;
+  const std::string optionsProblem = elastic ? elasticOptionsProblem(o)
+                                     : group ? groupOptionsProblem(o)
+                                             : std::string();
+  if (const std::string& p = optionsProblem; !p.empty()) {
     std::fprintf(stderr, "tracerun: %s\n", p.c_str());
     return 2;
   }
@@ -400,6 +404,7 @@ int launch(const LaunchOptions& o) {
     const char* old = std::getenv("PYTHONPATH");
     ::setenv("PYTHONPATH", (old != nullptr && *old != '\0' ? hooks + ":" + old : hooks).c_str(), 1);
   }
+  if (elastic) return launchElastic(o, executable, shardDir);
   if (group) return launchGroup(o, executable, shardDir);
   if (!outer.launcher.empty()) return launchOuterRank(o, outer, executable, shardDir);
 

@@ -36,6 +36,10 @@ struct LaunchOptions {
   // need one (the same on every node), one node makes its own.
   std::string job_token;
   int max_restarts = 0;
+  // Elastic mode (--nnodes MIN:MAX, elastic.cpp): min_nodes > 0, nnodes is MAX.
+  int min_nodes = 0;
+  double join_wait_s = 3;       // with MIN..MAX-1 nodes joined: wait this long for more
+  double rdzv_timeout_s = 300;  // with fewer than MIN: give up after this long
   double grace_s = 5;           // SIGTERM -> SIGKILL when stopping ranks
   std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off
 };
@@ -47,6 +51,14 @@ int launch(const LaunchOptions& options);
 // What is wrong with the multi-rank flags (--node-rank outside --nnodes, several nodes without
 // --master-addr/--master-port), checked before anything is created; empty when nothing is.
 std::string groupOptionsProblem(const LaunchOptions& options);
+
+// What is wrong with the elastic flags (elastic.cpp); empty when nothing is.
+std::string elasticOptionsProblem(const LaunchOptions& options);
+
+// The elastic launch (elastic.cpp): joins (or hosts) the membership rendezvous and runs this node's
+// ranks for every round. Returns the job's exit code.
+int launchElastic(const LaunchOptions& options, const std::string& executable,
+                  const std::string& shardDir);
 
 // The multi-rank launch (group.cpp), called by launch() once the program, the library, the
 // preload environment and the locked shard directory are settled. Returns the exit code (see

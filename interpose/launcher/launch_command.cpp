@@ -1,6 +1,7 @@
 // The launcher's flags on the top-level app; the work is launcher::launch(). No libtorch.
 #include "launch_command.h"
 
+#include <cstdio>
 #include <memory>
 
 #include "launch.h"
@@ -25,8 +26,32 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("--nproc-per-node", o->nproc_per_node,
                  "ranks to start on this node, with the torchrun environment (RANK, WORLD_SIZE...)")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--nnodes", o->nnodes, "nodes in the job (one tracerun per node)")
-      ->check(CLI::Range(1, 4096));
+  app.add_option_function<std::string>(
+         "--nnodes",
+         [o](const std::string& v) {
+           int lo = 0, hi = 0;
+           char extra = 0;
+           if (std::sscanf(v.c_str(), "%d:%d%c", &lo, &hi, &extra) == 2) {
+             if (lo < 1 || hi < lo || hi > 4096) {
+               throw CLI::ValidationError("--nnodes", v + ": MIN:MAX needs 1 <= MIN <= MAX");
+             }
+             o->min_nodes = lo;
+             o->nnodes = hi;
+           } else if (std::sscanf(v.c_str(), "%d%c", &lo, &extra) == 1 && lo >= 1 && lo <= 4096) {
+             o->nnodes = lo;
+           } else {
+             throw CLI::ValidationError("--nnodes", v + ": a node count N or MIN:MAX (elastic)");
+           }
+         },
+         "nodes in the job (one tracerun per node); MIN:MAX: elastic, nodes may join and leave")
+      ->type_name("N|MIN:MAX");
+  app.add_option("--join-wait", o->join_wait_s,
+                 "elastic: with MIN..MAX-1 nodes, seconds to wait for more before (re)starting "
+                 "(default 3)")
+      ->check(atLeast(0, true));
+  app.add_option("--rdzv-timeout", o->rdzv_timeout_s,
+                 "elastic: seconds to wait for MIN nodes before giving up (default 300)")
+      ->check(atLeast(0, false));
   app.add_option("--node-rank", o->node_rank, "this node's index (0: the master node)")
       ->check(atLeast(0));
   app.add_option("--master-addr", o->master_addr,

@@ -18,13 +18,13 @@ namespace {
 
 std::vector<std::string> commonArgs(int zero) {
   return tinyModelArgs() + std::vector<std::string>{"--zero", std::to_string(zero), "--warmup",
-                                                    "2", "--lr-decay-steps", "6"};
+                                                    "2",      "--lr-decay-steps",   "6"};
 }
 
 std::vector<double> runLosses(const std::string& dir, const std::string& name, int ranks,
                               const std::vector<std::string>& args) {
-  auto run = launchRanks(kGpttrain, args + std::vector<std::string>{"--log-json", dir + "/" +
-                                                                                      name + ".json"},
+  auto run = launchRanks(kGpttrain,
+                         args + std::vector<std::string>{"--log-json", dir + "/" + name + ".json"},
                          ranks, dir + "/" + name);
   INFO(name << ": " << run.summary());
   REQUIRE(run.ok());
@@ -50,8 +50,7 @@ void checkReshard(const std::string& test, int zero, int from, int to) {
   REQUIRE(before.size() == 6);
   REQUIRE(after.size() == 6);
   auto save = launchRanks(
-      kGpttrain,
-      common + std::vector<std::string>{"--steps", "3", "--save", dir + "/ckpt"}, from,
+      kGpttrain, common + std::vector<std::string>{"--steps", "3", "--save", dir + "/ckpt"}, from,
       dir + "/save");
   INFO(save.summary());
   REQUIRE(save.ok());
@@ -99,11 +98,11 @@ TEST_CASE("another tp or zero stage at load is refused with one line and exit co
   REQUIRE(save.ok());
   const std::pair<int, int> cases[] = {{1, 1}, {2, 2}};  // tp, zero (saved: tp 2, zero 1)
   for (const auto& [tp, zero] : cases) {
-    auto run = launchRanks(kGpttrain,
-                           commonArgs(zero) + std::vector<std::string>{"--tp", std::to_string(tp),
-                                                                       "--steps", "2", "--load",
-                                                                       dir + "/ckpt"},
-                           2, dir + "/load");
+    auto run = launchRanks(
+        kGpttrain,
+        commonArgs(zero) + std::vector<std::string>{"--tp", std::to_string(tp), "--steps", "2",
+                                                    "--load", dir + "/ckpt"},
+        2, dir + "/load");
     INFO(run.logs[0]);
     CHECK(run.exit_codes[0] == 2);
     CHECK(run.logs[0].find("only the data-parallel size may change on load") != std::string::npos);

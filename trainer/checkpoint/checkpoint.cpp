@@ -173,8 +173,8 @@ int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
   at::NoGradGuard no_grad;
   for (const auto& [name, tensor] : tensors) {
     const bool shard = reshard && name.rfind("zero.", 0) == 0;
-    at::Tensor t = shard ? recutShard(sources, dir, name, dp, tensor.numel())
-                         : readTensor(mine, dir, name);
+    at::Tensor t =
+        shard ? recutShard(sources, dir, name, dp, tensor.numel()) : readTensor(mine, dir, name);
     if (!t.sizes().equals(tensor.sizes())) {
       throw std::runtime_error("--load " + dir + ": " + name +
                                " has another shape in the checkpoint");

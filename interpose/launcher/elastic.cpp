@@ -1,0 +1,317 @@
+// The elastic node agent: `tracerun --nnodes MIN:MAX --nproc-per-node N --master-addr A
+// --master-port P -- PROGRAM`. Hosts the membership rendezvous when it can bind A:P
+// (elastic_rendezvous.h), joins it, and for every round the host forms starts its N ranks with the
+// torchrun environment of that round (RANK from the round's base rank, WORLD_SIZE, a fresh
+// MASTER_PORT, TORCHELASTIC_RESTART_COUNT = the round's number), stops them when the host says so
+// (a node joined or left, a rank failed somewhere) and reports how they ended. The host's agent
+// merges the trace of every round at the end: the last one into the output, earlier ones into
+// OUTPUT.attemptV.db, as after a restart (docs/launcher.md "Elastic jobs"). Not the rendezvous
+// protocol itself (elastic_rendezvous.cpp) and not the fixed-size group (group.cpp).
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "elastic_rendezvous.h"
+#include "launch.h"
+#include "output_guard.h"
+#include "rendezvous.h"
+#include "supervisor.h"
+#include "tracerun/trace/merge.h"
+
+namespace tracerun::launcher {
+
+namespace {
+
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// run.db -> run.attempt0.db (group.cpp names a restarted attempt's trace the same way).
+std::string attemptTrace(const std::string& output, int attempt) {
+  const auto dot = output.rfind('.');
+  const auto slash = output.rfind('/');
+  const bool hasExt = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const std::string tag = ".attempt" + std::to_string(attempt);
+  return hasExt ? output.substr(0, dot) + tag + output.substr(dot) : output + tag;
+}
+
+// This agent's ranks in one round.
+class Round {
+ public:
+  Round(const LaunchOptions& o, Supervisor& sup, const ElasticMessage& m)
+      : o_(o), sup_(sup), version_(m.version) {
+    sup_.beginRun();
+    const std::string dir = m.dir + "/attempt" + std::to_string(m.version);
+    for (int local = 0; local < o_.nproc_per_node; ++local) {
+      ChildSpec spec;
+      spec.rank = true;
+      spec.args = o_.program;
+      const int rank = m.base_rank + local;
+      spec.env = {{"RANK", std::to_string(rank)},
+                  {"LOCAL_RANK", std::to_string(local)},
+                  {"GROUP_RANK", std::to_string(m.node_rank)},
+                  {"WORLD_SIZE", std::to_string(m.world)},
+                  {"LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node)},
+                  {"MASTER_ADDR", o_.master_addr},
+                  {"MASTER_PORT", std::to_string(m.port)},
+                  {"TORCHELASTIC_RESTART_COUNT", std::to_string(m.version)},
+                  {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o_.max_restarts)},
+                  {"TRACERUN_RESTART", std::to_string(m.version)},
+                  {"TRACERUN_OUTPUT", escapePattern(dir) + "/rank%r.db"},
+                  {"TRACERUN_STATUS", escapePattern(dir) + "/status.rank%r"}};
+      for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+        if (o_.nproc_per_node > 1 && std::getenv(var) == nullptr) spec.env.emplace_back(var, "1");
+      }
+      ranks_.push_back(rank);
+      specs_.push_back(std::move(spec));
+    }
+  }
+
+  void start(const std::string& executable) {
+    for (auto& spec : specs_) {
+      spec.executable = executable;
+      if (sup_.start(spec) < 0) {
+        std::fprintf(stderr, "tracerun: elastic: cannot start rank: %s\n", std::strerror(errno));
+        failed_ = 127;
+      }
+    }
+  }
+
+  // Output, reaping; true once every rank ended and its output is drained.
+  bool poll() {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, int>> who;
+    for (size_t i = 0; i < sup_.children(); ++i) {
+      for (int s = 0; s < 2; ++s) {
+        if (sup_.child(i).fds[s] >= 0) {
+          fds.push_back({sup_.child(i).fds[s], POLLIN, 0});
+          who.emplace_back(i, s);
+        }
+      }
+    }
+    if (!fds.empty()) ::poll(fds.data(), fds.size(), 0);
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
+      if (n > 0) {
+        writeAll(who[k].second == 0 ? 1 : 2, std::string(buf, static_cast<size_t>(n)));
+      } else if (n == 0 || errno != EINTR) {
+        sup_.closeOutput(who[k].first, who[k].second);
+      }
+    }
+    sup_.reap([&](size_t i, int status) {
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failed_ == 0 && !sup_.stop().stopping()) {
+        failed_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        std::fprintf(stderr,
+                     "tracerun: elastic: rank %d failed (exit code %d); stopping this "
+                     "node's ranks\n",
+                     ranks_[i], failed_);
+        stop();
+      }
+    });
+    sup_.advanceStop();
+    bool open = false;
+    for (size_t i = 0; i < sup_.children(); ++i) {
+      open = open || sup_.child(i).fds[0] >= 0 || sup_.child(i).fds[1] >= 0;
+    }
+    return !sup_.anyRunning() && !open;
+  }
+
+  void stop() {
+    if (!sup_.stop().stopping()) sup_.stop().begin(StopSequence::Clock::duration::zero());
+  }
+  int version() const { return version_; }
+  int failed() const { return failed_; }
+
+ private:
+  const LaunchOptions& o_;
+  Supervisor& sup_;
+  int version_;
+  std::vector<int> ranks_;
+  std::vector<ChildSpec> specs_;
+  int failed_ = 0;
+};
+
+// The host's end of the job: each round's shards merged (the last into the output).
+// The output's stats table gets every round's world size (elastic_round_V_world, with rank 0's
+// rows) and the number of rounds (elastic_rounds): what `tracerun info` shows of the resizes.
+int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shardDir,
+                const std::vector<int>& worlds, int code) {
+  const int lastRound = static_cast<int>(worlds.size()) - 1;
+  for (int v = 0; v <= lastRound; ++v) {
+    const std::string dir = shardDir + "/attempt" + std::to_string(v);
+    const auto shards = shardFiles(dir);
+    if (shards.empty()) continue;
+    const std::string out = v == lastRound ? o.output : attemptTrace(o.output, v);
+    try {
+      std::vector<trace::MergeInput> inputs;
+      for (const auto& s : shards) inputs.push_back({s});
+      if (v == lastRound) {
+        inputs[0].stats.push_back({"elastic_rounds", lastRound + 1});
+        for (int r = 0; r <= lastRound; ++r) {
+          if (const int w = worlds[static_cast<size_t>(r)]; w > 0) {
+            inputs[0].stats.push_back({"elastic_round_" + std::to_string(r) + "_world", w});
+          }
+        }
+      }
+      trace::MergeOptions mo;
+      mo.output = out;
+      const MergeGuard guard(sup, out, dir);
+      const trace::MergeResult merged = trace::mergeShards(inputs, mo, true);
+      if (reportMergeLoss(merged, out, dir)) {
+        code = code != 0 ? code : 1;
+        continue;
+      }
+      std::fprintf(stderr, "tracerun: elastic: round %d (%zu ranks) traced in %s\n", v,
+                   shards.size(), out.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: merging %s failed: %s; %s\n", dir.c_str(), e.what(),
+                   keptShardsHint(out, dir).c_str());
+      code = code != 0 ? code : 1;
+      continue;
+    }
+    if (!o.keep_shards) {
+      removeShardFiles(dir);
+      ::rmdir(dir.c_str());
+    }
+  }
+  if (!o.quiet && code == 0) printSummary(o.output);
+  if (!o.keep_shards) ::rmdir(shardDir.c_str());  // only when every round's directory went
+  return code;
+}
+
+}  // namespace
+
+std::string elasticOptionsProblem(const LaunchOptions& o) {
+  if (o.min_nodes < 1 || o.min_nodes > o.nnodes) {
+    return "--nnodes " + std::to_string(o.min_nodes) + ":" + std::to_string(o.nnodes) +
+           ": MIN must be at least 1 and at most MAX";
+  }
+  if (o.master_port <= 0) {
+    return "--nnodes MIN:MAX needs --master-port (the rendezvous port, the same on every node)";
+  }
+  if (o.node_rank != 0) {
+    return "--nnodes MIN:MAX assigns node ranks itself (in join order): drop --node-rank";
+  }
+  return {};
+}
+
+int launchElastic(const LaunchOptions& opts, const std::string& executable,
+                  const std::string& shardDir) {
+  LaunchOptions o = opts;
+  if (o.nproc_per_node <= 0) o.nproc_per_node = 1;
+  if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
+  std::string token = o.job_token;
+  if (const char* t = std::getenv(kJobTokenVariable); token.empty() && t != nullptr) token = t;
+  ::unsetenv(kJobTokenVariable);
+  if (token.empty()) {
+    std::fprintf(stderr,
+                 "tracerun: --nnodes MIN:MAX needs a job token, the same on every node: %s=TOKEN "
+                 "or --job-token TOKEN\n",
+                 kJobTokenVariable);
+    return 2;
+  }
+  ElasticPolicy policy;
+  policy.min_nodes = o.min_nodes;
+  policy.max_nodes = o.nnodes;
+  policy.join_wait_s = o.join_wait_s;
+  policy.timeout_s = o.rdzv_timeout_s;
+  policy.max_restarts = o.max_restarts;
+  policy.addr = o.master_addr;
+  char abs[PATH_MAX];  // the other agents' ranks write there: an absolute path
+  policy.shard_dir = ::realpath(shardDir.c_str(), abs) != nullptr ? abs : shardDir;
+  std::unique_ptr<ElasticHost> host;
+  std::unique_ptr<ElasticLink> link;
+  try {
+    host = std::make_unique<ElasticHost>(o.master_addr, o.master_port, token, policy);
+    if (!host->binds()) host.reset();
+    link = std::make_unique<ElasticLink>(o.master_addr, o.master_port, token, o.nproc_per_node,
+                                         o.rdzv_timeout_s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: %s\n", e.what());
+    return 1;
+  }
+  if (!o.quiet) {
+    std::fprintf(stderr, "tracerun: elastic agent (%s the rendezvous on %s:%d), %d-%d nodes\n",
+                 host ? "hosting" : "joined", o.master_addr.c_str(), o.master_port, o.min_nodes,
+                 o.nnodes);
+  }
+  Supervisor sup(o.grace_s);
+  std::optional<Round> round;
+  std::vector<int> worlds;  // per round this agent took part in (0: one it missed)
+  int code = 0;
+  bool ended = false, stopping = false;
+  while (!ended) {
+    pollfd fds[2] = {{link->fd(), POLLIN, 0}, {sup.wakeFd(), POLLIN, 0}};
+    ::poll(fds, 2, 100);
+    sup.drain();
+    if (const int sig = sup.stopSignal(); sig != 0 && !stopping) {
+      stopping = true;  // our connection closes as we exit: the host sees a node leave
+      if (round) round->stop();
+      code = 128 + sig;
+    }
+    if (fds[0].revents != 0) {
+      for (const ElasticMessage& m : link->read()) {
+        if (m.kind == ElasticMessage::kRound && !stopping) {
+          if (!o.quiet) {
+            std::fprintf(stderr,
+                         "tracerun: elastic: round %d: world %d over %d nodes, this node %d "
+                         "(ranks %d-%d)\n",
+                         m.version, m.world, m.nnodes, m.node_rank, m.base_rank,
+                         m.base_rank + o.nproc_per_node - 1);
+          }
+          round.emplace(o, sup, m);
+          round->start(executable);
+          worlds.resize(static_cast<size_t>(m.version) + 1, 0);
+          worlds[static_cast<size_t>(m.version)] = m.world;
+        } else if (m.kind == ElasticMessage::kStop && round && round->version() == m.version) {
+          if (!o.quiet) {
+            std::fprintf(stderr, "tracerun: elastic: stopping round %d: %s\n", m.version,
+                         m.reason.c_str());
+          }
+          round->stop();
+        } else if (m.kind == ElasticMessage::kEnd) {
+          code = code != 0 ? code : m.code;
+          ended = true;
+        } else if (m.kind == ElasticMessage::kClosed) {
+          if (!stopping) {
+            std::fprintf(stderr,
+                         "tracerun: elastic: the rendezvous host closed the connection "
+                         "(its agent is gone); stopping\n");
+            code = 1;
+          }
+          if (round) round->stop();
+          ended = true;
+        }
+      }
+    }
+    if (round && round->poll()) {
+      link->sendExit(round->version(), round->failed());
+      round.reset();
+    }
+    if (stopping && !round) break;
+  }
+  while (round && !round->poll()) sup.wait(100);
+  const bool hosting = host != nullptr;
+  link.reset();
+  host.reset();
+  if (worlds.empty()) return code != 0 ? code : 1;
+  if (!hosting) {  // our ranks' shards are in the host's directory: its agent merges them
+    ::rmdir(shardDir.c_str());
+    return code;
+  }
+  return mergeRounds(sup, o, shardDir, worlds, code);
+}
+
+}  // namespace tracerun::launcher

@@ -1,0 +1,256 @@
+// End-to-end: `tracerun --nnodes MIN:MAX` (interpose/launcher/elastic.cpp). Two agents on
+// loopback run gpttrain (one rank each); one agent is killed mid-run; the other stops its rank,
+// forms the next round alone and gpttrain resumes at world 1 from the last checkpoint (re-cut for
+// DP 1). Checked against independent runs: every loss after the resize equals a fresh world-1 run
+// loaded from the same checkpoint exactly, and the uninterrupted world-2 run's within 1e-5; the
+// traces hold both rounds with their world sizes. Also the refused flag combinations. No libtorch
+// here; no timed assertions (the kill waits for a checkpoint file, not for a time).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/child_process.h"
+#include "tracerun/trace/reader.h"
+
+using namespace tracerun;
+
+namespace {
+
+using Result = testing::ProcessResult;
+
+const std::string& scratch() {
+  static const std::string dir = [] {
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    ::setenv("TRACERUN_JOB_TOKEN", "elastic-test-token", 1);
+    return testing::processScratchDir("tracerun_elastic");
+  }();
+  return dir;
+}
+
+int freePort() {
+  // A port far from the ones other tests pick (they take ephemeral ones from the kernel).
+  return 20000 + static_cast<int>(::getpid() % 20000);
+}
+
+std::vector<std::string> modelArgs(const std::string& dir) {
+  return {"--layers",
+          "2",
+          "--hidden",
+          "32",
+          "--heads",
+          "4",
+          "--seq-len",
+          "16",
+          "--vocab",
+          "64",
+          "--dropout",
+          "0",
+          "--global-batch",
+          "8",
+          "--micro-batch-size",
+          "2",
+          "--seed",
+          "7",
+          "--zero",
+          "1",
+          "--bucket-mb",
+          "0.02",
+          "--steps",
+          "14",
+          "--quiet",
+          "--save",
+          dir + "/ckpt",
+          "--save-interval",
+          "1"};
+}
+
+// step -> loss of a --log-json file; a step logged twice (a round stopped after logging it, before
+// its checkpoint) keeps the last line.
+std::map<int, double> losses(const std::string& path) {
+  std::map<int, double> out;
+  std::ifstream in(path);
+  const std::regex re("\"step\":([0-9]+),\"loss\":([-0-9.eE+]+)");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, re)) out[std::stoi(m[1])] = std::stod(m[2]);
+  }
+  return out;
+}
+
+// Whether something accepts connections on 127.0.0.1:port (a connection that sends nothing is
+// not a member of the rendezvous).
+bool listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0;
+  ::close(fd);
+  return ok;
+}
+
+int latestStep(const std::string& ckpt) {
+  std::ifstream in(ckpt + "/latest");
+  int step = -1;
+  in >> step;
+  return step;
+}
+
+// The wrapper the ranks run: in a restarted round (TORCHELASTIC_RESTART_COUNT > 0) rank 0 first
+// copies the checkpoint it resumes from (gpttrain keeps only the latest), for the fresh run.
+std::string writeWrapper(const std::string& dir) {
+  const std::string path = dir + "/rank.sh";
+  std::ofstream(path) << "#!/bin/sh\n"
+                         "if [ \"${TORCHELASTIC_RESTART_COUNT:-0}\" -gt 0 ] && [ \"$RANK\" = 0 ] "
+                         "&& [ ! -e "
+                      << dir << "/ckpt_resumed ]; then cp -r " << dir << "/ckpt " << dir
+                      << "/ckpt_resumed; fi\nexec " GPTTRAIN_BIN " \"$@\"\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+Result runToEnd(const std::vector<std::string>& argv) {
+  testing::Child c(argv, scratch());
+  return c.wait();
+}
+
+}  // namespace
+
+TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, resharded",
+          "[launcher_elastic]") {
+  const std::string dir = scratch() + "/kill";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string wrapper = writeWrapper(dir);
+  const std::string port = std::to_string(freePort());
+  auto agent = [&](const std::string& out) {
+    std::vector<std::string> argv = {
+        TRACERUN_BIN,    "-o", out,           "--nnodes", "1:2",      "--nproc-per-node", "1",
+        "--master-port", port, "--join-wait", "5",        "--target", GPTTRAIN_BIN,       "--",
+        wrapper};
+    for (const auto& a : modelArgs(dir)) argv.push_back(a);
+    argv.push_back("--log-json");
+    argv.push_back(dir + "/elastic.json");
+    return argv;
+  };
+  // The agent that binds the port first hosts the rendezvous: start the other once it listens.
+  testing::Child host(agent(dir + "/el.db"), scratch());
+  for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(listening(std::stoi(port)));
+  testing::Child other(agent(dir + "/other.db"), scratch());
+  // Kill the second agent once round 0 has checkpointed step 3 (and before it ends).
+  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && host.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  ::kill(other.pid(), SIGKILL);
+  const Result killed = other.wait();
+  const Result r = host.wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("round 0: world 2 over 2 nodes") != std::string::npos);
+  CHECK(r.err.find("stopping round 0: a node left") != std::string::npos);
+  CHECK(r.err.find("round 1: world 1 over 1 nodes") != std::string::npos);
+  // The checkpoint round 1 resumed from (copied by its rank 0 before gpttrain started).
+  const int resumed = latestStep(dir + "/ckpt_resumed");
+  CHECK(resumed >= 3);
+  REQUIRE(resumed < 14);
+
+  // Independent runs: world 1 fresh from the copied checkpoint; world 2 uninterrupted.
+  std::vector<std::string> fresh = {GPTTRAIN_BIN};
+  for (const auto& a : modelArgs(dir + "/fresh")) fresh.push_back(a);
+  for (const std::string& a : std::vector<std::string>{"--load", dir + "/ckpt_resumed",
+                                                       "--log-json", dir + "/fresh.json"}) {
+    fresh.push_back(a);
+  }
+  const Result f = runToEnd(fresh);
+  INFO(f.describe());
+  REQUIRE(f.code == 0);
+  std::vector<std::string> full = {
+      TRACERUN_BIN, "-o", dir + "/full.db", "--nproc-per-node", "2", "--status",
+      "off",        "--", GPTTRAIN_BIN};
+  for (const auto& a : modelArgs(dir + "/full")) full.push_back(a);
+  full.push_back("--log-json");
+  full.push_back(dir + "/full.json");
+  const Result u = runToEnd(full);
+  INFO(u.describe());
+  REQUIRE(u.code == 0);
+
+  const auto got = losses(dir + "/elastic.json");
+  const auto want_fresh = losses(dir + "/fresh.json");
+  const auto want_full = losses(dir + "/full.json");
+  REQUIRE(want_full.size() == 14);
+  REQUIRE(want_fresh.size() == static_cast<size_t>(14 - resumed));
+  for (int step = 1; step <= 14; ++step) {
+    INFO("step " << step << " (resumed after " << resumed << ")");
+    REQUIRE(got.count(step) == 1);
+    CHECK(std::abs(got.at(step) - want_full.at(step)) <= 1e-5);
+    if (step > resumed) CHECK(got.at(step) == want_fresh.at(step));  // exact
+  }
+
+  // The traces: round 0 (world 2, ranks 0 and 1) in el.attempt0.db, round 1 (world 1) in el.db,
+  // which marks where its run began ("restart" instant, value 1) and names both rounds' sizes.
+  const auto first = trace::TraceReader::open(dir + "/el.attempt0.db");
+  CHECK(first.meta("world_size") == "2");
+  std::set<int> ranks;
+  for (const auto& k : first.ranks()) ranks.insert(k.rank);
+  CHECK(ranks == std::set<int>{0, 1});
+  const auto last = trace::TraceReader::open(dir + "/el.db");
+  CHECK(last.meta("world_size") == "1");
+  CHECK(last.ranks().size() == 1);
+  bool marked = false;
+  for (const auto& t : last.tracks()) {
+    for (const auto& i : last.instants(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+      marked = marked || (last.str(i.name) == "restart" && i.value == 1);
+    }
+  }
+  CHECK(marked);
+  std::map<std::string, int64_t> stats;
+  for (const auto& s : last.stats()) stats[s.name] = s.value;
+  CHECK(stats["elastic_rounds"] == 2);
+  CHECK(stats["elastic_round_0_world"] == 2);
+  CHECK(stats["elastic_round_1_world"] == 1);
+  // Round 1 began after round 0 (one host: one CLOCK_MONOTONIC).
+  CHECK(std::stoll(last.meta("origin_ns")) > std::stoll(first.meta("origin_ns")));
+  (void)killed;
+}
+
+TEST_CASE("refused elastic flag combinations say so in one line with exit code 2",
+          "[launcher_elastic]") {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--nnodes", "0:2", "--master-port", "29999"},
+      {"--nnodes", "3:2", "--master-port", "29999"},
+      {"--nnodes", "1:x", "--master-port", "29999"},
+      {"--nnodes", "1:2"},
+      {"--nnodes", "1:2", "--master-port", "29999", "--node-rank", "1"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> argv = {TRACERUN_BIN, "-o", scratch() + "/refused.db"};
+    argv.insert(argv.end(), c.begin(), c.end());
+    argv.insert(argv.end(), {"--", "/bin/true"});
+    const Result r = runToEnd(argv);
+    INFO(r.describe());
+    CHECK(r.code == 2);
+    size_t lines = 0;
+    for (char ch : r.err) lines += ch == '\n';
+    CHECK(lines == 1);
+    CHECK(r.err.find("--nnodes") != std::string::npos);
+  }
+}
