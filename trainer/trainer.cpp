@@ -218,6 +218,15 @@ int Trainer::run() {
         config_.sp ? " (sp)" : "", scheduleName(kind_), shape_.chunks,
         static_cast<long long>(strategy_->numel()), microbatches_, config_.micro_batch,
         strategy_->numBuckets(), start_step_, dry_forward_ms_ >= 0 ? " (dry run)" : "");
+    if (config_.attention == "flash") {  // which implementation (on CUDA: the kernel SDPA picks)
+      tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+      const at::Tensor probe =
+          at::empty({1, config_.seq_len, config_.hidden / config_.heads},
+                    at::TensorOptions(device_).dtype(config_.bf16 ? at::kBFloat16 : at::kFloat));
+      std::printf("gpttrain: attention flash: %s, tiles %d x %d\n",
+                  flashKernelName(probe, probe, probe).c_str(), config_.flash_block_q,
+                  config_.flash_block_k);
+    }
     std::fflush(stdout);
   }
   for (int step = start_step_ + 1; step <= config_.steps; ++step) {
