@@ -308,6 +308,9 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (c.dp_algorithm != "allreduce" && c.zero != 0) {
     out << "--dp-algorithm " << c.dp_algorithm << " needs --zero 0 (it replaces plain DDP's "
         << "gradient all-reduce; ZeRO shards gradients)";
+  } else if (c.dp_algorithm == "bytegrad" && c.backend != "gloo") {
+    out << "--dp-algorithm bytegrad compresses on the host and exchanges over Gloo: use --backend "
+           "gloo";
   } else if (c.dp_algorithm == "decentralized" && c.dpSize(world) % 2 != 0 && c.dpSize(world) > 1) {
     out << "--dp-algorithm decentralized pairs data-parallel ranks: DP " << c.dpSize(world)
         << " must be even";

@@ -158,6 +158,7 @@ TEST_CASE("decentralized SGD trains, and the refused Bagua combinations exit 2 w
       {"--dp-algorithm", "bytegrad", "--zero", "1"},
       {"--dp-algorithm", "decentralized", "--zero", "3"},
       {"--dp-algorithm", "gossip"},
+      {"--dp-algorithm", "bytegrad", "--backend", "nccl"},
   };
   for (const auto& extra : refused) {
     auto r = launchRanks(kGpttrain, tinyModelArgs() + extra, 0, dir);
