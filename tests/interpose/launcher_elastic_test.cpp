@@ -130,6 +130,29 @@ Result runToEnd(const std::vector<std::string>& argv) {
   return c.wait();
 }
 
+// gpttrain at `ranks` processes (1: directly; more: under `tracerun --nproc-per-node`), its
+// checkpoints under `tag`, its losses in DIR/<tag>.json; `extra` appended. Returns its exit status.
+Result runGpttrain(const std::string& dir, const std::string& tag, int ranks,
+                   const std::vector<std::string>& extra) {
+  std::vector<std::string> argv;
+  if (ranks > 1) {
+    argv = {TRACERUN_BIN,
+            "-o",
+            dir + "/" + tag + ".db",
+            "--nproc-per-node",
+            std::to_string(ranks),
+            "--status",
+            "off",
+            "--"};
+  }
+  argv.push_back(GPTTRAIN_BIN);
+  for (const auto& a : modelArgs(dir + "/" + tag)) argv.push_back(a);
+  argv.push_back("--log-json");
+  argv.push_back(dir + "/" + tag + ".json");
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return runToEnd(argv);
+}
+
 }  // namespace
 
 TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, resharded",
@@ -253,4 +276,65 @@ TEST_CASE("refused elastic flag combinations say so in one line with exit code 2
     CHECK(lines == 1);
     CHECK(r.err.find("--nnodes") != std::string::npos);
   }
+}
+
+TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, resharded",
+          "[launcher_elastic]") {
+  const std::string dir = scratch() + "/join";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string wrapper = writeWrapper(dir);
+  const std::string port = std::to_string(freePort() + 1);
+  auto agent = [&](const std::string& out) {
+    std::vector<std::string> argv = {
+        TRACERUN_BIN,    "-o", out,           "--nnodes", "1:2",      "--nproc-per-node", "1",
+        "--master-port", port, "--join-wait", "1",        "--target", GPTTRAIN_BIN,       "--",
+        wrapper};
+    for (const auto& a : modelArgs(dir)) argv.push_back(a);
+    argv.push_back("--log-json");
+    argv.push_back(dir + "/elastic.json");
+    return argv;
+  };
+  testing::Child host(agent(dir + "/el.db"), scratch());
+  // Round 0 runs alone (MIN 1, one second's wait); the second agent joins after step 3's save.
+  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && host.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  testing::Child joiner(agent(dir + "/joiner.db"), scratch());
+  const Result r = host.wait();
+  const Result j = joiner.wait();
+  INFO(r.describe() << "\njoiner: " << j.describe());
+  REQUIRE(r.code == 0);
+  REQUIRE(j.code == 0);
+  CHECK(r.err.find("round 0: world 1 over 1 nodes") != std::string::npos);
+  CHECK(r.err.find("stopping round 0: a node joined") != std::string::npos);
+  CHECK(r.err.find("round 1: world 2 over 2 nodes") != std::string::npos);
+  const int resumed = latestStep(dir + "/ckpt_resumed");
+  CHECK(resumed >= 3);
+  REQUIRE(resumed < 14);
+  // Independent runs: world 2 fresh from the copied checkpoint; world 1 uninterrupted.
+  const Result f = runGpttrain(dir, "fresh", 2, {"--load", dir + "/ckpt_resumed"});
+  INFO(f.describe());
+  REQUIRE(f.code == 0);
+  const Result u = runGpttrain(dir, "full", 1, {});
+  INFO(u.describe());
+  REQUIRE(u.code == 0);
+  const auto got = losses(dir + "/elastic.json");
+  const auto want_fresh = losses(dir + "/fresh.json");
+  const auto want_full = losses(dir + "/full.json");
+  REQUIRE(want_full.size() == 14);
+  REQUIRE(want_fresh.size() == static_cast<size_t>(14 - resumed));
+  for (int step = 1; step <= 14; ++step) {
+    INFO("step " << step << " (resumed after " << resumed << ")");
+    REQUIRE(got.count(step) == 1);
+    CHECK(std::abs(got.at(step) - want_full.at(step)) <= 1e-5);
+    if (step > resumed) CHECK(got.at(step) == want_fresh.at(step));  // exact
+  }
+  const auto first = trace::TraceReader::open(dir + "/el.attempt0.db");
+  CHECK(first.meta("world_size") == "1");
+  const auto last = trace::TraceReader::open(dir + "/el.db");
+  CHECK(last.meta("world_size") == "2");
+  std::set<int> ranks;
+  for (const auto& k : last.ranks()) ranks.insert(k.rank);
+  CHECK(ranks == std::set<int>{0, 1});
 }
