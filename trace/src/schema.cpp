@@ -139,7 +139,7 @@ const std::vector<Table>& tables() {
        "Summary: the devices with memory events, per rank (so a reader lists them without "
        "scanning memory).",
        {{"rank", "INTEGER NOT NULL", "ranks.rank"},
-        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA, 100 = nvme, 101 = cpu-offload"},
         {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
         {"events", "INTEGER NOT NULL", "memory rows of the device"}},
        "PRIMARY KEY (rank, device_type, device_index)",
@@ -151,7 +151,7 @@ const std::vector<Table>& tables() {
        "most a quarter as many rows as the device has samples are stored, from the finest such "
        "one up to one with at most 4 rows (the stored levels: min(level) .. max(level)).",
        {{"rank", "INTEGER NOT NULL", "ranks.rank"},
-        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA, 100 = nvme, 101 = cpu-offload"},
         {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
         {"level", "INTEGER NOT NULL", "bucket width 4^level ns"},
         {"bucket", "INTEGER NOT NULL", "floor(ts_ns / 4^level)"},
@@ -179,7 +179,7 @@ const std::vector<Table>& tables() {
        "events, so the viewer's memory tab reads O(blocks) rows instead of replaying every event. "
        "Varints are zigzag LEB128.",
        {{"rank", "INTEGER NOT NULL", "ranks.rank"},
-        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA, 100 = nvme, 101 = cpu-offload"},
         {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
         {"block", "INTEGER NOT NULL",
          "block b holds the device's events b * 64 .. b * 64 + count - 1"},
@@ -234,7 +234,7 @@ const std::vector<Table>& tables() {
        "Allocations (bytes > 0) and frees (bytes < 0).",
        {{"rank", "INTEGER NOT NULL", "ranks.rank"},
         {"ts_ns", "INTEGER NOT NULL", "time, relative to meta origin_ns"},
-        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA"},
+        {"device_type", "INTEGER NOT NULL", "0 = CPU, 1 = CUDA, 100 = nvme, 101 = cpu-offload"},
         {"device_index", "INTEGER NOT NULL", "-1 for the CPU"},
         {"ptr", "INTEGER NOT NULL", "address (as a signed 64-bit integer)"},
         {"bytes", "INTEGER NOT NULL", "+size on allocation, -size on free"},
