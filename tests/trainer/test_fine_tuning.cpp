@@ -346,6 +346,26 @@ TEST_CASE("Fine-tuning in the trace: optimizer state 8 x 16 r h L (LoRA), 8 P h 
   CHECK(forms[0].formula == "4\u03a6 + 16\u03a8");
   CHECK(forms[0].bytes ==
         double(lora.at("parameter") + lora.at("gradient") + lora.at("optimizer_state")));
+#ifdef TRACEDOT_EXE
+  // tracedot model: each adapter a module with its count; the caption's share of the model (the
+  // base model's parameters, 4 B each in the trace, plus the adapters).
+  auto dot =
+      launchRanks(TRACEDOT_EXE, {"model", dir + "/lora.db", "-o", dir + "/lora.txt", "-T", "txt"},
+                  0, dir + "/dot");
+  REQUIRE(dot.ok());
+  const std::string picture = readFile(dir + "/lora.txt");
+  INFO(picture);
+  const long long total = base.at("parameter") / 4 + adapters;
+  char caption[96];
+  std::snprintf(caption, sizeof caption, "trainable 4,096 of %lld,%03lld", total / 1000,
+                total % 1000);
+  CHECK(adapters == 4096);
+  CHECK(total >= 10000);  // two groups of digits, as the caption's above
+  CHECK(total < 1000000);
+  CHECK(picture.find(caption) != std::string::npos);
+  CHECK(picture.find("layers.0.mlp.fc2.lora | LoRA | params 640 \u00b7 trainable 640") !=
+        std::string::npos);  // R (4h + h); the layers fold x2
+#endif
   const auto prompt = tracedPeaks(dir, "prompt", {"--prompt-tuning", std::to_string(kPrompt)});
   CHECK(prompt.at("optimizer_state") == 8LL * kPrompt * kHidden);
   CHECK(prompt.at("gradient") == 4LL * kPrompt * kHidden);

@@ -314,8 +314,11 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
     const double phi = static_cast<double>(frozen);
     f.formula = (mixed ? "2Φ + " : "4Φ + ") + f.formula;
     f.bytes += p * phi;
-    f.label = std::string("fine-tuning: frozen ") + (mixed ? "2" : "4") + " phi + " + f.label +
-              " = " + formatBytes(f.bytes) + " (phi " + formatCount(frozen) + " frozen)";
+    f.label = std::string("fine-tuning, ZeRO-") + std::to_string(zero) + ": " +
+              (mixed ? "2" : "4") + " phi + " + (mixed ? kMixedAscii : kFp32Ascii)[zero] + " = " +
+              formatBytes(f.bytes) + " (phi " + formatCount(frozen) + " frozen, psi " +
+              formatCount(static_cast<int64_t>(psi)) + " trainable, N " + std::to_string(dp) +
+              (mixed ? ", bf16 mixed)" : ", fp32 AdamW)");
   }
   return {f};
 }
