@@ -162,6 +162,15 @@ int loadCheckpoint(const std::string& dir, const CheckpointLayout& layout,
   const int dp = (layout.rank / layout.tp) % dp_now;
   const int pp = layout.rank / layout.tp / dp_now;
   const bool reshard = saved.world != layout.world;
+  // Chimera's two pipelines use another rank grid (its stages' tied-embedding copy is the one name
+  // only it has): its checkpoints load at their own size only.
+  for (const auto& named : tensors) {
+    if (reshard && named.first.find("embedding.word.weight.head") != std::string::npos) {
+      throw std::runtime_error("--load " + dir + ": saved at world " + std::to_string(saved.world) +
+                               "; a --schedule chimera checkpoint " +
+                               "loads only at the world size it was saved at");
+    }
+  }
   std::vector<std::unique_ptr<SavedRank>> sources;
   for (int d = 0; d < (reshard ? dp_saved : 1); ++d) {
     const int r = reshard ? tp + layout.tp * (d + dp_saved * pp) : layout.rank;
