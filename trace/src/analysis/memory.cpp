@@ -206,19 +206,35 @@ struct TotalTracker {
 };
 
 void classificationPass(const TraceReader& reader, int rank, const Context& ctx, RankState& st) {
-  std::map<DeviceKey, std::unordered_map<uint64_t, Pending>> live;
-  std::map<DeviceKey, TotalTracker> totals;
+  struct Dev {
+    DeviceMemory* d = nullptr;
+    int64_t* last_ts = nullptr;
+    std::unordered_map<uint64_t, Pending> live;
+    TotalTracker totals;
+  };
+  std::map<DeviceKey, Dev> devs;
+  Dev* dev = nullptr;  // the last row's device: rows of one device usually come in runs
+  DeviceKey devKey{0, 0};
   int64_t allocations = 0, event = 0;
   reader.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
     const int64_t index = event++;
     const DeviceKey key{m.device_type, m.device_index};
-    DeviceMemory& d = st.devices[key];
-    d.rank = rank;
-    d.device_type = m.device_type;
-    d.device_index = m.device_index;
-    if (!st.first_ts.count(key)) st.first_ts[key] = m.ts_ns;
-    st.last_ts[key] = m.ts_ns;
-    auto& map = live[key];
+    if (dev == nullptr || key.type != devKey.type || key.index != devKey.index) {
+      devKey = key;
+      dev = &devs[key];
+      if (dev->d == nullptr) {  // first seen
+        DeviceMemory& d = st.devices[key];
+        d.rank = rank;
+        d.device_type = m.device_type;
+        d.device_index = m.device_index;
+        st.first_ts[key] = m.ts_ns;
+        dev->d = &d;
+        dev->last_ts = &st.last_ts[key];
+      }
+    }
+    DeviceMemory& d = *dev->d;
+    *dev->last_ts = m.ts_ns;
+    auto& map = dev->live;
     if (m.bytes > 0) {
       ++d.allocations;
       auto [it, inserted] = map.try_emplace(m.ptr);
@@ -228,7 +244,7 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
         st.category[static_cast<size_t>(it->second.ordinal)] = classify(it->second, -1, ctx, d);
         dropped = it->second.bytes;
       }
-      if (totals[key].allocated(m.bytes, dropped)) st.peak_event[key] = index;
+      if (dev->totals.allocated(m.bytes, dropped)) st.peak_event[key] = index;
       Pending& p = it->second;
       p.ordinal = allocations++;
       p.ts = m.ts_ns;
@@ -247,7 +263,7 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
         return;
       }
       st.category[static_cast<size_t>(it->second.ordinal)] = classify(it->second, m.ts_ns, ctx, d);
-      totals[key].freed(it->second.bytes);
+      dev->totals.freed(it->second.bytes);
       map.erase(it);
     } else if (m.category != MemoryCategory::kUnknown) {
       // A tag (0 bytes, tracerun_annotate_tag_memory): the live block at ptr takes the category
@@ -259,9 +275,9 @@ void classificationPass(const TraceReader& reader, int rank, const Context& ctx,
       }
     }
   });
-  for (auto& [key, map] : live) {
-    for (auto& [ptr, p] : map) {
-      st.category[static_cast<size_t>(p.ordinal)] = classify(p, -1, ctx, st.devices[key]);
+  for (auto& [key, dv] : devs) {
+    for (auto& [ptr, p] : dv.live) {
+      st.category[static_cast<size_t>(p.ordinal)] = classify(p, -1, ctx, *dv.d);
     }
   }
 }
@@ -322,6 +338,7 @@ class PeakSet {
 
 void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, RankState& st) {
   struct Dev {
+    DeviceMemory* d = nullptr;
     std::unordered_map<uint64_t, Block> live;
     CategoryBytes bytes{};
     int64_t total = 0;
@@ -331,16 +348,28 @@ void replayPass(const TraceReader& reader, int rank, const MemoryOptions& o, Ran
   std::map<DeviceKey, Dev> devs;
   for (auto& [key, d] : st.devices) {
     Dev& dv = devs[key];
+    dv.d = &d;
     dv.slices.resize(o.timeline_points);
     dv.used.assign(o.timeline_points, false);
   }
   PeakSet peakSet(o, st);
+  Dev* last = nullptr;  // the last row's device (the classification pass saw every device)
+  DeviceKey lastKey{0, 0};
   int64_t allocations = 0, event = 0;
   reader.forEachMemory(rank, INT64_MIN, INT64_MAX, [&](const MemoryRow& m) {
     const int64_t index = event++;
     const DeviceKey key{m.device_type, m.device_index};
-    Dev& dv = devs[key];
-    DeviceMemory& d = st.devices[key];
+    if (last == nullptr || key.type != lastKey.type || key.index != lastKey.index) {
+      lastKey = key;
+      last = &devs[key];
+      if (last->d == nullptr) {  // not in the first pass: the file changed in between
+        last->d = &st.devices[key];
+        last->slices.resize(o.timeline_points);
+        last->used.assign(o.timeline_points, false);
+      }
+    }
+    Dev& dv = *last;
+    DeviceMemory& d = *dv.d;
     const MemoryCategory c =
         m.bytes > 0 ? st.category[static_cast<size_t>(allocations++)] : MemoryCategory::kOther;
     peakSet.add(index, key, m, c, st);
