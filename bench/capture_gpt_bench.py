@@ -47,6 +47,9 @@ CONFIGS = {
     # The writer drains only at exit (TRACERUN_DRAIN_MS: 10 min; 30 steps fit the 16 MiB ring):
     # the traced thread's own cost, without the writer competing for a CPU.
     "traced: default, writer idle while timed": ("ops,scopes,memory,comm", "1", "600000"),
+    # The raw shard writer (TRACERUN_WRITER=raw): records appended to t.db.raw while training, the
+    # SQLite shard built when the process stops (its CPU is in this row's CPU/step, not in ms/step).
+    "traced: default, raw writer": ("ops,scopes,memory,comm", "1", None, "raw"),
 }
 
 
@@ -61,13 +64,14 @@ def run(build, model, capture, steps, warmup, tmp):
                    EMPTY_CALLBACK_CLOCK="1" if "clock" in capture else "0")
     elif capture is not None:
         shard = os.path.join(tmp, "t.db")
-        for stale in (shard, shard + "-wal", shard + "-shm"):
+        for stale in (shard, shard + "-wal", shard + "-shm", shard + ".raw"):
             if os.path.exists(stale):
                 os.unlink(stale)
         env.update(LD_PRELOAD=os.path.abspath(os.path.join(build, "interpose", "libtracerun.so")),
                    TRACERUN_OUTPUT=shard, TRACERUN_CAPTURE=capture[0], TRACERUN_SHAPES=capture[1])
-        if len(capture) > 2:
+        if len(capture) > 2 and capture[2] is not None:
             env["TRACERUN_DRAIN_MS"] = capture[2]
+        env["TRACERUN_WRITER"] = capture[3] if len(capture) > 3 else "sqlite"
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:

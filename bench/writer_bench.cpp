@@ -65,9 +65,10 @@ Options parse(int argc, char** argv) {
   app.add_option("--tracks", o.tracks, "thread tracks (producer threads)")
       ->check(CLI::PositiveNumber);
   app.add_option("--queries", o.queries, "random 1% windows queried")->check(CLI::PositiveNumber);
-  app.add_option("--rate", o.rate,
-                 "instead: one thread pushes this many records/s for --seconds into a capture-sized "
-                 "ring, drained by the SQLite writer and by the raw writer (drops, writer CPU)")
+  app.add_option(
+         "--rate", o.rate,
+         "instead: one thread pushes this many records/s for --seconds into a capture-sized "
+         "ring, drained by the SQLite writer and by the raw writer (drops, writer CPU)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seconds", o.seconds, "length of the --rate run")->check(CLI::PositiveNumber);
   app.add_option("--repeat", o.repeat, "repetitions (medians are printed)")
@@ -397,8 +398,8 @@ double median(std::vector<double> v) {
 
 struct RateResult {
   uint64_t pushed = 0, dropped = 0;
-  double writerCpu = 0;  // s, while the producer ran
-  double seconds = 0;    // the producer's wall time
+  double writerCpu = 0;                   // s, while the producer ran
+  double seconds = 0;                     // the producer's wall time
   double closeSeconds = 0, closeCpu = 0;  // close (+ conversion for raw): after the run
 };
 
@@ -470,11 +471,12 @@ RateResult rateRun(const Options& o, bool raw, const std::string& path) {
 
 int rateMain(const Options& o) {
   const std::string shard = o.dir + "/writer_bench_rate.db";
-  std::printf("writer_bench --rate %.0f: one producer thread, %.1f s, ring 2^18 records, drained "
-              "every 10 ms\n\n| run | writer | records | dropped | writer CPU s | writer CPU "
-              "%% of a core | close+convert s | close+convert CPU s |\n| --- | --- | --- | --- | "
-              "--- | --- | --- | --- |\n",
-              o.rate, o.seconds);
+  std::printf(
+      "writer_bench --rate %.0f: one producer thread, %.1f s, ring 2^18 records, drained "
+      "every 10 ms\n\n| run | writer | records | dropped | writer CPU s | writer CPU "
+      "%% of a core | close+convert s | close+convert CPU s |\n| --- | --- | --- | --- | "
+      "--- | --- | --- | --- |\n",
+      o.rate, o.seconds);
   for (int run = 0; run < o.repeat; ++run) {
     for (const bool raw : {run % 2 == 1, run % 2 == 0}) {  // alternate which goes first
       const RateResult r = rateRun(o, raw, shard);

@@ -47,8 +47,8 @@ RawShardWriter::RawShardWriter(Session& session, RawShardOptions options)
   if (opt_.origin_ns == 0) opt_.origin_ns = nowNs();
   if (opt_.drain_interval_ms <= 0) opt_.drain_interval_ms = 1;
   if (::unlink(opt_.path.c_str()) != 0 && errno != ENOENT) {
-    throw std::runtime_error(opt_.path + ": cannot replace the existing file: " +
-                             std::strerror(errno));
+    throw std::runtime_error(opt_.path +
+                             ": cannot replace the existing file: " + std::strerror(errno));
   }
   fd_ = ::open(opt_.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd_ < 0) throw std::runtime_error(opt_.path + ": cannot create: " + std::strerror(errno));
@@ -200,9 +200,8 @@ void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t by
     const ssize_t w =
         done == 0 ? ::writev(fd_, iov, bytes > 0 ? 2 : 1)
                   : ::write(fd_,
-                            done < sizeof h
-                                ? reinterpret_cast<const char*>(&h) + done
-                                : static_cast<const char*>(payload) + (done - sizeof h),
+                            done < sizeof h ? reinterpret_cast<const char*>(&h) + done
+                                            : static_cast<const char*>(payload) + (done - sizeof h),
                             done < sizeof h ? sizeof h - done : total - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
@@ -211,7 +210,8 @@ void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t by
         ::lseek(fd_, static_cast<off_t>(offset_), SEEK_SET);
       }
       failed_.store(true, std::memory_order_relaxed);
-      std::fprintf(stderr, "tracerun: writing %s failed: %s; later events are dropped and counted\n",
+      std::fprintf(stderr,
+                   "tracerun: writing %s failed: %s; later events are dropped and counted\n",
                    opt_.path.c_str(), std::strerror(e));
       return;
     }

@@ -164,8 +164,8 @@ struct ActiveCapture {
   CaptureConfig config;
   uint64_t generation = 0;
   core::Session* session = nullptr;
-  std::unique_ptr<trace::ShardWriter> writer;   // in-process SQLite (TRACERUN_WRITER=sqlite)
-  std::unique_ptr<core::RawShardWriter> raw;    // or the raw shard, converted at stop
+  std::unique_ptr<trace::ShardWriter> writer;  // in-process SQLite (TRACERUN_WRITER=sqlite)
+  std::unique_ptr<core::RawShardWriter> raw;   // or the raw shard, converted at stop
   core::TrackId asyncTrack = 0;
   std::once_flag asyncTrackOnce;
   // Flushes the writer's pending span chunks every kFlushPeriod, so a process that dies or calls
@@ -427,7 +427,8 @@ void closeWriter(ActiveCapture& a) {
   const std::string rawPath = a.raw->path();
   trace::convertRawShard(rawPath, a.config.output);
   if (a.raw->failed()) {
-    throw trace::TraceError(rawPath + ": a write failed (see the line above); the shard holds "
+    throw trace::TraceError(rawPath +
+                            ": a write failed (see the line above); the shard holds "
                             "what was written before it");
   }
   ::unlink(rawPath.c_str());

@@ -29,8 +29,8 @@ constexpr int64_t kOrigin = 1'000'000'000;
 
 std::string scratch() {
   static const std::string dir = [] {
-    const std::string d = fs::temp_directory_path().string() + "/tracerun_raw_shard_" +
-                          std::to_string(::getpid());
+    const std::string d =
+        fs::temp_directory_path().string() + "/tracerun_raw_shard_" + std::to_string(::getpid());
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
@@ -137,9 +137,9 @@ void produce(core::Session& s, const Names& n, int t, int iters) {
       fl.flow = core::FlowKind::kForwardBackward;
       fl.src_ts_ns = base + 100;
       fl.dst_ts_ns = base + 4100;
-      for (const core::Record& rec : {core::Record::from(in), core::Record::from(cr),
-                                      core::Record::from(m), core::Record::from(f),
-                                      core::Record::from(fl)}) {
+      for (const core::Record& rec :
+           {core::Record::from(in), core::Record::from(cr), core::Record::from(m),
+            core::Record::from(f), core::Record::from(fl)}) {
         REQUIRE(b.ring.tryPush(rec));
       }
     }
@@ -171,8 +171,7 @@ std::vector<std::string> contents(const std::string& db) {
       "s.id = f.src_track JOIN tracks d ON d.id = f.dst_track ORDER BY 3");
   add("aggregate", "SELECT name, category, count, total_ns, self_ns FROM aggregates ORDER BY 1, 2");
   add("string", "SELECT id, value FROM strings ORDER BY id");
-  add("track",
-      "SELECT kind, name, event_count, longest_span_ns FROM tracks ORDER BY name");
+  add("track", "SELECT kind, name, event_count, longest_span_ns FROM tracks ORDER BY name");
   add("stat", "SELECT name, value, severity FROM stats ORDER BY name");
   add("meta",
       "SELECT key, value FROM meta WHERE key IN ('complete', 'origin_ns', 'kind', 'capture') "
@@ -311,8 +310,9 @@ TEST_CASE("raw shard: a process killed by SIGKILL keeps every block it wrote", "
   // Everything acknowledged is there; what is there is whole blocks, from the first span on.
   CHECK(spans >= acked);
   CHECK(spans % kBatch == 0);
-  CHECK(rows(db, "SELECT MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) FROM spans")
-            .at(0) == "0|" + std::to_string((spans - 1) * 100) + "|" + std::to_string(spans));
+  CHECK(
+      rows(db, "SELECT MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) FROM spans").at(0) ==
+      "0|" + std::to_string((spans - 1) * 100) + "|" + std::to_string(spans));
   CHECK(rows(db, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
 }
 
@@ -359,8 +359,9 @@ TEST_CASE("raw shard: a file cut inside a block converts with the tail dropped a
   CHECK_FALSE(conv.ended);
   CHECK(conv.records == uint64_t{kBlocks - 1} * kBatch);
   CHECK(count(dir + "/cut.db", "spans") == (kBlocks - 1) * kBatch);
-  CHECK(rows(dir + "/cut.db", "SELECT value, severity FROM stats WHERE name = 'raw_truncated_bytes'")
-            .at(0) == "1000|1");
+  CHECK(
+      rows(dir + "/cut.db", "SELECT value, severity FROM stats WHERE name = 'raw_truncated_bytes'")
+          .at(0) == "1000|1");
   CHECK(rows(dir + "/cut.db", "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
 
   // The whole file: every block, complete.

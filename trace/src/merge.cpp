@@ -758,7 +758,7 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   std::vector<Shard> open;
   std::vector<Unreadable> unreadable;
   // A shard whose process wrote raw records and never converted them (killed: SHARD.raw beside
-  // it, raw_convert.h) is read from a conversion into a temporary file; the shards stay as they are.
+  // it, raw_convert.h) is read from a conversion into a temporary file; the shards are unchanged.
   std::vector<std::unique_ptr<TempFile>> converted;
   for (size_t i = 0; i < shards.size(); ++i) {
     result.shards[i].path = shards[i].path;

@@ -4,8 +4,8 @@
 // No capture code and no merge here.
 #include "tracerun/trace/raw_convert.h"
 
-#include <cstring>
 #include <unistd.h>
+#include <cstring>
 
 #include <cerrno>
 #include <map>
@@ -39,8 +39,8 @@ void readStrings(const core::RawBlock& b, RawContents& c, const std::string& pat
   const unsigned char* end = b.payload + b.header.payload_bytes;
   if (b.header.first != static_cast<int64_t>(c.strings.size())) {
     throw TraceError(path + ": raw shard strings out of order (block for id " +
-                     std::to_string(b.header.first) + " after " +
-                     std::to_string(c.strings.size()) + " strings)");
+                     std::to_string(b.header.first) + " after " + std::to_string(c.strings.size()) +
+                     " strings)");
   }
   for (uint32_t i = 0; i < b.header.count; ++i) {
     std::string_view s;
@@ -64,9 +64,9 @@ void readTracks(const core::RawBlock& b, RawContents& c, const std::string& path
     if (static_cast<uint64_t>(end - pos) < rt.name_bytes) {
       throw TraceError(path + ": raw shard track block runs past its end");
     }
-    c.tracks.push_back(core::TrackInfo{rt.id, static_cast<core::TrackKind>(rt.kind), rt.tid,
-                                       std::string(reinterpret_cast<const char*>(pos),
-                                                   rt.name_bytes)});
+    c.tracks.push_back(
+        core::TrackInfo{rt.id, static_cast<core::TrackKind>(rt.kind), rt.tid,
+                        std::string(reinterpret_cast<const char*>(pos), rt.name_bytes)});
     pos += rt.name_bytes;
   }
 }

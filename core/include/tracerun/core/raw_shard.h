@@ -1,7 +1,7 @@
-// The raw shard: the append-only file a traced process writes instead of SQLite (docs/trace-format.md,
-// "The raw shard"). This header owns the format: the file header, the block header, the block
-// kinds and their payloads, and the reader that walks a file. It does not write files
-// (raw_shard_writer.h) and does not build SQLite (trace/raw_convert.h).
+// The raw shard: the append-only file a traced process writes instead of SQLite
+// (docs/trace-format.md, "The raw shard"). This header owns the format: the file header, the block
+// header, the block kinds and their payloads, and the reader that walks a file. It does not write
+// files (raw_shard_writer.h) and does not build SQLite (trace/raw_convert.h).
 //
 // Layout: one RawFileHeader, then blocks. A block is one RawBlockHeader followed by
 // payload_bytes of payload, appended with one write; a file cut inside its last block (a kill,
@@ -57,10 +57,10 @@ struct RawBlockHeader {
   RawBlockKind kind = RawBlockKind::kRecords;
   uint16_t pad = 0;
   uint32_t payload_bytes = 0;
-  uint32_t count = 0;      // records, strings or tracks in the payload
-  TrackId track = 0;       // kRecords: the buffer's thread track
-  uint32_t buffer = 0;     // kRecords: ThreadBuffer::index; kStat: the severity
-  int64_t first = 0;       // kRecords: the thread's OS id; kStrings: first id; kStat, kDropped: value
+  uint32_t count = 0;   // records, strings or tracks in the payload
+  TrackId track = 0;    // kRecords: the buffer's thread track
+  uint32_t buffer = 0;  // kRecords: ThreadBuffer::index; kStat: the severity
+  int64_t first = 0;    // kRecords: the thread's OS id; kStrings: first id; kStat, kDropped: value
 };
 static_assert(sizeof(RawBlockHeader) == 32);
 
@@ -96,7 +96,10 @@ class RawReader {
   const RawFileHeader& header() const noexcept { return header_; }
   // The next whole block, false at the end of the file or at a cut.
   bool next(RawBlock* block) noexcept;
-  void rewind() noexcept { offset_ = sizeof(RawFileHeader); cutBytes_ = 0; }
+  void rewind() noexcept {
+    offset_ = sizeof(RawFileHeader);
+    cutBytes_ = 0;
+  }
   uint64_t cutBytes() const noexcept { return cutBytes_; }  // bytes after the last whole block
   uint64_t size() const noexcept { return size_; }
   const std::string& path() const noexcept { return path_; }
