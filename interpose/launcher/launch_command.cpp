@@ -48,7 +48,7 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("--join-wait", o->join_wait_s,
                  "elastic: with MIN..MAX-1 nodes, seconds to wait for more before (re)starting "
                  "(default 3)")
-      ->check(atLeast(0, true));
+      ->check(atLeast(0, false));
   app.add_option("--rdzv-timeout", o->rdzv_timeout_s,
                  "elastic: seconds to wait for MIN nodes before giving up (default 300)")
       ->check(atLeast(0, false));
