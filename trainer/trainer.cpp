@@ -601,6 +601,9 @@ int64_t& Trainer::optimizerSteps() {
 MemoryAccount Trainer::memoryAccount() const {
   MemoryAccount a;
   a.parameters = strategy_->parameterBytes() + (versions_ ? versions_->extraBytes() : 0);
+  for (const auto& e : params_.frozenEntries()) {  // fine-tuning's base: held, never trained
+    a.parameters += e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size());
+  }
   a.gradients = strategy_->gradientBytes();
   a.optimizer_states = optimizer_->stateBytes();
   return a;

@@ -27,9 +27,9 @@ constexpr int kRank = 4, kHidden = 32, kLayers = 2, kPrompt = 3;
 
 struct Run {
   std::vector<double> losses;
-  std::string grads;                             // --dump-grads file
-  std::string log;                               // rank 0's output
-  long long psi = 0, states = 0, gradients = 0;  // rank 0 at the optimizer step
+  std::string grads;                                         // --dump-grads file
+  std::string log;                                           // rank 0's output
+  long long psi = 0, states = 0, gradients = 0, params = 0;  // rank 0 at the optimizer step
 };
 
 Run train(const std::string& dir, const std::string& name, int ranks,
@@ -48,12 +48,11 @@ Run train(const std::string& dir, const std::string& name, int ranks,
   const std::string key = "at the optimizer step holds parameters ";
   const size_t at = r.log.find(key);
   REQUIRE(at != std::string::npos);
-  long long params = 0;
   int zero = 0, dp = 0;
   REQUIRE(
       std::sscanf(r.log.c_str() + at + key.size(),
                   "%lld B, gradients %lld B, optimizer states %lld B (zero %d, dp %d, psi %lld)",
-                  &params, &r.gradients, &r.states, &zero, &dp, &r.psi) == 6);
+                  &r.params, &r.gradients, &r.states, &zero, &dp, &r.psi) == 6);
   return r;
 }
 
@@ -178,8 +177,9 @@ TEST_CASE("LoRA: step 1 is the base model's, only the adapters train", "[trainer
   CHECK(std::abs(lora.losses[4] - base.losses[4]) > 1e-4);  // then it trains other weights
   // A [r, in], B [out, r] on qkv h->3h, proj h->h, fc1 h->4h, fc2 4h->h: 16 r h per layer.
   CHECK(lora.psi == 16LL * kRank * kHidden * kLayers);
-  CHECK(lora.states == 8 * lora.psi);     // AdamW's two fp32 moments
-  CHECK(lora.gradients == 4 * lora.psi);  // gradient buffers of the adapters only
+  CHECK(lora.states == 8 * lora.psi);               // AdamW's two fp32 moments
+  CHECK(lora.gradients == 4 * lora.psi);            // gradient buffers of the adapters only
+  CHECK(lora.params == 4 * (base.psi + lora.psi));  // the frozen base and the adapters
   const auto grads = loadArchive(lora.grads);
   CHECK(grads.size() == size_t(8 * kLayers));  // lora_a and lora_b of 4 linears per layer
   for (const auto& [name, g] : grads) {
