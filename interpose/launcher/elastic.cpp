@@ -152,7 +152,16 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
   for (int v = 0; v <= lastRound; ++v) {
     const std::string dir = shardDir + "/attempt" + std::to_string(v);
     const auto shards = shardFiles(dir);
-    if (shards.empty()) continue;
+    if (shards.empty()) {
+      if (v == lastRound) {
+        std::fprintf(stderr,
+                     "tracerun: elastic: round %d wrote no trace (its program never "
+                     "started capturing: it must load libtorch)\n",
+                     v);
+        code = code != 0 ? code : 1;
+      }
+      continue;
+    }
     const std::string out = v == lastRound ? o.output : attemptTrace(o.output, v);
     try {
       std::vector<trace::MergeInput> inputs;
@@ -186,7 +195,13 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
       ::rmdir(dir.c_str());
     }
   }
-  if (!o.quiet && code == 0) printSummary(o.output);
+  if (!o.quiet && code == 0) {
+    try {
+      printSummary(o.output);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: %s: %s\n", o.output.c_str(), e.what());
+    }
+  }
   if (!o.keep_shards) ::rmdir(shardDir.c_str());  // only when every round's directory went
   return code;
 }

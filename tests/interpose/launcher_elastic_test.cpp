@@ -338,3 +338,61 @@ TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, reshar
   for (const auto& k : last.ranks()) ranks.insert(k.rank);
   CHECK(ranks == std::set<int>{0, 1});
 }
+
+TEST_CASE("a failed rank restarts every node of an elastic job within --max-restarts",
+          "[launcher_elastic]") {
+  const std::string dir = scratch() + "/fail";
+  ::mkdir(dir.c_str(), 0755);
+  // Rank 1 fails with exit code 3 in round 0 only.
+  const std::string wrapper = dir + "/fail.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\n"
+                            "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; "
+                            "then exit 3; fi\nexec " GPTTRAIN_BIN " \"$@\"\n";
+  ::chmod(wrapper.c_str(), 0755);
+  for (const int restarts : {1, 0}) {
+    const std::string port = std::to_string(freePort() + 2 + restarts);
+    auto agent = [&](const std::string& out) {
+      std::vector<std::string> argv = {TRACERUN_BIN,
+                                       "-o",
+                                       out,
+                                       "--nnodes",
+                                       "2:2",
+                                       "--nproc-per-node",
+                                       "1",
+                                       "--master-port",
+                                       port,
+                                       "--max-restarts",
+                                       std::to_string(restarts),
+                                       "--stop-grace",
+                                       "1",
+                                       "--target",
+                                       GPTTRAIN_BIN,
+                                       "--",
+                                       wrapper};
+      for (const auto& a : modelArgs(dir + "/r" + std::to_string(restarts))) argv.push_back(a);
+      argv.push_back("--steps");
+      argv.push_back("3");
+      return argv;
+    };
+    const std::string tag = dir + "/r" + std::to_string(restarts);
+    testing::Child host(agent(tag + "_host.db"), scratch());
+    for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    testing::Child other(agent(tag + "_other.db"), scratch());
+    const Result r = host.wait();
+    const Result o = other.wait();
+    INFO("max-restarts " << restarts << "\n" << r.describe() << "\nother: " << o.describe());
+    CHECK(r.err.find("stopping round 0: a rank failed with exit code 3") != std::string::npos);
+    if (restarts == 1) {
+      CHECK(r.code == 0);
+      CHECK(o.code == 0);
+      CHECK(r.err.find("round 1: world 2 over 2 nodes") != std::string::npos);
+      CHECK(trace::TraceReader::open(tag + "_host.db").ranks().size() == 2);
+    } else {
+      CHECK(r.code == 3);
+      CHECK(o.code == 3);
+      CHECK(r.err.find("round 1") == std::string::npos);
+    }
+  }
+}
