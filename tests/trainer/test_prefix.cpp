@@ -127,6 +127,26 @@ TEST_CASE("--prefix-tuning in the trace: optimizer state 8 x 2 P h L bytes, /t u
     // parameter's full tensor lives for a moment before its shard is cut (params.cpp), so it is
     // not the sum of the shards.
     if (t == 1) CHECK(got.at("parameter") == base.at("parameter") + 4 * prefix);
+#ifdef TRACEDOT_EXE
+    // tracedot model: each layer's prefix a module of its own, trainable 2 P h (the whole prefix,
+    // also under TP, where each rank holds its heads' share), and the caption's total 2 P h L.
+    const std::string name = "prefix_tp" + std::to_string(t);
+    auto dot = launchRanks(
+        TRACEDOT_EXE,
+        {"model", dir + "/" + name + ".db", "-o", dir + "/" + name + ".txt", "-T", "txt"}, 0,
+        dir + "/dot_" + name);
+    REQUIRE(dot.ok());
+    const std::string picture = readFile(dir + "/" + name + ".txt");
+    INFO(picture);
+    // 192 per layer, no digit groups; under TP "192 logical, 96 on rank 0" (its heads' share).
+    const std::string per_layer = std::to_string(2 * kPrefix * kHidden);
+    const std::string held = t == 1 ? per_layer
+                                    : per_layer + " logical, " +
+                                          std::to_string(2 * kPrefix * kHidden / t) + " on rank 0";
+    CHECK(picture.find("layers.0.attn.prefix | PrefixTuning | params " + held +
+                       " \u00b7 trainable " + per_layer) != std::string::npos);
+    CHECK(picture.find("trainable " + std::to_string(prefix) + " of ") != std::string::npos);
+#endif
   }
 }
 #endif

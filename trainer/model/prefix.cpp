@@ -1,6 +1,8 @@
 // Prefix tuning's keys and values (see prefix.h).
 #include "model/prefix.h"
 
+#include <tracerun/annotate.h>
+
 namespace gpttrain {
 
 namespace {
@@ -16,10 +18,19 @@ bool isPrefixParameter(const std::string& name) {
 PrefixKv::PrefixKv(ParamSet& params, int layer, int tokens, int64_t hidden, double stddev)
     : tokens_(tokens),
       prefix_(params.add("layers." + std::to_string(layer) + kSuffix, {2, tokens, hidden}, 2,
-                         Init::kNormal, stddev)) {}
+                         Init::kNormal, stddev)),
+      path_(std::string(tracerun::vocab::module_path::kLayers) + "." + std::to_string(layer) + "." +
+            tracerun::vocab::module_path::kAttn + "." + tracerun::vocab::module_path::kPrefix),
+      logical_(2 * tokens * hidden),
+      shard_(params.tpSize() > 1 ? params.tpRank() : -1) {}
 
 std::pair<at::Tensor, at::Tensor> PrefixKv::prepend(const at::Tensor& k, const at::Tensor& v,
                                                     int64_t batch, int64_t local_heads) const {
+  // A module of its own, like LoRA's adapters, so tracedot model shows its trainable count.
+  namespace vocab = tracerun::vocab;
+  tracerun::ModuleScope scope(
+      path_.c_str(), vocab::module_type::kPrefixTuning, prefix_.numel(), shard_,
+      {{vocab::arg::kLogical, logical_}, {vocab::arg::kTrainable, logical_}});
   const int64_t head_dim = k.size(2);
   auto expand = [&](const at::Tensor& part) {  // [P, heads * D] -> [batch * heads, P, D]
     return part.view({tokens_, local_heads, head_dim})

@@ -7,6 +7,7 @@
 
 #include "model/params.h"
 
+#include <string>
 #include <utility>
 
 namespace gpttrain {
@@ -28,6 +29,9 @@ class PrefixKv {
  private:
   int tokens_;
   at::Tensor prefix_;  // [2, P, hidden / tp]
+  std::string path_;   // the module path, "layers.<i>.attn.prefix"
+  int64_t logical_;    // 2 x P x hidden: the whole prefix over TP
+  int64_t shard_;      // this rank's TP index when split, else -1
 };
 
 }  // namespace gpttrain

@@ -36,6 +36,12 @@ inline constexpr char kValidation[] = "validation";  // evaluation (outside any 
 // Once at start-up when the model is frozen but for adapters / prompts / prefixes: args frozen
 // (frozen parameters on this rank) and params (trainable ones); memory_live.h's closed form.
 inline constexpr char kFineTuning[] = "fine_tuning";
+// Once at start-up when docs/trainer.md's activation closed form covers the run (gpttrain: one
+// pipeline stage, no recomputation, dropout 0, fp32, no fine-tuning): activation_shape with args
+// seq_len, micro_batch, hidden, heads; activation_layout with attention (0 standard, 1 flash),
+// layers, tp, sp. Read by trace/analysis/activation_form.h.
+inline constexpr char kActivationShape[] = "activation_shape";
+inline constexpr char kActivationLayout[] = "activation_layout";
 }  // namespace phase
 
 // ---- Pipeline messages: user scopes, arguments peer (global rank), bytes, microbatch, chunk.
@@ -84,6 +90,7 @@ inline constexpr char kFc1[] = "fc1";    // layers.<i>.mlp.fc1
 inline constexpr char kFc2[] = "fc2";    // layers.<i>.mlp.fc2
 inline constexpr char kLora[] = "lora";      // <linear path>.lora: a LoRA adapter (issue 32)
 inline constexpr char kPrompt[] = "prompt";  // prompt tuning's prepended embeddings
+inline constexpr char kPrefix[] = "prefix";  // layers.<i>.attn.prefix: prefix tuning's keys, values
 }  // namespace module_path
 namespace module_type {
 inline constexpr char kVocabParallelEmbedding[] = "VocabParallelEmbedding";
@@ -95,6 +102,7 @@ inline constexpr char kColumnParallelLinear[] = "ColumnParallelLinear";
 inline constexpr char kRowParallelLinear[] = "RowParallelLinear";
 inline constexpr char kLoraAdapter[] = "LoRA";
 inline constexpr char kPromptTuning[] = "PromptTuning";
+inline constexpr char kPrefixTuning[] = "PrefixTuning";
 }  // namespace module_type
 
 // ---- Argument keys (integers attached to a span).
@@ -139,6 +147,14 @@ inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -
 // train (the rest of the model is frozen). Absent: the module does not say.
 inline constexpr char kTrainable[] = "trainable";
 inline constexpr char kFrozen[] = "frozen";  // frozen parameters on this rank (fine_tuning phase)
+// The activation closed form's inputs (phases activation_shape and activation_layout).
+inline constexpr char kSeqLen[] = "seq_len";
+inline constexpr char kMicroBatch[] = "micro_batch";
+inline constexpr char kHidden[] = "hidden";
+inline constexpr char kHeads[] = "heads";  // the model's, over all TP ranks
+inline constexpr char kAttention[] = "attention";  // 0 standard, 1 flash
+inline constexpr char kLayers[] = "layers";        // transformer layers on this rank
+inline constexpr char kSp[] = "sp";                // 1 with sequence parallelism
 // Kernels (the CUDA capture; the span's name is the demangled name, core/kernel_name.h). These
 // two are string-valued: the value is a strings.id (isStringValued below).
 inline constexpr char kMangledName[] = "mangled_name";  // the symbol as the binary spells it
