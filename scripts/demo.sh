@@ -99,6 +99,20 @@ if [ -x "$TRACEVIEW" ]; then
   xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/resnet18_steps.db" --view memory \
     --screenshot "$OUT_DIR/resnet18_py_memory.png" --size 1600x900
   echo "  $OUT_DIR/resnet18_py_memory.png"
+  # Flash attention's missing s^2 term (README "Flash attention in the Memory tab"): standard and
+  # flash at s 128 and 256 (8 heads, dropout 0, one process, 3 steps); the memory tab draws the
+  # activation closed form of the attention kind each run used and the other kind's line.
+  for s in 128 256; do
+    for attention in standard flash; do
+      name="attention_${attention}_s$s"
+      "$TRACERUN" --status off -o "$OUT_DIR/$name.db" -- "$BUILD_DIR/trainer/gpttrain" \
+        --layers 2 --hidden 64 --heads 8 --seq-len "$s" --vocab 64 --micro-batch-size 2 \
+        --global-batch 2 --dropout 0 --attention "$attention" --steps 3 --quiet > /dev/null
+      xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/$name.db" --view memory \
+        --screenshot "$OUT_DIR/${name}_memory.png" --size 1600x900
+      echo "  $OUT_DIR/${name}_memory.png"
+    done
+  done
   # The GPU stream tracks and the GPU tab (README, docs/images/nanogpt_h100_*.png) on the H100
   # nanoGPT trace: a 5 MB file kept outside the repository (GPU_TRACE=PATH to point at it), so a
   # fresh clone skips these two screenshots and says so.

@@ -117,6 +117,28 @@ void annotateFineTuning(const ParamSet& params) {
                              {{vocab::arg::kFrozen, frozen}, {vocab::arg::kParams, trainable}});
 }
 
+// The activation closed form's inputs (docs/trainer.md, "Activation memory" and "Flash attention"),
+// recorded only for the runs that form covers: one pipeline stage, no recomputation, dropout 0,
+// fp32, no fine-tuning. trace/'s activation_form.h turns them into the memory view's lines.
+void annotateActivationShape(const TrainConfig& c, int tp) {
+  if (c.pp != 1 || c.recompute != "none" || c.dropout != 0 || c.mixedPrecision() ||
+      c.fineTuning()) {
+    return;
+  }
+  {
+    tracerun::PhaseScope shape(vocab::phase::kActivationShape,
+                               {{vocab::arg::kSeqLen, c.seq_len},
+                                {vocab::arg::kMicroBatch, c.micro_batch},
+                                {vocab::arg::kHidden, c.hidden},
+                                {vocab::arg::kHeads, c.heads}});
+  }
+  tracerun::PhaseScope layout(vocab::phase::kActivationLayout,
+                              {{vocab::arg::kAttention, c.attention == "flash" ? 1 : 0},
+                               {vocab::arg::kLayers, c.layers},
+                               {vocab::arg::kTp, tp},
+                               {vocab::arg::kSp, c.sp ? 1 : 0}});
+}
+
 // Parameters, gradient buffers and optimizer states are allocated under their memory category.
 // Chunk c of pipeline rank r is virtual stage c * p + r with layers / (p * v) layers.
 std::vector<GptStage> makeChunks(ParamSet& params, const TrainConfig& c, const PipelineShape& s,
@@ -174,6 +196,7 @@ Trainer::Trainer(const TrainConfig& config, ProcessGroups& groups, torch::Device
   }
   annotateMemoryDtypes(config);
   if (config.fineTuning()) annotateFineTuning(params_);
+  annotateActivationShape(config, groups.tp->size);
   if (ParamUnits* units = strategy_->paramUnits()) {
     for (auto& chunk : chunks_) chunk.setParamUnits(units);
   }

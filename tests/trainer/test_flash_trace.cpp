@@ -9,6 +9,10 @@
 #include <sqlite3.h>
 #include <catch2/catch.hpp>
 
+#include "tracerun/trace/analysis/activation_form.h"
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/reader.h"
+
 using namespace gpttrain::testing;
 
 namespace {
@@ -40,11 +44,15 @@ int64_t heldForBackward(const std::string& db) {
 
 constexpr int64_t kBatch = 2, kHidden = 64, kHeads = 4;
 
+std::string dbName(const std::string& dir, int64_t s, int layers, bool flash) {
+  return dir + "/" + (flash ? "flash_s" : "standard_s") + std::to_string(s) + "_l" +
+         std::to_string(layers) + ".db";
+}
+
 // One traced single-process run's held activation bytes.
 int64_t held(const std::string& dir, int64_t s, int layers, bool flash) {
-  const std::string name =
-      (flash ? "flash_s" : "standard_s") + std::to_string(s) + "_l" + std::to_string(layers);
-  const std::string db = dir + "/" + name + ".db";
+  const std::string db = dbName(dir, s, layers, flash);
+  const std::string name = db.substr(dir.size() + 1, db.size() - dir.size() - 4);
   std::vector<std::string> args{"-o",
                                 db,
                                 "-q",
@@ -89,4 +97,58 @@ TEST_CASE("--attention flash keeps 4 (a s^2 b - a s b) bytes less per layer than
               << " B, closed form of the difference " << form << " B");
     CHECK(standard - flash == form);
   }
+}
+
+// The memory view's activation lines (trace/analysis/activation_form.h) on the same runs: model
+// states + L x the layer's closed form for the attention kind the run used, computed here from
+// the flags alone, and the other kind's line L x 4(a s^2 b - a s b) away; the per-layer form
+// equals the per-layer bytes the trace holds ((6 layers - 2 layers) / 4), as the test above reads.
+TEST_CASE("the memory view's activation lines equal the closed form and the measured bytes",
+          "[trainer][flash][trace]") {
+  namespace an = tracerun::trace::analysis;
+  const std::string dir = scratchDir("flash_lines");
+  const int64_t s = 48, a = kHeads, b = kBatch, h = kHidden;
+  for (bool flash : {false, true}) {
+    const int64_t perLayer = (held(dir, s, 6, flash) - held(dir, s, 2, flash)) / 4;
+    const int64_t x = flash ? a * s * b : a * s * s * b;
+    const int64_t form = 4 * (16 * s * b * h + x + 4 * s * b);
+    const int64_t matrix = 4 * (a * s * s * b - a * s * b);
+    for (int layers : {2, 6}) {
+      const auto reader = tracerun::trace::TraceReader::open(dbName(dir, s, layers, flash));
+      const auto states = an::memoryClosedForms(reader, 0);
+      REQUIRE(states.size() == 1);
+      const auto lines = an::activationClosedForms(reader, 0, states);
+      REQUIRE(lines.size() == 2);
+      INFO((flash ? "flash" : "standard")
+           << " L " << layers << ": " << lines[0].label << " | " << lines[1].label
+           << "; measured per layer " << perLayer << " B, closed form " << form << " B");
+      const auto shape = an::activationShape(reader, 0);
+      REQUIRE(shape.has_value());
+      CHECK(shape->flash == flash);
+      CHECK(an::activationBytesPerLayer(*shape, flash) == double(form));
+      CHECK(lines[0].bytes - states[0].bytes == double(layers * form));
+      CHECK(lines[1].bytes - lines[0].bytes == double(flash ? layers * matrix : -layers * matrix));
+      CHECK(perLayer == form);
+    }
+  }
+  // Not recorded where the closed form does not hold: dropout > 0 gives no lines.
+  const std::string db = dir + "/dropout.db";
+  auto run = launchRanks(TRACERUN_EXE, {"-o",      db,
+                                        "-q",      "--",
+                                        kGpttrain, "--layers",
+                                        "2",       "--hidden",
+                                        "64",      "--heads",
+                                        "4",       "--seq-len",
+                                        "16",      "--vocab",
+                                        "64",      "--micro-batch-size",
+                                        "2",       "--global-batch",
+                                        "2",       "--dropout",
+                                        "0.1",     "--steps",
+                                        "1",       "--quiet"},
+                         0, dir + "/dropout");
+  INFO(run.summary() << run.logs[0]);
+  REQUIRE(run.ok());
+  const auto reader = tracerun::trace::TraceReader::open(db);
+  CHECK_FALSE(an::activationShape(reader, 0).has_value());
+  CHECK(an::activationClosedForms(reader, 0, an::memoryClosedForms(reader, 0)).empty());
 }

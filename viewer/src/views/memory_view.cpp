@@ -21,6 +21,7 @@
 #include "app/palette.h"
 #include "data/background_query.h"
 #include "data/time_axis.h"
+#include "tracerun/trace/analysis/activation_form.h"
 #include "tracerun/trace/analysis/memory.h"
 #include "tracerun/trace/analysis/memory_live.h"
 #include "tracerun/trace/analysis/memory_summary.h"
@@ -90,6 +91,9 @@ std::vector<RankChart> loadRank(const std::string& path, int rank, const std::at
   };
   charts.push_back(chart(summary.series[static_cast<size_t>(primary - summary.series.data())]));
   charts.back().forms = an::memoryClosedForms(reader, rank);
+  for (an::MemoryClosedForm& f : an::activationClosedForms(reader, rank, charts.back().forms)) {
+    charts.back().forms.push_back(std::move(f));  // the activation lines (activation_form.h)
+  }
   for (an::MemorySeries& series : summary.series) {
     if (&series != primary && series.rank == rank && series.size() > 0) {
       charts.push_back(chart(series));
@@ -319,7 +323,7 @@ void MemoryView::draw(ViewHost& host, float width, float height) {
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette::kMemoryPeak), "| peak");
   ImGui::SameLine(0, 14);
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette::kMemoryClosedForm),
-                     "- - closed form (parameter + gradient + optimizer state)");
+                     "- - closed forms (parameter + gradient + optimizer state; + activations)");
   ImGui::SameLine(0, 14);
   ImGui::TextDisabled("%s memory events", trace::formatCount(d.events).c_str());
 
