@@ -38,6 +38,9 @@ constexpr uint32_t kStep = rgba(60, 120, 110);
 constexpr uint32_t kStepAlt = rgba(75, 140, 128);
 constexpr uint32_t kHistogram = rgba(90, 150, 220);
 constexpr uint32_t kError = rgba(240, 110, 100);
+// An elastic restart marker (timeline/restart_overlay.h) and its label's box.
+constexpr uint32_t kRestart = rgba(255, 70, 200);
+constexpr uint32_t kRestartLabel = rgba(110, 30, 90, 230);
 
 // Pipeline view (pipeline_view.cpp): bars coloured by microbatch (forward full, backward darker
 // and hatched, later chunks of an interleaved schedule lighter), idle time as bubble, the plan as

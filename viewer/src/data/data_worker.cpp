@@ -84,6 +84,7 @@ void DataWorker::run() {
       r.tracks = data->tracks();
       r.range = data->timeRange();
       r.counts = data->counts();
+      r.restarts = data->restarts();
       // Names for labels: the UI thread draws them without asking the reader.
       for (size_t i = 0; i < data->stringCount(); ++i)
         r.strings.push_back(data->str(static_cast<core::StringId>(i)));

@@ -13,6 +13,7 @@
 
 #include "data/lod.h"
 #include "tracerun/trace/analysis/gpu_launch.h"
+#include "tracerun/trace/analysis/restarts.h"
 #include "tracerun/trace/reader.h"
 
 namespace tracerun::viewer {
@@ -116,6 +117,8 @@ class TraceData {
   std::vector<SpanRef> find(const std::string& needle, size_t limit,
                             const std::atomic<bool>& cancel) const;
   std::vector<Step> steps(const std::atomic<bool>& cancel) const;
+  // The elastic "restart" instants with their rounds' world sizes (analysis/restarts.h).
+  std::vector<trace::analysis::RestartMark> restarts() const;
 
  private:
   struct Impl;

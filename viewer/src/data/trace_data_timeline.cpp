@@ -100,6 +100,10 @@ TraceData TraceData::open(const std::string& path) {
   return d;
 }
 
+std::vector<trace::analysis::RestartMark> TraceData::restarts() const {
+  return trace::analysis::restartMarks(impl_->reader());
+}
+
 const TrackInfo* TraceData::track(int64_t id) const {
   for (const auto& t : tracks_)
     if (t.id == id) return &t;

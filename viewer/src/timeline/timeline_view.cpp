@@ -12,6 +12,7 @@
 #include "app/palette.h"
 #include "data/time_axis.h"
 #include "timeline/details_panel.h"
+#include "timeline/restart_overlay.h"
 #include "timeline/track.h"
 
 namespace tracerun::viewer {
@@ -393,6 +394,22 @@ void TimelineView::drawTracks(float areaX, float areaW) {
     y += h;
   }
   drawFlowsAndHighlights(dl, areaX, areaW);
+  if (!s_.info->restarts.empty()) {  // elastic restarts: a line across the rows at each
+    RestartCanvas rc;
+    rc.dl = dl;
+    rc.axis = canvas.axis;
+    rc.top = std::max(origin.y, winTop);
+    rc.bottom = std::min(y, winBottom);
+    rc.mouse_x = mouse.x;
+    rc.mouse_y = mouse.y;
+    rc.mouse_here = hoveredWin;
+    rc.dump = canvas.boxes;
+    dl->PushClipRect(ImVec2(areaX, winTop), ImVec2(areaX + areaW, winBottom), true);
+    const auto* hit = drawRestartMarks(rc, s_.info->restarts);
+    dl->PopClipRect();
+    primitives_ += rc.primitives;
+    if (hit != nullptr) restartTooltip(*hit, s_.info->range.first);
+  }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, y));
   ImGui::Dummy(ImVec2(1, 40));  // room under the last track
   handleMouse(areaX, areaW, hoveredWin);

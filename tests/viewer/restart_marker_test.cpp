@@ -1,0 +1,153 @@
+// traceview's elastic restart marker under Xvfb (timeline/restart_overlay.h): a trace written
+// through the real writer with a "restart" instant and the launcher's elastic_round_V_world stats
+// shows one vertical line at the column the instant's time maps to (its time read back from the
+// instants table, its world sizes from the stats table), in the marker colour on the screenshot;
+// a window that leaves the instant out draws none.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "app/palette.h"
+#include "temp_dir.h"
+#include "tracerun/core/clock.h"
+#include "tracerun/core/session.h"
+#include "tracerun/trace/reader.h"
+#include "tracerun/trace/shard_writer.h"
+#include "viewer_test_util.h"
+
+using namespace tracerun;
+using namespace tracerun::viewertest;
+
+namespace {
+
+// 40 spans of 15 us every 20 us on one thread, a "restart" instant (round 1) in the middle and,
+// when `stats`, the stats an elastic round 1 at world 1 after world 2 leaves.
+void writeRestartTrace(const std::string& path, bool stats) {
+  core::Session session(4096);
+  trace::ShardOptions so;
+  so.path = path;
+  so.host = "test-host";
+  so.pid = 4243;
+  trace::ShardWriter writer(session, so);
+  writer.start();
+  core::ThreadBuffer& buf = session.threadBuffer("main");
+  const core::StringId name = session.strings().intern("aten::mm");
+  const int64_t t0 = core::nowNs() + 1000;
+  for (int i = 0; i < 40; ++i) {
+    core::SpanRecord r;
+    r.category = core::Category::kOp;
+    r.name = name;
+    r.id = buf.nextId();
+    r.start_ns = t0 + i * 20000;
+    r.end_ns = r.start_ns + 15000;
+    REQUIRE(buf.ring.tryPush(core::Record::from(r)));
+  }
+  core::InstantRecord in;
+  in.category = core::Category::kPhase;
+  in.name = session.strings().intern("restart");
+  in.ts_ns = t0 + 20 * 20000 + 17000;  // in the gap after span 20
+  in.value = 1;
+  REQUIRE(buf.ring.tryPush(core::Record::from(in)));
+  if (stats) {
+    writer.setStat("elastic_rounds", 2, trace::Severity::kInfo);
+    writer.setStat("elastic_round_0_world", 2, trace::Severity::kInfo);
+    writer.setStat("elastic_round_1_world", 1, trace::Severity::kInfo);
+  }
+  writer.close();
+}
+
+struct Marker {
+  int rank = -1;
+  double x = 0;
+  int64_t round = 0, world = 0, prev = 0;
+};
+
+std::vector<Marker> readMarkers(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<Marker> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    std::string a, b;
+    s >> a >> b;
+    if (a != "instant" || b != "restart") continue;
+    Marker m;
+    s >> m.rank >> m.x >> m.round >> m.world >> m.prev;
+    REQUIRE(s);
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an elastic restart instant is a marker line at its time with its world sizes",
+          "[viewer][restart]") {
+  testing::TempDir dir("traceview-restart");
+  for (const bool stats : {true, false}) {
+    INFO("stats rows " << stats);
+    const std::string db = dir.file(stats ? "el.db" : "bare.db");
+    writeRestartTrace(db, stats);
+    const auto reader = trace::TraceReader::open(db);
+    // The independent truth: the instants table and the stats table.
+    int64_t ts = -1, round = -1, rank = -1;
+    for (const auto& t : reader.tracks()) {
+      for (const auto& i : reader.instants(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+        if (reader.str(i.name) != "restart") continue;
+        ts = i.ts_ns;
+        round = i.value;
+        rank = t.rank;
+      }
+    }
+    REQUIRE(ts >= 0);
+    std::map<std::string, int64_t> st;
+    for (const auto& s : reader.stats()) st[s.name] = s.value;
+    const int64_t world = st.count("elastic_round_1_world") ? st["elastic_round_1_world"] : -1;
+    const int64_t prev = st.count("elastic_round_0_world") ? st["elastic_round_0_world"] : -1;
+    CHECK(world == (stats ? 1 : -1));
+
+    const std::string shot = dir.file(stats ? "el.png" : "bare.png");
+    const std::string layout = dir.file("layout.txt");
+    runTraceviewOk({db, "--screenshot", shot, "--size", "1200x700", "--dump-layout", layout},
+                   dir.path.string());
+    const Layout l = readLayout(layout);
+    const auto markers = readMarkers(layout);
+    REQUIRE(markers.size() == 1);
+    const Marker& m = markers[0];
+    CHECK(m.rank == rank);
+    CHECK(m.round == round);
+    CHECK(m.world == world);
+    CHECK(m.prev == prev);
+    const double want = l.xOf(static_cast<double>(ts));
+    CHECK(std::fabs(l.area_x + m.x - want) <= 1.0);
+
+    // On the picture: the marker colour at that column in the middle of the track's row (a
+    // span-free column: the instant sits in a gap), and nowhere 20 px to either side.
+    const Png png = loadPng(shot);
+    REQUIRE(l.rows.size() == 1);
+    const auto& row = l.rows.begin()->second;
+    const int y = static_cast<int>(row.y + row.h / 2);
+    const uint32_t marker = paletteRgb(viewer::palette::kRestart);
+    const int xi = static_cast<int>(std::floor(want));
+    bool seen = false;
+    for (int x = xi - 1; x <= xi + 1; ++x) seen = seen || png.rgb(x, y) == marker;
+    CHECK(seen);
+    CHECK(png.rgb(xi - 20, y) != marker);
+    CHECK(png.rgb(xi + 20, y) != marker);
+  }
+
+  SECTION("a window before the restart draws no marker") {
+    const std::string db = dir.file("el.db");
+    const auto reader = trace::TraceReader::open(db);
+    const auto [a, b] = reader.timeRange();
+    const std::string range = std::to_string(0) + ":" + std::to_string((b - a) / 4);
+    const std::string layout = dir.file("early.txt");
+    runTraceviewOk({db, "--screenshot", dir.file("early.png"), "--size", "1200x700",
+                    "--dump-layout", layout, "--range", range},
+                   dir.path.string());
+    CHECK(readMarkers(layout).empty());
+  }
+}
