@@ -114,7 +114,7 @@ struct DumpedRank {
   std::vector<double> closed;
 };
 struct Dumped {
-  double t0 = 0, t1 = 0;
+  double t0 = 0, t1 = 0, ymax = 0;
   std::string summary;  // "stored" or "replayed"
   std::map<int, DumpedRank> ranks;
 };
@@ -130,6 +130,7 @@ Dumped readDump(const std::string& path) {
       std::string k;
       while (ls >> k) {
         if (k == "range") ls >> d.t0 >> d.t1;
+        if (k == "ymax") ls >> d.ymax;
         if (k == "summary") ls >> d.summary;
       }
     } else if (head == "rank") {
@@ -352,5 +353,38 @@ TEST_CASE(
     }
     CHECK(named > 0);
   }
+}
+
+// The activation lines (trace/analysis/activation_form.h) as the view draws them: a one-process
+// flash run (dropout 0) dumps the ZeRO-0 line, model states + L x 4(16sbh + asb + 4sb) and the
+// standard line L x 4(a s^2 b - a s b) above it, each computed here from the flags; the chart's
+// scale reaches the highest line.
+TEST_CASE("memory view on a flash gpttrain run: the activation lines from the flags",
+          "[viewer][memory][e2e]") {
+  const int64_t L = 2, h = 32, a = 8, s = 64, b = 2;
+  const std::string db = e2e::scratch().file("flash.db");
+  const auto run = traceGpttrain(
+      db, {},
+      {"--layers", std::to_string(L), "--hidden", std::to_string(h), "--heads", std::to_string(a),
+       "--seq-len", std::to_string(s), "--micro-batch-size", std::to_string(b), "--global-batch",
+       std::to_string(b), "--dropout", "0", "--attention", "flash", "--steps", "1"});
+  INFO(run.describe());
+  std::smatch m;
+  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
+  const double psi = std::stod(m[1].str());
+  const std::string dump = e2e::scratch().file("flash_memory.txt");
+  runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("flash.png"),
+                  "--size", "1200x700", "--dump-view", dump},
+                 e2e::scratch().path());
+  const Dumped d = readDump(dump);
+  REQUIRE(d.ranks.size() == 1);
+  const auto& closed = d.ranks.begin()->second.closed;
+  REQUIRE(closed.size() == 3);
+  const double flashLayer = 4.0 * (16 * s * b * h + a * s * b + 4 * s * b);
+  const double matrix = 4.0 * (a * s * s * b - a * s * b);
+  CHECK(closed[0] == Approx(16 * psi).epsilon(1e-12));
+  CHECK(closed[1] == Approx(16 * psi + L * flashLayer).epsilon(1e-12));
+  CHECK(closed[2] == Approx(16 * psi + L * flashLayer + L * matrix).epsilon(1e-12));
+  CHECK(d.ymax >= closed[2]);
 }
 #endif
