@@ -25,7 +25,7 @@ struct OpenResult {
   std::vector<TrackInfo> tracks;
   std::pair<int64_t, int64_t> range{0, 0};
   trace::EventCounts counts;
-  std::vector<std::string> strings;  // by StringId
+  std::vector<std::string> strings;                    // by StringId
   std::vector<trace::analysis::RestartMark> restarts;  // elastic restarts, in time order
 };
 
