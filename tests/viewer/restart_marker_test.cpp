@@ -139,6 +139,40 @@ TEST_CASE("an elastic restart instant is a marker line at its time with its worl
     CHECK(png.rgb(xi + 20, y) != marker);
   }
 
+  SECTION("hovering the marker shows its tooltip, 10 px beside it does not") {
+    const std::string db = dir.file("el.db");
+    const std::string layout = dir.file("hover-layout.txt");
+    runTraceviewOk(
+        {db, "--screenshot", dir.file("h.png"), "--size", "1200x700", "--dump-layout", layout},
+        dir.path.string());
+    const Layout l = readLayout(layout);
+    const auto markers = readMarkers(layout);
+    REQUIRE(markers.size() == 1);
+    REQUIRE(l.rows.size() == 1);
+    const auto& row = l.rows.begin()->second;
+    const auto xy = [](double x, double y) {
+      return std::to_string(static_cast<int>(std::lround(x))) + " " +
+             std::to_string(static_cast<int>(std::lround(y)));
+    };
+    const double x = l.area_x + markers[0].x, y = row.y + row.h / 2;
+    const std::string on = dir.file("on.txt"), off = dir.file("off.txt");
+    const auto r = runScript({db, "--size", "1200x700"},
+                             {"0 settle", "+0 move " + xy(x, y), "+2 dump-layout " + on,
+                              "+0 screenshot " + dir.file("hover.png"), "+1 move " + xy(x + 10, y),
+                              "+2 dump-layout " + off},
+                             dir.path.string(), "restart-hover.txt");
+    INFO(r.out);
+    auto text = [](const std::string& path) {
+      std::ifstream in(path);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    CHECK(text(on).find("restart-hover " + std::to_string(markers[0].rank) + " 1\n") !=
+          std::string::npos);
+    CHECK(text(off).find("restart-hover") == std::string::npos);
+  }
+
   SECTION("a window before the restart draws no marker") {
     const std::string db = dir.file("el.db");
     const auto reader = trace::TraceReader::open(db);

@@ -408,7 +408,12 @@ void TimelineView::drawTracks(float areaX, float areaW) {
     const auto* hit = drawRestartMarks(rc, s_.info->restarts);
     dl->PopClipRect();
     primitives_ += rc.primitives;
-    if (hit != nullptr) restartTooltip(*hit, s_.info->range.first);
+    if (hit != nullptr) {
+      restartTooltip(*hit, s_.info->range.first);
+      if (s_.recordBoxes)
+        hoverValue_ +=
+            "restart-hover " + std::to_string(hit->rank) + " " + std::to_string(hit->round) + "\n";
+    }
   }
   ImGui::SetCursorScreenPos(ImVec2(origin.x, y));
   ImGui::Dummy(ImVec2(1, 40));  // room under the last track

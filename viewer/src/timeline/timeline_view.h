@@ -39,7 +39,8 @@ class TimelineView final : public View {
   // "area X W T0 T1 ROWH ORIGIN", one "track ID RANK Y H" line per row on screen and, when the
   // session records them, the span boxes and counter columns drawn (track.h's "box" and "column"
   // lines) and elastic restart markers (restart_overlay.h's "instant restart" lines), then
-  // "hover TRACK VALUE" when the mouse is over a counter (its tooltip's value).
+  // "hover TRACK VALUE" when the mouse is over a counter (its tooltip's value) and
+  // "restart-hover RANK ROUND" when it is over a restart marker (its tooltip shown).
   std::string dumpText() const override;
 
   // The trace opened: shows `range` (ns from the trace's start) or the whole run, asks for steps.
