@@ -111,6 +111,26 @@ class Checks:
         sys.exit(0 if result["passed"] else 1)
 
 
+# gpttrain's model for the GPU runs (fp32, dropout 0, deterministic cuBLAS with
+# CUBLAS_WORKSPACE_CONFIG): test_gpttrain_losses.py and test_gpttrain_offload_cpu.py.
+GPTTRAIN_MODEL = ["--device", "cuda", "--backend", "nccl", "--layers", "4", "--hidden", "256",
+                  "--heads", "8", "--seq-len", "128", "--vocab", "512", "--global-batch", "8",
+                  "--micro-batch-size", "4", "--dropout", "0", "--seed", "7"]
+
+
+def gpttrain_losses(path):
+    """{step: loss} from a gpttrain --log-json file ({} when it is missing)."""
+    out = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    j = json.loads(line)
+                    if "loss" in j:
+                        out[j["step"]] = float(j["loss"])
+    return out
+
+
 def run(cmd, log_path, env=None, timeout=300):
     """Runs cmd, stdout+stderr to log_path; returns (exit code, log text, seconds)."""
     t0 = time.monotonic()

@@ -22,21 +22,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_common as g  # noqa: E402
 
-MODEL = ["--device", "cuda", "--backend", "nccl", "--layers", "4", "--hidden", "256", "--heads", "8",
-         "--seq-len", "128", "--vocab", "512", "--global-batch", "8", "--micro-batch-size", "4",
-         "--dropout", "0", "--seed", "7", "--zero", "1"]
-
-
-def losses(path):
-    out = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    j = json.loads(line)
-                    if "loss" in j:
-                        out[j["step"]] = float(j["loss"])
-    return out
+MODEL = g.GPTTRAIN_MODEL + ["--zero", "1"]
+losses = g.gpttrain_losses
 
 
 def main():
