@@ -98,7 +98,7 @@ void checkSameLosses(const std::vector<double>& flash, const std::vector<double>
 
 }  // namespace
 
-TEST_CASE("--attention flash gives standard's losses: one process, tiles 5 x 3 of seq 16",
+TEST_CASE("gpttrain --attention flash gives standard's losses: one process, tiles 5 x 3 of seq 16",
           "[trainer][flash]") {
   const std::string dir = scratchDir("flash_one");
   const auto standard = losses(dir, "standard", 0, {});
@@ -107,7 +107,7 @@ TEST_CASE("--attention flash gives standard's losses: one process, tiles 5 x 3 o
   checkSameLosses(flash, standard);
 }
 
-TEST_CASE("--attention flash gives standard's losses: tp 2 with sp (heads split)",
+TEST_CASE("gpttrain --attention flash gives standard's losses: tp 2 with sp (heads split)",
           "[trainer][flash]") {
   const std::string dir = scratchDir("flash_tp_sp");
   const auto standard = losses(dir, "standard", 0, {});
@@ -117,7 +117,8 @@ TEST_CASE("--attention flash gives standard's losses: tp 2 with sp (heads split)
   checkSameLosses(flash, standard);
 }
 
-TEST_CASE("--attention flash with dropout is refused in one line, exit 2", "[trainer][flash]") {
+TEST_CASE("gpttrain --attention flash with dropout is refused in one line, exit 2",
+          "[trainer][flash]") {
   const std::string dir = scratchDir("flash_dropout");
   auto run = launchRanks(
       kGpttrain,

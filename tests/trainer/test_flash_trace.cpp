@@ -86,7 +86,7 @@ int64_t held(const std::string& dir, int64_t s, int layers, bool flash) {
 
 }  // namespace
 
-TEST_CASE("--attention flash keeps 4 (a s^2 b - a s b) bytes less per layer than standard",
+TEST_CASE("gpttrain --attention flash keeps 4 (a s^2 b - a s b) bytes less per layer than standard",
           "[trainer][flash][trace]") {
   const std::string dir = scratchDir("flash_trace");
   for (int64_t s : {32, 64}) {
