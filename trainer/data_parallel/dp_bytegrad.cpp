@@ -14,10 +14,10 @@ namespace {
 
 namespace vocab = tracerun::vocab;
 
-class ByteGrad final : public DataParallelStrategy {
+class ByteGrad final : public ReplicatedStrategy {
  public:
   ByteGrad(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
-      : DataParallelStrategy(params, dp, BucketLayout{bucket_bytes, dp->size, dp->rank, false}) {
+      : ReplicatedStrategy(params, dp, BucketLayout{bucket_bytes, dp->size, dp->rank, false}) {
     const int n = dp_->size;
     for (GradBucket& b : buckets_.all()) {
       buckets_.allocateGrads(b, buckets_.options(b));
@@ -47,24 +47,6 @@ class ByteGrad final : public DataParallelStrategy {
     for (GradBucket& b : buckets_.all()) b.pending = 0;  // parameters that got no gradient
     launchReady(/*after_backward=*/true);
     for (size_t i = 0; i < buckets_.size(); ++i) reduceAndGather(i);
-  }
-
-  at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
-  at::Tensor gradShard(size_t) override { noShards("gradShard"); }
-  at::Tensor paramShard(size_t) override { noShards("paramShard"); }
-  void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
-
-  int64_t parameterBytes() const override {
-    int64_t bytes = 0;
-    for (const GradBucket& b : buckets_.all()) bytes += b.numel * int64_t(b.flat.element_size());
-    return bytes;
-  }
-  NamedTensors bufferTensors() const override {
-    NamedTensors out;
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      out.emplace_back("bucket." + std::to_string(i) + ".flat", buckets_[i].flat);
-    }
-    return out;
   }
 
  private:

@@ -14,10 +14,10 @@ namespace vocab = tracerun::vocab;
 
 constexpr int kWeightTag = 7 << 20;  // + bucket: the weight exchange's messages
 
-class Decentralized final : public DataParallelStrategy {
+class Decentralized final : public ReplicatedStrategy {
  public:
   Decentralized(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
-      : DataParallelStrategy(params, std::move(dp), BucketLayout{bucket_bytes, 1, 0, false}) {
+      : ReplicatedStrategy(params, std::move(dp), BucketLayout{bucket_bytes, 1, 0, false}) {
     for (GradBucket& b : buckets_.all()) buckets_.allocateGrads(b, buckets_.options(b));
   }
 
@@ -54,24 +54,6 @@ class Decentralized final : public DataParallelStrategy {
         p.copy_(average.narrow(0, m.offset, m.numel).view(p.sizes()));
       }
     }
-  }
-
-  at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
-  at::Tensor gradShard(size_t) override { noShards("gradShard"); }
-  at::Tensor paramShard(size_t) override { noShards("paramShard"); }
-  void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
-
-  int64_t parameterBytes() const override {
-    int64_t bytes = 0;
-    for (const GradBucket& b : buckets_.all()) bytes += b.numel * int64_t(b.flat.element_size());
-    return bytes;
-  }
-  NamedTensors bufferTensors() const override {
-    NamedTensors out;
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      out.emplace_back("bucket." + std::to_string(i) + ".flat", buckets_[i].flat);
-    }
-    return out;
   }
 };
 

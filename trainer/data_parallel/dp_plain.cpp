@@ -7,10 +7,10 @@
 namespace gpttrain {
 namespace {
 
-class PlainDdp final : public DataParallelStrategy {
+class PlainDdp final : public ReplicatedStrategy {
  public:
   PlainDdp(ParamSet& params, GroupPtr dp, int64_t bucket_bytes)
-      : DataParallelStrategy(params, std::move(dp), BucketLayout{bucket_bytes, 1, 0, false}) {
+      : ReplicatedStrategy(params, std::move(dp), BucketLayout{bucket_bytes, 1, 0, false}) {
     for (GradBucket& b : buckets_.all()) buckets_.allocateGrads(b, buckets_.options(b));
     if (dp_->size > 1) {
       hooks_ = std::make_unique<AccumulateHooks>(params, nullptr,
@@ -23,24 +23,6 @@ class PlainDdp final : public DataParallelStrategy {
 
   void beginStep() override { buckets_.beginInOrderStep(); }
   void finish() override { buckets_.finishInOrder(*dp_); }
-
-  at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
-  at::Tensor gradShard(size_t) override { noShards("gradShard"); }
-  at::Tensor paramShard(size_t) override { noShards("paramShard"); }
-  void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
-
-  int64_t parameterBytes() const override {  // the parameters' dtype is their gradients'
-    int64_t bytes = 0;
-    for (const GradBucket& b : buckets_.all()) bytes += b.numel * int64_t(b.flat.element_size());
-    return bytes;
-  }
-  NamedTensors bufferTensors() const override {
-    NamedTensors out;
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      out.emplace_back("bucket." + std::to_string(i) + ".flat", buckets_[i].flat);
-    }
-    return out;
-  }
 
  private:
   // AccumulateGrad post-hook: only the last microbatch's gradients launch reductions.

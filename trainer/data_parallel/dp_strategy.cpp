@@ -17,6 +17,20 @@ void DataParallelStrategy::noShards(const char* what) const {
                          " keeps no shards (use a replicated optimizer)");
 }
 
+int64_t ReplicatedStrategy::parameterBytes() const {
+  int64_t bytes = 0;
+  for (const GradBucket& b : buckets_.all()) bytes += b.numel * int64_t(b.flat.element_size());
+  return bytes;
+}
+
+NamedTensors ReplicatedStrategy::bufferTensors() const {
+  NamedTensors out;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    out.emplace_back("bucket." + std::to_string(i) + ".flat", buckets_[i].flat);
+  }
+  return out;
+}
+
 std::unique_ptr<DataParallelStrategy> makeDataParallelStrategy(ParamSet& params, GroupPtr dp,
                                                                const DataParallelOptions& options) {
   if (options.algorithm != "allreduce" && options.zero_stage != 0) {

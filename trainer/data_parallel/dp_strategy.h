@@ -107,6 +107,22 @@ class DataParallelStrategy {
   bool last_microbatch_ = true;
 };
 
+// A strategy that keeps every gradient in full flat buckets and no shards (plain DDP and Bagua's
+// algorithms): the full gradient is the parameter's own .grad, the shard calls throw, and what it
+// holds is its buckets' flat buffers.
+class ReplicatedStrategy : public DataParallelStrategy {
+ public:
+  at::Tensor fullGrad(size_t param) override { return params().entries()[param].tensor.grad(); }
+  at::Tensor gradShard(size_t) override { noShards("gradShard"); }
+  at::Tensor paramShard(size_t) override { noShards("paramShard"); }
+  void shardUpdated(size_t, const at::Tensor&) override { noShards("shardUpdated"); }
+  int64_t parameterBytes() const override;  // the parameters' dtype is their gradients'
+  NamedTensors bufferTensors() const override;
+
+ protected:
+  using DataParallelStrategy::DataParallelStrategy;
+};
+
 struct DataParallelOptions {
   int zero_stage = 0;              // 0 (plain DDP) .. 3
   int64_t bucket_bytes = 4 << 20;  // --bucket-mb

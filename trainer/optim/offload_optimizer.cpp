@@ -11,6 +11,7 @@
 #include "data_parallel/dp_strategy.h"
 #include "optim/offload_store.h"
 #include "optim/optimizer.h"
+#include "optim/shard_update.h"
 
 #include <algorithm>
 
@@ -27,15 +28,9 @@ class OffloadOptimizer final : public Optimizer {
         inner_(makeShardedOptimizer(params, strategy, dp, config)) {
     const GradBuckets& buckets = strategy_.buckets();
     std::vector<int64_t> floats;
+    segments_ = shardSegments(buckets);
     for (size_t i = 0; i < buckets.size(); ++i) {
       const GradBucket& b = buckets[i];
-      std::vector<Segment> segments;
-      const int64_t begin = b.shard_begin, end = b.shard_begin + b.shard_size;
-      for (const auto& m : b.members) {
-        const int64_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.numel);
-        if (lo < hi) segments.push_back(Segment{m.param, lo - begin, hi - lo});
-      }
-      segments_.push_back(std::move(segments));
       floats.push_back(b.shard_size * (config_.adamw ? 3 : 1));
     }
     const std::string dir = config_.offload.rfind("nvme:", 0) == 0 ? config_.offload.substr(5) : "";
@@ -92,12 +87,6 @@ class OffloadOptimizer final : public Optimizer {
   int64_t stateBytes() const override { return 0; }  // on the device: none (store_ has them)
 
  private:
-  struct Segment {
-    size_t param;
-    int64_t shard_offset;
-    int64_t length;
-  };
-
   // Bucket b's states: in place in the store, or its swap buffer.
   float* statesOf(size_t b) {
     float* p = store_->inPlace(b);
@@ -118,18 +107,12 @@ class OffloadOptimizer final : public Optimizer {
     {
       tracerun::Scope scope("offload_cpu_adamw",
                             {{"bucket", int64_t(b)}, {"bytes", size * int64_t(sizeof(float))}});
-      for (const Segment& s : segments_[b]) {
-        at::Tensor p = master.narrow(0, s.shard_offset, s.length);
-        at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
-        if (!config_.adamw) {
-          p.add_(g, -lr);
-          continue;
-        }
-        adamw.decay = adamwDecay(config_, lr, params_.entries()[s.param].decay);
-        at::Tensor m = at::from_blob(states + size + s.shard_offset, {s.length}, at::kFloat);
-        at::Tensor v = at::from_blob(states + 2 * size + s.shard_offset, {s.length}, at::kFloat);
-        adamwUpdate(p, g, m, v, adamw);  // the sharded optimizer's update, on the host
-      }
+      // The sharded optimizer's update, on the host: [master | exp_avg | exp_avg_sq].
+      at::Tensor m =
+          config_.adamw ? at::from_blob(states + size, {size}, at::kFloat) : at::Tensor();
+      at::Tensor v =
+          config_.adamw ? at::from_blob(states + 2 * size, {size}, at::kFloat) : at::Tensor();
+      updateShard(segments_[b], master, grad, m, v, params_, config_, lr, adamw);
     }
     at::Tensor shard = strategy_.paramShard(b);
     {
@@ -144,7 +127,7 @@ class OffloadOptimizer final : public Optimizer {
   DataParallelStrategy& strategy_;
   OptimizerConfig config_;
   std::unique_ptr<Optimizer> inner_;  // the gradient steps; holds no states (config_.offload)
-  std::vector<std::vector<Segment>> segments_;  // per bucket
+  std::vector<std::vector<ShardSegment>> segments_;  // per bucket
   std::unique_ptr<OffloadStore> store_;
   at::Tensor staging_[3];  // swap buffers (files only)
 };

@@ -8,6 +8,7 @@
 #include "optim/optimizer.h"
 
 #include "data_parallel/dp_strategy.h"
+#include "optim/shard_update.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,15 +22,9 @@ class ShardedOptimizer final : public Optimizer {
                    const OptimizerConfig& config)
       : params_(params), strategy_(strategy), dp_(std::move(dp)), config_(config) {
     const GradBuckets& buckets = strategy_.buckets();
+    segments_ = shardSegments(buckets);
     for (size_t i = 0; i < buckets.size(); ++i) {
       const GradBucket& b = buckets[i];
-      std::vector<Segment> segments;
-      const int64_t begin = b.shard_begin, end = b.shard_begin + b.shard_size;
-      for (const auto& m : b.members) {
-        const int64_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.numel);
-        if (lo < hi) segments.push_back(Segment{m.param, lo - begin, lo - m.offset, hi - lo});
-      }
-      segments_.push_back(std::move(segments));
       // fp32 on the parameters' device (with master weights, the parameters are bf16)
       const auto options = buckets.options(b).dtype(at::kFloat);
       if (config_.offload != "none") continue;  // the offload optimizer keeps them elsewhere
@@ -48,7 +43,7 @@ class ShardedOptimizer final : public Optimizer {
     std::vector<at::Tensor> pieces;
     for (size_t b = 0; b < segments_.size(); ++b) {
       at::Tensor g = strategy_.gradShard(b);
-      for (const Segment& s : segments_[b]) {
+      for (const ShardSegment& s : segments_[b]) {
         if (params_.entries()[s.param].split_dim < 0)
           pieces.push_back(g.narrow(0, s.shard_offset, s.length));
       }
@@ -79,7 +74,7 @@ class ShardedOptimizer final : public Optimizer {
     at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(params_.device()));
     for (size_t b = 0; b < segments_.size(); ++b) {
       at::Tensor g = strategy_.gradShard(b);
-      for (const Segment& s : segments_[b]) {
+      for (const ShardSegment& s : segments_[b]) {
         const ParamEntry& e = params_.entries()[s.param];
         if (e.duplicate || (e.split_dim < 0 && tp.rank != 0)) continue;
         sum += g.narrow(0, s.shard_offset, s.length).to(at::kDouble).pow(2).sum();
@@ -110,18 +105,10 @@ class ShardedOptimizer final : public Optimizer {
         tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
         grad = grad.to(updated.scalar_type());  // the bf16 gradient shard widened for the update
       }
-      for (const Segment& s : segments_[b]) {
-        at::Tensor p = updated.narrow(0, s.shard_offset, s.length);
-        at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
-        if (!config_.adamw) {
-          p.add_(g, -lr);
-          continue;
-        }
-        adamw.decay = adamwDecay(config_, lr, params_.entries()[s.param].decay);
-        at::Tensor m = exp_avg_[b].narrow(0, s.shard_offset, s.length);
-        at::Tensor v = exp_avg_sq_[b].narrow(0, s.shard_offset, s.length);
-        adamwUpdate(p, g, m, v, adamw);  // the single process's update, on this rank's slices
-      }
+      // The single process's update, on this rank's slices.
+      at::Tensor m = config_.adamw ? exp_avg_[b] : at::Tensor();
+      at::Tensor v = config_.adamw ? exp_avg_sq_[b] : at::Tensor();
+      updateShard(segments_[b], updated, grad, m, v, params_, config_, lr, adamw);
       if (!master_.empty()) shard.copy_(updated);  // rounded to bf16 once
       strategy_.shardUpdated(b, shard);
     }
@@ -151,21 +138,13 @@ class ShardedOptimizer final : public Optimizer {
   }
 
  private:
-  // A piece of one parameter inside this rank's shard of a bucket.
-  struct Segment {
-    size_t param;
-    int64_t shard_offset;  // first element in the shard
-    int64_t param_offset;  // first element in the (flattened) parameter
-    int64_t length;
-  };
-
   ParamSet& params_;
   DataParallelStrategy& strategy_;
   GroupPtr dp_;
   OptimizerConfig config_;
-  std::vector<std::vector<Segment>> segments_;    // per bucket
-  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;  // per bucket, [shard_size]
-  std::vector<at::Tensor> master_;                // per bucket, [shard_size], fp32 (bf16-mixed)
+  std::vector<std::vector<ShardSegment>> segments_;  // per bucket
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;     // per bucket, [shard_size]
+  std::vector<at::Tensor> master_;                   // per bucket, [shard_size], fp32 (bf16-mixed)
 };
 
 }  // namespace

@@ -1,0 +1,43 @@
+// A bucket shard's segments and update (see shard_update.h).
+#include "optim/shard_update.h"
+
+#include "data_parallel/grad_buckets.h"
+#include "model/params.h"
+
+#include <algorithm>
+
+namespace gpttrain {
+
+std::vector<std::vector<ShardSegment>> shardSegments(const GradBuckets& buckets) {
+  std::vector<std::vector<ShardSegment>> out;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const GradBucket& b = buckets[i];
+    std::vector<ShardSegment> segments;
+    const int64_t begin = b.shard_begin, end = b.shard_begin + b.shard_size;
+    for (const auto& m : b.members) {
+      const int64_t lo = std::max(begin, m.offset), hi = std::min(end, m.offset + m.numel);
+      if (lo < hi) segments.push_back(ShardSegment{m.param, lo - begin, lo - m.offset, hi - lo});
+    }
+    out.push_back(std::move(segments));
+  }
+  return out;
+}
+
+void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const at::Tensor& grad,
+                 at::Tensor& m, at::Tensor& v, const ParamSet& params,
+                 const OptimizerConfig& config, double lr, AdamwStep& adamw) {
+  for (const ShardSegment& s : segments) {
+    at::Tensor piece = p.narrow(0, s.shard_offset, s.length);
+    at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
+    if (!config.adamw) {
+      piece.add_(g, -lr);
+      continue;
+    }
+    adamw.decay = adamwDecay(config, lr, params.entries()[s.param].decay);
+    at::Tensor m_piece = m.narrow(0, s.shard_offset, s.length);
+    at::Tensor v_piece = v.narrow(0, s.shard_offset, s.length);
+    adamwUpdate(piece, g, m_piece, v_piece, adamw);
+  }
+}
+
+}  // namespace gpttrain

@@ -1,0 +1,37 @@
+// The update of this rank's shard of a gradient bucket, shared by ZeRO's sharded optimizer
+// (optimizer_sharded.cpp) and the offload optimizer (offload_optimizer.cpp): which pieces of which
+// parameters a shard holds, and AdamW (or SGD) over them, piece by piece with each parameter's own
+// weight decay. Not the gradient steps before it (sums, norm, clipping) nor where the states live.
+#pragma once
+
+#include "optim/optimizer.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace gpttrain {
+
+class GradBuckets;
+class ParamSet;
+
+// A piece of one parameter inside this rank's shard of a bucket.
+struct ShardSegment {
+  size_t param;
+  int64_t shard_offset;  // first element in the shard
+  int64_t param_offset;  // first element in the (flattened) parameter
+  int64_t length;
+};
+
+// Each bucket's segments on this rank, in bucket order.
+std::vector<std::vector<ShardSegment>> shardSegments(const GradBuckets& buckets);
+
+// One bucket shard's update: p (the shard's values being updated) from grad, both [shard_size];
+// AdamW with moments m and v (the same layout) when config.adamw, else SGD (m, v unused). `adamw`
+// is the step-wide part (adamwStep); its decay is set per parameter here.
+void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const at::Tensor& grad,
+                 at::Tensor& m, at::Tensor& v, const ParamSet& params,
+                 const OptimizerConfig& config, double lr, AdamwStep& adamw);
+
+}  // namespace gpttrain
