@@ -310,16 +310,9 @@ std::map<std::string, long long> tracedPeaks(const std::string& dir, const std::
   REQUIRE(traced.ok());
   auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + name);
   REQUIRE(report.ok());
-  const std::string& json = report.logs[0];
-  const size_t peaks = json.find("\"category_peaks\"", json.find("\"memory\""));
-  REQUIRE(peaks != std::string::npos);
-  std::map<std::string, long long> out;
-  for (const char* category : {"parameter", "gradient", "optimizer_state"}) {
-    const std::string key = std::string("\"") + category + "\": ";
-    const size_t p = json.find(key, peaks);
-    REQUIRE(p != std::string::npos);
-    out[category] = std::stoll(json.substr(p + key.size()));
-  }
+  const auto out = categoryPeaks(report.logs[0]);
+  INFO(report.logs[0]);
+  REQUIRE(out.size() == 3);
   return out;
 }
 

@@ -56,4 +56,16 @@ std::vector<std::string> operator+(std::vector<std::string> a, const std::vector
   return a;
 }
 
+std::map<std::string, long long> categoryPeaks(const std::string& json) {
+  std::map<std::string, long long> out;
+  const size_t peaks = json.find("\"category_peaks\"", json.find("\"memory\""));
+  if (peaks == std::string::npos) return out;
+  for (const char* category : {"parameter", "gradient", "optimizer_state"}) {
+    const std::string key = std::string("\"") + category + "\": ";
+    const size_t p = json.find(key, peaks);
+    if (p != std::string::npos) out[category] = std::stoll(json.substr(p + key.size()));
+  }
+  return out;
+}
+
 }  // namespace gpttrain::testing

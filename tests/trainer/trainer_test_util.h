@@ -4,6 +4,7 @@
 
 #include "rank_launcher.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ std::vector<std::string> tinyModelArgs();
 
 // `key` of every JSON line of a --log-json file that has it, in order.
 std::vector<double> jsonValues(const std::string& path, const std::string& key);
+
+// Rank 0's peak bytes of each model-state category (parameter, gradient, optimizer_state) in the
+// text of `tracerun report --json` (the memory section's category_peaks); a category not found is
+// left out, so callers check the size.
+std::map<std::string, long long> categoryPeaks(const std::string& report_json);
 
 // Concatenation helper: a + b.
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b);
