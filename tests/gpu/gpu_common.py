@@ -118,6 +118,22 @@ GPTTRAIN_MODEL = ["--device", "cuda", "--backend", "nccl", "--layers", "4", "--h
                   "--micro-batch-size", "4", "--dropout", "0", "--seed", "7"]
 
 
+def gpttrain_setup(description, name):
+    """The start of a gpttrain GPU test: its arguments (those of base_parser, --gpttrain, --steps),
+    CUDA and the built gpttrain required, an emptied work folder, its Checks and the environment
+    of deterministic cuBLAS. Returns (args, work, checks, env)."""
+    p = base_parser(description)
+    p.add_argument("--gpttrain", required=False)
+    p.add_argument("--steps", type=int, default=6)
+    a = p.parse_args()
+    require_cuda()
+    if not a.gpttrain or not os.path.exists(a.gpttrain):
+        fail_line(f"gpttrain not built ({a.gpttrain}): the GPU build must build the trainer")
+    work = prepare_work(a.work)
+    env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    return a, work, Checks(name, work), env
+
+
 def gpttrain_losses(path):
     """{step: loss} from a gpttrain --log-json file ({} when it is missing)."""
     out = {}

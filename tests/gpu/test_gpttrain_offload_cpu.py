@@ -27,16 +27,7 @@ losses = g.gpttrain_losses
 
 
 def main():
-    p = g.base_parser(__doc__)
-    p.add_argument("--gpttrain", required=False)
-    p.add_argument("--steps", type=int, default=6)
-    a = p.parse_args()
-    g.require_cuda()
-    if not a.gpttrain or not os.path.exists(a.gpttrain):
-        g.fail_line(f"gpttrain not built ({a.gpttrain}): the GPU build must build the trainer")
-    work = g.prepare_work(a.work)
-    c = g.Checks("gpu_gpttrain_offload_cpu", work)
-    env = dict(os.environ, CUBLAS_WORKSPACE_CONFIG=":4096:8")
+    a, work, c, env = g.gpttrain_setup(__doc__, "gpu_gpttrain_offload_cpu")
     db = os.path.join(work, "offload.db")
     runs = {}
     for label, extra, traced in (("plain", [], False), ("plain2", [], False),
