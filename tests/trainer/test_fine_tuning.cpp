@@ -295,28 +295,7 @@ TEST_CASE("Fine-tuning refuses what it does not support, one line, exit 2", "[tr
 #include "tracerun/trace/analysis/memory_live.h"
 #include "tracerun/trace/reader.h"
 
-namespace {
-
-// Rank 0's peak bytes of each model-state category from `tracerun report --json` of a traced
-// one-process run (the memory timeline's category_peaks).
-std::map<std::string, long long> tracedPeaks(const std::string& dir, const std::string& name,
-                                             const std::vector<std::string>& mode) {
-  const std::string db = dir + "/" + name + ".db";
-  auto traced = launchRanks(TRACERUN_EXE,
-                            std::vector<std::string>{"-o", db, "--", kGpttrain} + tinyModelArgs() +
-                                mode + std::vector<std::string>{"--steps", "2"},
-                            0, dir + "/" + name);
-  INFO(traced.summary());
-  REQUIRE(traced.ok());
-  auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + name);
-  REQUIRE(report.ok());
-  const auto out = categoryPeaks(report.logs[0]);
-  INFO(report.logs[0]);
-  REQUIRE(out.size() == 3);
-  return out;
-}
-
-}  // namespace
+#include "traced_peaks.h"
 
 // The trace's memory categories (allocations tagged by the trainer, summed by trace/'s memory
 // timeline) against the closed forms: AdamW's two fp32 moments, 8 B per trainable parameter, and
@@ -324,8 +303,8 @@ std::map<std::string, long long> tracedPeaks(const std::string& dir, const std::
 TEST_CASE("Fine-tuning in the trace: optimizer state 8 x 16 r h L (LoRA), 8 P h (prompt)",
           "[trainer][lora][prompt][trace]") {
   const std::string dir = scratchDir("fine_tuning_trace");
-  const auto base = tracedPeaks(dir, "base", {});
-  const auto lora = tracedPeaks(dir, "lora", loraArgs());
+  const auto base = tracedPeaks(dir, "base", 1, {});
+  const auto lora = tracedPeaks(dir, "lora", 1, loraArgs());
   const long long adapters = 16LL * kRank * kHidden * kLayers;
   CHECK(lora.at("optimizer_state") == 8 * adapters);
   CHECK(lora.at("gradient") == 4 * adapters);
@@ -359,7 +338,7 @@ TEST_CASE("Fine-tuning in the trace: optimizer state 8 x 16 r h L (LoRA), 8 P h 
   CHECK(picture.find("layers.0.mlp.fc2.lora | LoRA | params 640 \u00b7 trainable 640") !=
         std::string::npos);  // R (4h + h); the layers fold x2
 #endif
-  const auto prompt = tracedPeaks(dir, "prompt", {"--prompt-tuning", std::to_string(kPrompt)});
+  const auto prompt = tracedPeaks(dir, "prompt", 1, {"--prompt-tuning", std::to_string(kPrompt)});
   CHECK(prompt.at("optimizer_state") == 8LL * kPrompt * kHidden);
   CHECK(prompt.at("gradient") == 4LL * kPrompt * kHidden);
   CHECK(prompt.at("parameter") == base.at("parameter") + 4LL * kPrompt * kHidden);

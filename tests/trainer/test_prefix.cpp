@@ -80,28 +80,7 @@ TEST_CASE("gpttrain --prefix-tuning refuses other fine-tuning at once, one line,
 }
 
 #ifdef TRACERUN_EXE
-namespace {
-
-// Rank 0's peak bytes of each model-state category (`tracerun report --json`'s category_peaks).
-std::map<std::string, long long> tracedPeaks(const std::string& dir, const std::string& name,
-                                             int ranks, const std::vector<std::string>& extra) {
-  const std::string db = dir + "/" + name + ".db";
-  auto traced = launchRanks(TRACERUN_EXE,
-                            std::vector<std::string>{"--nproc-per-node", std::to_string(ranks),
-                                                     "-o", db, "-q", "--", kGpttrain} +
-                                tinyModelArgs() + extra + std::vector<std::string>{"--steps", "2"},
-                            0, dir + "/" + name);
-  INFO(traced.summary() << traced.logs[0]);
-  REQUIRE(traced.ok());
-  auto report = launchRanks(TRACERUN_EXE, {"report", "--json", db}, 0, dir + "/report_" + name);
-  REQUIRE(report.ok());
-  const auto out = categoryPeaks(report.logs[0]);
-  INFO(report.logs[0]);
-  REQUIRE(out.size() == 3);
-  return out;
-}
-
-}  // namespace
+#include "traced_peaks.h"
 
 TEST_CASE("gpttrain --prefix-tuning in the trace: optimizer state 8 x 2 P h L bytes, /t under tp 2",
           "[trainer][prefix][trace]") {
