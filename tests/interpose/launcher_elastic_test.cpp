@@ -153,6 +153,23 @@ Result runGpttrain(const std::string& dir, const std::string& tag, int ranks,
   return runToEnd(argv);
 }
 
+// The elastic run's 14 losses (elastic.json) against the independent runs: every one within 1e-5 of
+// the uninterrupted run (full.json), and those after the step it resumed from equal to a fresh run
+// at the new size from the same checkpoint (fresh.json), exactly.
+void checkResizedLosses(const std::string& dir, int resumed) {
+  const auto got = losses(dir + "/elastic.json");
+  const auto want_fresh = losses(dir + "/fresh.json");
+  const auto want_full = losses(dir + "/full.json");
+  REQUIRE(want_full.size() == 14);
+  REQUIRE(want_fresh.size() == static_cast<size_t>(14 - resumed));
+  for (int step = 1; step <= 14; ++step) {
+    INFO("step " << step << " (resumed after " << resumed << ")");
+    REQUIRE(got.count(step) == 1);
+    CHECK(std::abs(got.at(step) - want_full.at(step)) <= 1e-5);
+    if (step > resumed) CHECK(got.at(step) == want_fresh.at(step));  // exact
+  }
+}
+
 }  // namespace
 
 TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, resharded",
@@ -197,36 +214,14 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   REQUIRE(resumed < 14);
 
   // Independent runs: world 1 fresh from the copied checkpoint; world 2 uninterrupted.
-  std::vector<std::string> fresh = {GPTTRAIN_BIN};
-  for (const auto& a : modelArgs(dir + "/fresh")) fresh.push_back(a);
-  for (const std::string& a : std::vector<std::string>{"--load", dir + "/ckpt_resumed",
-                                                       "--log-json", dir + "/fresh.json"}) {
-    fresh.push_back(a);
-  }
-  const Result f = runToEnd(fresh);
+  const Result f = runGpttrain(dir, "fresh", 1, {"--load", dir + "/ckpt_resumed"});
   INFO(f.describe());
   REQUIRE(f.code == 0);
-  std::vector<std::string> full = {
-      TRACERUN_BIN, "-o", dir + "/full.db", "--nproc-per-node", "2", "--status",
-      "off",        "--", GPTTRAIN_BIN};
-  for (const auto& a : modelArgs(dir + "/full")) full.push_back(a);
-  full.push_back("--log-json");
-  full.push_back(dir + "/full.json");
-  const Result u = runToEnd(full);
+  const Result u = runGpttrain(dir, "full", 2, {});
   INFO(u.describe());
   REQUIRE(u.code == 0);
 
-  const auto got = losses(dir + "/elastic.json");
-  const auto want_fresh = losses(dir + "/fresh.json");
-  const auto want_full = losses(dir + "/full.json");
-  REQUIRE(want_full.size() == 14);
-  REQUIRE(want_fresh.size() == static_cast<size_t>(14 - resumed));
-  for (int step = 1; step <= 14; ++step) {
-    INFO("step " << step << " (resumed after " << resumed << ")");
-    REQUIRE(got.count(step) == 1);
-    CHECK(std::abs(got.at(step) - want_full.at(step)) <= 1e-5);
-    if (step > resumed) CHECK(got.at(step) == want_fresh.at(step));  // exact
-  }
+  checkResizedLosses(dir, resumed);
 
   // The traces: round 0 (world 2, ranks 0 and 1) in el.attempt0.db, round 1 (world 1) in el.db,
   // which marks where its run began ("restart" instant, value 1) and names both rounds' sizes.
@@ -319,17 +314,7 @@ TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, reshar
   const Result u = runGpttrain(dir, "full", 1, {});
   INFO(u.describe());
   REQUIRE(u.code == 0);
-  const auto got = losses(dir + "/elastic.json");
-  const auto want_fresh = losses(dir + "/fresh.json");
-  const auto want_full = losses(dir + "/full.json");
-  REQUIRE(want_full.size() == 14);
-  REQUIRE(want_fresh.size() == static_cast<size_t>(14 - resumed));
-  for (int step = 1; step <= 14; ++step) {
-    INFO("step " << step << " (resumed after " << resumed << ")");
-    REQUIRE(got.count(step) == 1);
-    CHECK(std::abs(got.at(step) - want_full.at(step)) <= 1e-5);
-    if (step > resumed) CHECK(got.at(step) == want_fresh.at(step));  // exact
-  }
+  checkResizedLosses(dir, resumed);
   const auto first = trace::TraceReader::open(dir + "/el.attempt0.db");
   CHECK(first.meta("world_size") == "1");
   const auto last = trace::TraceReader::open(dir + "/el.db");
