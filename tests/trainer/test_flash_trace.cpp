@@ -6,6 +6,8 @@
 // step's backward starts, per layer = (reading at 6 layers - reading at 2 layers) / 4.
 #include "trainer_test_util.h"
 
+#include "../support/held_for_backward.h"
+
 #include <sqlite3.h>
 #include <catch2/catch.hpp>
 
@@ -17,30 +19,7 @@ using namespace gpttrain::testing;
 
 namespace {
 
-// The activation-tagged bytes allocated before the last step's first backward phase and not freed
-// by then, leaving out the head's (see activation_closed_form_test.cpp's heldForBackward).
-int64_t heldForBackward(const std::string& db) {
-  sqlite3* handle = nullptr;
-  REQUIRE(sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  const char* sql =
-      "WITH r AS (SELECT s.start_ns, s.dur_ns, n.value AS name FROM spans s JOIN tracks k "
-      "ON k.id = s.track JOIN strings n ON n.id = s.name WHERE k.rank = 0), "
-      "b AS (SELECT min(r.start_ns) AS t FROM r WHERE r.name = 'backward' AND r.start_ns > "
-      "(SELECT max(start_ns) FROM r WHERE name = 'step')), "
-      "c AS (SELECT id FROM memory_categories WHERE name = 'activation') "
-      "SELECT coalesce(sum(a.bytes), -1) FROM memory a JOIN b JOIN c LEFT JOIN strings sc "
-      "ON sc.id = a.scope WHERE a.rank = 0 AND a.bytes > 0 AND a.category = c.id "
-      "AND coalesce(sc.value, '') NOT LIKE 'head%' AND a.ts_ns < b.t AND NOT EXISTS "
-      "(SELECT 1 FROM memory f WHERE f.rank = 0 AND f.ptr = a.ptr AND f.bytes < 0 "
-      "AND f.ts_ns > a.ts_ns AND f.ts_ns < b.t)";
-  sqlite3_stmt* stmt = nullptr;
-  REQUIRE(sqlite3_prepare_v2(handle, sql, -1, &stmt, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
-  const int64_t bytes = sqlite3_column_int64(stmt, 0);
-  sqlite3_finalize(stmt);
-  sqlite3_close(handle);
-  return bytes;
-}
+using tracerun::testing::heldForBackward;  // ../support/held_for_backward.h
 
 constexpr int64_t kBatch = 2, kHidden = 64, kHeads = 4;
 
