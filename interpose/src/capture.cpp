@@ -347,6 +347,19 @@ void installForkHandler();
 
 namespace {
 
+// The SQLite shard's options for this capture (the in-process writer's, and the raw writer's
+// placeholder shard).
+trace::ShardOptions shardOptionsOf(const CaptureConfig& config) {
+  trace::ShardOptions options;
+  options.path = config.output;
+  options.rank = config.rank;
+  options.world_size = config.world_size;
+  options.command = config.command;
+  options.flush_interval_ms = config.drain_interval_ms;
+  options.clock_offset_ns = config.clock_offset_ns;
+  return options;
+}
+
 // The capture's writer: a raw shard beside the output (converted at stop), or the in-process
 // SQLite writer; either way with the capture's meta rows and its drain thread started.
 void openWriter(ActiveCapture& a) {
@@ -362,12 +375,7 @@ void openWriter(ActiveCapture& a) {
     // name shards; the merge reads SHARD.raw beside a shard in its place (merge.h).
     {
       core::Session none(2);
-      trace::ShardOptions placeholder;
-      placeholder.path = config.output;
-      placeholder.rank = config.rank;
-      placeholder.world_size = config.world_size;
-      placeholder.command = config.command;
-      placeholder.clock_offset_ns = config.clock_offset_ns;
+      trace::ShardOptions placeholder = shardOptionsOf(config);
       placeholder.complete = false;
       trace::ShardWriter(none, placeholder).close();
     }
@@ -383,14 +391,7 @@ void openWriter(ActiveCapture& a) {
     a.raw->start();
     return;
   }
-  trace::ShardOptions options;
-  options.path = config.output;
-  options.rank = config.rank;
-  options.world_size = config.world_size;
-  options.command = config.command;
-  options.flush_interval_ms = config.drain_interval_ms;
-  options.clock_offset_ns = config.clock_offset_ns;
-  a.writer = std::make_unique<trace::ShardWriter>(*a.session, options);
+  a.writer = std::make_unique<trace::ShardWriter>(*a.session, shardOptionsOf(config));
   for (const auto& [k, v] : meta) a.writer->setMeta(k, v);
   a.writer->start();
 }
