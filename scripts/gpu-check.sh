@@ -9,14 +9,18 @@
 #    off; Catch2 unit tests off unless GPU_CHECK_CATCH2=1: CI runs them, and they triple the build).
 # 2. Runs `ctest -L gpu` (tests/gpu/: census, capture words, NCCL rank, gpttrain losses, Gloo ranks,
 #    CUDA memory).
-# 3. Runs bench/gpu_overhead.py with what time is left (at most ~3 minutes).
+# 3. Runs bench/gpu_gpttrain_speed.py (gpttrain against nanoGPT at nanoGPT's shape, issue 32; about
+#    90 s and two short traced runs), then bench/gpu_overhead.py with what time is left (at most
+#    ~3 minutes).
 # 4. Copies logs, result.json files, small traces and the bench's JSON into $OUT (when set; else
 #    build-gpu/gpu-check/), and prints a short summary. Exits non-zero when the build or a test failed.
 #
 # Environment: TRACERUN_TORCH (default python3), NANOGPT_DIR (default .gpu-deps/nanoGPT),
 # JOBS (default 16), GPU_CHECK_DEADLINE_S (default 530: when the bench must be done),
 # GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_CATCH2=1, GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
-# GPU_CHECK_BENCH_S (the bench's budget, default 180), GPU_CHECK_BENCH_ARGS (e.g. --attribute).
+# GPU_CHECK_BENCH_S (the bench's budget, default 180), GPU_CHECK_BENCH_ARGS (e.g. --attribute),
+# GPU_CHECK_SPEED_S (the gpttrain speed bench's budget, default 90), GPU_CHECK_SKIP_SPEED=1,
+# GPU_CHECK_CTEST_J (gpu tests at a time, default 3: they share the GPU and time nothing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
@@ -77,12 +81,30 @@ CTEST_LIMIT=$((DEADLINE - $(elapsed) - 60))
 [ $CTEST_LIMIT -gt 360 ] && CTEST_LIMIT=360
 say "== ctest -L gpu at $(elapsed) s (limit ${CTEST_LIMIT} s)"
 timeout --signal=TERM --kill-after=10 $CTEST_LIMIT \
-  ctest --test-dir $BUILD_DIR -L gpu ${GPU_CHECK_TESTS:+-R "$GPU_CHECK_TESTS"} --output-on-failure \
+  ctest --test-dir $BUILD_DIR -L gpu -j ${GPU_CHECK_CTEST_J:-3} ${GPU_CHECK_TESTS:+-R "$GPU_CHECK_TESTS"} --output-on-failure \
   >"$RESULTS/ctest.log" 2>&1
 CTEST_RC=$?
 say "ctest: exit $CTEST_RC after $(elapsed) s (log: ctest.log)"
 
-# --- 3. the overhead bench, with what time is left
+# --- 3a. gpttrain against nanoGPT at nanoGPT's shape (issue 32's tokens/s target), traced once
+SPEED_RC=skipped
+SPEED_BUDGET=${GPU_CHECK_SPEED_S:-90}
+if [ "${GPU_CHECK_SKIP_SPEED:-0}" = 1 ]; then
+  say "== gpttrain speed skipped (GPU_CHECK_SKIP_SPEED=1)"
+elif [ $((DEADLINE - $(elapsed) - SPEED_BUDGET - 60)) -lt 60 ]; then
+  say "== gpttrain speed skipped: too little time before the deadline"
+else
+  say "== bench/gpu_gpttrain_speed.py at $(elapsed) s (budget ${SPEED_BUDGET} s)"
+  mkdir -p "$RESULTS/speed"
+  timeout --signal=TERM --kill-after=10 $((SPEED_BUDGET + 120)) \
+    "$PYABS" bench/gpu_gpttrain_speed.py --build $BUILD_DIR --budget-s $SPEED_BUDGET \
+    --json "$RESULTS/speed/gpu_gpttrain_speed.json" --trace-dir "$RESULTS/speed" \
+    >"$RESULTS/speed/gpu_gpttrain_speed.log" 2>&1
+  SPEED_RC=$?
+  say "speed: exit $SPEED_RC after $(elapsed) s (log: speed/gpu_gpttrain_speed.log)"
+fi
+
+# --- 3b. the overhead bench, with what time is left
 BENCH_RC=skipped
 BENCH_BUDGET=$((DEADLINE - $(elapsed) - 15))
 [ $BENCH_BUDGET -gt ${GPU_CHECK_BENCH_S:-180} ] && BENCH_BUDGET=${GPU_CHECK_BENCH_S:-180}
@@ -123,6 +145,9 @@ for c in bad[:4]:
     print(f"    FAIL {c['check']}: {c['detail'].splitlines()[0][:150] if c['detail'] else ''}")
 EOF
   done
+  if [ -f "$RESULTS/speed/gpu_gpttrain_speed.log" ]; then
+    sed -n '/^| run/,$p' "$RESULTS/speed/gpu_gpttrain_speed.log" | sed 's/^/  /' | head -40
+  fi
   if [ -f "$RESULTS/bench/gpu_overhead.log" ]; then
     sed -n '/^== table/,$p' "$RESULTS/bench/gpu_overhead.log" | sed 's/^/  /' | head -30
   fi

@@ -73,6 +73,9 @@ std::optional<int> parseArgs(int argc, char** argv, TrainConfig& c) {
                      "fp32; bf16-autocast (fp32 parameters); bf16-mixed (bf16 parameters and "
                      "gradients, fp32 master weights and AdamW states)")
           ->check(CLI::IsMember({"fp32", "bf16-autocast", "bf16-mixed"}));
+  app.add_flag("--tf32", c.tf32,
+               "fp32 matrix products in TF32 on CUDA (what nanoGPT's train.py sets); no effect on "
+               "the CPU");
   app.add_option("--recompute", c.recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "full", "selective"}));
   app.add_option("--steps", c.steps, "optimizer steps (total, also when resuming)")

@@ -34,6 +34,7 @@ struct TrainConfig {
   // the forward under the same autocast).
   std::string precision = "fp32";
   bool bf16 = false;  // the forward runs under bf16 autocast (both bf16 precisions)
+  bool tf32 = false;  // --tf32: float32 matmul precision "high" (TF32 tensor cores on CUDA)
   std::string recompute = "none";
   // Optimisation.
   int steps = 10;

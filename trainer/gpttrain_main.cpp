@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
   const torch::Device device = gpttrain::rankDevice(config.deviceType(), env);
   std::optional<c10::DeviceGuard> device_guard;
   if (device.is_cuda()) device_guard.emplace(device);
+  // TF32 for fp32 GEMMs, as torch.backends.cuda.matmul.allow_tf32 = True (the CPU ignores it).
+  if (config.tf32) at::globalContext().setFloat32MatmulPrecision("high");
   const auto backend =
       config.backend == "nccl" ? gpttrain::CommBackend::kNccl : gpttrain::CommBackend::kGloo;
   if (config.threads > 0) {

@@ -14,6 +14,8 @@ so every kernel the timed steps launch is launched inside the scope.
   --tf32                TF32 matmuls and convolutions, as nanoGPT's train.py sets them (the bench;
                         without it an H100 runs this model GPU-bound at ~23 ms/step, where host
                         costs hide behind the GPU; with it ~10 ms/step, as issue 25 measured)
+  --bf16                the forward under bf16 autocast, as nanoGPT's train.py runs it where the
+                        GPU has bf16 (its default dtype 'bfloat16'; no GradScaler then)
   --times-json PATH     per-step ms and the CLOCK_MONOTONIC ns of the timed window
   --done PATH           written last: the program ran to its end
 """
@@ -42,6 +44,7 @@ def main():
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--dist", choices=["none", "nccl", "gloo"], default="none")
     p.add_argument("--tf32", action="store_true")
+    p.add_argument("--bf16", action="store_true")
     p.add_argument("--times-json")
     p.add_argument("--done")
     a = p.parse_args()
@@ -74,9 +77,13 @@ def main():
     x = torch.randint(a.vocab, (a.batch, a.block), generator=g).to(dev)
     y = torch.randint(a.vocab, (a.batch, a.block), generator=g).to(dev)
 
+    autocast = (torch.autocast(device_type="cuda", dtype=torch.bfloat16) if a.bf16
+                else contextlib.nullcontext())
+
     def step():
         with torch.autograd.profiler.record_function("step"):
-            _, loss = model(x, y)
+            with autocast:
+                _, loss = model(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -168,9 +168,16 @@ at::Tensor flashAttention(const at::Tensor& q, const at::Tensor& k, const at::Te
   TORCH_CHECK(blocks.q >= 1 && blocks.k >= 1, "flashAttention: block sizes must be >= 1");
 #if TRACERUN_TORCH_VERSION_AT_LEAST(2, 0)
   if (q.is_cuda()) {
+    // SDPA's flash and memory-efficient kernels take [B, H, S, D] only (3-D inputs fall back to
+    // the math kernel, which materialises the s x s matrix): the BH rows become one batch's heads.
     const int64_t s = q.size(1), keys = k.size(1);
-    if (keys == s) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-    return at::scaled_dot_product_attention(q, k, v, prefixMask(s, keys, q.options()), 0.0, false);
+    const at::Tensor q4 = q.unsqueeze(0), k4 = k.unsqueeze(0), v4 = v.unsqueeze(0);
+    if (keys == s) {
+      return at::scaled_dot_product_attention(q4, k4, v4, {}, 0.0, /*is_causal=*/true).squeeze(0);
+    }
+    return at::scaled_dot_product_attention(q4, k4, v4, prefixMask(s, keys, q.options()), 0.0,
+                                            false)
+        .squeeze(0);
   }
 #endif
   return TiledAttention::apply(q, k, v, blocks.q, blocks.k)[0];
@@ -182,7 +189,8 @@ std::string flashKernelName(const at::Tensor& q, const at::Tensor& k, const at::
     const int64_t s = q.size(1), keys = k.size(1);
     const at::Tensor mask = keys == s ? at::Tensor() : prefixMask(s, keys, q.options());
     // sdp::SDPBackend: -1 error, 0 math, 1 flash_attention, 2 efficient_attention, 3 cudnn.
-    switch (at::_fused_sdp_choice(q, k, v, mask, 0.0, keys == s)) {
+    switch (at::_fused_sdp_choice(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), mask, 0.0,
+                                  keys == s)) {
       case 0:
         return "math";
       case 1:

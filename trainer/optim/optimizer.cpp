@@ -70,6 +70,25 @@ void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& 
   p.addcdiv_(m, denom, -s.lr / s.bias1);
 }
 
+void adamwUpdateMany(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v,
+                     const std::vector<double>& decay, const AdamwStep& s) {
+  TORCH_CHECK(g.size() == p.size() && m.size() == p.size() && v.size() == p.size() &&
+                  decay.size() == p.size(),
+              "adamwUpdateMany: one gradient, two moments and one decay per parameter");
+  if (p.empty()) return;
+  // Multiplying by a decay of 1 leaves every value as it was: adamwUpdate skips that multiply.
+  const std::vector<at::Scalar> decays(decay.begin(), decay.end());
+  at::_foreach_mul_(p, decays);
+  at::_foreach_mul_(m, s.beta1);
+  at::_foreach_add_(m, g, 1.0 - s.beta1);
+  at::_foreach_mul_(v, s.beta2);
+  at::_foreach_addcmul_(v, g, g, 1.0 - s.beta2);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(v);
+  at::_foreach_div_(denom, std::sqrt(s.bias2));
+  at::_foreach_add_(denom, s.eps);
+  at::_foreach_addcdiv_(p, m, denom, -s.lr / s.bias1);
+}
+
 double learningRate(const ScheduleConfig& c, int step) {
   if (c.warmup > 0 && step <= c.warmup) return c.lr * step / c.warmup;
   const int span = std::max(1, c.decay_steps - c.warmup);

@@ -39,6 +39,10 @@ class ReplicatedOptimizer final : public Optimizer {
     ++steps_;
     auto& entries = params_.entries();
     AdamwStep adamw = adamwStep(config_, lr, steps_);
+    if (config_.adamw && !entries.empty() && entries[0].tensor.is_cuda()) {
+      stepMany(adamw, lr);
+      return;
+    }
     for (size_t i = 0; i < entries.size(); ++i) {
       at::Tensor& p = master_.empty() ? entries[i].tensor : master_[i];
       at::Tensor g = entries[i].tensor.grad();
@@ -54,6 +58,25 @@ class ReplicatedOptimizer final : public Optimizer {
       }
       if (!master_.empty()) entries[i].tensor.copy_(p);  // rounded to bf16 once
     }
+  }
+
+  // step()'s AdamW on CUDA: the same update as multi-tensor kernels (adamwUpdateMany).
+  void stepMany(const AdamwStep& adamw, double lr) {
+    auto& entries = params_.entries();
+    std::vector<at::Tensor> p, g;
+    std::vector<double> decay;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      p.push_back(master_.empty() ? entries[i].tensor : master_[i]);
+      at::Tensor grad = entries[i].tensor.grad();
+      if (grad.scalar_type() != p.back().scalar_type()) {
+        tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+        grad = grad.to(p.back().scalar_type());  // the bf16 gradient widened for the fp32 update
+      }
+      g.push_back(grad);
+      decay.push_back(adamwDecay(config_, lr, entries[i].decay));
+    }
+    adamwUpdateMany(p, g, exp_avg_, exp_avg_sq_, decay, adamw);
+    for (size_t i = 0; i < master_.size(); ++i) entries[i].tensor.copy_(master_[i]);
   }
 
   // "exp_avg.<param>" and "exp_avg_sq.<param>" (AdamW only), "master.<param>" (master weights).

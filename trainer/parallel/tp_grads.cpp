@@ -1,6 +1,7 @@
 // Sequence-parallel gradient sums and the TP-aware global gradient norm (see tp_grads.h).
 #include "parallel/tp_grads.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpttrain {
@@ -32,18 +33,35 @@ void syncTiedEmbeddingGrads(ParamSet& params, Group& embedding) {
 
 double clipGradNorm(ParamSet& params, Group& tp, Group& pp, double max_norm) {
   at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(params.device()));
+  std::vector<at::Tensor> counted;
   for (auto& e : params.entries()) {
     if (e.duplicate) continue;
     if (e.split_dim < 0 && tp.rank != 0) continue;  // replicated: rank 0 of TP counts it
-    const at::Tensor& g = e.tensor.grad();
-    sum += g.to(at::kDouble).pow(2).sum();
+    counted.push_back(e.tensor.grad());
+  }
+  const bool many = params.device().is_cuda() && !counted.empty() &&
+                    std::all_of(counted.begin(), counted.end(),
+                                [](const at::Tensor& g) { return g.scalar_type() == at::kFloat; });
+  if (many) {
+    // CUDA: one multi-tensor kernel for every gradient's norm (fp32 sums; the per-tensor path
+    // below launches four kernels per parameter). bf16 gradients keep the per-tensor path: their
+    // norms would be rounded to bf16.
+    sum += at::stack(at::_foreach_norm(counted)).to(at::kDouble).pow(2).sum();
+  } else {
+    for (const at::Tensor& g : counted) sum += g.to(at::kDouble).pow(2).sum();
   }
   allReduce(tp, sum);
   allReduce(pp, sum);
   const double norm = std::sqrt(sum.item<double>());
   if (max_norm > 0 && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
-    for (auto& e : params.entries()) e.tensor.mutable_grad().mul_(scale);
+    std::vector<at::Tensor> grads;
+    for (auto& e : params.entries()) grads.push_back(e.tensor.mutable_grad());
+    if (params.device().is_cuda()) {
+      at::_foreach_mul_(grads, scale);
+    } else {
+      for (at::Tensor& g : grads) g.mul_(scale);
+    }
   }
   return norm;
 }
