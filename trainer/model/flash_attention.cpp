@@ -187,7 +187,9 @@ std::string flashKernelName(const at::Tensor& q, const at::Tensor& k, const at::
 #if TRACERUN_TORCH_VERSION_AT_LEAST(2, 0)
   if (q.is_cuda()) {
     const int64_t s = q.size(1), keys = k.size(1);
-    const at::Tensor mask = keys == s ? at::Tensor() : prefixMask(s, keys, q.options());
+    // No mask is an empty optional: an optional holding an undefined tensor counts as a mask.
+    const c10::optional<at::Tensor> mask =
+        keys == s ? c10::optional<at::Tensor>() : prefixMask(s, keys, q.options());
     // sdp::SDPBackend: -1 error, 0 math, 1 flash_attention, 2 efficient_attention, 3 cudnn.
     switch (at::_fused_sdp_choice(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), mask, 0.0,
                                   keys == s)) {
