@@ -306,8 +306,6 @@ std::string layoutError(const TrainConfig& c, int world) {
   } else if (c.offload_optimizer == "cpu" && c.deviceType() != "cuda") {
     out << "--offload-optimizer cpu needs --device cuda (on the CPU the states are already in "
            "host memory): use nvme:DIR";
-  } else if (c.offload_optimizer != "none" && (!c.save.empty() || !c.load.empty())) {
-    out << "--offload-optimizer does not checkpoint its offloaded states yet: drop --save/--load";
   } else if (c.dp_algorithm != "allreduce" && c.zero != 0) {
     out << "--dp-algorithm " << c.dp_algorithm << " needs --zero 0 (it replaces plain DDP's "
         << "gradient all-reduce; ZeRO shards gradients)";

@@ -2,12 +2,14 @@
 // written with pread/pwrite by one I/O thread of its own, so its spans ("offload_nvme_read",
 // "offload_nvme_write", with bytes) make a track of their own in the trace and overlap the update
 // running on the training thread; a counter gives each transfer's GB/s. It does not use O_DIRECT:
-// the kernel's page cache may hold the data, but the process's own memory does not.
+// the kernel's page cache may hold the data, but the process's own memory does not (but for the
+// regions a checkpoint maps while it saves or loads them: view()).
 #include "optim/offload_store.h"
 
 #include <tracerun/annotate.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -84,6 +86,21 @@ class NvmeStore final : public OffloadStore {
   }
   std::future<void> writeAsync(size_t b, const float* src) override {
     return post([this, b, src] { transfer(b, const_cast<float*>(src), /*write=*/true); });
+  }
+
+  // A shared mapping of region b (from the page boundary below it): stores through it reach the
+  // same page cache pread/pwrite use, so the next read sees them.
+  at::Tensor view(size_t b) override {
+    const int64_t bytes = floats_[b] * int64_t(sizeof(float));
+    if (bytes == 0) return at::empty({0}, at::kFloat);
+    const int64_t page = ::sysconf(_SC_PAGESIZE);
+    const int64_t start = offsets_[b] / page * page, skip = offsets_[b] - start;
+    const size_t length = size_t(skip + bytes);
+    void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, off_t(start));
+    if (base == MAP_FAILED) fail("cannot map");
+    return at::from_blob(
+        static_cast<char*>(base) + skip, {floats_[b]},
+        [base, length](void*) { ::munmap(base, length); }, at::TensorOptions(at::kFloat));
   }
 
  private:

@@ -6,8 +6,9 @@
 // memory, or in one of three swap buffers: the next bucket's states are read while this one is
 // updated and the previous one's written back), the gradient shard is copied to the host and
 // the updated master copied into the device's parameter shard. The same arithmetic, on the same
-// values, as the sharded optimizer: the losses are bit-equal. It keeps no checkpointable state
-// (config.cpp refuses --save/--load with it).
+// values, as the sharded optimizer: the losses are bit-equal. Checkpoints see the stored states
+// under the sharded optimizer's names (namedShardStates), as tensors aliasing the store, so the
+// two optimizers load each other's checkpoints, at another DP size too.
 #include "data_parallel/dp_strategy.h"
 #include "optim/offload_store.h"
 #include "optim/optimizer.h"
@@ -81,9 +82,28 @@ class OffloadOptimizer final : public Optimizer {
     for (auto& w : writes) {
       if (w.valid()) w.get();
     }
+    master_from_shard_ = false;
   }
 
-  std::vector<std::pair<std::string, at::Tensor>> namedState() override { return {}; }
+  // The stored states of every bucket, aliasing the store (a load writes into it): the master
+  // weights with bf16-mixed (fp32 ones are the parameter shard's values, which the strategy
+  // checkpoints: the next step re-reads them from the shard, as a load may have changed it) and
+  // the moments, named as the sharded optimizer names its own.
+  std::vector<std::pair<std::string, at::Tensor>> namedState() override {
+    std::vector<at::Tensor> master, exp_avg, exp_avg_sq;
+    const GradBuckets& buckets = strategy_.buckets();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const int64_t size = buckets[b].shard_size;
+      at::Tensor states = store_->view(b);  // [master | exp_avg | exp_avg_sq]
+      if (config_.master_weights) master.push_back(states.narrow(0, 0, size));
+      if (config_.adamw) {
+        exp_avg.push_back(states.narrow(0, size, size));
+        exp_avg_sq.push_back(states.narrow(0, 2 * size, size));
+      }
+    }
+    master_from_shard_ = !config_.master_weights;
+    return namedShardStates(master, exp_avg, exp_avg_sq);
+  }
   int64_t stateBytes() const override { return 0; }  // on the device: none (store_ has them)
 
  private:
@@ -97,6 +117,8 @@ class OffloadOptimizer final : public Optimizer {
     const int64_t size = strategy_.buckets()[b].shard_size;
     float* states = statesOf(b);
     at::Tensor master = at::from_blob(states, {size}, at::kFloat);
+    at::Tensor shard = strategy_.paramShard(b);
+    if (master_from_shard_) master.copy_(shard);  // fp32: the same values, exactly
     at::Tensor grad = strategy_.gradShard(b);
     if (!grad.device().is_cpu() || grad.scalar_type() != at::kFloat) {
       tracerun::Scope scope("offload_grad_to_host",
@@ -114,7 +136,6 @@ class OffloadOptimizer final : public Optimizer {
           config_.adamw ? at::from_blob(states + 2 * size, {size}, at::kFloat) : at::Tensor();
       updateShard(segments_[b], master, grad, m, v, params_, config_, lr, adamw);
     }
-    at::Tensor shard = strategy_.paramShard(b);
     {
       tracerun::Scope scope("offload_param_to_device",
                             {{"bucket", int64_t(b)}, {"bytes", int64_t(shard.nbytes())}});
@@ -130,6 +151,8 @@ class OffloadOptimizer final : public Optimizer {
   std::vector<std::vector<ShardSegment>> segments_;  // per bucket
   std::unique_ptr<OffloadStore> store_;
   at::Tensor staging_[3];  // swap buffers (files only)
+  // fp32 after namedState: the next step takes the master weights from the parameter shards.
+  bool master_from_shard_ = false;
 };
 
 }  // namespace

@@ -6,6 +6,8 @@
 // (offload_optimizer.cpp).
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -24,6 +26,11 @@ class OffloadStore {
   // future is ready once done (and rethrows its error). dst/src must outlive it.
   virtual std::future<void> readAsync(size_t b, float* dst) = 0;
   virtual std::future<void> writeAsync(size_t b, const float* src) = 0;
+  // Region b as a 1-D float CPU tensor that aliases the store (checkpoints): reading it reads the
+  // stored values, writing it changes them. Pinned memory: a view of the buffer; files: a shared
+  // mapping of the file's region, unmapped when the last tensor using it is freed. Only while no
+  // transfer is in flight (between optimizer steps).
+  virtual at::Tensor view(size_t b) = 0;
   int64_t floatsOf(size_t b) const { return floats_[b]; }
   int64_t bytes() const;
 

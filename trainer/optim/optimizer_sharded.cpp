@@ -114,18 +114,9 @@ class ShardedOptimizer final : public Optimizer {
     }
   }
 
-  // Moments of this rank's shards: "zero.exp_avg.<bucket>", "zero.exp_avg_sq.<bucket>"; master
-  // weights: "zero.master.<bucket>".
+  // This rank's shards' master weights and moments, named by namedShardStates.
   std::vector<std::pair<std::string, at::Tensor>> namedState() override {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (size_t b = 0; b < master_.size(); ++b) {
-      out.emplace_back("zero.master." + std::to_string(b), master_[b]);
-    }
-    for (size_t b = 0; b < exp_avg_.size(); ++b) {
-      out.emplace_back("zero.exp_avg." + std::to_string(b), exp_avg_[b]);
-      out.emplace_back("zero.exp_avg_sq." + std::to_string(b), exp_avg_sq_[b]);
-    }
-    return out;
+    return namedShardStates(master_, exp_avg_, exp_avg_sq_);
   }
 
   int64_t stateBytes() const override {

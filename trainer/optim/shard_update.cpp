@@ -1,4 +1,4 @@
-// A bucket shard's segments and update (see shard_update.h).
+// A bucket shard's segments, update and state names (see shard_update.h).
 #include "optim/shard_update.h"
 
 #include "data_parallel/grad_buckets.h"
@@ -38,6 +38,20 @@ void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const
     at::Tensor v_piece = v.narrow(0, s.shard_offset, s.length);
     adamwUpdate(piece, g, m_piece, v_piece, adamw);
   }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> namedShardStates(
+    const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
+    const std::vector<at::Tensor>& exp_avg_sq) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t b = 0; b < master.size(); ++b) {
+    out.emplace_back("zero.master." + std::to_string(b), master[b]);
+  }
+  for (size_t b = 0; b < exp_avg.size(); ++b) {
+    out.emplace_back("zero.exp_avg." + std::to_string(b), exp_avg[b]);
+    out.emplace_back("zero.exp_avg_sq." + std::to_string(b), exp_avg_sq[b]);
+  }
+  return out;
 }
 
 }  // namespace gpttrain

@@ -1,7 +1,8 @@
 // The update of this rank's shard of a gradient bucket, shared by ZeRO's sharded optimizer
 // (optimizer_sharded.cpp) and the offload optimizer (offload_optimizer.cpp): which pieces of which
 // parameters a shard holds, and AdamW (or SGD) over them, piece by piece with each parameter's own
-// weight decay. Not the gradient steps before it (sums, norm, clipping) nor where the states live.
+// weight decay; and the checkpoint names of a shard's states, which both give them. Not the
+// gradient steps before it (sums, norm, clipping) nor where the states live.
 #pragma once
 
 #include "optim/optimizer.h"
@@ -9,6 +10,8 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace gpttrain {
@@ -33,5 +36,14 @@ std::vector<std::vector<ShardSegment>> shardSegments(const GradBuckets& buckets)
 void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const at::Tensor& grad,
                  at::Tensor& m, at::Tensor& v, const ParamSet& params,
                  const OptimizerConfig& config, double lr, AdamwStep& adamw);
+
+// The checkpoint names of every bucket shard's states, one owner for both optimizers so that a
+// checkpoint saved with --offload-optimizer loads without it and back (and re-cuts at another DP
+// size: checkpoint.h treats "zero.*" as shards): master weights "zero.master.<bucket>" (kept with
+// bf16-mixed only), moments "zero.exp_avg.<bucket>" and "zero.exp_avg_sq.<bucket>" (AdamW only).
+// An empty vector: that state is not kept.
+std::vector<std::pair<std::string, at::Tensor>> namedShardStates(
+    const std::vector<at::Tensor>& master, const std::vector<at::Tensor>& exp_avg,
+    const std::vector<at::Tensor>& exp_avg_sq);
 
 }  // namespace gpttrain
