@@ -1,5 +1,5 @@
 // Checkpoints: each rank saves what it holds (parameter shards, optimizer states -- ZeRO: its
-// shards of them --, dropout generators) to DIR/step_<S>/rank_<R>.pt, and rank 0 names the step
+// shards of them, offloaded or not --, dropout generators) to DIR/step_<S>/rank_<R>.pt, and rank 0 names the step
 // in DIR/latest once every rank has saved (then removes older step folders). The data position and
 // the learning rate follow from the step. Tensors are saved as CPU tensors and loaded onto the
 // device of the tensors they are copied into. A checkpoint loads at another data-parallel size
