@@ -1,10 +1,15 @@
 // --offload-optimizer nvme:DIR (issue 31 point 1) on 2 ranks: the losses are bit-equal to the same
 // ZeRO stage without offload (1, 2, 3, and 2 with bf16-mixed); traced, the ranks' own device (the
 // CPU here) holds no optimizer state at its peak while the report's "nvme" device holds the states
-// (1.5 x what the non-offloaded run's log counts: the master weights beside the two moments); the
+// (1.5 x what the non-offloaded run's log counts: the master weights beside the two moments) and
+// the Memory tab's ZeRO line for the device counts parameters and gradients only; the
 // file reads and writes are spans with bytes on a track of their own, overlapping the CPU updates;
 // the refused combinations exit 2 with one line. --offload-optimizer cpu needs a GPU: tests/gpu's.
 #include "trainer_test_util.h"
+
+#include "tracerun/trace/analysis/memory_live.h"
+#include "tracerun/trace/analysis/memory_summary.h"
+#include "tracerun/trace/reader.h"
 
 #include <sqlite3.h>
 #include <catch2/catch.hpp>
@@ -130,6 +135,7 @@ TEST_CASE(
   const auto j = nlohmann::json::parse(text.substr(text.find('{')));
   const auto& ranks = j.at("memory").at("per_rank");
   REQUIRE(ranks.size() == 2);
+  const auto reader = tracerun::trace::TraceReader::open(db);
   for (const auto& rank : ranks) {
     INFO("rank " << rank.at("rank") << ", primary device " << rank.at("device"));
     CHECK(rank.at("device") == "cpu");
@@ -144,6 +150,26 @@ TEST_CASE(
       CHECK(d.at("peak_bytes") == moments * 3 / 2);
     }
     CHECK(nvme);
+    // The Memory tab's ZeRO line for the cpu, given the rank's series as the tab has them: the
+    // parameters and gradients ZeRO-1 keeps there, 8 psi, equal to the report's bytes of the two
+    // at the device's peak (the parameters' own peak, at start-up, also counts a 256 KiB weight
+    // allocated while the model is built); without the series it still counts the moments,
+    // 8 psi/N more: the plain run's.
+    const int r = rank.at("rank").get<int>();
+    namespace an = tracerun::trace::analysis;
+    const auto forms = an::memoryClosedForms(reader, r, an::memorySummary(reader, r).series);
+    const auto on_device = an::memoryClosedForms(reader, r);
+    REQUIRE(forms.size() == 1);
+    REQUIRE(on_device.size() == 1);
+    INFO(forms[0].label);
+    CHECK(forms[0].formula == "8\u03a8");
+    CHECK(forms[0].label.find("ZeRO-1 offload 8 psi = ") == 0);
+    CHECK(forms[0].label.find("; on nvme: 12 psi/N") != std::string::npos);
+    const auto& at_peak = rank.at("by_category");
+    CHECK(forms[0].bytes == at_peak.at("parameter").get<double>() +
+                                at_peak.at("gradient").get<double>() +
+                                at_peak.at("optimizer_state").get<double>());
+    CHECK(on_device[0].bytes - forms[0].bytes == double(moments));
   }
   int overlapping = 0;  // over both ranks: whether a thread runs when it may is the machine's say
   for (int rank = 0; rank < 2; ++rank) {

@@ -2,11 +2,13 @@
 // pixel-column reduction and live set against brute-force replays of the trace's memory events
 // (TraceReader), its peak against analyzeMemory; on a real traced gpttrain run (ZeRO-1, DP 2) the
 // view's dumped peaks against `tracerun report --json`, its closed-form line against 8Ψ + 8Ψ/N
-// with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time.
+// with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time; with
+// --offload-optimizer nvme:DIR the device's line without the optimizer states (8Ψ).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <regex>
@@ -352,6 +354,60 @@ TEST_CASE(
       }
     }
     CHECK(named > 0);
+  }
+}
+
+// ZeRO-Offload in the view: a ZeRO-1 DP 2 run with --offload-optimizer nvme:DIR dumps, for the
+// rank's own device, the line of what ZeRO-1 keeps there without the optimizer states, 8 psi with
+// the psi gpttrain prints (not 8 psi + 8 psi/N), which is the report's parameter and gradient bytes
+// at that device's peak.
+TEST_CASE("memory view on an offloaded gpttrain run: the device's ZeRO line leaves out the states",
+          "[viewer][memory][e2e][offload]") {
+  const std::string db = e2e::scratch().file("offload.db");
+  const std::string states = e2e::scratch().file("offload_states");
+  REQUIRE(std::system(("mkdir -p " + states).c_str()) == 0);
+  const auto run = traceGpttrain(db, {"--nproc-per-node", "2"},
+                                 {"--zero",
+                                  "1",
+                                  "--layers",
+                                  "2",
+                                  "--hidden",
+                                  "32",
+                                  "--heads",
+                                  "4",
+                                  "--seq-len",
+                                  "16",
+                                  "--global-batch",
+                                  "4",
+                                  "--steps",
+                                  "2",
+                                  "--optimizer",
+                                  "adamw",
+                                  "--bucket-mb",
+                                  "0.02",
+                                  "--offload-optimizer",
+                                  "nvme:" + states});
+  INFO(run.describe());
+  std::smatch m;
+  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
+  const double psi = std::stod(m[1].str());
+  const json report = reportJson(db);
+  REQUIRE(report["memory"]["per_rank"].size() == 2);
+  const std::string dump = e2e::scratch().file("offload_memory.txt");
+  runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("offload.png"),
+                  "--size", "1200x900", "--dump-view", dump},
+                 e2e::scratch().path());
+  const Dumped d = readDump(dump);
+  REQUIRE(d.ranks.size() == 2);
+  for (const auto& r : report["memory"]["per_rank"]) {
+    INFO("rank " << r["rank"] << ": " << r.dump());
+    const auto& closed = d.ranks.at(r["rank"].get<int>()).closed;
+    REQUIRE(closed.size() == 1);
+    CHECK(closed[0] == Approx(8 * psi).epsilon(1e-9));
+    const json& at = r["by_category"];
+    CHECK(at["optimizer_state"] == 0);
+    CHECK(closed[0] == Approx(at["parameter"].get<double>() + at["gradient"].get<double>())
+                           .epsilon(0.01));  // the buckets' padding to N apart
   }
 }
 

@@ -262,9 +262,36 @@ int64_t frozenParams(const TraceReader& reader, int rank) {
   return frozen;
 }
 
+// The offload device holding `rank`'s optimizer states: one of its series on an offload device
+// (tracerun/annotate_abi.h's OffloadDevice, types from 100) with optimizer state at its peak.
+const MemorySeries* offloadedStates(const std::vector<MemorySeries>& series, int rank) {
+  for (const MemorySeries& s : series) {
+    if (s.rank == rank && s.device_type >= 100 &&
+        at(s.at_peak, MemoryCategory::kOptimizerState) > 0)
+      return &s;
+  }
+  return nullptr;
+}
+
+// One precision's ZeRO formulas by stage 0-3, in Unicode (the formula) and ASCII (the label: the
+// viewer's font has no Greek): everything on the device, and (offload) parameters and gradients.
+struct ZeroFormulas {
+  const char* formula[4];
+  const char* ascii[4];
+};
+const ZeroFormulas kFp32{{"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"},
+                         {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N", "16 psi/N"}};
+const ZeroFormulas kMixed{{"16Ψ", "4Ψ + 12Ψ/N", "2Ψ + 14Ψ/N", "16Ψ/N"},
+                          {"16 psi", "4 psi + 12 psi/N", "2 psi + 14 psi/N", "16 psi/N"}};
+const ZeroFormulas kFp32Offload{{"8Ψ", "8Ψ", "4Ψ + 4Ψ/N", "8Ψ/N"},
+                                {"8 psi", "8 psi", "4 psi + 4 psi/N", "8 psi/N"}};
+const ZeroFormulas kMixedOffload{{"4Ψ", "4Ψ", "2Ψ + 2Ψ/N", "4Ψ/N"},
+                                 {"4 psi", "4 psi", "2 psi + 2 psi/N", "4 psi/N"}};
+
 }  // namespace
 
-std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank) {
+std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
+                                                const std::vector<MemorySeries>& series) {
   const core::StringId gradSync = NameCodes::find(reader, vocab::phase::kGradSync);
   const core::StringId zeroKey = NameCodes::find(reader, vocab::arg::kZero);
   const core::StringId dpKey = NameCodes::find(reader, vocab::arg::kDp);
@@ -293,32 +320,33 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
   const auto dtypes = memoryDtypes(reader);
   const auto named = dtypes.find("parameter");
   const bool mixed = named != dtypes.end() && named->second == "bf16";
-  static const char* const kFp32[] = {"16Ψ", "8Ψ + 8Ψ/N", "4Ψ + 12Ψ/N", "16Ψ/N"};
-  static const char* const kMixed[] = {"16Ψ", "4Ψ + 12Ψ/N", "2Ψ + 14Ψ/N", "16Ψ/N"};
-  // The label in ASCII ("psi"): the viewer's font has no Greek.
-  static const char* const kFp32Ascii[] = {"16 psi", "8 psi + 8 psi/N", "4 psi + 12 psi/N",
-                                           "16 psi/N"};
-  static const char* const kMixedAscii[] = {"16 psi", "4 psi + 12 psi/N", "2 psi + 14 psi/N",
-                                            "16 psi/N"};
-  const double p = mixed ? 2 : 4, g = mixed ? 2 : 4, o = mixed ? 12 : 8;  // bytes per parameter
+  // Offloaded (ZeRO 1-3 only): the states are on the offload device, off this line.
+  const MemorySeries* offload = zero >= 1 ? offloadedStates(series, rank) : nullptr;
+  const ZeroFormulas& forms =
+      offload ? (mixed ? kMixedOffload : kFp32Offload) : (mixed ? kMixed : kFp32);
+  const double p = mixed ? 2 : 4, g = mixed ? 2 : 4, o = offload ? 0 : mixed ? 12 : 8;
   MemoryClosedForm f;
-  f.formula = (mixed ? kMixed : kFp32)[zero];
+  f.formula = forms.formula[zero];
   f.bytes = psi * (p / (zero >= 3 ? n : 1) + g / (zero >= 2 ? n : 1) + o / (zero >= 1 ? n : 1));
-  f.label = "ZeRO-" + std::to_string(zero) + " " + (mixed ? kMixedAscii : kFp32Ascii)[zero] +
-            " = " + formatBytes(f.bytes) + " (psi " + formatCount(static_cast<int64_t>(psi)) +
-            " parameters, N " + std::to_string(dp) +
-            (mixed ? ", bf16 mixed: fp32 master + AdamW)" : ", fp32 AdamW)");
+  const std::string stage = "ZeRO-" + std::to_string(zero) + (offload ? " offload" : "");
+  // What the offload device holds: fp32 master weights and both moments, 12 bytes a shard element.
+  const std::string offloaded =
+      offload ? "; on " + deviceName(offload->device_type, offload->device_index) +
+                    ": 12 psi/N = " + formatBytes(12 * psi / n) + " of optimizer state"
+              : "";
+  f.label = stage + " " + forms.ascii[zero] + " = " + formatBytes(f.bytes) + " (psi " +
+            formatCount(static_cast<int64_t>(psi)) + " parameters, N " + std::to_string(dp) +
+            (mixed ? ", bf16 mixed: fp32 master + AdamW" : ", fp32 AdamW") + offloaded + ")";
   if (frozen > 0) {
     // Fine-tuning: psi is what trains; the frozen base (phi) is held whole, in the parameters'
     // dtype, with no gradient and no optimizer state.
     const double phi = static_cast<double>(frozen);
     f.formula = (mixed ? "2Φ + " : "4Φ + ") + f.formula;
     f.bytes += p * phi;
-    f.label = std::string("fine-tuning, ZeRO-") + std::to_string(zero) + ": " +
-              (mixed ? "2" : "4") + " phi + " + (mixed ? kMixedAscii : kFp32Ascii)[zero] + " = " +
-              formatBytes(f.bytes) + " (phi " + formatCount(frozen) + " frozen, psi " +
-              formatCount(static_cast<int64_t>(psi)) + " trainable, N " + std::to_string(dp) +
-              (mixed ? ", bf16 mixed)" : ", fp32 AdamW)");
+    f.label = std::string("fine-tuning, ") + stage + ": " + (mixed ? "2" : "4") + " phi + " +
+              forms.ascii[zero] + " = " + formatBytes(f.bytes) + " (phi " + formatCount(frozen) +
+              " frozen, psi " + formatCount(static_cast<int64_t>(psi)) + " trainable, N " +
+              std::to_string(dp) + (mixed ? ", bf16 mixed" : ", fp32 AdamW") + offloaded + ")";
   }
   return {f};
 }

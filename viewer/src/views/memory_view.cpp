@@ -89,8 +89,10 @@ std::vector<RankChart> loadRank(const std::string& path, int rank, const std::at
     c.categories = categories;
     return c;
   };
+  // Before the series move into charts: an offload device's series takes the states off the line.
+  std::vector<an::MemoryClosedForm> forms = an::memoryClosedForms(reader, rank, summary.series);
   charts.push_back(chart(summary.series[static_cast<size_t>(primary - summary.series.data())]));
-  charts.back().forms = an::memoryClosedForms(reader, rank);
+  charts.back().forms = std::move(forms);
   for (an::MemoryClosedForm& f : an::activationClosedForms(reader, rank, charts.back().forms)) {
     charts.back().forms.push_back(std::move(f));  // the activation lines (activation_form.h)
   }

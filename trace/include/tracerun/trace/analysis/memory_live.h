@@ -98,6 +98,13 @@ struct MemoryClosedForm {
 // model-parallel rank's, as gpttrain prints it). Empty when any of them is missing. Fine-tuning
 // (a "fine_tuning" phase with "frozen" = phi frozen parameters, LoRA / prompt / prefix tuning):
 // psi is what trains and the frozen base adds 4 phi (2 phi when bf16): "4Φ + 16Ψ" at ZeRO-0.
-std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank);
+// ZeRO-Offload / ZeRO-Infinity (gpttrain --offload-optimizer), seen in `series` (the rank's
+// memory series, memorySummary's; without them the states count as on the device): when one of
+// the rank's offload devices (type >= 100: nvme, cpu-offload) holds optimizer state and ZeRO is
+// 1-3, the line is the rank's own device's, parameters and gradients only (fp32 8Ψ, 4Ψ + 4Ψ/N,
+// 8Ψ/N for stages 1-3; bf16 mixed 4Ψ, 2Ψ + 2Ψ/N, 4Ψ/N), and the label names the offload device
+// and the 12Ψ/N of fp32 master weights and moments it holds.
+std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
+                                                const std::vector<MemorySeries>& series = {});
 
 }  // namespace tracerun::trace::analysis
