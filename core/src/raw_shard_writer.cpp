@@ -3,10 +3,12 @@
 #include "tracerun/core/raw_shard_writer.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,11 @@ namespace {
 // A pass that drained at least this many records goes again at once: the rings fill faster than
 // one interval's worth.
 constexpr size_t kBusyPassRecords = 16384;
+// The reserve grows by at least this much (or an eighth of itself) at a time: one fallocate per
+// step, not per block.
+constexpr uint64_t kReserveStep = uint64_t{16} << 10;
+// Kept free under a file-size limit for the closing blocks (drop count, stats, meta).
+constexpr uint64_t kClosingSlack = uint64_t{4} << 10;
 
 std::string hostName() {
   char buf[256] = {};
@@ -66,9 +73,26 @@ RawShardWriter::RawShardWriter(Session& session, RawShardOptions options)
     throw std::runtime_error(opt_.path + ": cannot write: " + std::strerror(e));
   }
   offset_ = sizeof h;
+  if (!opt_.reserve_path.empty()) {
+    if (::unlink(opt_.reserve_path.c_str()) != 0 && errno != ENOENT) {
+      throw std::runtime_error(opt_.reserve_path +
+                               ": cannot replace the existing file: " + std::strerror(errno));
+    }
+    reserveFd_ = ::open(opt_.reserve_path.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (reserveFd_ < 0) {
+      throw std::runtime_error(opt_.reserve_path + ": cannot create: " + std::strerror(errno));
+    }
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      sizeLimit_ = static_cast<uint64_t>(limit.rlim_cur);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  writeMeta("\x01host", opt_.host);  // options, not meta rows: the \x01 prefix (raw_convert.cpp)
-  writeMeta("\x01command", opt_.command);
+  // Options, not meta rows: the \x01 prefix (raw_convert.cpp). Small, and needed by any conversion:
+  // written like the closing blocks, whatever the room.
+  writeMeta("\x01host", opt_.host, /*closing=*/true);
+  writeMeta("\x01command", opt_.command, /*closing=*/true);
 }
 
 RawShardWriter::~RawShardWriter() {
@@ -77,6 +101,7 @@ RawShardWriter::~RawShardWriter() {
   } catch (...) {
   }
   if (fd_ >= 0) ::close(fd_);
+  releaseReserve();
 }
 
 void RawShardWriter::start() {
@@ -122,8 +147,8 @@ size_t RawShardWriter::pass() {
     RawBlockHeader h;
     h.kind = RawBlockKind::kDropped;
     h.first = static_cast<int64_t>(dropped);
-    writeBlock(h, nullptr, 0);
-    droppedWritten_ = dropped;
+    writeBlock(h, nullptr, 0, closed_);  // after a failure only at close (see close())
+    if (!failed() || (closed_ && !dead_)) droppedWritten_ = dropped;
   }
   return drained;
 }
@@ -178,23 +203,72 @@ void RawShardWriter::writeTracks() {
   tracksWritten_ += fresh.size();
 }
 
-void RawShardWriter::writeMeta(const std::string& key, const std::string& value) {
+void RawShardWriter::writeMeta(const std::string& key, const std::string& value, bool closing) {
   std::string payload;
   appendString(payload, key);
   appendString(payload, value);
   RawBlockHeader h;
   h.kind = RawBlockKind::kMeta;
   h.count = 1;
-  writeBlock(h, payload.data(), payload.size());
+  writeBlock(h, payload.data(), payload.size(), closing);
+}
+
+// Claims the conversion's room for `blockBytes` more of raw file (see the header's contract): the
+// reserve grows to room_base + room_ratio x the raw size, by steps; under a file-size limit the
+// shard the conversion writes (shard_base_bytes + that room) and the raw file must both stay
+// under it. False (said once) when the block must not be written.
+bool RawShardWriter::claimRoom(uint64_t blockBytes) {
+  if (reserveFd_ < 0) return true;
+  const uint64_t raw = offset_ + blockBytes;
+  const auto need =
+      opt_.room_base + static_cast<uint64_t>(opt_.room_ratio * static_cast<double>(raw));
+  if (sizeLimit_ != 0 &&
+      (opt_.shard_base_bytes + need > sizeLimit_ || raw + kClosingSlack > sizeLimit_)) {
+    stop("writing " + opt_.path + " stopped: its shard would outgrow the file-size limit (" +
+         std::to_string(sizeLimit_) + " bytes); later events are dropped and counted");
+    return false;
+  }
+  if (need <= reserved_) return true;
+  uint64_t target = need + std::max(kReserveStep, need / 8);
+  if (sizeLimit_ != 0) target = std::min(target, sizeLimit_ - opt_.shard_base_bytes);
+  int e = ::posix_fallocate(reserveFd_, 0, static_cast<off_t>(target));
+  if (e != 0 && target > need) {  // the step did not fit: the room itself may
+    target = need;
+    e = ::posix_fallocate(reserveFd_, 0, static_cast<off_t>(target));
+  }
+  if (e != 0) {
+    stop("writing " + opt_.path + " stopped: no room left to convert it into its shard (" +
+         std::strerror(e) + "); later events are dropped and counted");
+    return false;
+  }
+  reserved_ = target;
+  return true;
+}
+
+// Says `line` once and stops writing records.
+void RawShardWriter::stop(const std::string& line) {
+  if (failed()) return;
+  failed_.store(true, std::memory_order_relaxed);
+  failure_ = line;
+  std::fprintf(stderr, "tracerun: %s\n", line.c_str());
+}
+
+void RawShardWriter::releaseReserve() {
+  if (reserveFd_ < 0) return;
+  ::close(reserveFd_);
+  reserveFd_ = -1;
+  ::unlink(opt_.reserve_path.c_str());
 }
 
 // One block with one writev. A short or failed write cuts the file back to its last whole block
-// and stops all writing (see the header's contract).
-void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t bytes) {
-  if (failed() || fd_ < 0) return;
+// and stops the records; `closing` blocks are still tried once the reserve is released, until one
+// fails too (see the header's contract).
+void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing) {
+  if (dead_ || fd_ < 0 || (failed() && !closing)) return;
+  const size_t total = sizeof h + bytes;
+  if (!closing && !claimRoom(total)) return;
   h.payload_bytes = static_cast<uint32_t>(bytes);
   iovec iov[2] = {{&h, sizeof h}, {const_cast<void*>(payload), bytes}};
-  const size_t total = sizeof h + bytes;
   size_t done = 0;
   while (done < total) {
     const ssize_t w =
@@ -209,10 +283,9 @@ void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t by
       if (::ftruncate(fd_, static_cast<off_t>(offset_)) == 0) {
         ::lseek(fd_, static_cast<off_t>(offset_), SEEK_SET);
       }
-      failed_.store(true, std::memory_order_relaxed);
-      std::fprintf(stderr,
-                   "tracerun: writing %s failed: %s; later events are dropped and counted\n",
-                   opt_.path.c_str(), std::strerror(e));
+      if (closing) dead_ = true;  // no room even for them: nothing more
+      stop("writing " + opt_.path + " failed: " + std::strerror(e) +
+           "; later events are dropped and counted");
       return;
     }
     done += static_cast<size_t>(w);
@@ -239,19 +312,21 @@ void RawShardWriter::close() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  closed_ = true;
   pass();
+  releaseReserve();  // the conversion's room, and the closing blocks' (see the header)
+  closed_ = true;
+  pass();  // nothing left to drain: the drop count, now written even after a failure
   // Capture sources' stats first, then the callers' (which win a name clash at conversion).
   auto putStat = [&](const std::string& name, int64_t value, StatSeverity sev) {
     RawBlockHeader h;
     h.kind = RawBlockKind::kStat;
     h.first = value;
     h.buffer = static_cast<uint32_t>(sev);
-    writeBlock(h, name.data(), name.size());
+    writeBlock(h, name.data(), name.size(), /*closing=*/true);
   };
   for (const auto& st : session_.stats()) putStat(st.name, st.value, st.severity);
   for (const auto& [name, v] : stats_) putStat(name, v.first, v.second);
-  for (const auto& [key, value] : meta_) writeMeta(key, value);
+  for (const auto& [key, value] : meta_) writeMeta(key, value, /*closing=*/true);
   RawBlockHeader end;
   end.kind = RawBlockKind::kEnd;
   end.first = static_cast<int64_t>(records_);

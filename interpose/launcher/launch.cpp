@@ -91,10 +91,10 @@ void removeShardFiles(const std::string& dir) {
   ::closedir(d);
 }
 
-// A rank that wrote a raw shard (TRACERUN_WRITER=raw) and did not get to convert it (killed, _exit,
-// a failed conversion) leaves rankR.db.raw: build rankR.db from it here, after the run, so the
-// merge sees a shard like any other. The raw file goes once its shard is written; a conversion
-// that fails is one line and keeps it.
+// A rank that wrote a raw shard (the default writer) and did not get to convert it (killed, _exit,
+// a failed conversion) leaves rankR.db.raw (and the room it held, rankR.db.raw-reserve): build
+// rankR.db from it here, after the run, so the merge sees a shard like any other. The raw file goes
+// once its shard is written; a conversion that fails is one line and keeps it.
 static void convertLeftoverRaw(const std::string& dir) {
   std::vector<std::string> raws;
   DIR* d = ::opendir(dir.c_str());
@@ -110,6 +110,7 @@ static void convertLeftoverRaw(const std::string& dir) {
   std::sort(raws.begin(), raws.end());
   for (const auto& raw : raws) {
     const std::string shard = raw.substr(0, raw.size() - 4);
+    ::unlink(trace::rawReservePath(shard).c_str());  // the conversion's room (raw_shard_writer.h)
     try {
       trace::convertRawShard(raw, shard);
       ::unlink(raw.c_str());
@@ -247,8 +248,22 @@ void printSummary(const std::string& path) {
 }
 
 std::string keptShardsHint(const std::string& output, const std::string& dir) {
-  return "the shards are kept in " + dir + ": once there is room, `tracerun merge " +
-         "--allow-incomplete -o " + output + " " + dir + "/rank*.db` merges them";
+  // Raw shards not converted (no room) hold records their rankR.db lacks: merge reads each
+  // beside its shard, so they go along when the shards are copied.
+  bool raw = false;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      raw = raw || (name.size() > 7 && name.compare(name.size() - 7, 7, ".db.raw") == 0);
+    }
+    ::closedir(d);
+  }
+  return "the shards are kept in " + dir +
+         (raw ? " (with rank*.db.raw files beside them: records not yet converted, which the "
+                "merge reads; copy them along)"
+              : "") +
+         ": once there is room, `tracerun merge --allow-incomplete -o " + output + " " + dir +
+         "/rank*.db` merges them";
 }
 
 bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -347,6 +348,11 @@ void installForkHandler();
 
 namespace {
 
+uint64_t fileBytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
 // The SQLite shard's options for this capture (the in-process writer's, and the raw writer's
 // placeholder shard).
 trace::ShardOptions shardOptionsOf(const CaptureConfig& config) {
@@ -381,6 +387,10 @@ void openWriter(ActiveCapture& a) {
     }
     core::RawShardOptions options;
     options.path = trace::rawShardPath(config.output);
+    // The conversion's room is held while recording (raw_shard_writer.h): what the shard will
+    // need beyond the placeholder, whose room the conversion reuses (raw_convert.h).
+    options.reserve_path = trace::rawReservePath(config.output);
+    options.shard_base_bytes = fileBytes(config.output);
     options.rank = config.rank;
     options.world_size = config.world_size;
     options.command = config.command;
@@ -415,26 +425,45 @@ void setCaptureStats(ActiveCapture& a) {
   put("memory_peak_bytes", gPeakBytes.load(), trace::Severity::kInfo);
 }
 
-// Closes the writer; a raw shard is then converted into the SQLite shard and removed (it stays
-// when the conversion fails: the launcher converts it again). Throws what failed.
+// Closes the writer; a raw shard is then converted into the SQLite shard and removed. When the
+// conversion fails (no room after all) the raw file stays whole beside the shard, and the line
+// says so: the launcher converts it again, `tracerun merge` reads it. Throws what failed.
 void closeWriter(ActiveCapture& a) {
   setCaptureStats(a);
   if (!a.raw) {
     a.writer->close();
     return;
   }
-  a.raw->close();
+  a.raw->close();  // also gives the conversion the room it held
   if (!a.config.convert_at_stop && !a.raw->failed()) return;
   const std::string rawPath = a.raw->path();
-  trace::convertRawShard(rawPath, a.config.output);
-  if (a.raw->failed()) {
-    throw trace::TraceError(rawPath +
-                            ": a write failed (see the line above); the shard holds "
-                            "what was written before it");
+  const uint64_t placeholderBytes = fileBytes(a.config.output);
+  try {
+    const int64_t t0 = core::nowNs();
+    trace::convertRawShard(rawPath, a.config.output);
+    if (env("TRACERUN_VERBOSE")) {  // what sizes the conversion's room (trace-format.md)
+      const uint64_t shardBytes = fileBytes(a.config.output);
+      std::fprintf(stderr,
+                   "tracerun: converted %s: %llu raw bytes (%llu records) into %llu shard bytes "
+                   "(%llu more than the placeholder) in %.3f s\n",
+                   rawPath.c_str(), static_cast<unsigned long long>(a.raw->bytesWritten()),
+                   static_cast<unsigned long long>(a.raw->recordsWritten()),
+                   static_cast<unsigned long long>(shardBytes),
+                   static_cast<unsigned long long>(
+                       shardBytes > placeholderBytes ? shardBytes - placeholderBytes : 0),
+                   static_cast<double>(core::nowNs() - t0) * 1e-9);
+    }
+  } catch (const trace::TraceError& e) {
+    throw trace::TraceError(std::string(e.what()) + "; every record written is kept in " + rawPath +
+                            " (`tracerun merge` reads it beside the shard)");
   }
   ::unlink(rawPath.c_str());
+  if (a.raw->failed()) {
+    throw trace::TraceError(rawPath +
+                            ": later events were dropped (see the line above); the shard holds "
+                            "every record written before them");
+  }
 }
-
 }  // namespace
 
 bool startCapture(const CaptureConfig& config) {

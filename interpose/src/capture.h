@@ -40,9 +40,10 @@ struct CaptureConfig {
   int drain_interval_ms = 10;   // how often the writer drains the buffers (benchmarks raise it)
   int64_t clock_offset_ns = 0;  // this host's CLOCK_MONOTONIC minus rank 0's (launcher-measured)
   int restart = 0;              // which restart of the group this process belongs to (0: first run)
-  // true: the process appends raw records to OUTPUT.raw and builds the SQLite shard once it stops
-  // (docs/trace-format.md, "The raw shard"); false: the writer thread runs SQLite while recording.
-  bool raw_writer = false;
+  // true (the default; TRACERUN_WRITER=sqlite for false): the process appends raw records to
+  // OUTPUT.raw and builds the SQLite shard once it stops (docs/trace-format.md, "The raw shard");
+  // false: the writer thread runs SQLite while recording.
+  bool raw_writer = true;
   // With raw_writer: build the SQLite shard when the capture stops (false: leave OUTPUT.raw for
   // the caller, e.g. a benchmark that times the conversion apart, or the launcher).
   bool convert_at_stop = true;
@@ -58,7 +59,8 @@ struct CaptureConfig {
 //   TRACERUN_CLAIM    1: only the first matching process per shard captures
 //   TRACERUN_BUFFER_MB  per-thread record buffer size (default 16 MiB = 262144 records)
 //   TRACERUN_DRAIN_MS   writer drain interval (default 10; benchmarks raise it)
-//   TRACERUN_WRITER   raw (records appended to OUTPUT.raw, SQLite built at stop) or sqlite
+//   TRACERUN_WRITER   raw (default: records appended to OUTPUT.raw, SQLite built at stop) or
+//                     sqlite (the writer thread runs SQLite while recording)
 //   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
 //   TRACERUN_CLOCK_OFFSET_NS  this host's clock minus rank 0's, stored in the shard's ranks row
 //   TRACERUN_RESTART  restart count of the group (the launcher's); > 0 adds a "restart" instant

@@ -1,8 +1,9 @@
 // End-to-end: the launcher on a full disk. The output's file system is a small tmpfs the test
 // mounts in a mount namespace of its own when it may, and in any case a file-size limit
-// (RLIMIT_FSIZE, SIGXFSZ ignored) that makes every write past it fail. Either way the run must
-// fail with one line that names the room and how to merge later, and keep the shards, which
-// `tracerun merge` then merges. No libtorch in this test binary.
+// (RLIMIT_FSIZE, SIGXFSZ ignored) that makes every write past it fail; each with both trace
+// writers (TRACERUN_WRITER raw, the default, and sqlite). Either way the run must fail with one
+// line that names the room and how to merge later, and keep the shards, which `tracerun merge`
+// then merges with every row they hold. No libtorch in this test binary.
 #include <sched.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
@@ -56,11 +57,25 @@ int linesWith(const std::string& text, const std::string& what) {
   return n;
 }
 
-// 2 ranks of the worker for about 6 s: the capture commits every second, so each shard's -wal
-// grows by a few commits before the limit or the tmpfs stops it.
-std::vector<std::string> job(const std::string& output) {
-  return {TRACERUN_BIN, "-o",      output, "--nproc-per-node", "2", "--status", "off", "--",
-          WORKER_BIN,   "--steps", "300",  "--sleep-ms",       "20"};
+// 2 ranks of the worker for about 6 s with the trace writer `writer` (TRACERUN_WRITER): the raw
+// writer's file (the default) or the SQLite writer's -wal (it commits every second) grows until
+// the limit or the tmpfs stops it.
+std::vector<std::string> job(const std::string& output, const std::string& writer) {
+  return {"/usr/bin/env",
+          "TRACERUN_WRITER=" + writer,
+          TRACERUN_BIN,
+          "-o",
+          output,
+          "--nproc-per-node",
+          "2",
+          "--status",
+          "off",
+          "--",
+          WORKER_BIN,
+          "--steps",
+          "300",
+          "--sleep-ms",
+          "20"};
 }
 
 // What every full-disk run must end with: a failure, one line saying where the shards are and
@@ -159,9 +174,11 @@ TEST_CASE("a file-size limit the shards outgrow: the run fails, the shards stay 
   fs::create_directories(scratch() + "/limited");
   // The limit is inherited by the launcher and its ranks; an ignored SIGXFSZ stays ignored
   // across exec, so a write past it fails with EFBIG instead of killing the writer.
+  const std::string writer = GENERATE(as<std::string>{}, "raw", "sqlite");
+  INFO("TRACERUN_WRITER=" << writer);
   std::vector<std::string> argv = {
       "/bin/sh", "-c", "trap '' XFSZ; exec /usr/bin/prlimit --fsize=196608 -- \"$@\"", "sh"};
-  const auto rest = job(output);
+  const auto rest = job(output, writer);
   argv.insert(argv.end(), rest.begin(), rest.end());
   const Result r = run(argv);
   INFO(r.describe());
@@ -177,9 +194,12 @@ TEST_CASE("a 512 KiB tmpfs as the output's file system: the run fails, the shard
     WARN("skipped: " << tmpfs.why() << " (the file-size limit test covers the same path)");
     return;
   }
+  const std::string writer = GENERATE(as<std::string>{}, "raw", "sqlite");
+  INFO("TRACERUN_WRITER=" << writer);
   const std::string output = dir + "/run.db";
-  const Result r = run(job(output));
+  const Result r = run(job(output, writer));
   INFO(r.describe());
-  CHECK(contains(r.err, "database or disk is full"));
+  // SQLite's words, or the raw writer's: ENOSPC's, for the raw file or for its conversion's room.
+  CHECK(contains(r.err, writer == "raw" ? "No space left on device" : "database or disk is full"));
   checkKeptAndMergeable(r, output);
 }

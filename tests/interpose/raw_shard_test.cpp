@@ -1,13 +1,17 @@
 // The raw shard (core/raw_shard.h, raw_shard_writer.h, trace/raw_convert.h): the same records
 // written by the in-process SQLite writer and through a raw shard + conversion give the same
 // trace; a process killed with SIGKILL keeps every block it had written; a file cut inside a block
-// converts with the tail dropped and reported. No libtorch.
+// converts with the tail dropped and reported; under a file-size limit the writer stops where its
+// conversion still fits, and a conversion without room leaves the raw file whole. No libtorch.
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -419,4 +423,189 @@ TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and m
   CHECK(count(shard, "spans") == 0);
   CHECK(fs::file_size(trace::rawShardPath(shard)) == rawSize);
   CHECK_FALSE(fs::exists(mo.output + ".raw0.tmp"));
+}
+
+namespace {
+
+// `n` spans named "op" on one thread, pushed in batches of 500 with a flush (then `afterFlush`)
+// after each.
+template <typename Fn>
+void pushSpans(core::Session& s, core::RawShardWriter& w, int n, Fn afterFlush) {
+  const core::StringId name = s.strings().intern("op");
+  core::ThreadBuffer& b = s.threadBuffer("main");
+  for (int i = 0; i < n; ++i) {
+    core::SpanRecord sp;
+    sp.name = name;
+    sp.start_ns = kOrigin + int64_t{i} * 10;
+    sp.end_ns = sp.start_ns + 5;
+    sp.id = b.nextId();
+    while (!b.ring.tryPush(core::Record::from(sp))) w.flush();
+    if ((i + 1) % 500 == 0) {
+      w.flush();
+      afterFlush();
+    }
+  }
+}
+
+// An empty shard marked incomplete at `path`, as a raw-writing process makes at start.
+uint64_t placeholder(const std::string& path) {
+  core::Session none(2);
+  trace::ShardOptions o;
+  o.path = path;
+  o.complete = false;
+  trace::ShardWriter(none, o).close();
+  return fs::file_size(path);
+}
+
+// Runs `fn` in a child process whose files may not grow past `limit` bytes (RLIMIT_FSIZE, with
+// SIGXFSZ ignored so that a write past it fails with EFBIG); `fn` fills `out` (sent back through
+// a pipe). Returns the child's exit code.
+template <typename Out, typename Fn>
+int underFileSizeLimit(uint64_t limit, Out* out, Fn fn) {
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(90);
+    Out o{};
+    const int code = fn(o);
+    if (::write(p[1], &o, sizeof o) != sizeof o) ::_exit(91);
+    ::_exit(code);
+  }
+  ::close(p[1]);
+  REQUIRE(::read(p[0], out, sizeof *out) == sizeof *out);
+  ::close(p[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("raw shard: under a file-size limit the writer stops where its conversion still fits",
+          "[raw]") {
+  const std::string dir = scratch() + "/fsize";
+  fs::create_directories(dir);
+  const std::string shard = dir + "/rank0.db";
+  constexpr uint64_t kLimit = 600 << 10;
+  constexpr int kSpans = 20000;  // 1.3 MB of raw records: far past the limit
+  struct Out {
+    uint64_t written, rawBytes, shardBase, reserveShort, failed;
+    int64_t reserveAfterClose;
+    char failure[200];
+  } out{};
+  const int code = underFileSizeLimit(kLimit, &out, [&](Out& o) {
+    o.shardBase = placeholder(shard);
+    core::Session s(1 << 12);
+    core::RawShardOptions ro;
+    ro.path = trace::rawShardPath(shard);
+    ro.origin_ns = kOrigin;
+    ro.drain_interval_ms = 100000;  // only pushSpans' flushes write
+    ro.reserve_path = trace::rawReservePath(shard);
+    ro.shard_base_bytes = o.shardBase;
+    core::RawShardWriter w(s, ro);
+    // While recording, the reserve holds room_base + room_ratio x the raw file (its blocks, not
+    // only its size: posix_fallocate).
+    pushSpans(s, w, kSpans, [&] {
+      struct stat st {};
+      const double need =
+          static_cast<double>(ro.room_base) + ro.room_ratio * static_cast<double>(w.bytesWritten());
+      o.reserveShort += ::stat(ro.reserve_path.c_str(), &st) != 0 ||
+                        static_cast<double>(st.st_blocks) * 512 < need;
+    });
+    w.close();
+    o.written = w.recordsWritten();
+    o.rawBytes = w.bytesWritten();
+    o.failed = w.failed();
+    o.reserveAfterClose = fs::exists(ro.reserve_path) ? 1 : 0;
+    std::snprintf(o.failure, sizeof o.failure, "%s", w.failure().c_str());
+    try {
+      trace::convertRawShard(ro.path, shard);  // in place, under the same limit
+    } catch (const std::exception& e) {
+      std::snprintf(o.failure, sizeof o.failure, "%s", e.what());
+      return 3;
+    }
+    return 0;
+  });
+  INFO(out.failure);
+  REQUIRE(code == 0);
+  CHECK(out.reserveShort == 0);
+  CHECK(out.reserveAfterClose == 0);
+  CHECK(out.failed == 1);
+  CHECK(std::string(out.failure).find("file-size limit") != std::string::npos);
+  // It stopped because of the limit, not much before it: the shard's room at the next block
+  // would have crossed it.
+  const core::RawShardOptions defaults;
+  auto room = [&](uint64_t raw) {
+    return static_cast<double>(out.shardBase + defaults.room_base) +
+           defaults.room_ratio * static_cast<double>(raw);
+  };
+  CHECK(room(out.rawBytes) <= kLimit);
+  CHECK(room(out.rawBytes + 500 * 64 + 32) > kLimit);  // the next flush's block
+  // Every record written is in the shard; the rest are counted as dropped.
+  CHECK(fs::file_size(shard) <= kLimit);
+  CHECK(count(shard, "spans") == static_cast<int64_t>(out.written));
+  CHECK(out.written > 0);
+  CHECK(rows(shard, "SELECT value, severity FROM stats WHERE name = 'dropped_events'").at(0) ==
+        std::to_string(kSpans - static_cast<int64_t>(out.written)) + "|2");
+  CHECK(rows(shard, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
+}
+
+TEST_CASE("raw shard: a conversion without room leaves the raw file whole, and it converts later",
+          "[raw]") {
+  const std::string dir = scratch() + "/noroom";
+  fs::create_directories(dir);
+  const std::string shard = dir + "/rank0.db";
+  const uint64_t base = placeholder(shard);
+  constexpr int kSpans = 20000;
+  {
+    core::Session s(1 << 12);
+    core::RawShardOptions ro;
+    ro.path = trace::rawShardPath(shard);
+    ro.origin_ns = kOrigin;
+    ro.drain_interval_ms = 100000;
+    core::RawShardWriter w(s, ro);
+    pushSpans(s, w, kSpans, [] {});
+    w.close();
+    REQUIRE_FALSE(w.failed());
+  }
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string before = bytes(trace::rawShardPath(shard));
+  struct Out {
+    char error[300];
+  } out{};
+  // Room for the placeholder and a little more: the shard of 20,000 spans does not fit.
+  const int code = underFileSizeLimit(base + (64 << 10), &out, [&](Out& o) {
+    try {
+      trace::convertRawShard(trace::rawShardPath(shard), shard);
+    } catch (const trace::TraceError& e) {
+      std::snprintf(o.error, sizeof o.error, "%s", e.what());
+      return 0;
+    }
+    return 1;
+  });
+  INFO(out.error);
+  REQUIRE(code == 0);  // it threw
+  CHECK(std::string(out.error).find(shard) != std::string::npos);
+  CHECK(bytes(trace::rawShardPath(shard)) == before);  // untouched
+  for (const char* suffix : {"-journal", "-wal", ".converting"}) {
+    CHECK_FALSE(fs::exists(shard + suffix));  // the journal was in memory; nothing beside it
+  }
+
+  // The merge reads the raw file in the shard's place; then, with room, it converts whole.
+  trace::MergeOptions mo;
+  mo.output = dir + "/run.db";
+  trace::mergeShards({trace::MergeInput{shard}}, mo, true);
+  CHECK(count(mo.output, "spans") == kSpans);
+  const auto conv = trace::convertRawShard(trace::rawShardPath(shard), shard);
+  CHECK(conv.ended);
+  CHECK(count(shard, "spans") == kSpans);
 }

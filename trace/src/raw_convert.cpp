@@ -4,10 +4,7 @@
 // No capture code and no merge here.
 #include "tracerun/trace/raw_convert.h"
 
-#include <unistd.h>
 #include <cstring>
-
-#include <cerrno>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -141,6 +138,10 @@ std::string rawShardPath(const std::string& dbPath) {
   return dbPath + ".raw";
 }
 
+std::string rawReservePath(const std::string& dbPath) {
+  return dbPath + ".raw-reserve";
+}
+
 RawConversion convertRawShard(const std::string& rawPath, const std::string& dbPath) {
   std::unique_ptr<core::RawReader> reader;
   try {
@@ -154,25 +155,9 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
   out.ended = c.ended && out.cut_bytes == 0;
   out.dropped = c.dropped;
 
-  // Built beside the shard and renamed over it once whole: a conversion that fails (a full disk)
-  // leaves the shard that was there (the process's placeholder, or an earlier conversion).
-  const std::string temp = dbPath + ".converting";
-  auto removeTemp = [&temp] {
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-      ::unlink((temp + suffix).c_str());
-    }
-  };
-  try {
-    replay(*reader, c, temp, out);
-  } catch (...) {
-    removeTemp();
-    throw;
-  }
-  if (::rename(temp.c_str(), dbPath.c_str()) != 0) {
-    const int e = errno;
-    removeTemp();
-    throw TraceError(dbPath + ": cannot replace it with its conversion: " + std::strerror(e));
-  }
+  // In place (see the header): the placeholder's room is the new shard's, and nothing but the
+  // shard grows. The raw file is not touched, so a failure here loses nothing.
+  replay(*reader, c, dbPath, out);
   return out;
 }
 
@@ -194,6 +179,7 @@ void replay(core::RawReader& reader, const RawContents& c, const std::string& db
   opt.command = c.command;
   opt.origin_ns = h.origin_ns;
   opt.complete = out.ended;
+  opt.wal = false;  // the journal in memory: no disk space beside the shard (see the header)
   ShardWriter writer(session, opt);
   for (const auto& [k, v] : c.meta) writer.setMeta(k, v);
 

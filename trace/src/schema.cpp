@@ -18,8 +18,11 @@ static_assert(packedName(packSpan(0xffffffffu, 0xffff, 15)) == 0xffffffffu &&
               packedDepth(packSpan(0xffffffffu, 0xffff, 15)) == 0xffff &&
               packedCategory(packSpan(0xffffffffu, 0xffff, 15)) == 15);
 
+// The declarations below are built once and never destroyed (leaked on purpose): a shard is
+// written from static destructors too (libtracerun converts its raw shard when the library
+// unloads, after statics made later than its own are gone).
 const std::vector<Table>& tables() {
-  static const std::vector<Table> kTables = {
+  static const auto* const kTables = new std::vector<Table>{
       {"meta",
        "Key/value facts about the file. A tracerun trace has magic = 'tracerun'.",
        {{"key", "TEXT NOT NULL", "see the meta keys below"}, {"value", "TEXT NOT NULL", ""}},
@@ -294,11 +297,11 @@ const std::vector<Table>& tables() {
        "",
        false},
   };
-  return kTables;
+  return *kTables;
 }
 
 const std::vector<Index>& indexes() {
-  static const std::vector<Index> kIndexes = {
+  static const auto* const kIndexes = new std::vector<Index>{
       {"args_by_span", "args", "span", "arguments of a span"},
       {"instants_by_time", "instants", "track, ts_ns", "a track's instants in a window"},
       {"counters_by_time", "counters", "track, ts_ns", "a counter's samples in a window"},
@@ -306,11 +309,11 @@ const std::vector<Index>& indexes() {
       {"flows_by_src", "flows", "src_track, src_ts_ns", "flows leaving an event"},
       {"flows_by_dst", "flows", "dst_track, dst_ts_ns", "flows entering an event"},
   };
-  return kIndexes;
+  return *kIndexes;
 }
 
 const std::vector<View>& views() {
-  static const std::vector<View> kViews = {
+  static const auto* const kViews = new std::vector<View>{
       {"span_names", "spans with their rank, track name, category name, name and detail as text",
        "SELECT s.id, t.rank, s.track, t.name AS track_name, s.start_ns, s.dur_ns, s.depth, "
        "c.name AS category, n.value AS name, d.value AS detail, s.seq "
@@ -320,11 +323,11 @@ const std::vector<View>& views() {
        "SELECT a.rank, n.value AS name, c.name AS category, a.count, a.total_ns, a.self_ns "
        "FROM aggregates a JOIN strings n ON n.id = a.name JOIN categories c ON c.id = a.category"},
   };
-  return kViews;
+  return *kViews;
 }
 
 const std::vector<MetaKey>& metaKeys() {
-  static const std::vector<MetaKey> kKeys = {
+  static const auto* const kKeys = new std::vector<MetaKey>{
       {"magic", "always 'tracerun'"},
       {"schema_version", "this schema's version (also PRAGMA user_version)"},
       {"kind", "'shard' (one rank, written while running) or 'merged' (a whole run)"},
@@ -346,7 +349,7 @@ const std::vector<MetaKey>& metaKeys() {
        "to); absent otherwise: a "
        "Timeline then builds them when it opens the file"},
   };
-  return kKeys;
+  return *kKeys;
 }
 
 namespace {
@@ -385,9 +388,9 @@ std::vector<std::string> createStatements() {
 }
 
 const std::vector<std::string>& summaryTables() {
-  static const std::vector<std::string> kNames = {"span_lod_depths", "span_lod",   "name_buckets",
-                                                  "memory_devices",  "memory_lod", "counter_lod"};
-  return kNames;
+  static const auto* const kNames = new std::vector<std::string>{
+      "span_lod_depths", "span_lod", "name_buckets", "memory_devices", "memory_lod", "counter_lod"};
+  return *kNames;
 }
 
 std::vector<std::string> summaryTableStatements(bool temporary) {

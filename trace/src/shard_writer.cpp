@@ -307,7 +307,7 @@ void ShardWriter::Impl::createSchema() {
   rank = sql::Stmt();
   db_.exec("COMMIT");
   db_.exec("PRAGMA user_version = " + std::to_string(schema::kSchemaVersion));
-  db_.exec("PRAGMA journal_mode = WAL");
+  db_.exec(opt_.wal ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = MEMORY");
 }
 
 void ShardWriter::Impl::prepare() {

@@ -12,6 +12,14 @@
 // - A write that fails (full disk, quota, file-size limit) is said once on stderr; the file is cut
 //   back to its last whole block, nothing more is written, and every record drained after that is
 //   counted as dropped (failed() turns true, the caller marks the shard as failed).
+// - Room to convert (with reserve_path set): before a block is appended, the reserve file is grown
+//   (posix_fallocate) to room_base + room_ratio x the raw file's size, the disk space the
+//   conversion into SQLite needs besides what the shard already takes (shard_base_bytes); close()
+//   removes it, so the conversion that follows finds that room however full the disk became. A
+//   block whose room cannot be claimed (no space, a quota, or a shard that would outgrow
+//   RLIMIT_FSIZE) is not written: it is said once on stderr, records are dropped and counted from
+//   then on (failed()), and the small closing blocks (drop count, stats, meta) are still written,
+//   after the reserve is released. The end block is not: the shard is then marked incomplete.
 #pragma once
 
 #include <atomic>
@@ -38,6 +46,11 @@ struct RawShardOptions {
   std::string host;       // empty: gethostname()
   std::string command;
   int drain_interval_ms = 10;
+  // Room to convert (see the contract above); an empty reserve_path claims none.
+  std::string reserve_path;
+  uint64_t shard_base_bytes = 0;  // the SQLite shard's size before any row (its placeholder's)
+  uint64_t room_base = uint64_t{32} << 10;
+  double room_ratio = 0.75;  // SQLite bytes per raw byte: measured 0.48-0.52 (trace-format.md)
 };
 
 class RawShardWriter {
@@ -54,6 +67,9 @@ class RawShardWriter {
   void setMeta(const std::string& key, const std::string& value);
 
   bool failed() const noexcept { return failed_.load(std::memory_order_relaxed); }
+  // Why records stopped being written (the line said on stderr, without "tracerun: "), empty
+  // when none failed. Read it after close().
+  const std::string& failure() const noexcept { return failure_; }
   const std::string& path() const noexcept { return opt_.path; }
   uint64_t bytesWritten() const noexcept { return offset_; }
   uint64_t recordsWritten() const noexcept { return records_; }
@@ -64,8 +80,12 @@ class RawShardWriter {
   void writeRecords(const ThreadBuffer& b, const Record* r, size_t n);
   void writeStrings();
   void writeTracks();
-  void writeBlock(RawBlockHeader h, const void* payload, size_t bytes);
-  void writeMeta(const std::string& key, const std::string& value);
+  // `closing`: a drop count, stat or meta block, written even after records stopped (see above).
+  void writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing = false);
+  bool claimRoom(uint64_t blockBytes);  // grows the reserve for a block; false: stop (said)
+  void stop(const std::string& line);
+  void releaseReserve();
+  void writeMeta(const std::string& key, const std::string& value, bool closing = false);
 
   Session& session_;
   RawShardOptions opt_;
@@ -75,8 +95,13 @@ class RawShardWriter {
   std::thread thread_;
   bool stop_ = false;
   bool closed_ = false;
-  std::atomic<bool> failed_{false};
-  uint64_t offset_ = 0;  // bytes of whole blocks in the file
+  std::atomic<bool> failed_{false};  // records are no longer written
+  bool dead_ = false;                // a closing block failed too: nothing more is written
+  std::string failure_;
+  int reserveFd_ = -1;
+  uint64_t reserved_ = 0;   // bytes the reserve file holds
+  uint64_t sizeLimit_ = 0;  // RLIMIT_FSIZE, 0: none
+  uint64_t offset_ = 0;     // bytes of whole blocks in the file
   uint64_t records_ = 0;
   uint64_t lost_ = 0;  // records drained after a write failed
   uint64_t droppedWritten_ = 0;

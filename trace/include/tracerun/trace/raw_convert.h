@@ -24,9 +24,18 @@ struct RawConversion {
 // (warning), and a file its process never closed gives a shard with meta complete = '0', which
 // the merge marks merge_incomplete_shard as for any cut shard. Throws TraceError naming the file
 // when it is not a raw shard or the shard cannot be written.
+//
+// The shard is written in place of the one at `dbPath` (a placeholder's room is the conversion's
+// first room) with its journal in memory, so converting needs no disk space beyond the shard
+// (docs/trace-format.md, "A full disk"). A conversion that fails (a full disk) leaves there a
+// shard holding what it had committed, marked incomplete, and the raw file as it was: the raw file
+// stays the record until a conversion has succeeded, and the merge reads it in the shard's place.
 RawConversion convertRawShard(const std::string& rawPath, const std::string& dbPath);
 
 // "<shard>.raw": where a process writing raw keeps the records of the shard `dbPath`.
 std::string rawShardPath(const std::string& dbPath);
+// "<shard>.raw-reserve": the disk space the raw writer holds for the conversion while it records
+// (core/raw_shard_writer.h); whoever converts a raw shard its process left removes it first.
+std::string rawReservePath(const std::string& dbPath);
 
 }  // namespace tracerun::trace

@@ -42,6 +42,10 @@ struct ShardOptions {
   // false: close() writes everything but leaves meta complete = '0', so the merge treats the
   // shard as cut (a shard converted from a raw file whose process never closed it).
   bool complete = true;
+  // false: the rollback journal is kept in memory instead of a WAL beside the file, so writing the
+  // shard needs no disk space beyond the shard itself. For a converter whose input stays until the
+  // shard is whole (raw_convert.h): a process killed mid-transaction may leave the file damaged.
+  bool wal = true;
 };
 
 struct WriterCounts {
