@@ -157,7 +157,8 @@ TEST_CASE(
     // 8 psi/N more: the plain run's.
     const int r = rank.at("rank").get<int>();
     namespace an = tracerun::trace::analysis;
-    const auto forms = an::memoryClosedForms(reader, r, an::memorySummary(reader, r).series);
+    const auto series = an::memorySummary(reader, r).series;
+    const auto forms = an::memoryClosedForms(reader, r, series);
     const auto on_device = an::memoryClosedForms(reader, r);
     REQUIRE(forms.size() == 1);
     REQUIRE(on_device.size() == 1);
@@ -170,6 +171,18 @@ TEST_CASE(
                                 at_peak.at("gradient").get<double>() +
                                 at_peak.at("optimizer_state").get<double>());
     CHECK(on_device[0].bytes - forms[0].bytes == double(moments));
+    // The nvme chart's line, 12 psi/N, is the bytes the report puts there (checked above).
+    int offload_lines = 0;
+    for (const auto& s : series) {
+      for (const auto& f : an::offloadClosedForms(reader, s)) {
+        ++offload_lines;
+        INFO(f.label);
+        CHECK(s.rank == r);
+        CHECK(f.formula == "12\u03a8/N");
+        CHECK(f.bytes == double(moments * 3 / 2));
+      }
+    }
+    CHECK(offload_lines == 1);
   }
   int overlapping = 0;  // over both ranks: whether a thread runs when it may is the machine's say
   for (int rank = 0; rank < 2; ++rank) {

@@ -360,7 +360,7 @@ TEST_CASE(
 // ZeRO-Offload in the view: a ZeRO-1 DP 2 run with --offload-optimizer nvme:DIR dumps, for the
 // rank's own device, the line of what ZeRO-1 keeps there without the optimizer states, 8 psi with
 // the psi gpttrain prints (not 8 psi + 8 psi/N), which is the report's parameter and gradient bytes
-// at that device's peak.
+// at that device's peak; and for the nvme chart 12 psi/N, the report's peak of that device.
 TEST_CASE("memory view on an offloaded gpttrain run: the device's ZeRO line leaves out the states",
           "[viewer][memory][e2e][offload]") {
   const std::string db = e2e::scratch().file("offload.db");
@@ -402,12 +402,18 @@ TEST_CASE("memory view on an offloaded gpttrain run: the device's ZeRO line leav
   for (const auto& r : report["memory"]["per_rank"]) {
     INFO("rank " << r["rank"] << ": " << r.dump());
     const auto& closed = d.ranks.at(r["rank"].get<int>()).closed;
-    REQUIRE(closed.size() == 1);
+    REQUIRE(closed.size() == 2);  // the cpu chart's, then the nvme chart's
     CHECK(closed[0] == Approx(8 * psi).epsilon(1e-9));
     const json& at = r["by_category"];
     CHECK(at["optimizer_state"] == 0);
     CHECK(closed[0] == Approx(at["parameter"].get<double>() + at["gradient"].get<double>())
                            .epsilon(0.01));  // the buckets' padding to N apart
+    CHECK(closed[1] == Approx(12 * psi / 2).epsilon(1e-9));
+    for (const auto& dev : r["devices"]) {
+      if (dev["device"] == "nvme") {
+        CHECK(closed[1] == Approx(dev["peak_bytes"].get<double>()).epsilon(0.01));
+      }
+    }
   }
 }
 

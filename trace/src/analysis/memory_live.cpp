@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "span_select.h"
@@ -288,29 +289,42 @@ const ZeroFormulas kFp32Offload{{"8Ψ", "8Ψ", "4Ψ + 4Ψ/N", "8Ψ/N"},
 const ZeroFormulas kMixedOffload{{"4Ψ", "4Ψ", "2Ψ + 2Ψ/N", "4Ψ/N"},
                                  {"4 psi", "4 psi", "2 psi + 2 psi/N", "4 psi/N"}};
 
-}  // namespace
-
-std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
-                                                const std::vector<MemorySeries>& series) {
+// What `rank`'s grad_sync phases recorded: ZeRO stage, DP size and parameter count psi (the
+// model-parallel rank's); nothing when one is missing or out of range.
+struct ZeroRun {
+  int zero = -1, dp = -1;
+  int64_t params = -1;
+};
+std::optional<ZeroRun> zeroRun(const TraceReader& reader, int rank) {
   const core::StringId gradSync = NameCodes::find(reader, vocab::phase::kGradSync);
   const core::StringId zeroKey = NameCodes::find(reader, vocab::arg::kZero);
   const core::StringId dpKey = NameCodes::find(reader, vocab::arg::kDp);
   const core::StringId paramsKey = NameCodes::find(reader, vocab::arg::kParams);
-  if (gradSync == 0 || zeroKey == 0 || dpKey == 0 || paramsKey == 0) return {};
-  int zero = -1, dp = -1;
-  int64_t params = -1;
+  if (gradSync == 0 || zeroKey == 0 || dpKey == 0 || paramsKey == 0) return std::nullopt;
+  ZeroRun run;
   for (const TrackRow& tr : reader.tracks()) {
     if (tr.rank != rank || tr.kind != core::TrackKind::kThread) continue;
     const auto picked = pickSpans(reader, tr, [&](const SpanRow& s) {
       return s.category == core::Category::kPhase && s.name == gradSync ? 1 : 0;
     });
     for (const PickedSpan& p : picked) {
-      zero = std::max<int>(zero, static_cast<int>(p.arg(zeroKey, -1)));
-      dp = std::max<int>(dp, static_cast<int>(p.arg(dpKey, -1)));
-      params = std::max<int64_t>(params, p.arg(paramsKey, -1));
+      run.zero = std::max<int>(run.zero, static_cast<int>(p.arg(zeroKey, -1)));
+      run.dp = std::max<int>(run.dp, static_cast<int>(p.arg(dpKey, -1)));
+      run.params = std::max<int64_t>(run.params, p.arg(paramsKey, -1));
     }
   }
-  if (zero < 0 || zero > 3 || dp < 1 || params <= 0) return {};
+  if (run.zero < 0 || run.zero > 3 || run.dp < 1 || run.params <= 0) return std::nullopt;
+  return run;
+}
+
+}  // namespace
+
+std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
+                                                const std::vector<MemorySeries>& series) {
+  const std::optional<ZeroRun> run = zeroRun(reader, rank);
+  if (!run) return {};
+  const int zero = run->zero, dp = run->dp;
+  const int64_t params = run->params;
   const int64_t frozen = frozenParams(reader, rank);
   const double psi = static_cast<double>(params);
   const double n = dp;
@@ -348,6 +362,23 @@ std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int r
               " frozen, psi " + formatCount(static_cast<int64_t>(psi)) + " trainable, N " +
               std::to_string(dp) + (mixed ? ", bf16 mixed" : ", fp32 AdamW") + offloaded + ")";
   }
+  return {f};
+}
+
+std::vector<MemoryClosedForm> offloadClosedForms(const TraceReader& reader,
+                                                 const MemorySeries& offload) {
+  if (offload.device_type < 100 || at(offload.at_peak, MemoryCategory::kOptimizerState) <= 0) {
+    return {};
+  }
+  const std::optional<ZeroRun> run = zeroRun(reader, offload.rank);
+  if (!run || run->zero < 1) return {};
+  const double psi = static_cast<double>(run->params);
+  MemoryClosedForm f;
+  f.formula = "12Ψ/N";
+  f.bytes = 12 * psi / run->dp;
+  f.label = "ZeRO-" + std::to_string(run->zero) + " offload 12 psi/N = " + formatBytes(f.bytes) +
+            " (psi " + formatCount(run->params) + " parameters, N " + std::to_string(run->dp) +
+            ": fp32 master weights + AdamW moments)";
   return {f};
 }
 

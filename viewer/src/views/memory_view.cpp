@@ -70,7 +70,8 @@ constexpr size_t kLiveRows = 500;  // rows listed (count and total cover all)
 // One rank's charts, read through its own reader (so ranks load on parallel threads): from the
 // stored per-category summary when the trace has one (O(blocks) rows), else replayed from the
 // events (memory_summary.h). The report's primary device first, with the closed forms, then each
-// other device of the rank (an offload device: "nvme", "cpu-offload"), each on a chart of its own.
+// other device of the rank (an offload device: "nvme", "cpu-offload", with the line of the states
+// it holds), each on a chart of its own.
 std::vector<RankChart> loadRank(const std::string& path, int rank, const std::atomic<bool>& cancel,
                                 bool& stored) {
   const auto reader = trace::TraceReader::open(path);
@@ -98,7 +99,9 @@ std::vector<RankChart> loadRank(const std::string& path, int rank, const std::at
   }
   for (an::MemorySeries& series : summary.series) {
     if (&series != primary && series.rank == rank && series.size() > 0) {
+      std::vector<an::MemoryClosedForm> offloaded = an::offloadClosedForms(reader, series);
       charts.push_back(chart(series));
+      charts.back().forms = std::move(offloaded);  // an offload device's 12 psi/N
     }
   }
   return charts;

@@ -106,5 +106,11 @@ struct MemoryClosedForm {
 // and the 12Ψ/N of fp32 master weights and moments it holds.
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
                                                 const std::vector<MemorySeries>& series = {});
+// The line of an offload device's chart: `offload`, a rank's series on an offload device holding
+// optimizer state (as memoryClosedForms sees it), holds 12Ψ/N, the fp32 master weights and AdamW
+// moments of the rank's shards. Empty for another series, or when the trace lacks the arguments
+// memoryClosedForms reads or ran ZeRO 0.
+std::vector<MemoryClosedForm> offloadClosedForms(const TraceReader& reader,
+                                                 const MemorySeries& offload);
 
 }  // namespace tracerun::trace::analysis
