@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +75,7 @@ TranslateContext* gCtx = nullptr;
 core::Session* gSession = nullptr;      // the capture's, from startCuda to the end of stopCuda
 core::ThreadBuffer* gBuffer = nullptr;  // the completing thread's, during one bufferCompleted
 uint64_t gBuffers = 0, gRecords = 0, gDropped = 0;
+uint64_t gTranslateErrors = 0;  // records whose translation threw (skipped; the first one said)
 bool gOn = false;
 bool gLaunchApisOnly = false;  // per-API enabling in use (else the whole RUNTIME/DRIVER kinds)
 bool gContexts = false;        // CONTEXT records enabled
@@ -170,6 +172,15 @@ core::ThreadBuffer* recordBuffer(core::Session& session) {
   return &session.threadBuffer(named ? name : nullptr);
 }
 
+// A record whose translation threw (gMu held): counted (stat cupti_translate_errors, an error)
+// and, the first time in a capture, one line naming the record kind and the reason.
+void translateFailed(const CUpti_Activity& record, const char* why) {
+  if (gTranslateErrors++ == 0) {
+    std::fprintf(stderr, "tracerun: a CUDA activity record (kind %d) could not be translated: %s\n",
+                 static_cast<int>(record.kind), why);
+  }
+}
+
 void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buffer, size_t,
                               size_t validSize) {
   const std::unique_ptr<uint8_t, decltype(&std::free)> owned(buffer, &std::free);
@@ -184,7 +195,17 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
     while (validSize > 0 && gCupti.nextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
       ++gRecords;
       out.clear();
-      translate(*record, *gCtx, out);
+      // One record that cannot be translated is skipped, counted and said once; the rest of the
+      // buffer still is (a throw here once cost every kernel record after the first API record).
+      try {
+        translate(*record, *gCtx, out);
+      } catch (const std::exception& e) {
+        translateFailed(*record, e.what());
+        continue;
+      } catch (...) {
+        translateFailed(*record, "unknown exception");
+        continue;
+      }
       for (const auto& r : out) gBuffer->ring.tryPush(r);  // a full ring counts dropped_events
     }
   } catch (...) {  // CUPTI's thread: nothing may escape; the rest of this buffer is lost
@@ -279,7 +300,7 @@ void startCuda(const CaptureConfig& config) {
     delete gCtx;  // a previous capture's (late buffers are discarded once it is null)
     gCtx = ctx.release();
     gSession = session;
-    gBuffers = gRecords = gDropped = 0;
+    gBuffers = gRecords = gDropped = gTranslateErrors = 0;
   }
   gOn = true;
   // Op capture's callback is registered by now (its hook runs first: libtracerun's static
@@ -358,6 +379,8 @@ void stopCuda() {
     session->setStat("cupti_ops_uncorrelated", static_cast<int64_t>(uncorrelatedOps()),
                      core::StatSeverity::kInfo);
     session->setStat("cupti_launch_apis_only", launchApisOnly ? 1 : 0, core::StatSeverity::kInfo);
+    session->setStat("cupti_translate_errors", static_cast<int64_t>(gTranslateErrors),
+                     gTranslateErrors > 0 ? core::StatSeverity::kError : core::StatSeverity::kInfo);
     if (gPartsOff.bits() != 0) {
       session->setStat("cupti_parts_off", gPartsOff.bits(), core::StatSeverity::kWarning);
     }

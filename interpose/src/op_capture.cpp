@@ -18,6 +18,7 @@
 
 #include "autograd_engine.h"
 #include "capture.h"
+#include "crash_backtrace.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/torch_compat.h"
 
@@ -573,6 +574,7 @@ CaptureHooks opCaptureHooks() {
 namespace {
 struct LibraryLifetime {
   LibraryLifetime() {
+    installCrashBacktraceFromEnvironment();
     addCaptureHooks(opCaptureHooks());
     addCaptureHooks(memoryCaptureHooks());
     startFromEnvironment();

@@ -167,8 +167,11 @@ def check_fsdp(c, a, work):
     out = os.path.join(work, "fsdp.json")
     db = os.path.join(work, "fsdp.db")
     prog = [sys.executable, os.path.abspath(__file__), "--child", "--fsdp", "--out", out]
+    # The FSDP job computes on the CPU: with a GPU visible, FSDP's compute device is the current
+    # CUDA device and it refuses CPU parameters ("move the module to cuda:0"), so hide it.
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     rc, text, secs = g.run(g.traced(a.tracerun, db, None, prog, ["--nproc-per-node", "2"]),
-                           os.path.join(work, "fsdp.log"))
+                           os.path.join(work, "fsdp.log"), env=env)
     c.check(rc == 0, "FSDP FULL_SHARD, 2 ranks (Gloo, CPU) under tracerun exits 0",
             f"exit {rc}, {secs:.1f} s")
     report = report_of(a.tracerun, db) if rc == 0 else None

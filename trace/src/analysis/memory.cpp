@@ -50,6 +50,11 @@ struct Context {
     return has_forward_phases ? contains(forward, t) : !contains(backward, t);
   }
   bool inBackward(int64_t t) const { return contains(backward, t); }
+  // Whether a backward (phase or autograd node) starts in (from, to].
+  bool backwardStartsIn(int64_t from, int64_t to) const {
+    auto it = std::upper_bound(backward.begin(), backward.end(), std::make_pair(from, INT64_MAX));
+    return it != backward.end() && it->first <= to;
+  }
   // End of the (merged) interval of v running at t, or -1.
   static int64_t endAt(const Intervals& v, int64_t t) {
     auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(t, INT64_MAX));
@@ -173,6 +178,13 @@ MemoryCategory classify(const Pending& p, int64_t freeTs, const Context& ctx, De
   }
   if (p.tag == MemoryCategory::kActivation) return p.tag;
   if (freeTs >= 0 && p.in_forward && ctx.inBackward(freeTs)) {
+    ++d.inferred_activations;
+    return MemoryCategory::kActivation;
+  }
+  // Made in a forward and alive through the backward after it, freed later: the forward's
+  // outputs the program itself holds (nanoGPT's logits, kept by `logits, loss = model(x, y)`
+  // until the next step), activations that autograd did not save.
+  if (freeTs >= 0 && p.in_forward && ctx.backwardStartsIn(p.ts, freeTs)) {
     ++d.inferred_activations;
     return MemoryCategory::kActivation;
   }
