@@ -11,7 +11,11 @@ update on the CPU), the last one traced with memory capture. Pass:
 - `tracerun report --json`: the rank's cuda device holds no optimizer state at its peak, and a
   "cpu-offload" device holds optimizer state (the pinned buffer, 12 bytes a parameter);
 - the trace has the offload spans (offload_grad_to_host, offload_cpu_adamw,
-  offload_param_to_device).
+  offload_param_to_device);
+- checkpoints of the pinned store: a run with --offload-optimizer cpu saved after half the steps
+  (--save) and resumed with it (--load), and resumed without it, each give the offloaded run's
+  later losses within the same tolerance (the states are read from and written into the pinned
+  buffer through OffloadStore::view).
 Written without a GPU to run it on (Debian's libtorch has no CUDA): untested until a GPU session.
 """
 import json
@@ -69,7 +73,32 @@ def main():
     for name in ("offload_grad_to_host", "offload_cpu_adamw", "offload_param_to_device"):
         n = len(t.named_spans(name))
         c.check(n > 0, f"{name} spans recorded", f"{n}")
+    check_resume(a, work, c, env, off, tol)
     c.finish()
+
+
+def check_resume(a, work, c, env, off, tol):
+    """Saved with cpu offload after half the steps; resumed with and without it."""
+    half, ckpt = a.steps // 2, os.path.join(work, "ckpt")
+    offload = ["--offload-optimizer", "cpu"]
+    # The save run's schedule must be the full run's: decay over all the steps.
+    cmd = [a.gpttrain] + MODEL + offload + ["--steps", str(half), "--lr-decay-steps", str(a.steps),
+                                            "--save", ckpt]
+    rc, _, _ = g.run(cmd, os.path.join(work, "save.log"), env=env)
+    c.check(rc == 0, "[save] --offload-optimizer cpu --save exits 0", f"exit {rc}")
+    for label, extra in (("resume_offload", offload), ("resume_plain", [])):
+        log = os.path.join(work, f"{label}.jsonl")
+        cmd = [a.gpttrain] + MODEL + extra + ["--steps", str(a.steps), "--load", ckpt,
+                                              "--log-json", log]
+        rc, _, _ = g.run(cmd, os.path.join(work, f"{label}.log"), env=env)
+        got = losses(log)
+        later = [s for s in sorted(off) if s > half]
+        diff = max((abs(off[s] - got.get(s, float("inf"))) for s in later), default=float("inf"))
+        c.info[label] = got
+        c.check(rc == 0 and later and diff <= tol,
+                f"[{label}] steps {half + 1}-{a.steps} equal the offloaded run's",
+                f"exit {rc}, max diff {diff:.3g} (tolerance {tol:.3g}; bit-equal: "
+                f"{all(off[s] == got.get(s) for s in later)})")
 
 
 if __name__ == "__main__":
