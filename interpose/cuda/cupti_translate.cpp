@@ -217,8 +217,15 @@ void translateCopy(const Copy& m, const std::string& name, TranslateContext& ctx
 // records without timestamps (start = end = 0) are counted and dropped.
 void translateLaunch(const CUpti_ActivityAPI& a, TranslateContext& ctx,
                      std::vector<core::Record>& out) {
-  const char* name = launchApiName(a.kind == CUPTI_ACTIVITY_KIND_DRIVER, a.cbid);
-  if (name == nullptr || (a.start == 0 && a.end == 0)) {
+  const bool driver = a.kind == CUPTI_ACTIVITY_KIND_DRIVER;
+  const uint64_t api = (uint64_t{driver} << 32) | a.cbid;
+  auto known = ctx.launch_names.find(api);
+  if (known == ctx.launch_names.end()) {
+    const std::string name = launchApiName(driver, a.cbid);
+    known = ctx.launch_names.emplace(api, name.empty() ? 0 : ctx.intern(name)).first;
+  }
+  const core::StringId name = known->second;  // 0: not a launch-type API
+  if (name == 0 || (a.start == 0 && a.end == 0)) {
     ++ctx.api_records_dropped;
     return;
   }
@@ -226,7 +233,7 @@ void translateLaunch(const CUpti_ActivityAPI& a, TranslateContext& ctx,
   if (it == ctx.api_tracks.end()) {
     it = ctx.api_tracks.emplace(a.threadId, ctx.track(apiTrackName(a.threadId), a.threadId)).first;
   }
-  auto s = spanOn(ctx, core::Category::kOther, ctx.intern(name), a.start, a.end, it->second);
+  auto s = spanOn(ctx, core::Category::kOther, name, a.start, a.end, it->second);
   ArgList args;
   args.add(key(ctx, "correlation"), a.correlationId);
   args.add(key(ctx, "cbid"), a.cbid);
@@ -314,185 +321,192 @@ struct LaunchApi {
     CUPTI_DRIVER_TRACE_CBID_##x, #x \
   }
 
-const std::vector<LaunchApi>& runtimeLaunches() {
-  static const std::vector<LaunchApi> apis{
-      // kernels
-      RT(cudaLaunch_v3020),
-      RT(cudaLaunch_ptsz_v7000),
-      RT(cudaLaunchKernel_v7000),
-      RT(cudaLaunchKernel_ptsz_v7000),
-      RT(cudaLaunchKernelExC_v11060),
-      RT(cudaLaunchKernelExC_ptsz_v11060),
-      RT(cudaLaunchCooperativeKernel_v9000),
-      RT(cudaLaunchCooperativeKernel_ptsz_v9000),
-      RT(cudaLaunchCooperativeKernelMultiDevice_v9000),
-      RT(cudaGraphLaunch_v10000),
-      RT(cudaGraphLaunch_ptsz_v10000),
-      // copies
-      RT(cudaMemcpy_v3020),
-      RT(cudaMemcpy_ptds_v7000),
-      RT(cudaMemcpyAsync_v3020),
-      RT(cudaMemcpyAsync_ptsz_v7000),
-      RT(cudaMemcpy2D_v3020),
-      RT(cudaMemcpy2D_ptds_v7000),
-      RT(cudaMemcpy2DAsync_v3020),
-      RT(cudaMemcpy2DAsync_ptsz_v7000),
-      RT(cudaMemcpy2DToArray_v3020),
-      RT(cudaMemcpy2DToArray_ptds_v7000),
-      RT(cudaMemcpy2DToArrayAsync_v3020),
-      RT(cudaMemcpy2DToArrayAsync_ptsz_v7000),
-      RT(cudaMemcpy2DFromArray_v3020),
-      RT(cudaMemcpy2DFromArray_ptds_v7000),
-      RT(cudaMemcpy2DFromArrayAsync_v3020),
-      RT(cudaMemcpy2DFromArrayAsync_ptsz_v7000),
-      RT(cudaMemcpy2DArrayToArray_v3020),
-      RT(cudaMemcpy2DArrayToArray_ptds_v7000),
-      RT(cudaMemcpy3D_v3020),
-      RT(cudaMemcpy3D_ptds_v7000),
-      RT(cudaMemcpy3DAsync_v3020),
-      RT(cudaMemcpy3DAsync_ptsz_v7000),
-      RT(cudaMemcpy3DPeer_v4000),
-      RT(cudaMemcpy3DPeer_ptds_v7000),
-      RT(cudaMemcpy3DPeerAsync_v4000),
-      RT(cudaMemcpy3DPeerAsync_ptsz_v7000),
-      RT(cudaMemcpy3DBatchAsync_v12080),
-      RT(cudaMemcpy3DBatchAsync_ptsz_v12080),
-      RT(cudaMemcpy3DBatchAsync_v13000),
-      RT(cudaMemcpy3DBatchAsync_ptsz_v13000),
-      RT(cudaMemcpyBatchAsync_v12080),
-      RT(cudaMemcpyBatchAsync_ptsz_v12080),
-      RT(cudaMemcpyBatchAsync_v13000),
-      RT(cudaMemcpyBatchAsync_ptsz_v13000),
-      RT(cudaMemcpyPeer_v4000),
-      RT(cudaMemcpyPeerAsync_v4000),
-      RT(cudaMemcpyToArray_v3020),
-      RT(cudaMemcpyToArray_ptds_v7000),
-      RT(cudaMemcpyToArrayAsync_v3020),
-      RT(cudaMemcpyToArrayAsync_ptsz_v7000),
-      RT(cudaMemcpyFromArray_v3020),
-      RT(cudaMemcpyFromArray_ptds_v7000),
-      RT(cudaMemcpyFromArrayAsync_v3020),
-      RT(cudaMemcpyFromArrayAsync_ptsz_v7000),
-      RT(cudaMemcpyArrayToArray_v3020),
-      RT(cudaMemcpyArrayToArray_ptds_v7000),
-      RT(cudaMemcpyToSymbol_v3020),
-      RT(cudaMemcpyToSymbol_ptds_v7000),
-      RT(cudaMemcpyToSymbolAsync_v3020),
-      RT(cudaMemcpyToSymbolAsync_ptsz_v7000),
-      RT(cudaMemcpyFromSymbol_v3020),
-      RT(cudaMemcpyFromSymbol_ptds_v7000),
-      RT(cudaMemcpyFromSymbolAsync_v3020),
-      RT(cudaMemcpyFromSymbolAsync_ptsz_v7000),
-      // sets
-      RT(cudaMemset_v3020),
-      RT(cudaMemset_ptds_v7000),
-      RT(cudaMemsetAsync_v3020),
-      RT(cudaMemsetAsync_ptsz_v7000),
-      RT(cudaMemset2D_v3020),
-      RT(cudaMemset2D_ptds_v7000),
-      RT(cudaMemset2DAsync_v3020),
-      RT(cudaMemset2DAsync_ptsz_v7000),
-      RT(cudaMemset3D_v3020),
-      RT(cudaMemset3D_ptds_v7000),
-      RT(cudaMemset3DAsync_v3020),
-      RT(cudaMemset3DAsync_ptsz_v7000),
-  };
-  return apis;
-}
+// Constant-initialized (no constructor, no destructor): translate runs from CUPTI's thread during
+// exit, after the static destructors of this library (stopCapture's final flush runs from one);
+// a function-local std::map here was destroyed by then, and every launch record of the final
+// flush read a freed tree (real GPUs: "basic_string: construction from null", or SIGSEGV).
+constexpr LaunchApi kRuntimeLaunches[] = {
+    // kernels
+    RT(cudaLaunch_v3020),
+    RT(cudaLaunch_ptsz_v7000),
+    RT(cudaLaunchKernel_v7000),
+    RT(cudaLaunchKernel_ptsz_v7000),
+    RT(cudaLaunchKernelExC_v11060),
+    RT(cudaLaunchKernelExC_ptsz_v11060),
+    RT(cudaLaunchCooperativeKernel_v9000),
+    RT(cudaLaunchCooperativeKernel_ptsz_v9000),
+    RT(cudaLaunchCooperativeKernelMultiDevice_v9000),
+    RT(cudaGraphLaunch_v10000),
+    RT(cudaGraphLaunch_ptsz_v10000),
+    // copies
+    RT(cudaMemcpy_v3020),
+    RT(cudaMemcpy_ptds_v7000),
+    RT(cudaMemcpyAsync_v3020),
+    RT(cudaMemcpyAsync_ptsz_v7000),
+    RT(cudaMemcpy2D_v3020),
+    RT(cudaMemcpy2D_ptds_v7000),
+    RT(cudaMemcpy2DAsync_v3020),
+    RT(cudaMemcpy2DAsync_ptsz_v7000),
+    RT(cudaMemcpy2DToArray_v3020),
+    RT(cudaMemcpy2DToArray_ptds_v7000),
+    RT(cudaMemcpy2DToArrayAsync_v3020),
+    RT(cudaMemcpy2DToArrayAsync_ptsz_v7000),
+    RT(cudaMemcpy2DFromArray_v3020),
+    RT(cudaMemcpy2DFromArray_ptds_v7000),
+    RT(cudaMemcpy2DFromArrayAsync_v3020),
+    RT(cudaMemcpy2DFromArrayAsync_ptsz_v7000),
+    RT(cudaMemcpy2DArrayToArray_v3020),
+    RT(cudaMemcpy2DArrayToArray_ptds_v7000),
+    RT(cudaMemcpy3D_v3020),
+    RT(cudaMemcpy3D_ptds_v7000),
+    RT(cudaMemcpy3DAsync_v3020),
+    RT(cudaMemcpy3DAsync_ptsz_v7000),
+    RT(cudaMemcpy3DPeer_v4000),
+    RT(cudaMemcpy3DPeer_ptds_v7000),
+    RT(cudaMemcpy3DPeerAsync_v4000),
+    RT(cudaMemcpy3DPeerAsync_ptsz_v7000),
+    RT(cudaMemcpy3DBatchAsync_v12080),
+    RT(cudaMemcpy3DBatchAsync_ptsz_v12080),
+    RT(cudaMemcpy3DBatchAsync_v13000),
+    RT(cudaMemcpy3DBatchAsync_ptsz_v13000),
+    RT(cudaMemcpyBatchAsync_v12080),
+    RT(cudaMemcpyBatchAsync_ptsz_v12080),
+    RT(cudaMemcpyBatchAsync_v13000),
+    RT(cudaMemcpyBatchAsync_ptsz_v13000),
+    RT(cudaMemcpyPeer_v4000),
+    RT(cudaMemcpyPeerAsync_v4000),
+    RT(cudaMemcpyToArray_v3020),
+    RT(cudaMemcpyToArray_ptds_v7000),
+    RT(cudaMemcpyToArrayAsync_v3020),
+    RT(cudaMemcpyToArrayAsync_ptsz_v7000),
+    RT(cudaMemcpyFromArray_v3020),
+    RT(cudaMemcpyFromArray_ptds_v7000),
+    RT(cudaMemcpyFromArrayAsync_v3020),
+    RT(cudaMemcpyFromArrayAsync_ptsz_v7000),
+    RT(cudaMemcpyArrayToArray_v3020),
+    RT(cudaMemcpyArrayToArray_ptds_v7000),
+    RT(cudaMemcpyToSymbol_v3020),
+    RT(cudaMemcpyToSymbol_ptds_v7000),
+    RT(cudaMemcpyToSymbolAsync_v3020),
+    RT(cudaMemcpyToSymbolAsync_ptsz_v7000),
+    RT(cudaMemcpyFromSymbol_v3020),
+    RT(cudaMemcpyFromSymbol_ptds_v7000),
+    RT(cudaMemcpyFromSymbolAsync_v3020),
+    RT(cudaMemcpyFromSymbolAsync_ptsz_v7000),
+    // sets
+    RT(cudaMemset_v3020),
+    RT(cudaMemset_ptds_v7000),
+    RT(cudaMemsetAsync_v3020),
+    RT(cudaMemsetAsync_ptsz_v7000),
+    RT(cudaMemset2D_v3020),
+    RT(cudaMemset2D_ptds_v7000),
+    RT(cudaMemset2DAsync_v3020),
+    RT(cudaMemset2DAsync_ptsz_v7000),
+    RT(cudaMemset3D_v3020),
+    RT(cudaMemset3D_ptds_v7000),
+    RT(cudaMemset3DAsync_v3020),
+    RT(cudaMemset3DAsync_ptsz_v7000),
+};
 
-const std::vector<LaunchApi>& driverLaunches() {
-  static const std::vector<LaunchApi> apis{
-      // kernels
-      DR(cuLaunch),
-      DR(cuLaunchGrid),
-      DR(cuLaunchGridAsync),
-      DR(cuLaunchKernel),
-      DR(cuLaunchKernel_ptsz),
-      DR(cuLaunchKernelEx),
-      DR(cuLaunchKernelEx_ptsz),
-      DR(cuLaunchCooperativeKernel),
-      DR(cuLaunchCooperativeKernel_ptsz),
-      DR(cuLaunchCooperativeKernelMultiDevice),
-      DR(cuGraphLaunch),
-      DR(cuGraphLaunch_ptsz),
-      // copies
-      DR(cuMemcpy),
-      DR(cuMemcpy_ptds),
-      DR(cuMemcpyAsync),
-      DR(cuMemcpyAsync_ptsz),
-      DR(cuMemcpyPeer),
-      DR(cuMemcpyPeer_ptds),
-      DR(cuMemcpyPeerAsync),
-      DR(cuMemcpyPeerAsync_ptsz),
-      DR(cuMemcpyHtoD_v2),
-      DR(cuMemcpyHtoD_v2_ptds),
-      DR(cuMemcpyHtoDAsync_v2),
-      DR(cuMemcpyHtoDAsync_v2_ptsz),
-      DR(cuMemcpyDtoH_v2),
-      DR(cuMemcpyDtoH_v2_ptds),
-      DR(cuMemcpyDtoHAsync_v2),
-      DR(cuMemcpyDtoHAsync_v2_ptsz),
-      DR(cuMemcpyDtoD_v2),
-      DR(cuMemcpyDtoD_v2_ptds),
-      DR(cuMemcpyDtoDAsync_v2),
-      DR(cuMemcpyDtoDAsync_v2_ptsz),
-      DR(cuMemcpy2D_v2),
-      DR(cuMemcpy2D_v2_ptds),
-      DR(cuMemcpy2DAsync_v2),
-      DR(cuMemcpy2DAsync_v2_ptsz),
-      DR(cuMemcpy2DUnaligned_v2),
-      DR(cuMemcpy2DUnaligned_v2_ptds),
-      DR(cuMemcpy3D_v2),
-      DR(cuMemcpy3D_v2_ptds),
-      DR(cuMemcpy3DAsync_v2),
-      DR(cuMemcpy3DAsync_v2_ptsz),
-      DR(cuMemcpy3DPeer),
-      DR(cuMemcpy3DPeer_ptds),
-      DR(cuMemcpy3DPeerAsync),
-      DR(cuMemcpy3DPeerAsync_ptsz),
-      DR(cuMemcpyBatchAsync),
-      DR(cuMemcpyBatchAsync_ptsz),
-      DR(cuMemcpyBatchAsync_v2),
-      DR(cuMemcpyBatchAsync_v2_ptsz),
-      DR(cuMemcpy3DBatchAsync),
-      DR(cuMemcpy3DBatchAsync_ptsz),
-      DR(cuMemcpy3DBatchAsync_v2),
-      DR(cuMemcpy3DBatchAsync_v2_ptsz),
-      // sets
-      DR(cuMemsetD8_v2),
-      DR(cuMemsetD8_v2_ptds),
-      DR(cuMemsetD8Async),
-      DR(cuMemsetD8Async_ptsz),
-      DR(cuMemsetD16_v2),
-      DR(cuMemsetD16_v2_ptds),
-      DR(cuMemsetD16Async),
-      DR(cuMemsetD16Async_ptsz),
-      DR(cuMemsetD32_v2),
-      DR(cuMemsetD32_v2_ptds),
-      DR(cuMemsetD32Async),
-      DR(cuMemsetD32Async_ptsz),
-      DR(cuMemsetD2D8_v2),
-      DR(cuMemsetD2D8_v2_ptds),
-      DR(cuMemsetD2D8Async),
-      DR(cuMemsetD2D8Async_ptsz),
-      DR(cuMemsetD2D16_v2),
-      DR(cuMemsetD2D16_v2_ptds),
-      DR(cuMemsetD2D16Async),
-      DR(cuMemsetD2D16Async_ptsz),
-      DR(cuMemsetD2D32_v2),
-      DR(cuMemsetD2D32_v2_ptds),
-      DR(cuMemsetD2D32Async),
-      DR(cuMemsetD2D32Async_ptsz),
-  };
-  return apis;
-}
+constexpr LaunchApi kDriverLaunches[] = {
+    // kernels
+    DR(cuLaunch),
+    DR(cuLaunchGrid),
+    DR(cuLaunchGridAsync),
+    DR(cuLaunchKernel),
+    DR(cuLaunchKernel_ptsz),
+    DR(cuLaunchKernelEx),
+    DR(cuLaunchKernelEx_ptsz),
+    DR(cuLaunchCooperativeKernel),
+    DR(cuLaunchCooperativeKernel_ptsz),
+    DR(cuLaunchCooperativeKernelMultiDevice),
+    DR(cuGraphLaunch),
+    DR(cuGraphLaunch_ptsz),
+    // copies
+    DR(cuMemcpy),
+    DR(cuMemcpy_ptds),
+    DR(cuMemcpyAsync),
+    DR(cuMemcpyAsync_ptsz),
+    DR(cuMemcpyPeer),
+    DR(cuMemcpyPeer_ptds),
+    DR(cuMemcpyPeerAsync),
+    DR(cuMemcpyPeerAsync_ptsz),
+    DR(cuMemcpyHtoD_v2),
+    DR(cuMemcpyHtoD_v2_ptds),
+    DR(cuMemcpyHtoDAsync_v2),
+    DR(cuMemcpyHtoDAsync_v2_ptsz),
+    DR(cuMemcpyDtoH_v2),
+    DR(cuMemcpyDtoH_v2_ptds),
+    DR(cuMemcpyDtoHAsync_v2),
+    DR(cuMemcpyDtoHAsync_v2_ptsz),
+    DR(cuMemcpyDtoD_v2),
+    DR(cuMemcpyDtoD_v2_ptds),
+    DR(cuMemcpyDtoDAsync_v2),
+    DR(cuMemcpyDtoDAsync_v2_ptsz),
+    DR(cuMemcpy2D_v2),
+    DR(cuMemcpy2D_v2_ptds),
+    DR(cuMemcpy2DAsync_v2),
+    DR(cuMemcpy2DAsync_v2_ptsz),
+    DR(cuMemcpy2DUnaligned_v2),
+    DR(cuMemcpy2DUnaligned_v2_ptds),
+    DR(cuMemcpy3D_v2),
+    DR(cuMemcpy3D_v2_ptds),
+    DR(cuMemcpy3DAsync_v2),
+    DR(cuMemcpy3DAsync_v2_ptsz),
+    DR(cuMemcpy3DPeer),
+    DR(cuMemcpy3DPeer_ptds),
+    DR(cuMemcpy3DPeerAsync),
+    DR(cuMemcpy3DPeerAsync_ptsz),
+    DR(cuMemcpyBatchAsync),
+    DR(cuMemcpyBatchAsync_ptsz),
+    DR(cuMemcpyBatchAsync_v2),
+    DR(cuMemcpyBatchAsync_v2_ptsz),
+    DR(cuMemcpy3DBatchAsync),
+    DR(cuMemcpy3DBatchAsync_ptsz),
+    DR(cuMemcpy3DBatchAsync_v2),
+    DR(cuMemcpy3DBatchAsync_v2_ptsz),
+    // sets
+    DR(cuMemsetD8_v2),
+    DR(cuMemsetD8_v2_ptds),
+    DR(cuMemsetD8Async),
+    DR(cuMemsetD8Async_ptsz),
+    DR(cuMemsetD16_v2),
+    DR(cuMemsetD16_v2_ptds),
+    DR(cuMemsetD16Async),
+    DR(cuMemsetD16Async_ptsz),
+    DR(cuMemsetD32_v2),
+    DR(cuMemsetD32_v2_ptds),
+    DR(cuMemsetD32Async),
+    DR(cuMemsetD32Async_ptsz),
+    DR(cuMemsetD2D8_v2),
+    DR(cuMemsetD2D8_v2_ptds),
+    DR(cuMemsetD2D8Async),
+    DR(cuMemsetD2D8Async_ptsz),
+    DR(cuMemsetD2D16_v2),
+    DR(cuMemsetD2D16_v2_ptds),
+    DR(cuMemsetD2D16Async),
+    DR(cuMemsetD2D16Async_ptsz),
+    DR(cuMemsetD2D32_v2),
+    DR(cuMemsetD2D32_v2_ptds),
+    DR(cuMemsetD2D32Async),
+    DR(cuMemsetD2D32Async_ptsz),
+};
 #undef RT
 #undef DR
 
-std::vector<uint32_t> cbids(const std::vector<LaunchApi>& apis) {
+template <size_t N>
+std::vector<uint32_t> cbids(const LaunchApi (&apis)[N]) {
   std::vector<uint32_t> out;
   for (const LaunchApi& a : apis) out.push_back(a.cbid);
   return out;
+}
+
+template <size_t N>
+const char* idNameOf(const LaunchApi (&apis)[N], uint32_t cbid) {
+  for (const LaunchApi& a : apis) {
+    if (a.cbid == cbid) return a.id_name;
+  }
+  return nullptr;
 }
 
 // The runtime's name less its version suffix: cudaLaunchKernel_v7000 -> cudaLaunchKernel.
@@ -507,26 +521,18 @@ std::string runtimeName(std::string name) {
 
 }  // namespace
 
-const std::vector<uint32_t>& launchRuntimeApis() {
-  static const std::vector<uint32_t> ids = cbids(runtimeLaunches());
-  return ids;
+std::vector<uint32_t> launchRuntimeApis() {
+  return cbids(kRuntimeLaunches);
 }
 
-const std::vector<uint32_t>& launchDriverApis() {
-  static const std::vector<uint32_t> ids = cbids(driverLaunches());
-  return ids;
+std::vector<uint32_t> launchDriverApis() {
+  return cbids(kDriverLaunches);
 }
 
-const char* launchApiName(bool driver, uint32_t cbid) {
-  static const auto names = [] {
-    std::map<std::pair<bool, uint32_t>, std::string> m;
-    for (const LaunchApi& a : runtimeLaunches())
-      m.emplace(std::make_pair(false, a.cbid), runtimeName(a.id_name));
-    for (const LaunchApi& a : driverLaunches()) m.emplace(std::make_pair(true, a.cbid), a.id_name);
-    return m;
-  }();
-  const auto it = names.find({driver, cbid});
-  return it != names.end() ? it->second.c_str() : nullptr;
+std::string launchApiName(bool driver, uint32_t cbid) {
+  const char* id_name = driver ? idNameOf(kDriverLaunches, cbid) : idNameOf(kRuntimeLaunches, cbid);
+  if (id_name == nullptr) return {};
+  return driver ? std::string(id_name) : runtimeName(id_name);
 }
 
 bool isNcclKernel(const char* name) noexcept {

@@ -93,6 +93,8 @@ struct TranslateContext {
   std::map<std::tuple<int, uint32_t, uint32_t>, core::TrackId> tracks;
   std::unordered_map<std::string, core::StringId> keys;    // interned argument keys
   std::unordered_map<uint32_t, core::TrackId> api_tracks;  // CUPTI thread id -> its API track
+  // (driver << 32 | cbid) -> the API's interned name, 0 when it is not a launch-type API.
+  std::unordered_map<uint64_t, core::StringId> launch_names;
 
   // Counts for the stats table.
   uint64_t kernels = 0, copies = 0, syncs = 0, nccl_kernels = 0, api_records = 0;
@@ -138,12 +140,12 @@ void finish(TranslateContext& ctx, std::vector<core::Record>& out);
 // Kineto drops the same calls by a blocklist and keeps driver records only for launches. Driver
 // launches are kept because NCCL and Triton launch through the driver; both sync and async copies
 // and sets because each makes a memcpy/memset record whose op is wanted.
-const std::vector<uint32_t>& launchRuntimeApis();  // CUPTI_RUNTIME_TRACE_CBID_*
-const std::vector<uint32_t>& launchDriverApis();   // CUPTI_DRIVER_TRACE_CBID_*
+std::vector<uint32_t> launchRuntimeApis();  // CUPTI_RUNTIME_TRACE_CBID_*
+std::vector<uint32_t> launchDriverApis();   // CUPTI_DRIVER_TRACE_CBID_*
 // The name of a launch-type API as Kineto and HTA show it (the callback id's name less a runtime
-// version suffix: cudaLaunchKernel, cudaMemcpyAsync_ptsz, cuLaunchKernelEx); null for any other
-// API. Its records are the ones translate keeps.
-const char* launchApiName(bool driver, uint32_t cbid);
+// version suffix: cudaLaunchKernel, cudaMemcpyAsync_ptsz, cuLaunchKernelEx); "" for any other
+// API. Its records are the ones translate keeps. No static state: safe during exit.
+std::string launchApiName(bool driver, uint32_t cbid);
 
 // CUPTI's clock against the host's: one sample is a CUPTI timestamp read between two host reads.
 struct ClockSample {

@@ -8,7 +8,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -711,7 +715,7 @@ TEST_CASE(
         "cuLaunchKernelEx");
   CHECK(std::string(launchApiName(true, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2)) ==
         "cuMemcpyHtoDAsync_v2");
-  CHECK(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020) == nullptr);
+  CHECK(launchApiName(false, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020).empty());
 
   // The API record, its external correlation record, the kernel: as CUPTI orders them.
   const auto api = apiRecord(CUPTI_ACTIVITY_KIND_RUNTIME,
@@ -770,4 +774,48 @@ TEST_CASE(
   }
   CHECK(launchStat);
   CHECK(droppedStat);
+}
+
+namespace {
+
+// The exit-order check below, run by an atexit handler of a forked child: a fresh translation of
+// a launch record must still name it. _exit(0) when it does, 3 when the name is wrong.
+void translateLaunchAtExit() {
+  Fixture f;
+  std::vector<core::Record> out;
+  translate(asActivity(apiRecord(CUPTI_ACTIVITY_KIND_RUNTIME,
+                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 41, 10, 20, 7)),
+            f.ctx, out);
+  const bool named = !out.empty() && out[0].kind() == core::RecordKind::kSpan &&
+                     f.strings[out[0].as<core::SpanRecord>().name] == "cudaLaunchKernel";
+  ::_exit(named ? 0 : 3);
+}
+
+}  // namespace
+
+// translate runs from CUPTI's thread inside the final flush, which stopCapture runs from
+// libtracerun's static destructor at a normal exit, after the destructors of statics made later.
+// On an H200 every launch record of that flush failed ("basic_string: construction from null") or
+// the process died of SIGSEGV: the launch names were a function-local std::map, made at the first
+// launch record of the run and destroyed before the flush. Here a handler registered before the
+// first translation runs after everything that translation constructed was destroyed.
+TEST_CASE("launch API records: translated after the static destructors of a normal exit") {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::atexit(translateLaunchAtExit);
+    {
+      Fixture f;
+      std::vector<core::Record> out;
+      translate(asActivity(apiRecord(CUPTI_ACTIVITY_KIND_DRIVER,
+                                     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 40, 1, 2, 7)),
+                f.ctx, out);
+    }
+    std::exit(0);  // static destructors, then translateLaunchAtExit
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  INFO("wait status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
