@@ -84,10 +84,13 @@ def fsdp_child(a):
     layers = [torch.nn.Linear(512, 512) for _ in range(4)]
     psi = sum(p.numel() * p.element_size() for m in layers for p in m.parameters())
     largest = max(sum(p.numel() * p.element_size() for p in m.parameters()) for m in layers)
-    wrapped = [FullyShardedDataParallel(m, sharding_strategy=ShardingStrategy.FULL_SHARD)
-               for m in layers]
+    # device_id cpu: FSDP1 computes on the CPU only when told so; without it, and with no GPU
+    # visible, torch 2.11 refuses ("FSDP needs a non-CPU accelerator device").
+    cpu = torch.device("cpu")
+    wrapped = [FullyShardedDataParallel(m, sharding_strategy=ShardingStrategy.FULL_SHARD,
+                                        device_id=cpu) for m in layers]
     model = FullyShardedDataParallel(torch.nn.Sequential(*wrapped),
-                                     sharding_strategy=ShardingStrategy.FULL_SHARD)
+                                     sharding_strategy=ShardingStrategy.FULL_SHARD, device_id=cpu)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(32, 512)
     for _ in range(3):
