@@ -47,6 +47,8 @@ if [ -z "$PYABS" ] || ! "$PYABS" -c 'import sys, torch; sys.exit(0 if torch.vers
 fi
 export PATH="$(dirname "$PYABS"):$PATH"   # cmake, ctest and ninja of a venv
 export TRACERUN_PYTHON="$PYABS"           # the interpreter the gpu tests re-execute with
+# A crash in a traced process prints its native backtrace (symbolized below into crashes.txt).
+export TRACERUN_CRASH_BACKTRACE=${TRACERUN_CRASH_BACKTRACE:-1}
 if [ -z "${NANOGPT_DIR:-}" ] && [ -f .gpu-deps/nanoGPT/model.py ]; then export NANOGPT_DIR=$PWD/.gpu-deps/nanoGPT; fi
 {
   nvidia-smi -L
@@ -130,6 +132,11 @@ for d in $BUILD_DIR/tests/gpu/*/; do
     -size -16M -exec cp {} "$RESULTS/tests/$name/" \;
 done
 
+# --- crashes: the backtraces TRACERUN_CRASH_BACKTRACE printed, symbolized
+if grep -qs "got signal" $BUILD_DIR/tests/gpu/*/*.log; then
+  bash scripts/symbolize.sh $BUILD_DIR/tests/gpu/*/*.log >"$RESULTS/crashes.txt" 2>&1
+fi
+
 # --- summary
 {
   echo "== summary ($(elapsed) s)"
@@ -151,6 +158,8 @@ EOF
   if [ -f "$RESULTS/bench/gpu_overhead.log" ]; then
     sed -n '/^== table/,$p' "$RESULTS/bench/gpu_overhead.log" | sed 's/^/  /' | head -30
   fi
+  [ -s "$RESULTS/crashes.txt" ] && { echo "  crashes (symbolized, crashes.txt):"; head -12 "$RESULTS/crashes.txt" | sed 's/^/    /'; }
+  grep -rhs "could not be translated" $BUILD_DIR/tests/gpu | sort | uniq -c | head -5 | sed 's/^/  /'
   echo "  results in $RESULTS"
 } 2>&1 | tee -a "$LOG"
 if [ $CTEST_RC -ne 0 ]; then say "gpu-check: FAILED (ctest exit $CTEST_RC)"; exit 1; fi
