@@ -127,6 +127,17 @@ if [ -x "$TRACEVIEW" ]; then
   else
     echo "  no GPU trace at $gpu_trace (set GPU_TRACE): the two GPU screenshots are skipped"
   fi
+  # nanoGPT's memory by category on a GPU (README, docs/images/nanogpt_h200_memory.png): the trace
+  # gpu_memory_categories (tests/gpu/) leaves in build-gpu/tests/gpu/gpu_memory_categories/nanogpt.db
+  # on the GPU machine, kept outside the repository (NANOGPT_MEMORY_TRACE=PATH to point at it).
+  if [ -n "${NANOGPT_MEMORY_TRACE:-}" ] && [ -f "$NANOGPT_MEMORY_TRACE" ]; then
+    # the window of the three training steps (the 4.7 s before them build the model)
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$NANOGPT_MEMORY_TRACE" --view memory \
+      --range 4650ms:5040ms --screenshot "$OUT_DIR/nanogpt_h200_memory.png" --size 1600x900
+    echo "  $OUT_DIR/nanogpt_h200_memory.png"
+  else
+    echo "  no NANOGPT_MEMORY_TRACE: the nanoGPT memory screenshot is skipped"
+  fi
 else
   echo "traceview was not built (ImGui or GLFW missing?): no screenshots"
 fi
