@@ -4,6 +4,7 @@
 #include "model/params.h"
 #include "optim/optimizer.h"
 #include "parallel/rank_grid.h"
+#include "tracerun/torch_compat.h"
 
 #include <torch/optim/adamw.h>
 #include <catch2/catch.hpp>
@@ -66,6 +67,72 @@ TEST_CASE("adamwUpdate (fused and ATen paths) follows libtorch's own AdamW over 
       const double diff = (p - reference.detach()).abs().max().item<double>();
       INFO("contiguous " << contiguous << ", step " << t << ": max |difference| " << diff);
       CHECK(diff <= 1e-6 * reference.detach().abs().max().item<double>());
+    }
+  }
+}
+
+TEST_CASE("adamwUpdateMany (CUDA's multi-tensor AdamW) = adamwUpdate's ATen path, bit for bit",
+          "[trainer][units]") {
+  // The same operations as _foreach ops (on the CPU, libtorch runs them tensor by tensor: the
+  // same arithmetic the CUDA multi-tensor kernels do, checked here against the per-tensor ATen
+  // path); each parameter with its own decay (1 for a no-decay parameter), over 3 steps.
+  at::manual_seed(11);
+  const std::vector<std::vector<int64_t>> shapes{{17, 5}, {2, 3}, {8, 8}};
+  const std::vector<double> decay{1.0 - 0.01 * 0.1, 1.0, 1.0 - 0.01 * 0.1};
+  std::vector<at::Tensor> p, m, v, p1, m1, v1;
+  for (const auto& shape : shapes) {
+    p.push_back(at::randn(shape));
+    m.push_back(at::zeros(shape));
+    v.push_back(at::zeros(shape));
+    p1.push_back(p.back().clone());
+    m1.push_back(m.back().clone());
+    v1.push_back(v.back().clone());
+  }
+  for (int t = 1; t <= 3; ++t) {
+    std::vector<at::Tensor> g;
+    for (const auto& shape : shapes) g.push_back(at::randn(shape));
+    AdamwStep step;
+    step.lr = 0.01;
+    step.bias1 = 1.0 - std::pow(step.beta1, t);
+    step.bias2 = 1.0 - std::pow(step.beta2, t);
+    adamwUpdateMany(p, g, m, v, decay, step);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      AdamwStep one = step;
+      one.decay = decay[i];
+      // A transposed view takes adamwUpdate's ATen path (the fused CPU pass is for contiguous).
+      at::Tensor pt = p1[i].t(), gt = g[i].t(), mt = m1[i].t(), vt = v1[i].t();
+      REQUIRE_FALSE(pt.is_contiguous());
+      adamwUpdate(pt, gt, mt, vt, one);
+      INFO("step " << t << ", parameter " << i);
+      CHECK(at::equal(p[i], p1[i]));
+      CHECK(at::equal(m[i], m1[i]));
+      CHECK(at::equal(v[i], v1[i]));
+    }
+  }
+}
+
+TEST_CASE("foreachNormsFloat: fp32 norms of a list, in one call where libtorch can",
+          "[trainer][units]") {
+  at::manual_seed(3);
+  const std::vector<at::Tensor> f{at::randn({5, 7}), at::randn({40})};
+  const auto norms = tracerun::compat::foreachNormsFloat(f);
+  REQUIRE(norms.has_value());
+  REQUIRE(norms->size() == 2);
+  for (size_t i = 0; i < f.size(); ++i) {
+    CHECK((*norms)[i].scalar_type() == at::kFloat);
+    CHECK((*norms)[i].item<double>() == Approx(f[i].norm().item<double>()).epsilon(1e-6));
+  }
+  // bf16: fp32 norms of the bf16 values from libtorch 2.4 on; before, none (per-tensor path).
+  const std::vector<at::Tensor> b{f[0].to(at::kBFloat16), f[1].to(at::kBFloat16)};
+  const auto bnorms = tracerun::compat::foreachNormsFloat(b);
+  if (!TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)) {
+    CHECK_FALSE(bnorms.has_value());
+  } else {
+    REQUIRE(bnorms.has_value());
+    for (size_t i = 0; i < b.size(); ++i) {
+      CHECK((*bnorms)[i].scalar_type() == at::kFloat);
+      CHECK((*bnorms)[i].item<double>() ==
+            Approx(b[i].to(at::kFloat).norm().item<double>()).epsilon(1e-6));
     }
   }
 }

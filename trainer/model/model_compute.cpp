@@ -58,8 +58,18 @@ at::Tensor ModelCompute::forward(int chunk, int microbatch, const at::Tensor& in
   at::Tensor embedded;
   at::Tensor out = stage.forward(x, targets, rng_, keep_embedded ? &embedded : nullptr);
   if (keep_embedded) embedded_[{chunk, microbatch}] = embedded;
-  if (stage.last()) loss_sum_ += out.item<double>();
+  if (stage.last()) {
+    // The same double sum as adding each loss's item() in turn (fp32 -> double is exact), kept on
+    // the device; a per-step temporary of 8 bytes.
+    tracerun::MemoryTag sum_tag(tracerun::MemoryCategory::kTemporary);
+    const at::Tensor loss = out.detach().to(at::kDouble);
+    loss_sum_ = loss_sum_.defined() ? loss_sum_ + loss : loss;
+  }
   return out;
+}
+
+double ModelCompute::lossSum() const {
+  return loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
 }
 
 void ModelCompute::markLastMicrobatch(int chunk, int microbatch) {

@@ -37,8 +37,10 @@ class ModelCompute : public PipelineCompute {
   void backwardWeight(int chunk, int microbatch, const at::Tensor& input, const at::Tensor& output,
                       const at::Tensor& grad) override;
 
-  // Sum of the losses the last virtual stage computed (0 on other ranks).
-  double lossSum() const { return loss_sum_; }
+  // Sum of the losses the last virtual stage computed (0 on other ranks), in double. Read from the
+  // device when asked, after the step's backward: reading each loss at its forward (.item()) made
+  // the host wait for the forward on a GPU before it could launch the backward.
+  double lossSum() const;
 
  private:
   std::vector<GptStage>& chunks_;
@@ -50,7 +52,7 @@ class ModelCompute : public PipelineCompute {
   int microbatches_;
   DropoutRng* rng_;
   DataParallelStrategy* dp_;
-  double loss_sum_ = 0.0;
+  at::Tensor loss_sum_;  // double, on the last stage's device; undefined before the first loss
   // zb-h1: each microbatch's split backward between its B and its W, by (chunk, microbatch).
   std::map<std::pair<int, int>, std::unique_ptr<SplitBackward>> splits_;
   // zb-h1, first stage: each microbatch's embedded input from its forward to its B.

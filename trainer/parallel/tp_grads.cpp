@@ -1,8 +1,11 @@
 // Sequence-parallel gradient sums and the TP-aware global gradient norm (see tp_grads.h).
 #include "parallel/tp_grads.h"
 
-#include <algorithm>
+#include "tracerun/torch_compat.h"
+
 #include <cmath>
+#include <optional>
+#include <vector>
 
 namespace gpttrain {
 
@@ -39,14 +42,14 @@ double clipGradNorm(ParamSet& params, Group& tp, Group& pp, double max_norm) {
     if (e.split_dim < 0 && tp.rank != 0) continue;  // replicated: rank 0 of TP counts it
     counted.push_back(e.tensor.grad());
   }
-  const bool many = params.device().is_cuda() && !counted.empty() &&
-                    std::all_of(counted.begin(), counted.end(),
-                                [](const at::Tensor& g) { return g.scalar_type() == at::kFloat; });
-  if (many) {
-    // CUDA: one multi-tensor kernel for every gradient's norm (fp32 sums; the per-tensor path
-    // below launches four kernels per parameter). bf16 gradients keep the per-tensor path: their
-    // norms would be rounded to bf16.
-    sum += at::stack(at::_foreach_norm(counted)).to(at::kDouble).pow(2).sum();
+  // CUDA: one multi-tensor kernel for every gradient's norm (fp32 sums), where this libtorch can
+  // give a bf16 list's norms in fp32 (torch_compat.h); the per-tensor path launches four kernels
+  // per parameter.
+  std::optional<std::vector<at::Tensor>> norms;
+  if (params.device().is_cuda() && !counted.empty())
+    norms = tracerun::compat::foreachNormsFloat(counted);
+  if (norms) {
+    sum += at::stack(*norms).to(at::kDouble).pow(2).sum();
   } else {
     for (const at::Tensor& g : counted) sum += g.to(at::kDouble).pow(2).sum();
   }

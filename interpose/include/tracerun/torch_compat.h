@@ -325,3 +325,36 @@ inline void cudaAllocatorBytes(int device, int64_t* reserved, int64_t* requested
 }  // namespace tracerun::compat
 
 #endif  // TRACERUN_COMPAT_CUDA_ALLOC
+
+// ---------------------------------------------------------------------------------------------
+// Multi-tensor (foreach) norms. _foreach_norm computes in the tensors' own dtype before libtorch
+// 2.4 (a bf16 list's norms rounded to bf16); 2.4 added its dtype argument. foreachNormsFloat gives
+// each tensor's L2 norm as fp32 in one multi-tensor call where this libtorch can, else nullopt
+// (the caller then takes its per-tensor path). The 2.4+ branch is compiled on the GPU machine only.
+// ---------------------------------------------------------------------------------------------
+#if !defined(TRACERUN_COMPAT_FOREACH_DONE)
+#define TRACERUN_COMPAT_FOREACH_DONE
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+namespace tracerun::compat {
+
+inline std::optional<std::vector<at::Tensor>> foreachNormsFloat(at::TensorList tensors) {
+  const bool all_float = std::all_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+    return t.scalar_type() == at::kFloat;
+  });
+  if (all_float) return at::_foreach_norm(tensors);
+#if TRACERUN_TORCH_VERSION_AT_LEAST(2, 4)
+  return at::_foreach_norm(tensors, 2, at::kFloat);
+#else
+  return std::nullopt;
+#endif
+}
+
+}  // namespace tracerun::compat
+
+#endif  // TRACERUN_COMPAT_FOREACH_DONE
