@@ -88,41 +88,42 @@ timeout --signal=TERM --kill-after=10 $CTEST_LIMIT \
 CTEST_RC=$?
 say "ctest: exit $CTEST_RC after $(elapsed) s (log: ctest.log)"
 
-# --- 3a. gpttrain against nanoGPT at nanoGPT's shape (issue 32's tokens/s target), traced once
-SPEED_RC=skipped
+# bench_stage LABEL DIR SCRIPT BUDGET GRACE SKIP [ARGS...]: runs bench/SCRIPT with --build,
+# --budget-s BUDGET and --json DIR/NAME.json plus ARGS, its output in $RESULTS/DIR/NAME.log, killed
+# after BUDGET + GRACE seconds; one line instead when SKIP is 1 or BUDGET is under 60 s. Sets
+# STAGE_RC (its exit status, or "skipped").
+bench_stage() {
+  local label=$1 dir=$2 script=$3 budget=$4 grace=$5 skip=$6
+  shift 6
+  local name
+  name=$(basename "$script" .py)
+  STAGE_RC=skipped
+  if [ "$skip" = 1 ]; then say "== $label skipped (asked)"; return; fi
+  if [ "$budget" -lt 60 ]; then say "== $label skipped: too little time before the deadline"; return; fi
+  say "== bench/$script at $(elapsed) s (budget ${budget} s)"
+  mkdir -p "$RESULTS/$dir"
+  timeout --signal=TERM --kill-after=10 $((budget + grace)) \
+    "$PYABS" "bench/$script" --build $BUILD_DIR --budget-s "$budget" \
+    --json "$RESULTS/$dir/$name.json" "$@" >"$RESULTS/$dir/$name.log" 2>&1
+  STAGE_RC=$?
+  say "$label: exit $STAGE_RC after $(elapsed) s (log: $dir/$name.log)"
+}
+
+# --- 3a. gpttrain against nanoGPT at nanoGPT's shape (issue 32's tokens/s target), traced once;
+#         it runs only when the overhead bench keeps at least a minute after it
 SPEED_BUDGET=${GPU_CHECK_SPEED_S:-90}
-if [ "${GPU_CHECK_SKIP_SPEED:-0}" = 1 ]; then
-  say "== gpttrain speed skipped (GPU_CHECK_SKIP_SPEED=1)"
-elif [ $((DEADLINE - $(elapsed) - SPEED_BUDGET - 60)) -lt 60 ]; then
-  say "== gpttrain speed skipped: too little time before the deadline"
-else
-  say "== bench/gpu_gpttrain_speed.py at $(elapsed) s (budget ${SPEED_BUDGET} s)"
-  mkdir -p "$RESULTS/speed"
-  timeout --signal=TERM --kill-after=10 $((SPEED_BUDGET + 120)) \
-    "$PYABS" bench/gpu_gpttrain_speed.py --build $BUILD_DIR --budget-s $SPEED_BUDGET \
-    --json "$RESULTS/speed/gpu_gpttrain_speed.json" --trace-dir "$RESULTS/speed" \
-    >"$RESULTS/speed/gpu_gpttrain_speed.log" 2>&1
-  SPEED_RC=$?
-  say "speed: exit $SPEED_RC after $(elapsed) s (log: speed/gpu_gpttrain_speed.log)"
-fi
+[ $((DEADLINE - $(elapsed) - SPEED_BUDGET - 60)) -lt 60 ] && SPEED_BUDGET=0
+bench_stage "gpttrain speed" speed gpu_gpttrain_speed.py "$SPEED_BUDGET" 120 \
+  "${GPU_CHECK_SKIP_SPEED:-0}" --trace-dir "$RESULTS/speed"
+SPEED_RC=$STAGE_RC
 
 # --- 3b. the overhead bench, with what time is left
-BENCH_RC=skipped
 BENCH_BUDGET=$((DEADLINE - $(elapsed) - 15))
 [ $BENCH_BUDGET -gt ${GPU_CHECK_BENCH_S:-180} ] && BENCH_BUDGET=${GPU_CHECK_BENCH_S:-180}
-if [ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ]; then
-  say "== bench skipped (GPU_CHECK_SKIP_BENCH=1)"
-elif [ $BENCH_BUDGET -lt 60 ]; then
-  say "== bench skipped: ${BENCH_BUDGET} s left before the deadline"
-else
-  say "== bench/gpu_overhead.py at $(elapsed) s (budget ${BENCH_BUDGET} s)"
-  mkdir -p "$RESULTS/bench"
-  timeout --signal=TERM --kill-after=10 $((BENCH_BUDGET + 30)) \
-    "$PYABS" bench/gpu_overhead.py --build $BUILD_DIR --budget-s $BENCH_BUDGET \
-    --json "$RESULTS/bench/gpu_overhead.json" --keep "$RESULTS/bench" ${GPU_CHECK_BENCH_ARGS:-} >"$RESULTS/bench/gpu_overhead.log" 2>&1
-  BENCH_RC=$?
-  say "bench: exit $BENCH_RC after $(elapsed) s (log: bench/gpu_overhead.log)"
-fi
+# shellcheck disable=SC2086  # GPU_CHECK_BENCH_ARGS is a list of words
+bench_stage bench bench gpu_overhead.py "$BENCH_BUDGET" 30 "${GPU_CHECK_SKIP_BENCH:-0}" \
+  --keep "$RESULTS/bench" ${GPU_CHECK_BENCH_ARGS:-}
+BENCH_RC=$STAGE_RC
 
 # --- 4. results into $OUT: per test its logs, result.json, census.json and traces under 16 MiB
 for d in $BUILD_DIR/tests/gpu/*/; do
