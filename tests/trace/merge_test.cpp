@@ -992,3 +992,64 @@ TEST_CASE("merge: a shard whose process died before closing it (WAL left behind)
   }
   CHECK(flagged);
 }
+
+TEST_CASE("merge: two attempts in one file, the last one's ranks first, each attempt's rows kept") {
+  // Attempt 0 (ranks 0 and 1 of a world of 4, as meta world_size says) and attempt 1 (rank 0):
+  // attempt 1 keeps rank 0, attempt 0's ranks become 4 and 5; every row is the shard's own.
+  TempDir dir;
+  std::vector<GenShard> shards = {generate(0, 0, 11), generate(1, 2'000'000, 12),
+                                  generate(0, 0, 13)};
+  shards[2].start_global += 500'000'000;  // the restart began later on the same clock
+  std::vector<MergeInput> inputs;
+  const int attempts[] = {0, 0, 1};
+  for (int i : {2, 1, 0}) {  // the last attempt listed first on purpose
+    const std::string path = dir.file("a" + std::to_string(attempts[i]) + "rank" +
+                                      std::to_string(shards[i].rank) + ".db");
+    writeShard(shards[i], path);
+    inputs.push_back({path});
+    inputs.back().attempt = attempts[i];
+  }
+  const std::string out = dir.file("run.db");
+  mergeShards(inputs, MergeOptions{out, {}});
+  auto r = TraceReader::open(out);
+  CHECK(r.meta("world_size") == "4");
+  // The first attempt's rank 0 is the time axis.
+  const int64_t mergedOrigin = shards[0].origin();
+  REQUIRE(r.meta("origin_ns") == std::to_string(mergedOrigin));
+
+  const auto as = r.attempts();
+  REQUIRE(as.size() == 2);
+  CHECK(as[0].attempt == 0);
+  CHECK(as[0].world_size == 4);
+  CHECK(as[1].attempt == 1);
+  CHECK(as[1].world_size == 4);
+  std::map<int, std::pair<int, int>> ranks;  // merged rank -> (attempt, rank in it)
+  for (const auto& k : r.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {4, {0, 0}}, {5, {0, 1}}});
+  CHECK(as[0].start_ns == std::min(r.ranks()[1].start_ns, r.ranks()[2].start_ns));
+  CHECK(as[1].start_ns == r.ranks()[0].start_ns);
+
+  // Every span of every shard, under its merged rank, at its time on attempt 0's rank 0's clock.
+  std::vector<GenShard> renamed = shards;
+  renamed[0].rank = 4;
+  renamed[1].rank = 5;
+  requireSameSpans(expectedSpans(renamed, mergedOrigin), readSpans(r).spans);
+  // The per-rank tables follow: memory, aggregates and stats rows under the merged rank.
+  for (const auto& g : renamed) {
+    CHECK(r.memory(g.rank, INT64_MIN / 2, INT64_MAX / 2).size() == g.memory.size());
+  }
+  std::map<int, int64_t> spansPerRank;
+  for (const auto& a : r.aggregates()) spansPerRank[a.rank] += a.count;
+  CHECK(spansPerRank == std::map<int, int64_t>{{0, static_cast<int64_t>(shards[2].spans.size())},
+                                               {4, static_cast<int64_t>(shards[0].spans.size())},
+                                               {5, static_cast<int64_t>(shards[1].spans.size())}});
+  std::set<int> statRanks;
+  for (const auto& s : r.stats()) statRanks.insert(s.rank);
+  CHECK(statRanks == std::set<int>{0, 4, 5});
+  // One attempt (and a shard): the one row of meta world_size, ranks as recorded.
+  auto shard = TraceReader::open(inputs[0].path);
+  REQUIRE(shard.attempts().size() == 1);
+  CHECK(shard.attempts()[0].world_size == 4);
+  CHECK(shard.ranks()[0].attempt == 0);
+  r.quickCheck();
+}

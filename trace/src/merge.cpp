@@ -102,7 +102,9 @@ struct Shard {
   std::string path;
   Db db;
   std::map<std::string, std::string> meta;
-  int rank = 0;
+  int rank = 0;          // in the merged file (attempt_rank + the attempt's rank offset)
+  int attempt = 0;       // MergeInput::attempt
+  int attempt_rank = 0;  // the rank the shard recorded
   bool has_rank_row = false;
   int64_t origin_ns = 0;
   int64_t clock_offset_ns = 0;
@@ -119,7 +121,8 @@ bool parseInt64(const std::string& s, int64_t* out) {
   return true;
 }
 
-Shard openShard(const MergeInput& in, size_t index) {
+// index: the shard's place among its attempt's inputs (its rank when it never wrote one).
+Shard openShard(const MergeInput& in, size_t index, size_t indexInAttempt) {
   filecheck::checkFile(in.path);
   Shard s;
   s.index = index;
@@ -146,9 +149,11 @@ Shard openShard(const MergeInput& in, size_t index) {
   s.has_rank_row = rows == 1;
   if (!s.has_rank_row) {
     if (s.complete) throw TraceError(in.path + ": no row in the ranks table");
-    s.rank = static_cast<int>(index);  // the launcher lists shards in rank order
+    s.rank = static_cast<int>(indexInAttempt);  // the launcher lists shards in rank order
   }
   if (in.has_offset) s.clock_offset_ns = in.clock_offset_ns;
+  s.attempt = in.attempt;
+  s.attempt_rank = s.rank;
   return s;
 }
 
@@ -184,6 +189,7 @@ enum class Xf : uint8_t {
   kString,       // through the string map
   kPackedName,   // spans.packed: its name bits through the string map
   kClockOffset,  // replaced by the offset actually applied
+  kRank,         // + the attempt's rank offset
 };
 
 // How one shard's ids and times become the merged file's.
@@ -192,6 +198,7 @@ struct Remap {
   int64_t span_offset = 0;
   int64_t track_offset = 0;
   int64_t clock_offset = 0;
+  int64_t rank_offset = 0;
   std::vector<int64_t> strings;  // shard string id -> merged id; -1 when the shard lacks it
   std::unordered_map<int64_t, int64_t> missing;  // ids the shard used but never stored
   StringMerger* merger = nullptr;
@@ -221,6 +228,8 @@ struct Remap {
                                 schema::packedDepth(v), schema::packedCategory(v));
       case Xf::kClockOffset:
         return clock_offset;
+      case Xf::kRank:
+        return v + rank_offset;
       case Xf::kCopy:
         break;
     }
@@ -258,9 +267,12 @@ struct CopyRule {
 const std::vector<CopyRule>& copyRules() {
   static const std::vector<CopyRule> kRules = {
       {"ranks",
-       {{"clock_offset_ns", Xf::kClockOffset}, {"start_ns", Xf::kTime}, {"end_ns", Xf::kTime}},
+       {{"rank", Xf::kRank},
+        {"clock_offset_ns", Xf::kClockOffset},
+        {"start_ns", Xf::kTime},
+        {"end_ns", Xf::kTime}},
        ""},
-      {"tracks", {{"id", Xf::kTrack}}, ""},
+      {"tracks", {{"id", Xf::kTrack}, {"rank", Xf::kRank}}, ""},
       {"spans",
        {{"id", Xf::kSpan},
         {"track", Xf::kTrack},
@@ -283,7 +295,9 @@ const std::vector<CopyRule>& copyRules() {
         {"detail", Xf::kString}},
        ""},
       {"counters", {{"track", Xf::kTrack}, {"ts_ns", Xf::kTime}}, ""},
-      {"memory", {{"ts_ns", Xf::kTime}, {"op", Xf::kString}, {"scope", Xf::kString}}, ""},
+      {"memory",
+       {{"rank", Xf::kRank}, {"ts_ns", Xf::kTime}, {"op", Xf::kString}, {"scope", Xf::kString}},
+       ""},
       {"flows",
        {{"src_track", Xf::kTrack},
         {"src_ts_ns", Xf::kTime},
@@ -291,11 +305,11 @@ const std::vector<CopyRule>& copyRules() {
         {"dst_ts_ns", Xf::kTime}},
        ""},
       {"aggregates",
-       {{"name", Xf::kString}},
+       {{"rank", Xf::kRank}, {"name", Xf::kString}},
        "ON CONFLICT (rank, name, category) DO UPDATE SET count = count + excluded.count, "
        "total_ns = total_ns + excluded.total_ns, self_ns = self_ns + excluded.self_ns"},
       {"stats",
-       {},
+       {{"rank", Xf::kRank}},
        "ON CONFLICT (rank, name) DO UPDATE SET value = excluded.value, "
        "severity = MAX(severity, excluded.severity)"},
   };
@@ -303,7 +317,7 @@ const std::vector<CopyRule>& copyRules() {
 }
 
 bool writtenByMerge(const std::string& table) {
-  static const char* const kOwn[] = {"meta", "strings", "categories", "track_kinds",
+  static const char* const kOwn[] = {"meta", "strings", "attempts", "categories", "track_kinds",
                                      "memory_categories", "flow_kinds",
                                      // written after the merge (analysis/memory_summary.h)
                                      "memory_category_blocks", "memory_category_allocations"};
@@ -608,6 +622,7 @@ int64_t mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t mer
   Remap remap;
   remap.merger = &strings;
   remap.clock_offset = shard.clock_offset_ns;
+  remap.rank_offset = shard.rank - shard.attempt_rank;
   // A rank's clock reads clock_offset_ns more than rank 0's (schema: ranks.clock_offset_ns), so
   // its local time t is t - offset on rank 0's clock.
   remap.time_shift = shard.origin_ns - shard.clock_offset_ns - mergedOrigin;
@@ -659,19 +674,62 @@ int64_t mergeOne(Shard& shard, const Db& out, StringMerger& strings, int64_t mer
   return readErrors;
 }
 
-void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOrigin) {
+// ---- attempts -----------------------------------------------------------------------------------
+
+// Each attempt's world size: the largest WORLD_SIZE its shards recorded, at least its highest
+// rank + 1 and its number of shards.
+std::map<int, int64_t> attemptWorlds(const std::vector<Shard>& shards) {
+  std::map<int, int64_t> worlds;
+  for (const auto& s : shards) {
+    int64_t& world = worlds[s.attempt];
+    int64_t w = 0;
+    if (parseInt64(s.meta.count("world_size") ? s.meta.at("world_size") : "", &w)) {
+      world = std::max(world, w);
+    }
+    world = std::max<int64_t>(world, s.attempt_rank + 1);
+  }
+  for (auto& [attempt, world] : worlds) {
+    world = std::max<int64_t>(
+        world, std::count_if(shards.begin(), shards.end(),
+                             [a = attempt](const Shard& s) { return s.attempt == a; }));
+  }
+  return worlds;
+}
+
+// The merged rank of every shard: the last attempt's ranks as recorded, then each earlier
+// attempt's (in attempt order) after them, so readers that know nothing of attempts see the last
+// run's ranks where they were.
+std::map<int, int64_t> assignMergedRanks(std::vector<Shard>& shards,
+                                         const std::map<int, int64_t>& worlds) {
+  std::map<int, int64_t> offsets{{worlds.rbegin()->first, 0}};
+  int64_t next = worlds.rbegin()->second;
+  for (const auto& [attempt, world] : worlds) {
+    if (attempt == worlds.rbegin()->first) continue;
+    offsets[attempt] = next;
+    next += world;
+  }
+  for (auto& s : shards) s.rank = s.attempt_rank + static_cast<int>(offsets.at(s.attempt));
+  return offsets;
+}
+
+// One attempts row per attempt merged, its times from its ranks' rows.
+void writeAttempts(const Db& out, const std::map<int, int64_t>& worlds,
+                   const std::map<int, int64_t>& offsets) {
+  Stmt insert(out,
+              "INSERT INTO attempts (attempt, world_size, rank_offset, start_ns, end_ns) SELECT "
+              "?1, ?2, ?3, MIN(start_ns), MAX(end_ns) FROM ranks WHERE rank BETWEEN ?3 AND ?3 + "
+              "?2 - 1");
+  for (const auto& [attempt, world] : worlds) {
+    insert.bind(1, int64_t{attempt}).bind(2, world).bind(3, offsets.at(attempt)).run();
+  }
+}
+
+void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOrigin,
+               int64_t worldSize) {
   std::map<std::string, std::string> meta;
   for (const auto& key : schema::metaKeys()) {
     const auto it = shards.front().meta.find(key.key);
     if (it != shards.front().meta.end()) meta[key.key] = it->second;
-  }
-  int64_t worldSize = static_cast<int64_t>(shards.size());
-  for (const auto& s : shards) {
-    int64_t w = 0;
-    if (parseInt64(s.meta.count("world_size") ? s.meta.at("world_size") : "", &w)) {
-      worldSize = std::max(worldSize, w);
-    }
-    worldSize = std::max<int64_t>(worldSize, s.rank + 1);
   }
   meta["magic"] = schema::kMagic;
   meta["schema_version"] = std::to_string(schema::kSchemaVersion);
@@ -760,7 +818,9 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   // A shard whose process wrote raw records and never converted them (killed: SHARD.raw beside
   // it, raw_convert.h) is read from a conversion into a temporary file; the shards are unchanged.
   std::vector<std::unique_ptr<TempFile>> converted;
+  std::map<int, size_t> perAttempt;  // inputs seen so far of each attempt
   for (size_t i = 0; i < shards.size(); ++i) {
+    const size_t indexInAttempt = perAttempt[shards[i].attempt]++;
     result.shards[i].path = shards[i].path;
     MergeInput input = shards[i];
     if (struct stat st; ::stat(rawShardPath(input.path).c_str(), &st) == 0) {
@@ -774,7 +834,7 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
       }
     }
     try {
-      Shard s = openShard(input, i);
+      Shard s = openShard(input, i, indexInAttempt);
       if (!s.complete && !allow_incomplete) {
         throw TraceError(s.path +
                          ": incomplete shard (its writer never closed it); merge it "
@@ -791,15 +851,19 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
     throw TraceError(options.output +
                      ": no readable shard (first problem: " + unreadable.front().problem + ")");
   }
-  std::stable_sort(open.begin(), open.end(),
-                   [](const Shard& a, const Shard& b) { return a.rank < b.rank; });
+  std::stable_sort(open.begin(), open.end(), [](const Shard& a, const Shard& b) {
+    return a.attempt != b.attempt ? a.attempt < b.attempt : a.attempt_rank < b.attempt_rank;
+  });
   for (size_t i = 1; i < open.size(); ++i) {
-    if (open[i].rank == open[i - 1].rank) {
+    if (open[i].attempt == open[i - 1].attempt && open[i].rank == open[i - 1].rank) {
       throw TraceError(open[i].path + ": rank " + std::to_string(open[i].rank) + " is also in " +
                        open[i - 1].path);
     }
   }
-  // Rank 0's clock (or the lowest rank's, when rank 0 is missing) is the merged time axis.
+  const std::map<int, int64_t> worlds = attemptWorlds(open);
+  const std::map<int, int64_t> rankOffsets = assignMergedRanks(open, worlds);
+  // Rank 0's clock (or the lowest rank's, when rank 0 is missing) of the first attempt is the
+  // merged time axis.
   const int64_t mergedOrigin = open.front().origin_ns - open.front().clock_offset_ns;
 
   TempFile temp(options.output + ".tmp");
@@ -832,7 +896,8 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
     for (const auto& u : unreadable) {
       setStat(out, static_cast<int>(u.index), "merge_unreadable_shard", 1, Severity::kError);
     }
-    writeMeta(out, open, mergedOrigin);
+    writeAttempts(out, worlds, rankOffsets);
+    writeMeta(out, open, mergedOrigin, worlds.rbegin()->second);
     // The level-of-detail summaries over the merged spans (the shards' own are not copied).
     lod::build(out, {});
     out.exec(std::string("INSERT OR REPLACE INTO meta (key, value) VALUES ('summaries', '") +

@@ -6,9 +6,11 @@
 #include "tracerun/trace/reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -142,6 +144,7 @@ class TraceReader::Impl {
   std::string path_;
   sql::Db db_;
   int version_ = 0;
+  bool hasAttempts_ = false;  // the attempts table (files written since it was added)
   std::vector<std::string> strings_;
   std::unordered_map<int64_t, int64_t> longestChunk_;  // track -> tracks.longest_chunk_ns
   // The sink tracerun_spans() appends to; its registration holds this member's address.
@@ -185,6 +188,11 @@ void TraceReader::Impl::open() {
       const int64_t id = strings.i64(0);
       if (id >= 0 && id <= maxId) strings_[static_cast<size_t>(id)] = strings.text(1);
     }
+
+    sql::Stmt attempts(db_,
+                       "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = "
+                       "'attempts'");
+    hasAttempts_ = attempts.step() && attempts.i64(0) > 0;
 
     sql::Stmt tracks(db_, "SELECT id, longest_chunk_ns FROM tracks");
     while (tracks.step()) longestChunk_[tracks.i64(0)] = tracks.i64(1);
@@ -356,8 +364,13 @@ std::string TraceReader::meta(const std::string& key) const {
 std::vector<RankInfo> TraceReader::ranks() const {
   return impl_->guarded([&] {
     sql::Stmt s(impl_->db_,
-                "SELECT rank, host, pid, clock_offset_ns, start_ns, end_ns FROM ranks ORDER BY "
-                "rank");
+                impl_->hasAttempts_
+                    ? "SELECT r.rank, host, pid, clock_offset_ns, r.start_ns, r.end_ns, "
+                      "coalesce(a.attempt, 0), r.rank - coalesce(a.rank_offset, 0) FROM ranks r "
+                      "LEFT JOIN attempts a ON r.rank BETWEEN a.rank_offset AND a.rank_offset + "
+                      "a.world_size - 1 ORDER BY r.rank"
+                    : "SELECT rank, host, pid, clock_offset_ns, start_ns, end_ns, 0, rank FROM "
+                      "ranks ORDER BY rank");
     std::vector<RankInfo> out;
     while (s.step()) {
       RankInfo r;
@@ -367,10 +380,41 @@ std::vector<RankInfo> TraceReader::ranks() const {
       r.clock_offset_ns = s.i64(3);
       r.start_ns = s.i64(4);
       r.end_ns = s.i64(5);
+      r.attempt = static_cast<int>(s.i64(6));
+      r.attempt_rank = static_cast<int>(s.i64(7));
       out.push_back(std::move(r));
     }
     return out;
   });
+}
+
+std::vector<AttemptInfo> TraceReader::attempts() const {
+  std::vector<AttemptInfo> out;
+  if (impl_->hasAttempts_) {
+    impl_->guarded([&] {
+      sql::Stmt s(impl_->db_,
+                  "SELECT attempt, world_size, start_ns, end_ns FROM attempts ORDER BY attempt");
+      while (s.step()) {
+        AttemptInfo a;
+        a.attempt = static_cast<int>(s.i64(0));
+        a.world_size = static_cast<int>(s.i64(1));
+        a.start_ns = s.isNull(2) ? 0 : s.i64(2);
+        a.end_ns = s.isNull(3) ? 0 : s.i64(3);
+        out.push_back(a);
+      }
+    });
+  }
+  if (!out.empty()) return out;
+  AttemptInfo one;  // a shard or an older file: one attempt
+  const std::string world = meta("world_size");
+  const bool number =
+      !world.empty() && world.size() < 9 && std::all_of(world.begin(), world.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      });
+  one.world_size = number ? std::stoi(world) : static_cast<int>(ranks().size());
+  std::tie(one.start_ns, one.end_ns) = timeRange();
+  out.push_back(one);
+  return out;
 }
 
 std::vector<TrackRow> TraceReader::tracks() const {

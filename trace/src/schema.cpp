@@ -46,6 +46,21 @@ const std::vector<Table>& tables() {
         {"end_ns", "INTEGER", "last event end, relative to meta origin_ns"}},
        "",
        false},
+      {"attempts",
+       "The runs of the job that the file holds, one row each (written by merge): a restart "
+       "after a failure or an elastic resize starts a new attempt, with every process again. "
+       "The last attempt's ranks keep their numbers (rank_offset 0); an earlier attempt's are "
+       "numbered after them. A file with no rows here (a shard, a file written before this "
+       "table) holds one attempt, 0, of meta world_size.",
+       {{"attempt", "INTEGER PRIMARY KEY", "0, 1, ... (TORCHELASTIC_RESTART_COUNT)"},
+        {"world_size", "INTEGER NOT NULL", "its number of ranks"},
+        {"rank_offset", "INTEGER NOT NULL",
+         "its RANK r is ranks.rank rank_offset + r: its rows are ranks rank_offset .. "
+         "rank_offset + world_size - 1"},
+        {"start_ns", "INTEGER", "its first event, relative to meta origin_ns"},
+        {"end_ns", "INTEGER", "its last event end"}},
+       "",
+       false},
       {"tracks",
        "Timeline rows: a thread, an async lane, a device stream, a counter or a memory pool of one "
        "rank.",
@@ -332,8 +347,11 @@ const std::vector<MetaKey>& metaKeys() {
       {"schema_version", "this schema's version (also PRAGMA user_version)"},
       {"kind", "'shard' (one rank, written while running) or 'merged' (a whole run)"},
       {"complete", "'1' once the writer (or merge) closed the file cleanly"},
-      {"origin_ns", "CLOCK_MONOTONIC ns of rank 0 that every *_ns time is relative to"},
-      {"world_size", "number of ranks in the run"},
+      {"origin_ns",
+       "CLOCK_MONOTONIC ns of rank 0 that every *_ns time is relative to (the first attempt's "
+       "rank 0 when the file holds several attempts)"},
+      {"world_size",
+       "number of ranks in the run (in its last attempt when the attempts table has several)"},
       {"command", "the traced command line"},
       {"created_unix_s", "wall-clock time the file was created"},
       {"tracerun_version", "version of the tool that wrote the file"},

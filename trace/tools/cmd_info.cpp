@@ -28,6 +28,7 @@ struct Info {
   int schema_version = 0;
   std::map<std::string, std::string> meta;
   std::vector<trace::RankInfo> ranks;
+  std::vector<trace::AttemptInfo> attempts;
   std::vector<trace::TrackRow> tracks;
   trace::EventCounts counts;
   std::pair<int64_t, int64_t> range;
@@ -44,6 +45,7 @@ Info gather(const std::string& path) {
     if (!value.empty()) info.meta[key.key] = value;
   }
   info.ranks = reader.ranks();
+  info.attempts = reader.attempts();
   info.tracks = reader.tracks();
   info.counts = reader.counts();
   info.range = reader.timeRange();
@@ -112,12 +114,23 @@ void printText(const Info& info) {
       static_cast<long long>(c.memory), static_cast<long long>(c.flows));
   std::printf("  integrity   ok (PRAGMA quick_check)\n");
 
+  if (info.attempts.size() > 1) {  // restarts or elastic rounds: every one's ranks are here
+    std::printf("\nattempts (%zu; a rank row's attempt:rank says which)\n", info.attempts.size());
+    for (const auto& a : info.attempts) {
+      std::printf("  attempt %-3d world size %-4d %s .. %s\n", a.attempt, a.world_size,
+                  formatDuration(a.start_ns).c_str(), formatDuration(a.end_ns).c_str());
+    }
+  }
   std::printf("\nranks (%zu, world size %s)\n", info.ranks.size(),
               metaOr(info, "world_size", "?").c_str());
   std::printf("  %-5s %-20s %-8s %-14s %-12s %-12s %s\n", "rank", "host", "pid", "clock offset",
               "first event", "last event", "track events");
   for (const auto& r : info.ranks) {
-    std::printf("  %-5d %-20s %-8lld %-14s %-12s %-12s %lld\n", r.rank, r.host.c_str(),
+    const std::string rank = info.attempts.size() > 1
+                                 ? std::to_string(r.rank) + " (" + std::to_string(r.attempt) + ":" +
+                                       std::to_string(r.attempt_rank) + ")"
+                                 : std::to_string(r.rank);
+    std::printf("  %-5s %-20s %-8lld %-14s %-12s %-12s %lld\n", rank.c_str(), r.host.c_str(),
                 static_cast<long long>(r.pid),
                 ((r.clock_offset_ns >= 0 ? "+" : "") + formatDuration(r.clock_offset_ns)).c_str(),
                 formatDuration(r.start_ns).c_str(), formatDuration(r.end_ns).c_str(),
@@ -168,7 +181,16 @@ void printJson(const Info& info) {
                           {"pid", r.pid},
                           {"clock_offset_ns", r.clock_offset_ns},
                           {"start_ns", r.start_ns},
-                          {"end_ns", r.end_ns}});
+                          {"end_ns", r.end_ns},
+                          {"attempt", r.attempt},
+                          {"attempt_rank", r.attempt_rank}});
+  }
+  j["attempts"] = ordered_json::array();
+  for (const auto& a : info.attempts) {
+    j["attempts"].push_back({{"attempt", a.attempt},
+                             {"world_size", a.world_size},
+                             {"start_ns", a.start_ns},
+                             {"end_ns", a.end_ns}});
   }
   j["tracks"] = ordered_json::array();
   for (const auto& t : info.tracks) {

@@ -171,6 +171,7 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   Report r;
   r.path = reader.path();
   r.ranks = reader.ranks();
+  r.attempts = reader.attempts();
   try {
     r.world_size = std::stoi(reader.meta("world_size"));
   } catch (const std::exception&) {

@@ -78,6 +78,19 @@ std::string reportJson(const Report& r, int indent) {
   j["path"] = r.path;
   j["ranks"] = r.ranks.size();
   j["world_size"] = r.world_size;
+  j["attempts"] = ordered_json::array();
+  for (const auto& a : r.attempts) {
+    ordered_json ranks = ordered_json::array();
+    for (const auto& k : r.ranks) {
+      if (k.attempt == a.attempt)
+        ranks.push_back({{"rank", k.rank}, {"attempt_rank", k.attempt_rank}});
+    }
+    j["attempts"].push_back({{"attempt", a.attempt},
+                             {"world_size", a.world_size},
+                             {"start_ns", a.start_ns},
+                             {"end_ns", a.end_ns},
+                             {"ranks", ranks}});
+  }
   j["steps"] = r.steps;
   j["step_mean_ns"] = r.step_mean_ns;
   j["events"] = {{"spans", r.counts.spans},       {"args", r.counts.args},

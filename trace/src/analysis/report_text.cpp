@@ -5,6 +5,8 @@
 // the whole text
 #include "tracerun/trace/analysis/report_text.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 
 #include "gpu_report.h"
@@ -50,6 +52,20 @@ void headlineSection(const Report& r, Lines& line) {
       r.path.c_str(), r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.world_size, r.steps,
       r.steps == 1 ? "" : "s", duration(double(r.step_mean_ns)).c_str(),
       static_cast<long long>(r.counts.spans), static_cast<long long>(r.counts.memory)));
+  if (r.attempts.size() > 1) {  // "2 attempts: world 2 (ranks 1-2), then world 1 (ranks 0-0)"
+    std::string text =
+        std::to_string(r.attempts.size()) + " attempts (restarts or elastic rounds):";
+    for (const auto& a : r.attempts) {
+      int lo = INT_MAX, hi = -1;
+      for (const auto& k : r.ranks) {
+        if (k.attempt == a.attempt) lo = std::min(lo, k.rank), hi = std::max(hi, k.rank);
+      }
+      text += std::string(&a == &r.attempts.front() ? "" : ", then") + " world " +
+              std::to_string(a.world_size);
+      if (hi >= 0) text += " (ranks " + std::to_string(lo) + "-" + std::to_string(hi) + ")";
+    }
+    line(text + "; an earlier attempt's ranks are numbered after the last one's");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,10 @@ namespace tracerun::trace::analysis {
 
 std::vector<RestartMark> restartMarks(const TraceReader& reader) {
   std::map<int64_t, int64_t> worlds;  // round -> world size
+  // Every round in one file: the attempts table has their sizes.
+  if (const auto attempts = reader.attempts(); attempts.size() > 1) {
+    for (const auto& a : attempts) worlds[a.attempt] = a.world_size;
+  }
   const std::string prefix = "elastic_round_", suffix = "_world";
   for (const auto& s : reader.stats()) {
     const std::string& n = s.name;
@@ -18,7 +22,7 @@ std::vector<RestartMark> restartMarks(const TraceReader& reader) {
     const std::string digits = n.substr(prefix.size(), n.size() - prefix.size() - suffix.size());
     if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
     if (digits.size() > 9) continue;
-    worlds[std::stoll(digits)] = s.value;
+    worlds.emplace(std::stoll(digits), s.value);  // the attempts table first
   }
   std::vector<RestartMark> out;
   for (const auto& t : reader.tracks()) {

@@ -5,6 +5,8 @@
 // trace/analysis/gpu.h's gpuQueueLength. Queries only; no drawing, no threads.
 #include <algorithm>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "data/trace_data.h"
 #include "tracerun/core/vocabulary.h"
@@ -68,15 +70,25 @@ TraceData TraceData::open(const std::string& path) {
   std::map<int64_t, int> depth;
   for (const auto& td : d.impl_->timeline.trackDepths())
     depth[td.track] = std::max(0, td.max_depth);
-  std::map<int, std::vector<TrackInfo>> byRank;
+  // Ranks in time order: an earlier attempt's (restart, elastic round: numbered after the last
+  // attempt's, trace/merge.h) first, each attempt's by its own rank; one attempt: by rank.
+  std::map<int, std::pair<int, int>> attemptOf;
+  for (const auto& r : d.ranks_) attemptOf[r.rank] = {r.attempt, r.attempt_rank};
+  auto rankKey = [&](int rank) {
+    const auto it = attemptOf.find(rank);
+    const auto [attempt, inAttempt] = it == attemptOf.end() ? std::pair(0, rank) : it->second;
+    return std::tuple(attempt, inAttempt, rank);
+  };
+  std::map<std::tuple<int, int, int>, std::vector<TrackInfo>> byRank;
   for (const auto& t : reader.tracks()) {
     if (t.kind == core::TrackKind::kMemory) continue;  // shown per device below
-    byRank[t.rank].push_back(
+    byRank[rankKey(t.rank)].push_back(
         TrackInfo{t.id, t.rank, t.kind, t.name, t.event_count, depth[t.id], std::nullopt});
   }
   const auto devices = d.impl_->timeline.memoryDevices();
   int64_t next = -1;
-  for (auto& [rank, list] : byRank) {
+  for (auto& [key, list] : byRank) {
+    const int rank = std::get<2>(key);
     std::stable_sort(list.begin(), list.end(), [](const TrackInfo& a, const TrackInfo& b) {
       return a.kind != b.kind ? a.kind < b.kind : a.id < b.id;
     });

@@ -55,7 +55,7 @@ void restartTooltip(const trace::analysis::RestartMark& m, int64_t origin) {
   if (m.world < 0)
     ImGui::TextDisabled("no elastic_round_%lld_world row in this trace",
                         static_cast<long long>(m.round));
-  ImGui::TextDisabled("earlier rounds: RUN.attemptV.db");
+  ImGui::TextDisabled("an earlier round's ranks: the rows labelled with its attempt");
   ImGui::EndTooltip();
 }
 

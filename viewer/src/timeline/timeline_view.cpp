@@ -344,8 +344,15 @@ void TimelineView::drawTracks(float areaX, float areaW) {
                           palette::kRankHeader);
         std::string label =
             std::string(isCollapsed ? "+ " : "- ") + "rank " + std::to_string(t.rank);
+        const bool attempts = std::any_of(s_.info->ranks.begin(), s_.info->ranks.end(),
+                                          [](const trace::RankInfo& r) { return r.attempt != 0; });
         for (const auto& r : s_.info->ranks) {
-          if (r.rank == t.rank) label += "   " + r.host + "  pid " + std::to_string(r.pid);
+          if (r.rank != t.rank) continue;
+          if (attempts) {  // restarts in one file: which run, and the rank it had there
+            label += " = attempt " + std::to_string(r.attempt) + "'s rank " +
+                     std::to_string(r.attempt_rank);
+          }
+          label += "   " + r.host + "  pid " + std::to_string(r.pid);
         }
         dl->AddText(ImVec2(origin.x + 4, y + 3), palette::kText, label.c_str());
         primitives_ += 2;

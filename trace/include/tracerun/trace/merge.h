@@ -25,6 +25,11 @@ struct MergeInput {
   int64_t clock_offset_ns = 0;
   // Written to the merged stats table under the shard's rank (added to a row of the same name).
   std::vector<MergeStat> stats{};
+  // The run of the job the shard belongs to (a restart, an elastic round: 0, 1, ...). Shards of
+  // several attempts go into one file (schema: ranks.attempt, the attempts table): the last
+  // attempt's ranks keep their numbers, an earlier attempt's are numbered after them, and the
+  // time axis is the first attempt's rank 0's clock.
+  int attempt = 0;
 };
 
 struct MergeOptions {

@@ -31,6 +31,16 @@ struct RankInfo {
   int64_t pid = 0;
   int64_t clock_offset_ns = 0;
   int64_t start_ns = 0, end_ns = 0;  // first and last event
+  int attempt = 0;                   // the restart or elastic round it belonged to (attempts)
+  int attempt_rank = 0;              // its RANK in that attempt (= rank in the last attempt)
+};
+
+// One run of the job in the file (a restart or an elastic round starts another); a file written
+// before attempts were stored, or a shard, has one: attempt 0 of meta world_size.
+struct AttemptInfo {
+  int attempt = 0;
+  int world_size = 0;
+  int64_t start_ns = 0, end_ns = 0;  // its first event and last event end
 };
 
 struct TrackRow {
@@ -123,7 +133,10 @@ class TraceReader {
   const std::string& str(core::StringId id) const;  // "" for an unknown id
   size_t stringCount() const;
 
+  // In rank order: the last attempt's ranks first (see AttemptInfo).
   std::vector<RankInfo> ranks() const;
+  // In attempt order, at least one.
+  std::vector<AttemptInfo> attempts() const;
   std::vector<TrackRow> tracks() const;
   EventCounts counts() const;
   std::pair<int64_t, int64_t> timeRange() const;  // first start, last end over all events

@@ -69,6 +69,8 @@ struct Report {
   std::string path;
   int world_size = 0;
   std::vector<RankInfo> ranks;
+  // Restarts and elastic rounds, at least one.
+  std::vector<AttemptInfo> attempts;
   int steps = 0;             // most "step" spans on one rank
   int64_t step_mean_ns = 0;  // mean step length over all ranks' step spans
   EventCounts counts;
