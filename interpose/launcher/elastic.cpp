@@ -4,14 +4,15 @@
 // torchrun environment of that round (RANK from the round's base rank, WORLD_SIZE, a fresh
 // MASTER_PORT, TORCHELASTIC_RESTART_COUNT = the round's number), stops them when the host says so
 // (a node joined or left, a rank failed somewhere) and reports how they ended. The host's agent
-// merges the trace of every round at the end: the last one into the output, earlier ones into
-// OUTPUT.attemptV.db, as after a restart (docs/launcher.md "Elastic jobs"). Not the rendezvous
+// merges the trace of every round at the end into the output, one attempt per round
+// (docs/launcher.md "Elastic jobs"). Not the rendezvous
 // protocol itself (elastic_rendezvous.cpp) and not the fixed-size group (group.cpp).
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -34,15 +35,6 @@ namespace tracerun::launcher {
 namespace {
 
 using Env = std::vector<std::pair<std::string, std::string>>;
-
-// run.db -> run.attempt0.db (group.cpp names a restarted attempt's trace the same way).
-std::string attemptTrace(const std::string& output, int attempt) {
-  const auto dot = output.rfind('.');
-  const auto slash = output.rfind('/');
-  const bool hasExt = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-  const std::string tag = ".attempt" + std::to_string(attempt);
-  return hasExt ? output.substr(0, dot) + tag + output.substr(dot) : output + tag;
-}
 
 // This agent's ranks in one round.
 class Round {
@@ -143,54 +135,64 @@ class Round {
   int failed_ = 0;
 };
 
-// The host's end of the job: each round's shards merged (the last into the output).
-// The output's stats table gets every round's world size (elastic_round_V_world, with rank 0's
-// rows) and the number of rounds (elastic_rounds): what `tracerun info` shows of the resizes.
+// The host's end of the job: every round's shards merged into the output, each as its own
+// attempt (trace/merge.h: the last round's ranks keep their numbers, an earlier round's are
+// numbered after them; the attempts table holds each round's world size). The stats table also
+// gets every round's world size (elastic_round_V_world, with rank 0's rows) and the number of
+// rounds (elastic_rounds).
 int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shardDir,
                 const std::vector<int>& worlds, int code) {
   const int lastRound = static_cast<int>(worlds.size()) - 1;
+  std::vector<trace::MergeInput> inputs;
+  std::vector<std::string> dirs;  // the rounds' directories with shards
   for (int v = 0; v <= lastRound; ++v) {
     const std::string dir = shardDir + "/attempt" + std::to_string(v);
     const auto shards = shardFiles(dir);
-    if (shards.empty()) {
-      if (v == lastRound) {
-        std::fprintf(stderr,
-                     "tracerun: elastic: round %d wrote no trace (its program never "
-                     "started capturing: it must load libtorch)\n",
-                     v);
-        code = code != 0 ? code : 1;
-      }
-      continue;
-    }
-    const std::string out = v == lastRound ? o.output : attemptTrace(o.output, v);
-    try {
-      std::vector<trace::MergeInput> inputs;
-      for (const auto& s : shards) inputs.push_back({s});
-      if (v == lastRound) {
-        inputs[0].stats.push_back({"elastic_rounds", lastRound + 1});
-        for (int r = 0; r <= lastRound; ++r) {
-          if (const int w = worlds[static_cast<size_t>(r)]; w > 0) {
-            inputs[0].stats.push_back({"elastic_round_" + std::to_string(r) + "_world", w});
-          }
-        }
-      }
-      trace::MergeOptions mo;
-      mo.output = out;
-      const MergeGuard guard(sup, out, dir);
-      const trace::MergeResult merged = trace::mergeShards(inputs, mo, true);
-      if (reportMergeLoss(merged, out, dir)) {
-        code = code != 0 ? code : 1;
-        continue;
-      }
-      std::fprintf(stderr, "tracerun: elastic: round %d (%zu ranks) traced in %s\n", v,
-                   shards.size(), out.c_str());
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tracerun: merging %s failed: %s; %s\n", dir.c_str(), e.what(),
-                   keptShardsHint(out, dir).c_str());
+    if (shards.empty() && v == lastRound) {
+      std::fprintf(stderr,
+                   "tracerun: elastic: round %d wrote no trace (its program never started "
+                   "capturing: it must load libtorch)\n",
+                   v);
       code = code != 0 ? code : 1;
-      continue;
     }
-    if (!o.keep_shards) {
+    if (!shards.empty()) dirs.push_back(dir);
+    for (const auto& path : shards) {
+      inputs.push_back({path});
+      inputs.back().attempt = v;
+    }
+  }
+  if (inputs.empty()) return code != 0 ? code : 1;
+  // The stats go with the last attempt's lowest rank: merged rank 0 when it wrote a shard.
+  const int lastTraced = inputs.back().attempt;
+  auto& first = *std::find_if(inputs.begin(), inputs.end(), [&](const trace::MergeInput& in) {
+    return in.attempt == lastTraced;
+  });
+  first.stats.push_back({"elastic_rounds", lastRound + 1});
+  for (int r = 0; r <= lastRound; ++r) {
+    if (const int w = worlds[static_cast<size_t>(r)]; w > 0) {
+      first.stats.push_back({"elastic_round_" + std::to_string(r) + "_world", w});
+    }
+  }
+  bool merged = false;
+  try {
+    trace::MergeOptions mo;
+    mo.output = o.output;
+    const MergeGuard guard(sup, o.output, shardDir);
+    const trace::MergeResult result = trace::mergeShards(inputs, mo, true);
+    if (reportMergeLoss(result, o.output, shardDir)) {
+      code = code != 0 ? code : 1;
+    } else {
+      merged = true;
+      std::fprintf(stderr, "tracerun: elastic: %d round%s (%zu rank shards) traced in %s\n",
+                   lastRound + 1, lastRound == 0 ? "" : "s", inputs.size(), o.output.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tracerun: merging %s failed: %s; %s\n", shardDir.c_str(), e.what(),
+                 keptShardsHint(o.output, shardDir).c_str());
+    code = code != 0 ? code : 1;
+  }
+  if (merged && !o.keep_shards) {
+    for (const auto& dir : dirs) {
       removeShardFiles(dir);
       ::rmdir(dir.c_str());
     }

@@ -2,15 +2,19 @@
 // loopback run gpttrain (one rank each); one agent is killed mid-run; the other stops its rank,
 // forms the next round alone and gpttrain resumes at world 1 from the last checkpoint (re-cut for
 // DP 1). Checked against independent runs: every loss after the resize equals a fresh world-1 run
-// loaded from the same checkpoint exactly, and the uninterrupted world-2 run's within 1e-5; the
-// traces hold both rounds with their world sizes. Also the refused flag combinations. No libtorch
-// here; no timed assertions (the kill waits for a checkpoint file, not for a time).
+// loaded from the same checkpoint exactly, and the uninterrupted world-2 run's within 1e-5; the one
+// trace holds both rounds as attempts with their world sizes, each rank's rows those of its own
+// shard (kept with --keep-shards, read before the merge touched them). Also the refused flag
+// combinations. No libtorch here; no timed assertions (the kill waits for a checkpoint file, not
+// for a time).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
@@ -170,6 +174,23 @@ void checkResizedLosses(const std::string& dir, int resumed) {
   }
 }
 
+// What one rank wrote: spans per track name, instants and memory rows (the rows a merge copies).
+std::map<std::string, int64_t> rowsOfRank(const trace::TraceReader& r, int rank) {
+  std::map<std::string, int64_t> out;
+  for (const auto& t : r.tracks()) {
+    if (t.rank != rank) continue;
+    r.forEachSpan(t.id, [&](const trace::SpanRow&) { ++out["spans on " + t.name]; });
+    out["instants"] += static_cast<int64_t>(r.instants(t.id, INT64_MIN / 2, INT64_MAX / 2).size());
+  }
+  out["memory"] = static_cast<int64_t>(r.memory(rank, INT64_MIN / 2, INT64_MAX / 2).size());
+  return out;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 }  // namespace
 
 TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, resharded",
@@ -189,7 +210,9 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
     return argv;
   };
   // The agent that binds the port first hosts the rendezvous: start the other once it listens.
-  testing::Child host(agent(dir + "/el.db"), scratch());
+  auto hostArgs = agent(dir + "/el.db");
+  hostArgs.insert(hostArgs.begin() + 1, "--keep-shards");  // each round's shards, for the check
+  testing::Child host(hostArgs, scratch());
   for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -223,30 +246,55 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
 
   checkResizedLosses(dir, resumed);
 
-  // The traces: round 0 (world 2, ranks 0 and 1) in el.attempt0.db, round 1 (world 1) in el.db,
-  // which marks where its run began ("restart" instant, value 1) and names both rounds' sizes.
-  const auto first = trace::TraceReader::open(dir + "/el.attempt0.db");
-  CHECK(first.meta("world_size") == "2");
-  std::set<int> ranks;
-  for (const auto& k : first.ranks()) ranks.insert(k.rank);
-  CHECK(ranks == std::set<int>{0, 1});
-  const auto last = trace::TraceReader::open(dir + "/el.db");
-  CHECK(last.meta("world_size") == "1");
-  CHECK(last.ranks().size() == 1);
+  // The trace: both rounds in el.db, as attempts 0 (world 2) and 1 (world 1); attempt 1's rank
+  // keeps rank 0, attempt 0's ranks 0 and 1 are rows 1 and 2. Rank 0 of attempt 1 marks where its
+  // run began ("restart" instant, value 1); the stats still name both rounds' sizes.
+  CHECK_FALSE(exists(dir + "/el.attempt0.db"));
+  const auto run = trace::TraceReader::open(dir + "/el.db");
+  CHECK(run.meta("world_size") == "1");
+  const auto attempts = run.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].world_size == 2);
+  CHECK(attempts[1].world_size == 1);
+  CHECK(attempts[0].end_ns <= attempts[1].start_ns);  // one host: one CLOCK_MONOTONIC
+  std::map<int, std::pair<int, int>> ranks;           // rank in the file -> (attempt, rank in it)
+  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {0, 0}}, {2, {0, 1}}});
   bool marked = false;
-  for (const auto& t : last.tracks()) {
-    for (const auto& i : last.instants(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
-      marked = marked || (last.str(i.name) == "restart" && i.value == 1);
+  for (const auto& t : run.tracks()) {
+    for (const auto& i : run.instants(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
+      if (run.str(i.name) != "restart") continue;
+      CHECK(i.value == 1);
+      CHECK(t.rank == 0);
+      marked = true;
     }
   }
   CHECK(marked);
   std::map<std::string, int64_t> stats;
-  for (const auto& s : last.stats()) stats[s.name] = s.value;
+  for (const auto& s : run.stats()) stats[s.name] = s.value;
   CHECK(stats["elastic_rounds"] == 2);
   CHECK(stats["elastic_round_0_world"] == 2);
   CHECK(stats["elastic_round_1_world"] == 1);
-  // Round 1 began after round 0 (one host: one CLOCK_MONOTONIC).
-  CHECK(std::stoll(last.meta("origin_ns")) > std::stoll(first.meta("origin_ns")));
+  // Each attempt's rows per rank are its own shard's, as the rank wrote it (kept beside the run).
+  int compared = 0;
+  for (const auto& [rank, where] : ranks) {
+    const auto [attempt, inAttempt] = where;
+    const std::string shard = dir + "/el.db.shards/attempt" + std::to_string(attempt) + "/rank" +
+                              std::to_string(inAttempt) + ".db";
+    INFO("attempt " << attempt << " rank " << inAttempt << ": " << shard);
+    REQUIRE(exists(shard));
+    REQUIRE_FALSE(exists(shard + ".raw"));  // converted by the rank itself at its stop
+    const auto own = trace::TraceReader::open(shard);
+    REQUIRE(own.ranks().size() == 1);
+    CHECK(own.ranks()[0].rank == inAttempt);
+    const auto want = rowsOfRank(own, inAttempt);
+    int64_t spans = 0;
+    for (const auto& [what, n] : want) spans += what.rfind("spans", 0) == 0 ? n : 0;
+    CHECK(spans > 100);  // gpttrain's steps, not an empty shard
+    CHECK(rowsOfRank(run, rank) == want);
+    ++compared;
+  }
+  CHECK(compared == 3);
   (void)killed;
 }
 
@@ -315,13 +363,17 @@ TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, reshar
   INFO(u.describe());
   REQUIRE(u.code == 0);
   checkResizedLosses(dir, resumed);
-  const auto first = trace::TraceReader::open(dir + "/el.attempt0.db");
-  CHECK(first.meta("world_size") == "1");
-  const auto last = trace::TraceReader::open(dir + "/el.db");
-  CHECK(last.meta("world_size") == "2");
-  std::set<int> ranks;
-  for (const auto& k : last.ranks()) ranks.insert(k.rank);
-  CHECK(ranks == std::set<int>{0, 1});
+  // One trace: attempt 0 (world 1) and attempt 1 (world 2, ranks 0 and 1); attempt 0's rank is
+  // row 2.
+  const auto run = trace::TraceReader::open(dir + "/el.db");
+  CHECK(run.meta("world_size") == "2");
+  const auto attempts = run.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].world_size == 1);
+  CHECK(attempts[1].world_size == 2);
+  std::map<int, std::pair<int, int>> ranks;
+  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {1, 1}}, {2, {0, 0}}});
 }
 
 TEST_CASE("a failed rank restarts every node of an elastic job within --max-restarts",
@@ -373,7 +425,12 @@ TEST_CASE("a failed rank restarts every node of an elastic job within --max-rest
       CHECK(r.code == 0);
       CHECK(o.code == 0);
       CHECK(r.err.find("round 1: world 2 over 2 nodes") != std::string::npos);
-      CHECK(trace::TraceReader::open(tag + "_host.db").ranks().size() == 2);
+      // Round 1's two ranks (round 0's rank 0, stopped, may be there too, as attempt 0).
+      int lastRound = 0;
+      for (const auto& k : trace::TraceReader::open(tag + "_host.db").ranks()) {
+        lastRound += k.attempt == 1 ? 1 : 0;
+      }
+      CHECK(lastRound == 2);
     } else {
       CHECK(r.code == 3);
       CHECK(o.code == 3);
