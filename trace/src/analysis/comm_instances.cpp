@@ -36,6 +36,13 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   const core::StringId kSeqKey = NameCodes::find(reader, vocab::arg::kSeq);
   const core::StringId kBytesKey = NameCodes::find(reader, vocab::arg::kBytes);
   std::map<int, std::vector<Call>> byRank;
+  // Restarts in one file (reader.h AttemptInfo): an earlier attempt's calls pair only among its
+  // own ranks, under their group name with " (attempt N)".
+  std::map<int, std::string> attemptTag;
+  for (const RankInfo& k : reader.ranks()) {
+    if (k.rank != k.attempt_rank)
+      attemptTag[k.rank] = " (attempt " + std::to_string(k.attempt) + ")";
+  }
   for (const TrackRow& t : reader.tracks()) {
     if (cancel && cancel->load()) break;
     if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
@@ -67,6 +74,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         if (bytes < 0) bytes = bytesOfShapes(detail);
         c.group = op + "|" + detail + "|" + std::to_string(bytes);
       }
+      if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
       ++ordinal;
       byRank[t.rank].push_back(std::move(c));
     }

@@ -62,7 +62,8 @@ void headlineSection(const Report& r, Lines& line) {
       }
       text += std::string(&a == &r.attempts.front() ? "" : ", then") + " world " +
               std::to_string(a.world_size);
-      if (hi >= 0) text += " (ranks " + std::to_string(lo) + "-" + std::to_string(hi) + ")";
+      if (hi == lo) text += " (rank " + std::to_string(lo) + ")";
+      if (hi > lo) text += " (ranks " + std::to_string(lo) + "-" + std::to_string(hi) + ")";
     }
     line(text + "; an earlier attempt's ranks are numbered after the last one's");
   }
