@@ -1,6 +1,7 @@
 // Elastic restarts (docs/launcher.md "Elastic jobs"): the "restart" instants a restarted rank
 // records where its run began (value = the round), with the world sizes of that round and the one
-// before from the stats rows elastic_round_V_world when the trace has them. For the viewer's
+// before from the attempts table (every round in one file), else the stats rows
+// elastic_round_V_world when the trace has them. For the viewer's
 // timeline marker and its tooltip; not the launcher's bookkeeping and no other instant kinds.
 #pragma once
 
