@@ -140,6 +140,8 @@ size_t RawShardWriter::pass() {
   });
   // After the records: every string and track a drained record names was registered before
   // the record was pushed, so it is in this pass's blocks at the latest.
+  // After a failed write they wait for close(), which writes them (records written before the
+  // failure may name strings registered since the last pass).
   if (session_.strings().size() > stringsWritten_) writeStrings();
   if (session_.tracks().size() > tracksWritten_) writeTracks();
   const uint64_t dropped = session_.dropped() + lost_;
@@ -147,8 +149,7 @@ size_t RawShardWriter::pass() {
     RawBlockHeader h;
     h.kind = RawBlockKind::kDropped;
     h.first = static_cast<int64_t>(dropped);
-    writeBlock(h, nullptr, 0, closed_);  // after a failure only at close (see close())
-    if (!failed() || (closed_ && !dead_)) droppedWritten_ = dropped;
+    if (writeBlock(h, nullptr, 0, closed_)) droppedWritten_ = dropped;  // see close()
   }
   return drained;
 }
@@ -180,8 +181,7 @@ void RawShardWriter::writeStrings() {
   h.kind = RawBlockKind::kStrings;
   h.count = static_cast<uint32_t>(fresh.size());
   h.first = static_cast<int64_t>(stringsWritten_);
-  writeBlock(h, scratch_.data(), scratch_.size());
-  stringsWritten_ += fresh.size();
+  if (writeBlock(h, scratch_.data(), scratch_.size(), closed_)) stringsWritten_ += fresh.size();
 }
 
 void RawShardWriter::writeTracks() {
@@ -199,8 +199,7 @@ void RawShardWriter::writeTracks() {
   RawBlockHeader h;
   h.kind = RawBlockKind::kTracks;
   h.count = static_cast<uint32_t>(fresh.size());
-  writeBlock(h, scratch_.data(), scratch_.size());
-  tracksWritten_ += fresh.size();
+  if (writeBlock(h, scratch_.data(), scratch_.size(), closed_)) tracksWritten_ += fresh.size();
 }
 
 void RawShardWriter::writeMeta(const std::string& key, const std::string& value, bool closing) {
@@ -263,10 +262,10 @@ void RawShardWriter::releaseReserve() {
 // One block with one writev. A short or failed write cuts the file back to its last whole block
 // and stops the records; `closing` blocks are still tried once the reserve is released, until one
 // fails too (see the header's contract).
-void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing) {
-  if (dead_ || fd_ < 0 || (failed() && !closing)) return;
+bool RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing) {
+  if (dead_ || fd_ < 0 || (failed() && !closing)) return false;
   const size_t total = sizeof h + bytes;
-  if (!closing && !claimRoom(total)) return;
+  if (!closing && !claimRoom(total)) return false;
   h.payload_bytes = static_cast<uint32_t>(bytes);
   iovec iov[2] = {{&h, sizeof h}, {const_cast<void*>(payload), bytes}};
   size_t done = 0;
@@ -286,11 +285,12 @@ void RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t by
       if (closing) dead_ = true;  // no room even for them: nothing more
       stop("writing " + opt_.path + " failed: " + std::strerror(e) +
            "; later events are dropped and counted");
-      return;
+      return false;
     }
     done += static_cast<size_t>(w);
   }
   offset_ += total;
+  return true;
 }
 
 void RawShardWriter::setStat(const std::string& name, int64_t value, StatSeverity severity) {
@@ -315,7 +315,7 @@ void RawShardWriter::close() {
   pass();
   releaseReserve();  // the conversion's room, and the closing blocks' (see the header)
   closed_ = true;
-  pass();  // nothing left to drain: the drop count, now written even after a failure
+  pass();  // the closing pass: strings, tracks and the drop count, even after a failure
   // Capture sources' stats first, then the callers' (which win a name clash at conversion).
   auto putStat = [&](const std::string& name, int64_t value, StatSeverity sev) {
     RawBlockHeader h;

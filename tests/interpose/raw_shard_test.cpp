@@ -427,23 +427,33 @@ TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and m
 
 namespace {
 
-// `n` spans named "op" on one thread, pushed in batches of 500 with a flush (then `afterFlush`)
-// after each.
+// `n` spans in batches of 500 on two threads: `first` spans on a, then the rest on b, each
+// batch's named anew ("a<k>", "b<k>"), with a flush (then `afterFlush`) after each: one pass
+// writes a's records block, b's, then the new names.
 template <typename Fn>
-void pushSpans(core::Session& s, core::RawShardWriter& w, int n, Fn afterFlush) {
-  const core::StringId name = s.strings().intern("op");
-  core::ThreadBuffer& b = s.threadBuffer("main");
-  for (int i = 0; i < n; ++i) {
-    core::SpanRecord sp;
-    sp.name = name;
-    sp.start_ns = kOrigin + int64_t{i} * 10;
-    sp.end_ns = sp.start_ns + 5;
-    sp.id = b.nextId();
-    while (!b.ring.tryPush(core::Record::from(sp))) w.flush();
-    if ((i + 1) % 500 == 0) {
-      w.flush();
-      afterFlush();
+void pushSpans(core::Session& s, core::RawShardWriter& w, int n, int first, Fn afterFlush) {
+  // Two buffers drained in one pass: this thread's, and one standing for a second thread.
+  core::ThreadBuffer* buffers[2] = {
+      &s.threadBuffer("a"),
+      &s.replayBuffer(s.tracks().add(core::TrackKind::kThread, 2, "b"), 2, 1000)};
+  for (int batch = 0; batch * 500 < n; ++batch) {
+    for (int t = 0; t < 2; ++t) {
+      const core::StringId name =
+          s.strings().intern(std::string(t ? "b" : "a") + std::to_string(batch));
+      core::ThreadBuffer& b = *buffers[t];
+      const int begin = batch * 500 + (t ? first : 0);
+      const int end = std::min(n, batch * 500 + (t ? 500 : first));
+      for (int i = begin; i < end; ++i) {
+        core::SpanRecord sp;
+        sp.name = name;
+        sp.start_ns = kOrigin + int64_t{i} * 10;
+        sp.end_ns = sp.start_ns + 5;
+        sp.id = b.nextId();
+        while (!b.ring.tryPush(core::Record::from(sp))) w.flush();
+      }
     }
+    w.flush();
+    afterFlush();
   }
 }
 
@@ -492,68 +502,83 @@ TEST_CASE("raw shard: under a file-size limit the writer stops where its convers
   const std::string dir = scratch() + "/fsize";
   fs::create_directories(dir);
   const std::string shard = dir + "/rank0.db";
-  constexpr uint64_t kLimit = 600 << 10;
-  constexpr int kSpans = 20000;  // 1.3 MB of raw records: far past the limit
+  constexpr int kSpans = 20000;  // 1.3 MB of raw records: far past the limits below
   struct Out {
     uint64_t written, rawBytes, shardBase, reserveShort, failed;
     int64_t reserveAfterClose;
     char failure[200];
-  } out{};
-  const int code = underFileSizeLimit(kLimit, &out, [&](Out& o) {
-    o.shardBase = placeholder(shard);
-    core::Session s(1 << 12);
-    core::RawShardOptions ro;
-    ro.path = trace::rawShardPath(shard);
-    ro.origin_ns = kOrigin;
-    ro.drain_interval_ms = 100000;  // only pushSpans' flushes write
-    ro.reserve_path = trace::rawReservePath(shard);
-    ro.shard_base_bytes = o.shardBase;
-    core::RawShardWriter w(s, ro);
-    // While recording, the reserve holds room_base + room_ratio x the raw file (its blocks, not
-    // only its size: posix_fallocate).
-    pushSpans(s, w, kSpans, [&] {
-      struct stat st {};
-      const double need =
-          static_cast<double>(ro.room_base) + ro.room_ratio * static_cast<double>(w.bytesWritten());
-      o.reserveShort += ::stat(ro.reserve_path.c_str(), &st) != 0 ||
-                        static_cast<double>(st.st_blocks) * 512 < need;
-    });
-    w.close();
-    o.written = w.recordsWritten();
-    o.rawBytes = w.bytesWritten();
-    o.failed = w.failed();
-    o.reserveAfterClose = fs::exists(ro.reserve_path) ? 1 : 0;
-    std::snprintf(o.failure, sizeof o.failure, "%s", w.failure().c_str());
-    try {
-      trace::convertRawShard(ro.path, shard);  // in place, under the same limit
-    } catch (const std::exception& e) {
-      std::snprintf(o.failure, sizeof o.failure, "%s", e.what());
-      return 3;
-    }
-    return 0;
-  });
-  INFO(out.failure);
-  REQUIRE(code == 0);
-  CHECK(out.reserveShort == 0);
-  CHECK(out.reserveAfterClose == 0);
-  CHECK(out.failed == 1);
-  CHECK(std::string(out.failure).find("file-size limit") != std::string::npos);
-  // It stopped because of the limit, not much before it: the shard's room at the next block
-  // would have crossed it.
-  const core::RawShardOptions defaults;
-  auto room = [&](uint64_t raw) {
-    return static_cast<double>(out.shardBase + defaults.room_base) +
-           defaults.room_ratio * static_cast<double>(raw);
   };
-  CHECK(room(out.rawBytes) <= kLimit);
-  CHECK(room(out.rawBytes + 500 * 64 + 32) > kLimit);  // the next flush's block
-  // Every record written is in the shard; the rest are counted as dropped.
-  CHECK(fs::file_size(shard) <= kLimit);
-  CHECK(count(shard, "spans") == static_cast<int64_t>(out.written));
-  CHECK(out.written > 0);
-  CHECK(rows(shard, "SELECT value, severity FROM stats WHERE name = 'dropped_events'").at(0) ==
-        std::to_string(kSpans - static_cast<int64_t>(out.written)) + "|2");
-  CHECK(rows(shard, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
+  // Three limits a third of a pass's room apart: where the writer stops moves through a pass, so
+  // at least one run stops after a's block of a pass and before b's (whose names the pass had not
+  // yet written).
+  int stoppedInsideAPass = 0;
+  for (const uint64_t limit : {uint64_t{600} << 10, uint64_t{608} << 10, uint64_t{616} << 10}) {
+    INFO("RLIMIT_FSIZE " << limit);
+    Out out{};
+    const int code = underFileSizeLimit(limit, &out, [&](Out& o) {
+      o.shardBase = placeholder(shard);
+      core::Session s(1 << 12);
+      core::RawShardOptions ro;
+      ro.path = trace::rawShardPath(shard);
+      ro.origin_ns = kOrigin;
+      ro.drain_interval_ms = 100000;  // only pushSpans' flushes write
+      ro.reserve_path = trace::rawReservePath(shard);
+      ro.shard_base_bytes = o.shardBase;
+      core::RawShardWriter w(s, ro);
+      // While recording, the reserve holds room_base + room_ratio x the raw file (its blocks,
+      // not only its size: posix_fallocate).
+      pushSpans(s, w, kSpans, 100, [&] {
+        if (!w.failed()) o.rawBytes = w.bytesWritten();  // as of the last whole flush
+        struct stat st {};
+        const double need = static_cast<double>(ro.room_base) +
+                            ro.room_ratio * static_cast<double>(w.bytesWritten());
+        o.reserveShort += ::stat(ro.reserve_path.c_str(), &st) != 0 ||
+                          static_cast<double>(st.st_blocks) * 512 < need;
+      });
+      w.close();
+      o.written = w.recordsWritten();
+      o.failed = w.failed();
+      o.reserveAfterClose = fs::exists(ro.reserve_path) ? 1 : 0;
+      std::snprintf(o.failure, sizeof o.failure, "%s", w.failure().c_str());
+      try {
+        trace::convertRawShard(ro.path, shard);  // in place, under the same limit
+      } catch (const std::exception& e) {
+        std::snprintf(o.failure, sizeof o.failure, "%s", e.what());
+        return 3;
+      }
+      return 0;
+    });
+    INFO(out.failure);
+    REQUIRE(code == 0);
+    CHECK(out.reserveShort == 0);
+    CHECK(out.reserveAfterClose == 0);
+    CHECK(out.failed == 1);
+    CHECK(std::string(out.failure).find("file-size limit") != std::string::npos);
+    // It stopped because of the limit, not much before it: the shard's room at the next pass's
+    // blocks would have crossed it.
+    const core::RawShardOptions defaults;
+    auto room = [&](uint64_t raw) {
+      return static_cast<double>(out.shardBase + defaults.room_base) +
+             defaults.room_ratio * static_cast<double>(raw);
+    };
+    CHECK(room(out.rawBytes) <= limit);
+    CHECK(room(out.rawBytes + 500 * 64 + 256) > limit);
+    // Every record written is in the shard; the rest are counted as dropped.
+    CHECK(fs::file_size(shard) <= limit);
+    CHECK(count(shard, "spans") == static_cast<int64_t>(out.written));
+    CHECK(out.written > 0);
+    CHECK(rows(shard, "SELECT value, severity FROM stats WHERE name = 'dropped_events'").at(0) ==
+          std::to_string(kSpans - static_cast<int64_t>(out.written)) + "|2");
+    CHECK(rows(shard, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
+    // Every span's name is there, those of a pass whose later block was refused included (the
+    // writer writes that pass's new names at close).
+    CHECK(rows(shard,
+               "SELECT COUNT(*) FROM spans s LEFT JOIN strings n ON n.id = s.name "
+               "WHERE n.value IS NULL OR substr(n.value, 1, 1) NOT IN ('a', 'b')")
+              .at(0) == "0");
+    stoppedInsideAPass += out.written % 500 != 0;
+  }
+  CHECK(stoppedInsideAPass >= 1);
 }
 
 TEST_CASE("raw shard: a conversion without room leaves the raw file whole, and it converts later",
@@ -570,7 +595,7 @@ TEST_CASE("raw shard: a conversion without room leaves the raw file whole, and i
     ro.origin_ns = kOrigin;
     ro.drain_interval_ms = 100000;
     core::RawShardWriter w(s, ro);
-    pushSpans(s, w, kSpans, [] {});
+    pushSpans(s, w, kSpans, 250, [] {});
     w.close();
     REQUIRE_FALSE(w.failed());
   }

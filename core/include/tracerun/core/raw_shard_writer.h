@@ -10,16 +10,17 @@
 //   session's stats, setStat()/setMeta() rows and the end block. close() is idempotent; the
 //   destructor calls it.
 // - A write that fails (full disk, quota, file-size limit) is said once on stderr; the file is cut
-//   back to its last whole block, nothing more is written, and every record drained after that is
-//   counted as dropped (failed() turns true, the caller marks the shard as failed).
+//   back to its last whole block, no more records are written, and every record drained after
+//   that is counted as dropped (failed() turns true, the caller marks the shard as failed). At
+//   close, once the reserve below is released, the small closing blocks (strings and tracks not
+//   yet written, drop count, stats, meta) are still tried; the end block is not written, so the
+//   shard is marked incomplete.
 // - Room to convert (with reserve_path set): before a block is appended, the reserve file is grown
 //   (posix_fallocate) to room_base + room_ratio x the raw file's size, the disk space the
 //   conversion into SQLite needs besides what the shard already takes (shard_base_bytes); close()
 //   removes it, so the conversion that follows finds that room however full the disk became. A
 //   block whose room cannot be claimed (no space, a quota, or a shard that would outgrow
-//   RLIMIT_FSIZE) is not written: it is said once on stderr, records are dropped and counted from
-//   then on (failed()), and the small closing blocks (drop count, stats, meta) are still written,
-//   after the reserve is released. The end block is not: the shard is then marked incomplete.
+//   RLIMIT_FSIZE) is not written: it is said once on stderr and counts as a failed write.
 #pragma once
 
 #include <atomic>
@@ -80,8 +81,9 @@ class RawShardWriter {
   void writeRecords(const ThreadBuffer& b, const Record* r, size_t n);
   void writeStrings();
   void writeTracks();
-  // `closing`: a drop count, stat or meta block, written even after records stopped (see above).
-  void writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing = false);
+  // `closing`: a block of close() (strings, tracks, drop count, stats, meta), written even after
+  // records stopped (see above). True when the block is in the file.
+  bool writeBlock(RawBlockHeader h, const void* payload, size_t bytes, bool closing = false);
   bool claimRoom(uint64_t blockBytes);  // grows the reserve for a block; false: stop (said)
   void stop(const std::string& line);
   void releaseReserve();
