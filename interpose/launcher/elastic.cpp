@@ -140,13 +140,17 @@ class Round {
 // numbered after them; the attempts table holds each round's world size). The stats table also
 // gets every round's world size (elastic_round_V_world, with rank 0's rows) and the number of
 // rounds (elastic_rounds).
+// hosted: each round's host's shard directory (after a takeover, earlier rounds' are the dead
+// host's).
 int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shardDir,
-                const std::vector<int>& worlds, int code) {
+                const std::vector<int>& worlds, const std::vector<std::string>& hosted, int code) {
   const int lastRound = static_cast<int>(worlds.size()) - 1;
   std::vector<trace::MergeInput> inputs;
   std::vector<std::string> dirs;  // the rounds' directories with shards
   for (int v = 0; v <= lastRound; ++v) {
-    const std::string dir = shardDir + "/attempt" + std::to_string(v);
+    const std::string& root =
+        hosted[static_cast<size_t>(v)].empty() ? shardDir : hosted[static_cast<size_t>(v)];
+    const std::string dir = root + "/attempt" + std::to_string(v);
     const auto shards = shardFiles(dir);
     if (shards.empty() && v == lastRound) {
       std::fprintf(stderr,
@@ -195,6 +199,7 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
     for (const auto& dir : dirs) {
       removeShardFiles(dir);
       ::rmdir(dir.c_str());
+      ::rmdir(dir.substr(0, dir.rfind('/')).c_str());  // a dead host's directory, once empty
     }
   }
   if (!o.quiet && code == 0) {
@@ -224,6 +229,34 @@ std::string elasticOptionsProblem(const LaunchOptions& o) {
   return {};
 }
 
+namespace {
+
+// This agent's place in the rendezvous: the host it runs (when it could bind the port) and its
+// link to whichever agent hosts.
+struct Rendezvous {
+  std::unique_ptr<ElasticHost> host;
+  std::unique_ptr<ElasticLink> link;
+};
+
+// Binds the port when it can, then joins whoever hosts; seen and restarts go with the JOIN (a
+// takeover numbers its rounds after them). Empty, or the problem.
+std::string joinRendezvous(Rendezvous& rv, const LaunchOptions& o, const std::string& token,
+                           const ElasticPolicy& policy, int seen, int restarts) {
+  rv.link.reset();
+  rv.host.reset();
+  try {
+    rv.host = std::make_unique<ElasticHost>(o.master_addr, o.master_port, token, policy);
+    if (!rv.host->binds()) rv.host.reset();
+    rv.link = std::make_unique<ElasticLink>(o.master_addr, o.master_port, token, o.nproc_per_node,
+                                            o.rdzv_timeout_s, seen, restarts);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
 int launchElastic(const LaunchOptions& opts, const std::string& executable,
                   const std::string& shardDir) {
   LaunchOptions o = opts;
@@ -248,29 +281,24 @@ int launchElastic(const LaunchOptions& opts, const std::string& executable,
   policy.addr = o.master_addr;
   char abs[PATH_MAX];  // the other agents' ranks write there: an absolute path
   policy.shard_dir = ::realpath(shardDir.c_str(), abs) != nullptr ? abs : shardDir;
-  std::unique_ptr<ElasticHost> host;
-  std::unique_ptr<ElasticLink> link;
-  try {
-    host = std::make_unique<ElasticHost>(o.master_addr, o.master_port, token, policy);
-    if (!host->binds()) host.reset();
-    link = std::make_unique<ElasticLink>(o.master_addr, o.master_port, token, o.nproc_per_node,
-                                         o.rdzv_timeout_s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: %s\n", e.what());
+  Rendezvous rv;
+  if (const std::string problem = joinRendezvous(rv, o, token, policy, -1, 0); !problem.empty()) {
+    std::fprintf(stderr, "tracerun: %s\n", problem.c_str());
     return 1;
   }
   if (!o.quiet) {
     std::fprintf(stderr, "tracerun: elastic agent (%s the rendezvous on %s:%d), %d-%d nodes\n",
-                 host ? "hosting" : "joined", o.master_addr.c_str(), o.master_port, o.min_nodes,
+                 rv.host ? "hosting" : "joined", o.master_addr.c_str(), o.master_port, o.min_nodes,
                  o.nnodes);
   }
   Supervisor sup(o.grace_s);
   std::optional<Round> round;
-  std::vector<int> worlds;  // per round this agent took part in (0: one it missed)
-  int code = 0;
+  std::vector<int> worlds;          // per round this agent took part in (0: one it missed)
+  std::vector<std::string> hosted;  // per round: the shard directory of the agent that hosted it
+  int code = 0, restarts = 0;
   bool ended = false, stopping = false;
   while (!ended) {
-    pollfd fds[2] = {{link->fd(), POLLIN, 0}, {sup.wakeFd(), POLLIN, 0}};
+    pollfd fds[2] = {{rv.link->fd(), POLLIN, 0}, {sup.wakeFd(), POLLIN, 0}};
     ::poll(fds, 2, 100);
     sup.drain();
     if (const int sig = sup.stopSignal(); sig != 0 && !stopping) {
@@ -278,8 +306,10 @@ int launchElastic(const LaunchOptions& opts, const std::string& executable,
       if (round) round->stop();
       code = 128 + sig;
     }
+    bool hostLost = false;
     if (fds[0].revents != 0) {
-      for (const ElasticMessage& m : link->read()) {
+      for (const ElasticMessage& m : rv.link->read()) {
+        if (ended) break;
         if (m.kind == ElasticMessage::kRound && !stopping) {
           if (!o.quiet) {
             std::fprintf(stderr,
@@ -291,7 +321,10 @@ int launchElastic(const LaunchOptions& opts, const std::string& executable,
           round.emplace(o, sup, m);
           round->start(executable);
           worlds.resize(static_cast<size_t>(m.version) + 1, 0);
+          hosted.resize(worlds.size());
           worlds[static_cast<size_t>(m.version)] = m.world;
+          hosted[static_cast<size_t>(m.version)] = m.dir;
+          restarts = m.restarts;
         } else if (m.kind == ElasticMessage::kStop && round && round->version() == m.version) {
           if (!o.quiet) {
             std::fprintf(stderr, "tracerun: elastic: stopping round %d: %s\n", m.version,
@@ -302,33 +335,46 @@ int launchElastic(const LaunchOptions& opts, const std::string& executable,
           code = code != 0 ? code : m.code;
           ended = true;
         } else if (m.kind == ElasticMessage::kClosed) {
-          if (!stopping) {
-            std::fprintf(stderr,
-                         "tracerun: elastic: the rendezvous host closed the connection "
-                         "(its agent is gone); stopping\n");
-            code = 1;
-          }
           if (round) round->stop();
-          ended = true;
+          if (stopping) ended = true;
+          hostLost = !stopping;
         }
       }
     }
+    if (hostLost) {  // the host's agent is gone: this node's ranks end, then the rendezvous goes on
+      std::fprintf(stderr,
+                   "tracerun: elastic: the rendezvous host closed the connection (its agent is "
+                   "gone); stopping this node's ranks and taking the rendezvous over\n");
+      while (round && !round->poll()) sup.wait(100);
+      round.reset();
+      const int seen = static_cast<int>(worlds.size()) - 1;
+      if (const std::string p = joinRendezvous(rv, o, token, policy, seen, restarts); !p.empty()) {
+        std::fprintf(stderr, "tracerun: elastic: %s\n", p.c_str());
+        code = 1;
+        break;
+      }
+      if (!o.quiet) {
+        std::fprintf(stderr, "tracerun: elastic: %s the rendezvous after round %d\n",
+                     rv.host ? "hosting" : "rejoined", seen);
+      }
+      continue;
+    }
     if (round && round->poll()) {
-      link->sendExit(round->version(), round->failed());
+      rv.link->sendExit(round->version(), round->failed());
       round.reset();
     }
     if (stopping && !round) break;
   }
   while (round && !round->poll()) sup.wait(100);
-  const bool hosting = host != nullptr;
-  link.reset();
-  host.reset();
+  const bool hosting = rv.host != nullptr;
+  rv.link.reset();
+  rv.host.reset();
   if (worlds.empty()) return code != 0 ? code : 1;
   if (!hosting) {  // our ranks' shards are in the host's directory: its agent merges them
     ::rmdir(shardDir.c_str());
     return code;
   }
-  return mergeRounds(sup, o, shardDir, worlds, code);
+  return mergeRounds(sup, o, shardDir, worlds, hosted, code);
 }
 
 }  // namespace tracerun::launcher

@@ -98,8 +98,12 @@ class HostState {
     words >> kind;
     if (!m.joined) {
       std::string token;
-      int nproc = 0;
+      int nproc = 0, seen = -1, restarts = 0;
       words >> token >> nproc;
+      if (words >> seen >> restarts) {  // a round before this host's: go on after it
+        seen_ = std::max(seen_, seen);
+        restarts_ = std::max(restarts_, restarts);
+      }
       if (kind != "JOIN" || !sameJobToken(token_, token) || nproc < 1) {
         drop(i, "");  // not one of ours: never counted
         return;
@@ -186,7 +190,7 @@ class HostState {
   }
 
   void startRound() {
-    ++version_;
+    version_ = std::max(version_, seen_) + 1;
     int world = 0, nodes = 0;
     for (const auto& m : members_) {
       if (m.joined && nodes < policy_.max_nodes) {
@@ -245,6 +249,7 @@ class HostState {
   std::vector<Member> members_;
   Phase phase_ = Phase::kGathering;
   int version_ = -1;  // the first round is 0 (the ranks' TORCHELASTIC_RESTART_COUNT)
+  int seen_ = -1;     // the last round a member took part in under an earlier host
   int restarts_ = 0;
   int failed_code_ = 0;
   Clock::time_point first_member_ = Clock::now();
@@ -328,7 +333,7 @@ void ElasticHost::serve() {
 // ---- ElasticLink --------------------------------------------------------------------------------
 
 ElasticLink::ElasticLink(const std::string& addr, int port, const std::string& token, int nproc,
-                         double timeout_s) {
+                         double timeout_s, int seen, int restarts) {
   const sockaddr_in sa = addressOf(addr, port);
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
@@ -347,7 +352,8 @@ ElasticLink::ElasticLink(const std::string& addr, int port, const std::string& t
   }
   const int one = 1;
   ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  writeAll(fd_, "JOIN " + token + " " + std::to_string(nproc) + "\n");
+  writeAll(fd_, "JOIN " + token + " " + std::to_string(nproc) + " " + std::to_string(seen) + " " +
+                    std::to_string(restarts) + "\n");
 }
 
 ElasticLink::~ElasticLink() {
@@ -388,7 +394,14 @@ std::vector<ElasticMessage> ElasticLink::read() {
 }
 
 void ElasticLink::sendExit(int version, int code) {
-  writeAll(fd_, "EXIT " + std::to_string(version) + " " + std::to_string(code) + "\n");
+  // MSG_NOSIGNAL: the host may be gone (its agent killed) before this agent has read so.
+  const std::string line = "EXIT " + std::to_string(version) + " " + std::to_string(code) + "\n";
+  for (size_t at = 0; at < line.size();) {
+    const ssize_t n = ::send(fd_, line.data() + at, line.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    at += static_cast<size_t>(n);
+  }
 }
 
 }  // namespace tracerun::launcher

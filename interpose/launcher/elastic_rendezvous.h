@@ -8,14 +8,20 @@
 // into the host's directory, on a file system every node sees (docs/launcher.md "Elastic jobs").
 //
 // Messages (one line each, space-separated words):
-//   agent -> host  JOIN <token> <nproc>            once, first
+//   agent -> host  JOIN <token> <nproc> <seen> <restarts>
+//                                                  once, first; seen: the last round the agent
+//                                                  took part in (-1: none), restarts: the failed
+//                                                  rounds restarted so far (both carried over when
+//                                                  a surviving agent takes the rendezvous over)
 //                  EXIT <version> <code>           its ranks of that round ended (0: all succeeded)
 //   host -> agent  ROUND <version> <world> <nnodes> <node_rank> <base_rank> <port> <restarts> <dir>
 //                  STOP <version> <reason...>       stop the ranks, answer EXIT
 //                  END <code>                       the job is over
 //
-// Not handled: the host agent itself dying (every other agent sees its connection end and stops
-// with exit code 1), a network partition that keeps connections open, several hosts.
+// When the host's agent dies, every other agent sees its connection end, stops its ranks and
+// tries to bind the port again: the first that can hosts the next round (numbered after the last
+// one any member saw), the others join it (elastic.cpp). Not handled: a network partition that
+// keeps connections open, several hosts at once.
 #pragma once
 
 #include <chrono>
@@ -69,7 +75,7 @@ class ElasticLink {
   // Connects (retrying until `timeout_s`) and sends JOIN. Throws std::runtime_error naming the
   // address when it cannot.
   ElasticLink(const std::string& addr, int port, const std::string& token, int nproc,
-              double timeout_s);
+              double timeout_s, int seen = -1, int restarts = 0);
   ~ElasticLink();
   ElasticLink(const ElasticLink&) = delete;
   ElasticLink& operator=(const ElasticLink&) = delete;

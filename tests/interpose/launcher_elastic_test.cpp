@@ -298,6 +298,64 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   (void)killed;
 }
 
+TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over at 1 node",
+          "[launcher_elastic]") {
+  const std::string dir = scratch() + "/takeover";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string wrapper = writeWrapper(dir);
+  const std::string port = std::to_string(freePort() + 5);
+  auto agent = [&](const std::string& out) {
+    std::vector<std::string> argv = {
+        TRACERUN_BIN,    "-o", out,           "--nnodes", "1:2",      "--nproc-per-node", "1",
+        "--master-port", port, "--join-wait", "5",        "--target", GPTTRAIN_BIN,       "--",
+        wrapper};
+    for (const auto& a : modelArgs(dir)) argv.push_back(a);
+    argv.push_back("--log-json");
+    argv.push_back(dir + "/elastic.json");
+    return argv;
+  };
+  testing::Child host(agent(dir + "/host.db"), scratch());
+  for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(listening(std::stoi(port)));
+  testing::Child other(agent(dir + "/el.db"), scratch());
+  // Kill the hosting agent once round 0 has checkpointed step 3 (and before it ends).
+  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && other.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  ::kill(host.pid(), SIGKILL);
+  host.wait();
+  const Result r = other.wait();
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("round 0: world 2 over 2 nodes") != std::string::npos);
+  CHECK(r.err.find("taking the rendezvous over") != std::string::npos);
+  CHECK(r.err.find("hosting the rendezvous after round 0") != std::string::npos);
+  // The rounds go on numbered after the last one (gpttrain resumes when it is not 0).
+  CHECK(r.err.find("round 1: world 1 over 1 nodes") != std::string::npos);
+  const int resumed = latestStep(dir + "/ckpt_resumed");
+  CHECK(resumed >= 3);
+  REQUIRE(resumed < 14);
+  const Result f = runGpttrain(dir, "fresh", 1, {"--load", dir + "/ckpt_resumed"});
+  INFO(f.describe());
+  REQUIRE(f.code == 0);
+  const Result u = runGpttrain(dir, "full", 2, {});
+  INFO(u.describe());
+  REQUIRE(u.code == 0);
+  checkResizedLosses(dir, resumed);
+  // The new host merged both rounds: round 0's shards from the dead host's directory.
+  const auto run = trace::TraceReader::open(dir + "/el.db");
+  const auto attempts = run.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].world_size == 2);
+  CHECK(attempts[1].world_size == 1);
+  std::map<int, std::pair<int, int>> ranks;
+  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {0, 0}}, {2, {0, 1}}});
+}
+
 TEST_CASE("refused elastic flag combinations say so in one line with exit code 2",
           "[launcher_elastic]") {
   const std::vector<std::vector<std::string>> cases = {
