@@ -13,7 +13,7 @@ export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 # Every test in parallel, one job per core (CTEST_JOBS overrides). No test times the machine: the
 # dry-run pipeline tests check the report against a brute force over the same trace and the
 # closed forms against gpttrain's virtual clock (docs/trainer.md "Dry run"), so they pass whatever
-# the load. The GPU tests are RUN_SERIAL in tests/gpu/CMakeLists.txt.
+# the load. The GPU tests skip here (exit 77); on a GPU gpu-check.sh runs them 3 at a time.
 # getconf, not nproc: GNU nproc honours the OMP_NUM_THREADS=1 exported above and would say 1.
 JOBS=${CTEST_JOBS:-$(getconf _NPROCESSORS_ONLN)}
 cd "$BUILD_DIR"
