@@ -191,8 +191,13 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
                    lastRound + 1, lastRound == 0 ? "" : "s", inputs.size(), o.output.c_str());
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: merging %s failed: %s; %s\n", shardDir.c_str(), e.what(),
-                 keptShardsHint(o.output, shardDir).c_str());
+    std::string kept;  // every round's shards stay where they are
+    for (const auto& dir : dirs) kept += " " + dir + "/rank*.db";
+    std::fprintf(stderr,
+                 "tracerun: merging the rounds' shards failed: %s; the shards are kept: once "
+                 "there is room, `tracerun merge --allow-incomplete --attempts -o %s%s` merges "
+                 "them\n",
+                 e.what(), o.output.c_str(), kept.c_str());
     code = code != 0 ? code : 1;
   }
   if (merged && !o.keep_shards) {

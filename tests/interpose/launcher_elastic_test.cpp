@@ -295,6 +295,28 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
     ++compared;
   }
   CHECK(compared == 3);
+  // The kept shards merge again by hand into the same attempts (`tracerun merge --attempts`).
+  const std::string shards = dir + "/el.db.shards";
+  const Result again = runToEnd({TRACERUN_BIN, "merge", "-q", "--attempts", "-o", dir + "/again.db",
+                                 shards + "/attempt1/rank0.db", shards + "/attempt0/rank1.db",
+                                 shards + "/attempt0/rank0.db"});
+  INFO(again.describe());
+  REQUIRE(again.code == 0);
+  const auto remerged = trace::TraceReader::open(dir + "/again.db");
+  REQUIRE(remerged.attempts().size() == 2);
+  for (const auto& [rank, where] : ranks) {
+    bool same = false;
+    for (const auto& k : remerged.ranks()) {
+      same = same || (k.rank == rank && k.attempt == where.first && k.attempt_rank == where.second);
+    }
+    CHECK(same);
+    CHECK(rowsOfRank(remerged, rank) == rowsOfRank(run, rank));
+  }
+  const Result notInAttempt =
+      runToEnd({TRACERUN_BIN, "merge", "--attempts", "-o", dir + "/bad.db", dir + "/ckpt/latest"});
+  CHECK(notInAttempt.code == 2);
+  CHECK(notInAttempt.err.find("--attempts needs each shard in a directory attemptN") !=
+        std::string::npos);
   (void)killed;
 }
 

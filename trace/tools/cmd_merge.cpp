@@ -1,6 +1,8 @@
 // `tracerun merge -o run.db SHARD...`: rank shards into one trace on rank 0's clock, for shards a
 // launcher could not merge itself (a killed job). A thin front to trace::mergeShards.
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "commands.h"
 #include "tracerun/core/clock.h"
@@ -15,13 +17,35 @@ struct MergeCommandOptions {
   std::string output;
   std::vector<std::string> shards;
   bool allow_incomplete = false;
+  bool attempts = false;
   bool quiet = false;
 };
+
+// --attempts: the N of the directory `attemptN` that holds the shard (OUTPUT.shards/attemptN/);
+// -1 when it is not in one.
+int attemptOfShard(const std::string& path) {
+  const std::string parent = std::filesystem::path(path).parent_path().filename().string();
+  const std::string digits = parent.rfind("attempt", 0) == 0 ? parent.substr(7) : "";
+  bool number = !digits.empty() && digits.size() < 7;
+  for (char c : digits) number = number && std::isdigit(static_cast<unsigned char>(c));
+  return number ? std::stoi(digits) : -1;
+}
 
 int runMerge(const MergeCommandOptions& o) {
   const int64_t t0 = core::nowNs();
   std::vector<trace::MergeInput> inputs;
-  for (const auto& s : o.shards) inputs.push_back({s});
+  for (const auto& s : o.shards) {
+    inputs.push_back({s});
+    if (!o.attempts) continue;
+    inputs.back().attempt = attemptOfShard(s);
+    if (inputs.back().attempt < 0) {
+      std::fprintf(stderr,
+                   "tracerun merge: %s: --attempts needs each shard in a directory attemptN (as "
+                   "tracerun writes OUTPUT.shards/attemptN/rankR.db)\n",
+                   s.c_str());
+      return kExitUsage;
+    }
+  }
   Progress progress("merging", !o.quiet);
   trace::MergeOptions options;
   options.output = o.output;
@@ -61,6 +85,9 @@ Command addMergeCommand(CLI::App& parent) {
   app->add_flag("--allow-incomplete", opts->allow_incomplete,
                 "merge shards whose writer never finished, and skip unreadable ones (recorded in "
                 "stats)");
+  app->add_flag("--attempts", opts->attempts,
+                "shards of several attempts (restarts, elastic rounds) into one file: each "
+                "shard's attempt is N of its directory attemptN");
   app->add_flag("-q,--quiet", opts->quiet, "no progress and no summary line");
   return {app, [opts] {
             // Errors name the shard themselves; others are about the output.
