@@ -29,6 +29,9 @@ struct TrackInfo {
   int64_t events = 0;
   int max_depth = 0;                // deepest span depth known at open (0 when unknown)
   std::optional<int64_t> queue_of;  // a queue row: its GPU stream track's id
+  // A counter row of a rank of an earlier attempt (a restart followed it): its rank's last event,
+  // past which the row holds no value; INT64_MAX otherwise.
+  int64_t held_until_ns = INT64_MAX;
   bool counter() const {
     return kind == core::TrackKind::kCounter || kind == core::TrackKind::kMemory;
   }

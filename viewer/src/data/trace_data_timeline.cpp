@@ -109,6 +109,19 @@ TraceData TraceData::open(const std::string& path) {
       d.impl_->memory[next--] = dev;
     }
   }
+  // An earlier attempt's counters end with it (its processes were gone after).
+  const int lastAttempt =
+      d.ranks_.empty() ? 0
+                       : std::max_element(d.ranks_.begin(), d.ranks_.end(),
+                                          [](const trace::RankInfo& a, const trace::RankInfo& b) {
+                                            return a.attempt < b.attempt;
+                                          })
+                             ->attempt;
+  for (TrackInfo& t : d.tracks_) {
+    for (const auto& r : d.ranks_) {
+      if (r.rank == t.rank && r.attempt != lastAttempt && t.counter()) t.held_until_ns = r.end_ns;
+    }
+  }
   return d;
 }
 

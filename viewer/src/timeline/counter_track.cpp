@@ -118,8 +118,12 @@ const DrawItem* CounterTrack::draw(TrackCanvas& c, const TrackInfo& t,
       *c.boxes += b;
     }
   }
-  if (px >= 0 && px < x + w) {
-    c.dl->AddLine(ImVec2(px, py), ImVec2(x + w, py), line);
+  // The last value is held to the right edge, or to its rank's end when a later attempt followed.
+  const float end = t.held_until_ns == INT64_MAX
+                        ? x + w
+                        : std::clamp(c.axis.xOf(static_cast<double>(t.held_until_ns)), x, x + w);
+  if (px >= 0 && px < end) {
+    c.dl->AddLine(ImVec2(px, py), ImVec2(end, py), line);
     ++c.primitives;
   }
   c.dl->AddText(ImVec2(c.label_x, y + 3 + ImGui::GetFontSize()), palette::kTextDim,

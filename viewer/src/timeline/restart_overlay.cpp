@@ -3,6 +3,7 @@
 
 #include <imgui.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -37,7 +38,9 @@ const trace::analysis::RestartMark* drawRestartMarks(
     labelledRound = m.round;
     const char* text = m.label.c_str();
     const ImVec2 size = ImGui::CalcTextSize(text);
-    const ImVec2 at(x + 4, c.top + 2);
+    // Right of the line, or left of it where it would run past the track area.
+    const float right = c.axis.x + c.axis.w;
+    const ImVec2 at(x + 4 + size.x > right ? std::max(c.axis.x, x - 4 - size.x) : x + 4, c.top + 2);
     c.dl->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
                         palette::kRestartLabel);
     c.dl->AddText(at, palette::kText, text);
