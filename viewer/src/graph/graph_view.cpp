@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "app/palette.h"
 #include "data/background_query.h"
@@ -133,7 +134,8 @@ class GraphView final : public View {
   double readableScale() const;
   // The first placement of a layout: fitted when that reads, else readableScale() on the heaviest
   // root, the picture's top under the caption.
-  void open(const ViewHost& host);
+  void open(const ViewHost& host);  // openAt, remembered as opened_
+  void openAt(const ViewHost& host);
   // After a fold was unfolded: the new layout at the same scale, centred on the fold's first
   // member (found by id); false when there is none to centre on.
   bool refocus(const ViewHost& host);
@@ -172,7 +174,14 @@ class GraphView final : public View {
   std::vector<dot::Point> edgeMin_, edgeMax_;  // per edge, its control points' bounds
   bool arrived_ = false;                       // sceneArrived ran for the current result
   bool placed_ = false;                        // the current layout was placed (opened or fitted)
-  bool openedReadable_ = false;                // it opened at readableScale(), not fitted
+  // Where open() placed the view, for which canvas: while the view is still there, a new canvas
+  // size opens it again.
+  struct Opened {
+    ImVec2 size;
+    double scale, panX, panY;
+  };
+  std::optional<Opened> opened_;
+  bool openedReadable_ = false;        // it opened at readableScale(), not fitted
   double fitAt_ = 0, readableAt_ = 0;  // fitScale() and readableScale() at the last placement
   ImVec2 canvas_{0, 0}, canvasSize_{1, 1};
   double panX_ = 0, panY_ = 0, scale_ = 1;  // screen = canvas + (point - pan) * scale
@@ -276,6 +285,13 @@ void GraphView::draw(ViewHost& host, float width, float height) {
   if (!arrived_) sceneArrived();
   canvas_ = pos;
   canvasSize_ = size;
+  // The first placement is for the canvas of its frame; a window's first frames can be smaller
+  // than the window becomes (a screenshot under a loaded Xvfb once fitted the call graph to them).
+  // While the view is where open() put it, a new canvas size places it again.
+  if (placed_ && opened_ && opened_->scale == scale_ && opened_->panX == panX_ &&
+      opened_->panY == panY_ && (opened_->size.x != size.x || opened_->size.y != size.y)) {
+    placed_ = false;
+  }
   if (!placed_ && !refocus(host)) open(host);
 
   // The selection's element, every frame (a binary search; the selection may change anywhere).
@@ -365,6 +381,11 @@ void GraphView::fit(const char* why, const ViewHost& host) {
 }
 
 void GraphView::open(const ViewHost& host) {
+  openAt(host);
+  opened_ = Opened{canvasSize_, scale_, panX_, panY_};
+}
+
+void GraphView::openAt(const ViewHost& host) {
   const GraphScene& s = *query_.result();
   const double readable = readableScale();
   fitAt_ = fitScale();
