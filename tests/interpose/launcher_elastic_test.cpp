@@ -174,6 +174,43 @@ void checkResizedLosses(const std::string& dir, int resumed) {
   }
 }
 
+// Waits (up to a minute, while `running` runs) until the elastic run has checkpointed step 3.
+void awaitCheckpointOfStep3(const std::string& dir, testing::Child& running) {
+  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && running.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+}
+
+// After a resize from `before` to `after` processes: the step round 1 resumed from (the
+// checkpoint its rank 0 copied), a fresh run at `after` from it and an uninterrupted run at
+// `before`, then checkResizedLosses.
+void checkAgainstIndependentRuns(const std::string& dir, int before, int after) {
+  const int resumed = latestStep(dir + "/ckpt_resumed");
+  CHECK(resumed >= 3);
+  REQUIRE(resumed < 14);
+  const Result f = runGpttrain(dir, "fresh", after, {"--load", dir + "/ckpt_resumed"});
+  INFO(f.describe());
+  REQUIRE(f.code == 0);
+  const Result u = runGpttrain(dir, "full", before, {});
+  INFO(u.describe());
+  REQUIRE(u.code == 0);
+  checkResizedLosses(dir, resumed);
+}
+
+// A resized run's one trace holds two attempts of these world sizes; returns its ranks: rank in
+// the file -> (attempt, rank in that attempt).
+std::map<int, std::pair<int, int>> twoAttempts(const trace::TraceReader& run, int before,
+                                               int after) {
+  const auto attempts = run.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].world_size == before);
+  CHECK(attempts[1].world_size == after);
+  std::map<int, std::pair<int, int>> ranks;
+  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  return ranks;
+}
+
 // What one rank wrote: spans per track name, instants and memory rows (the rows a merge copies).
 std::map<std::string, int64_t> rowsOfRank(const trace::TraceReader& r, int rank) {
   std::map<std::string, int64_t> out;
@@ -219,32 +256,17 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   REQUIRE(listening(std::stoi(port)));
   testing::Child other(agent(dir + "/other.db"), scratch());
   // Kill the second agent once round 0 has checkpointed step 3 (and before it ends).
-  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && host.running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  awaitCheckpointOfStep3(dir, host);
   ::kill(other.pid(), SIGKILL);
-  const Result killed = other.wait();
+  other.wait();
   const Result r = host.wait();
   INFO(r.describe());
   REQUIRE(r.code == 0);
   CHECK(r.err.find("round 0: world 2 over 2 nodes") != std::string::npos);
   CHECK(r.err.find("stopping round 0: a node left") != std::string::npos);
   CHECK(r.err.find("round 1: world 1 over 1 nodes") != std::string::npos);
-  // The checkpoint round 1 resumed from (copied by its rank 0 before gpttrain started).
-  const int resumed = latestStep(dir + "/ckpt_resumed");
-  CHECK(resumed >= 3);
-  REQUIRE(resumed < 14);
-
-  // Independent runs: world 1 fresh from the copied checkpoint; world 2 uninterrupted.
-  const Result f = runGpttrain(dir, "fresh", 1, {"--load", dir + "/ckpt_resumed"});
-  INFO(f.describe());
-  REQUIRE(f.code == 0);
-  const Result u = runGpttrain(dir, "full", 2, {});
-  INFO(u.describe());
-  REQUIRE(u.code == 0);
-
-  checkResizedLosses(dir, resumed);
+  // Independent runs: world 1 fresh from round 1's checkpoint; world 2 uninterrupted.
+  checkAgainstIndependentRuns(dir, 2, 1);
 
   // The trace: both rounds in el.db, as attempts 0 (world 2) and 1 (world 1); attempt 1's rank
   // keeps rank 0, attempt 0's ranks 0 and 1 are rows 1 and 2. Rank 0 of attempt 1 marks where its
@@ -252,13 +274,8 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   CHECK_FALSE(exists(dir + "/el.attempt0.db"));
   const auto run = trace::TraceReader::open(dir + "/el.db");
   CHECK(run.meta("world_size") == "1");
-  const auto attempts = run.attempts();
-  REQUIRE(attempts.size() == 2);
-  CHECK(attempts[0].world_size == 2);
-  CHECK(attempts[1].world_size == 1);
-  CHECK(attempts[0].end_ns <= attempts[1].start_ns);  // one host: one CLOCK_MONOTONIC
-  std::map<int, std::pair<int, int>> ranks;           // rank in the file -> (attempt, rank in it)
-  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  const auto ranks = twoAttempts(run, 2, 1);
+  CHECK(run.attempts()[0].end_ns <= run.attempts()[1].start_ns);  // one host: one CLOCK_MONOTONIC
   CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {0, 0}}, {2, {0, 1}}});
   bool marked = false;
   for (const auto& t : run.tracks()) {
@@ -317,7 +334,6 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   CHECK(notInAttempt.code == 2);
   CHECK(notInAttempt.err.find("--attempts needs each shard in a directory attemptN") !=
         std::string::npos);
-  (void)killed;
 }
 
 TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over at 1 node",
@@ -343,10 +359,7 @@ TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over
   REQUIRE(listening(std::stoi(port)));
   testing::Child other(agent(dir + "/el.db"), scratch());
   // Kill the hosting agent once round 0 has checkpointed step 3 (and before it ends).
-  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && other.running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  awaitCheckpointOfStep3(dir, other);
   ::kill(host.pid(), SIGKILL);
   host.wait();
   const Result r = other.wait();
@@ -357,25 +370,11 @@ TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over
   CHECK(r.err.find("hosting the rendezvous after round 0") != std::string::npos);
   // The rounds go on numbered after the last one (gpttrain resumes when it is not 0).
   CHECK(r.err.find("round 1: world 1 over 1 nodes") != std::string::npos);
-  const int resumed = latestStep(dir + "/ckpt_resumed");
-  CHECK(resumed >= 3);
-  REQUIRE(resumed < 14);
-  const Result f = runGpttrain(dir, "fresh", 1, {"--load", dir + "/ckpt_resumed"});
-  INFO(f.describe());
-  REQUIRE(f.code == 0);
-  const Result u = runGpttrain(dir, "full", 2, {});
-  INFO(u.describe());
-  REQUIRE(u.code == 0);
-  checkResizedLosses(dir, resumed);
+  checkAgainstIndependentRuns(dir, 2, 1);
   // The new host merged both rounds: round 0's shards from the dead host's directory.
   const auto run = trace::TraceReader::open(dir + "/el.db");
-  const auto attempts = run.attempts();
-  REQUIRE(attempts.size() == 2);
-  CHECK(attempts[0].world_size == 2);
-  CHECK(attempts[1].world_size == 1);
-  std::map<int, std::pair<int, int>> ranks;
-  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
-  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {0, 0}}, {2, {0, 1}}});
+  CHECK(twoAttempts(run, 2, 1) ==
+        std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {0, 0}}, {2, {0, 1}}});
 }
 
 TEST_CASE("refused elastic flag combinations say so in one line with exit code 2",
@@ -419,10 +418,7 @@ TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, reshar
   };
   testing::Child host(agent(dir + "/el.db"), scratch());
   // Round 0 runs alone (MIN 1, one second's wait); the second agent joins after step 3's save.
-  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && host.running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  REQUIRE(latestStep(dir + "/ckpt") >= 3);
+  awaitCheckpointOfStep3(dir, host);
   testing::Child joiner(agent(dir + "/joiner.db"), scratch());
   const Result r = host.wait();
   const Result j = joiner.wait();
@@ -432,28 +428,14 @@ TEST_CASE("an elastic job of 1 node grows to 2 when a second agent joins, reshar
   CHECK(r.err.find("round 0: world 1 over 1 nodes") != std::string::npos);
   CHECK(r.err.find("stopping round 0: a node joined") != std::string::npos);
   CHECK(r.err.find("round 1: world 2 over 2 nodes") != std::string::npos);
-  const int resumed = latestStep(dir + "/ckpt_resumed");
-  CHECK(resumed >= 3);
-  REQUIRE(resumed < 14);
-  // Independent runs: world 2 fresh from the copied checkpoint; world 1 uninterrupted.
-  const Result f = runGpttrain(dir, "fresh", 2, {"--load", dir + "/ckpt_resumed"});
-  INFO(f.describe());
-  REQUIRE(f.code == 0);
-  const Result u = runGpttrain(dir, "full", 1, {});
-  INFO(u.describe());
-  REQUIRE(u.code == 0);
-  checkResizedLosses(dir, resumed);
+  // Independent runs: world 2 fresh from round 1's checkpoint; world 1 uninterrupted.
+  checkAgainstIndependentRuns(dir, 1, 2);
   // One trace: attempt 0 (world 1) and attempt 1 (world 2, ranks 0 and 1); attempt 0's rank is
   // row 2.
   const auto run = trace::TraceReader::open(dir + "/el.db");
   CHECK(run.meta("world_size") == "2");
-  const auto attempts = run.attempts();
-  REQUIRE(attempts.size() == 2);
-  CHECK(attempts[0].world_size == 1);
-  CHECK(attempts[1].world_size == 2);
-  std::map<int, std::pair<int, int>> ranks;
-  for (const auto& k : run.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
-  CHECK(ranks == std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {1, 1}}, {2, {0, 0}}});
+  CHECK(twoAttempts(run, 1, 2) ==
+        std::map<int, std::pair<int, int>>{{0, {1, 0}}, {1, {1, 1}}, {2, {0, 0}}});
 }
 
 TEST_CASE("a failed rank restarts every node of an elastic job within --max-restarts",
