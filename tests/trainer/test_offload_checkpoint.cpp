@@ -5,6 +5,7 @@
 // are the parameter shards, and ZeRO 2 bf16-mixed, whose fp32 master weights are saved); a ZeRO-3
 // checkpoint of 2 ranks resumes with offload on 1 within 1e-5 of the uninterrupted runs at both
 // sizes (checkpoint.h re-cuts the shards). Not the offload update itself (test_offload.cpp).
+#include "run_losses.h"
 #include "trainer_test_util.h"
 
 #include <catch2/catch.hpp>
@@ -44,17 +45,6 @@ int stateFiles(const std::string& dir) {
   return n;
 }
 
-// `args` on `ranks` ranks with --log-json: the losses.
-std::vector<double> losses(const std::string& dir, const std::string& name, int ranks,
-                           const std::vector<std::string>& args) {
-  auto run = launchRanks(kGpttrain,
-                         args + std::vector<std::string>{"--log-json", dir + "/" + name + ".json"},
-                         ranks, dir + "/" + name);
-  INFO(name << ": " << run.summary());
-  REQUIRE(run.ok());
-  return jsonValues(dir + "/" + name + ".json", "loss");
-}
-
 void save(const std::string& dir, const std::string& name, int ranks,
           const std::vector<std::string>& args) {
   auto run = launchRanks(
@@ -82,7 +72,7 @@ void checkResumes(const std::string& test, const std::vector<std::string>& layou
   const std::string dir = scratchDir(test);
   const auto common = commonArgs(layout);
   const auto steps6 = std::vector<std::string>{"--steps", "6"};
-  const auto full = losses(dir, "full", 2, common + steps6 + offloadInto(dir, "full"));
+  const auto full = runLosses(dir, "full", 2, common + steps6 + offloadInto(dir, "full"));
   save(dir, "ckpt_offload", 2, common + offloadInto(dir, "save"));
   save(dir, "ckpt_plain", 2, common);
   const auto from = [&](const std::string& ckpt) {
@@ -90,13 +80,14 @@ void checkResumes(const std::string& test, const std::vector<std::string>& layou
   };
   checkEqual(
       full,
-      losses(dir, "offload_offload", 2, common + from("ckpt_offload") + offloadInto(dir, "oo")),
+      runLosses(dir, "offload_offload", 2, common + from("ckpt_offload") + offloadInto(dir, "oo")),
       "saved and resumed with offload");
-  checkEqual(full, losses(dir, "offload_plain", 2, common + from("ckpt_offload")),
+  checkEqual(full, runLosses(dir, "offload_plain", 2, common + from("ckpt_offload")),
              "saved with offload, resumed without");
-  checkEqual(full,
-             losses(dir, "plain_offload", 2, common + from("ckpt_plain") + offloadInto(dir, "po")),
-             "saved without offload, resumed with");
+  checkEqual(
+      full,
+      runLosses(dir, "plain_offload", 2, common + from("ckpt_plain") + offloadInto(dir, "po")),
+      "saved without offload, resumed with");
   CHECK(stateFiles(dir) == 0);
 }
 
@@ -124,10 +115,10 @@ TEST_CASE("an offloaded ZeRO-3 checkpoint of 2 ranks resumes with offload on 1",
   const std::string dir = scratchDir("offload_ckpt_reshard");
   const auto common = commonArgs({"--zero", "3"}, "0");
   const auto steps6 = std::vector<std::string>{"--steps", "6"};
-  const auto at2 = losses(dir, "full_2", 2, common + steps6 + offloadInto(dir, "2"));
-  const auto at1 = losses(dir, "full_1", 1, common + steps6 + offloadInto(dir, "1"));
+  const auto at2 = runLosses(dir, "full_2", 2, common + steps6 + offloadInto(dir, "2"));
+  const auto at1 = runLosses(dir, "full_1", 1, common + steps6 + offloadInto(dir, "1"));
   save(dir, "ckpt", 2, common + offloadInto(dir, "save"));
-  const auto resumed = losses(
+  const auto resumed = runLosses(
       dir, "resumed", 1,
       common + steps6 + std::vector<std::string>{"--load", dir + "/ckpt"} + offloadInto(dir, "r"));
   REQUIRE(at2.size() == 6);

@@ -3,6 +3,7 @@
 // b (within 1e-5: only the order of the DP reductions differs), with ZeRO 0-3 shards re-cut; two
 // resumes at b from the same checkpoint are identical; another tp or zero stage is refused with
 // one line and exit code 2. Not the elastic launcher (tests/interpose/launcher_elastic_test.cpp).
+#include "run_losses.h"
 #include "trainer_test_util.h"
 
 #include <catch2/catch.hpp>
@@ -19,16 +20,6 @@ namespace {
 std::vector<std::string> commonArgs(int zero) {
   return tinyModelArgs() + std::vector<std::string>{"--zero", std::to_string(zero), "--warmup",
                                                     "2",      "--lr-decay-steps",   "6"};
-}
-
-std::vector<double> runLosses(const std::string& dir, const std::string& name, int ranks,
-                              const std::vector<std::string>& args) {
-  auto run = launchRanks(kGpttrain,
-                         args + std::vector<std::string>{"--log-json", dir + "/" + name + ".json"},
-                         ranks, dir + "/" + name);
-  INFO(name << ": " << run.summary());
-  REQUIRE(run.ok());
-  return jsonValues(dir + "/" + name + ".json", "loss");
 }
 
 void checkClose(const std::vector<double>& want, size_t offset, const std::vector<double>& got,
