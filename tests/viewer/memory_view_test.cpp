@@ -14,6 +14,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "analysis_builder.h"
 #include "app/palette.h"
@@ -251,21 +252,33 @@ TEST_CASE("memory live set: liveAt equals a brute-force scan of the memory event
 }
 
 #ifdef GPTTRAIN_BIN
+namespace {
+
+// A traced ZeRO-1 run of a tiny gpttrain on 2 ranks (2 AdamW steps), `extra` appended: the Ψ
+// gpttrain prints for rank 0, and the report (both ranks in it).
+std::pair<double, json> traceZero1(const std::string& db, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {
+      "--zero",  "1", "--layers",    "2",     "--hidden",       "32",
+      "--heads", "4", "--seq-len",   "16",    "--global-batch", "4",
+      "--steps", "2", "--optimizer", "adamw", "--bucket-mb",    "0.02"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const auto run = traceGpttrain(db, {"--nproc-per-node", "2"}, args);
+  INFO(run.describe());
+  std::smatch m;
+  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
+  json report = reportJson(db);
+  REQUIRE(report["memory"]["per_rank"].size() == 2);
+  return {std::stod(m[1].str()), report};
+}
+
+}  // namespace
+
 TEST_CASE(
     "memory view on a traced gpttrain run (ZeRO-1, DP 2): report's peaks, closed form, "
     "peak marker",
     "[viewer][memory][e2e]") {
   const std::string db = e2e::scratch().file("zero1.db");
-  const auto run = traceGpttrain(
-      db, {"--nproc-per-node", "2"},
-      {"--zero", "1", "--layers", "2", "--hidden", "32", "--heads", "4", "--seq-len", "16",
-       "--global-batch", "4", "--steps", "2", "--optimizer", "adamw", "--bucket-mb", "0.02"});
-  INFO(run.describe());
-  std::smatch m;
-  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
-  const double psi = std::stod(m[1].str());
-  const json report = reportJson(db);
-  REQUIRE(report["memory"]["per_rank"].size() == 2);
+  const auto [psi, report] = traceZero1(db, {});
 
   const std::string shot = e2e::scratch().file("memory.png");
   const std::string dump = e2e::scratch().file("memory.txt");
@@ -366,33 +379,7 @@ TEST_CASE("memory view on an offloaded gpttrain run: the device's ZeRO line leav
   const std::string db = e2e::scratch().file("offload.db");
   const std::string states = e2e::scratch().file("offload_states");
   REQUIRE(std::system(("mkdir -p " + states).c_str()) == 0);
-  const auto run = traceGpttrain(db, {"--nproc-per-node", "2"},
-                                 {"--zero",
-                                  "1",
-                                  "--layers",
-                                  "2",
-                                  "--hidden",
-                                  "32",
-                                  "--heads",
-                                  "4",
-                                  "--seq-len",
-                                  "16",
-                                  "--global-batch",
-                                  "4",
-                                  "--steps",
-                                  "2",
-                                  "--optimizer",
-                                  "adamw",
-                                  "--bucket-mb",
-                                  "0.02",
-                                  "--offload-optimizer",
-                                  "nvme:" + states});
-  INFO(run.describe());
-  std::smatch m;
-  REQUIRE(std::regex_search(run.out, m, std::regex("([0-9]+) parameters on rank 0")));
-  const double psi = std::stod(m[1].str());
-  const json report = reportJson(db);
-  REQUIRE(report["memory"]["per_rank"].size() == 2);
+  const auto [psi, report] = traceZero1(db, {"--offload-optimizer", "nvme:" + states});
   const std::string dump = e2e::scratch().file("offload_memory.txt");
   runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("offload.png"),
                   "--size", "1200x900", "--dump-view", dump},
