@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(SOURCE, "tests", "gpu"))
+import gpu_common as g  # noqa: E402  (the trace queries the GPU tests use)
 SHAPE = ["--layers", "6", "--hidden", "384", "--heads", "6", "--seq-len", "256", "--vocab", "50304",
          "--global-batch", "16", "--micro-batch-size", "16", "--dropout", "0"]
 TOKENS_PER_STEP = 16 * 256
@@ -44,7 +45,6 @@ PRECISIONS = {  # name -> (gpttrain flags, nanogpt_prog flags)
     "bf16-autocast": (["--precision", "bf16-autocast", "--tf32"], ["--tf32", "--bf16"]),
     "bf16-mixed": (["--precision", "bf16-mixed", "--tf32"], None),  # nanoGPT has no such mode
 }
-CAT_KERNEL = 6  # spans.category of a GPU kernel (docs/trace-format.md)
 # SDPA's kernels by name (PyTorch 2.x): flash, memory-efficient (CUTLASS fmha), cuDNN.
 ATTENTION_KERNELS = re.compile(r"flash_fwd|flash_bwd|fmha|cutlass.*[Aa]ttention|cudnn.*sdpa|"
                                r"sdpa|MemEff|attention", re.IGNORECASE)
@@ -97,11 +97,10 @@ def attention_census(tracerun, gpttrain, attention, trace_dir):
     said = [line for line in r.stdout.splitlines() if "attention flash" in line]
     if r.returncode != 0 or not os.path.exists(db):
         return None, 0, f"traced run failed (exit {r.returncode}): {r.stdout[-400:]}"
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = con.execute("SELECT st.value, count(*) FROM spans s JOIN strings st ON st.id = s.name "
-                       "WHERE s.category = ? GROUP BY st.value", (CAT_KERNEL,)).fetchall()
-    kernels = sum(n for _, n in rows)
-    attention_rows = {name: n / steps for name, n in rows if ATTENTION_KERNELS.search(name)}
+    counts = g.Trace(db).kernel_counts()
+    kernels = sum(counts.values())
+    attention_rows = {name: n / steps for name, n in counts.items()
+                      if ATTENTION_KERNELS.search(name)}
     return attention_rows, kernels / steps, said[0] if said else ""
 
 

@@ -227,6 +227,11 @@ class Trace:
             args.append(category)
         return self.q(sql + " ORDER BY s.start_ns", *args)
 
+    def kernel_counts(self):
+        """{kernel name: count} over the whole trace, every rank and stream."""
+        return dict(self.q("SELECT st.value, count(*) FROM spans s JOIN strings st ON st.id = "
+                           "s.name WHERE s.category = ? GROUP BY st.value", CAT_KERNEL))
+
     def name_counts_in_window(self, t0, t1, categories, rank=0):
         """{name: count} of spans of those categories starting in [t0, t1] on host tracks."""
         marks = ",".join("?" * len(categories))

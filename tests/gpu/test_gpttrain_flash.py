@@ -30,12 +30,6 @@ SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
 LAYERS = int(g.GPTTRAIN_MODEL[g.GPTTRAIN_MODEL.index("--layers") + 1])
 
 
-def kernel_counts(db):
-    t = g.Trace(db)
-    return dict(t.q("SELECT st.value, count(*) FROM spans s JOIN strings st ON st.id = s.name "
-                    "WHERE s.category = ? GROUP BY st.value", g.CAT_KERNEL))
-
-
 def main():
     a, work, c, env = g.gpttrain_setup(__doc__, "gpu_gpttrain_flash")
     losses, said, kernels = {}, {}, {}
@@ -57,7 +51,7 @@ def main():
                 f"[{label}] exits 0 and logs {a.steps} steps",
                 f"exit {rc}, {len(losses[label])} steps, {secs:.1f} s")
         if traced and os.path.exists(db):
-            kernels[label] = kernel_counts(db)
+            kernels[label] = g.Trace(db).kernel_counts()
     std, fl = losses["standard_fp32"], losses["flash_fp32"]
     rel = max((abs(fl[s] - std[s]) / abs(std[s]) for s in std if s in fl), default=float("inf"))
     c.info.update({"standard": std, "flash": fl, "max_rel_diff": rel, "sdpa_choice": said})
