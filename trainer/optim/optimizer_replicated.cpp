@@ -44,12 +44,8 @@ class ReplicatedOptimizer final : public Optimizer {
       return;
     }
     for (size_t i = 0; i < entries.size(); ++i) {
-      at::Tensor& p = master_.empty() ? entries[i].tensor : master_[i];
-      at::Tensor g = entries[i].tensor.grad();
-      if (g.scalar_type() != p.scalar_type()) {
-        tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
-        g = g.to(p.scalar_type());  // the bf16 gradient widened for the fp32 update
-      }
+      at::Tensor& p = updated(i);
+      const at::Tensor g = gradFor(i, p);
       if (!config_.adamw) {
         p.add_(g, -lr);
       } else {
@@ -60,19 +56,28 @@ class ReplicatedOptimizer final : public Optimizer {
     }
   }
 
+  // The tensor step() updates for parameter i: its fp32 master weight, or the parameter itself.
+  at::Tensor& updated(size_t i) {
+    return master_.empty() ? params_.entries()[i].tensor : master_[i];
+  }
+
+  // Parameter i's gradient in the dtype of `p`, the tensor it updates (bf16 gradients are widened
+  // for the fp32 master update, a temporary).
+  at::Tensor gradFor(size_t i, const at::Tensor& p) {
+    const at::Tensor& g = params_.entries()[i].tensor.grad();
+    if (g.scalar_type() == p.scalar_type()) return g;
+    tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
+    return g.to(p.scalar_type());
+  }
+
   // step()'s AdamW on CUDA: the same update as multi-tensor kernels (adamwUpdateMany).
   void stepMany(const AdamwStep& adamw, double lr) {
     auto& entries = params_.entries();
     std::vector<at::Tensor> p, g;
     std::vector<double> decay;
     for (size_t i = 0; i < entries.size(); ++i) {
-      p.push_back(master_.empty() ? entries[i].tensor : master_[i]);
-      at::Tensor grad = entries[i].tensor.grad();
-      if (grad.scalar_type() != p.back().scalar_type()) {
-        tracerun::MemoryTag tag(tracerun::MemoryCategory::kTemporary);
-        grad = grad.to(p.back().scalar_type());  // the bf16 gradient widened for the fp32 update
-      }
-      g.push_back(grad);
+      p.push_back(updated(i));
+      g.push_back(gradFor(i, p.back()));
       decay.push_back(adamwDecay(config_, lr, entries[i].decay));
     }
     adamwUpdateMany(p, g, exp_avg_, exp_avg_sq_, decay, adamw);
