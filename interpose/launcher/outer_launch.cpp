@@ -201,17 +201,20 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
   // Rank 0 waits a bounded time for the others, only to say how to finish by hand when one of
   // them never ends (a killed node); the merge itself stays with whichever rank ends last.
   if (job.rank == 0 && static_cast<int>(done.size()) < job.world_size) {
+    // Another rank that ended last claims the merge and removes the directory when done: rank 0
+    // stops waiting then, not at the deadline (its done markers are gone with the directory).
+    const auto mergedElsewhere = [&jobDir] {
+      struct stat st {};
+      return ::lstat(jobDir.c_str(), &st) != 0 ||
+             ::lstat((jobDir + "/merge.claim").c_str(), &st) == 0;
+    };
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs());
     while (static_cast<int>(done.size()) < job.world_size && supervisor.stopSignal() == 0 &&
-           std::chrono::steady_clock::now() < until) {
+           std::chrono::steady_clock::now() < until && !mergedElsewhere()) {
       supervisor.wait(100);
       done = finishedRanks(jobDir);
     }
-    struct stat gone {};
-    if (::lstat(jobDir.c_str(), &gone) != 0 ||
-        ::lstat((jobDir + "/merge.claim").c_str(), &gone) == 0) {
-      return code;  // another rank ended last and merges (or has merged)
-    }
+    if (mergedElsewhere()) return code;  // another rank ended last and merges (or has merged)
   }
   if (static_cast<int>(done.size()) < job.world_size) {
     if (job.rank == 0 || code != 0) {

@@ -467,6 +467,38 @@ TEST_CASE("outer jobs: ranks ending together merge exactly once, two jobs on one
   }
 }
 
+TEST_CASE("outer job: rank 0 ending first leaves as soon as the last rank has merged",
+          "[launcher_outer]") {
+  // Rank 0 waits for the others only to name a rank that never ends. Once rank 1 (ending last)
+  // has merged and removed the job directory there is nothing left to wait for: rank 0 must not
+  // sit out TRACERUN_OUTER_WAIT_S (an hour here; the default 30 s had ended every srun/torchrun
+  // job whose rank 0 finished first half a minute late).
+  const std::string db = scratch() + "/first.db";
+  const std::string id = uniqueId("f");
+  auto vars0 = torchrunVars(id, 0, 2);
+  vars0.push_back("TRACERUN_OUTER_WAIT_S=3600");
+  Child rank0(rankArgv(vars0, db, worker({"--steps", "1"})));
+  Child rank1(rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "3", "--sleep-ms", "300"})));
+  const Result r1 = rank1.wait();
+  INFO(r1.describe());
+  REQUIRE(r1.code == 0);
+  REQUIRE(testing::fileExists(db));  // rank 1 merged
+  // A liveness bound, not a timing: rank 0 polls every 100 ms, so a minute is ample under any load.
+  bool running = true;
+  for (int i = 0; i < 600 && (running = rank0.running()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE_FALSE(running);  // else the destructor kills it
+  const Result r0 = rank0.wait();
+  INFO(r0.describe());
+  CHECK(r0.code == 0);
+  CHECK_FALSE(contains(r0.err, "ended before"));
+  const auto merged = trace::TraceReader::open(db);
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(countSpans(merged, 0, "step") == 1);
+  CHECK(countSpans(merged, 1, "step") == 3);
+}
+
 // ---- faults -------------------------------------------------------------------------------------
 
 namespace {
