@@ -1,16 +1,19 @@
 // `tracedot model` end to end: real programs traced by the built tracerun, drawn by the built
 // tracedot, every SVG parsed as XML by Python's ElementTree (which also lists its text). Truths
-// from outside tracedot: torchvision's own parameter count of ResNet-18 (computed here by running
-// python3 with torchvision), gpttrain's parameter count in closed form, the layer count asked for.
+// from outside tracedot: torchvision's own parameter count of ResNet-18 and each module's parameter
+// bytes (computed here by running python3 with torchvision), gpttrain's parameter count in closed
+// form, the layer count asked for.
 // Bad input: a trace without module scopes, a file that is not a trace, a rank that is not there.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "analysis_builder.h"
 #include "e2e_common.h"
+#include "tracerun/trace/format.h"
 
 using namespace tracerun;
 using namespace tracerun::e2e;
@@ -113,6 +116,56 @@ TEST_CASE("ResNet-18 from torchvision, unmodified Python: totals equal torchvisi
   }());
   CHECK(shallow.find("layer1.0.conv1") == std::string::npos);
   CHECK(shallow.find("layer1") != std::string::npos);
+}
+
+TEST_CASE(
+    "ResNet-18 from torchvision, unmodified Python: each module's parameter bytes equal "
+    "torchvision's",
+    "[e2e][model]") {
+  // Truth: torchvision's own modules, sum of numel x element size over each one's parameters
+  // (children included, as the hooks' `params` counts them), one "path count bytes" line each.
+  const ProcessResult truth =
+      runProcess(kPython,
+                 {"-c",
+                  "import torchvision\n"
+                  "m = torchvision.models.resnet18(num_classes=10)\n"
+                  "for name, mod in m.named_modules():\n"
+                  "    if name:\n"
+                  "        ps = list(mod.parameters())\n"
+                  "        print(name, sum(p.numel() for p in ps),\n"
+                  "              sum(p.numel() * p.element_size() for p in ps))\n"},
+                 scratch().path());
+  INFO(truth.describe());
+  REQUIRE(truth.exit_code == 0);
+  const std::string db = scratch().file("resnet18_bytes.db");
+  const ProcessResult t = runTracerun(
+      {"-o", db, "--", kPython, TRACERUN_SOURCE_DIR "/samples/python/resnet18_step.py"});
+  INFO(t.describe());
+  REQUIRE(t.exit_code == 0);
+  const std::string txt = scratch().file("resnet18_bytes.txt");
+  const ProcessResult d = runTracedot({"model", db, "--expand", "-T", "txt", "-o", txt});
+  INFO(d.describe());
+  REQUIRE(d.exit_code == 0);
+  const std::string text = readFile(txt);
+  INFO(text);
+  // tracedot's text lines read "PATH | TYPE | params COUNT · BYTES" (docs/capture.md).
+  std::istringstream lines(truth.out);
+  std::string path;
+  int64_t count = 0, bytes = 0;
+  int lines_checked = 0;
+  while (lines >> path >> count >> bytes) {
+    const size_t at = text.find("\n" + path + " | ");
+    const size_t indented = text.find(" " + path + " | ");
+    const size_t found = at != std::string::npos ? at : indented;
+    if (found == std::string::npos) continue;  // a block drawn as a cluster, not a line
+    ++lines_checked;
+    const size_t eol = text.find('\n', found + 1);
+    const std::string line = text.substr(found + 1, eol - found - 1);
+    INFO(path << ": " << line);
+    CHECK(line.find("params " + grouped(count) + " \u00b7 " +
+                    trace::formatBytes(static_cast<double>(bytes))) != std::string::npos);
+  }
+  CHECK(lines_checked >= 50);  // every convolution, batch norm, ReLU, pool and fc of ResNet-18
 }
 
 #ifdef RESNET18_CPP_BIN
