@@ -24,6 +24,7 @@
 #include "tracerun/annotate.h"
 #include "tracerun/torch_compat.h"
 #include "tracerun/trace/reader.h"
+#include "../support/process_scratch.h"
 
 using namespace tracerun;
 namespace prof = torch::autograd::profiler;
@@ -33,9 +34,7 @@ namespace prof = torch::autograd::profiler;
 namespace {
 
 std::string tempPath(const std::string& stem) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/tracerun_capture_" + stem + "_" +
-         std::to_string(::getpid()) + ".db";
+  return testing::processScratchPath("capture_" + stem) + ".db";
 }
 
 interpose::CaptureConfig configFor(const std::string& path) {

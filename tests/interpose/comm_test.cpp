@@ -18,15 +18,14 @@
 
 #include "capture.h"
 #include "tracerun/trace/reader.h"
+#include "../support/process_scratch.h"
 
 using namespace tracerun;
 
 namespace {
 
 std::string tempPath(const std::string& stem, const char* ext) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/tracerun_comm_" + stem + "_" +
-         std::to_string(::getpid()) + ext;
+  return testing::processScratchPath("comm_" + stem) + ext;
 }
 
 // What one rank issues, with checks of the results; returns the number of wrong results.

@@ -13,6 +13,7 @@
 
 #include "capture.h"
 #include "tracerun/annotate.h"
+#include "../support/process_scratch.h"
 
 // ---- counting allocation functions (this executable's definitions win over libc's) ------------
 
@@ -114,7 +115,7 @@ std::pair<uint64_t, uint64_t> emptyVersusTraced(bool shapes, bool tensors = fals
   const uint64_t empty = allocationsPerStep(s, 20);
   at::removeCallback(handle);
 
-  const std::string path = "/tmp/tracerun_alloc_" + std::to_string(::getpid()) + ".db";
+  const std::string path = tracerun::testing::processScratchPath("alloc") + ".db";
   tracerun::interpose::CaptureConfig config;
   config.output = path;
   config.shapes = shapes;

@@ -15,15 +15,14 @@
 #include <vector>
 
 #include "tracerun/trace/reader.h"
+#include "../support/process_scratch.h"
 
 using namespace tracerun;
 
 namespace {
 
 std::string tempPath(const std::string& stem) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/tracerun_nccl_" + stem + "_" +
-         std::to_string(::getpid());
+  return testing::processScratchPath("nccl_" + stem);
 }
 
 std::vector<std::string> lines(const std::string& path) {

@@ -23,6 +23,7 @@
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/shard_writer.h"
+#include "../support/process_scratch.h"
 
 namespace fs = std::filesystem;
 using namespace tracerun;
@@ -33,8 +34,7 @@ constexpr int64_t kOrigin = 1'000'000'000;
 
 std::string scratch() {
   static const std::string dir = [] {
-    const std::string d =
-        fs::temp_directory_path().string() + "/tracerun_raw_shard_" + std::to_string(::getpid());
+    const std::string d = testing::processScratchPath("raw_shard");
     fs::remove_all(d);
     fs::create_directories(d);
     return d;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "process_scratch.h"
+
 namespace tracerun::testing {
 
 struct ProcessResult {
@@ -42,12 +44,11 @@ inline bool fileExists(const std::string& path) {
 }
 
 // A scratch directory for the children of this test process: $TMPDIR/<prefix>_<pid> (/tmp without
-// TMPDIR), created when missing. Kept after the test (children's output and traces, to look at).
+// TMPDIR; prefix "tracerun_<what>", process_scratch.h), created when missing. Kept while the
+// process runs and when one of its tests failed (children's output and traces, to look at).
 // Throws when it cannot be created.
 inline std::string processScratchDir(const std::string& prefix) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/" + prefix +
-                    "_" + std::to_string(::getpid());
+  std::string dir = scratchRoot() + "/" + prefix + "_" + std::to_string(::getpid());
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     throw std::runtime_error("cannot create " + dir);
   }

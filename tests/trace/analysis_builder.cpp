@@ -17,6 +17,7 @@
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/shard_writer.h"
+#include "../support/process_scratch.h"
 
 namespace tracerun::testing {
 
@@ -29,9 +30,8 @@ void push(core::ThreadBuffer& buf, const core::Record& r) {
 }  // namespace
 
 std::string scratchDir(const std::string& name) {
-  const char* t = std::getenv("TMPDIR");
-  const std::filesystem::path dir = std::filesystem::path(t ? t : "/tmp") /
-                                    ("tracerun_analysis_" + std::to_string(::getpid())) / name;
+  const std::filesystem::path dir =
+      std::filesystem::path(testing::processScratchPath("analysis")) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
