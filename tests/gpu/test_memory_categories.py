@@ -9,7 +9,8 @@ PyTorch 2.1 and later) -- and under `tracerun` (default words, no profiler). Pas
 - both runs exit 0;
 - ours at the cuda:0 peak: parameter = sum numel x size over model.parameters() (within 0.1%),
   optimizer state within 5% of the profiler's (and 2x parameters within 1%), gradient within 5%
-  of the profiler's and <= parameters, other < 10% of the peak;
+  of the profiler's and <= parameters, input = the batch (idx and targets, 2 x 16 x 256 x 8 B)
+  and within 5% of the profiler's, other < 10% of the peak;
 - the profiler's parameter, input, activation and unknown bytes are recorded in result.json (the
   issue's H100 run had its parameter at 50.1 MB for 43.4 MB of parameters, and 77% unknown).
 FSDP (torch >= 2.1, CPU, Gloo, 2 ranks under `tracerun --nproc-per-node 2`): a 4-layer MLP wrapped
@@ -156,6 +157,10 @@ def check_nanogpt(c, a, work):
     c.check(close(ours["gradient"], theirs.get("gradient"), 0.05) and ours["gradient"] <= psi,
             "gradient = the profiler's (5%) and <= parameters",
             f"{ours['gradient']} vs {theirs.get('gradient')} (parameters {psi})")
+    c.check(ours["input"] == truth["input_bytes"]
+            and close(ours["input"], theirs.get("input"), 0.05),
+            "input = the batch and the profiler's (5%)",
+            f"{ours['input']} vs {truth['input_bytes']}; profiler {theirs.get('input')}")
     c.check(ours["other"] < 0.10 * dev["peak_bytes"], "other < 10% of the cuda:0 peak",
             f"{ours['other']} of {dev['peak_bytes']}")
 
