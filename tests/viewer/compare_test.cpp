@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -633,5 +634,69 @@ TEST_CASE("compare view: a strip draws a span track as the timeline draws it wit
   CHECK(compared > 20);
   CHECK(folds > 0);  // the fold is what they drew differently
   INFO("folds " << folds << ", labelled folds " << labelled);
+}
+#endif
+
+#if defined(GPTTRAIN_BIN) && defined(RESNET18_STEP_PY)
+namespace {
+
+// torchvision's ResNet-18 trained 3 steps by an ordinary script (no tracerun code in it, batch 4),
+// traced by tracerun: the Python hooks mark one "step" phase span per optimizer.step().
+std::string pythonResnetRun(const std::string& name) {
+  const std::string db = e2e::scratch().file(name + ".db");
+  const e2e::ProcessResult r = e2e::runTracerun(
+      {"--status", "off", "-o", db, "--", "/usr/bin/python3", RESNET18_STEP_PY, "4", "3"});
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  return db;
+}
+
+// Each "step" phase span's length, in start order (one rank).
+std::vector<int64_t> stepLengths(const std::string& db) {
+  const auto reader = trace::TraceReader::open(db);
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  for (const auto& t : reader.tracks()) {
+    if (t.kind != core::TrackKind::kThread) continue;
+    reader.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      if (s.category == core::Category::kPhase && reader.str(s.name) == "step")
+        steps.emplace_back(s.start_ns, s.dur_ns);
+    });
+  }
+  std::sort(steps.begin(), steps.end());
+  std::vector<int64_t> out;
+  for (const auto& s : steps) out.push_back(s.second);
+  return out;
+}
+
+}  // namespace
+
+// Issue 33 point 6: an unmodified program's optimizer steps are steps, so the compare tab aligns
+// two runs step by step as it does gpttrain's (no "no steps: the runs are aligned at their
+// starts").
+TEST_CASE("compare view: two unmodified Python ResNet-18 runs are aligned by their optimizer steps",
+          "[viewer][compare][python]") {
+  const std::string a = pythonResnetRun("resnet18_py_a");
+  const std::string b = pythonResnetRun("resnet18_py_b");
+  const std::vector<int64_t> la = stepLengths(a), lb = stepLengths(b);
+  REQUIRE(la.size() == 3);  // the script's 3 optimizer.step() calls
+  REQUIRE(lb.size() == 3);
+  const Shown s = showCompare(a, b, "python");
+  const Dump d = readDump(s.dump);
+  REQUIRE(d.steps.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const StepLine& st = d.steps[i];
+    INFO("step " << st.number);
+    CHECK(st.number == static_cast<int>(i) + 1);
+    REQUIRE(st.a);
+    REQUIRE(st.b);
+    CHECK(*st.a == la[i]);
+    CHECK(*st.b == lb[i]);
+  }
+  REQUIRE(d.aligned == 1);
+  const auto ra = trace::TraceReader::open(a);
+  const auto rb = trace::TraceReader::open(b);
+  CHECK(d.origin_a == Approx(static_cast<double>(firstStep(ra).start_ns)));
+  CHECK(d.origin_b == Approx(static_cast<double>(firstStep(rb).start_ns)));
+  CHECK(!d.names.empty());
 }
 #endif
