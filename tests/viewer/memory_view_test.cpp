@@ -3,7 +3,8 @@
 // (TraceReader), its peak against analyzeMemory; on a real traced gpttrain run (ZeRO-1, DP 2) the
 // view's dumped peaks against `tracerun report --json`, its closed-form line against 8Ψ + 8Ψ/N
 // with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time; with
-// --offload-optimizer nvme:DIR the device's line without the optimizer states (8Ψ).
+// --offload-optimizer nvme:DIR the device's line without the optimizer states (8Ψ); on an
+// unmodified Python ResNet-18 the report's categories, parameters and momentum = torchvision's bytes.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -435,5 +436,53 @@ TEST_CASE("memory view on a flash gpttrain run: the activation lines from the fl
   CHECK(closed[1] == Approx(16 * psi + L * flashLayer).epsilon(1e-12));
   CHECK(closed[2] == Approx(16 * psi + L * flashLayer + L * matrix).epsilon(1e-12));
   CHECK(d.ymax >= closed[2]);
+}
+#endif
+
+#if defined(GPTTRAIN_BIN) && defined(RESNET18_STEP_PY)
+// Issue 33 point 5: an unmodified Python program's memory by category in the view. torchvision's
+// ResNet-18, SGD with momentum, 3 steps of batch 4, no tracerun code in the script. Truths: the
+// report's categories at the peak (the view must show the same numbers) and, from outside
+// tracerun, torchvision's own parameter bytes (sum numel x element size), which the parameter and
+// the momentum (1x) must equal.
+TEST_CASE(
+    "memory view on an unmodified Python ResNet-18: the report's categories, parameters and "
+    "momentum equal torchvision's bytes",
+    "[viewer][memory][python]") {
+  const e2e::ProcessResult truth =
+      e2e::runProcess("/usr/bin/python3",
+                      {"-c",
+                       "import torchvision\n"
+                       "m = torchvision.models.resnet18(num_classes=10)\n"
+                       "print(sum(p.numel() * p.element_size() for p in m.parameters()))\n"},
+                      e2e::scratch().path());
+  INFO(truth.describe());
+  REQUIRE(truth.exit_code == 0);
+  const int64_t psi = std::stoll(truth.out);
+  const std::string db = e2e::scratch().file("resnet18_py.db");
+  const e2e::ProcessResult run = e2e::runTracerun(
+      {"--status", "off", "-o", db, "--", "/usr/bin/python3", RESNET18_STEP_PY, "4", "3"});
+  INFO(run.describe());
+  REQUIRE(run.exit_code == 0);
+  const json report = reportJson(db);
+  REQUIRE(report["memory"]["per_rank"].size() == 1);
+  const json& r = report["memory"]["per_rank"][0];
+  INFO(r.dump());
+  const std::string dump = e2e::scratch().file("resnet18_py_memory.txt");
+  runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("resnet18_py.png"),
+                  "--size", "1200x700", "--dump-view", dump},
+                 e2e::scratch().path());
+  const Dumped d = readDump(dump);
+  REQUIRE(d.ranks.count(0) == 1);
+  const DumpedRank& dr = d.ranks.at(0);
+  CHECK(std::stoll(dr.kv.at("peak_bytes")) == r["peak_bytes"].get<int64_t>());
+  for (const auto& [cat, bytes] : r["by_category"].items()) {
+    INFO(cat);
+    CHECK(std::stoll(dr.kv.at(cat)) == bytes.get<int64_t>());
+  }
+  CHECK(std::stoll(dr.kv.at("parameter")) == psi);
+  CHECK(std::stoll(dr.kv.at("optimizer_state")) == psi);  // SGD momentum: one buffer each
+  CHECK(std::stoll(dr.kv.at("gradient")) == psi);
+  CHECK(std::stoll(dr.kv.at("other")) < std::stoll(dr.kv.at("peak_bytes")) / 10);
 }
 #endif
