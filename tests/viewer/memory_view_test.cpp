@@ -4,7 +4,8 @@
 // view's dumped peaks against `tracerun report --json`, its closed-form line against 8Ψ + 8Ψ/N
 // with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time; with
 // --offload-optimizer nvme:DIR the device's line without the optimizer states (8Ψ); on an
-// unmodified Python ResNet-18 the report's categories, parameters and momentum = torchvision's bytes.
+// unmodified Python ResNet-18 the report's categories, and parameters and momentum equal to
+// torchvision's bytes.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
