@@ -4,9 +4,10 @@
 // job's, else kReady, or kNotReady for a shard sender that came while it still serves clocks (the
 // sender retries). Clock: 8-byte requests, 8-byte answers (node 0's clock in ns, host byte order:
 // agents of one job run the same build). Shard transfer: node rank, clock offset, file count; per
-// file a name length, the name, the size, the bytes in 1 MiB chunks and their FNV-1a 64 checksum;
-// node 0 answers with the count of files it verified. The token authenticates the peer once, in the
-// clear: no encryption, no integrity protection after the hello (see docs/launcher.md, "Sockets").
+// file a name length, the name (rankR.db, or attemptN/rankR.db for a shard of attempt N), the size,
+// the bytes in 1 MiB chunks and their FNV-1a 64 checksum; node 0 answers with the count of files it
+// verified. The token authenticates the peer once, in the clear: no encryption, no integrity
+// protection after the hello (see docs/launcher.md, "Sockets").
 //
 // Sections: sockets · hello · clock · shard transfer
 #include "clock_sync.h"
@@ -399,11 +400,33 @@ std::string baseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Only rankN.db: a name from the network never becomes a path elsewhere.
+bool allDigits(std::string::const_iterator begin, std::string::const_iterator end) {
+  return begin != end && std::all_of(begin, end, [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Only rankN.db or attemptM/rankN.db: a name from the network never becomes a path elsewhere.
 bool validShardName(const std::string& name) {
-  if (name.size() < 8 || name.size() > 64 || name.rfind("rank", 0) != 0) return false;
-  if (name.compare(name.size() - 3, 3, ".db") != 0) return false;
-  return std::all_of(name.begin() + 4, name.end() - 3, [](char c) { return c >= '0' && c <= '9'; });
+  if (name.size() < 8 || name.size() > 64) return false;
+  const auto slash = name.find('/');
+  if (slash != std::string::npos &&
+      (name.rfind("attempt", 0) != 0 || !allDigits(name.begin() + 7, name.begin() + slash))) {
+    return false;
+  }
+  const std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
+  if (file.size() < 8 || file.rfind("rank", 0) != 0) return false;
+  if (file.compare(file.size() - 3, 3, ".db") != 0) return false;
+  return allDigits(file.begin() + 4, file.end() - 3);
+}
+
+// What a shard is called on the wire: its attempt directory's name and its own (attemptN/rankR.db)
+// when it lies in one, else its own.
+std::string wireName(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path;
+  const std::string dir = baseName(path.substr(0, slash));
+  const bool attemptDir =
+      dir.rfind("attempt", 0) == 0 && dir.size() < 15 && allDigits(dir.begin() + 7, dir.end());
+  return attemptDir ? dir + "/" + baseName(path) : baseName(path);
 }
 
 bool writeI64(int fd, int64_t v) {
@@ -419,7 +442,7 @@ void sendFile(int fd, const std::string& path) {
   in.seekg(0, std::ios::end);
   const int64_t size = in.tellg();
   in.seekg(0);
-  const std::string name = baseName(path);
+  const std::string name = wireName(path);
   if (!writeI64(fd, static_cast<int64_t>(name.size())) || !writeAll(fd, name.data(), name.size()) ||
       !writeI64(fd, size)) {
     throw std::runtime_error(std::string("connection lost: ") + std::strerror(errno));
@@ -453,6 +476,12 @@ std::string receiveFile(int fd, const std::string& dir, int64_t* bytes) {
     throw std::runtime_error("bad file name");
   }
   if (!readI64(fd, &size) || size < 0) throw std::runtime_error(name + ": bad size");
+  if (const auto slash = name.find('/'); slash != std::string::npos) {
+    const std::string sub = dir + "/" + name.substr(0, slash);  // attemptN (validShardName)
+    if (::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw std::runtime_error("cannot create " + sub + ": " + std::strerror(errno));
+    }
+  }
   const std::string path = dir + "/" + name;
   const std::string part = path + ".part";
   {

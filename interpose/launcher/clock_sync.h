@@ -96,7 +96,8 @@ struct NodeShards {
   int64_t bytes = 0;
 };
 
-// Node K: sends `shard` paths (files named rankR.db) to node 0's agent at addr:port with `token`,
+// Node K: sends `shard` paths (files named rankR.db; one in a directory attemptN arrives as
+// attemptN/rankR.db under node 0's dir/nodeK/) to node 0's agent at addr:port with `token`,
 // retrying the connection until node 0 is ready or timeout_s passes. Returns the bytes sent once
 // node 0 has confirmed every file's size and checksum; throws std::runtime_error saying why
 // otherwise (at once when node 0 refuses the token).

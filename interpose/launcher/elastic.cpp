@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "attempts_merge.h"
 #include "elastic_rendezvous.h"
 #include "launch.h"
 #include "output_guard.h"
@@ -146,12 +147,10 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
                 const std::vector<int>& worlds, const std::vector<std::string>& hosted, int code) {
   const int lastRound = static_cast<int>(worlds.size()) - 1;
   std::vector<trace::MergeInput> inputs;
-  std::vector<std::string> dirs;  // the rounds' directories with shards
   for (int v = 0; v <= lastRound; ++v) {
     const std::string& root =
         hosted[static_cast<size_t>(v)].empty() ? shardDir : hosted[static_cast<size_t>(v)];
-    const std::string dir = root + "/attempt" + std::to_string(v);
-    const auto shards = shardFiles(dir);
+    const auto shards = shardFiles(root + "/attempt" + std::to_string(v));
     if (shards.empty() && v == lastRound) {
       std::fprintf(stderr,
                    "tracerun: elastic: round %d wrote no trace (its program never started "
@@ -159,11 +158,7 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
                    v);
       code = code != 0 ? code : 1;
     }
-    if (!shards.empty()) dirs.push_back(dir);
-    for (const auto& path : shards) {
-      inputs.push_back({path});
-      inputs.back().attempt = v;
-    }
+    addAttemptShards(inputs, shards);
   }
   if (inputs.empty()) return code != 0 ? code : 1;
   // The stats go with the last attempt's lowest rank: merged rank 0 when it wrote a shard.
@@ -177,31 +172,16 @@ int mergeRounds(Supervisor& sup, const LaunchOptions& o, const std::string& shar
       first.stats.push_back({"elastic_round_" + std::to_string(r) + "_world", w});
     }
   }
-  bool merged = false;
-  try {
-    trace::MergeOptions mo;
-    mo.output = o.output;
-    const MergeGuard guard(sup, o.output, shardDir);
-    const trace::MergeResult result = trace::mergeShards(inputs, mo, true);
-    if (reportMergeLoss(result, o.output, shardDir)) {
-      code = code != 0 ? code : 1;
-    } else {
-      merged = true;
-      std::fprintf(stderr, "tracerun: elastic: %d round%s (%zu rank shards) traced in %s\n",
-                   lastRound + 1, lastRound == 0 ? "" : "s", inputs.size(), o.output.c_str());
-    }
-  } catch (const std::exception& e) {
-    std::string kept;  // every round's shards stay where they are
-    for (const auto& dir : dirs) kept += " " + dir + "/rank*.db";
-    std::fprintf(stderr,
-                 "tracerun: merging the rounds' shards failed: %s; the shards are kept: once "
-                 "there is room, `tracerun merge --allow-incomplete --attempts -o %s%s` merges "
-                 "them\n",
-                 e.what(), o.output.c_str(), kept.c_str());
-    code = code != 0 ? code : 1;
+  const size_t shardCount = inputs.size();
+  const AttemptsMerge merged = mergeAttempts(sup, std::move(inputs), o.output);
+  if (!merged.whole()) {
+    code = code != 0 ? code : 1;  // said why; every round's shards stay where they are
+  } else {
+    std::fprintf(stderr, "tracerun: elastic: %d round%s (%zu rank shards) traced in %s\n",
+                 lastRound + 1, lastRound == 0 ? "" : "s", shardCount, o.output.c_str());
   }
-  if (merged && !o.keep_shards) {
-    for (const auto& dir : dirs) {
+  if (merged.whole() && !o.keep_shards) {
+    for (const auto& dir : merged.dirs) {
       removeShardFiles(dir);
       ::rmdir(dir.c_str());
       ::rmdir(dir.substr(0, dir.rfind('/')).c_str());  // a dead host's directory, once empty

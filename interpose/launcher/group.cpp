@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "attempts_merge.h"
 #include "clock_sync.h"
 #include "launch.h"
 #include "output_guard.h"
@@ -63,15 +64,6 @@ int exitCodeOf(int status) {
 
 bool succeeded(int status) {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-// run.db -> run.attempt0.db: the merged trace of an attempt that was restarted.
-std::string attemptOutput(const std::string& output, int attempt) {
-  const auto dot = output.rfind('.');
-  const auto slash = output.rfind('/');
-  const bool hasExt = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-  const std::string tag = ".attempt" + std::to_string(attempt);
-  return hasExt ? output.substr(0, dot) + tag + output.substr(dot) : output + tag;
 }
 
 // ---- workers ------------------------------------------------------------------------------------
@@ -473,51 +465,29 @@ class Attempt {
 
 // ---- merge --------------------------------------------------------------------------------------
 
-int rankOfShard(const std::string& path) {
-  const auto at = path.rfind("/rank");
-  return std::atoi(path.c_str() + (at == std::string::npos ? 0 : at + 5));
-}
-
-// `dir`'s shards (this node's ranks, on this node's clock offset) and `others` (shards received
-// from other nodes, with their offsets), merged in rank order (numeric: rank10 after rank9).
-// Empty when nothing was merged (said why, and that the shards stay); else what each shard gave.
-std::optional<trace::MergeResult> mergeAttempt(Supervisor& supervisor, const std::string& dir,
-                                               const std::string& output, int64_t offset,
-                                               const std::vector<NodeShards>& others = {}) {
-  const MergeGuard guard(supervisor, output, dir);  // the merge completes (supervisor.h)
-  std::vector<trace::MergeInput> inputs;
-  for (const auto& s : shardFiles(dir)) inputs.push_back({s, true, offset});
-  for (const auto& node : others) {
-    for (const auto& s : node.paths) inputs.push_back({s, true, node.clock_offset_ns});
-  }
-  if (inputs.empty()) {
-    std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
-                 dir.c_str());
-    return std::nullopt;
-  }
-  std::stable_sort(inputs.begin(), inputs.end(),
-                   [](const trace::MergeInput& a, const trace::MergeInput& b) {
-                     return rankOfShard(a.path) < rankOfShard(b.path);
-                   });
-  try {
-    trace::MergeOptions mo;
-    mo.output = output;
-    return trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tracerun: merging the shards in %s failed: %s; %s\n", dir.c_str(),
-                 e.what(), keptShardsHint(output, dir).c_str());
-    return std::nullopt;
-  }
-}
-
-void removeAttemptDir(const std::string& dir) {
-  removeShardFiles(dir);
+// The status files of an attempt (its shards stay).
+void removeStatusFiles(const std::string& dir) {
   for (int r = 0; r < 4096; ++r) {
     const std::string p = dir + "/status.rank" + std::to_string(r);
     if (::unlink(p.c_str()) != 0 && errno == ENOENT && r > 1024) break;
     ::unlink((p + ".tmp").c_str());
   }
+}
+
+void removeAttemptDir(const std::string& dir) {
+  removeShardFiles(dir);
+  removeStatusFiles(dir);
   ::rmdir(dir.c_str());
+}
+
+// Every attempt's shards on this node: the rank*.db files of each attempt directory.
+std::vector<std::string> shardsOf(const std::vector<std::string>& attemptDirs) {
+  std::vector<std::string> out;
+  for (const auto& dir : attemptDirs) {
+    const auto shards = shardFiles(dir);
+    out.insert(out.end(), shards.begin(), shards.end());
+  }
+  return out;
 }
 
 // ---- nodes --------------------------------------------------------------------------------------
@@ -567,22 +537,28 @@ ReceiveResult collectNodes(const LaunchOptions& o, const std::string& receivedDi
   return got;
 }
 
+// received/nodeK/attemptN/ of every node that delivered, then received/ itself when empty.
 void removeReceived(const std::string& receivedDir, const std::vector<NodeShards>& nodes) {
   for (const auto& node : nodes) {
     const std::string dir = receivedDir + "/node" + std::to_string(node.node_rank);
-    removeShardFiles(dir);
+    for (const auto& path : node.paths) {
+      const std::string attemptDir = path.substr(0, path.rfind('/'));
+      removeShardFiles(attemptDir);
+      ::rmdir(attemptDir.c_str());
+    }
     ::rmdir(dir.c_str());
   }
   ::rmdir(receivedDir.c_str());
 }
 
-// Node K > 0: its shards to node 0. Returns false (after saying so) when they did not get there.
-bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offset,
-                    const std::string& token, const CancelCheck& cancelled) {
+// Node K > 0: the shards of every attempt (attemptDirs) to node 0, each under its attempt's
+// directory name. Returns false (after saying so) when they did not get there.
+bool deliverToNode0(const LaunchOptions& o, const std::vector<std::string>& attemptDirs,
+                    int64_t offset, const std::string& token, const CancelCheck& cancelled) {
   NodeShards mine;
   mine.node_rank = o.node_rank;
   mine.clock_offset_ns = offset;
-  mine.paths = shardFiles(dir);
+  mine.paths = shardsOf(attemptDirs);
   try {
     const int64_t bytes =
         sendShards(o.master_addr, o.master_port + 1, mine, token, transferTimeoutS(), cancelled);
@@ -598,7 +574,7 @@ bool deliverToNode0(const LaunchOptions& o, const std::string& dir, int64_t offs
     std::fprintf(stderr,
                  "tracerun: node %d: the shards did not reach node 0: %s; this node's ranks are in "
                  "%s, its shards kept in %s\n",
-                 o.node_rank, e.what(), o.output.c_str(), dir.c_str());
+                 o.node_rank, e.what(), o.output.c_str(), listPaths(attemptDirs).c_str());
     return false;
   }
 }
@@ -746,7 +722,7 @@ class Group {
         noDirectory_ = true;  // nothing to merge: finish() is not called
         return code != 0 ? code : 2;
       }
-      lastDir_ = dir;
+      attemptDirs_.push_back(dir);
       std::vector<AgentMessage> peerEnded;
       const AttemptResult r =
           Attempt(o_, signals, links_, dir, attempt_).run(executable_, attemptEnv(dir), &peerEnded);
@@ -784,7 +760,7 @@ class Group {
                      o_.max_restarts > 0 ? " (no restarts left)" : "");
         return code;
       }
-      keepAttempt(signals, dir);
+      keepAttempt(dir);
       const int restartNumber = o_.nnodes > 1 ? next : attempt_ + 1;
       std::fprintf(stderr, "tracerun: restarting all %d ranks (restart %d of %d)\n",
                    o_.nproc_per_node * o_.nnodes, restartNumber, o_.max_restarts);
@@ -792,8 +768,10 @@ class Group {
     }
   }
 
-  // The end: several nodes: node 0 merges every node's shards into its output; the others merge
-  // their own (their "node file") and ship their shards to node 0, keeping them when that fails.
+  // The end: every attempt's shards merged into the one output, each as its attempt
+  // (attempts_merge.h, as the elastic agent merges its rounds). Several nodes: node 0 merges every
+  // node's shards of every attempt; the others merge their own (their "node file") and ship them
+  // to node 0, keeping them when that fails.
   int finish(int code, Supervisor& signals) {
     const bool severalNodes = o_.nnodes > 1;
     const std::string receivedDir = shardDir_ + "/received";
@@ -802,34 +780,44 @@ class Group {
       others = collectNodes(o_, receivedDir, token_, signals.cancelledAfterNow());
       refused_.insert(refused_.end(), others.refused.begin(), others.refused.end());
     }
-    const auto merged =
-        mergeAttempt(signals, lastDir_, o_.output, clock_.offset_ns, others.delivered);
+    std::vector<trace::MergeInput> inputs;
+    addAttemptShards(inputs, shardsOf(attemptDirs_), clock_.offset_ns);
+    for (const auto& node : others.delivered) {
+      addAttemptShards(inputs, node.paths, node.clock_offset_ns);
+    }
+    AttemptsMerge merged;
+    if (inputs.empty()) {
+      std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
+                   listPaths(attemptDirs_).c_str());
+    } else {
+      merged = mergeAttempts(signals, std::move(inputs), o_.output);
+    }
     bool keep = o_.keep_shards;
     if (severalNodes && o_.node_rank == 0 && !others.missing.empty()) {
       keep = true;
       std::fprintf(stderr, "tracerun: node 0's shards kept in %s (for `tracerun merge`)\n",
-                   lastDir_.c_str());
+                   listPaths(attemptDirs_).c_str());
     }
     if (severalNodes && o_.node_rank > 0 &&
-        !deliverToNode0(o_, lastDir_, clock_.offset_ns, token_, signals.cancelledAfterNow())) {
+        !deliverToNode0(o_, attemptDirs_, clock_.offset_ns, token_, signals.cancelledAfterNow())) {
       keep = true;
     }
-    if (merged && !o_.quiet) {
+    if (merged.result && !o_.quiet) {
       try {
         printSummary(o_.output);
         if (attempt_ > 0) {
-          std::fprintf(stderr, "  restarts: %d (earlier attempts: %s ...)\n", attempt_,
-                       attemptOutput(o_.output, 0).c_str());
+          std::fprintf(stderr,
+                       "  restarts: %d (every attempt is in %s: tracerun info lists them)\n",
+                       attempt_, o_.output.c_str());
         }
       } catch (const std::exception& e) {
         std::fprintf(stderr, "tracerun: %s: %s\n", o_.output.c_str(), e.what());
       }
     }
-    // A shard not merged whole (a full disk cut its writer short) fails the run and stays; a
-    // failed merge kept every shard already.
-    const bool lost = merged && reportMergeLoss(*merged, o_.output, lastDir_);
-    if (merged && !keep && !lost) {
-      removeAttemptDir(lastDir_);
+    // A shard not merged whole (a full disk cut its writer short) fails the run and stays, as does
+    // every shard of a failed merge.
+    if (merged.whole() && !keep) {
+      for (const auto& dir : attemptDirs_) removeAttemptDir(dir);
       removeReceived(receivedDir, others.delivered);
       ::rmdir(shardDir_.c_str());
     }
@@ -839,7 +827,7 @@ class Group {
                    "(first from %s)\n",
                    refused_.size(), refused_.front().c_str());
     }
-    if ((!merged || lost) && code == 0) code = 1;
+    if (!merged.whole() && code == 0) code = 1;
     return code;
   }
 
@@ -913,17 +901,13 @@ class Group {
     return env;
   }
 
-  // Before a restart: the failed attempt's trace merged into run.attemptN.db; shards a failed
-  // merge left, or that were not merged whole, stay for `tracerun merge`.
-  void keepAttempt(Supervisor& supervisor, const std::string& dir) const {
-    const std::string kept = attemptOutput(o_.output, attempt_);
-    const auto attemptMerged = mergeAttempt(supervisor, dir, kept, clock_.offset_ns);
-    if (attemptMerged) {
-      std::fprintf(stderr, "tracerun: trace of attempt %d kept in %s\n", attempt_, kept.c_str());
-    }
-    const bool attemptLost =
-        attemptMerged ? reportMergeLoss(*attemptMerged, kept, dir) : !shardFiles(dir).empty();
-    if (!o_.keep_shards && !attemptLost) removeAttemptDir(dir);
+  // Before a restart: the failed attempt's shards stay in `dir` for the final merge (finish),
+  // where they become that attempt's ranks in the one output. A killed rank's raw shard is
+  // converted now (shardFiles), freeing the room it held (rankR.db.raw-reserve) for the next
+  // attempt; the status files go.
+  static void keepAttempt(const std::string& dir) {
+    shardFiles(dir);
+    removeStatusFiles(dir);
   }
 
   LaunchOptions o_;
@@ -938,7 +922,7 @@ class Group {
   std::vector<AgentLink> links_;
   Env env_;
   int attempt_ = 0;
-  std::string lastDir_;
+  std::vector<std::string> attemptDirs_;  // this node's, one per attempt (their shards stay)
   bool noDirectory_ = false;
 };
 

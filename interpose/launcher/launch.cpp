@@ -24,6 +24,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "capture_words.h"
@@ -247,27 +248,61 @@ void printSummary(const std::string& path) {
   tools::printRunSummary(path, stderr);  // info's short form: trace/tools/cmd_info.cpp
 }
 
-std::string keptShardsHint(const std::string& output, const std::string& dir) {
+std::string mergeByHandCommand(const std::string& output, const std::vector<std::string>& dirs) {
+  std::set<int> attempts;
+  bool allAttemptDirs = true;
+  for (const auto& dir : dirs) {
+    const int attempt = trace::attemptOfShard(dir + "/rank0.db");
+    allAttemptDirs = allAttemptDirs && attempt >= 0;
+    attempts.insert(attempt);
+  }
+  std::string command = "tracerun merge --allow-incomplete";
+  if (allAttemptDirs && attempts.size() > 1) command += " --attempts";
+  command += " -o " + output;
+  for (const auto& dir : dirs) command += " " + dir + "/rank*.db";
+  return command;
+}
+
+std::string listPaths(const std::vector<std::string>& paths) {
+  std::string text;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == paths.size() ? " and " : ", ") + paths[i];
+  }
+  return text;
+}
+
+std::string keptShardsHint(const std::string& output, const std::vector<std::string>& dirs) {
   // Raw shards not converted (no room) hold records their rankR.db lacks: merge reads each
   // beside its shard, so they go along when the shards are copied.
   bool raw = false;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      raw = raw || (name.size() > 7 && name.compare(name.size() - 7, 7, ".db.raw") == 0);
+  for (const auto& dir : dirs) {
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        raw = raw || (name.size() > 7 && name.compare(name.size() - 7, 7, ".db.raw") == 0);
+      }
+      ::closedir(d);
     }
-    ::closedir(d);
   }
-  return "the shards are kept in " + dir +
+  return "the shards are kept in " + listPaths(dirs) +
          (raw ? " (with rank*.db.raw files beside them: records not yet converted, which the "
                 "merge reads; copy them along)"
               : "") +
-         ": once there is room, `tracerun merge --allow-incomplete -o " + output + " " + dir +
-         "/rank*.db` merges them";
+         ": once there is room, `" + mergeByHandCommand(output, dirs) + "` merges them";
+}
+
+std::string keptShardsHint(const std::string& output, const std::string& dir) {
+  return keptShardsHint(output, std::vector<std::string>{dir});
 }
 
 bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
                      const std::string& dir) {
+  return reportMergeLoss(result, output, std::vector<std::string>{dir});
+}
+
+bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
+                     const std::vector<std::string>& dirs) {
+  const std::string dir = dirs.empty() ? std::string(".") : dirs.front();
   if (!result.memory_summary_error.empty()) {  // a note, not a loss: nothing recorded is missing
     std::fprintf(stderr,
                  "tracerun: %s: the memory tab's summary was not stored (%s); traceview replays "
@@ -322,7 +357,7 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
                "the shards take %s; %s\n",
                output.c_str(), what.c_str(), dir.c_str(), free.c_str(),
                trace::formatBytes(static_cast<double>(shardBytes)).c_str(),
-               keptShardsHint(output, dir).c_str());
+               keptShardsHint(output, dirs).c_str());
   return true;
 }
 

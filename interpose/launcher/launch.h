@@ -91,9 +91,19 @@ void printSummary(const std::string& path);
 // shards stay in `dir` for keptShardsHint(); returns true then (the caller keeps them and fails).
 bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
                      const std::string& dir);
+// The same for shards in several directories (every attempt of a restarted or elastic job).
+bool reportMergeLoss(const trace::MergeResult& result, const std::string& output,
+                     const std::vector<std::string>& dirs);
 // "the shards are kept in DIR: once there is room, `tracerun merge --allow-incomplete -o OUTPUT
 // DIR/rank*.db` merges them" (the end of a failed merge's line).
 std::string keptShardsHint(const std::string& output, const std::string& dir);
+// The same naming every directory; the command gets --attempts when they are attemptN directories
+// of more than one attempt (trace::attemptOfShard).
+std::string keptShardsHint(const std::string& output, const std::vector<std::string>& dirs);
+// "A", "A and B", "A, B and C": directories named in a line.
+std::string listPaths(const std::vector<std::string>& paths);
+// That command alone: `tracerun merge --allow-incomplete [--attempts] -o OUTPUT D1/rank*.db ...`.
+std::string mergeByHandCommand(const std::string& output, const std::vector<std::string>& dirs);
 
 // Where libtracerun.so is: `explicitPath` if given, else next to the running tracerun binary,
 // else where the build put it. Empty when none exists.

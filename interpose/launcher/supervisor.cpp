@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launch.h"
+
 namespace tracerun::launcher {
 
 namespace {
@@ -276,15 +278,18 @@ void Supervisor::advanceStop() {
 // ---- the merge's rule ---------------------------------------------------------------------------
 
 MergeGuard::MergeGuard(Supervisor& supervisor, const std::string& output,
-                       const std::string& shardDir) {
+                       const std::string& shardDir)
+    : MergeGuard(supervisor, output, std::vector<std::string>{shardDir}) {}
+
+MergeGuard::MergeGuard(Supervisor& supervisor, const std::string& output,
+                       const std::vector<std::string>& shardDirs) {
   // mergeShards (trace/src/merge.cpp) writes OUTPUT.tmp and renames it over OUTPUT at the end.
   for (const char* suffix : {"", "-journal", "-wal", "-shm"})
     temps_.push_back(output + ".tmp" + suffix);
   note_ =
       "tracerun: merging the trace; send the signal again to abandon it (the shards are kept)\n";
   abandon_ = "tracerun: merge abandoned, " + output + " not written; the shards are kept in " +
-             shardDir + " (tracerun merge --allow-incomplete -o " + output + " " + shardDir +
-             "/rank*.db)\n";
+             listPaths(shardDirs) + " (" + mergeByHandCommand(output, shardDirs) + ")\n";
   supervisor.drain();  // what came before the merge is the supervisor's
   // Without a pipe to end the watcher (no descriptors left) the merge runs unguarded.
   if (::pipe2(quit_, O_CLOEXEC) != 0) return;

@@ -117,12 +117,15 @@ class Supervisor {
 
 // While alive, a stop signal does not interrupt the merge into `output`: the first prints one line
 // and the merge goes on; the second removes the merge's temporary file (OUTPUT.tmp and its SQLite
-// companions), says that the shards in `shardDir` are kept, and exits with 128 + that signal. A
+// companions), says that the shards in `shardDir` (or every one of `shardDirs`, with the command
+// that merges them all: launch.h mergeByHandCommand) are kept, and exits with 128 + that signal. A
 // watcher thread reads the supervisor's self-pipe meanwhile (the handlers themselves only write a
 // byte); what arrives during the merge is not counted as the supervisor's stop signals.
 class MergeGuard {
  public:
   MergeGuard(Supervisor& supervisor, const std::string& output, const std::string& shardDir);
+  MergeGuard(Supervisor& supervisor, const std::string& output,
+             const std::vector<std::string>& shardDirs);
   ~MergeGuard();
   MergeGuard(const MergeGuard&) = delete;
   MergeGuard& operator=(const MergeGuard&) = delete;

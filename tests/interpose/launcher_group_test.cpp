@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -145,6 +146,33 @@ std::set<int> ranksOf(const trace::TraceReader& r) {
   return out;
 }
 
+// The values of rank `rank`'s counter `name`, in time order.
+std::vector<double> counterValues(const trace::TraceReader& r, int rank, const std::string& name) {
+  std::vector<double> out;
+  for (const auto& t : r.tracks()) {
+    if (t.rank != rank || t.kind != core::TrackKind::kCounter || t.name != name) continue;
+    for (const auto& c : r.counters(t.id, INT64_MIN / 2, INT64_MAX / 2)) out.push_back(c.value);
+  }
+  return out;
+}
+
+// A job of `world` ranks restarted once, in one trace: two attempts of that world size, one after
+// the other on the one time axis; the last attempt's ranks keep their numbers, attempt 0's follow.
+void checkTwoAttempts(const trace::TraceReader& r, int world) {
+  const auto attempts = r.attempts();
+  REQUIRE(attempts.size() == 2);
+  CHECK(attempts[0].world_size == world);
+  CHECK(attempts[1].world_size == world);
+  CHECK(attempts[0].end_ns <= attempts[1].start_ns);
+  std::map<int, std::pair<int, int>> ranks, want;
+  for (const auto& k : r.ranks()) ranks[k.rank] = {k.attempt, k.attempt_rank};
+  for (int k = 0; k < world; ++k) {
+    want[k] = {1, k};
+    want[world + k] = {0, k};
+  }
+  CHECK(ranks == want);
+}
+
 }  // namespace
 
 // ---- environment and output ---------------------------------------------------------------------
@@ -258,33 +286,96 @@ TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_g
 
 // ---- restarts -----------------------------------------------------------------------------------
 
-TEST_CASE("max-restarts restarts the whole group, the restart is in the trace",
+TEST_CASE("max-restarts: every attempt's ranks in the one trace, none in run.attemptK.db",
           "[launcher_group]") {
   const std::string db = scratch() + "/restart.db";
-  const Result r = run(
-      group(db, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
-            worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2", "--fail-code", "5"})));
+  const Result r =
+      run(group(db, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
+                worker({"--steps", "4", "--sleep-ms", "50", "--fail-rank", "1", "--fail-step", "2",
+                        "--fail-code", "5"})));
   INFO(r.describe());
   REQUIRE(r.code == 0);
   CHECK(contains(r.err, "restarting all 2 ranks (restart 1 of 1)"));
   CHECK(contains(r.out, "[rank 1] env TORCHELASTIC_RESTART_COUNT=1"));
   CHECK(contains(r.out, "[rank 0] env TRACERUN_RESTART=1"));
-  const std::string first = scratch() + "/restart.attempt0.db";
-  REQUIRE(exists(first));
-  CHECK(ranksOf(trace::TraceReader::open(first)) == std::set<int>{0, 1});
+  // One file: the launcher once merged attempt 0 into restart.attempt0.db beside it.
+  CHECK_FALSE(exists(scratch() + "/restart.attempt0.db"));
+  CHECK_FALSE(exists(db + ".shards"));
   const auto reader = trace::TraceReader::open(db);
+  checkTwoAttempts(reader, 2);
   CHECK(restartedRanks(reader, 1) == std::set<int>{0, 1});
+  // The last attempt ran every step; attempt 0's rank 1 (row 3) failed after its step 2. Each
+  // rank row holds the steps its process printed (the output holds both attempts' lines).
+  CHECK(countSpans(reader, 0, "step") == 4);
   CHECK(countSpans(reader, 1, "step") == 4);
+  CHECK(countSpans(reader, 3, "step") == 2);
+  CHECK(countSpans(reader, 2, "step") + 4 == stepLines(r.out, 0));
+  CHECK(countSpans(reader, 3, "step") + 4 == stepLines(r.out, 1));
+  // The worker's counters (loss = 1/step) of the last attempt, in step order.
+  for (int rank : {0, 1}) {
+    INFO("rank " << rank);
+    CHECK(counterValues(reader, rank, "loss") == std::vector<double>{1.0, 0.5, 1.0 / 3, 0.25});
+    CHECK(counterValues(reader, rank, "step") == std::vector<double>{1, 2, 3, 4});
+  }
+  CHECK(counterValues(reader, 3, "loss") == std::vector<double>{1.0, 0.5});
+  // The report names the restart under its headline.
+  const Result report = run({TRACERUN_BIN, "report", db});
+  INFO(report.describe());
+  CHECK(report.code == 0);
+  CHECK(contains(report.out,
+                 "2 attempts (restarts or elastic rounds): world 2 (ranks 2-3), then world 2 "
+                 "(ranks 0-1)"));
 
-  // No restarts left: the second failure is the exit code.
+  // No restarts left: the second failure is the exit code, and both attempts are in the trace.
+  const std::string db2 = scratch() + "/restart2.db";
   const Result again =
-      run(group(scratch() + "/restart2.db",
-                {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
-                worker({"--steps", "4", "--fail-rank", "1", "--fail-step", "2", "--fail-code", "5",
-                        "--fail-every-attempt"})));
+      run(group(db2, {"--nproc-per-node", "2", "--status", "off", "--max-restarts", "1"},
+                worker({"--steps", "4", "--sleep-ms", "50", "--fail-rank", "1", "--fail-step", "2",
+                        "--fail-code", "5", "--fail-every-attempt"})));
   INFO(again.describe());
   CHECK(again.code == 5);
   CHECK(contains(again.err, "(no restarts left)"));
+  CHECK_FALSE(exists(scratch() + "/restart2.attempt0.db"));
+  const auto failed = trace::TraceReader::open(db2);
+  checkTwoAttempts(failed, 2);
+  CHECK(countSpans(failed, 1, "step") == 2);
+  CHECK(countSpans(failed, 3, "step") == 2);
+}
+
+TEST_CASE("a restarted job's merge abandoned by two signals names every attempt's shards",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/abandon.db";
+  // Attempt 0 fails at step 2; attempt 1 runs long enough for its merge to be caught.
+  auto argv = group(
+      db, {"--nproc-per-node", "1", "--status", "off", "--max-restarts", "1"},
+      worker({"--steps", "30000", "--fail-rank", "0", "--fail-step", "2", "--fail-code", "5"}));
+  argv.insert(argv.begin(), {"/usr/bin/env", "TRACERUN_BUFFER_MB=256"});
+  Child c(argv);
+  while (c.running() && !exists(db + ".tmp")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(c.pid(), SIGSTOP);
+  const bool merging = exists(db + ".tmp") && !exists(db);
+  ::kill(c.pid(), SIGINT);
+  ::kill(c.pid(), SIGTERM);
+  ::kill(c.pid(), SIGCONT);
+  const Result r = c.wait();
+  INFO(r.describe());
+  REQUIRE(merging);  // else the merge was too quick to be caught: more steps
+  CHECK(r.code == 128 + SIGTERM);
+  CHECK_FALSE(exists(db));
+  const std::string a0 = db + ".shards/attempt0", a1 = db + ".shards/attempt1";
+  const std::string command = "tracerun merge --allow-incomplete --attempts -o " + db + " " + a0 +
+                              "/rank*.db " + a1 + "/rank*.db";
+  CHECK(contains(r.err, "the shards are kept in " + a0 + " and " + a1 + " (" + command + ")"));
+  // That one line finishes the job: both attempts, as the launcher would have merged them.
+  const Result m = run({"/bin/sh", "-c", std::string(TRACERUN_BIN) + command.substr(8)});
+  INFO(m.describe());
+  REQUIRE(m.code == 0);
+  const auto reader = trace::TraceReader::open(db);
+  checkTwoAttempts(reader, 1);
+  CHECK(countSpans(reader, 0, "step") == 30000);
+  CHECK(countSpans(reader, 1, "step") == 2);
 }
 
 // ---- clock --------------------------------------------------------------------------------------
@@ -594,16 +685,23 @@ TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 nu
     CHECK(contains(out, tag + "env TORCHELASTIC_RESTART_COUNT=1\n"));
     CHECK(contains(out, tag + "done\n"));
   }
-  // Node 0's trace: the restarted attempt of all 4 ranks, complete; each node kept its ranks'
-  // first attempt.
+  // Node 0's trace: both attempts of all 4 ranks (node 1 shipped the shards of each): the
+  // restarted attempt complete as rows 0-3, attempt 0 as rows 4-7, its rank 3 (row 7) up to the
+  // fault after step 2. No node wrote a run.attemptK.db.
   const auto merged = trace::TraceReader::open(out0);
-  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  checkTwoAttempts(merged, 4);
   CHECK(restartedRanks(merged, 1) == std::set<int>{0, 1, 2, 3});
   for (int rank = 0; rank < 4; ++rank) CHECK(countSpans(merged, rank, "step") == 6);
-  CHECK(ranksOf(trace::TraceReader::open(scratch() + "/restart0.attempt0.db")) ==
-        std::set<int>{0, 1});
-  CHECK(ranksOf(trace::TraceReader::open(scratch() + "/restart1.attempt0.db")) ==
-        std::set<int>{2, 3});
+  CHECK(countSpans(merged, 7, "step") == 2);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& out = rank < 2 ? r0.out : r1.out;
+    CHECK(countSpans(merged, rank + 4, "step") + 6 == stepLines(out, rank));
+  }
+  // Node 1's own file: its ranks of both attempts (2 and 3; attempt 0's after world 4: 6 and 7).
+  CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{2, 3, 6, 7});
+  CHECK_FALSE(exists(scratch() + "/restart0.attempt0.db"));
+  CHECK_FALSE(exists(scratch() + "/restart1.attempt0.db"));
+  CHECK_FALSE(exists(out0 + ".shards"));
 }
 
 TEST_CASE("several nodes: failing again with no restarts left ends every node with the code",
@@ -761,8 +859,23 @@ TEST_CASE(
     INFO("step " << step);
     CHECK(loss == Approx(want.at(step)).epsilon(1e-6));
   }
+  // One trace: the killed attempt's ranks (rows 2 and 3) and the resumed one's (rows 0 and 1);
+  // each attempt's loss counters are the losses its rank 0 logged.
   const auto reader = trace::TraceReader::open(dir + "/run.db");
+  checkTwoAttempts(reader, 2);
   CHECK(restartedRanks(reader, 1) == std::set<int>{0, 1});
-  CHECK(exists(dir + "/run.attempt0.db"));
+  CHECK_FALSE(exists(dir + "/run.attempt0.db"));
+  for (const auto& [row, logged] : {std::pair(0, after), std::pair(2, before)}) {
+    INFO("row " << row);
+    const auto steps = counterValues(reader, row, "step");
+    const auto losses = counterValues(reader, row, "loss");
+    REQUIRE(steps.size() == losses.size());
+    std::map<int, double> traced;
+    for (size_t i = 0; i < steps.size(); ++i) traced[static_cast<int>(steps[i])] = losses[i];
+    // A rank stopped by SIGTERM may have traced a step it had not logged yet.
+    if (row == 2 && traced.size() == logged.size() + 1) traced.erase(std::prev(traced.end()));
+    REQUIRE(traced.size() == logged.size());
+    for (const auto& [step, loss] : logged) CHECK(traced[step] == Approx(loss).epsilon(1e-6));
+  }
 }
 #endif

@@ -927,4 +927,16 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   return result;
 }
 
+int attemptOfShard(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return -1;
+  const auto start = path.rfind('/', slash - 1);
+  const std::string parent = path.substr(start == std::string::npos ? 0 : start + 1,
+                                         slash - (start == std::string::npos ? 0 : start + 1));
+  const std::string digits = parent.rfind("attempt", 0) == 0 ? parent.substr(7) : "";
+  bool number = !digits.empty() && digits.size() < 7;
+  for (char c : digits) number = number && c >= '0' && c <= '9';
+  return number ? std::atoi(digits.c_str()) : -1;
+}
+
 }  // namespace tracerun::trace

@@ -1,8 +1,6 @@
 // `tracerun merge -o run.db SHARD...`: rank shards into one trace on rank 0's clock, for shards a
 // launcher could not merge itself (a killed job). A thin front to trace::mergeShards.
-#include <cctype>
 #include <cstdio>
-#include <filesystem>
 
 #include "commands.h"
 #include "tracerun/core/clock.h"
@@ -21,23 +19,13 @@ struct MergeCommandOptions {
   bool quiet = false;
 };
 
-// --attempts: the N of the directory `attemptN` that holds the shard (OUTPUT.shards/attemptN/);
-// -1 when it is not in one.
-int attemptOfShard(const std::string& path) {
-  const std::string parent = std::filesystem::path(path).parent_path().filename().string();
-  const std::string digits = parent.rfind("attempt", 0) == 0 ? parent.substr(7) : "";
-  bool number = !digits.empty() && digits.size() < 7;
-  for (char c : digits) number = number && std::isdigit(static_cast<unsigned char>(c));
-  return number ? std::stoi(digits) : -1;
-}
-
 int runMerge(const MergeCommandOptions& o) {
   const int64_t t0 = core::nowNs();
   std::vector<trace::MergeInput> inputs;
   for (const auto& s : o.shards) {
     inputs.push_back({s});
     if (!o.attempts) continue;
-    inputs.back().attempt = attemptOfShard(s);
+    inputs.back().attempt = trace::attemptOfShard(s);
     if (inputs.back().attempt < 0) {
       std::fprintf(stderr,
                    "tracerun merge: %s: --attempts needs each shard in a directory attemptN (as "

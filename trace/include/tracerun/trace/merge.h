@@ -65,4 +65,10 @@ struct MergeResult {
 MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
                         bool allow_incomplete = false);
 
+// Where a shard's attempt is written down: the N of the directory `attemptN` holding it (the
+// launcher's OUTPUT.shards/attemptN/rankR.db, a node's received/nodeK/attemptN/rankR.db); -1 when
+// its directory is not named so. The launcher's merges and `tracerun merge --attempts` both read
+// it.
+int attemptOfShard(const std::string& path);
+
 }  // namespace tracerun::trace
