@@ -334,6 +334,8 @@ std::vector<int64_t> Trainer::activationShape() const {
 double Trainer::lastStageAverage(double value) {
   // Chimera: the up pipeline's last stage is on rank 0; ranks without a last stage add 0.
   const bool last = kind_ == ScheduleKind::kChimera || groups_.coords.pp == shape_.stages - 1;
+  // One pipeline stage and one DP rank: nothing to sum, and no host-device round trip per step.
+  if (groups_.pp->size == 1 && groups_.dp->size == 1) return last ? value : 0.0;
   at::Tensor t = at::tensor({last ? value : 0.0}, at::kDouble).to(device_);
   allReduce(*groups_.pp, t);
   allReduce(*groups_.dp, t);

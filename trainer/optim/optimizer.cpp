@@ -118,7 +118,7 @@ std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy&
       return makeOffloadOptimizer(params, strategy, std::move(dp), config);
     return makeShardedOptimizer(params, strategy, std::move(dp), config);
   }
-  return makeReplicatedOptimizer(params, config);
+  return makeReplicatedOptimizer(params, strategy.buckets(), config);
 }
 
 }  // namespace gpttrain

@@ -103,8 +103,11 @@ std::unique_ptr<Optimizer> makeOptimizer(ParamSet& params, DataParallelStrategy&
                                          GroupPtr dp, const OptimizerConfig& config);
 
 // The two, one per file; use makeOptimizer.
-// AdamW / SGD on every parameter's .grad() (each rank's full copy; no communication in step).
-std::unique_ptr<Optimizer> makeReplicatedOptimizer(ParamSet& params, const OptimizerConfig& config);
+class GradBuckets;
+// AdamW / SGD on every parameter's .grad() (each rank's full copy; no communication in step);
+// `buckets` (the strategy's, outliving the optimizer) say where the gradients live.
+std::unique_ptr<Optimizer> makeReplicatedOptimizer(ParamSet& params, const GradBuckets& buckets,
+                                                   const OptimizerConfig& config);
 // AdamW / SGD on this rank's shard of every bucket of `strategy` (moments for that shard only).
 std::unique_ptr<Optimizer> makeShardedOptimizer(ParamSet& params, DataParallelStrategy& strategy,
                                                 GroupPtr dp, const OptimizerConfig& config);

@@ -117,16 +117,26 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// loss_i = log(sum_v exp(z_iv)) - z_i,target, with the sums over v split over TP.
+// loss_i = log(sum_v exp(z_iv)) - z_i,target, with the sums over v split over TP. On one rank
+// (tp 1) every target is local: no mask of outside targets, no stacked all-reduce of the two sums;
+// the same values, 7 fewer small ops per forward (issue 32: launch-bound steps).
 struct VocabParallelCrossEntropyFn : torch::autograd::Function<VocabParallelCrossEntropyFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits,
                             const at::Tensor& targets, GroupPtr tp) {
     Group& g = *tp;
-    const int64_t local_vocab = logits.size(1);
-    const int64_t start = local_vocab * g.rank;
     at::Tensor max = std::get<0>(logits.max(1)).contiguous();
     allReduce(g, max, ReduceOp::kMax);
     at::Tensor shifted = logits - max.unsqueeze(1);
+    if (g.size == 1) {
+      at::Tensor target_logit = shifted.gather(1, targets.unsqueeze(1)).squeeze(1);
+      at::Tensor exp = shifted.exp();
+      at::Tensor sum_exp = exp.sum(1);
+      at::Tensor softmax = exp.div_(sum_exp.unsqueeze(1));
+      ctx->save_for_backward({softmax, targets});  // no `outside`: every target is inside
+      return sum_exp.log() - target_logit;
+    }
+    const int64_t local_vocab = logits.size(1);
+    const int64_t start = local_vocab * g.rank;
     at::Tensor outside = (targets < start).logical_or(targets >= start + local_vocab);
     at::Tensor local_target = (targets - start).masked_fill(outside, 0);
     at::Tensor target_logit =
@@ -141,15 +151,23 @@ struct VocabParallelCrossEntropyFn : torch::autograd::Function<VocabParallelCros
     return sum_exp.log() - sums[0];
   }
 
+  // d loss_i / d z_iv = (softmax_iv - [v is the local target]) * grad_i. The product is taken out
+  // of place (one pass over the [rows, vocab] softmax, no clone of it first), then each row's
+  // target entry is rewritten as (softmax - 1) * grad (outside targets: (softmax - 0) * grad, the
+  // value already there): the same roundings as adding -1 to the clone and scaling it.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor& softmax = saved[0];
-    const at::Tensor& local_target = saved[1];
-    const at::Tensor& outside = saved[2];
-    at::Tensor grad = softmax.clone();
-    grad.scatter_add_(1, local_target.unsqueeze(1),
-                      outside.logical_not().to(grad.scalar_type()).neg().unsqueeze(1));
-    grad.mul_(grads[0].unsqueeze(1));
+    const at::Tensor index = saved[1].unsqueeze(1);
+    const at::Tensor scale = grads[0].unsqueeze(1);
+    at::Tensor at_target = softmax.gather(1, index);
+    if (saved.size() > 2) {  // tp > 1: subtract 1 where the target is on this rank, 0 elsewhere
+      at_target.sub_(saved[2].logical_not().to(at_target.scalar_type()).unsqueeze(1));
+    } else {
+      at_target.sub_(1.0);
+    }
+    at::Tensor grad = softmax * scale;
+    grad.scatter_(1, index, at_target.mul_(scale));
     return {grad, at::Tensor(), at::Tensor()};
   }
 };
