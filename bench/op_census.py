@@ -45,7 +45,8 @@ VIEW_OPS = {
     "aten::zeros_like", "aten::ones", "aten::ones_like", "aten::full", "aten::full_like",
     "aten::new_zeros", "aten::new_empty", "aten::new_empty_strided", "aten::clone",
     "aten::cross_entropy_loss", "aten::log_softmax", "aten::softmax", "aten::layer_norm",
-    "aten::embedding", "aten::scaled_dot_product_attention",
+    "aten::embedding", "aten::scaled_dot_product_attention", "aten::as_strided_",
+    "aten::unsqueeze_", "aten::squeeze_", "aten::t_", "aten::transpose_",
 }
 # Ops that run a kernel of their own besides any they nest (a GEMM after copying a bias in).
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmm_",
