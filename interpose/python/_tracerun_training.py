@@ -17,9 +17,18 @@
 #   the model, and a loss module such as nn.CrossEntropyLoss called beside it, whose targets are
 #   inputs too) that do not require grad (so not parameters, nor the output of a tracked op), each
 #   tensor object once (a WeakSet of those tagged: a new batch at a reused address is tagged again);
+# - other: every nn.Module's own buffers (BatchNorm's running statistics and counter, a causal
+#   mask registered as a buffer), at its forward: PyTorch's profiler leaves them unknown, and the
+#   lifetime rule would count them as activations (made outside backward, freed after one);
 # - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
 # Cost: one ctypes call per module forward that has parameters, one per root forward with new
-# input tensors, and three per optimizer step.
+# input tensors, one the first time a module's buffers are seen, and three per optimizer step.
+#
+# The closed form (the Memory tab's dashed line, trace/analysis/memory_live.h): at an optimizer's
+# first step, and when its param groups change, a zero-length "model_states" phase inside the
+# "optimizer" phase records what it holds: its class (the detail), params and param_bytes over its
+# param groups, states per parameter (Adam/AdamW 2, 3 with amsgrad; SGD 1 with momentum, 0 without;
+# -1 for another optimizer: no line) and state_bytes (core/vocabulary.h).
 #
 # Steps: each optimizer step ends a "step" phase span (argument step = 1, 2, ...) that opened at the
 # first module forward after the previous step, and runs inside an "optimizer" phase span; each
@@ -35,7 +44,7 @@ import sys
 import threading
 import weakref
 
-_PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _INPUT = 1, 2, 3, 7  # tracerun::MemoryCategory
+_PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _OTHER, _INPUT = 1, 2, 3, 6, 7  # tracerun::MemoryCategory
 _KIND_PHASE = 1  # tracerun::ScopeKind::kPhase
 
 
@@ -129,6 +138,15 @@ class _Steps:
             if token > 0:
                 self._optimizer = (threading.get_ident(), token)
 
+    def model_states(self, detail, values):
+        """A zero-length "model_states" phase (vocabulary.h) with the optimizer's numbers: params,
+        param_bytes, states, state_bytes (memory_live.h's closed form reads them)."""
+        keys = (b"params", b"param_bytes", b"states", b"state_bytes")
+        args = (_Arg * 4)(*[_Arg(k, int(v)) for k, v in zip(keys, values)])
+        token = self._begin(_KIND_PHASE, b"model_states", detail.encode(), args, 4)
+        if token > 0:
+            self._end(token, None)
+
     def begin_backward(self):
         return self._begin(_KIND_PHASE, b"backward", None, None, 0)
 
@@ -155,9 +173,11 @@ def install(lib, words, module_module):
     tagger = _Tagger(lib) if memory else None
     if tagger is None and steps is None:
         return
-    # module -> [its own parameters, their last base addresses, whether they ever moved, root]
+    # module -> [its own parameters, their last base addresses, whether they ever moved, root,
+    #            its buffers' last (id, address)]
     own = weakref.WeakKeyDictionary()
     inputs_seen = _Inputs(tagger)
+    model_states = _ModelStates()
 
     def pre_forward(module, inputs):
         try:
@@ -170,6 +190,8 @@ def install(lib, words, module_module):
                 info = own[module] = _first_sight(module, own)
             if info[3]:
                 inputs_seen.tag(inputs)
+            if module._buffers:
+                _tag_buffers(module, info, tagger)
             params = info[0]
             if not params:
                 return None
@@ -192,6 +214,8 @@ def install(lib, words, module_module):
             steps.before_update()
         if tagger is None:
             return
+        if steps is not None:
+            model_states.record(optimizer, steps)
         params, grads = [], []
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -294,11 +318,24 @@ def _install_backward_phase(steps):
     _after_import("torch.autograd", hook)
 
 
+def _tag_buffers(module, info, tagger):
+    """Tags the module's own buffers (BatchNorm's running statistics, a registered causal mask)
+    "other": PyTorch's memory profiler leaves them unknown, and without a tag the lifetime rule
+    would call them activations (made outside backward, freed after one). Again when one is
+    replaced or moved (its tensor or address changes)."""
+    buffers = tuple(b for b in module._buffers.values() if b is not None)
+    key = tuple((id(b), b.data_ptr()) for b in buffers)
+    if key != info[4]:
+        info[4] = key
+        tagger.tag(buffers, _OTHER)
+
+
 def _first_sight(module, own):
     """The hook state of a module seen for the first time. It is a root unless a module seen before
     contains it (that one marked it at its own first sight); whatever it contains is marked as no
     root: each module is walked once, by the first root that contains it."""
-    info = [tuple(p for p in module._parameters.values() if p is not None), None, False, True]
+    params = tuple(p for p in module._parameters.values() if p is not None)
+    info = [params, None, False, True, None]
     for inner in module.modules():
         if inner is module:
             continue
@@ -307,7 +344,7 @@ def _first_sight(module, own):
             known[3] = False  # called alone before, now part of a bigger model
         else:
             params = tuple(p for p in inner._parameters.values() if p is not None)
-            own[inner] = [params, None, False, False]
+            own[inner] = [params, None, False, False, None]
     return info
 
 
@@ -343,6 +380,64 @@ class _Inputs:
         tagged = self._tagged
         self._tagged[key] = weakref.ref(t, lambda _, k=key: tagged.pop(k, None))
         new.append(t)
+
+
+class _ModelStates:
+    """What each optimizer holds, for the memory view's closed form (memory_live.h): recorded as a
+    "model_states" phase at its first step and again when its param groups change (a key of their
+    sizes and options is compared at each step; the sums are taken only when it changes)."""
+
+    def __init__(self):
+        self._seen = weakref.WeakKeyDictionary()  # optimizer -> [ordinal, key]
+        self._count = 0
+
+    def record(self, optimizer, steps):
+        groups = optimizer.param_groups
+        key = tuple((len(g["params"]), g.get("momentum"), g.get("amsgrad")) for g in groups)
+        seen = self._seen.get(optimizer)
+        if seen is not None and seen[1] == key:
+            return
+        if seen is None:
+            self._count += 1
+            seen = self._seen[optimizer] = [self._count, None]
+        seen[1] = key
+        detail = type(optimizer).__name__ + (" #%d" % seen[0] if seen[0] > 1 else "")
+        steps.model_states(detail, model_states(optimizer))
+
+
+def states_per_parameter(optimizer, group):
+    """The state tensors torch.optim keeps per parameter of `group`, each the parameter's size
+    (zeros_like): Adam and AdamW 2 (exp_avg, exp_avg_sq), 3 with amsgrad (max_exp_avg_sq); SGD 1
+    with momentum (momentum_buffer), 0 without; None for another optimizer (not known). Adam's
+    scalar step counters are left out (4 or 8 bytes a parameter tensor)."""
+    import torch
+
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        return 3 if group.get("amsgrad") else 2
+    if isinstance(optimizer, torch.optim.SGD):
+        return 1 if group.get("momentum", 0) else 0
+    return None
+
+
+def model_states(optimizer):
+    """(params, param_bytes, states, state_bytes) over the optimizer's param groups: states is the
+    largest number per parameter among its groups, -1 (and state_bytes -1) when not known."""
+    params = param_bytes = state_bytes = 0
+    states = 0
+    for group in optimizer.param_groups:
+        k = states_per_parameter(optimizer, group)
+        n = b = 0
+        for p in group["params"]:
+            n += p.numel()
+            b += p.numel() * p.element_size()
+        params += n
+        param_bytes += b
+        if k is None or states < 0:
+            states = -1
+        else:
+            states = max(states, k)
+            state_bytes += k * b
+    return (params, param_bytes, states, state_bytes if states >= 0 else -1)
 
 
 _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not installed

@@ -10,7 +10,7 @@
 #                             DistributedDataParallel(gradient_as_bucket_view=True,
 #                             find_unused_parameters=True); fsdp (torch 2.x):
 #                             FullyShardedDataParallel(FULL_SHARD) around the whole model
-#   --truth PATH              JSON per rank: PATH.<rank>: parameter bytes, steps, the dtype size
+#   --truth PATH              JSON per rank: PATH.<rank>: parameter and buffer bytes, steps, ...
 import argparse
 import json
 import sys
@@ -84,9 +84,11 @@ def main():
     local = sum(q.numel() * q.element_size() for g in opt.param_groups for q in g["params"])
     # Autograd's own account of the activations: the distinct storages saved for backward in the
     # first step's forward (pack hooks that return the tensor itself change nothing), less the
-    # parameters' and the batch's.
+    # parameters', the module buffers' (BatchNorm saves its running statistics; tracerun counts
+    # buffers as other) and the batch's.
     saved = {}
-    own = {q.data_ptr() for q in model.parameters()} | {batch.data_ptr()}
+    own = ({q.data_ptr() for q in model.parameters()} | {b.data_ptr() for b in raw.buffers()} |
+           {batch.data_ptr()})
 
     def pack(t):
         base = t.data_ptr() - t.storage_offset() * t.element_size()
@@ -113,6 +115,7 @@ def main():
                    "input_bytes": batch.numel() * batch.element_size(), "steps": a.steps,
                    "saved_for_backward_bytes": sum(saved.values()),
                    "parameter_tensors": sum(1 for _ in raw.parameters()),
+                   "buffer_bytes": sum(b.numel() * b.element_size() for b in raw.buffers()),
                    "loss": float(loss)}, f)
     if a.dist != "none":
         torch.distributed.destroy_process_group()

@@ -142,15 +142,17 @@ std::string TraceBuilder::write(const std::string& dir) {
             r.detail = s.detail.empty() ? 0 : strings.intern(s.detail);
             r.track = isAsync(s.track) ? asyncTracks.at(s.track) : 0;
             out.push_back(core::Record::from(r));
-            if (s.args.empty()) continue;
-            core::ArgsRecord a;
-            a.count = static_cast<uint8_t>(std::min<size_t>(3, s.args.size()));
-            a.owner = r.id;
-            for (size_t k = 0; k < a.count; ++k) {
-              a.args[k].key = strings.intern(s.args[k].first);
-              a.args[k].value = s.args[k].second;
+            // Three arguments a record, as the capture writes them (thread_state.cpp).
+            for (size_t first = 0; first < s.args.size(); first += 3) {
+              core::ArgsRecord a;
+              a.count = static_cast<uint8_t>(std::min<size_t>(3, s.args.size() - first));
+              a.owner = r.id;
+              for (size_t k = 0; k < a.count; ++k) {
+                a.args[k].key = strings.intern(s.args[first + k].first);
+                a.args[k].value = s.args[first + k].second;
+              }
+              out.push_back(core::Record::from(a));
             }
-            out.push_back(core::Record::from(a));
           }
           if (name == "main") {
             std::map<int, int64_t> live;  // per device

@@ -22,7 +22,7 @@ struct BSpan {
   core::Category category = core::Category::kOp;
   int64_t start = 0, end = 0;
   int depth = 0;
-  std::vector<std::pair<std::string, int64_t>> args = {};  // at most three
+  std::vector<std::pair<std::string, int64_t>> args = {};  // three a record, as the capture
   std::string detail = {};
   int64_t seq = -1;
 };

@@ -1,9 +1,13 @@
 // Memory analysis on a hand-built trace whose live set is known in closed form: tagged state
 // (parameters, gradients, optimizer state), per-layer activations freed in backward, temporaries
 // freed inside their op, one untagged block that is never freed, an unmatched free, a CUDA device.
+// Also a user program's closed-form line from hand-built model_states records.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "analysis_builder.h"
 #include "tracerun/trace/analysis/memory.h"
@@ -282,4 +286,51 @@ TEST_CASE("memory: an input-tagged batch stays input through forward and backwar
   CHECK(stored->series[0].peak_bytes == cpu.peak_bytes);
   CHECK(stored->series[0].at_peak == cpu.at_peak);
   CHECK(stored->categories.at(0) == a.categories.at(0));
+}
+
+// A user program's line (issue 33 point 5): the model_states phases the Python hooks and
+// tracerun::tagTraining record, one rank per case, against the bytes worked out here by hand.
+TEST_CASE("memory: a user program's closed form is P + G + k P from its optimizers' records",
+          "[analysis][memory]") {
+  using Args = std::vector<std::pair<std::string, int64_t>>;
+  const auto states = [](int64_t params, int64_t bytes, int64_t k, int64_t stateBytes) {
+    return Args{
+        {"params", params}, {"param_bytes", bytes}, {"states", k}, {"state_bytes", stateBytes}};
+  };
+  const auto record = [](int64_t t, const std::string& optimizer, Args args) {
+    return BSpan{"main",          "model_states", core::Category::kPhase, t, t, 0,
+                 std::move(args), optimizer};
+  };
+  TraceBuilder tb(5);
+  // Rank 0: AdamW over 1,000 fp32 parameters.
+  tb.span(0, record(100, "AdamW", states(1000, 4000, 2, 8000)));
+  // Rank 1: the same optimizer's groups grew (add_param_group): its last record counts.
+  tb.span(1, record(100, "AdamW", states(1000, 4000, 2, 8000)));
+  tb.span(1, record(500, "AdamW", states(1500, 6000, 2, 12000)));
+  // Rank 2: two optimizers, AdamW and plain SGD: summed, no single k.
+  tb.span(2, record(100, "AdamW", states(1000, 4000, 2, 8000)));
+  tb.span(2, record(200, "SGD #2", states(250, 1000, 0, 0)));
+  // Rank 3: an optimizer whose states are not known: no line, even beside a known one.
+  tb.span(3, record(100, "AdamW", states(1000, 4000, 2, 8000)));
+  tb.span(3, record(200, "Adagrad #2", states(250, 1000, -1, -1)));
+  // Rank 4: SGD with momentum.
+  tb.span(4, record(100, "SGD", states(1000, 4000, 1, 4000)));
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("memory_user_forms")));
+  const auto forms = [&](int rank) { return trace::analysis::memoryClosedForms(reader, rank); };
+
+  REQUIRE(forms(0).size() == 1);
+  CHECK(forms(0)[0].bytes == 4000 + 4000 + 8000);
+  CHECK(forms(0)[0].formula == "P + G + 2P");
+  CHECK(forms(0)[0].label.rfind("AdamW: P + G + 2P = 15.6 KiB (P 3.9 KiB, 1,000 parameters", 0) ==
+        0);
+  REQUIRE(forms(1).size() == 1);
+  CHECK(forms(1)[0].bytes == 6000 + 6000 + 12000);
+  REQUIRE(forms(2).size() == 1);
+  CHECK(forms(2)[0].bytes == (4000 + 1000) * 2 + 8000);
+  CHECK(forms(2)[0].formula == "P + G + S");
+  CHECK(forms(2)[0].label.rfind("2 optimizers: P + G + S", 0) == 0);
+  CHECK(forms(3).empty());
+  REQUIRE(forms(4).size() == 1);
+  CHECK(forms(4)[0].bytes == 3 * 4000);
+  CHECK(forms(4)[0].formula == "P + G + P");
 }

@@ -4,8 +4,9 @@
 // view's dumped peaks against `tracerun report --json`, its closed-form line against 8Ψ + 8Ψ/N
 // with the Ψ gpttrain prints, and the screenshot's peak marker at the report's peak time; with
 // --offload-optimizer nvme:DIR the device's line without the optimizer states (8Ψ); on an
-// unmodified Python ResNet-18 the report's categories, and parameters and momentum equal to
-// torchvision's bytes.
+// unmodified Python ResNet-18 (SGD momentum, AdamW, SGD) the report's categories, parameters,
+// optimizer states and buffers equal to torchvision's bytes and the line P + G + k P; the C++
+// sample's line through tracerun::tagTraining.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -117,10 +118,12 @@ struct DumpedRank {
   std::map<std::string, std::string> kv;
   double x = 0, y = 0, w = 0, h = 0;
   std::vector<double> closed;
+  std::vector<std::string> formulas;  // of the closed forms, in their order
 };
 struct Dumped {
   double t0 = 0, t1 = 0, ymax = 0;
-  std::string summary;  // "stored" or "replayed"
+  std::string summary;    // "stored" or "replayed"
+  int legend_forms = -1;  // whether the legend names the closed forms
   std::map<int, DumpedRank> ranks;
 };
 Dumped readDump(const std::string& path) {
@@ -137,6 +140,7 @@ Dumped readDump(const std::string& path) {
         if (k == "range") ls >> d.t0 >> d.t1;
         if (k == "ymax") ls >> d.ymax;
         if (k == "summary") ls >> d.summary;
+        if (k == "legend_forms") ls >> d.legend_forms;
       }
     } else if (head == "rank") {
       int r = 0;
@@ -153,8 +157,11 @@ Dumped readDump(const std::string& path) {
       int r = 0;
       std::string k;
       double b = 0;
-      ls >> r >> k >> b;
+      std::string formula;
+      ls >> r >> k >> b >> k;
+      std::getline(ls, formula);
       d.ranks[r].closed.push_back(b);
+      d.ranks[r].formulas.push_back(formula.empty() ? formula : formula.substr(1));
     }
   }
   return d;
@@ -197,6 +204,51 @@ TEST_CASE("memory series: peaks equal analyzeMemory, columns equal a brute-force
              {b + 10, b + 1000, 5},
              {a, b, 3}}) {
       checkMemoryColumns(s, steps, t0, t1, w);
+    }
+  }
+}
+
+// The legend names the closed forms only when a chart draws one: a trace whose only optimizer
+// record is of an unknown kind (states -1) has no line and no legend entry; the same trace with an
+// AdamW record has both (the line 2P + 2P of its param_bytes).
+TEST_CASE("memory view: the legend names the closed forms only when a line is drawn",
+          "[viewer][memory]") {
+  testing::TempDir dir("memview-legend");
+  for (const int64_t states : {int64_t{-1}, int64_t{2}}) {
+    INFO("states " << states);
+    testing::TraceBuilder tb;
+    const int64_t p = 4000;
+    tb.span(0, {"main",
+                "model_states",
+                core::Category::kPhase,
+                500,
+                500,
+                0,
+                {{"params", p / 4},
+                 {"param_bytes", p},
+                 {"states", states},
+                 {"state_bytes", states < 0 ? -1 : states * p}},
+                states < 0 ? "Adagrad" : "AdamW"});
+    tb.memory(0, {100, 0x1000, p, MemoryCategory::kParameter, "", "", 0, -1});
+    tb.memory(0, {600, 0x2000, p, MemoryCategory::kGradient, "", "", 0, -1});
+    tb.memory(0, {700, 0x1000, -p, MemoryCategory::kUnknown, "", "", 0, -1});
+    const std::string sub = (dir.path / std::to_string(states + 1)).string();
+    std::filesystem::create_directories(sub);
+    const std::string db = tb.write(sub);
+    const std::string dump = sub + "/memory.txt";
+    runTraceviewOk({db, "--view", "memory", "--screenshot", sub + "/memory.png", "--size",
+                    "900x500", "--dump-view", dump},
+                   sub);
+    const Dumped d = readDump(dump);
+    REQUIRE(d.ranks.count(0) == 1);
+    if (states < 0) {
+      CHECK(d.legend_forms == 0);
+      CHECK(d.ranks.at(0).closed.empty());
+    } else {
+      CHECK(d.legend_forms == 1);
+      REQUIRE(d.ranks.at(0).closed.size() == 1);
+      CHECK(d.ranks.at(0).closed[0] == 4.0 * p);
+      CHECK(d.ranks.at(0).formulas[0] == "P + G + 2P");
     }
   }
 }
@@ -441,49 +493,104 @@ TEST_CASE("memory view on a flash gpttrain run: the activation lines from the fl
 #endif
 
 #if defined(GPTTRAIN_BIN) && defined(RESNET18_STEP_PY)
-// Issue 33 point 5: an unmodified Python program's memory by category in the view. torchvision's
-// ResNet-18, SGD with momentum, 3 steps of batch 4, no tracerun code in the script. Truths: the
-// report's categories at the peak (the view must show the same numbers) and, from outside
-// tracerun, torchvision's own parameter bytes (sum numel x element size), which the parameter and
-// the momentum (1x) must equal.
+// Issue 33 point 5: an unmodified Python program's memory by category in the view, with its
+// closed-form line. torchvision's ResNet-18, 3 steps of batch 4, no tracerun code in the script,
+// under SGD with momentum, AdamW and plain SGD. Truths: the report's categories at the peak (the
+// view must show the same numbers) and, from outside tracerun, torchvision's own parameter bytes
+// psi and buffer bytes (sum numel x element size over parameters() and buffers()): parameter and
+// gradient equal psi, the optimizer state k x psi (k = 1, 2, 0; AdamW's 4-byte step counters on
+// top), other the buffers (BatchNorm's running statistics, tagged by the hooks), and the dashed
+// line psi + psi + k psi with the optimizer's formula.
 TEST_CASE(
-    "memory view on an unmodified Python ResNet-18: the report's categories, parameters and "
-    "momentum equal torchvision's bytes",
+    "memory view on an unmodified Python ResNet-18: the report's categories, torchvision's "
+    "parameter and buffer bytes, and the closed form P + G + k P for SGD momentum, AdamW and SGD",
     "[viewer][memory][python]") {
   const e2e::ProcessResult truth =
       e2e::runProcess("/usr/bin/python3",
                       {"-c",
                        "import torchvision\n"
                        "m = torchvision.models.resnet18(num_classes=10)\n"
-                       "print(sum(p.numel() * p.element_size() for p in m.parameters()))\n"},
+                       "print(sum(p.numel() * p.element_size() for p in m.parameters()),\n"
+                       "      sum(b.numel() * b.element_size() for b in m.buffers()),\n"
+                       "      len(list(m.parameters())))\n"},
                       e2e::scratch().path());
   INFO(truth.describe());
   REQUIRE(truth.exit_code == 0);
-  const int64_t psi = std::stoll(truth.out);
-  const std::string db = e2e::scratch().file("resnet18_py.db");
-  const e2e::ProcessResult run = e2e::runTracerun(
-      {"--status", "off", "-o", db, "--", "/usr/bin/python3", RESNET18_STEP_PY, "4", "3"});
+  std::istringstream truthLine(truth.out);
+  int64_t psi = 0, buffers = 0, tensors = 0;
+  truthLine >> psi >> buffers >> tensors;
+  REQUIRE(psi > 0);
+  REQUIRE(buffers > 0);
+  struct Optimizer {
+    const char* name;
+    int k;
+    const char* formula;
+  };
+  for (const Optimizer& o : {Optimizer{"sgdm", 1, "P + G + P"}, Optimizer{"adamw", 2, "P + G + 2P"},
+                             Optimizer{"sgd", 0, "P + G"}}) {
+    INFO(o.name);
+    const std::string db = e2e::scratch().file(std::string("resnet18_") + o.name + ".db");
+    const e2e::ProcessResult run =
+        e2e::runTracerun({"--status", "off", "-o", db, "--", "/usr/bin/python3", RESNET18_STEP_PY,
+                          "4", "3", o.name});
+    INFO(run.describe());
+    REQUIRE(run.exit_code == 0);
+    const json report = reportJson(db);
+    REQUIRE(report["memory"]["per_rank"].size() == 1);
+    const json& r = report["memory"]["per_rank"][0];
+    INFO(r.dump());
+    const std::string dump = e2e::scratch().file(std::string("resnet18_") + o.name + ".txt");
+    runTraceviewOk({db, "--view", "memory", "--screenshot",
+                    e2e::scratch().file(std::string("resnet18_") + o.name + ".png"), "--size",
+                    "1200x700", "--dump-view", dump},
+                   e2e::scratch().path());
+    const Dumped d = readDump(dump);
+    REQUIRE(d.ranks.count(0) == 1);
+    const DumpedRank& dr = d.ranks.at(0);
+    CHECK(std::stoll(dr.kv.at("peak_bytes")) == r["peak_bytes"].get<int64_t>());
+    for (const auto& [cat, bytes] : r["by_category"].items()) {
+      INFO(cat);
+      CHECK(std::stoll(dr.kv.at(cat)) == bytes.get<int64_t>());
+    }
+    CHECK(std::stoll(dr.kv.at("parameter")) == psi);
+    CHECK(std::stoll(dr.kv.at("gradient")) == psi);
+    const int64_t state = std::stoll(dr.kv.at("optimizer_state"));
+    CHECK(state >= o.k * psi);
+    CHECK(state <= o.k * psi + (o.k == 2 ? 16 * tensors : 0));  // AdamW's step counters
+    CHECK(std::stoll(dr.kv.at("other")) == buffers);  // module buffers: other, not activation
+    // The line: parameters + gradients + k x parameters, in torchvision's bytes.
+    REQUIRE(dr.closed.size() == 1);
+    CHECK(dr.closed[0] == static_cast<double>((2 + o.k) * psi));
+    CHECK(dr.formulas[0] == o.formula);
+    CHECK(d.legend_forms == 1);
+  }
+}
+#endif
+
+#if defined(GPTTRAIN_BIN) && defined(RESNET18_CPP_BIN)
+// The C++ twin (samples/resnet18_cpp: SGD with momentum, tracerun::tagTraining after each step)
+// gets its line too: P + G + P, against the parameter count the program prints (fp32, 4 bytes).
+TEST_CASE("memory view on the C++ ResNet-18 sample: tagTraining's closed form P + G + P",
+          "[viewer][memory]") {
+  const std::string db = e2e::scratch().file("resnet18_cpp.db");
+  const e2e::ProcessResult run =
+      e2e::runTracerun({"--status", "off", "-o", db, "--", RESNET18_CPP_BIN, "4", "3"});
   INFO(run.describe());
   REQUIRE(run.exit_code == 0);
-  const json report = reportJson(db);
-  REQUIRE(report["memory"]["per_rank"].size() == 1);
-  const json& r = report["memory"]["per_rank"][0];
-  INFO(r.dump());
-  const std::string dump = e2e::scratch().file("resnet18_py_memory.txt");
-  runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("resnet18_py.png"),
+  std::smatch m;
+  REQUIRE(std::regex_search(run.out, m, std::regex("resnet18_cpp: ([0-9]+) parameters")));
+  const int64_t psi = 4 * std::stoll(m[1].str());
+  const std::string dump = e2e::scratch().file("resnet18_cpp.txt");
+  runTraceviewOk({db, "--view", "memory", "--screenshot", e2e::scratch().file("resnet18_cpp.png"),
                   "--size", "1200x700", "--dump-view", dump},
                  e2e::scratch().path());
   const Dumped d = readDump(dump);
   REQUIRE(d.ranks.count(0) == 1);
   const DumpedRank& dr = d.ranks.at(0);
-  CHECK(std::stoll(dr.kv.at("peak_bytes")) == r["peak_bytes"].get<int64_t>());
-  for (const auto& [cat, bytes] : r["by_category"].items()) {
-    INFO(cat);
-    CHECK(std::stoll(dr.kv.at(cat)) == bytes.get<int64_t>());
-  }
   CHECK(std::stoll(dr.kv.at("parameter")) == psi);
-  CHECK(std::stoll(dr.kv.at("optimizer_state")) == psi);  // SGD momentum: one buffer each
-  CHECK(std::stoll(dr.kv.at("gradient")) == psi);
-  CHECK(std::stoll(dr.kv.at("other")) < std::stoll(dr.kv.at("peak_bytes")) / 10);
+  REQUIRE(dr.closed.size() == 1);
+  CHECK(dr.closed[0] == static_cast<double>(3 * psi));
+  CHECK(dr.formulas[0] == "P + G + P");
+  CHECK(d.legend_forms == 1);
 }
 #endif

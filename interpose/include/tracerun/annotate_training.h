@@ -18,6 +18,11 @@
 //   optimizer's state stays as the analysis classifies it from lifetimes (usually "other").
 // - Inputs: tagTraining does not see the batches; tagMemory({inputs, targets},
 //   MemoryCategory::kInput) once per batch gives them PyTorch's "input" category.
+// - The closed form: each call also records what the optimizer holds (its class, parameter bytes
+//   and states per parameter: Adam / AdamW 2, SGD with momentum 1, plain SGD 0; another optimizer
+//   gets no line) as a zero-length "model_states" phase, from which the Memory tab draws
+//   "AdamW: P + G + 2P" (trace/analysis/memory_live.h). Needs scopes captured; one optimizer of
+//   each class per program (the line takes the last record of each class).
 // - CPU tensors only: a CUDA block's tag needs the device's live bytes, which only the Python hooks
 //   (torch.cuda.memory_stats) and the CUDA capture know; CUDA tensors are skipped.
 #pragma once
@@ -30,6 +35,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -70,6 +76,44 @@ inline void stateTensors(const torch::optim::OptimizerParamState& s, std::vector
   }
 }
 
+// What `optimizer` holds, for the Memory tab's closed form (trace/analysis/memory_live.h): its
+// class, and over its param groups the parameter count and bytes, the states it keeps per parameter
+// (Adam / AdamW 2, 3 with amsgrad; SGD 1 with momentum, 0 without; the largest among its groups;
+// -1 for another optimizer) and their bytes (each state is the parameter's size), recorded as a
+// zero-length "model_states" phase (core/vocabulary.h).
+inline void recordModelStates(const torch::optim::Optimizer& optimizer) {
+  using namespace torch::optim;
+  if (&tracerun_annotate_scope_begin == nullptr) return;
+  const char* name = dynamic_cast<const AdamW*>(&optimizer)  ? "AdamW"
+                     : dynamic_cast<const Adam*>(&optimizer) ? "Adam"
+                     : dynamic_cast<const SGD*>(&optimizer)  ? "SGD"
+                                                             : "optimizer";
+  int64_t params = 0, paramBytes = 0, states = 0, stateBytes = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    const OptimizerOptions& o = group.options();
+    int64_t k = -1;
+    if (const auto* w = dynamic_cast<const AdamWOptions*>(&o)) k = w->amsgrad() ? 3 : 2;
+    if (const auto* a = dynamic_cast<const AdamOptions*>(&o)) k = a->amsgrad() ? 3 : 2;
+    if (const auto* g = dynamic_cast<const SGDOptions*>(&o)) k = g->momentum() != 0 ? 1 : 0;
+    int64_t n = 0, b = 0;
+    for (const at::Tensor& p : group.params()) {
+      n += p.numel();
+      b += p.numel() * static_cast<int64_t>(p.element_size());
+    }
+    params += n;
+    paramBytes += b;
+    states = k < 0 || states < 0 ? -1 : std::max(states, k);
+    stateBytes += k > 0 ? k * b : 0;
+  }
+  const tracerun_annotate_arg args[4] = {{vocab::arg::kParams, params},
+                                         {vocab::arg::kParamBytes, paramBytes},
+                                         {vocab::arg::kStates, states},
+                                         {vocab::arg::kStateBytes, states < 0 ? -1 : stateBytes}};
+  const int64_t token = tracerun_annotate_scope_begin(static_cast<int>(ScopeKind::kPhase),
+                                                      vocab::phase::kModelStates, name, args, 4);
+  if (token > 0) tracerun_annotate_scope_end(token, nullptr);
+}
+
 }  // namespace detail
 
 // Tags the model's parameters (children included), the gradients of the optimizer's parameters
@@ -91,6 +135,7 @@ inline void tagTraining(const torch::nn::Module& model, const torch::optim::Opti
     if (entry.second) detail::stateTensors(*entry.second, state);
   }
   tagMemory(state, MemoryCategory::kOptimizerState);
+  detail::recordModelStates(optimizer);
 }
 
 }  // namespace tracerun

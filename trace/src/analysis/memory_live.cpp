@@ -1,5 +1,6 @@
 // Memory over time for the viewer (see memory_live.h): the per-device series with block
-// summaries, their reduction to pixel columns, the live set at a time, and the ZeRO closed form.
+// summaries, their reduction to pixel columns, the live set at a time, and the closed forms
+// (gpttrain's ZeRO forms; a user program's parameters + gradients + optimizer states).
 // Not the classification (memory.cpp) and not drawing (viewer/src/memory_view.cpp).
 //
 // Sections: series · reduction · live set · closed forms
@@ -317,12 +318,92 @@ std::optional<ZeroRun> zeroRun(const TraceReader& reader, int rank) {
   return run;
 }
 
+// What a user program's optimizers hold on `rank` (model_states phases, vocabulary.h): the last
+// record of each optimizer (its detail names it), summed. Nothing when there is none, or when one
+// optimizer's kind is unknown (its states are not known, so neither is the total).
+struct UserRun {
+  int64_t params = 0, param_bytes = 0, state_bytes = 0;
+  int64_t states = -1;    // per parameter, when every optimizer keeps the same number
+  std::string optimizer;  // the detail of the one optimizer, or "N optimizers"
+};
+std::optional<UserRun> userRun(const TraceReader& reader, int rank) {
+  const core::StringId phase = NameCodes::find(reader, vocab::phase::kModelStates);
+  const core::StringId paramsKey = NameCodes::find(reader, vocab::arg::kParams);
+  const core::StringId bytesKey = NameCodes::find(reader, vocab::arg::kParamBytes);
+  const core::StringId statesKey = NameCodes::find(reader, vocab::arg::kStates);
+  const core::StringId stateBytesKey = NameCodes::find(reader, vocab::arg::kStateBytes);
+  if (phase == 0 || bytesKey == 0) return std::nullopt;
+  std::map<core::StringId, std::pair<int64_t, PickedSpan>> last;  // by detail: (start, span)
+  for (const TrackRow& tr : reader.tracks()) {
+    if (tr.rank != rank || tr.kind != core::TrackKind::kThread) continue;
+    const auto picked = pickSpans(reader, tr, [&](const SpanRow& s) {
+      return s.category == core::Category::kPhase && s.name == phase ? 1 : 0;
+    });
+    for (const PickedSpan& p : picked) {
+      auto it = last.find(p.span.detail);
+      if (it == last.end() || p.span.start_ns >= it->second.first) {
+        last.insert_or_assign(p.span.detail, std::make_pair(p.span.start_ns, p));
+      }
+    }
+  }
+  if (last.empty()) return std::nullopt;
+  UserRun run;
+  for (const auto& [detail, entry] : last) {
+    const PickedSpan& p = entry.second;
+    const int64_t bytes = p.arg(bytesKey, -1);
+    const int64_t states = statesKey != 0 ? p.arg(statesKey, -1) : -1;
+    const int64_t stateBytes = stateBytesKey != 0 ? p.arg(stateBytesKey, -1) : -1;
+    if (bytes <= 0 || states < 0 || stateBytes < 0) return std::nullopt;  // unknown kind
+    run.params = satAdd(run.params, std::max<int64_t>(0, p.arg(paramsKey, 0)));
+    run.param_bytes = satAdd(run.param_bytes, bytes);
+    run.state_bytes = satAdd(run.state_bytes, stateBytes);
+    // One number of states per parameter when every optimizer keeps the same, in the parameters'
+    // own element size (torch.optim's and libtorch's states are zeros_like the parameter).
+    int64_t product = 0;
+    const bool uniform = !__builtin_mul_overflow(states, bytes, &product) && product == stateBytes;
+    if (run.optimizer.empty()) {
+      run.states = uniform ? states : -1;
+      run.optimizer = detail != 0 ? reader.str(detail) : "optimizer";
+    } else {
+      if (!uniform || run.states != states) run.states = -1;
+      run.optimizer = std::to_string(last.size()) + " optimizers";
+    }
+  }
+  return run;
+}
+
+// A user program's line (no ZeRO: everything on the rank): parameters P + gradients G (one per
+// parameter, as large) + optimizer states, k x P when every state is one parameter's size.
+MemoryClosedForm userClosedForm(const UserRun& run) {
+  const double p = static_cast<double>(run.param_bytes);
+  MemoryClosedForm f;
+  f.bytes = 2 * p + static_cast<double>(run.state_bytes);
+  f.formula = run.states == 0   ? "P + G"
+              : run.states == 1 ? "P + G + P"
+              : run.states > 1  ? "P + G + " + std::to_string(run.states) + "P"
+                                : "P + G + S";
+  const std::string states =
+      run.states >= 0
+          ? std::to_string(run.states) + " optimizer state" + (run.states == 1 ? "" : "s") +
+                " per parameter"
+          : "S " + formatBytes(static_cast<double>(run.state_bytes)) + " of optimizer states";
+  f.label = run.optimizer + ": " + f.formula + " = " + formatBytes(f.bytes) + " (P " +
+            formatBytes(p) +
+            (run.params > 0 ? ", " + formatCount(run.params) + " parameters" : std::string()) +
+            "; " + states + ")";
+  return f;
+}
+
 }  // namespace
 
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
                                                 const std::vector<MemorySeries>& series) {
   const std::optional<ZeroRun> run = zeroRun(reader, rank);
-  if (!run) return {};
+  if (!run) {
+    const std::optional<UserRun> user = userRun(reader, rank);
+    if (!user) return {};
+    return {userClosedForm(*user)};
+  }
   const int zero = run->zero, dp = run->dp;
   const int64_t params = run->params;
   const int64_t frozen = frozenParams(reader, rank);

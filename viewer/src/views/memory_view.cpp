@@ -42,6 +42,7 @@ struct RankChart {
   std::string device;
   an::MemorySeries series;  // the rank's primary device (the report's)
   std::vector<an::MemoryClosedForm> forms;
+  bool activation_forms = false;  // forms include activationClosedForms' lines
   std::shared_ptr<const std::vector<core::MemoryCategory>> categories;
 };
 
@@ -50,6 +51,8 @@ struct MemoryData {
   int64_t events = 0;
   double ymax = 1;      // bytes at the top of every chart (shared scale)
   bool stored = false;  // every rank read from the stored summary (false: some replayed)
+  bool forms = false;   // some chart has a closed-form line (the legend names them only then)
+  bool activation_forms = false;  // ... and some an activation line
 };
 
 struct LiveRow {
@@ -96,6 +99,7 @@ std::vector<RankChart> loadRank(const std::string& path, int rank, const std::at
   charts.back().forms = std::move(forms);
   for (an::MemoryClosedForm& f : an::activationClosedForms(reader, rank, charts.back().forms)) {
     charts.back().forms.push_back(std::move(f));  // the activation lines (activation_form.h)
+    charts.back().activation_forms = true;
   }
   for (an::MemorySeries& series : summary.series) {
     if (&series != primary && series.rank == rank && series.size() > 0) {
@@ -145,6 +149,8 @@ MemoryData loadMemory(const std::string& path, const std::atomic<bool>& cancel) 
     d.events += static_cast<int64_t>(c.series.size());
     d.ymax = std::max(d.ymax, static_cast<double>(c.series.peak_bytes));
     for (const auto& f : c.forms) d.ymax = std::max(d.ymax, f.bytes);
+    d.forms = d.forms || !c.forms.empty();
+    d.activation_forms = d.activation_forms || c.activation_forms;
     d.ranks.push_back(std::move(c));
   }
   d.ymax *= 1.08;  // room above the peak for its marker
@@ -331,9 +337,14 @@ void MemoryView::draw(ViewHost& host, float width, float height) {
   }
   ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette::kMemoryPeak), "| peak");
   ImGui::SameLine(0, 14);
-  ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(palette::kMemoryClosedForm),
-                     "- - closed forms (parameter + gradient + optimizer state; + activations)");
-  ImGui::SameLine(0, 14);
+  if (d.forms) {
+    ImGui::TextColored(
+        ImGui::ColorConvertU32ToFloat4(palette::kMemoryClosedForm), "%s",
+        d.activation_forms
+            ? "- - closed forms (parameter + gradient + optimizer state; + activations)"
+            : "- - closed form (parameter + gradient + optimizer state)");
+    ImGui::SameLine(0, 14);
+  }
   ImGui::TextDisabled("%s memory events", trace::formatCount(d.events).c_str());
 
   const bool listing = live_.started();
@@ -506,9 +517,11 @@ std::string MemoryView::dumpText() const {
   if (d == nullptr) return {};
   std::string out;
   char b[512];
-  std::snprintf(b, sizeof b, "memory ranks %zu events %lld range %.3f %.3f ymax %.3f summary %s\n",
-                d->ranks.size(), static_cast<long long>(d->events), t0_, t1_, ymax_,
-                d->stored ? "stored" : "replayed");
+  std::snprintf(
+      b, sizeof b,
+      "memory ranks %zu events %lld range %.3f %.3f ymax %.3f summary %s legend_forms %d\n",
+      d->ranks.size(), static_cast<long long>(d->events), t0_, t1_, ymax_,
+      d->stored ? "stored" : "replayed", d->forms ? 1 : 0);
   out += b;
   for (size_t i = 0; i < d->ranks.size(); ++i) {
     const RankChart& c = d->ranks[i];

@@ -36,6 +36,12 @@ inline constexpr char kValidation[] = "validation";  // evaluation (outside any 
 // Once at start-up when the model is frozen but for adapters / prompts / prefixes: args frozen
 // (frozen parameters on this rank) and params (trainable ones); memory_live.h's closed form.
 inline constexpr char kFineTuning[] = "fine_tuning";
+// What a user program's optimizer holds, for memory_live.h's closed form: recorded by the Python
+// training hooks (interpose/python/_tracerun_training.py, inside the "optimizer" phase of a step,
+// when an optimizer's numbers are new) and by tracerun::tagTraining (annotate_training.h, each
+// call). A zero-length span; detail: the optimizer's class ("AdamW"; "AdamW #2" for a program's
+// second optimizer); args params, param_bytes (over its param groups), states and state_bytes.
+inline constexpr char kModelStates[] = "model_states";
 // Once at start-up when docs/trainer.md's activation closed form covers the run (gpttrain: one
 // pipeline stage, no recomputation, dropout 0, fp32, no fine-tuning): activation_shape with args
 // seq_len, micro_batch, hidden, heads; activation_layout with attention (0 standard, 1 flash),
@@ -147,6 +153,12 @@ inline constexpr char kZeroUnit[] = "zero_unit";  // the module's ZeRO-3 unit, -
 // train (the rest of the model is frozen). Absent: the module does not say.
 inline constexpr char kTrainable[] = "trainable";
 inline constexpr char kFrozen[] = "frozen";  // frozen parameters on this rank (fine_tuning phase)
+// The optimizer of a model_states phase (with params and param_bytes): states it keeps per
+// parameter (AdamW / Adam 2, 3 with amsgrad; SGD with momentum 1; plain SGD 0; the largest among
+// its param groups; -1 unknown: no closed form) and their bytes (sum over its param groups of
+// states x numel x the state's element size; -1 when unknown).
+inline constexpr char kStates[] = "states";
+inline constexpr char kStateBytes[] = "state_bytes";
 // The activation closed form's inputs (phases activation_shape and activation_layout).
 inline constexpr char kSeqLen[] = "seq_len";
 inline constexpr char kMicroBatch[] = "micro_batch";

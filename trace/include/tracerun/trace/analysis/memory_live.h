@@ -104,6 +104,12 @@ struct MemoryClosedForm {
 // 1-3, the line is the rank's own device's, parameters and gradients only (fp32 8Ψ, 4Ψ + 4Ψ/N,
 // 8Ψ/N for stages 1-3; bf16 mixed 4Ψ, 2Ψ + 2Ψ/N, 4Ψ/N), and the label names the offload device
 // and the 12Ψ/N of fp32 master weights and moments it holds.
+// A user program (no grad_sync arguments: Python programs through tracerun's training hooks, C++
+// ones through tracerun::tagTraining) that recorded "model_states" phases (vocabulary.h): its
+// optimizers' parameters P (bytes), as many gradient bytes G, and their optimizer states, k x P:
+// "P + G + 2P" for AdamW / Adam, "P + G + P" for SGD with momentum, "P + G" for plain SGD, labelled
+// with the optimizer's class ("AdamW: P + G + 2P = ..."); several optimizers sum (the last record
+// of each). Empty when an optimizer's kind is unknown (states -1).
 std::vector<MemoryClosedForm> memoryClosedForms(const TraceReader& reader, int rank,
                                                 const std::vector<MemorySeries>& series = {});
 // The line of an offload device's chart: `offload`, a rank's series on an offload device holding
