@@ -177,7 +177,7 @@ def install(lib, words, module_module):
     #            its buffers' last (id, address)]
     own = weakref.WeakKeyDictionary()
     inputs_seen = _Inputs(tagger)
-    model_states = _ModelStates()
+    optimizers = _ModelStates()
 
     def pre_forward(module, inputs):
         try:
@@ -215,7 +215,7 @@ def install(lib, words, module_module):
         if tagger is None:
             return
         if steps is not None:
-            model_states.record(optimizer, steps)
+            optimizers.record(optimizer, steps)
         params, grads = [], []
         for group in optimizer.param_groups:
             for p in group["params"]:
