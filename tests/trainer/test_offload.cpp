@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 
@@ -196,8 +197,45 @@ TEST_CASE(
     REQUIRE(reads.size() == updates.size());              // one of each per bucket and step
     CHECK(reads.front().track != updates.front().track);  // the I/O thread's own track
     CHECK(writes.front().track == reads.front().track);
-    // Overlap: some read or write runs while an update runs (the next bucket's prefetch, the
-    // previous one's write-back).
+    // The overlap by design, whatever the load: the training thread asks for bucket b+1's read
+    // before it updates bucket b (the prefetch), so the I/O may run during the update. Read from
+    // the order of its own spans: before each update of a bucket that has a next one, the last
+    // request it made is that next bucket's read.
+    const size_t buckets = reads.size() / 5;
+    REQUIRE(buckets >= 2);
+    struct Mark {
+      int64_t start;
+      bool update, write;
+      int64_t bucket;
+    };
+    std::vector<Mark> marks;
+    for (const auto& t : reader.tracks()) {
+      if (t.rank != rank || t.id != updates.front().track) continue;
+      reader.forEachSpan(t.id, [&](const tracerun::trace::SpanRow& sp) {
+        const std::string name = reader.str(sp.name);
+        if (name != "offload_cpu_adamw" && name != "offload_nvme_post") return;
+        Mark m{sp.start_ns, name == "offload_cpu_adamw", false, -1};
+        for (const auto& a : reader.args(sp.id)) {
+          if (reader.str(a.key) == "bucket") m.bucket = a.value;
+          if (reader.str(a.key) == "write") m.write = a.value != 0;
+        }
+        marks.push_back(m);
+      });
+    }
+    std::sort(marks.begin(), marks.end(),
+              [](const Mark& a, const Mark& b) { return a.start < b.start; });
+    int prefetched = 0, prefetchable = 0;
+    for (size_t i = 1; i < marks.size(); ++i) {
+      if (!marks[i].update || marks[i].bucket + 1 >= static_cast<int64_t>(buckets)) continue;
+      ++prefetchable;
+      const Mark& asked = marks[i - 1];
+      prefetched += !asked.update && !asked.write && asked.bucket == marks[i].bucket + 1;
+    }
+    CHECK(prefetchable == static_cast<int>((buckets - 1) * 5));
+    CHECK(prefetched == prefetchable);
+    // Overlap as it happened: some read or write ran while an update ran (the next bucket's
+    // prefetch, the previous one's write-back), when the machine gave the I/O thread a core. Said,
+    // not checked: on a loaded machine both threads of a rank may never run at once.
     for (const auto* io : {&reads, &writes}) {
       for (const Interval& a : *io) {
         for (const Interval& u : updates) overlapping += a.start < u.end && u.start < a.end;
@@ -206,7 +244,7 @@ TEST_CASE(
     UNSCOPED_INFO("rank " << rank << ": " << reads.size() << " reads, " << overlapping
                           << " I/O spans overlapping an update so far");
   }
-  CHECK(overlapping > 0);
+  WARN("I/O spans overlapping an update on the two ranks: " << overlapping);
 }
 
 TEST_CASE("offload's refused combinations exit 2 with one line", "[trainer][offload]") {
