@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "capture.h"
+#include "optimizer_steps.h"
 
 #define TRACERUN_ANNOTATE_WEAK  // the definitions below are the strong ones
 #include "tracerun/annotate_abi.h"
@@ -54,6 +55,11 @@ __attribute__((visibility("default"))) void tracerun_annotate_scope_end(int64_t 
     if (f != nullptr && f->key == tlsScopes.back().get()) f->detail = t->intern(detail);
   }
   while (tlsScopes.size() > index) tlsScopes.pop_back();  // innermost first
+}
+
+// The thread's training begins: its next op opens step 1 (optimizer_steps.h).
+__attribute__((visibility("default"))) void tracerun_annotate_training_begins(void) {
+  tracerun::interpose::trainingBegins();
 }
 
 }  // extern "C"

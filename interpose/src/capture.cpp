@@ -329,6 +329,10 @@ ThreadState* threadStateSlow() noexcept {
     t->buffer = &buffer;
     t->depth = 0;
     t->userTop = -1;
+    t->pendingStep = 0;
+    t->stepFrame = -1;
+    t->optimizerSteps = 0;
+    t->programMarksSteps = false;
     t->names = NameCache();
     t->shapes = ShapeCache();
     if (t->seqMap != nullptr) t->seqMap->track.store(buffer.track, std::memory_order_relaxed);

@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -19,7 +20,9 @@
 #include "autograd_engine.h"
 #include "capture.h"
 #include "crash_backtrace.h"
+#include "optimizer_steps.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/core/vocabulary.h"
 #include "tracerun/torch_compat.h"
 
 namespace tracerun::interpose {
@@ -435,9 +438,51 @@ void emitForwardBackwardFlow(ThreadState& t, const at::RecordFunction& fn, const
   t.buffer->ring.tryPush(core::Record::from(r));
 }
 
+// ---- steps of C++ optimizers (optimizer_steps.h) -----------------------------------------------
+
+// The identity (Frame::key) of the step frames this file opens itself: no RecordFunction owns them.
+constexpr char kStepFrameKey = 0;
+
+bool gScopes = false;  // user scopes (and so phase spans) are being recorded
+
+// Opens step t.pendingStep as a phase frame at the top of the stack, before the op or scope that
+// is starting (called from onStart, on the first one after the previous optimizer step).
+[[gnu::noinline]] void openPendingStep(ThreadState& t) noexcept {
+  const uint32_t step = t.pendingStep;
+  t.pendingStep = 0;
+  const uint32_t d = t.depth;
+  if (d >= kMaxDepth) return;
+  Frame& f = t.frames[d];
+  f.key = &kStepFrameKey;
+  f.node = nullptr;
+  f.category = core::Category::kPhase;
+  f.depth = static_cast<uint16_t>(d);
+  f.parent = d > 0 ? t.frames[d - 1].id : 0;
+  f.name = t.intern(vocab::phase::kStep);
+  f.detail = 0;
+  f.seq = -1;
+  f.ninputs = 0;
+  f.nargs = 1;
+  f.args[0].key = t.intern(vocab::arg::kStep);
+  f.args[0].value = step;
+  f.id = t.buffer->nextId();
+  f.prevUser = t.userTop;
+  t.userTop = static_cast<int16_t>(d);
+  f.start_ns = core::nowNs();
+  t.stepFrame = static_cast<int32_t>(d);
+  t.depth = d + 1;
+}
+
+// Forgets the open step frame without writing it (the frames above it are the caller's).
+void dropStepFrame(ThreadState& t) noexcept {
+  t.userTop = t.frames[t.stepFrame].prevUser;
+  t.stepFrame = -1;
+}
+
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   ThreadState* t = threadState();
   if (t == nullptr) return nullptr;
+  if (C10_UNLIKELY(t->pendingStep != 0)) openPendingStep(*t);
   // Async scopes (c10d's "gloo:all_reduce"...) are user scopes: ops and backward nodes skip the
   // out-of-line isAsync() call.
   const at::RecordScope scope = fn.scope();
@@ -519,7 +564,13 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
       countStat(Stat::kUnmatchedEnd);
       return;
     }
-    for (uint32_t k = i; k > j; --k) popFrame(*t, k, endNs);
+    for (uint32_t k = i; k > j; --k) {
+      if (C10_UNLIKELY(static_cast<int32_t>(k) == t->stepFrame)) {
+        dropStepFrame(*t);  // a step that never reached its optimizer step
+        continue;
+      }
+      popFrame(*t, k, endNs);
+    }
     countStat(Stat::kClosedByParent, i - j);
     i = j;
   }
@@ -550,6 +601,7 @@ void startOps(const CaptureConfig& config) {
     scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
   }
   if (config.scopes) scopes.insert(at::RecordScope::USER_SCOPE);
+  gScopes = config.scopes;
   if (scopes.empty()) return;
   gHandles.push_back(at::addGlobalCallback(at::RecordFunctionCallback(&onStart, &onEnd)
                                                .needsInputs(gShapes || gTensors)
@@ -558,6 +610,7 @@ void startOps(const CaptureConfig& config) {
 }
 
 void stopOps() {
+  gScopes = false;
   for (at::CallbackHandle h : gHandles) at::removeCallback(h);
   gHandles.clear();
 }
@@ -566,6 +619,52 @@ void stopOps() {
 
 CaptureHooks opCaptureHooks() {
   return CaptureHooks{&startOps, &stopOps};
+}
+
+// ---- steps of C++ optimizers: the entry points (optimizer_steps.h) ------------------------------
+
+bool optimizerStepBegins() noexcept {
+  if (!gScopes) return false;
+  ThreadState* t = threadState();
+  if (t == nullptr || t->programMarksSteps) return false;
+  // A "step" phase of the program's own below: it marks its steps, this thread gets none of ours.
+  const core::StringId step = t->intern(vocab::phase::kStep);
+  const uint32_t open = std::min(t->depth, kMaxDepth);
+  for (uint32_t i = 0; i < open; ++i) {
+    const Frame& f = t->frames[i];
+    if (f.category == core::Category::kPhase && f.name == step && f.key != &kStepFrameKey) {
+      t->programMarksSteps = true;
+      t->pendingStep = 0;
+      return false;
+    }
+  }
+  return true;
+}
+
+void optimizerStepEnds() noexcept {
+  ThreadState* t = threadState();
+  if (t == nullptr) return;
+  ++t->optimizerSteps;
+  const int32_t s = t->stepFrame;
+  if (s >= 0 && static_cast<uint32_t>(s) < std::min(t->depth, kMaxDepth) &&
+      t->frames[s].key == &kStepFrameKey) {
+    const int64_t endNs = core::nowNs();
+    // Frames above it are scopes the optimizer's step left open (an exception): closed with it.
+    for (uint32_t k = std::min(t->depth, kMaxDepth) - 1; k > static_cast<uint32_t>(s); --k) {
+      popFrame(*t, k, endNs);
+    }
+    popFrame(*t, static_cast<uint32_t>(s), endNs);
+    t->depth = static_cast<uint32_t>(s);
+  }
+  t->stepFrame = -1;
+  t->pendingStep = t->optimizerSteps + 1;
+}
+
+void trainingBegins() noexcept {
+  if (!gScopes) return;
+  ThreadState* t = threadState();
+  if (t == nullptr || t->programMarksSteps || t->stepFrame >= 0) return;
+  t->pendingStep = t->optimizerSteps + 1;
 }
 
 // ---- library lifetime ---------------------------------------------------------------------------

@@ -262,6 +262,14 @@ struct ThreadState {
   uint32_t depth = 0;  // frames open; may exceed kMaxDepth (those frames are not recorded)
   int16_t userTop = -1;
   SeqMap* seqMap = nullptr;  // when this thread has run a forward op carrying a sequence number
+  // Steps of a C++ optimizer (optimizer_steps.h), in the padding before `frames`: the number of the
+  // step that the thread's next op or scope opens (0: none pending), the open step frame's index
+  // (-1: none), the optimizer steps this thread has ended, and whether the program marks its own
+  // "step" phases (then none are added).
+  uint32_t pendingStep = 0;
+  int32_t stepFrame = -1;
+  uint32_t optimizerSteps = 0;
+  bool programMarksSteps = false;
   Frame frames[kMaxDepth];
   NameCache names;
   ShapeCache shapes;

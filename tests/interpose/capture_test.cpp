@@ -194,6 +194,13 @@ TEST_CASE("ops backward nodes and scopes equal the legacy profiler name by name"
   Multiset ours, theirs;
   for (const auto& s : inside(spans, *window)) ++ours[{kindOf(s.row.category), s.name}];
   for (const auto& e : profilerEventsAfter(lists, "test_window")) ++theirs[{e.kind, e.name}];
+  // Model::steps trains with torch::optim::Adam: each step() is an "optimizer" phase (a
+  // RecordFunction user scope, which the profiler sees too) and ends a "step" phase from the
+  // second on (optimizer_steps.h). Those step spans are tracerun's own frames, not RecordFunctions:
+  // the profiler cannot see them, so they are counted here and left out of the comparison.
+  CHECK(ours[{"user", "optimizer"}] == 3);
+  CHECK(ours[{"user", "step"}] == 2);
+  ours.erase({"user", "step"});
   INFO(firstDifferences(ours, theirs));
   CHECK(ours == theirs);
   CHECK(ours[{"op", "aten::addmm"}] == 6);           // 2 linears x 3 steps

@@ -108,6 +108,16 @@ class Step : public Scope {
   explicit Step(Arg arg) : Scope(ScopeKind::kPhase, vocab::phase::kStep, nullptr, &arg, 1) {}
 };
 
+// Training begins on the calling thread. A program that trains with libtorch's own optimizers
+// (torch::optim::SGD, Adam, AdamW, Adagrad, RMSprop, LBFGS) and marks no steps itself gets one
+// "step" phase per optimizer step(), from the first op after the previous step() to the end of
+// the next (interpose/src/optimizer_steps.h); this call, once before the training loop, has the
+// first step marked too (without it steps are marked from the second on). tagTraining calls it.
+// A branch without libtracerun.
+inline void trainingBegins() noexcept {
+  if (&tracerun_annotate_training_begins != nullptr) tracerun_annotate_training_begins();
+}
+
 // A module's forward (or backward) on this rank: name = module path ("layers.3.attn"), detail =
 // module type ("ParallelAttention"), arguments params (count on this rank) and shard (index of
 // this rank's shard, -1 when not sharded), plus up to two more of the caller's.

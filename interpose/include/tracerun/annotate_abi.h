@@ -56,6 +56,11 @@ TRACERUN_ANNOTATE_WEAK void tracerun_annotate_tag_memory(const uint64_t* ptrs, i
 TRACERUN_ANNOTATE_WEAK void tracerun_annotate_offload_memory(uint64_t block, int64_t bytes,
                                                              int device_type, int device_index,
                                                              int category, int64_t total);
+// The calling thread's training begins here: with libtorch's own optimizers (torch::optim), the
+// thread's next op opens step 1, which the first optimizer step ends (without this call, steps are
+// marked from the second on; interpose/src/optimizer_steps.h). Defined in annotate_scope_entry.cpp;
+// no-op unless phase spans are being captured. tracerun::tagTraining calls it.
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_training_begins(void);
 }
 
 namespace tracerun {

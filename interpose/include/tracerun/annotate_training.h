@@ -2,7 +2,9 @@
 // optimizer) tags the storages of the model's parameters, their gradients and the optimizer's
 // state, so a C++ program needs no per-tensor MemoryTag (issue 33). Beside annotate.h because it
 // needs libtorch's nn and optim headers, which annotate.h (included by trainer/) must not pull in.
-// Not the step marker: a C++ program marks each step with tracerun::Step (annotate.h).
+// Steps: each step() of libtorch's own optimizers ends a step (interpose/src/optimizer_steps.h);
+// tagTraining also calls tracerun::trainingBegins (annotate.h), so a call before the training loop
+// has the first step marked too. A program may still mark its steps with tracerun::Step.
 //
 // How it works: each defined tensor's storage base address goes to libtracerun's
 // tracerun_annotate_tag_memory (annotate_abi.h); the analysis then gives that allocation the
@@ -136,6 +138,7 @@ inline void tagTraining(const torch::nn::Module& model, const torch::optim::Opti
   }
   tagMemory(state, MemoryCategory::kOptimizerState);
   detail::recordModelStates(optimizer);
+  trainingBegins();  // last: the model_states phase above must not open the first step
 }
 
 }  // namespace tracerun
