@@ -180,6 +180,11 @@ def names_table(a_label, a_names, b_label, b_names):
         print(f"| {k[0]} | {k[1]} | {a.get(k, 0):g} | {b.get(k, 0):g} |")
 
 
+def usage_error(message):
+    print(f"op_census: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default="build")
@@ -188,10 +193,13 @@ def main():
     p.add_argument("--out", default="/tmp/op_census")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--only", help="run only configurations whose label contains this")
-    p.add_argument("--names", help="print kernel ops by name for this configuration")
+    p.add_argument("--names", nargs="?", const="", help="print kernel ops by name for this "
+                   "configuration (with --db: for that trace)")
     p.add_argument("--db", help="census of this trace only")
     a = p.parse_args()
     if a.db:
+        if not os.path.isfile(a.db):
+            usage_error(f"no trace file {a.db}")
         counts, kn = census(a.db)
         if not counts:
             sys.exit(f"op_census: no 'step' scope in {a.db}")
@@ -200,7 +208,7 @@ def main():
             names_table(a.db, kn, "-", {0: {}})
         return
     if not a.nanogpt_dir or not os.path.isfile(os.path.join(a.nanogpt_dir, "model.py")):
-        sys.exit("op_census: --nanogpt-dir must hold nanoGPT's model.py")
+        usage_error("--nanogpt-dir (or NANOGPT_DIR) must name a folder with nanoGPT's model.py")
     os.makedirs(a.out, exist_ok=True)
     tracerun = os.path.join(a.build, "interpose", "tracerun")
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -223,8 +231,9 @@ def main():
     print(table(results))
     if a.names:
         ref = "nanogpt-bf16" if "bf16" in a.names else "nanogpt-fp32"
-        if a.names in kernel_names and ref in kernel_names:
-            names_table(a.names, kernel_names[a.names], ref, kernel_names[ref])
+        if a.names not in kernel_names:
+            usage_error(f"--names {a.names}: not a configuration that ran")
+        names_table(a.names, kernel_names[a.names], ref, kernel_names.get(ref, {0: {}}))
 
 
 if __name__ == "__main__":
