@@ -45,6 +45,9 @@ def main():
     p.add_argument("--dist", choices=["none", "nccl", "gloo"], default="none")
     p.add_argument("--tf32", action="store_true")
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--clip", type=float, default=0.0,
+                   help="clip the gradient norm before each step, as train.py does (grad_clip, "
+                        "1.0 there); 0: no clip")
     p.add_argument("--times-json")
     p.add_argument("--done")
     a = p.parse_args()
@@ -86,6 +89,8 @@ def main():
                 _, loss = model(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if a.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
             opt.step()
             if pg is not None:
                 l = loss.detach().clone()
