@@ -138,6 +138,19 @@ if [ -x "$TRACEVIEW" ]; then
   else
     echo "  no NANOGPT_MEMORY_TRACE: the nanoGPT memory screenshot is skipped"
   fi
+  # nanoGPT on this CPU with AdamW's closed-form line (README, docs/images/nanogpt_cpu_memory.png):
+  # karpathy's model.py, unmodified, is not in the repository (.gpu-deps/nanoGPT or NANOGPT_DIR).
+  nanogpt_dir="${NANOGPT_DIR:-$ROOT/.gpu-deps/nanoGPT}"
+  if [ -f "$nanogpt_dir/model.py" ] && /usr/bin/python3 -c "import torch" 2> /dev/null; then
+    OMP_NUM_THREADS=1 "$TRACERUN" --status off -q -o "$OUT_DIR/nanogpt_cpu.db" -- /usr/bin/python3 \
+      "$ROOT/tests/e2e/python_memory_train.py" --model nanogpt --nanogpt-dir "$nanogpt_dir" \
+      --steps 3 --batch 8 --truth "$OUT_DIR/nanogpt_cpu.truth" > /dev/null
+    xvfb-run -a -s "-screen 0 1600x1000x24" "$TRACEVIEW" "$OUT_DIR/nanogpt_cpu.db" --view memory \
+      --screenshot "$OUT_DIR/nanogpt_cpu_memory.png" --size 1600x900
+    echo "  $OUT_DIR/nanogpt_cpu_memory.png"
+  else
+    echo "  no nanoGPT model.py in $nanogpt_dir (set NANOGPT_DIR): its CPU memory screenshot is skipped"
+  fi
 else
   echo "traceview was not built (ImGui or GLFW missing?): no screenshots"
 fi
