@@ -333,6 +333,7 @@ ThreadState* threadStateSlow() noexcept {
     t->stepFrame = -1;
     t->optimizerSteps = 0;
     t->programMarksSteps = false;
+    t->stepEndDeferred = false;
     t->names = NameCache();
     t->shapes = ShapeCache();
     if (t->seqMap != nullptr) t->seqMap->track.store(buffer.track, std::memory_order_relaxed);

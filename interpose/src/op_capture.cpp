@@ -477,6 +477,7 @@ bool gScopes = false;  // user scopes (and so phase spans) are being recorded
 void dropStepFrame(ThreadState& t) noexcept {
   t.userTop = t.frames[t.stepFrame].prevUser;
   t.stepFrame = -1;
+  t.stepEndDeferred = false;
 }
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
@@ -538,6 +539,18 @@ void popFrame(ThreadState& t, uint32_t index, int64_t endNs) {
   if (f.prevUser != kNotUser) t.userTop = f.prevUser;
 }
 
+// Writes the open step frame, the top of the stack, ending at endNs, and makes the thread's next
+// op or scope open the step after it.
+void endStepFrame(ThreadState& t, int64_t endNs) noexcept {
+  const auto s = static_cast<uint32_t>(t.stepFrame);
+  const int64_t number = t.frames[s].args[0].value;
+  popFrame(t, s, endNs);
+  t.depth = s;
+  t.stepFrame = -1;
+  t.stepEndDeferred = false;
+  t.pendingStep = static_cast<uint32_t>(number) + 1;
+}
+
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   const int64_t endNs = core::nowNs();
   if (C10_UNLIKELY(ctx != nullptr)) {
@@ -588,6 +601,10 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   }
   if (f.category == core::Category::kBackward && f.seq >= 0) emitForwardBackwardFlow(*t, fn, f);
   t->depth = i;
+  // The scope around the optimizer's step() has ended: the step ends with it.
+  if (C10_UNLIKELY(t->stepEndDeferred) && static_cast<int32_t>(i) == t->stepFrame + 1) {
+    endStepFrame(*t, endNs);
+  }
 }
 
 // ---- hooks --------------------------------------------------------------------------------------
@@ -646,18 +663,19 @@ void optimizerStepEnds() noexcept {
   if (t == nullptr) return;
   ++t->optimizerSteps;
   const int32_t s = t->stepFrame;
-  if (s >= 0 && static_cast<uint32_t>(s) < std::min(t->depth, kMaxDepth) &&
-      t->frames[s].key == &kStepFrameKey) {
-    const int64_t endNs = core::nowNs();
-    // Frames above it are scopes the optimizer's step left open (an exception): closed with it.
-    for (uint32_t k = std::min(t->depth, kMaxDepth) - 1; k > static_cast<uint32_t>(s); --k) {
-      popFrame(*t, k, endNs);
-    }
-    popFrame(*t, static_cast<uint32_t>(s), endNs);
-    t->depth = static_cast<uint32_t>(s);
+  if (s < 0 || t->depth > kMaxDepth || t->frames[s].key != &kStepFrameKey) {
+    // No step open (the first step() before trainingBegins): the next op opens the next one.
+    t->stepFrame = -1;
+    t->pendingStep = t->optimizerSteps + 1;
+    return;
   }
-  t->stepFrame = -1;
-  t->pendingStep = t->optimizerSteps + 1;
+  if (static_cast<uint32_t>(s) + 1 == t->depth) {
+    endStepFrame(*t, core::nowNs());
+  } else {
+    // step() ran inside a scope the program opened after the step began (an iteration's own
+    // scope): the step ends when that scope does (onEnd), so both stay whole and nested.
+    t->stepEndDeferred = true;
+  }
 }
 
 void trainingBegins() noexcept {

@@ -264,12 +264,14 @@ struct ThreadState {
   SeqMap* seqMap = nullptr;  // when this thread has run a forward op carrying a sequence number
   // Steps of a C++ optimizer (optimizer_steps.h), in the padding before `frames`: the number of the
   // step that the thread's next op or scope opens (0: none pending), the open step frame's index
-  // (-1: none), the optimizer steps this thread has ended, and whether the program marks its own
-  // "step" phases (then none are added).
+  // (-1: none), the optimizer steps this thread has ended, whether the program marks its own
+  // "step" phases (then none are added), and whether the open step ends with the scope enclosing
+  // the optimizer's step() (a scope the program opened inside the step, still open then).
   uint32_t pendingStep = 0;
   int32_t stepFrame = -1;
   uint32_t optimizerSteps = 0;
   bool programMarksSteps = false;
+  bool stepEndDeferred = false;
   Frame frames[kMaxDepth];
   NameCache names;
   ShapeCache shapes;

@@ -7,7 +7,9 @@
 // the test allows for the trace clock's fit to CLOCK_MONOTONIC.
 //
 // optimizer_steps_prog [--optimizer sgd|adam|adamw|adagrad|rmsprop|lbfgs] [--steps N] [--virtual]
-//                      [--tag] [--own-steps] [--eval-after] [--print-clock]
+//                      [--tag] [--own-steps] [--iteration-scope] [--eval-after] [--print-clock]
+// (--iteration-scope: each iteration inside a tracerun::Scope "iteration" of the program's own,
+// which goes on 3 ms after optimizer.step() returned.)
 #include <time.h>
 #include <torch/torch.h>
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
   std::string kind = "adam";
   int steps = 5;
   bool viaBase = false, tag = false, ownSteps = false, evalAfter = false, printClock = false;
+  bool iterationScope = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--optimizer" && i + 1 < argc)
@@ -60,6 +63,8 @@ int main(int argc, char** argv) {
       ownSteps = true;
     else if (a == "--eval-after")
       evalAfter = true;
+    else if (a == "--iteration-scope")
+      iterationScope = true;
     else if (a == "--print-clock")
       printClock = true;
     else {
@@ -83,6 +88,8 @@ int main(int argc, char** argv) {
     const int64_t begin = monotonicNs();
     std::unique_ptr<tracerun::Step> own;
     if (ownSteps) own = std::make_unique<tracerun::Step>(k);
+    std::unique_ptr<tracerun::Scope> iteration;
+    if (iterationScope) iteration = std::make_unique<tracerun::Scope>("iteration");
     const auto closure = [&] {
       optimizer->zero_grad();
       torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
@@ -103,6 +110,10 @@ int main(int argc, char** argv) {
       } else {
         optimizer->step();
       }
+    }
+    if (iteration) {  // the iteration goes on 3 ms after its step(): the step must wait for it
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      iteration.reset();
     }
     const int64_t end = monotonicNs();
     own.reset();

@@ -38,8 +38,8 @@ struct Phase {
 
 struct Traced {
   testing::ProcessResult result;
-  std::map<int, Window> clock;  // iteration -> the program's readings
-  std::vector<Phase> steps, optimizers;
+  std::map<int, Window> clock;                       // iteration -> the program's readings
+  std::vector<Phase> steps, optimizers, iterations;  // iterations: the program's own scopes
   int64_t origin = 0;  // the trace's origin_ns: its times + origin = CLOCK_MONOTONIC
 };
 
@@ -63,6 +63,7 @@ Traced runTraced(const std::string& name, std::vector<std::string> args) {
     std::vector<trace::SpanRow> phases;
     r.forEachSpan(track.id, [&](const trace::SpanRow& s) {
       if (s.category == core::Category::kPhase) phases.push_back(s);
+      if (r.str(s.name) == "iteration") t.iterations.push_back({s.start_ns, s.end_ns(), -1});
     });
     for (const auto& s : phases) {
       Phase p{s.start_ns, s.end_ns(), -1};
@@ -144,4 +145,31 @@ TEST_CASE("C++ optimizers: a program that marks its own steps keeps exactly its 
   REQUIRE(t.steps.size() == 3);
   for (size_t i = 0; i < t.steps.size(); ++i) CHECK(t.steps[i].step == static_cast<int>(i) + 1);
   CHECK(t.optimizers.empty());  // the program's steps are its own: nothing of ours inside
+}
+
+TEST_CASE("C++ optimizers: a step() inside the program's own iteration scope ends the step with it",
+          "[optimizer_steps]") {
+  // The iteration's scope opens the step (it is the first event after the previous step()), and
+  // step() runs inside it: the step must end when the iteration scope does, both whole.
+  const Traced t = runTraced(
+      "iteration", {"--optimizer", "adamw", "--steps", "4", "--tag", "--iteration-scope"});
+  checkSteps(t, 1, 4);
+  REQUIRE(t.iterations.size() == 4);
+  for (const Phase& step : t.steps) {
+    INFO("step " << step.step);
+    const Phase* iteration = nullptr;
+    const Phase* optimizer = nullptr;
+    for (const Phase& it : t.iterations) {
+      if (it.start >= step.start && it.end <= step.end) iteration = &it;
+    }
+    for (const Phase& o : t.optimizers) {
+      if (o.start >= step.start && o.end <= step.end) optimizer = &o;
+    }
+    REQUIRE(iteration != nullptr);
+    REQUIRE(optimizer != nullptr);
+    // Whole: the iteration went on 3 ms after step() (not cut at the optimizer's end), and the
+    // step ended with it.
+    CHECK(iteration->end >= optimizer->end + 3'000'000);
+    CHECK(step.end >= iteration->end);
+  }
 }
