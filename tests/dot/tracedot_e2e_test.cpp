@@ -107,11 +107,13 @@ TEST_CASE("tracedot callgraph: a 6-layer gpttrain step folds into exactly one x6
   REQUIRE(s.byId("all"));
   CHECK(s.byId("all")->num("inclusive_ns") == total);
   checkAddsUp(s);
-  // --expand draws each layer.
+  // --expand draws each layer. With no node threshold: under load one layer's forward can fall
+  // under the default 0.5% of the step and go into "other" (seen in the ctest -j2 loop beside
+  // builds, issue 29), which is the threshold's business, not --expand's.
   const std::string expanded = e2e::scratch().file("cg6x.svg");
-  REQUIRE(
-      tracedot({"callgraph", singleTrace(), "-o", expanded, "--step", "2", "--expand"}).exit_code ==
-      0);
+  REQUIRE(tracedot({"callgraph", singleTrace(), "-o", expanded, "--step", "2", "--expand",
+                    "--node-thres", "0"})
+              .exit_code == 0);
   const auto sx = svgOf(expanded);
   CHECK(foldNodes(sx).empty());
   for (int i = 0; i < 6; ++i) CHECK(sx.byId("all/step/forward/layers." + std::to_string(i)));
