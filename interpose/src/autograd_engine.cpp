@@ -19,11 +19,9 @@ __thread const void* tlsEvaluatingNode __attribute__((tls_model("initial-exec"))
 }  // namespace tracerun::interpose
 
 #if TRACERUN_INTERPOSE_AUTOGRAD_ENGINE
-#include <dlfcn.h>
 #include <torch/csrc/autograd/engine.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include "next_definition.h"
 
 namespace tracerun::interpose {
 namespace {
@@ -40,14 +38,9 @@ using EvaluateFn = void (*)(Engine*, std::shared_ptr<GraphTask>&, Node*, InputBu
 
 EvaluateFn realEvaluate() {
   static const EvaluateFn fn = [] {
-    void* sym = dlsym(RTLD_NEXT, compat::kEngineEvaluateFunctionSymbol);
-    if (sym == nullptr) {
-      std::fprintf(stderr,
-                   "tracerun: libtorch's autograd Engine::evaluate_function not found after "
-                   "libtracerun (is libtorch_cpu 1.13 loaded?)\n");
-      std::abort();
-    }
-    return reinterpret_cast<EvaluateFn>(sym);
+    return reinterpret_cast<EvaluateFn>(
+        nextDefinition(compat::kEngineEvaluateFunctionSymbol,
+                       "autograd Engine::evaluate_function (is libtorch_cpu 1.13 loaded?)"));
   }();
   return fn;
 }

@@ -10,7 +10,6 @@
 // ours when libtracerun.so is preloaded or linked ahead of libtorch (libtracerun.map exports
 // them). A direct, devirtualised call goes through the PLT and arrives here the same way.
 // Python's torch.optim never calls these (it has its own optimizers in Python).
-#include <dlfcn.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -18,10 +17,9 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
+#include "next_definition.h"
 #include "optimizer_steps.h"
 #include "tracerun/annotate.h"
 
@@ -33,15 +31,10 @@ using LossClosure = torch::optim::Optimizer::LossClosure;
 // hidden pointer comes before it either way).
 using StepFn = at::Tensor (*)(torch::optim::Optimizer*, LossClosure);
 
-// libtorch's own definition of `symbol`, once. A missing one is a libtorch this file does not
-// know: said once, and the program stops (it cannot train without its optimizer).
+// libtorch's own definition of `symbol`. A missing one is a libtorch this file does not know: said
+// once, and the program stops (it cannot train without its optimizer).
 StepFn realStep(const char* symbol) {
-  void* sym = dlsym(RTLD_NEXT, symbol);
-  if (sym == nullptr) {
-    std::fprintf(stderr, "tracerun: libtorch's %s not found after libtracerun\n", symbol);
-    std::abort();
-  }
-  return reinterpret_cast<StepFn>(sym);
+  return reinterpret_cast<StepFn>(nextDefinition(symbol, symbol));
 }
 
 at::Tensor steppedBy(StepFn real, torch::optim::Optimizer* self, LossClosure closure) {
