@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -40,17 +41,34 @@ std::string statusPath() {
 }
 
 // Writes `text` to a new `tmp` in `dir` (never an existing file, never through a symlink: a
-// leftover is removed first) and renames it over `name`.
+// leftover is removed first) and renames it over `name`. Between the create and the rename
+// someone who can write `dir` may swap `tmp` for a symlink, and the rename would then install
+// that link as `name`: the file renamed is checked to be ours (same inode as the descriptor we
+// wrote), and a foreign one is removed and the write tried again, a few times at most.
 void replaceFile(int dir, const std::string& tmp, const std::string& name,
                  const std::string& text) {
-  ::unlinkat(dir, tmp.c_str(), 0);
-  const int fd =
-      ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  if (!whole || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+  constexpr int kTries = 8;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
     ::unlinkat(dir, tmp.c_str(), 0);
+    const int fd =
+        ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    // The descriptor stays open until the check: a freed inode's number could be reused by
+    // the very link planted in its place.
+    struct stat written {};
+    const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fstat(fd, &written) == 0;
+    if (!whole || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
+      ::close(fd);
+      ::unlinkat(dir, tmp.c_str(), 0);
+      return;
+    }
+    struct stat installed {};
+    const bool ours = ::fstatat(dir, name.c_str(), &installed, AT_SYMLINK_NOFOLLOW) == 0 &&
+                      installed.st_dev == written.st_dev && installed.st_ino == written.st_ino;
+    ::close(fd);
+    if (ours) return;
+    ::unlinkat(dir, name.c_str(), 0);  // a planted entry, not ours: never leave it as the status
   }
 }
 
