@@ -244,6 +244,9 @@ def install(lib, words, module_module):
         _after_import("torch.autograd.profiler", lambda mod: _watch_step_scopes(mod, steps))
     if memory:
         _after_import("torch.nn.parallel.distributed", lambda mod: _hook_ddp(lib, mod))
+        # FSDP's FlatParamHandle: torch 1.13 and 2.0 in flat_param, 2.1 and later in _flat_param.
+        for name in ("torch.distributed.fsdp.flat_param", "torch.distributed.fsdp._flat_param"):
+            _after_import(name, lambda mod: _hook_fsdp(tagger, mod))
 
 
 def _watch_step_scopes(mod, steps):
@@ -316,6 +319,30 @@ def _install_backward_phase(steps):
         autograd.backward = backward
 
     _after_import("torch.autograd", hook)
+
+
+def _hook_fsdp(tagger, mod):
+    """FullyShardedDataParallel (FSDP1) gathers each unit's flat parameter into a new storage
+    (FlatParamHandle.unshard: before the unit's forward, again before its backward, and when it
+    prefetches the next unit): that storage is tagged parameter as soon as it is gathered. The
+    forward hook would tag it too, but only at a forward; the backward's re-gather has none."""
+    handle = getattr(mod, "FlatParamHandle", None)
+    unshard = getattr(handle, "unshard", None)
+    if unshard is None or getattr(unshard, "_tracerun", False):
+        return
+
+    def unshard_tagged(self, *args, **kwargs):
+        result = unshard(self, *args, **kwargs)
+        try:
+            tagger.tag([self.flat_param], _PARAMETER)
+        except Exception as e:  # never break the program being traced
+            sys.stderr.write("tracerun: training hook: %s\n" % e)
+        return result
+
+    unshard_tagged.__wrapped__ = unshard
+    unshard_tagged.__doc__ = unshard.__doc__
+    unshard_tagged._tracerun = True
+    handle.unshard = unshard_tagged
 
 
 def _tag_buffers(module, info, tagger):

@@ -26,7 +26,10 @@ what the program computes from its own model and optimizer (python_memory_train.
 Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
 configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
 committed, so a CI clone skips that run and says so); 2-rank DDP (Gloo) with and without bucket
-views. And the C++ twin, samples/resnet18_cpp (--resnet18-cpp BIN; SGD with momentum, one
+views; 2-rank FSDP FULL_SHARD (one unit per BasicBlock and the root; torch 1.13 through
+fsdp_cpu_standin.py), where parameter bytes at the peak = the rank's shard of every unit (Psi/N)
+plus the units FSDP had gathered at that moment by the script's own log (exactly), optimizer state
+and gradients are the shard's, and the losses are the single-process SGD-momentum run's. And the C++ twin, samples/resnet18_cpp (--resnet18-cpp BIN; SGD with momentum, one
 tracerun::tagTraining call per step): the same checks against the parameter count it prints.
 Exit 0 when every check passes, 1 otherwise; every check is printed.
 
@@ -34,6 +37,7 @@ Exit 0 when every check passes, 1 otherwise; every check is printed.
                           [--only NAME]
 """
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -71,10 +75,13 @@ def run_traced(a, name, args, ranks):
                             timeout=600).returncode
     if rc != 0:
         return rc, None, None
-    report = subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True, text=True,
-                            check=True).stdout
+    report = json.loads(subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True,
+                                       text=True, check=True).stdout)
+    info = json.loads(subprocess.run([a.tracerun, "info", db, "--json"], capture_output=True,
+                                     text=True, check=True).stdout)
+    report["origin_ns"] = int(info["meta"]["origin_ns"])  # the trace's times are relative to it
     truths = [json.load(open("%s.%d" % (truth, r))) for r in range(ranks)]
-    return 0, json.loads(report), truths
+    return 0, report, truths
 
 
 def run_cpp(a, name):
@@ -105,8 +112,12 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
     c.check(report["steps"] == STEPS, "[%s] one step per optimizer step" % name,
             "%s steps, %d expected" % (report["steps"], STEPS))
     rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
+    origin_ns = report.get("origin_ns", 0)
+    fsdp = "fsdp" in args
     for t in truths:
-        rank, psi = t["rank"], t["parameter_bytes"]
+        # FSDP: the rank's parameters are its shard of every unit (what its optimizer holds,
+        # Psi/N with padding), and its gradients and optimizer state are the shard's.
+        rank, psi = t["rank"], t["optimizer_parameter_bytes" if fsdp else "parameter_bytes"]
         row = rows.get(rank)
         c.check(row is not None, "[%s] rank %d has a memory row" % (name, rank))
         if row is None:
@@ -114,8 +125,13 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
         got = row["by_category"]
         peak = row["peak_bytes"]
         tag = "[%s rank %d]" % (name, rank)
-        c.check(got["parameter"] == psi, tag + " parameter bytes at the peak = sum numel x size",
-                "%d vs %d" % (got["parameter"], psi))
+        if fsdp:
+            check_fsdp_parameters(c, tag, row, t, origin_ns)
+            check_fsdp_losses(c, a, tag, t)
+        else:
+            c.check(got["parameter"] == psi,
+                    tag + " parameter bytes at the peak = sum numel x size",
+                    "%d vs %d" % (got["parameter"], psi))
         state = t["optimizer_state_bytes"]
         closed = {"adamw": 2 * psi, "sgdm": psi, "sgd": 0}[optimizer]
         # AdamW's per-parameter step counters (torch 1.13: a float32 tensor each) come on top.
@@ -158,6 +174,66 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
                 "%d of %d (%.1f%%)" % (got["other"], peak, 100.0 * got["other"] / max(peak, 1)))
 
 
+def fsdp_gathered_at(log, units, t, slack):
+    """From the program's own log of FSDP's gathers and frees (python_memory_train.py
+    record_fsdp_gathers): the units surely gathered at CLOCK_MONOTONIC time t, and those whose
+    gather or free call was running within `slack` of t (either way)."""
+    sure, either = [], []
+    for unit in range(len(units)):
+        state, near = False, False
+        for u, kind, start, end in sorted((e for e in log if e[0] == unit), key=lambda e: e[2]):
+            if end < t - slack:
+                state = kind == "gather"
+            elif start <= t + slack:
+                near = True
+        if near:
+            either.append(unit)
+        elif state:
+            sure.append(unit)
+    return sure, either
+
+
+def check_fsdp_parameters(c, tag, row, t, origin_ns):
+    """FSDP FULL_SHARD: at the peak a rank holds its shard of every unit, Psi/N, plus the units
+    gathered at that moment, which the program logged itself (when FSDP's FlatParamHandle
+    allocated and freed each unit's gathered storage, on the trace's clock): the parameter bytes
+    must be exactly the shard plus those units' flat parameters (each the rank's shard x the
+    world); a unit whose gather or free ran within 1 ms of the peak may count either way."""
+    shard, units, psi = t["optimizer_parameter_bytes"], t["fsdp_unit_bytes"], t["parameter_bytes"]
+    world = t["world"]
+    c.check(shard * world >= psi and shard * world - psi < len(units) * world * 4,
+            tag + " the optimizer holds Psi/N: the shards x the world = Psi, up to padding",
+            "%d x %d vs %d" % (shard, world, psi))
+    sure, either = fsdp_gathered_at(t["fsdp_gathers"], units, origin_ns + row["peak_ts_ns"],
+                                    1000000)
+    gathered = row["by_category"]["parameter"] - shard - sum(units[i] for i in sure)
+    found = None
+    for k in range(len(either) + 1):
+        for subset in itertools.combinations(either, k):
+            if sum(units[i] for i in subset) == gathered:
+                found = sorted(sure + list(subset))
+                break
+        if found is not None:
+            break
+    c.check(found is not None and len(found) >= 1,
+            tag + " parameter at the peak = Psi/N + the units FSDP had gathered then, exactly",
+            "%d = %d + units %s (gathered then: %s, at the edge: %s)"
+            % (row["by_category"]["parameter"], shard, found, sure, either))
+
+
+def check_fsdp_losses(c, a, tag, t):
+    """FSDP only reshapes where the bytes live: each rank trains on the same batch, so its losses
+    are the single-process run's (resnet18_sgdm, same seed and batch), up to summation order."""
+    reference = os.path.join(a.work, "resnet18_sgdm.truth.0")
+    if not os.path.isfile(reference):
+        print("skip  %s losses: resnet18_sgdm did not run (--only)" % tag)
+        return
+    want = json.load(open(reference))["loss"]
+    c.check(abs(t["loss"] - want) <= 1e-5 * abs(want),
+            tag + " the last loss = the single-process run's (1e-5 relative)",
+            "%.9g vs %.9g" % (t["loss"], want))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tracerun", required=True)
@@ -187,6 +263,9 @@ def main():
          2, 2.0),
         ("resnet18_ddp_views", ["--model", "resnet18", "--optimizer", "sgdm", "--dist",
                                 "ddp-views"], "sgdm", 2, 1.0),
+        # FSDP FULL_SHARD, one unit per BasicBlock and the root (torch 1.13: fsdp_cpu_standin).
+        ("resnet18_fsdp", ["--model", "resnet18", "--optimizer", "sgdm", "--dist", "fsdp"], "sgdm",
+         2, 1.0),
         ("resnet18_cpp", [], "sgdm", 1, 1.0),
     ]
     c = Checks()

@@ -8,12 +8,16 @@
 #   --optimizer adamw|sgdm|sgd   AdamW, SGD with momentum 0.9, plain SGD
 #   --dist none|ddp|ddp-views|fsdp   2 ranks under tracerun's launcher (Gloo, env://); ddp-views:
 #                             DistributedDataParallel(gradient_as_bucket_view=True,
-#                             find_unused_parameters=True); fsdp (torch 2.x):
-#                             FullyShardedDataParallel(FULL_SHARD) around the whole model
+#                             find_unused_parameters=True); fsdp: FullyShardedDataParallel
+#                             (FULL_SHARD), one unit per ResNet BasicBlock (or nanoGPT Block)
+#                             and the root, on the CPU (torch 1.13 through fsdp_cpu_standin.py)
 #   --truth PATH              JSON per rank: PATH.<rank>: parameter and buffer bytes, steps, ...
 import argparse
+import functools
 import json
+import os
 import sys
+import time
 
 import torch
 
@@ -37,6 +41,40 @@ def build_model(a):
     return model, (lambda m: m(x, y)[1]), x
 
 
+def record_fsdp_gathers(model):
+    """FSDP's own account of what is gathered when: wraps FlatParamHandle.unshard and reshard and
+    logs, per call that allocated or freed a unit's gathered storage, [unit, "gather" or "free",
+    CLOCK_MONOTONIC ns at the call's start, at its end] (the trace's clock). A unit is the index
+    of its flat parameter in model.parameters()."""
+    try:
+        from torch.distributed.fsdp._flat_param import FlatParamHandle  # torch 2.1 and later
+    except ImportError:
+        from torch.distributed.fsdp.flat_param import FlatParamHandle
+    units = {id(q): i for i, q in enumerate(model.parameters())}
+    log = []
+
+    def gathered(handle):
+        padded = handle._get_padded_unsharded_flat_param()
+        storage = padded.untyped_storage() if hasattr(padded, "untyped_storage") else \
+            padded.storage()
+        return storage.size() > 0
+
+    def logged(method, kind):
+        def call(self, *args, **kwargs):
+            before, start = gathered(self), time.monotonic_ns()
+            result = method(self, *args, **kwargs)
+            end, after = time.monotonic_ns(), gathered(self)
+            if before != after:
+                log.append([units.get(id(self.flat_param), -1), kind, start, end])
+            return result
+
+        return call
+
+    FlatParamHandle.unshard = logged(FlatParamHandle.unshard, "gather")
+    FlatParamHandle.reshard = logged(FlatParamHandle.reshard, "free")
+    return log
+
+
 def build_optimizer(a, model, raw):
     if a.optimizer == "adamw" and a.model == "nanogpt" and a.dist == "none":
         return raw.configure_optimizers(0.1, 6e-4, (0.9, 0.95), "cpu")
@@ -58,12 +96,12 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    rank = 0
+    rank, world = 0, 1
     if a.dist != "none":
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
-        rank = dist.get_rank()
+        rank, world = dist.get_rank(), dist.get_world_size()
     raw, loss_of, batch = build_model(a)
     psi = sum(q.numel() * q.element_size() for q in raw.parameters())
     model = raw
@@ -76,9 +114,25 @@ def main():
         model = DistributedDataParallel(raw, gradient_as_bucket_view=views,
                                         find_unused_parameters=views)
     elif a.dist == "fsdp":
-        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fsdp_cpu_standin
 
-        model = FullyShardedDataParallel(raw, sharding_strategy=ShardingStrategy.FULL_SHARD)
+        fsdp_cpu_standin.install()
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
+        if a.model == "resnet18":
+            import torchvision
+
+            unit = torchvision.models.resnet.BasicBlock
+        else:
+            unit = type(raw.transformer.h[0])
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={unit})
+        # 2.1 and later compute on the CPU when told so; 1.13 through the stand-in.
+        cpu = {} if fsdp_cpu_standin.needed() else {"device_id": torch.device("cpu")}
+        model = FullyShardedDataParallel(raw, sharding_strategy=ShardingStrategy.FULL_SHARD,
+                                         auto_wrap_policy=policy, **cpu)
+        gathers = record_fsdp_gathers(model)
     opt = build_optimizer(a, model, raw)
     # What this rank's optimizer holds: FSDP's flat shard, or the model's own parameters.
     local = sum(q.numel() * q.element_size() for g in opt.param_groups for q in g["params"])
@@ -98,7 +152,7 @@ def main():
 
     for i in range(a.steps):
         opt.zero_grad()
-        if i == 0:
+        if i == 0 and a.dist != "fsdp":
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 loss = loss_of(model)
         else:
@@ -110,13 +164,23 @@ def main():
     grads = sum(q.grad.numel() * q.grad.element_size() for g in opt.param_groups
                 for q in g["params"] if q.grad is not None)
     with open("%s.%d" % (a.truth, rank), "w") as f:
-        json.dump({"rank": rank, "parameter_bytes": psi, "optimizer_parameter_bytes": local,
-                   "optimizer_state_bytes": state, "gradient_bytes": grads,
-                   "input_bytes": batch.numel() * batch.element_size(), "steps": a.steps,
-                   "saved_for_backward_bytes": sum(saved.values()),
-                   "parameter_tensors": sum(1 for _ in raw.parameters()),
-                   "buffer_bytes": sum(b.numel() * b.element_size() for b in raw.buffers()),
-                   "loss": float(loss)}, f)
+        truth = {"rank": rank, "world": world, "parameter_bytes": psi, "optimizer_parameter_bytes": local,
+                 "optimizer_state_bytes": state, "gradient_bytes": grads,
+                 "input_bytes": batch.numel() * batch.element_size(), "steps": a.steps,
+                 "parameter_tensors": sum(1 for _ in raw.parameters()),
+                 "buffer_bytes": sum(b.numel() * b.element_size() for b in raw.buffers()),
+                 "loss": float(loss)}
+        if a.dist == "fsdp":
+            # Each unit's flat parameter, as FSDP gathers it: the rank's shard x the world size
+            # (FSDP pads every flat parameter to a multiple of the world size).
+            truth["fsdp_unit_bytes"] = [q.numel() * q.element_size() * world
+                                        for q in model.parameters()]
+            truth["fsdp_gathers"] = gathers
+        else:
+            # The unsharded weights FSDP saves for backward are parameters, not activations: this
+            # account of autograd's saved tensors leaves the FSDP run out.
+            truth["saved_for_backward_bytes"] = sum(saved.values())
+        json.dump(truth, f)
     if a.dist != "none":
         torch.distributed.destroy_process_group()
 
