@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -52,6 +53,7 @@ void replaceFile(int dir, const std::string& tmp, const std::string& name,
     ::unlinkat(dir, tmp.c_str(), 0);
     const int fd =
         ::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) continue;  // planted again since the unlink: remove, retry
     if (fd < 0) return;
     // The descriptor stays open until the check: a freed inode's number could be reused by
     // the very link planted in its place.

@@ -115,7 +115,7 @@ void loadDriver() {
 
 template <typename F>
 bool waitFor(F&& condition) {
-  for (int i = 0; i < 400; ++i) {  // 2 s
+  for (int i = 0; i < 12000; ++i) {  // 60 s: a bound for a hang, not a timing
     if (condition()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -143,6 +143,11 @@ class StderrToFile {
     std::fflush(stderr);
     dup2(saved_, 2);
     close(saved_);
+    return peek();
+  }
+  // What was written so far, still redirected.
+  std::string peek() const {
+    std::fflush(stderr);
     std::ifstream in(path_);
     std::stringstream all;
     all << in.rdbuf();
@@ -326,7 +331,8 @@ TEST_CASE("CUDA alloc capture: CUDA that cannot start is one warning stat when `
   StderrToFile err(dir.file("stderr.txt"));
   loadDriver();
   const bool tried = waitFor([] { return gInits.load() == 1; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  // The watcher says it after the failed start: wait for the line, not for a fixed time.
+  waitFor([&err] { return err.peek().find('\n') != std::string::npos; });
   interpose::stopCapture();
   const std::string said = err.text();
   REQUIRE(tried);

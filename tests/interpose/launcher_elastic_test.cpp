@@ -40,15 +40,19 @@ const std::string& scratch() {
   static const std::string dir = [] {
     ::setenv("OMP_NUM_THREADS", "1", 1);
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    ::setenv("TRACERUN_JOB_TOKEN", "elastic-test-token", 1);
+    // A token of this test process's own: an agent of an elastic case running beside it that
+    // reached this case's port would be refused, not joined into this job.
+    ::setenv("TRACERUN_JOB_TOKEN", ("elastic-test-" + std::to_string(::getpid())).c_str(), 1);
     return testing::processScratchDir("tracerun_elastic");
   }();
   return dir;
 }
 
 int freePort() {
-  // A port far from the ones other tests pick (they take ephemeral ones from the kernel).
-  return 20000 + static_cast<int>(::getpid() % 20000);
+  // Ports far from the ones other tests pick (ephemeral ones from the kernel, 32768 and up): a
+  // block of 16 per process (a case uses its base + 0..5 and the port after each), so cases that
+  // ctest starts together, whose pids are a few apart, never share one.
+  return 20000 + static_cast<int>(::getpid() % 750) * 16;
 }
 
 std::vector<std::string> modelArgs(const std::string& dir) {
@@ -174,9 +178,9 @@ void checkResizedLosses(const std::string& dir, int resumed) {
   }
 }
 
-// Waits (up to a minute, while `running` runs) until the elastic run has checkpointed step 3.
+// Waits (up to 150 s, while `running` runs) until the elastic run has checkpointed step 3.
 void awaitCheckpointOfStep3(const std::string& dir, testing::Child& running) {
-  for (int i = 0; i < 1200 && latestStep(dir + "/ckpt") < 3 && running.running(); ++i) {
+  for (int i = 0; i < 3000 && latestStep(dir + "/ckpt") < 3 && running.running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(latestStep(dir + "/ckpt") >= 3);
@@ -239,7 +243,7 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   auto agent = [&](const std::string& out) {
     std::vector<std::string> argv = {
         TRACERUN_BIN,    "-o", out,           "--nnodes", "1:2",      "--nproc-per-node", "1",
-        "--master-port", port, "--join-wait", "5",        "--target", GPTTRAIN_BIN,       "--",
+        "--master-port", port, "--join-wait", "60",       "--target", GPTTRAIN_BIN,       "--",
         wrapper};
     for (const auto& a : modelArgs(dir)) argv.push_back(a);
     argv.push_back("--log-json");
@@ -345,7 +349,7 @@ TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over
   auto agent = [&](const std::string& out) {
     std::vector<std::string> argv = {
         TRACERUN_BIN,    "-o", out,           "--nnodes", "1:2",      "--nproc-per-node", "1",
-        "--master-port", port, "--join-wait", "5",        "--target", GPTTRAIN_BIN,       "--",
+        "--master-port", port, "--join-wait", "60",       "--target", GPTTRAIN_BIN,       "--",
         wrapper};
     for (const auto& a : modelArgs(dir)) argv.push_back(a);
     argv.push_back("--log-json");

@@ -140,6 +140,13 @@ int64_t stepLines(const std::string& out, int rank) {
   return n;
 }
 
+// A rank stopped by a signal may have closed its last step (the span is recorded) and not yet
+// printed that step's line (tests/interpose/launcher_worker.cpp): its step spans are the lines it
+// printed, or one more.
+bool stepsAsPrinted(int64_t spans, int64_t printed) {
+  return spans == printed || spans == printed + 1;
+}
+
 std::set<int> ranksOf(const trace::TraceReader& r) {
   std::set<int> out;
   for (const auto& k : r.ranks()) out.insert(k.rank);
@@ -231,10 +238,11 @@ TEST_CASE("the status line comes from the ranks' counters, plain lines when not 
 TEST_CASE("a rank killed by SIGKILL stops the others, the exit code and message name it",
           "[launcher_group]") {
   const std::string db = scratch() + "/killed.db";
-  // Rank 1 dies after ~1.5 s (past the capture's 1 s flush); rank 0 would run for ~40 s.
+  // Rank 1 dies after ~3 s (two of the capture's 1 s flush periods, so at least one flush has
+  // happened on a loaded machine too); rank 0 would run for ~40 s.
   const Result r = run(group(db, {"--nproc-per-node", "2", "--status", "off"},
                              worker({"--steps", "400", "--sleep-ms", "100", "--fail-rank", "1",
-                                     "--fail-step", "15", "--fail-signal", "9"})));
+                                     "--fail-step", "30", "--fail-signal", "9"})));
   INFO(r.describe());
   CHECK(r.code == 128 + SIGKILL);
   CHECK(contains(r.err, "tracerun: rank 1 (pid "));
@@ -244,9 +252,9 @@ TEST_CASE("a rank killed by SIGKILL stops the others, the exit code and message 
   CHECK(ranksOf(reader) == std::set<int>{0, 1});
   // Rank 0, stopped by SIGTERM, flushed every step it printed; rank 1, killed, what it had
   // flushed before the fault (the capture flushes every second).
-  CHECK(countSpans(reader, 0, "step") == stepLines(r.out, 0));
+  CHECK(stepsAsPrinted(countSpans(reader, 0, "step"), stepLines(r.out, 0)));
   CHECK(countSpans(reader, 1, "step") >= 1);
-  CHECK(countSpans(reader, 1, "step") <= 15);
+  CHECK(countSpans(reader, 1, "step") <= 30);
 }
 
 TEST_CASE("a rank that exits non-zero: the launcher exits with its code", "[launcher_group]") {
@@ -261,7 +269,7 @@ TEST_CASE("a rank that exits non-zero: the launcher exits with its code", "[laun
   const auto reader = trace::TraceReader::open(db);
   CHECK(ranksOf(reader) == std::set<int>{0, 1});
   CHECK(countSpans(reader, 0, "step") == 3);
-  CHECK(countSpans(reader, 1, "step") == stepLines(r.out, 1));
+  CHECK(stepsAsPrinted(countSpans(reader, 1, "step"), stepLines(r.out, 1)));
 }
 
 TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_group]") {
@@ -280,8 +288,8 @@ TEST_CASE("Ctrl-C stops every rank, and the trace is still merged", "[launcher_g
   CHECK_FALSE(contains(r.out, "done"));
   const auto reader = trace::TraceReader::open(db);
   CHECK(ranksOf(reader) == std::set<int>{0, 1});
-  CHECK(countSpans(reader, 0, "step") == stepLines(r.out, 0));
-  CHECK(countSpans(reader, 1, "step") == stepLines(r.out, 1));
+  CHECK(stepsAsPrinted(countSpans(reader, 0, "step"), stepLines(r.out, 0)));
+  CHECK(stepsAsPrinted(countSpans(reader, 1, "step"), stepLines(r.out, 1)));
 }
 
 // ---- restarts -----------------------------------------------------------------------------------
@@ -309,7 +317,7 @@ TEST_CASE("max-restarts: every attempt's ranks in the one trace, none in run.att
   CHECK(countSpans(reader, 0, "step") == 4);
   CHECK(countSpans(reader, 1, "step") == 4);
   CHECK(countSpans(reader, 3, "step") == 2);
-  CHECK(countSpans(reader, 2, "step") + 4 == stepLines(r.out, 0));
+  CHECK(stepsAsPrinted(countSpans(reader, 2, "step") + 4, stepLines(r.out, 0)));
   CHECK(countSpans(reader, 3, "step") + 4 == stepLines(r.out, 1));
   // The worker's counters (loss = 1/step) of the last attempt, in step order.
   for (int rank : {0, 1}) {
@@ -591,7 +599,7 @@ void checkStepsUpToFault(const trace::TraceReader& reader, const std::string& ou
   INFO("rank " << rank);
   const int64_t printed = stepLines(out, rank);
   CHECK(printed >= 1);
-  CHECK(countSpans(reader, rank, "step") == printed);
+  CHECK(stepsAsPrinted(countSpans(reader, rank, "step"), printed));
 }
 
 }  // namespace
@@ -613,13 +621,13 @@ TEST_CASE("several nodes: a rank failing on node 1 stops node 0's ranks, both ag
   CHECK(contains(r0.err, "tracerun: node 0: " + fault + "; stopping this node's ranks"));
   CHECK(contains(r0.err, "tracerun: fault on node 1: " + fault));
   CHECK(contains(r1.err, "tracerun: fault on node 1: " + fault));
-  // Node 0's ranks were stopped, not run to their end: a few seconds of 50 ms steps at most
-  // (counted in steps, not timed; 200 steps are >= 10 s).
+  // Node 0's ranks were stopped, not run to their end (counted in steps, not timed: 900 steps
+  // are >= 45 s, far more than a start-up skew on a loaded machine).
   for (int rank : {0, 1}) {
     CHECK_FALSE(contains(r0.out, "[rank " + std::to_string(rank) + "] done"));
-    CHECK(stepLines(r0.out, rank) < 200);
+    CHECK(stepLines(r0.out, rank) < 900);
   }
-  CHECK(stepLines(r1.out, 2) < 200);
+  CHECK(stepLines(r1.out, 2) < 900);
   // The shards were still shipped: node 0's trace holds all 4 ranks up to the fault.
   const auto merged = trace::TraceReader::open(out0);
   REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
@@ -634,9 +642,10 @@ TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both age
           "[launcher_group]") {
   const std::string port = std::to_string(freePort());
   const std::string out0 = scratch() + "/kill0.db", out1 = scratch() + "/kill1.db";
-  // Rank 0 is killed at step 15 (~1.5 s, past the capture's 1 s flush); the others would run ~50 s.
+  // Rank 0 is killed at step 30 (~3 s, two of the capture's 1 s flush periods); the others would
+  // run ~100 s.
   const auto program = worker({"--steps", "1000", "--sleep-ms", "100", "--fail-rank", "0",
-                               "--fail-step", "15", "--fail-signal", "9"});
+                               "--fail-step", "30", "--fail-signal", "9"});
   Child node0(group(out0, nodeFlags(port, 0), program));
   Child node1(group(out1, nodeFlags(port, 1), program));
   const Result r0 = node0.wait(), r1 = node1.wait();
@@ -649,7 +658,7 @@ TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both age
   CHECK(contains(r1.err, "tracerun: fault on node 0: " + fault));
   for (int rank : {2, 3}) {
     CHECK_FALSE(contains(r1.out, "[rank " + std::to_string(rank) + "] done"));
-    CHECK(stepLines(r1.out, rank) < 100);  // 100 steps of 100 ms are >= 10 s
+    CHECK(stepLines(r1.out, rank) < 400);  // stopped: 1,000 steps of 100 ms are >= 100 s
   }
   const auto merged = trace::TraceReader::open(out0);
   REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
@@ -657,7 +666,7 @@ TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both age
   checkStepsUpToFault(merged, r1.out, 2);
   checkStepsUpToFault(merged, r1.out, 3);
   CHECK(countSpans(merged, 0, "step") >= 1);  // what rank 0 had flushed before it was killed
-  CHECK(countSpans(merged, 0, "step") <= 15);
+  CHECK(countSpans(merged, 0, "step") <= 30);
 }
 
 TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 numbers the attempt",
@@ -695,7 +704,7 @@ TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 nu
   CHECK(countSpans(merged, 7, "step") == 2);
   for (int rank = 0; rank < 4; ++rank) {
     const std::string& out = rank < 2 ? r0.out : r1.out;
-    CHECK(countSpans(merged, rank + 4, "step") + 6 == stepLines(out, rank));
+    CHECK(stepsAsPrinted(countSpans(merged, rank + 4, "step") + 6, stepLines(out, rank)));
   }
   // Node 1's own file: its ranks of both attempts (2 and 3; attempt 0's after world 4: 6 and 7).
   CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{2, 3, 6, 7});

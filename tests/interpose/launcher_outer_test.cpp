@@ -467,6 +467,23 @@ TEST_CASE("outer jobs: ranks ending together merge exactly once, two jobs on one
   }
 }
 
+namespace {
+
+// Whether some job directory under `shards` holds rank's end marker (done.rankR).
+bool rankEnded(const std::string& shards, int rank) {
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(shards.c_str()), ::closedir);
+  if (!dir) return false;
+  const std::string marker = "done.rank" + std::to_string(rank);
+  while (const dirent* e = ::readdir(dir.get())) {
+    if (e->d_name[0] != '.' && testing::fileExists(shards + "/" + e->d_name + "/" + marker)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 TEST_CASE("outer job: rank 0 ending first leaves as soon as the last rank has merged",
           "[launcher_outer]") {
   // Rank 0 waits for the others only to name a rank that never ends. Once rank 1 (ending last)
@@ -478,6 +495,13 @@ TEST_CASE("outer job: rank 0 ending first leaves as soon as the last rank has me
   auto vars0 = torchrunVars(id, 0, 2);
   vars0.push_back("TRACERUN_OUTER_WAIT_S=3600");
   Child rank0(rankArgv(vars0, db, worker({"--steps", "1"})));
+  // Rank 1 starts once rank 0 has ended (its end marker is in the job directory), so rank 0 is
+  // first whatever the load: two start-ups racing on a busy machine may drift by seconds.
+  bool ended = false;
+  for (int i = 0; i < 1200 && !(ended = rankEnded(db + ".shards", 0)) && rank0.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(ended);
   Child rank1(rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "3", "--sleep-ms", "300"})));
   const Result r1 = rank1.wait();
   INFO(r1.describe());
@@ -526,8 +550,9 @@ TEST_CASE("outer job: a dead rank leaves the shards and the merge-by-hand line",
           "[launcher_outer]") {
   const std::string db = scratch() + "/dead.db";
   const std::string id = uniqueId("d");
-  Child rank1(rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "200", "--sleep-ms", "20"})));
-  REQUIRE(waitForOutput(rank1, "step 75\n"));  // 1.5 s: the capture has flushed (every 1 s)
+  Child rank1(rankArgv(torchrunVars(id, 1, 2), db, worker({"--steps", "400", "--sleep-ms", "20"})));
+  // 3 s: two of the capture's 1 s flush periods, so it has flushed on a loaded machine too.
+  REQUIRE(waitForOutput(rank1, "step 150\n"));
   // rank 1's tracerun and its program die at once (a node lost): no end marker, no merge.
   const auto programs = childrenOf(rank1.pid());
   REQUIRE(programs.size() == 1);

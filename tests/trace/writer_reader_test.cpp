@@ -1124,7 +1124,7 @@ TEST_CASE("a shard whose process died names its rank and holds spans older than 
     return v;
   };
   int64_t spans = 0;
-  for (int i = 0; i < 100 && spans != 1; ++i) {
+  for (int i = 0; i < 600 && spans != 1; ++i) {  // 60 s: a bound for a hang, not a timing
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     fs::copy_file(live, copy, fs::copy_options::overwrite_existing);
     if (fs::exists(live + "-wal")) {

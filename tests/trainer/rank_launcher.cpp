@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -103,10 +104,10 @@ std::string readFile(const std::string& path) {
   return out.str();
 }
 
-RankRun launchRanks(const std::string& program, const std::vector<std::string>& args, int n,
-                    const std::string& log_dir, int hang_guard_s) {
-  std::filesystem::create_directories(log_dir);
-  const int port = n > 0 ? freeLoopbackPort() : 0;
+namespace {
+
+RankRun launchRanksOnPort(const std::string& program, const std::vector<std::string>& args, int n,
+                          const std::string& log_dir, int hang_guard_s, int port) {
   const int count = n > 0 ? n : 1;
   std::vector<pid_t> pids;
   std::vector<std::string> log_paths;
@@ -156,6 +157,24 @@ RankRun launchRanks(const std::string& program, const std::vector<std::string>& 
   }
   for (const auto& path : log_paths) run.logs.push_back(readFile(path));
   return run;
+}
+
+}  // namespace
+
+RankRun launchRanks(const std::string& program, const std::vector<std::string>& args, int n,
+                    const std::string& log_dir, int hang_guard_s) {
+  std::filesystem::create_directories(log_dir);
+  // The port is free when picked and bound by rank 0's store a moment later: a test running beside
+  // this one may take it in between. Then the job fails at its start, and runs again on a new port.
+  for (int attempt = 1;; ++attempt) {
+    RankRun run =
+        launchRanksOnPort(program, args, n, log_dir, hang_guard_s, n > 0 ? freeLoopbackPort() : 0);
+    const bool portTaken =
+        !run.ok() && std::any_of(run.logs.begin(), run.logs.end(), [](const std::string& log) {
+          return log.find("Address already in use") != std::string::npos;
+        });
+    if (!portTaken || attempt == 3) return run;
+  }
 }
 
 }  // namespace gpttrain::testing

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -312,8 +313,23 @@ void ViewerWindow::xdotool(const std::vector<std::string>& args) const {
 }
 
 void ViewerWindow::press(const std::string& key) const {
+  // Held until a frame has seen every key of the chord ("key down N" per key, --log-actions):
+  // ImGui 1.86 has no key queue, so a press released before the next frame would be lost, and a
+  // frame can take hundreds of milliseconds on a loaded machine. A bound for a hung viewer only.
+  const size_t keys = 1 + static_cast<size_t>(std::count(key.begin(), key.end(), '+'));
+  const size_t from = view_.out().size();
   xdotool({"keydown", key});
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const std::string o = view_.out();
+    size_t seen = 0;
+    for (size_t at = o.find("key down ", from); at != std::string::npos;
+         at = o.find("key down ", at + 1)) {
+      ++seen;
+    }
+    if (seen >= keys || std::chrono::steady_clock::now() > end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   xdotool({"keyup", key});
 }
 

@@ -154,9 +154,10 @@ TEST_CASE("a real window: wheel zoom, click a span, it is selected and detailed"
   REQUIRE(want.size() >= 2);
   view.xdotool({"mousemove", "600", "400"});
   view.press("ctrl+f");
-  REQUIRE(view.waitFor("find opened", 20, shot2) != std::string::npos);
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(300));  // the box takes the focus next frame
+  const size_t opened = view.waitFor("find opened", 20, shot2);
+  REQUIRE(opened != std::string::npos);
+  // The box takes the focus in a later frame; characters typed before that would be dropped.
+  REQUIRE(view.waitFor("find focused", 20, opened) != std::string::npos);
   view.xdotool({"type", "--delay", "30", "aten::mm"});
   view.press("Return");
   at = view.waitFor("find 'aten::mm': " + std::to_string(want.size()) + " matches", 30, shot2);

@@ -21,6 +21,7 @@ class Session {
 
   // --log-actions: one line on stdout (no-op otherwise).
   void log(const std::string& line) const;
+  bool logsActions() const { return logActions_; }
   const std::string& name(core::StringId id) const;
 
   // The open trace: null worker before the first file; info empty until the data thread opened it.

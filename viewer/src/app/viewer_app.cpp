@@ -222,6 +222,14 @@ void Viewer::frame() {
                    ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoSavedSettings);
   drawMenu();
+  // --log-actions: each key that went down this frame ("key down N", GLFW's code). ImGui 1.86 keeps
+  // no key queue: a key pressed and released between two frames is never seen, so a driver holds a
+  // key until this line says a frame has read it (tests/viewer/viewer_test_util.cpp, press).
+  if (session_.logsActions()) {
+    for (int k = 0; k < IM_ARRAYSIZE(io.KeysDown); ++k) {
+      if (io.KeysDownDuration[k] == 0.0f) session_.log("key down " + std::to_string(k));
+    }
+  }
   // Global keys.
   if (io.KeyCtrl && keyPressed('O')) pickerOpen_ = true;
   if (io.KeyCtrl && keyPressed('Q')) quit_ = true;

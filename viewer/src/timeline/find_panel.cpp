@@ -61,6 +61,7 @@ void FindPanel::draw(Session& s, const GoTo& go) {
   ImGui::SetNextItemWidth(-70);
   const bool enter =
       ImGui::InputText("##find", text_, sizeof text_, ImGuiInputTextFlags_EnterReturnsTrue);
+  if (ImGui::IsItemActivated()) s.log("find focused");  // typed text goes to the box from now
   ImGui::SameLine();
   if (enter) focus_ = true;  // Enter again: the next match
   if ((ImGui::Button("Find") || enter) && s.worker) {
