@@ -62,8 +62,10 @@ void FindPanel::draw(Session& s, const GoTo& go) {
   const bool enter =
       ImGui::InputText("##find", text_, sizeof text_, ImGuiInputTextFlags_EnterReturnsTrue);
   if (ImGui::IsItemActivated()) s.log("find focused");  // typed text goes to the box from now
+  // Enter deactivates a single-line box: take the focus back at once (the previous widget, this
+  // frame), so that Enter again gives the next match.
+  if (enter) ImGui::SetKeyboardFocusHere(-1);
   ImGui::SameLine();
-  if (enter) focus_ = true;  // Enter again: the next match
   if ((ImGui::Button("Find") || enter) && s.worker) {
     if (result_ && result_->needle == text_ && !result_->matches.empty()) {
       gotoMatch(index_ + (enter ? 1 : 0), s, go);
