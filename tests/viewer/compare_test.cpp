@@ -408,7 +408,13 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
         return paletteRgb(viewer::palette::kFold);
     return phase;
   };
-  CHECK(png.rgb(inBoth, yA) == want(*rowA, inBoth));
+  // A's step on the shared axis is as wide as the two runs' step-time ratio allows, which the
+  // machine's load sets (about 6x when quiet; 23x and 37x in loaded ctest -j2 runs, where A's step
+  // 1 was a few pixels): A's row is checked when its step 1's middle lies past its label, B's
+  // row always.
+  const double labelEndA = std::max(d.xOf(0), d.area_x) + 3 + 8.0 * ra.str(sa.name).size() + 3;
+  const bool aSampled = d.xOf(la / 2) > labelEndA;
+  if (aSampled) CHECK(png.rgb(inBoth, yA) == want(*rowA, inBoth));
   // On B's row past B's step label too (as sampleRow keeps away from labels): when the load makes
   // A's step short beside B's (21x in a loaded run), A's middle falls in that label's text.
   const double labelEndB = std::max(d.xOf(0), d.area_x) + 3 + 8.0 * rb.str(sb.name).size() + 2;
@@ -421,10 +427,8 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   const Sampled sB = sampleRow(png, d, *rowB, rb, d.origin_b);
   INFO("A: " << sA.matched << "/" << sA.checked << " " << sA.firstMismatch);
   INFO("B: " << sB.matched << "/" << sB.checked << " " << sB.firstMismatch);
-  // A's share of the shared axis is the two runs' step-time ratio, which the machine's load sets
-  // (about 6x on a quiet machine: 137 columns of A sampled; 23x in a loaded ctest -j2 run: 9):
-  // B's strip is the wide sample, and A's is checked wherever its spans are wide enough.
-  CHECK(sA.checked > 0);
+  // (137 columns of A sampled when quiet; 9 and 0 in those loaded runs.)
+  if (aSampled) CHECK(sA.checked > 0);
   CHECK(sB.checked > 30);
   CHECK(sA.matched == sA.checked);
   CHECK(sB.matched == sB.checked);
