@@ -206,6 +206,12 @@ struct Sampled {
 // 12 px wide covers the column with 3 px to spare on both sides, and the column is past the span's
 // label (8 px per character) and the strip's mark, the pixel has the span's category colour; where
 // the strip drew a fold there instead (its box in the dump), the fold's grey, as the timeline.
+// Where a strip box's label ends: boxes label from their left edge (or the strip's, for a box that
+// starts left of it), 3 px in, 8 px a character.
+double labelEnd(const Dump& d, double x0, size_t chars) {
+  return std::max(x0, d.area_x) + 3 + 8.0 * static_cast<double>(chars);
+}
+
 Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
                   const trace::TraceReader& reader, double origin) {
   struct Box {
@@ -217,9 +223,7 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
     if (s.depth != row.depth) return;
     const double x0 = d.xOf(static_cast<double>(s.start_ns) - origin);
     const double x1 = d.xOf(static_cast<double>(s.end_ns()) - origin);
-    // A span that starts left of the strip keeps its label at the strip's left edge.
-    const double label =
-        std::max(x0, d.area_x) + 3 + 8.0 * static_cast<double>(reader.str(s.name).size());
+    const double label = labelEnd(d, x0, reader.str(s.name).size());
     boxes.push_back({x0, x1, label, s.category});
   });
   std::vector<Box> folds;  // the folds the strip drew on this row, past their "N spans" labels
@@ -227,7 +231,7 @@ Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
     if (b.run != row.run || b.track != row.track || b.depth != row.depth || b.kind != "fold")
       continue;
     const double x0 = d.area_x + b.x0, x1 = d.area_x + b.x1;
-    const double label = b.label == "-" ? x0 : x0 + 3 + 8.0 * static_cast<double>(b.label.size());
+    const double label = b.label == "-" ? x0 : labelEnd(d, x0, b.label.size());
     folds.push_back({x0, x1, label, core::Category::kOp});
   }
   Sampled out;
@@ -412,13 +416,12 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   // machine's load sets (about 6x when quiet; 23x and 37x in loaded ctest -j2 runs, where A's step
   // 1 was a few pixels): A's row is checked when its step 1's middle lies past its label, B's
   // row always.
-  const double labelEndA = std::max(d.xOf(0), d.area_x) + 3 + 8.0 * ra.str(sa.name).size() + 3;
-  const bool aSampled = d.xOf(la / 2) > labelEndA;
+  const bool aSampled = d.xOf(la / 2) > labelEnd(d, d.xOf(0), ra.str(sa.name).size()) + 3;
   if (aSampled) CHECK(png.rgb(inBoth, yA) == want(*rowA, inBoth));
   // On B's row past B's step label too (as sampleRow keeps away from labels): when the load makes
   // A's step short beside B's (21x in a loaded run), A's middle falls in that label's text.
-  const double labelEndB = std::max(d.xOf(0), d.area_x) + 3 + 8.0 * rb.str(sb.name).size() + 2;
-  const int inB = std::max(inBoth, static_cast<int>(std::ceil(labelEndB)));
+  const int inB = std::max(
+      inBoth, static_cast<int>(std::ceil(labelEnd(d, d.xOf(0), rb.str(sb.name).size()) + 2)));
   CHECK(png.rgb(inB, yB) == want(*rowB, inB));
   CHECK(png.rgb(onlyB, yB) == want(*rowB, onlyB));
   // Along both strips' top rows, every column well inside a wide span of that run's row (away

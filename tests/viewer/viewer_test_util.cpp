@@ -316,20 +316,11 @@ void ViewerWindow::press(const std::string& key) const {
   // Held until a frame has seen every key of the chord ("key down N" per key, --log-actions):
   // ImGui 1.86 has no key queue, so a press released before the next frame would be lost, and a
   // frame can take hundreds of milliseconds on a loaded machine. A bound for a hung viewer only.
-  const size_t keys = 1 + static_cast<size_t>(std::count(key.begin(), key.end(), '+'));
-  const size_t from = view_.out().size();
+  const auto keys = std::count(key.begin(), key.end(), '+') + 1;
+  size_t at = view_.out().size();
   xdotool({"keydown", key});
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    const std::string o = view_.out();
-    size_t seen = 0;
-    for (size_t at = o.find("key down ", from); at != std::string::npos;
-         at = o.find("key down ", at + 1)) {
-      ++seen;
-    }
-    if (seen >= keys || std::chrono::steady_clock::now() > end) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  for (auto k = keys; k > 0 && at != std::string::npos; --k)
+    at = view_.waitFor("key down ", 60, at);
   xdotool({"keyup", key});
 }
 
