@@ -30,8 +30,9 @@ views; 2-rank FSDP FULL_SHARD (one unit per BasicBlock and the root; torch 1.13 
 fsdp_cpu_standin.py), where parameter bytes at the peak = the rank's shard of every unit (Psi/N)
 plus the units FSDP had gathered at that moment by the script's own log (exactly), optimizer state
 and gradients are the shard's, and the losses are the single-process SGD-momentum run's; and the
-same for nanoGPT (AdamW, a unit per Block and the root) when its model.py is found. And the C++ twin, samples/resnet18_cpp (--resnet18-cpp BIN; SGD with momentum, one
-tracerun::tagTraining call per step): the same checks against the parameter count it prints.
+same for nanoGPT (AdamW, a unit per Block and the root) when its model.py is found. And the C++
+twin, samples/resnet18_cpp (--resnet18-cpp BIN; SGD with momentum, one tracerun::tagTraining call
+per step): the same checks against the parameter count it prints.
 Exit 0 when every check passes, 1 otherwise; every check is printed.
 
     python_memory_test.py --tracerun BIN --work DIR [--source-dir DIR] [--resnet18-cpp BIN]

@@ -164,8 +164,9 @@ def main():
     grads = sum(q.grad.numel() * q.grad.element_size() for g in opt.param_groups
                 for q in g["params"] if q.grad is not None)
     with open("%s.%d" % (a.truth, rank), "w") as f:
-        truth = {"rank": rank, "world": world, "parameter_bytes": psi, "optimizer_parameter_bytes": local,
-                 "optimizer_state_bytes": state, "gradient_bytes": grads,
+        truth = {"rank": rank, "world": world, "parameter_bytes": psi,
+                 "optimizer_parameter_bytes": local, "optimizer_state_bytes": state,
+                 "gradient_bytes": grads,
                  "input_bytes": batch.numel() * batch.element_size(), "steps": a.steps,
                  "parameter_tensors": sum(1 for _ in raw.parameters()),
                  "buffer_bytes": sum(b.numel() * b.element_size() for b in raw.buffers()),
