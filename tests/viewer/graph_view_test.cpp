@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -209,11 +210,23 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
           "[viewer][graph]") {
   const std::string& db = gptTrace();
   const std::string dir = e2e::scratch().path();
-  // Fitted (the whole picture; this graph opens at a readable scale otherwise, tested below).
-  const auto r =
-      runTraceviewXvfb({db, "--view", "callgraph", "--view-option", "graph-fit", "--dump-view",
-                        dir + "/cg.txt", "--screenshot", dir + "/cg.png", "--size", "1600x1000"},
-                       dir);
+  // dot/'s layout of the same graph, in this process (the view's positions are checked against it).
+  const auto reader = trace::TraceReader::open(db);
+  const dot::Graph g = dot::buildCallGraphGraph(reader, {});
+  const auto laid = dot::LaidOutGraph::layout(g);
+  const auto& pos = laid.positions();
+  // Fitted (the whole picture; this graph opens at a readable scale otherwise, tested below), in
+  // a window wide enough that the fit's scale is 0.17 or more: the smallest boxes (38 pt) are then
+  // 6 px tall, room for the fill check below. Which ops pass the 0.5% node threshold depends on
+  // timing: runs of it beside busy loops had 66 to 174 nodes. A fixed 1600 px window fitted 161
+  // nodes (11,700 pt) at 0.136, and in CI stop 39 left 1 box of 174 wide enough to check.
+  const int width = std::max(1600, static_cast<int>(std::ceil(pos.width * 0.17)) + 40);
+  INFO("drawing " << pos.width << " x " << pos.height << " pt, " << g.nodes.size()
+                  << " nodes, window " << width << " px wide");
+  const auto r = runTraceviewXvfb(
+      {db, "--view", "callgraph", "--view-option", "graph-fit", "--dump-view", dir + "/cg.txt",
+       "--screenshot", dir + "/cg.png", "--size", std::to_string(width) + "x1000"},
+      dir);
   INFO(r.describe());
   REQUIRE(r.exit_code == 0);
   const Dump d = readDump(dir + "/cg.txt");
@@ -240,11 +253,7 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
   REQUIRE(d.nodes.count("all/step/forward/layers.*"));
   CHECK(d.nodes.at("all/step/forward/layers.*").fold == 2);
 
-  // dot/'s layout of the same graph, in this process: every node where the view says.
-  const auto reader = trace::TraceReader::open(db);
-  const dot::Graph g = dot::buildCallGraphGraph(reader, {});
-  const auto laid = dot::LaidOutGraph::layout(g);
-  const auto& pos = laid.positions();
+  // dot/'s layout: every node where the view says.
   REQUIRE(g.nodes.size() == d.nodes.size());
   const Png png = loadPng(dir + "/cg.png");
   int checked = 0, matched = 0, roomy = 0, named = 0;
@@ -694,17 +703,24 @@ TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its
           "[viewer][graph][open]") {
   const std::string& db = gptTrace();
   const std::string dir = e2e::scratch().path();
-  const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/open.txt",
-                                   "--screenshot", dir + "/open.png", "--size", "1600x1000"},
-                                  dir);
-  INFO(r.describe());
-  REQUIRE(r.exit_code == 0);
-  const Dump d = readDump(dir + "/open.txt");
   const auto reader = trace::TraceReader::open(db);
   const dot::Graph g = dot::buildCallGraphGraph(reader, {});
   const auto laid = dot::LaidOutGraph::layout(g);
   const dot::Layout& l = laid.positions();
   const double lowest = minNodeHeight(g, l);
+  // 1600 px wide, or narrower where the drawing is narrow enough to read fitted at that width:
+  // its node count follows the run's timings (66 to 174 nodes seen beside busy loops), so the
+  // window is what keeps this test's premise, fitted too small to read, true of every run.
+  const int width = std::min(1600, static_cast<int>(l.width * 0.9 * kNamePx / lowest) + 40);
+  const std::string size = std::to_string(width) + "x1000";
+  INFO("drawing " << l.width << " x " << l.height << " pt, " << g.nodes.size() << " nodes, window "
+                  << size);
+  const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/open.txt",
+                                   "--screenshot", dir + "/open.png", "--size", size},
+                                  dir);
+  INFO(r.describe());
+  REQUIRE(r.exit_code == 0);
+  const Dump d = readDump(dir + "/open.txt");
   // The graph is wide: fitted, its lowest boxes could not hold a name's line.
   REQUIRE(fitScaleOf(l, d) * lowest < kNamePx);
   // It opens where every box holds one, not fitted.
@@ -767,7 +783,7 @@ TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its
   // Fit (the option) shows everything: no overview.
   const auto f =
       runTraceviewXvfb({db, "--view", "callgraph", "--view-option", "graph-fit", "--dump-view",
-                        dir + "/fit.txt", "--screenshot", dir + "/fit.png", "--size", "1600x1000"},
+                        dir + "/fit.txt", "--screenshot", dir + "/fit.png", "--size", size},
                        dir);
   REQUIRE(f.exit_code == 0);
   const Dump e = readDump(dir + "/fit.txt");
