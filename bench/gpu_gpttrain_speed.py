@@ -15,9 +15,12 @@ time budget:
 It prints median ms/step (each run's steps after the warm-up; gpttrain's own per-step "ms" of
 --log-json, nanoGPT's per-step times: both end each step on a host-device synchronisation), tokens/s
 and each gpttrain row's tokens/s as a fraction of nanoGPT's of the same precision. With --trace-dir
-it also traces one short gpttrain run per attention kind with `tracerun --capture ops,cuda` and
-prints the attention kernels that ran (which SDPA kernel: flash, memory-efficient or cuDNN) and the
-kernels per step. Without a CUDA GPU it prints one line and exits 0.
+it also traces short runs with `tracerun --capture ops,scopes,cuda` (gpttrain standard and flash in
+fp32, flash in bf16-mixed; nanoGPT in fp32 and bf16) and prints the attention kernels gpttrain ran
+(which SDPA kernel: flash, memory-efficient or cuDNN), the kernels per step, and the GPU time per
+step by kernel family side by side (bench/gpu_kernel_families.py: where gpttrain's extra
+milliseconds go, and whether the GPU or the host's launches bound each step). Without a CUDA GPU it
+prints one line and exits 0.
 
 usage: gpu_gpttrain_speed.py --build DIR [--nanogpt-dir DIR] [--budget-s 120] [--steps 30]
                              [--warmup 5] [--json PATH] [--trace-dir DIR] [--only REGEX]
@@ -27,6 +30,7 @@ import json
 import os
 import random
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -37,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(SOURCE, "tests", "gpu"))
 import gpu_common as g  # noqa: E402  (the trace queries the GPU tests use)
+import gpu_kernel_families as families  # noqa: E402  (bench/, beside this file)
 SHAPE = ["--layers", "6", "--hidden", "384", "--heads", "6", "--seq-len", "256", "--vocab", "50304",
          "--global-batch", "16", "--micro-batch-size", "16", "--dropout", "0"]
 TOKENS_PER_STEP = 16 * 256
@@ -87,24 +92,42 @@ def run_nanogpt(nanogpt_dir, flags, steps, warmup, work):
         return json.load(f)["ms"], ""
 
 
-def attention_census(tracerun, gpttrain, attention, trace_dir):
-    """Traces 3 steps with ops,cuda; returns ({kernel: count per step} of attention kernels,
-    kernels per step, gpttrain's own line naming the SDPA choice)."""
-    db = os.path.join(trace_dir, f"gpttrain_{attention}.db")
-    steps = 3
-    cmd = [tracerun, "-o", db, "--capture", "ops,scopes,cuda", "--", gpttrain, "--device", "cuda",
-           "--backend", "nccl", "--attention", attention, "--precision", "fp32", "--tf32",
-           "--steps", str(steps)] + SHAPE
+TRACED_STEPS = 6  # per traced run; the first TRACED_SKIP are warm-up, the last ends the window
+TRACED_SKIP = 2
+
+
+def traced_runs(gpttrain, nanogpt_dir):
+    """The traced runs of --trace-dir: label -> the program's command line."""
+    runs = {}
+    for attention, prec in (("standard", "fp32+tf32"), ("flash", "fp32+tf32"),
+                            ("flash", "bf16-mixed")):
+        runs[f"gpttrain {attention} {prec}"] = (
+            [gpttrain, "--device", "cuda", "--backend", "nccl", "--attention", attention,
+             "--steps", str(TRACED_STEPS)] + SHAPE + PRECISIONS[prec][0])
+    if nanogpt_dir:
+        for prec in ("fp32+tf32", "bf16-autocast"):
+            runs[f"nanoGPT {prec}"] = (
+                [sys.executable, os.path.join(SOURCE, "tests", "gpu", "nanogpt_prog.py"),
+                 "--nanogpt-dir", nanogpt_dir, "--warmup", str(TRACED_SKIP),
+                 "--steps", str(TRACED_STEPS - TRACED_SKIP), "--clip", "1.0"] + PRECISIONS[prec][1])
+    return runs
+
+
+def traced_census(tracerun, label, prog, trace_dir):
+    """Traces one run with ops,scopes,cuda; returns (trace path, {attention kernel: count per
+    step}, kernels per step, gpttrain's own line naming the SDPA choice, error or "")."""
+    db = os.path.join(trace_dir, re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_") + ".db")
+    cmd = [tracerun, "-o", db, "--capture", "ops,scopes,cuda", "--"] + prog
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        timeout=300)
     said = [line for line in r.stdout.splitlines() if "attention flash" in line]
     if r.returncode != 0 or not os.path.exists(db):
-        return None, 0, f"traced run failed (exit {r.returncode}): {r.stdout[-400:]}"
+        return None, None, 0, "", f"traced run failed (exit {r.returncode}): {r.stdout[-400:]}"
     counts = g.Trace(db).kernel_counts()
     kernels = sum(counts.values())
-    attention_rows = {name: n / steps for name, n in counts.items()
+    attention_rows = {name: n / TRACED_STEPS for name, n in counts.items()
                       if ATTENTION_KERNELS.search(name)}
-    return attention_rows, kernels / steps, said[0] if said else ""
+    return db, attention_rows, kernels / TRACED_STEPS, said[0] if said else "", ""
 
 
 def main():
@@ -178,21 +201,34 @@ def main():
         print(f"| {r['run']} | {r['ms']:.2f} | {r['tokens_per_s']:,.0f} | {frac} |")
     for label, err in errors.items():
         print(f"{label}: FAILED: {err}")
-    census = {}
+    census, by_family = {}, {}
     if a.trace_dir and os.path.exists(tracerun):
         os.makedirs(a.trace_dir, exist_ok=True)
-        for attention in ("standard", "flash"):
-            kernels, per_step, said = attention_census(tracerun, gpttrain, attention, a.trace_dir)
-            census[attention] = {"attention_kernels_per_step": kernels,
-                                 "kernels_per_step": per_step, "gpttrain_says": said}
-            print(f"\n{attention}: {per_step:.0f} kernels per step (3 traced steps, initialisation "
-                  f"included); {said}")
+        runs = traced_runs(gpttrain, a.nanogpt_dir if have_nanogpt else None)
+        for label, prog in runs.items():
+            db, kernels, per_step, said, err = traced_census(tracerun, label, prog, a.trace_dir)
+            census[label] = {"attention_kernels_per_step": kernels, "kernels_per_step": per_step,
+                             "gpttrain_says": said, "error": err}
+            if err:
+                errors[f"traced {label}"] = err
+                print(f"\n{label}: {err}")
+                continue
+            print(f"\n{label}: {per_step:.0f} kernels per step ({TRACED_STEPS} traced steps, "
+                  f"initialisation included); {said}")
             for name, n in sorted((kernels or {}).items(), key=lambda kv: -kv[1])[:8]:
                 print(f"  {n:6.1f}/step  {name[:160]}")
+            try:
+                by_family[label] = families.families_per_step(db, TRACED_SKIP)
+            except (ValueError, sqlite3.Error) as e:
+                errors[f"families {label}"] = str(e)
+        if by_family:
+            print(f"\nGPU time per step by kernel family (steps {TRACED_SKIP + 1}.."
+                  f"{TRACED_STEPS - 1} of each traced run; bench/gpu_kernel_families.py):")
+            print(families.table(by_family))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "errors": errors, "census": census, "rounds": rounds}, f,
-                      indent=1)
+            json.dump({"rows": rows, "errors": errors, "census": census, "rounds": rounds,
+                       "families": by_family}, f, indent=1)
     return 1 if errors else 0
 
 

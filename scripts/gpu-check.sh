@@ -10,8 +10,8 @@
 # 2. Runs `ctest -L gpu` (tests/gpu/: census, capture words, NCCL rank, gpttrain losses, Gloo ranks,
 #    CUDA memory).
 # 3. Runs bench/gpu_gpttrain_speed.py (gpttrain against nanoGPT at nanoGPT's shape, issue 32; about
-#    90 s and two short traced runs), then bench/gpu_overhead.py with what time is left (at most
-#    ~3 minutes).
+#    90 s, then five short traced runs and the GPU time per step by kernel family of each), then
+#    bench/gpu_overhead.py with what time is left (at most ~3 minutes).
 # 4. Copies logs, result.json files, small traces and the bench's JSON into $OUT (when set; else
 #    build-gpu/gpu-check/), and prints a short summary. Exits non-zero when the build or a test failed.
 #
@@ -113,7 +113,7 @@ bench_stage() {
 #         it runs only when the overhead bench keeps at least a minute after it
 SPEED_BUDGET=${GPU_CHECK_SPEED_S:-90}
 [ $((DEADLINE - $(elapsed) - SPEED_BUDGET - 60)) -lt 60 ] && SPEED_BUDGET=0
-bench_stage "gpttrain speed" speed gpu_gpttrain_speed.py "$SPEED_BUDGET" 120 \
+bench_stage "gpttrain speed" speed gpu_gpttrain_speed.py "$SPEED_BUDGET" 200 \
   "${GPU_CHECK_SKIP_SPEED:-0}" --trace-dir "$RESULTS/speed"
 SPEED_RC=$STAGE_RC
 
@@ -155,6 +155,8 @@ EOF
   done
   if [ -f "$RESULTS/speed/gpu_gpttrain_speed.log" ]; then
     sed -n '/^| run/,$p' "$RESULTS/speed/gpu_gpttrain_speed.log" | sed 's/^/  /' | head -40
+    sed -n '/^GPU time per step by kernel family/,$p' "$RESULTS/speed/gpu_gpttrain_speed.log" \
+      | sed 's/^/  /' | head -20
   fi
   if [ -f "$RESULTS/bench/gpu_overhead.log" ]; then
     sed -n '/^== table/,$p' "$RESULTS/bench/gpu_overhead.log" | sed 's/^/  /' | head -30
