@@ -27,6 +27,9 @@ TEST_CASE("BackgroundQuery delivers a result computed on another thread", "[view
   REQUIRE(q.ready());
   REQUIRE(q.result() != nullptr);
   CHECK(*q.result() != std::this_thread::get_id());
+  // wake() runs on the worker just after it marks the result ready: give it the moment it needs.
+  for (int i = 0; i < 5000 && woken == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(woken == 1);
   CHECK(q.error().empty());
 }

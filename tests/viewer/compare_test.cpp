@@ -212,6 +212,30 @@ double labelEnd(const Dump& d, double x0, size_t chars) {
   return std::max(x0, d.area_x) + 3 + 8.0 * static_cast<double>(chars);
 }
 
+// The box a strip drew on `row` over screen column x (the dump's boxes), or null.
+const StripBox* boxAt(const Dump& d, const RowLine& row, double x) {
+  for (const StripBox& b : d.boxes)
+    if (b.run == row.run && b.track == row.track && b.depth == row.depth && d.area_x + b.x0 <= x &&
+        d.area_x + b.x1 >= x)
+      return &b;
+  return nullptr;
+}
+
+// Where a drawn box's own label ends on screen: a span's name, or a fold's "N spans" (a step can
+// be folded with the tiny ops that start in its first pixel column; its label is then the fold's).
+double drawnLabelEnd(const Dump& d, const StripBox& b) {
+  return b.label == "-" ? d.area_x + b.x0 : labelEnd(d, d.area_x + b.x0, b.label.size());
+}
+
+// Whether some box on `row` leaves 12 px past its label: room for sampleRow's columns there.
+bool roomyBox(const Dump& d, const RowLine& row) {
+  for (const StripBox& b : d.boxes)
+    if (b.run == row.run && b.track == row.track && b.depth == row.depth &&
+        d.area_x + b.x1 - drawnLabelEnd(d, b) >= 12)
+      return true;
+  return false;
+}
+
 Sampled sampleRow(const Png& png, const Dump& d, const RowLine& row,
                   const trace::TraceReader& reader, double origin) {
   struct Box {
@@ -403,27 +427,34 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   const int inBoth = static_cast<int>(d.xOf(la / 2));
   const int onlyB = static_cast<int>(d.xOf((la + lb) / 2));
   INFO("A strip row y " << yA << ", B strip row y " << yB << ", x " << inBoth << " and " << onlyB);
-  // The step's colour, or the fold's grey where the strip folded the step with its tiny
-  // neighbours into one box (the timeline's span track does the same; the dump lists the box).
-  const auto want = [&](const RowLine& row, int x) {
-    for (const StripBox& b : d.boxes)
-      if (b.run == row.run && b.track == row.track && b.depth == row.depth && b.kind == "fold" &&
-          d.area_x + b.x0 < x && d.area_x + b.x1 > x)
-        return paletteRgb(viewer::palette::kFold);
-    return phase;
+  // The colour of the box drawn over column x: the step's, or the fold's grey where the strip
+  // folded the step with its tiny neighbours into one box (the timeline's span track does the
+  // same; the dump lists every box with its label).
+  const auto want = [&](const StripBox& b) {
+    return b.kind == "fold" ? paletteRgb(viewer::palette::kFold) : phase;
   };
   // A's step on the shared axis is as wide as the two runs' step-time ratio allows, which the
   // machine's load sets (about 6x when quiet; 23x and 37x in loaded ctest -j2 runs, where A's step
-  // 1 was a few pixels): A's row is checked when its step 1's middle lies past its label, B's
-  // row always.
-  const bool aSampled = d.xOf(la / 2) > labelEnd(d, d.xOf(0), ra.str(sa.name).size()) + 3;
-  if (aSampled) CHECK(png.rgb(inBoth, yA) == want(*rowA, inBoth));
-  // On B's row past B's step label too (as sampleRow keeps away from labels): when the load makes
-  // A's step short beside B's (21x in a loaded run), A's middle falls in that label's text.
-  const int inB = std::max(
-      inBoth, static_cast<int>(std::ceil(labelEnd(d, d.xOf(0), rb.str(sb.name).size()) + 2)));
-  CHECK(png.rgb(inB, yB) == want(*rowB, inB));
-  CHECK(png.rgb(onlyB, yB) == want(*rowB, onlyB));
+  // 1 was a few pixels): A's row is checked when its step 1's middle lies past the label of the box
+  // drawn there, B's row always.
+  const StripBox* atA = boxAt(d, *rowA, inBoth);
+  const bool aSampled = atA && inBoth > drawnLabelEnd(d, *atA) + 3;
+  if (aSampled) CHECK(png.rgb(inBoth, yA) == want(*atA));
+  // On B's row past the label of the box drawn there too (as sampleRow keeps away from labels):
+  // when the load makes A's step short beside B's (21x in a loaded run), A's middle falls in that
+  // label's text, which is "step", or "7 spans" where B's step was folded (loop run 16: 18x).
+  const StripBox* atB = boxAt(d, *rowB, inBoth);
+  REQUIRE(atB);
+  const int inB = std::max(inBoth, static_cast<int>(std::ceil(drawnLabelEnd(d, *atB) + 2)));
+  INFO("B's box at " << inBoth << ": " << atB->kind << " '" << atB->label << "' " << atB->x0 << ".."
+                     << atB->x1 << "; checked at " << inB);
+  const StripBox* pastLabel = boxAt(d, *rowB, inB);
+  REQUIRE(pastLabel);
+  CHECK(png.rgb(inB, yB) == want(*pastLabel));
+  const StripBox* atOnlyB = boxAt(d, *rowB, onlyB);
+  REQUIRE(atOnlyB);
+  CHECK(onlyB > drawnLabelEnd(d, *atOnlyB) + 2);
+  CHECK(png.rgb(onlyB, yB) == want(*atOnlyB));
   // Along both strips' top rows, every column well inside a wide span of that run's row (away
   // from its label) has the span's category colour: each strip shows its own run.
   const Sampled sA = sampleRow(png, d, *rowA, ra, d.origin_a);
@@ -448,7 +479,8 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
   const auto rb = trace::TraceReader::open(b);
   const trace::SpanRow sa = firstStep(ra), sb = firstStep(rb);
   // Both strips' top rows show their runs' spans where the shared axis of the dump puts them.
-  auto bothStrips = [&](const Dump& d, const Png& png, const char* when) {
+  // `aRoomy`: the state is one where A's step must leave room for columns to sample.
+  auto bothStrips = [&](const Dump& d, const Png& png, const char* when, bool aRoomy) {
     INFO(when << ": axis " << d.r0 << " .. " << d.r1);
     const RowLine* rowA = d.row('A', sa.track, sa.depth);
     const RowLine* rowB = d.row('B', sb.track, sb.depth);
@@ -460,9 +492,12 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
                << sA.emptyMatched << "/" << sA.emptyChecked << " " << sA.firstFilled);
     INFO("B: " << sB.matched << "/" << sB.checked << " " << sB.firstMismatch << "; empty "
                << sB.emptyMatched << "/" << sB.emptyChecked << " " << sB.firstFilled);
-    // Enough columns sampled (how many fall on each run's step depends on the two runs' timings:
-    // under load the wide model's step can be 10x the narrow one's, leaving A a few columns).
-    CHECK(sA.checked > 0);
+    // Enough columns sampled. How many fall on A's step depends on the two runs' timings: under
+    // load the wide model's step was 37x the narrow one's, A's step 1 then 38 px wide at open,
+    // no column past its label. So A's row is sampled wherever a box the strip drew there leaves
+    // room past its label, and the zoom below is chosen to make A's step 1 that wide.
+    if (aRoomy) REQUIRE(roomyBox(d, *rowA));
+    if (roomyBox(d, *rowA)) CHECK(sA.checked > 0);
     CHECK(sB.checked > 0);
     CHECK(sA.checked + sB.checked > 60);
     CHECK(sA.matched == sA.checked);
@@ -490,10 +525,15 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
   REQUIRE(rowB0);
   const int y = static_cast<int>(row->y + row->h / 2);
   const double npp0 = (d0.r1 - d0.r0) / d0.area_w;
-  // Drag strip A 240 px to the right, then two wheel notches over strip B at the middle of A's
-  // first step (240 px right of where it was at open), each state settled and taken.
+  // Drag strip A 240 px to the right, then wheel notches over strip B at the middle of A's first
+  // step (240 px right of where it was at open), each state settled and taken. A notch zooms
+  // 1.25x (compare_view.cpp): two at least, more until A's step 1 is 100 px or wider.
   const int x0 = static_cast<int>(d0.area_x + d0.area_w * 0.4);
   const int xw = static_cast<int>(d0.xOf(static_cast<double>(sa.dur_ns) / 2)) + 240;
+  const double stepA = d0.xOf(static_cast<double>(sa.dur_ns)) - d0.xOf(0);
+  const int notches = std::clamp(
+      static_cast<int>(std::ceil(std::log(100 / std::max(stepA, 0.5)) / std::log(1.25))), 2, 30);
+  INFO("A's step 1 " << stepA << " px wide at open; " << notches << " wheel notches");
   const auto take = [&](int i) {
     return std::vector<std::string>{"+1 move " + ruler, "+1 settle",
                                     "+0 screenshot " + file("cmp-" + std::to_string(i) + ".png"),
@@ -503,8 +543,8 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
   for (const auto& l : take(0)) lines.push_back(l);
   lines.push_back("+1 drag " + xy(x0, y) + " " + xy(x0 + 240, y) + " 6");
   for (const auto& l : take(1)) lines.push_back(l);
-  lines.insert(lines.end(),
-               {"+1 move " + xy(xw, rowB0->y + rowB0->h / 2), "+1 wheel 1", "+1 wheel 1"});
+  lines.push_back("+1 move " + xy(xw, rowB0->y + rowB0->h / 2));
+  for (int i = 0; i < notches; ++i) lines.push_back("+1 wheel 1");
   for (const auto& l : take(2)) lines.push_back(l);
   const auto r = runScript(args, lines, dir, "cmp-script.txt");
   INFO(r.out);
@@ -513,14 +553,14 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
                           loadPng(file("cmp-" + std::to_string(i) + ".png")));
   };
   const auto [s0, png0] = state(0);
-  bothStrips(s0, png0, "at open");
+  bothStrips(s0, png0, "at open", false);
 
   // The drag: the axis moves 240 px earlier, for both strips.
   const auto [d1, png1] = state(1);
   CHECK(s0.r0 - d1.r0 == Approx(240 * npp0).margin(3 * npp0));
   CHECK(d1.r1 - d1.r0 == Approx(s0.r1 - s0.r0).margin(npp0));
   // The time before the aligned step is now on screen, empty in both strips.
-  CHECK(bothStrips(d1, png1, "after the drag") > 100);
+  CHECK(bothStrips(d1, png1, "after the drag", false) > 100);
 
   // The wheel: both strips zoom in about the pointer.
   const auto [d2, png2] = state(2);
@@ -529,7 +569,7 @@ TEST_CASE("a script: dragging and wheeling the compare strips moves both togethe
   const double atPointer1 = d1.r0 + (xw - d1.area_x) * (d1.r1 - d1.r0) / d1.area_w;
   const double atPointer2 = d2.r0 + (xw - d2.area_x) * (d2.r1 - d2.r0) / d2.area_w;
   CHECK(atPointer2 == Approx(atPointer1).margin(2 * npp0));
-  bothStrips(d2, png2, "after the zoom");
+  bothStrips(d2, png2, "after the zoom", true);
 }
 
 TEST_CASE("compare view: a --compare file that is not a trace is one line and a non-zero exit",

@@ -315,13 +315,20 @@ void ViewerWindow::xdotool(const std::vector<std::string>& args) const {
 void ViewerWindow::press(const std::string& key) const {
   // Held until a frame has seen every key of the chord ("key down N" per key, --log-actions):
   // ImGui 1.86 has no key queue, so a press released before the next frame would be lost, and a
-  // frame can take hundreds of milliseconds on a loaded machine. A bound for a hung viewer only.
+  // frame can take hundreds of milliseconds on a loaded machine. Then released, and returns once
+  // a frame has seen every key up ("key up N"): a release and the next press of the same key
+  // between two frames would leave the key down to ImGui, the second press never seen as one
+  // (and auto-repeated while held: the likely cause of a 60 s stall in one loaded loop run).
+  // The bounds are for a hung viewer only.
   const auto keys = std::count(key.begin(), key.end(), '+') + 1;
   size_t at = view_.out().size();
   xdotool({"keydown", key});
   for (auto k = keys; k > 0 && at != std::string::npos; --k)
     at = view_.waitFor("key down ", 60, at);
+  const size_t released = view_.out().size();
   xdotool({"keyup", key});
+  at = released;
+  for (auto k = keys; k > 0 && at != std::string::npos; --k) at = view_.waitFor("key up ", 60, at);
 }
 
 std::vector<MemoryStep> replayLevels(const trace::TraceReader& reader, int rank, int type,

@@ -132,9 +132,10 @@ class ViewerWindow {
   std::string logs() const;  // its stdout and stderr so far, for test messages
   bool running() const { return view_.running(); }
   void xdotool(const std::vector<std::string>& args) const;  // REQUIREs exit 0
-  // A key (or chord, "ctrl+f") held until the viewer logs that a frame saw it go down: ImGui 1.86
-  // reads keys as held-down state once per frame, so a press and release inside one frame
-  // (xdotool key) can go unseen.
+  // A key (or chord, "ctrl+f") held until the viewer logs that a frame saw it go down, then
+  // released until one saw it go up: ImGui 1.86 reads keys as held-down state once per frame, so a
+  // press and release inside one frame (xdotool key) can go unseen, and so can a release and the
+  // next press.
   void press(const std::string& key) const;
 
  private:

@@ -222,12 +222,15 @@ void Viewer::frame() {
                    ImGuiWindowFlags_MenuBar | ImGuiWindowFlags_NoBringToFrontOnFocus |
                    ImGuiWindowFlags_NoSavedSettings);
   drawMenu();
-  // --log-actions: each key that went down this frame ("key down N", GLFW's code). ImGui 1.86 keeps
-  // no key queue: a key pressed and released between two frames is never seen, so a driver holds a
-  // key until this line says a frame has read it (tests/viewer/viewer_test_util.cpp, press).
+  // --log-actions: each key that went down or up this frame ("key down N", "key up N", GLFW's
+  // code). ImGui 1.86 keeps no key queue: a key pressed and released between two frames is never
+  // seen, and nor is a release followed by the next press, so a driver holds a key until a frame
+  // has read it down and waits until one has read it up (tests/viewer/viewer_test_util.cpp, press).
   if (session_.logsActions()) {
     for (int k = 0; k < IM_ARRAYSIZE(io.KeysDown); ++k) {
       if (io.KeysDownDuration[k] == 0.0f) session_.log("key down " + std::to_string(k));
+      if (io.KeysDownDurationPrev[k] >= 0.0f && io.KeysDownDuration[k] < 0.0f)
+        session_.log("key up " + std::to_string(k));
     }
   }
   // Global keys.
