@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -181,7 +182,12 @@ TEST_CASE("autograd graph of a traced Python model equals torch's next_functions
 TEST_CASE("a 20,000-node chain builds without recursion", "[autograd]") {
   e2e::ScratchDir dir("autograd_chain");
   const std::string db = dir.file("run.db"), truthFile = dir.file("truth.json");
+  // The chain pushes ~500k records through one thread in well under a second, about twice the
+  // default ring (2^18 records): a ring of 64 MiB holds them all, so a writer that falls behind on
+  // a loaded machine cannot drop the spans this test counts (the ring is not what it tests).
+  ::setenv("TRACERUN_BUFFER_MB", "64", 1);
   const auto r = tracePython(db, {truthFile, "--chain", "20000"});
+  ::unsetenv("TRACERUN_BUFFER_MB");
   REQUIRE(r.exit_code == 0);
   const auto truth = nlohmann::json::parse(e2e::readFile(truthFile));
   const auto reader = TraceReader::open(db);
