@@ -5,9 +5,11 @@ gpttrain (one process: a one-rank NCCL group, ZeRO 1) trains a small GPT for a f
 with --offload-optimizer cpu (fp32 master weights and AdamW moments in pinned host memory, the
 update on the CPU), the last one traced with memory capture. Pass:
 - all three exit 0 and log every step;
-- the offloaded losses equal the plain ones within max(1e-5, 4 x the plain runs' difference)
-  (the CPU's fused AdamW and the GPU's ATen ops do the same float operations; bit-equal is
-  expected, and whether it was is printed);
+- the offloaded losses equal the plain ones bit for bit when the two plain runs do (the CPU
+  update follows the roundings of the CUDA kernels the plain run's update uses:
+  adamwUpdateAsCuda, trainer/optim/optimizer.h), else within max(1e-5, 4 x the plain runs'
+  difference), whether bit-equal printed (a GPU session of 2026-11-27 saw 2.4e-7 apart, when the
+  CPU update rounded as the host's own fused pass does);
 - `tracerun report --json`: the rank's cuda device holds no optimizer state at its peak, and a
   "cpu-offload" device holds optimizer state (the pinned buffer, 12 bytes a parameter);
 - the trace has the offload spans (offload_grad_to_host, offload_cpu_adamw,
@@ -48,11 +50,14 @@ def main():
     steps = sorted(base)
     noise = max((abs(base[s] - base2.get(s, float("inf"))) for s in steps), default=float("inf"))
     diff = max((abs(base[s] - off.get(s, float("inf"))) for s in steps), default=float("inf"))
-    tol = max(1e-5, 4 * noise)
-    c.info.update({"plain": base, "plain2": base2, "offload": off, "max_diff": diff, "tolerance": tol})
-    c.check(steps and diff <= tol, "offloaded losses equal the plain ones",
-            f"max |offload - plain| {diff:.3g} (tolerance {tol:.3g}; bit-equal: "
-            f"{all(base[s] == off.get(s) for s in steps)})")
+    # Deterministic plain runs: the offloaded one must give their floats exactly.
+    tol = 0.0 if noise == 0 else max(1e-5, 4 * noise)
+    c.info.update({"plain": base, "plain2": base2, "offload": off, "max_diff": diff, "tolerance": tol,
+                   "plain_noise": noise})
+    c.check(steps and diff <= tol,
+            "offloaded losses equal the plain ones" + (" bit for bit" if tol == 0 else ""),
+            f"max |offload - plain| {diff:.3g} (tolerance {tol:.3g}, plain runs {noise:.3g} apart; "
+            f"bit-equal: {all(base[s] == off.get(s) for s in steps)})")
     if not os.path.exists(db):
         c.check(False, "trace written", db)
         c.finish()

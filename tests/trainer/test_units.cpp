@@ -111,6 +111,69 @@ TEST_CASE("adamwUpdateMany (CUDA's multi-tensor AdamW) = adamwUpdate's ATen path
   }
 }
 
+TEST_CASE("adamwUpdateAsCuda rounds as the CUDA kernels do: each kernel's result rounded once",
+          "[trainer][units]") {
+  // What the CUDA kernels of adamwUpdate's ATen ops compute, element by element: every kernel's
+  // result is its exact value rounded once to float (a multiply-add that nvcc contracts included;
+  // the division by sqrt(bias2) is a multiply by its float reciprocal). Computed here in long
+  // double (64-bit significand): a product of two floats is exact there, and the sums below are
+  // exact too, the inputs' magnitudes kept within 2^4 of each other (|x| in [0.5, 2]).
+  at::manual_seed(5);
+  const int64_t n = 1031;
+  const auto draw = [&] {
+    at::Tensor u = at::rand({n}) * 1.5 + 0.5;
+    return u * (at::rand({n}) < 0.5).to(at::kFloat).mul(2).sub(1);
+  };
+  at::Tensor p = draw(), m = draw() * 0.1, v = draw().abs() * 0.01;
+  at::Tensor pHost = p.clone(), mHost = m.clone(), vHost = v.clone();
+  using LD = long double;
+  int64_t differFromHost = 0;
+  for (int t = 1; t <= 3; ++t) {
+    const at::Tensor g = draw();
+    AdamwStep s;
+    s.lr = 0.01;
+    s.decay = t == 2 ? 1.0 : 1.0 - 0.01 * 0.1;  // step 2: a parameter without weight decay
+    s.bias1 = 1.0 - std::pow(s.beta1, t);
+    s.bias2 = 1.0 - std::pow(s.beta2, t);
+    std::vector<float> wantP(n), wantM(n), wantV(n);
+    const float decay = float(s.decay), beta1 = float(s.beta1), beta2 = float(s.beta2);
+    const float omb1 = float(1.0 - s.beta1), omb2 = float(1.0 - s.beta2), eps = float(s.eps);
+    const float inv = float(1.0 / double(float(std::sqrt(s.bias2))));
+    const float step = float(-s.lr / s.bias1);
+    for (int64_t i = 0; i < n; ++i) {
+      const float pi = p[i].item<float>(), mi = m[i].item<float>(), vi = v[i].item<float>();
+      const float gi = g[i].item<float>();
+      const float p1 = s.decay != 1.0 ? float(LD(pi) * decay) : pi;
+      const float m1 = float(LD(omb1) * gi + float(LD(mi) * beta1));
+      const float v1 = float(LD(omb2) * float(LD(gi) * gi) + float(LD(vi) * beta2));
+      const float d = float(LD(float(std::sqrt(double(v1)))) * inv);
+      const float d2 = float(LD(d) + eps);
+      wantP[i] = float(LD(step) * float(LD(m1) / d2) + p1);
+      wantM[i] = m1;
+      wantV[i] = v1;
+    }
+    adamwUpdateAsCuda(p.data_ptr<float>(), g.data_ptr<float>(), m.data_ptr<float>(),
+                      v.data_ptr<float>(), n, s);
+    INFO("step " << t);
+    CHECK(at::equal(p, at::tensor(wantP)));
+    CHECK(at::equal(m, at::tensor(wantM)));
+    CHECK(at::equal(v, at::tensor(wantV)));
+    // The host's own pass from the same states rounds every product and sum: other floats.
+    adamwUpdate(pHost, g, mHost, vHost, s);
+    differFromHost += (pHost != p).sum().item<int64_t>() + (mHost != m).sum().item<int64_t>();
+    pHost.copy_(p), mHost.copy_(m), vHost.copy_(v);
+  }
+  INFO("elements where the host pass rounds otherwise: " << differFromHost);
+  CHECK(differFromHost > 0);
+  // SGD's p.add_(g, -lr): one multiply-add.
+  const at::Tensor g = draw();
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i)
+    want[i] = float(LD(float(-0.01)) * g[i].item<float>() + p[i].item<float>());
+  sgdUpdateAsCuda(p.data_ptr<float>(), g.data_ptr<float>(), n, 0.01);
+  CHECK(at::equal(p, at::tensor(want)));
+}
+
 TEST_CASE("foreachNormsFloat: fp32 norms of a list, in one call where libtorch can",
           "[trainer][units]") {
   at::manual_seed(3);

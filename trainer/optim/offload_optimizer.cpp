@@ -6,7 +6,8 @@
 // memory, or in one of three swap buffers: the next bucket's states are read while this one is
 // updated and the previous one's written back), the gradient shard is copied to the host and
 // the updated master copied into the device's parameter shard. The same arithmetic, on the same
-// values, as the sharded optimizer: the losses are bit-equal. Checkpoints see the stored states
+// values, as the sharded optimizer (on a GPU, the roundings its CUDA kernels make: shard_update.h):
+// the losses are bit-equal. Checkpoints see the stored states
 // under the sharded optimizer's names (namedShardStates), as tensors aliasing the store, so the
 // two optimizers load each other's checkpoints, at another DP size too.
 #include "data_parallel/dp_strategy.h"
@@ -134,7 +135,10 @@ class OffloadOptimizer final : public Optimizer {
           config_.adamw ? at::from_blob(states + size, {size}, at::kFloat) : at::Tensor();
       at::Tensor v =
           config_.adamw ? at::from_blob(states + 2 * size, {size}, at::kFloat) : at::Tensor();
-      updateShard(segments_[b], master, grad, m, v, params_, config_, lr, adamw);
+      // With the parameters on a GPU, the same layout without offload updates them there: the
+      // host follows the CUDA kernels' roundings (adamwUpdateAsCuda), so the floats are those.
+      updateShard(segments_[b], master, grad, m, v, params_, config_, lr, adamw,
+                  shard.is_cuda() ? UpdateArithmetic::kCudaKernels : UpdateArithmetic::kHost);
     }
     {
       tracerun::Scope scope("offload_param_to_device",

@@ -70,6 +70,31 @@ void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& 
   p.addcdiv_(m, denom, -s.lr / s.bias1);
 }
 
+void adamwUpdateAsCuda(float* p, const float* g, float* m, float* v, int64_t n,
+                       const AdamwStep& s) {
+  // Each line is one of adamwUpdate's ATen ops as its CUDA kernel computes it, the Scalars cast to
+  // float as the kernels take them (value.to<float>()).
+  const bool decays = s.decay != 1.0;  // adamwUpdate skips p.mul_(1)
+  const float decay = float(s.decay), beta1 = float(s.beta1), beta2 = float(s.beta2);
+  const float one_minus_beta1 = float(1.0 - s.beta1), one_minus_beta2 = float(1.0 - s.beta2);
+  const float inv_sqrt_bias2 = 1.0f / float(std::sqrt(s.bias2));  // `/ sqrt(bias2)`: * reciprocal
+  const float eps = float(s.eps), step = float(-s.lr / s.bias1);
+  for (int64_t i = 0; i < n; ++i) {
+    const float pi = decays ? p[i] * decay : p[i];                   // p.mul_(decay)
+    const float mi = std::fma(one_minus_beta1, g[i], m[i] * beta1);  // m.mul_().add_(g, alpha)
+    const float vi = std::fma(one_minus_beta2, g[i] * g[i], v[i] * beta2);  // v.mul_().addcmul_()
+    const float denom = std::sqrt(vi) * inv_sqrt_bias2 + eps;  // (sqrt(v) / c).add_(eps): no fma
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = std::fma(step, mi / denom, pi);  // p.addcdiv_(m, denom, step)
+  }
+}
+
+void sgdUpdateAsCuda(float* p, const float* g, int64_t n, double lr) {
+  const float alpha = float(-lr);
+  for (int64_t i = 0; i < n; ++i) p[i] = std::fma(alpha, g[i], p[i]);
+}
+
 void adamwUpdateMany(at::TensorList p, at::TensorList g, at::TensorList m, at::TensorList v,
                      const std::vector<double>& decay, const AdamwStep& s) {
   TORCH_CHECK(g.size() == p.size() && m.size() == p.size() && v.size() == p.size() &&

@@ -51,6 +51,17 @@ struct AdamwStep {
 };
 void adamwUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
                  const AdamwStep& step);
+// adamwUpdate's result as libtorch's CUDA kernels compute it when adamwUpdate runs its ATen ops on
+// CUDA tensors, computed on the host over n contiguous floats: ZeRO-Offload's CPU update of states
+// whose parameters live on a GPU, so that its floats are those of the same layout without offload.
+// The kernels (PyTorch 1.10-2.x, aten/src/ATen/native/cuda) differ from the host's fused pass in
+// two ways: nvcc contracts `a + alpha * x` into one fused multiply-add (add with alpha, addcmul's
+// `a + alpha * (b * c)`, addcdiv's `a + alpha * (b / c)`), and a division by a host scalar is a
+// multiplication by its float reciprocal (div_true_kernel_cuda).
+void adamwUpdateAsCuda(float* p, const float* g, float* m, float* v, int64_t n,
+                       const AdamwStep& step);
+// SGD's p.add_(g, -lr) as the CUDA add kernel computes it (one fused multiply-add), on the host.
+void sgdUpdateAsCuda(float* p, const float* g, int64_t n, double lr);
 // adamwUpdate over many parameters at once, parameter i with decay[i] (step.decay is not read):
 // the same operations in the same order, as multi-tensor (_foreach) ops, so a CUDA step launches
 // about ten kernels for all of them instead of about ten per parameter (launch-bound steps: a

@@ -5,6 +5,7 @@
 #include "model/params.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 namespace gpttrain {
 
@@ -25,18 +26,36 @@ std::vector<std::vector<ShardSegment>> shardSegments(const GradBuckets& buckets)
 
 void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const at::Tensor& grad,
                  at::Tensor& m, at::Tensor& v, const ParamSet& params,
-                 const OptimizerConfig& config, double lr, AdamwStep& adamw) {
+                 const OptimizerConfig& config, double lr, AdamwStep& adamw,
+                 UpdateArithmetic arithmetic) {
+  const bool asCuda = arithmetic == UpdateArithmetic::kCudaKernels;
+  if (asCuda) {
+    for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&p, &grad, &m, &v}) {
+      TORCH_CHECK(
+          !t->defined() || (t->is_cpu() && t->scalar_type() == at::kFloat && t->is_contiguous()),
+          "updateShard: the CUDA kernels' arithmetic runs on contiguous fp32 host tensors");
+    }
+  }
   for (const ShardSegment& s : segments) {
     at::Tensor piece = p.narrow(0, s.shard_offset, s.length);
     at::Tensor g = grad.narrow(0, s.shard_offset, s.length);
     if (!config.adamw) {
-      piece.add_(g, -lr);
+      if (asCuda) {
+        sgdUpdateAsCuda(piece.data_ptr<float>(), g.data_ptr<float>(), s.length, lr);
+      } else {
+        piece.add_(g, -lr);
+      }
       continue;
     }
     adamw.decay = adamwDecay(config, lr, params.entries()[s.param].decay);
     at::Tensor m_piece = m.narrow(0, s.shard_offset, s.length);
     at::Tensor v_piece = v.narrow(0, s.shard_offset, s.length);
-    adamwUpdate(piece, g, m_piece, v_piece, adamw);
+    if (asCuda) {
+      adamwUpdateAsCuda(piece.data_ptr<float>(), g.data_ptr<float>(), m_piece.data_ptr<float>(),
+                        v_piece.data_ptr<float>(), s.length, adamw);
+    } else {
+      adamwUpdate(piece, g, m_piece, v_piece, adamw);
+    }
   }
 }
 

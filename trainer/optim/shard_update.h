@@ -30,12 +30,19 @@ struct ShardSegment {
 // Each bucket's segments on this rank, in bucket order.
 std::vector<std::vector<ShardSegment>> shardSegments(const GradBuckets& buckets);
 
+// Whose roundings a host update follows: the host's own (adamwUpdate), or those of libtorch's CUDA
+// kernels (adamwUpdateAsCuda), for the offloaded states of parameters on a GPU, which the same
+// layout without offload updates there.
+enum class UpdateArithmetic { kHost, kCudaKernels };
+
 // One bucket shard's update: p (the shard's values being updated) from grad, both [shard_size];
 // AdamW with moments m and v (the same layout) when config.adamw, else SGD (m, v unused). `adamw`
-// is the step-wide part (adamwStep); its decay is set per parameter here.
+// is the step-wide part (adamwStep); its decay is set per parameter here. kCudaKernels needs
+// contiguous fp32 host tensors.
 void updateShard(const std::vector<ShardSegment>& segments, at::Tensor& p, const at::Tensor& grad,
                  at::Tensor& m, at::Tensor& v, const ParamSet& params,
-                 const OptimizerConfig& config, double lr, AdamwStep& adamw);
+                 const OptimizerConfig& config, double lr, AdamwStep& adamw,
+                 UpdateArithmetic arithmetic = UpdateArithmetic::kHost);
 
 // The checkpoint names of every bucket shard's states, one owner for both optimizers so that a
 // checkpoint saved with --offload-optimizer loads without it and back (and re-cuts at another DP
