@@ -215,6 +215,10 @@ void flusherMain(ActiveCapture* a) {
 }
 
 std::mutex gLifecycleMu;
+// Set while stopCapture() closes the shard; a SIGINT/SIGTERM that arrives meanwhile is left in
+// gDeferredSignal for stopCapture() to act on once the shard is whole (see onTerminatingSignal).
+std::atomic<bool> gClosing{false};
+std::atomic<int> gDeferredSignal{0};
 std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
 std::vector<CaptureHooks> gHooks;
 uint64_t gNextGeneration = 1;
@@ -528,6 +532,23 @@ void stopCapture() {
   const uint64_t generation = gActiveGeneration.exchange(0);
   ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
   if (generation == 0 || a == nullptr || a->generation != generation) return;
+  // A signal during the close is deferred (onTerminatingSignal): its handler would otherwise wait
+  // for a flush that this close, interrupted on the same thread or holding gLifecycleMu, cannot
+  // give, and the process would die with its shard half written (a rank the launcher stopped while
+  // it was ending on its own). Once the shard is whole, the process ends with that signal.
+  struct Closing {
+    Closing() { gClosing.store(true); }
+    ~Closing() {
+      gClosing.store(false);
+      if (const int sig = gDeferredSignal.exchange(0); sig != 0) {
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        ::sigemptyset(&dfl.sa_mask);
+        ::sigaction(sig, &dfl, nullptr);
+        ::kill(::getpid(), sig);  // to the process: this thread may block it (the watcher does)
+      }
+    }
+  } closing;
   for (auto it = gHooks.rbegin(); it != gHooks.rend(); ++it) {
     if (it->stop) it->stop();
   }
@@ -572,7 +593,9 @@ void startFromEnvironment() {
 // second pipe, at most kSignalFlushMs; a watcher thread reads the first pipe, runs stopCapture()
 // and answers on the second. The handler then restores the default action and re-raises, so the
 // program dies of the same signal. If the interrupted thread held a lock the flush needs, the wait
-// times out and the shard keeps what was committed (at most ~1 s old).
+// times out and the shard keeps what was committed (at most ~1 s old). A signal that arrives while
+// stopCapture() is already closing the shard does not wait: stopCapture() ends the process with it
+// once the shard is whole.
 
 namespace {
 
@@ -583,6 +606,22 @@ pid_t gOwnerPid = 0;  // the process whose watcher thread reads gRequestPipe
 
 void onTerminatingSignal(int sig) {
   const int savedErrno = errno;
+  if (gClosing.load()) {
+    // stopCapture() is closing the shard (the program is ending, or an earlier signal's flush):
+    // it ends the process with this signal when the shard is whole. Checked again after the
+    // store: a close that ended in between did not see it, and the flush below then runs (a
+    // no-op) and re-raises.
+    gDeferredSignal.store(sig);
+    if (gClosing.load()) {
+      static const char kMessage[] =
+          "tracerun: signal while the trace is being closed: closing "
+          "it first\n";
+      if (::write(STDERR_FILENO, kMessage, sizeof kMessage - 1) < 0) {
+      }
+      errno = savedErrno;
+      return;
+    }
+  }
   const unsigned char byte = static_cast<unsigned char>(sig);
   if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) {
     pollfd p{gDonePipe[0], POLLIN, 0};

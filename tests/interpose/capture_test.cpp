@@ -9,7 +9,9 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,11 +22,11 @@
 #include <string>
 #include <thread>
 
+#include "../support/process_scratch.h"
 #include "capture.h"
 #include "tracerun/annotate.h"
 #include "tracerun/torch_compat.h"
 #include "tracerun/trace/reader.h"
-#include "../support/process_scratch.h"
 
 using namespace tracerun;
 namespace prof = torch::autograd::profiler;
@@ -709,5 +711,47 @@ TEST_CASE("memory events sum to what the allocator beneath saw with totals ops s
   int64_t peak = 0;
   for (const auto& r : rows) peak = std::max(peak, r.total);
   CHECK(peakStat == peak);
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("a SIGTERM while the shard is being closed waits for the close, then ends the process") {
+  // A launcher stopping a rank that is ending on its own sends SIGTERM while the rank's exit closes
+  // its shard. The handler used to wait for a flush by the watcher thread, which needs the lock the
+  // interrupted close holds: 10 s later the process died of the signal with its shard half closed
+  // (the merge flagged it incomplete; a loaded ctest -j2 run hit it). Here a stop hook sends the
+  // signal from inside the close, in a forked child; the shard must be whole, and the child must
+  // still end by that SIGTERM.
+  const std::string path = tempPath("term_while_closing");
+  ::unlink(path.c_str());
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The program's own SIGTERM action (Catch2 set one): the default, as the capture wants it.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGTERM, &dfl, nullptr);
+    interpose::addCaptureHooks({nullptr, [] { ::kill(::getpid(), SIGTERM); }});
+    interpose::CaptureConfig c = configFor(path);
+    c.signal_handlers = true;
+    c.raw_writer = false;  // the SQLite shard, whose meta says when it was closed whole
+    if (!interpose::startCapture(c)) ::_exit(3);
+    { tracerun::Scope scope("before the end"); }
+    interpose::stopCapture();
+    ::_exit(4);  // not reached: the deferred SIGTERM ends the process once the shard is closed
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  INFO("exited " << WIFEXITED(status) << " code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+                 << ", signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  CHECK(WIFSIGNALED(status));
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM));
+  const auto reader = trace::TraceReader::open(path);
+  CHECK(reader.meta("complete") == "1");
+  int scopes = 0;
+  for (const auto& t : reader.tracks())
+    reader.forEachSpan(
+        t.id, [&](const trace::SpanRow& r) { scopes += reader.str(r.name) == "before the end"; });
+  CHECK(scopes == 1);
   ::unlink(path.c_str());
 }
