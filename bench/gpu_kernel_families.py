@@ -22,13 +22,15 @@ usage: gpu_kernel_families.py [--skip 1] [--other] [--json PATH] LABEL=TRACE.db 
 """
 import argparse
 import json
+import os
 import re
 import sqlite3
 import sys
 
-# docs/trace-format.md: span categories 2 user (record_function), 5 phase (gpttrain's scopes),
-# 6 kernel, 7 memcpy (copies and sets).
-CAT_USER, CAT_PHASE, CAT_KERNEL, CAT_MEMCPY = 2, 5, 6, 7
+# The span categories of docs/trace-format.md, as the GPU tests name them (one owner).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "gpu"))
+from gpu_common import CAT_KERNEL, CAT_MEMCPY, CAT_PHASE, CAT_USER  # noqa: E402
 
 # (family, pattern), first match wins; attention before GEMM (CUTLASS's fmha kernels), softmax and
 # loss before elementwise and reduction (their kernels are not TensorIterator's).

@@ -26,7 +26,7 @@ DEFAULT_WORDS = "ops,scopes,memory,comm"
 
 # categories (docs/trace-format.md): 0 op, 1 backward, 2 user, 3 module, 4 comm, 5 phase, 6 kernel,
 # 7 memcpy, 8 other; flow_kinds: 2 op_kernel.
-CAT_OP, CAT_BACKWARD, CAT_USER, CAT_COMM, CAT_KERNEL, CAT_MEMCPY = 0, 1, 2, 4, 6, 7
+CAT_OP, CAT_BACKWARD, CAT_USER, CAT_COMM, CAT_PHASE, CAT_KERNEL, CAT_MEMCPY = 0, 1, 2, 4, 5, 6, 7
 FLOW_OP_KERNEL = 2
 
 
