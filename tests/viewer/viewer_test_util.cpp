@@ -321,14 +321,17 @@ void ViewerWindow::press(const std::string& key) const {
   // (and auto-repeated while held: the likely cause of a 60 s stall in one loaded loop run).
   // The bounds are for a hung viewer only.
   const auto keys = std::count(key.begin(), key.end(), '+') + 1;
-  size_t at = view_.out().size();
+  // One `what` line per key of the chord, logged after `from`.
+  const auto awaitEveryKey = [&](const char* what, size_t from) {
+    for (auto k = keys; k > 0 && from != std::string::npos; --k)
+      from = view_.waitFor(what, 60, from);
+  };
+  const size_t pressed = view_.out().size();
   xdotool({"keydown", key});
-  for (auto k = keys; k > 0 && at != std::string::npos; --k)
-    at = view_.waitFor("key down ", 60, at);
+  awaitEveryKey("key down ", pressed);
   const size_t released = view_.out().size();
   xdotool({"keyup", key});
-  at = released;
-  for (auto k = keys; k > 0 && at != std::string::npos; --k) at = view_.waitFor("key up ", 60, at);
+  awaitEveryKey("key up ", released);
 }
 
 std::vector<MemoryStep> replayLevels(const trace::TraceReader& reader, int rank, int type,
