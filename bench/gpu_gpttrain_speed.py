@@ -67,8 +67,11 @@ def run_gpttrain(gpttrain, attention, flags, steps, warmup, work):
     log = os.path.join(work, f"gpttrain_{attention}_{flags[1]}_{random.getrandbits(32):x}.jsonl")
     cmd = [gpttrain, "--device", "cuda", "--backend", "nccl", "--attention", attention,
            "--steps", str(steps + warmup), "--log-json", log, "--quiet"] + SHAPE + flags
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=300)
+    try:  # a 6-step run takes ~15 s; a hung one must not eat the GPU session's one command
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=TRACED_RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, None, 0, "", f"traced run still running after {TRACED_RUN_TIMEOUT_S} s: killed"
     if r.returncode != 0:
         return None, r.stdout[-600:]
     with open(log) as f:
@@ -94,6 +97,7 @@ def run_nanogpt(nanogpt_dir, flags, steps, warmup, work):
 
 TRACED_STEPS = 6  # per traced run; the first TRACED_SKIP are warm-up, the last ends the window
 TRACED_SKIP = 2
+TRACED_RUN_TIMEOUT_S = 90  # one traced run (about 15 s on an H100/H200)
 
 
 def traced_runs(gpttrain, nanogpt_dir):
@@ -202,6 +206,14 @@ def main():
     for label, err in errors.items():
         print(f"{label}: FAILED: {err}")
     census, by_family = {}, {}
+
+    def write_json():  # after the timed rounds, and again after the traced runs
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"rows": rows, "errors": errors, "census": census, "rounds": rounds,
+                           "families": by_family}, f, indent=1)
+
+    write_json()  # the timed rounds are kept even if the traced phase is cut off
     if a.trace_dir and os.path.exists(tracerun):
         os.makedirs(a.trace_dir, exist_ok=True)
         runs = traced_runs(gpttrain, a.nanogpt_dir if have_nanogpt else None)
@@ -225,10 +237,7 @@ def main():
             print(f"\nGPU time per step by kernel family (steps {TRACED_SKIP + 1}.."
                   f"{TRACED_STEPS - 1} of each traced run; bench/gpu_kernel_families.py):")
             print(families.table(by_family))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows, "errors": errors, "census": census, "rounds": rounds,
-                       "families": by_family}, f, indent=1)
+    write_json()
     return 1 if errors else 0
 
 

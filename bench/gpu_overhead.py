@@ -105,7 +105,8 @@ def one_run(a, tracerun, nano, name, how, tmp, parts_off=None):
         counts = {"ops_per_step": n([g.CAT_OP, g.CAT_BACKWARD]) / a.steps,
                   "kernels_per_step": n([g.CAT_KERNEL]) / a.steps,
                   "copies_per_step": n([g.CAT_MEMCPY]) / a.steps}
-        if a.keep and how == "ops,cuda" and os.path.getsize(db) < 16 << 20:
+        # The plain ops,cuda run's trace (not an attribution run's, with a CUDA part off).
+        if a.keep and how == "ops,cuda" and parts_off is None and os.path.getsize(db) < 16 << 20:
             shutil.copy(db, os.path.join(a.keep, "nanogpt_ops_cuda.db"))
     return t["ms"], counts, secs
 

@@ -59,7 +59,16 @@ def require_cuda():
     return torch
 
 
+# A test's own time under ctest (tests/gpu/CMakeLists.txt: TIMEOUT 240) less a margin for its
+# result.json: run() cuts a command at what is left of it, so a hung run costs that test's later
+# checks, not its whole result. Started when a test parses its arguments (base_parser); the
+# benches, which keep budgets of their own, never start it.
+TEST_TIME_S = 225
+_test_deadline = [None]  # monotonic seconds
+
+
 def base_parser(description):
+    _test_deadline[0] = time.monotonic() + TEST_TIME_S
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--tracerun", help="the tracerun launcher binary")
     p.add_argument("--work", help="folder for runs, traces and result.json (emptied first)")
@@ -148,8 +157,11 @@ def gpttrain_losses(path):
 
 
 def run(cmd, log_path, env=None, timeout=300):
-    """Runs cmd, stdout+stderr to log_path; returns (exit code, log text, seconds)."""
+    """Runs cmd, stdout+stderr to log_path; returns (exit code, log text, seconds). In a test,
+    cut at what is left of the test's time (TEST_TIME_S)."""
     t0 = time.monotonic()
+    if _test_deadline[0] is not None:
+        timeout = max(5, min(timeout, int(_test_deadline[0] - t0)))
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()

@@ -86,9 +86,10 @@ def check_resume(a, work, c, env, off, tol):
     """Saved with cpu offload after half the steps; resumed with and without it."""
     half, ckpt = a.steps // 2, os.path.join(work, "ckpt")
     offload = ["--offload-optimizer", "cpu"]
-    # The save run's schedule must be the full run's: decay over all the steps.
+    # The save run's schedule must be the full run's: warm-up (steps/10 by default) and decay
+    # over all the steps.
     cmd = [a.gpttrain] + MODEL + offload + ["--steps", str(half), "--lr-decay-steps", str(a.steps),
-                                            "--save", ckpt]
+                                            "--warmup", str(a.steps // 10), "--save", ckpt]
     rc, _, _ = g.run(cmd, os.path.join(work, "save.log"), env=env)
     c.check(rc == 0, "[save] --offload-optimizer cpu --save exits 0", f"exit {rc}")
     for label, extra in (("resume_offload", offload), ("resume_plain", [])):
