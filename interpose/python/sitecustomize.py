@@ -18,6 +18,8 @@
 #   is named parent path + "." + its type.
 # - Shapes: "f32[32,3,32,32]", tensors of a tuple joined by ';' (the first 4; nested lists and
 #   dicts flattened), the same dtype names as the op shapes of the trace.
+# - At start-up it registers libtracerun's close with Py_AtExit (_close_at_python_exit), so the
+#   shard is whole also when Python ends the process by SIGINT after an uncaught KeyboardInterrupt.
 import sys
 
 
@@ -196,6 +198,27 @@ def _install(module_module):
     module_module.register_module_forward_pre_hook(pre_hook)
     module_module.register_module_forward_hook(post_hook)
 
+
+def _close_at_python_exit():
+    """Has libtracerun close its shard at the end of Python's finalization (CPython's Py_AtExit).
+    An uncaught KeyboardInterrupt reaches it too, after which CPython ends the process by SIGINT
+    and C++ static destructors, the capture's usual close, never run. (libtracerun leaves SIGINT
+    to Python, so the program's KeyboardInterrupt is raised as without tracerun.) Without
+    libtracerun in the process it does nothing."""
+    import ctypes
+
+    try:
+        close = ctypes.CDLL(None).tracerun_annotate_close
+    except AttributeError:
+        return
+    ctypes.pythonapi.Py_AtExit.argtypes = [ctypes.c_void_p]
+    ctypes.pythonapi.Py_AtExit(ctypes.cast(close, ctypes.c_void_p))
+
+
+try:
+    _close_at_python_exit()
+except Exception as e:
+    sys.stderr.write("tracerun: the trace's close at Python's exit not registered: %s\n" % e)
 
 if "torch.nn.modules.module" not in sys.modules:
     # _install runs right after torch.nn.modules.module is executed: the one post-import hook,

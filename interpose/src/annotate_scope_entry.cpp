@@ -44,6 +44,13 @@ __attribute__((visibility("default"))) int64_t tracerun_annotate_scope_begin(
   return static_cast<int64_t>(tlsScopes.size());
 }
 
+// Closes the capture now (annotate_abi.h): this thread's open scopes first, innermost first, as
+// its exit would have (a Python program's "step" phase still open when it ends), then the shard.
+__attribute__((visibility("default"))) void tracerun_annotate_close(void) {
+  while (!tlsScopes.empty()) tlsScopes.pop_back();
+  tracerun::interpose::stopCapture();
+}
+
 __attribute__((visibility("default"))) void tracerun_annotate_scope_end(int64_t token,
                                                                         const char* detail) {
   if (token <= 0 || token > static_cast<int64_t>(tlsScopes.size())) return;

@@ -6,15 +6,18 @@
 //           signals and fork · stats
 #include "capture.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -528,6 +531,9 @@ bool startCapture(const CaptureConfig& config) {
 }
 
 void stopCapture() {
+  // Nothing to stop (never started, stopped, or a forked child, where onForkChild cleared it):
+  // return before the lock, which a child forked while the parent held it would wait on forever.
+  if (gActiveGeneration.load() == 0) return;
   std::lock_guard<std::mutex> lock(gLifecycleMu);
   const uint64_t generation = gActiveGeneration.exchange(0);
   ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
@@ -550,7 +556,13 @@ void stopCapture() {
     }
   } closing;
   for (auto it = gHooks.rbegin(); it != gHooks.rend(); ++it) {
-    if (it->stop) it->stop();
+    try {  // a hook that throws must not leave the shard unclosed (this runs in destructors)
+      if (it->stop) it->stop();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tracerun: a capture's stop step failed: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "tracerun: a capture's stop step failed\n");
+    }
   }
   {
     std::lock_guard<std::mutex> flushLock(a->flushMu);
@@ -588,14 +600,17 @@ void startFromEnvironment() {
 
 // ---- signals and fork ---------------------------------------------------------------------------
 //
-// A signal handler may not take locks or touch SQLite. SIGINT/SIGTERM handlers (installed only
-// where the program kept the default action) write the signal number to a pipe and wait on a
+// A signal handler may not take locks or touch SQLite. SIGINT/SIGTERM/SIGHUP handlers (installed
+// only where the program kept the default action) write the signal number to a pipe and wait on a
 // second pipe, at most kSignalFlushMs; a watcher thread reads the first pipe, runs stopCapture()
 // and answers on the second. The handler then restores the default action and re-raises, so the
 // program dies of the same signal. If the interrupted thread held a lock the flush needs, the wait
-// times out and the shard keeps what was committed (at most ~1 s old). A signal that arrives while
-// stopCapture() is already closing the shard does not wait: stopCapture() ends the process with it
-// once the shard is whole.
+// times out and the shard keeps what was committed (at most ~1 s old). Other signals are blocked
+// while the handler waits (a DataLoader worker's death sends SIGCHLD to a handler torch installed,
+// which would cut the wait short). A signal that arrives while stopCapture() is already closing the
+// shard does not wait: stopCapture() ends the process with it once the shard is whole; a second one
+// then ends the process at once (a close stuck on a dead file system must not make it immortal).
+// In a Python interpreter SIGINT is left to Python (terminatingSignals).
 
 namespace {
 
@@ -604,29 +619,60 @@ int gRequestPipe[2] = {-1, -1};
 int gDonePipe[2] = {-1, -1};
 pid_t gOwnerPid = 0;  // the process whose watcher thread reads gRequestPipe
 
+void writeToStderr(const char* text, size_t n) {
+  if (::write(STDERR_FILENO, text, n) < 0) {
+  }
+}
+
+// Waits for the watcher's answer, kSignalFlushMs in all (poll is never restarted after another
+// handler ran: EINTR waits again for what is left). Async-signal-safe.
+void awaitFlush() {
+  timespec start{};
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    const long long waited =
+        (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
+    if (waited >= kSignalFlushMs) return;
+    pollfd p{gDonePipe[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(kSignalFlushMs - waited));
+    if (ready >= 0 || errno != EINTR) return;
+  }
+}
+
 void onTerminatingSignal(int sig) {
   const int savedErrno = errno;
   if (gClosing.load()) {
     // stopCapture() is closing the shard (the program is ending, or an earlier signal's flush):
     // it ends the process with this signal when the shard is whole. Checked again after the
     // store: a close that ended in between did not see it, and the flush below then runs (a
-    // no-op) and re-raises.
-    gDeferredSignal.store(sig);
+    // no-op) and re-raises. A second signal during the close ends the process now.
+    const int earlier = gDeferredSignal.exchange(sig);
     if (gClosing.load()) {
-      static const char kMessage[] =
-          "tracerun: signal while the trace is being closed: closing "
-          "it first\n";
-      if (::write(STDERR_FILENO, kMessage, sizeof kMessage - 1) < 0) {
+      if (earlier == 0) {
+        static const char kMessage[] =
+            "tracerun: signal while the trace is being closed: closing it first "
+            "(a second signal ends the process now)\n";
+        writeToStderr(kMessage, sizeof kMessage - 1);
+        errno = savedErrno;
+        return;
       }
+      static const char kSecond[] =
+          "tracerun: second signal while the trace is being closed: ending now "
+          "(the shard keeps what it wrote; tracerun merge reads it)\n";
+      writeToStderr(kSecond, sizeof kSecond - 1);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigemptyset(&dfl.sa_mask);
+      ::sigaction(sig, &dfl, nullptr);
+      ::kill(::getpid(), sig);  // pending here (blocked in this handler); delivered on return
       errno = savedErrno;
       return;
     }
   }
   const unsigned char byte = static_cast<unsigned char>(sig);
-  if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) {
-    pollfd p{gDonePipe[0], POLLIN, 0};
-    ::poll(&p, 1, kSignalFlushMs);
-  }
+  if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) awaitFlush();
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   ::sigemptyset(&dfl.sa_mask);
@@ -649,6 +695,19 @@ void watcherMain() {
   }
 }
 
+// The signals whose default action ends the process before its shard is closed, and which the
+// capture handles where the program kept the default: SIGTERM (launchers, schedulers), SIGHUP (a
+// closed terminal) and SIGINT, except in a Python interpreter (0 in its place): CPython turns
+// SIGINT into KeyboardInterrupt only where it still had the default action when Python started,
+// which is after this library's constructor, so a handler here would skip the program's `except
+// KeyboardInterrupt` and `finally` blocks. There the capture closes at Python's exit instead
+// (sitecustomize.py registers tracerun_annotate_close with Py_AtExit), which an uncaught
+// KeyboardInterrupt reaches before Python ends the process by SIGINT.
+std::array<int, 3> terminatingSignals() {
+  const bool python = ::dlsym(RTLD_DEFAULT, "Py_Initialize") != nullptr;
+  return {SIGTERM, SIGHUP, python ? 0 : SIGINT};
+}
+
 void installSignalHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -659,12 +718,17 @@ void installSignalHandlers() {
       const BlockSignals block;
       std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
     }
-    for (int sig : {SIGINT, SIGTERM}) {
+    for (int sig : terminatingSignals()) {
+      if (sig == 0) continue;
       struct sigaction current {};
       if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
       struct sigaction sa {};
       sa.sa_handler = onTerminatingSignal;
-      ::sigemptyset(&sa.sa_mask);
+      // Everything but the synchronous faults waits while the handler waits for the flush.
+      ::sigfillset(&sa.sa_mask);
+      for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
+        ::sigdelset(&sa.sa_mask, fault);
+      }
       sa.sa_flags = SA_RESTART;
       ::sigaction(sig, &sa, nullptr);
     }
@@ -676,7 +740,7 @@ void installSignalHandlers() {
 void onForkChild() {
   gActiveGeneration.store(0);
   tlsThreadState = nullptr;
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction current {};
     if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != onTerminatingSignal) {
       continue;

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -714,44 +716,190 @@ TEST_CASE("memory events sum to what the allocator beneath saw with totals ops s
   ::unlink(path.c_str());
 }
 
+// ---- signals during the capture's close
+// ------------------------------------------------------------
+
+namespace {
+
+// How a forked capture child ended, and what its shard says.
+struct SignalledChild {
+  bool signalled = false;
+  int signal = 0, code = -1;
+  std::string complete;  // meta "complete" ("1" when the shard was closed whole), or why not
+  int lastScopes = 0;    // spans named "before the end"
+  std::string describe() const {
+    return "signalled " + std::to_string(signalled) + " (signal " + std::to_string(signal) +
+           "), exit code " + std::to_string(code) + ", meta complete '" + complete + "'";
+  }
+};
+
+// Forks a child that starts a capture of `path` with the signal handlers (SQLite shard, whose meta
+// says whether it was closed whole), with `stopHook` run inside the close, records the scope
+// "before the end", then runs `body` (which ends the process one way or another).
+SignalledChild runCaptureChild(const std::string& path, void (*stopHook)(), void (*body)()) {
+  ::unlink(path.c_str());
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The program's own actions (Catch2 set some): the defaults, as the capture wants them.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigemptyset(&dfl.sa_mask);
+      ::sigaction(sig, &dfl, nullptr);
+    }
+    if (stopHook != nullptr) interpose::addCaptureHooks({nullptr, stopHook});
+    interpose::CaptureConfig c = configFor(path);
+    c.signal_handlers = true;
+    c.raw_writer = false;
+    if (!interpose::startCapture(c)) ::_exit(3);
+    { tracerun::Scope scope("before the end"); }
+    body();
+    ::_exit(4);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  SignalledChild out;
+  out.signalled = WIFSIGNALED(status);
+  out.signal = out.signalled ? WTERMSIG(status) : 0;
+  out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  try {  // an unfinished shard does not open (the reader names why)
+    const auto reader = trace::TraceReader::open(path);
+    out.complete = reader.meta("complete");
+    for (const auto& t : reader.tracks()) {
+      reader.forEachSpan(t.id, [&](const trace::SpanRow& r) {
+        out.lastScopes += reader.str(r.name) == "before the end";
+      });
+    }
+  } catch (const std::exception& e) {
+    out.complete = e.what();
+  }
+  return out;
+}
+
+bool fileExists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+// A file the child's stop hook writes when it ran to its end (the test reads it after the child).
+const std::string& hookDoneMarker() {
+  static const std::string path = testing::processScratchPath("capture_hook_done");
+  return path;
+}
+
+void markHookDone() {
+  const int fd = ::open(hookDoneMarker().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
 TEST_CASE("a SIGTERM while the shard is being closed waits for the close, then ends the process") {
   // A launcher stopping a rank that is ending on its own sends SIGTERM while the rank's exit closes
   // its shard. The handler used to wait for a flush by the watcher thread, which needs the lock the
   // interrupted close holds: 10 s later the process died of the signal with its shard half closed
   // (the merge flagged it incomplete; a loaded ctest -j2 run hit it). Here a stop hook sends the
-  // signal from inside the close, in a forked child; the shard must be whole, and the child must
-  // still end by that SIGTERM.
-  const std::string path = tempPath("term_while_closing");
-  ::unlink(path.c_str());
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    // The program's own SIGTERM action (Catch2 set one): the default, as the capture wants it.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigemptyset(&dfl.sa_mask);
-    ::sigaction(SIGTERM, &dfl, nullptr);
-    interpose::addCaptureHooks({nullptr, [] { ::kill(::getpid(), SIGTERM); }});
-    interpose::CaptureConfig c = configFor(path);
-    c.signal_handlers = true;
-    c.raw_writer = false;  // the SQLite shard, whose meta says when it was closed whole
-    if (!interpose::startCapture(c)) ::_exit(3);
-    { tracerun::Scope scope("before the end"); }
-    interpose::stopCapture();
-    ::_exit(4);  // not reached: the deferred SIGTERM ends the process once the shard is closed
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  INFO("exited " << WIFEXITED(status) << " code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
-                 << ", signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
-  CHECK(WIFSIGNALED(status));
-  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM));
-  const auto reader = trace::TraceReader::open(path);
-  CHECK(reader.meta("complete") == "1");
-  int scopes = 0;
-  for (const auto& t : reader.tracks())
-    reader.forEachSpan(
-        t.id, [&](const trace::SpanRow& r) { scopes += reader.str(r.name) == "before the end"; });
-  CHECK(scopes == 1);
-  ::unlink(path.c_str());
+  // signal from inside the close; the shard must be whole, and the child must still end by it.
+  const auto r = runCaptureChild(
+      tempPath("term_while_closing"), [] { ::kill(::getpid(), SIGTERM); },
+      [] { interpose::stopCapture(); });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK(r.complete == "1");
+  CHECK(r.lastScopes == 1);
+}
+
+TEST_CASE("a second signal during the close ends the process at once") {
+  // A close stuck on a dead file system must not make the process immortal: the first signal waits
+  // for the close, a second one ends the process there (the launcher converts what the shard
+  // holds). The hook sends both from inside the close; what follows them in the hook never runs.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("two_signals_while_closing"),
+      [] {
+        ::kill(::getpid(), SIGTERM);
+        ::kill(::getpid(), SIGTERM);
+        markHookDone();
+      },
+      [] { interpose::stopCapture(); });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK_FALSE(fileExists(hookDoneMarker()));
+}
+
+TEST_CASE("another handled signal during a SIGTERM's flush does not cut the flush short") {
+  // The SIGTERM handler waits for the watcher thread to close the shard. A program's handled
+  // signal landing on that thread meanwhile (torch's SIGCHLD handler when DataLoader workers die
+  // with the rank) used to end the wait (poll's EINTR) and the process with the shard half closed.
+  // Here the close sends SIGUSR1, which the child handles, then takes 300 ms more. (With the old
+  // single wait this fails: the process ends by SIGTERM before the hook's end, shard unfinished.)
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("sigusr1_during_flush"),
+      [] {
+        // First let the main thread reach its wait (the signal sent before it would be handled
+        // before the wait began, and prove nothing).
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::kill(::getpid(), SIGUSR1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        markHookDone();
+      },
+      [] {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) {};
+        ::sigemptyset(&sa.sa_mask);
+        ::sigaction(SIGUSR1, &sa, nullptr);
+        ::kill(::getpid(), SIGTERM);
+        ::pause();
+      });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK(fileExists(hookDoneMarker()));
+  CHECK(r.complete == "1");
+  CHECK(r.lastScopes == 1);
+}
+
+TEST_CASE("SIGHUP (a closed terminal) closes the shard before the process ends by it") {
+  const auto r = runCaptureChild(tempPath("sighup"), nullptr, [] {
+    ::kill(::getpid(), SIGHUP);
+    ::pause();
+  });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGHUP));
+  CHECK(r.complete == "1");
+  CHECK(r.lastScopes == 1);
+}
+
+TEST_CASE("a child forked while the capture is being closed exits without waiting for it") {
+  // stopCapture() in a forked child (its exit's static destructors) took the lifecycle lock first;
+  // forked while the parent held it (inside a start or a close), the child waited on it forever.
+  // The close's hook forks; the child stops its (inherited, inactive) capture and exits 0.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("fork_during_close"),
+      [] {
+        const pid_t child = ::fork();
+        if (child == 0) {
+          interpose::stopCapture();
+          ::_exit(0);
+        }
+        for (int i = 0; i < 1000; ++i) {  // a hang guard (10 s), not a timing claim
+          int status = 0;
+          if (::waitpid(child, &status, WNOHANG) == child) {
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0) markHookDone();
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        ::kill(child, SIGKILL);
+        ::waitpid(child, nullptr, 0);
+      },
+      [] {
+        interpose::stopCapture();
+        ::_exit(0);
+      });
+  INFO(r.describe());
+  CHECK((!r.signalled && r.code == 0));
+  CHECK(fileExists(hookDoneMarker()));
+  CHECK(r.complete == "1");
 }

@@ -338,6 +338,44 @@ TEST_CASE("SIGTERM flushes and closes the shard and tracerun reports the signal"
   CHECK(countNamed(spansOf(reader), "aten::addmm", core::Category::kOp) >= 40);
 }
 
+TEST_CASE(
+    "Ctrl-C in a Python program is its KeyboardInterrupt, as without tracerun, and the trace "
+    "is whole") {
+  // CPython raises KeyboardInterrupt only where SIGINT had the default action when it started;
+  // libtracerun loads first, so it leaves SIGINT to Python and closes the shard at Python's exit
+  // (Py_AtExit), which an uncaught KeyboardInterrupt reaches before Python ends by SIGINT.
+  // The program sends itself SIGINT (as the terminal's Ctrl-C would): caught once, then uncaught.
+  const std::string program =
+      "import signal, os, time, torch\n"
+      "print('handler', signal.getsignal(signal.SIGINT), flush=True)\n"
+      "torch.ones(3) + 1\n"
+      "try:\n"
+      "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+      "except KeyboardInterrupt:\n"
+      "    print('caught', flush=True)\n"
+      "try:\n"
+      "    os.kill(os.getpid(), signal.SIGINT); time.sleep(5)\n"
+      "finally:\n"
+      "    print('finally ran', flush=True)\n";
+  const Result plain = run({TRACERUN_TEST_PYTHON, "-c", program});
+  INFO("without tracerun: " << plain.describe());
+  REQUIRE(plain.out.find("caught\nfinally ran\n") != std::string::npos);
+  const std::string db = scratch() + "/keyboard_interrupt.db";
+  const Result r = run(tracerunArgs(db, {"--", TRACERUN_TEST_PYTHON, "-c", program}));
+  INFO("under tracerun: " << r.describe());
+  CHECK(r.out == plain.out);  // the same handler, the same two interrupts
+  CHECK(r.err.find("KeyboardInterrupt") != std::string::npos);
+  CHECK(r.code == 128 + SIGINT);  // Python ended by SIGINT after the uncaught one
+  CHECK(r.err.find("killed by signal 2") != std::string::npos);
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(reader.meta("complete") == "1");
+  CHECK(stat(reader, "merge_incomplete_shard") <= 0);
+  CHECK(countNamed(spansOf(reader), "aten::add", core::Category::kOp) >= 1);
+  const Result report = run({TRACERUN_BIN, "report", db});
+  INFO(report.describe());
+  CHECK(report.code == 0);  // 3 when a shard was left unfinished
+}
+
 TEST_CASE("tracerun passes the program's exit code through") {
   const std::string db = scratch() + "/code.db";
   const Result r = run(tracerunArgs(db, {"--", "/bin/sh", "-c", "exit 7"}));

@@ -296,7 +296,24 @@ TEST_CASE("callgraph view: tracedot's nodes and numbers at the layout's position
       if (ink >= 8) {
         ++named;
       } else if (firstUnnamed.empty()) {
-        firstUnnamed = g.nodes[i].id + ": " + std::to_string(ink) + " text pixels";
+        // What is there instead: the box on screen and its most frequent colours.
+        std::map<uint32_t, int> colours;
+        for (int y = static_cast<int>(y0); y <= static_cast<int>(y1); ++y)
+          for (int xx = static_cast<int>(x0); xx <= static_cast<int>(x1); ++xx)
+            ++colours[png.rgb(xx, y)];
+        std::vector<std::pair<int, uint32_t>> top;
+        for (const auto& [c, n] : colours) top.emplace_back(n, c);
+        std::sort(top.rbegin(), top.rend());
+        char box[160];
+        std::snprintf(box, sizeof box,
+                      " in the box x %.0f..%.0f y %.0f..%.0f (fill %06x, ink %06x):", x0, x1, y0,
+                      y1, fill, font);
+        firstUnnamed = g.nodes[i].id + ": " + std::to_string(ink) + " text pixels" + box;
+        for (size_t k = 0; k < top.size() && k < 4; ++k) {
+          char c[32];
+          std::snprintf(c, sizeof c, " %06x x%d", top[k].second, top[k].first);
+          firstUnnamed += c;
+        }
       }
     }
     // Most of the box's inside, its name aside, has the fill (and the fill shows, whatever the

@@ -61,6 +61,12 @@ TRACERUN_ANNOTATE_WEAK void tracerun_annotate_offload_memory(uint64_t block, int
 // marked from the second on; interpose/src/optimizer_steps.h). Defined in annotate_scope_entry.cpp;
 // no-op unless phase spans are being captured. tracerun::tagTraining calls it.
 TRACERUN_ANNOTATE_WEAK void tracerun_annotate_training_begins(void);
+// Stops the capture and closes this process's shard now, as a normal exit does; later records are
+// not captured. For exits that skip C++ static destructors: sitecustomize.py registers it with
+// CPython's Py_AtExit, which an uncaught KeyboardInterrupt reaches before Python ends the process
+// by SIGINT. The calling thread's scopes opened by tracerun_annotate_scope_begin are closed first.
+// Defined in annotate_scope_entry.cpp; no-op when not capturing.
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_close(void);
 }
 
 namespace tracerun {
