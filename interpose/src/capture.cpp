@@ -222,6 +222,19 @@ std::mutex gLifecycleMu;
 // gDeferredSignal for stopCapture() to act on once the shard is whole (see onTerminatingSignal).
 std::atomic<bool> gClosing{false};
 std::atomic<int> gDeferredSignal{0};
+
+// The signals the capture handles where the program kept the default action (their default ends
+// the process before its shard is closed): SIGTERM (launchers, schedulers), SIGHUP (a closed
+// terminal), SIGINT (Ctrl-C; not in a Python interpreter: installSignalHandlers).
+constexpr std::array<int, 3> kTerminatingSignals = {SIGTERM, SIGHUP, SIGINT};
+
+// The default action for `sig` again (async-signal-safe: handlers call it before re-raising).
+void restoreDefaultAction(int sig) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+}
 std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
 std::vector<CaptureHooks> gHooks;
 uint64_t gNextGeneration = 1;
@@ -547,10 +560,7 @@ void stopCapture() {
     ~Closing() {
       gClosing.store(false);
       if (const int sig = gDeferredSignal.exchange(0); sig != 0) {
-        struct sigaction dfl {};
-        dfl.sa_handler = SIG_DFL;
-        ::sigemptyset(&dfl.sa_mask);
-        ::sigaction(sig, &dfl, nullptr);
+        restoreDefaultAction(sig);
         ::kill(::getpid(), sig);  // to the process: this thread may block it (the watcher does)
       }
     }
@@ -610,7 +620,7 @@ void startFromEnvironment() {
 // which would cut the wait short). A signal that arrives while stopCapture() is already closing the
 // shard does not wait: stopCapture() ends the process with it once the shard is whole; a second one
 // then ends the process at once (a close stuck on a dead file system must not make it immortal).
-// In a Python interpreter SIGINT is left to Python (terminatingSignals).
+// In a Python interpreter SIGINT is left to Python (pythonOwnsSigint).
 
 namespace {
 
@@ -662,10 +672,7 @@ void onTerminatingSignal(int sig) {
           "tracerun: second signal while the trace is being closed: ending now "
           "(the shard keeps what it wrote; tracerun merge reads it)\n";
       writeToStderr(kSecond, sizeof kSecond - 1);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigemptyset(&dfl.sa_mask);
-      ::sigaction(sig, &dfl, nullptr);
+      restoreDefaultAction(sig);
       ::kill(::getpid(), sig);  // pending here (blocked in this handler); delivered on return
       errno = savedErrno;
       return;
@@ -673,10 +680,7 @@ void onTerminatingSignal(int sig) {
   }
   const unsigned char byte = static_cast<unsigned char>(sig);
   if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) awaitFlush();
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  ::sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
+  restoreDefaultAction(sig);
   ::raise(sig);  // pending until this handler returns; then the default action ends the process
   errno = savedErrno;
 }
@@ -695,17 +699,14 @@ void watcherMain() {
   }
 }
 
-// The signals whose default action ends the process before its shard is closed, and which the
-// capture handles where the program kept the default: SIGTERM (launchers, schedulers), SIGHUP (a
-// closed terminal) and SIGINT, except in a Python interpreter (0 in its place): CPython turns
-// SIGINT into KeyboardInterrupt only where it still had the default action when Python started,
-// which is after this library's constructor, so a handler here would skip the program's `except
-// KeyboardInterrupt` and `finally` blocks. There the capture closes at Python's exit instead
-// (sitecustomize.py registers tracerun_annotate_close with Py_AtExit), which an uncaught
-// KeyboardInterrupt reaches before Python ends the process by SIGINT.
-std::array<int, 3> terminatingSignals() {
-  const bool python = ::dlsym(RTLD_DEFAULT, "Py_Initialize") != nullptr;
-  return {SIGTERM, SIGHUP, python ? 0 : SIGINT};
+// In a Python interpreter SIGINT is Python's: CPython turns it into KeyboardInterrupt only where
+// it still had the default action when Python started, which is after this library's constructor,
+// so a handler here would skip the program's `except KeyboardInterrupt` and `finally` blocks.
+// There the capture closes at Python's exit instead (sitecustomize.py registers
+// tracerun_annotate_close with Py_AtExit), which an uncaught KeyboardInterrupt reaches before
+// Python ends the process by SIGINT.
+bool pythonOwnsSigint() {
+  return ::dlsym(RTLD_DEFAULT, "Py_Initialize") != nullptr;
 }
 
 void installSignalHandlers() {
@@ -718,8 +719,9 @@ void installSignalHandlers() {
       const BlockSignals block;
       std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
     }
-    for (int sig : terminatingSignals()) {
-      if (sig == 0) continue;
+    const bool python = pythonOwnsSigint();
+    for (int sig : kTerminatingSignals) {
+      if (sig == SIGINT && python) continue;
       struct sigaction current {};
       if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
       struct sigaction sa {};
@@ -740,15 +742,11 @@ void installSignalHandlers() {
 void onForkChild() {
   gActiveGeneration.store(0);
   tlsThreadState = nullptr;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : kTerminatingSignals) {
     struct sigaction current {};
-    if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != onTerminatingSignal) {
-      continue;
+    if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == onTerminatingSignal) {
+      restoreDefaultAction(sig);
     }
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigemptyset(&dfl.sa_mask);
-    ::sigaction(sig, &dfl, nullptr);
   }
 }
 
