@@ -18,7 +18,11 @@ update on the CPU), the last one traced with memory capture. Pass:
   (--save) and resumed with it (--load), and resumed without it, each give the offloaded run's
   later losses within the same tolerance (the states are read from and written into the pinned
   buffer through OffloadStore::view).
-Written without a GPU to run it on (Debian's libtorch has no CUDA): untested until a GPU session.
+When the losses differ, result.json's info "first_differences" names, after each step before the
+first differing loss, the saved tensors whose elements differ between the two layouts, and the
+first such elements with both runs' master weights and moments (a diagnostic, not a check).
+First run on an H200 on 2026-11-27: 12 of 13 checks (steps 1-3 bit-equal, step 4 one ulp apart;
+docs/trainer.md).
 """
 import json
 import os
@@ -58,6 +62,8 @@ def main():
             "offloaded losses equal the plain ones" + (" bit for bit" if tol == 0 else ""),
             f"max |offload - plain| {diff:.3g} (tolerance {tol:.3g}, plain runs {noise:.3g} apart; "
             f"bit-equal: {all(base[s] == off.get(s) for s in steps)})")
+    if steps and diff > tol:
+        c.info["first_differences"] = first_differences(a, work, env, base, off)
     if not os.path.exists(db):
         c.check(False, "trace written", db)
         c.finish()
@@ -80,6 +86,76 @@ def main():
         c.check(n > 0, f"{name} spans recorded", f"{n}")
     check_resume(a, work, c, env, off, tol)
     c.finish()
+
+
+def saved_tensors(path):
+    """Every tensor of a gpttrain checkpoint file (a torch::serialize archive: a TorchScript module
+    whose parameters are the saved tensors), by name."""
+    import torch
+    module = torch.jit.load(path, map_location="cpu")
+    out = {name: t.detach() for name, t in module.named_parameters()}
+    out.update({name: t.detach() for name, t in module.named_buffers()})
+    return out
+
+
+def first_differences(a, work, env, base, off, shown=8):
+    """When the offloaded losses are not the plain ones: both layouts saved after each step before
+    the first differing loss, and the first elements whose saved states differ, with the parameter
+    and moments of both runs there (and the step before's, which are equal where the earlier step
+    had no difference): what the next GPU session needs to name the rounding that differs."""
+    import torch
+    first_bad = min((s for s in sorted(base) if base[s] != off.get(s)), default=None)
+    if first_bad is None:
+        return "no differing step"
+    report = []
+    previous = None
+    for k in range(1, first_bad):
+        saved = {}
+        for label, extra in (("plain", []), ("offload", ["--offload-optimizer", "cpu"])):
+            ckpt = os.path.join(work, f"diff_{label}_{k}")
+            cmd = [a.gpttrain] + MODEL + extra + ["--steps", str(k), "--lr-decay-steps", str(a.steps),
+                                                  "--warmup", str(a.steps // 10), "--save", ckpt]
+            rc, _, _ = g.run(cmd, os.path.join(work, f"diff_{label}_{k}.log"), env=env)
+            if rc != 0:
+                return report + [f"step {k}: the {label} run for the comparison exited {rc}"]
+            saved[label] = saved_tensors(os.path.join(ckpt, f"step_{k}", "rank_0.pt"))
+        plain, offl = saved["plain"], saved["offload"]
+        names = sorted(n for n in plain if n in offl and plain[n].is_floating_point()
+                       and plain[n].shape == offl[n].shape)
+        line = {"step": k, "tensors_compared": len(names),
+                "only_in_one": sorted(set(plain) ^ set(offl)), "differing": {}}
+        for n in names:
+            unequal = (plain[n] != offl[n]).reshape(-1).nonzero().reshape(-1)
+            if unequal.numel():
+                line["differing"][n] = int(unequal.numel())
+        # The elements: each differing tensor's first `shown`, with the bucket's moments and master
+        # (the "zero.*" tensors of the same bucket share the element index) in both runs, now and
+        # after the step before.
+        examples = []
+        for n, count in line["differing"].items():
+            bucket = n.rsplit(".", 1)[-1]
+            related = [m for m in names if m.startswith("zero.") and m.rsplit(".", 1)[-1] == bucket]
+            flat_index = (plain[n] != offl[n]).reshape(-1).nonzero().reshape(-1)[:shown]
+            # Units in the last place between the two floats (fp32 only: their bit patterns).
+            ulps = ((plain[n].reshape(-1).view(torch.int32).long() -
+                     offl[n].reshape(-1).view(torch.int32).long())
+                    if plain[n].dtype == torch.float32 else None)
+            for i in flat_index.tolist():
+                ex = {"tensor": n, "index": i}
+                if ulps is not None:
+                    ex["ulps"] = int(ulps[i])
+                for m in related or [n]:
+                    ex[m] = {"plain": float(plain[m].reshape(-1)[i]),
+                             "offload": float(offl[m].reshape(-1)[i])}
+                    if previous is not None and m in previous:
+                        ex[m]["before"] = float(previous[m].reshape(-1)[i])
+                examples.append(ex)
+        line["examples"] = examples[:4 * shown]
+        report.append(line)
+        previous = plain
+        if line["differing"]:
+            break
+    return report
 
 
 def check_resume(a, work, c, env, off, tol):
