@@ -14,6 +14,8 @@
 # 2. Runs `ctest -L gpu` (the ten scripts of tests/gpu/CMakeLists.txt: census, capture words, NCCL
 #    rank, gpttrain losses, cpu offload and flash, Gloo ranks, CUDA memory, memory categories,
 #    launch records).
+#    Then bench/flash_attention_bench --device cuda (flash against standard attention, fp32 and
+#    bf16, s = 64 to 1024; seconds; its tables go into gpu-check.log).
 # 3. Runs bench/gpu_gpttrain_speed.py (gpttrain against nanoGPT at nanoGPT's shape, issue 32; about
 #    90 s, then five short traced runs and the GPU time per step by kernel family of each), then
 #    bench/gpu_overhead.py with what time is left (at most ~3 minutes; skipped under 150 s, where
@@ -26,10 +28,11 @@
 #
 # Environment: TRACERUN_TORCH (default python3), NANOGPT_DIR (default .gpu-deps/nanoGPT),
 # JOBS (default 16), GPU_CHECK_DEADLINE_S (default 530: when the bench must be done),
-# GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_CATCH2=1, GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
+# GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_SKIP_FLASH=1, GPU_CHECK_CATCH2=1, GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
 # GPU_CHECK_BENCH_S (the bench's budget, default 180), GPU_CHECK_BENCH_ARGS (e.g. --attribute),
 # GPU_CHECK_SPEED_S (the gpttrain speed bench's budget, default 90), GPU_CHECK_SKIP_SPEED=1,
-# GPU_CHECK_CTEST_J (gpu tests at a time, default 3: they share the GPU and time nothing).
+# GPU_CHECK_CTEST_J (gpu tests at a time, default 5: they share the GPU and time nothing; at 5 the
+# label took 114 s on an H200 with 16 cores, 2026-11-27).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$SECONDS
@@ -119,8 +122,9 @@ deliver() {
 # --- 1. build
 CMAKE_ARGS="-DTRACERUN_WANT_VIEWER=OFF -DTRACERUN_WANT_DOT=OFF"
 # What the gpu tests and benches run (tracerun_demo: the launcher, libtracerun and its Python hooks,
-# libtracerun_nccl, gpttrain, two samples), not the ~15 benchmark programs; everything with Catch2.
-TARGETS=tracerun_demo
+# libtracerun_nccl, gpttrain, two samples; the flash attention bench), not the other benchmark
+# programs; everything with Catch2.
+TARGETS="tracerun_demo flash_attention_bench"
 [ "${GPU_CHECK_CATCH2:-0}" = 1 ] && TARGETS=
 [ "${GPU_CHECK_CATCH2:-0}" = 1 ] || CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_DISABLE_FIND_PACKAGE_Catch2=ON"
 say "== build ($BUILD_DIR, ${TARGETS:-all targets}, JOBS=${JOBS:-16}) at $(elapsed) s"
@@ -145,12 +149,30 @@ CTEST_LIMIT=$((DEADLINE - $(elapsed) - 60))
 [ $CTEST_LIMIT -gt 360 ] && CTEST_LIMIT=360
 say "== ctest -L gpu at $(elapsed) s (limit ${CTEST_LIMIT} s)"
 timeout --signal=TERM --kill-after=10 $CTEST_LIMIT \
-  ctest --test-dir $BUILD_DIR -L gpu -j ${GPU_CHECK_CTEST_J:-3} ${GPU_CHECK_TESTS:+-R "$GPU_CHECK_TESTS"} --output-on-failure \
+  ctest --test-dir $BUILD_DIR -L gpu -j ${GPU_CHECK_CTEST_J:-5} ${GPU_CHECK_TESTS:+-R "$GPU_CHECK_TESTS"} --output-on-failure \
   >"$RESULTS/ctest.log" 2>&1
 CTEST_RC=$?
 say "ctest: exit $CTEST_RC after $(elapsed) s (log: ctest.log)"
 collect_tests
 deliver  # the tests' evidence is back even if a bench below outlives the command's limit
+
+# --- 2b. flash against standard attention on CUDA (issue 32's GPU table; seconds): nanoGPT's
+#         attention shape (batch 16, 6 heads of 64), fp32 and bf16, s = 64 to 1024; into the log
+FLASH_BIN=$BUILD_DIR/bench/flash_attention_bench
+if [ "${GPU_CHECK_SKIP_FLASH:-0}" = 1 ]; then
+  say "== flash bench skipped (asked)"
+elif [ ! -x "$FLASH_BIN" ]; then
+  say "== flash bench: $FLASH_BIN was not built"
+else
+  mkdir -p "$RESULTS/flash"
+  for dtype in fp32 bf16; do
+    say "== flash_attention_bench --device cuda --dtype $dtype at $(elapsed) s"
+    timeout 60 "$FLASH_BIN" --device cuda --dtype $dtype --batch 16 --heads 6 --head-dim 64 \
+      >"$RESULTS/flash/$dtype.log" 2>&1
+    say "flash bench ($dtype): exit $? after $(elapsed) s"
+    sed 's/^/  /' "$RESULTS/flash/$dtype.log" | tee -a "$LOG"
+  done
+fi
 
 # bench_stage LABEL DIR SCRIPT BUDGET GRACE SKIP [ARGS...]: runs bench/SCRIPT with --build,
 # --budget-s BUDGET and --json DIR/NAME.json plus ARGS, its output in $RESULTS/DIR/NAME.log, killed
