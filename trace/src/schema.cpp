@@ -355,7 +355,9 @@ const std::vector<MetaKey>& metaKeys() {
       {"command", "the traced command line"},
       {"created_unix_s", "wall-clock time the file was created"},
       {"tracerun_version", "version of the tool that wrote the file"},
-      {"capture", "what libtracerun captured: a comma list of ops, scopes, memory, comm, cuda"},
+      {"capture",
+       "what libtracerun captured: a comma list of capture words (ops, scopes, ...; `--capture`, "
+       "docs/capture.md)"},
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"memory_category_summary",
