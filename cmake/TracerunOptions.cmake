@@ -60,6 +60,13 @@ if(NOT SQLite3_LIBRARY)
   set(CMAKE_FIND_LIBRARY_SUFFIXES "${_tracerun_suffixes}")
 endif()
 find_package(SQLite3 QUIET)
+# FindSQLite3's target is SQLite::SQLite3 up to CMake 3.x and SQLite3::SQLite3 from CMake 4, which
+# deprecates the old name (a warning per use on the GPU machine's CMake 4.4): one name for the tree.
+if(TARGET SQLite3::SQLite3)
+  set(TRACERUN_SQLITE3_TARGET SQLite3::SQLite3)
+else()
+  set(TRACERUN_SQLITE3_TARGET SQLite::SQLite3)
+endif()
 if(NOT SQLite3_FOUND)
   if(NOT SQLite3_INCLUDE_DIR)
     _tracerun_advice(libsqlite3-dev _a)

@@ -99,7 +99,11 @@ fi
 
 if [ -n "$TORCH_PY$DEPS_PREFIX$EXTRA_ARGS" ]; then
   # Settings given by the environment are applied on every run (configure is incremental).
-  cmake -S . -B "$BUILD_DIR" -G Ninja --no-warn-unused-cli "${args[@]}"
+  # CMake 4 deprecates --no-warn-unused-cli for -Wno-unused-cli, which 3.x accepts but ignores.
+  unused_cli=--no-warn-unused-cli
+  [ "$(cmake --version | sed -n 's/^cmake version \([0-9]*\).*/\1/p')" -ge 4 ] 2>/dev/null &&
+    unused_cli=-Wno-unused-cli
+  cmake -S . -B "$BUILD_DIR" -G Ninja "$unused_cli" "${args[@]}"
 elif [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE"
 fi

@@ -326,11 +326,13 @@ bool writtenByMerge(const std::string& table) {
          std::find(summaries.begin(), summaries.end(), table) != summaries.end();
 }
 
-const schema::Table& schemaTable(const std::string& name) {
+// Takes the rule's C string as it is: built into a temporary std::string, GCC 13 warned
+// (-Wdangling-reference) at each caller that binds the returned reference.
+const schema::Table& schemaTable(const char* name) {
   for (const auto& t : schema::tables()) {
-    if (name == t.name) return t;
+    if (std::strcmp(name, t.name) == 0) return t;
   }
-  throw TraceError("merge: internal error: the schema has no table '" + name + "'");
+  throw TraceError(std::string("merge: internal error: the schema has no table '") + name + "'");
 }
 
 void checkRules() {
