@@ -41,10 +41,15 @@ class FrameHooks {
 
   Clock::time_point start() const noexcept { return start_; }
 
+  // --dump-layout and --dump-view of the frame just drawn.
+  void writeDumps(Viewer& viewer) const {
+    if (!f_.dump_layout.empty()) writeAtomically(f_.dump_layout, viewer.layoutText());
+    if (!f_.dump_view.empty()) writeAtomically(f_.dump_view, viewer.activeViewText());
+  }
+
   void afterFrame(Viewer& viewer, bool settled, const GlWindow::Frame& frame) {
     if (settled && !wasSettled_) {
-      if (!f_.dump_layout.empty()) writeAtomically(f_.dump_layout, viewer.layoutText());
-      if (!f_.dump_view.empty()) writeAtomically(f_.dump_view, viewer.activeViewText());
+      writeDumps(viewer);
       if (firstCompleteLogged_) viewer.log("settled");
     }
     wasSettled_ = settled;
@@ -104,6 +109,9 @@ int driveScreenshot(GlWindow& window, Viewer& viewer, const DriverFlags& f) {
     // Three settled frames: the last answers are applied and laid out (track heights grow with
     // the depths read) before the pixels are taken.
     if (settledFrames >= 3 || waited > f.timeout_s) {
+      // The dumps again, of the frame the PNG holds: those of the first settled frame may
+      // describe another geometry (tests read the picture through them).
+      hooks.writeDumps(viewer);
       window.finishDrawing();
       if (!writeBackBufferPng(f.screenshot, frame.width, frame.height)) {
         throw std::runtime_error(f.screenshot + ": cannot write the PNG");
