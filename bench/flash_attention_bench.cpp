@@ -42,12 +42,13 @@ at::Tensor standardAttention(const at::Tensor& q, const at::Tensor& k, const at:
   return at::bmm(at::softmax(scores, -1), v);
 }
 
-// One forward + backward in milliseconds; `kind` 0: standard, else flash with tiles kind x kind.
 // On CUDA a time is from a synchronised start to the synchronised end of the backward.
 void synchronize(const at::Tensor& t) {
   if (t.is_cuda()) torch::cuda::synchronize();
 }
 
+// One forward + backward in milliseconds; `kind` 0: standard, else flash with tiles kind x kind
+// (on CUDA any kind but 0 is SDPA, whose tiles are its own).
 double timeOnce(int kind, const at::Tensor& qkv_data, const at::Tensor& grad,
                 const at::Tensor& mask) {
   at::Tensor qkv = qkv_data.detach().requires_grad_(true);  // [S, BH, 3, D]
