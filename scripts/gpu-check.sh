@@ -28,7 +28,8 @@
 #
 # Environment: TRACERUN_TORCH (default python3), NANOGPT_DIR (default .gpu-deps/nanoGPT),
 # JOBS (default 16), GPU_CHECK_DEADLINE_S (default 530: when the bench must be done),
-# GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_SKIP_FLASH=1, GPU_CHECK_CATCH2=1, GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
+# GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_SKIP_FLASH=1, GPU_CHECK_CATCH2=1,
+# GPU_CHECK_TESTS=REGEX (only the gpu tests it matches),
 # GPU_CHECK_BENCH_S (the bench's budget, default 180), GPU_CHECK_BENCH_ARGS (e.g. --attribute),
 # GPU_CHECK_SPEED_S (the gpttrain speed bench's budget, default 90), GPU_CHECK_SKIP_SPEED=1,
 # GPU_CHECK_CTEST_J (gpu tests at a time, default 5: they share the GPU and time nothing; at 5 the

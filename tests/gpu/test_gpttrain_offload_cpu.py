@@ -132,7 +132,7 @@ def first_differences(a, work, env, base, off, shown=8):
         # (the "zero.*" tensors of the same bucket share the element index) in both runs, now and
         # after the step before.
         examples = []
-        for n, count in line["differing"].items():
+        for n in line["differing"]:
             bucket = n.rsplit(".", 1)[-1]
             related = [m for m in names if m.startswith("zero.") and m.rsplit(".", 1)[-1] == bucket]
             flat_index = (plain[n] != offl[n]).reshape(-1).nonzero().reshape(-1)[:shown]
