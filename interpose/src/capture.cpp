@@ -235,6 +235,7 @@ void restoreDefaultAction(int sig) {
   ::sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, nullptr);
 }
+
 std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
 std::vector<CaptureHooks> gHooks;
 uint64_t gNextGeneration = 1;
