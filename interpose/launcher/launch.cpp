@@ -309,9 +309,12 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
                  "the memory events instead\n",
                  output.c_str(), result.memory_summary_error.c_str());
   }
-  std::vector<std::string> unreadable, partial, unclosed;
+  std::vector<std::string> unreadable, partial, unclosed, unconverted;
   for (const auto& s : result.shards) {
     const std::string name = s.path.substr(s.path.rfind('/') + 1);
+    // A raw file that could not be converted holds records the output lacks: it must stay (the
+    // shards are removed only when nothing is lost), whatever else is true of its shard.
+    if (!s.raw_problem.empty()) unconverted.push_back(name + ".raw");
     if (!s.readable) {
       unreadable.push_back(name);
     } else if (s.unreadable_tables > 0) {
@@ -322,7 +325,9 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
       unclosed.push_back(std::to_string(s.rank));
     }
   }
-  if (unreadable.empty() && partial.empty() && unclosed.empty()) return false;
+  if (unreadable.empty() && partial.empty() && unclosed.empty() && unconverted.empty()) {
+    return false;
+  }
   auto list = [](const std::vector<std::string>& v) {
     std::string text;
     for (size_t i = 0; i < v.size(); ++i) text += (i ? ", " : "") + v[i];
@@ -340,9 +345,19 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
         ": tables of the shard could not be read");
   }
   if (!unreadable.empty()) add(list(unreadable) + " could not be read");
+  if (!unconverted.empty()) {
+    std::string why;
+    for (const auto& s : result.shards) {
+      if (why.empty()) why = s.raw_problem;
+    }
+    add(list(unconverted) +
+        (unconverted.size() == 1 ? " was not converted, its records are"
+                                 : " were not converted, their records are") +
+        " only there (" + why + ")");
+  }
   uint64_t shardBytes = 0;
   for (const auto& s : result.shards) {
-    for (const std::string& file : {s.path, s.path + "-wal"}) {
+    for (const std::string& file : {s.path, s.path + "-wal", s.path + ".raw"}) {
       struct stat st {};
       if (::stat(file.c_str(), &st) == 0) shardBytes += static_cast<uint64_t>(st.st_size);
     }

@@ -5,7 +5,7 @@
 // the tracerun binary on launcher_worker; no libtorch here, no timed assertions.
 //
 // Sections: running processes · another user's directory · one output, one launcher · -o names
-//           and nodes · signals
+//           and nodes · signals · a raw shard that cannot be converted
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../support/child_process.h"
+#include "tracerun/core/raw_shard.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -131,8 +132,9 @@ unsigned modeOf(const std::string& path) {
 
 // ---- another user's directory -------------------------------------------------------------------
 
-TEST_CASE("another user's shards directory with planted symlinks: refused and their target unchanged",
-          "[launcher_files]") {
+TEST_CASE(
+    "another user's shards directory with planted symlinks: refused and their target unchanged",
+    "[launcher_files]") {
   const passwd* nobody = ::getpwnam("nobody");
   if (::geteuid() != 0 || nobody == nullptr || !exists("/usr/sbin/runuser")) {
     WARN("skipped: needs root, a 'nobody' user and /usr/sbin/runuser to play the other user");
@@ -345,7 +347,8 @@ TEST_CASE("a % in the output name is kept as it is (one process and two ranks)",
   CHECK(ranksOf(trace::TraceReader::open(db2)) == std::set<int>{0, 1});
 }
 
-TEST_CASE("a node rank outside the node count fails before any directory is made", "[launcher_files]") {
+TEST_CASE("a node rank outside the node count fails before any directory is made",
+          "[launcher_files]") {
   const std::string db = scratch() + "/nodes.db";
   const Result r = run(launch(
       db,
@@ -435,4 +438,60 @@ TEST_CASE("two signals during the merge abandon it: no temporary file and the sh
   INFO(m.describe());
   CHECK(m.code == 0);
   CHECK(countSpans(trace::TraceReader::open(db), 0, "step") == 30000);
+}
+
+// ---- a raw shard that cannot be converted -------------------------------------------------------
+
+// A killed rank leaves its records in rankR.db.raw for the launcher to convert. When that fails
+// (here the rank spoiled its file's magic before dying, a stand-in for a full disk), the file is
+// the only copy of them: the run says so and keeps it (it used to remove it with the shards and
+// say nothing), `tracerun merge` names it, and once it is mended every flushed step is back.
+TEST_CASE("a killed rank's raw shard that cannot be converted is kept and named",
+          "[launcher_files]") {
+  const std::string db = scratch() + "/spoiled.db";
+  // Two flush periods (1 s each) before the kill, so that the file holds steps.
+  const Result r =
+      run(launch(db, {},
+                 worker({"--steps", "20", "--sleep-ms", "600", "--fail-rank", "0", "--fail-step",
+                         "5", "--fail-signal", std::to_string(SIGKILL), "--spoil-own-raw"})));
+  INFO(r.describe());
+  CHECK(r.code != 0);
+  CHECK_FALSE(contains(r.out, "cannot spoil"));
+  const std::string shard = db + ".shards/rank0.db", raw = shard + ".raw";
+  CHECK(contains(r.err, "tracerun: converting " + raw + " failed: " + raw +
+                            ": not a tracerun raw shard (bad magic); it is kept\n"));
+  CHECK(contains(r.err, "rank0.db.raw was not converted, its records are only there"));
+  CHECK(contains(r.err, "the shards are kept in"));
+  REQUIRE(exists(raw));
+  REQUIRE(exists(shard));
+
+  // By hand: without --allow-incomplete the conversion's error is the merge's, with it the
+  // merge is written without those records, says so on one line and exits 3.
+  const std::string out = scratch() + "/spoiled_merged.db";
+  const Result strict = run({TRACERUN_BIN, "merge", "-q", "-o", out, shard});
+  CHECK(strict.code == 1);
+  CHECK(contains(strict.err, raw + ": not a tracerun raw shard (bad magic)"));
+  const Result loose = run({TRACERUN_BIN, "merge", "-q", "--allow-incomplete", "-o", out, shard});
+  INFO(loose.describe());
+  CHECK(loose.code == 3);
+  CHECK(contains(loose.err, "tracerun merge: " + raw + ": its records could not be converted (" +
+                                raw +
+                                ": not a tracerun raw shard (bad magic)); merged without them, "
+                                "the file is kept\n"));
+  CHECK(exists(raw));
+
+  // Mended (the magic written back), the kept file gives the steps back.
+  {
+    const int fd = ::open(raw.c_str(), O_WRONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    CHECK(::pwrite(fd, core::kRawMagic, sizeof core::kRawMagic, 0) ==
+          static_cast<ssize_t>(sizeof core::kRawMagic));
+    ::close(fd);
+  }
+  const Result mended = run({TRACERUN_BIN, "merge", "-q", "--allow-incomplete", "-o", out, shard});
+  INFO(mended.describe());
+  CHECK(mended.code == 0);
+  const int64_t steps = countSpans(trace::TraceReader::open(out), 0, "step");
+  CHECK(steps >= 1);
+  CHECK(steps <= stepLines(r.out));
 }

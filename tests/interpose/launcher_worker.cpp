@@ -6,13 +6,16 @@
 // against). With --ready-dir DIR every rank marks DIR/ATTEMPT.RANK once its first step is done,
 // and the failing rank fails only when every rank of its attempt has (a loaded machine may start
 // some ranks late; a test that checks what each rank recorded before the failure needs them all
-// started).
+// started). With --spoil-own-raw the failing rank first overwrites the magic of its own raw shard
+// (TRACERUN_OUTPUT's rankR.db.raw), a stand-in for any conversion that fails after the rank died
+// (a full disk): the test checks that the launcher keeps that file.
 //
 // launcher_worker [--steps N] [--sleep-ms M] [--fail-rank R --fail-step S
 //                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt] [--print-clock]
-//                 [--ready-dir DIR]
+//                 [--ready-dir DIR] [--spoil-own-raw]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -54,11 +57,39 @@ void awaitAllReady(const std::string& dir, int restart, int worldSize) {
   }
 }
 
+// This rank's raw shard: TRACERUN_OUTPUT with %r as the rank and %% as %, then ".raw".
+std::string ownRawShard(int rank) {
+  const char* pattern = std::getenv("TRACERUN_OUTPUT");
+  std::string out;
+  for (const char* p = pattern != nullptr ? pattern : ""; *p != '\0'; ++p) {
+    if (p[0] == '%' && p[1] == 'r') {
+      out += std::to_string(rank);
+      ++p;
+    } else if (p[0] == '%' && p[1] == '%') {
+      out += '%';
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out + ".raw";
+}
+
+void spoilMagic(const std::string& raw) {
+  const int fd = ::open(raw.c_str(), O_WRONLY | O_CLOEXEC);
+  const char zeros[8] = {};
+  if (fd < 0 || ::pwrite(fd, zeros, sizeof zeros, 0) != static_cast<ssize_t>(sizeof zeros)) {
+    std::printf("cannot spoil %s\n", raw.c_str());
+  }
+  if (fd >= 0) ::close(fd);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int steps = 5, sleepMs = 0, failRank = -1, failStep = -1, failSignal = 0, failCode = 0;
-  bool everyAttempt = false, printClock = false;
+  bool everyAttempt = false, printClock = false, spoilOwnRaw = false;
   std::string readyDir;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -71,6 +102,7 @@ int main(int argc, char** argv) {
     if (a == "--fail-code") failCode = next();
     if (a == "--fail-every-attempt") everyAttempt = true;
     if (a == "--print-clock") printClock = true;
+    if (a == "--spoil-own-raw") spoilOwnRaw = true;
     if (a == "--ready-dir" && i + 1 < argc) readyDir = argv[++i];
   }
   for (const char* name :
@@ -107,6 +139,7 @@ int main(int argc, char** argv) {
     }
     if (rank == failRank && step == failStep && (restart == 0 || everyAttempt)) {
       if (!readyDir.empty()) awaitAllReady(readyDir, restart, envInt("WORLD_SIZE", 1));
+      if (spoilOwnRaw) spoilMagic(ownRawShard(rank));
       if (failSignal != 0) ::raise(failSignal);
       if (failCode != 0) return failCode;
     }

@@ -789,7 +789,7 @@ std::string noSpaceMessage(const std::string& output, const std::vector<MergeInp
 
 bool MergeResult::whole() const {
   return std::all_of(shards.begin(), shards.end(), [](const ShardOutcome& s) {
-    return s.readable && s.complete && s.unreadable_tables == 0;
+    return s.readable && s.complete && s.unreadable_tables == 0 && s.raw_problem.empty();
   });
 }
 
@@ -831,14 +831,19 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
       try {
         convertRawShard(rawShardPath(input.path), converted.back()->path());
         input.path = converted.back()->path();
-      } catch (const TraceError&) {
-        // Not convertible: the shard itself is what there is.
+      } catch (const TraceError& e) {
+        // Not convertible: its records are not in the output. That is the error; with
+        // allow_incomplete the shard itself is merged (the writer's placeholder, or what it
+        // holds) and the caller is told why (raw_problem), so that nothing deletes the raw file.
+        if (!allow_incomplete) throw;
+        result.shards[i].raw_problem = e.what();
       }
     }
     try {
       Shard s = openShard(input, i, indexInAttempt);
       if (!s.complete && !allow_incomplete) {
-        throw TraceError(s.path +
+        // Named as the caller named it, not by the temporary file a raw shard became.
+        throw TraceError(shards[i].path +
                          ": incomplete shard (its writer never closed it); merge it "
                          "with allow_incomplete to keep what it holds");
       }

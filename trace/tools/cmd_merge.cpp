@@ -48,6 +48,18 @@ int runMerge(const MergeCommandOptions& o) {
                  "replays the memory events instead\n",
                  o.output.c_str(), result.memory_summary_error.c_str());
   }
+  // Records of a shard's raw file that could not be converted are not in the output: one line
+  // each, and the exit says data is missing (the raw file is untouched: merge again once the
+  // cause, a full disk say, is gone).
+  int rawLost = 0;
+  for (const auto& s : result.shards) {
+    if (s.raw_problem.empty()) continue;
+    ++rawLost;
+    std::fprintf(stderr,
+                 "tracerun merge: %s.raw: its records could not be converted (%s); merged "
+                 "without them, the file is kept\n",
+                 s.path.c_str(), s.raw_problem.c_str());
+  }
   if (!o.quiet) {
     const auto reader = trace::TraceReader::open(o.output);
     const auto c = reader.counts();
@@ -59,7 +71,7 @@ int runMerge(const MergeCommandOptions& o) {
                 formatDuration(core::nowNs() - t0).c_str(),
                 errors ? " (stats with severity error: see tracerun info)" : "");
   }
-  return kExitOk;
+  return rawLost > 0 ? kExitLostData : kExitOk;
 }
 
 }  // namespace

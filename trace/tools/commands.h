@@ -19,7 +19,9 @@ namespace tracerun::tools {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;  // the file is missing, damaged or not a trace
 inline constexpr int kExitUsage = 2;     // unknown flag, missing argument
-inline constexpr int kExitLostData = 3;  // report: printed, but the capture lost data
+// report: printed, but the capture lost data; merge: written, but a raw file's records are not in
+// it (they could not be converted)
+inline constexpr int kExitLostData = 3;
 
 // A registered command. `app` is its CLI11 (sub)app; run() is called after parsing succeeded and
 // returns the exit code. Failures are thrown as trace::TraceError (whose text is "PATH: problem")

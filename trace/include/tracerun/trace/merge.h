@@ -46,6 +46,9 @@ struct ShardOutcome {
   bool complete = false;          // its writer closed it (meta complete = 1)
   int64_t unreadable_tables = 0;  // tables skipped because they could not be read
   std::string problem;            // why it could not be read
+  // SHARD.raw beside it (records its process never converted: raw_convert.h) could not be
+  // converted: why. Those records are not in the output; the raw file is left as it was.
+  std::string raw_problem;
 };
 
 struct MergeResult {
@@ -59,9 +62,12 @@ struct MergeResult {
 
 // Throws TraceError naming the shard and the problem; a missing or incomplete shard is an error
 // unless allow_incomplete, in which case it is merged as far as it is readable and a stat row
-// with severity error records what was missing. A failure to write the output is always an
-// error, and leaves no output: on a full disk (or a refused write) the message says how much
-// room the merge needs ("<output>: not enough space for the merged trace: it needs about ...").
+// with severity error records what was missing. So is a SHARD.raw beside a shard that cannot be
+// converted: with allow_incomplete the shard is merged without those records and
+// ShardOutcome::raw_problem says why (the callers keep the raw file and say so). A failure to write
+// the output is always an error, and leaves no output: on a full disk (or a refused write) the
+// message says how much room the merge needs ("<output>: not enough space for the merged trace: it
+// needs about ...").
 MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOptions& options,
                         bool allow_incomplete = false);
 
