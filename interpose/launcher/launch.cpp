@@ -310,11 +310,15 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
                  output.c_str(), result.memory_summary_error.c_str());
   }
   std::vector<std::string> unreadable, partial, unclosed, unconverted;
+  std::string firstRawProblem;
   for (const auto& s : result.shards) {
     const std::string name = s.path.substr(s.path.rfind('/') + 1);
     // A raw file that could not be converted holds records the output lacks: it must stay (the
     // shards are removed only when nothing is lost), whatever else is true of its shard.
-    if (!s.raw_problem.empty()) unconverted.push_back(name + ".raw");
+    if (!s.raw_problem.empty()) {
+      unconverted.push_back(name + ".raw");
+      if (firstRawProblem.empty()) firstRawProblem = s.raw_problem;
+    }
     if (!s.readable) {
       unreadable.push_back(name);
     } else if (s.unreadable_tables > 0) {
@@ -346,14 +350,10 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
   }
   if (!unreadable.empty()) add(list(unreadable) + " could not be read");
   if (!unconverted.empty()) {
-    std::string why;
-    for (const auto& s : result.shards) {
-      if (why.empty()) why = s.raw_problem;
-    }
     add(list(unconverted) +
         (unconverted.size() == 1 ? " was not converted, its records are"
                                  : " were not converted, their records are") +
-        " only there (" + why + ")");
+        " only there (" + firstRawProblem + ")");
   }
   uint64_t shardBytes = 0;
   for (const auto& s : result.shards) {

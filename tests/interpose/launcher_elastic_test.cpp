@@ -239,6 +239,33 @@ constexpr char kJoinWaitForTwo[] = "15";
 // 10 s wait for the close (capture.md), so a close that hangs still fails the check.
 constexpr char kStopGraceForClose[] = "30";
 
+// One agent of the kill cases: 1 to 2 nodes of one rank each, gpttrain through WRAPPER, the
+// trace in OUT, both agents logging to DIR/elastic.json.
+std::vector<std::string> killCaseAgent(const std::string& dir, const std::string& port,
+                                       const std::string& wrapper, const std::string& out) {
+  std::vector<std::string> argv = {TRACERUN_BIN,
+                                   "-o",
+                                   out,
+                                   "--nnodes",
+                                   "1:2",
+                                   "--nproc-per-node",
+                                   "1",
+                                   "--master-port",
+                                   port,
+                                   "--join-wait",
+                                   kJoinWaitForTwo,
+                                   "--stop-grace",
+                                   kStopGraceForClose,
+                                   "--target",
+                                   GPTTRAIN_BIN,
+                                   "--",
+                                   wrapper};
+  for (const auto& a : modelArgs(dir)) argv.push_back(a);
+  argv.push_back("--log-json");
+  argv.push_back(dir + "/elastic.json");
+  return argv;
+}
+
 bool exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -252,38 +279,15 @@ TEST_CASE("an elastic job of 2 nodes goes on at 1 node when an agent is killed, 
   ::mkdir(dir.c_str(), 0755);
   const std::string wrapper = writeWrapper(dir);
   const std::string port = std::to_string(freePort());
-  auto agent = [&](const std::string& out) {
-    std::vector<std::string> argv = {TRACERUN_BIN,
-                                     "-o",
-                                     out,
-                                     "--nnodes",
-                                     "1:2",
-                                     "--nproc-per-node",
-                                     "1",
-                                     "--master-port",
-                                     port,
-                                     "--join-wait",
-                                     kJoinWaitForTwo,
-                                     "--stop-grace",
-                                     kStopGraceForClose,
-                                     "--target",
-                                     GPTTRAIN_BIN,
-                                     "--",
-                                     wrapper};
-    for (const auto& a : modelArgs(dir)) argv.push_back(a);
-    argv.push_back("--log-json");
-    argv.push_back(dir + "/elastic.json");
-    return argv;
-  };
   // The agent that binds the port first hosts the rendezvous: start the other once it listens.
-  auto hostArgs = agent(dir + "/el.db");
+  auto hostArgs = killCaseAgent(dir, port, wrapper, dir + "/el.db");
   hostArgs.insert(hostArgs.begin() + 1, "--keep-shards");  // each round's shards, for the check
   testing::Child host(hostArgs, scratch());
   for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(listening(std::stoi(port)));
-  testing::Child other(agent(dir + "/other.db"), scratch());
+  testing::Child other(killCaseAgent(dir, port, wrapper, dir + "/other.db"), scratch());
   // Kill the second agent once round 0 has checkpointed step 3 (and before it ends).
   awaitCheckpointOfStep3(dir, host);
   ::kill(other.pid(), SIGKILL);
@@ -371,35 +375,12 @@ TEST_CASE("when the hosting agent is killed, the other takes the rendezvous over
   ::mkdir(dir.c_str(), 0755);
   const std::string wrapper = writeWrapper(dir);
   const std::string port = std::to_string(freePort() + 5);
-  auto agent = [&](const std::string& out) {
-    std::vector<std::string> argv = {TRACERUN_BIN,
-                                     "-o",
-                                     out,
-                                     "--nnodes",
-                                     "1:2",
-                                     "--nproc-per-node",
-                                     "1",
-                                     "--master-port",
-                                     port,
-                                     "--join-wait",
-                                     kJoinWaitForTwo,
-                                     "--stop-grace",
-                                     kStopGraceForClose,
-                                     "--target",
-                                     GPTTRAIN_BIN,
-                                     "--",
-                                     wrapper};
-    for (const auto& a : modelArgs(dir)) argv.push_back(a);
-    argv.push_back("--log-json");
-    argv.push_back(dir + "/elastic.json");
-    return argv;
-  };
-  testing::Child host(agent(dir + "/host.db"), scratch());
+  testing::Child host(killCaseAgent(dir, port, wrapper, dir + "/host.db"), scratch());
   for (int i = 0; i < 600 && !listening(std::stoi(port)); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   REQUIRE(listening(std::stoi(port)));
-  testing::Child other(agent(dir + "/el.db"), scratch());
+  testing::Child other(killCaseAgent(dir, port, wrapper, dir + "/el.db"), scratch());
   // Kill the hosting agent once round 0 has checkpointed step 3 (and before it ends).
   awaitCheckpointOfStep3(dir, other);
   ::kill(host.pid(), SIGKILL);

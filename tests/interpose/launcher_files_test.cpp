@@ -449,15 +449,15 @@ TEST_CASE("two signals during the merge abandon it: no temporary file and the sh
 TEST_CASE("a killed rank's raw shard that cannot be converted is kept and named",
           "[launcher_files]") {
   const std::string db = scratch() + "/spoiled.db";
+  const std::string shard = db + ".shards/rank0.db", raw = shard + ".raw";
   // Two flush periods (1 s each) before the kill, so that the file holds steps.
   const Result r =
       run(launch(db, {},
                  worker({"--steps", "20", "--sleep-ms", "600", "--fail-rank", "0", "--fail-step",
-                         "5", "--fail-signal", std::to_string(SIGKILL), "--spoil-own-raw"})));
+                         "5", "--fail-signal", std::to_string(SIGKILL), "--spoil-raw", raw})));
   INFO(r.describe());
   CHECK(r.code != 0);
   CHECK_FALSE(contains(r.out, "cannot spoil"));
-  const std::string shard = db + ".shards/rank0.db", raw = shard + ".raw";
   CHECK(contains(r.err, "tracerun: converting " + raw + " failed: " + raw +
                             ": not a tracerun raw shard (bad magic); it is kept\n"));
   CHECK(contains(r.err, "rank0.db.raw was not converted, its records are only there"));

@@ -6,13 +6,13 @@
 // against). With --ready-dir DIR every rank marks DIR/ATTEMPT.RANK once its first step is done,
 // and the failing rank fails only when every rank of its attempt has (a loaded machine may start
 // some ranks late; a test that checks what each rank recorded before the failure needs them all
-// started). With --spoil-own-raw the failing rank first overwrites the magic of its own raw shard
-// (TRACERUN_OUTPUT's rankR.db.raw), a stand-in for any conversion that fails after the rank died
-// (a full disk): the test checks that the launcher keeps that file.
+// started). With --spoil-raw FILE the failing rank first overwrites the magic of FILE (the test
+// names the rank's own raw shard, SHARDS/rankR.db.raw), a stand-in for any conversion that fails
+// after the rank died (a full disk): the test checks that the launcher keeps that file.
 //
 // launcher_worker [--steps N] [--sleep-ms M] [--fail-rank R --fail-step S
 //                  (--fail-signal SIG | --fail-code C)] [--fail-every-attempt] [--print-clock]
-//                 [--ready-dir DIR] [--spoil-own-raw]
+//                 [--ready-dir DIR] [--spoil-raw FILE]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fcntl.h>
@@ -57,24 +57,6 @@ void awaitAllReady(const std::string& dir, int restart, int worldSize) {
   }
 }
 
-// This rank's raw shard: TRACERUN_OUTPUT with %r as the rank and %% as %, then ".raw".
-std::string ownRawShard(int rank) {
-  const char* pattern = std::getenv("TRACERUN_OUTPUT");
-  std::string out;
-  for (const char* p = pattern != nullptr ? pattern : ""; *p != '\0'; ++p) {
-    if (p[0] == '%' && p[1] == 'r') {
-      out += std::to_string(rank);
-      ++p;
-    } else if (p[0] == '%' && p[1] == '%') {
-      out += '%';
-      ++p;
-    } else {
-      out += *p;
-    }
-  }
-  return out + ".raw";
-}
-
 void spoilMagic(const std::string& raw) {
   const int fd = ::open(raw.c_str(), O_WRONLY | O_CLOEXEC);
   const char zeros[8] = {};
@@ -89,8 +71,8 @@ void spoilMagic(const std::string& raw) {
 
 int main(int argc, char** argv) {
   int steps = 5, sleepMs = 0, failRank = -1, failStep = -1, failSignal = 0, failCode = 0;
-  bool everyAttempt = false, printClock = false, spoilOwnRaw = false;
-  std::string readyDir;
+  bool everyAttempt = false, printClock = false;
+  std::string readyDir, spoiledRaw;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -102,8 +84,8 @@ int main(int argc, char** argv) {
     if (a == "--fail-code") failCode = next();
     if (a == "--fail-every-attempt") everyAttempt = true;
     if (a == "--print-clock") printClock = true;
-    if (a == "--spoil-own-raw") spoilOwnRaw = true;
     if (a == "--ready-dir" && i + 1 < argc) readyDir = argv[++i];
+    if (a == "--spoil-raw" && i + 1 < argc) spoiledRaw = argv[++i];
   }
   for (const char* name :
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
@@ -139,7 +121,7 @@ int main(int argc, char** argv) {
     }
     if (rank == failRank && step == failStep && (restart == 0 || everyAttempt)) {
       if (!readyDir.empty()) awaitAllReady(readyDir, restart, envInt("WORLD_SIZE", 1));
-      if (spoilOwnRaw) spoilMagic(ownRawShard(rank));
+      if (!spoiledRaw.empty()) spoilMagic(spoiledRaw);
       if (failSignal != 0) ::raise(failSignal);
       if (failCode != 0) return failCode;
     }
