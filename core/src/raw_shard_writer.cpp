@@ -53,6 +53,7 @@ RawShardWriter::RawShardWriter(Session& session, RawShardOptions options)
   if (opt_.pid == 0) opt_.pid = static_cast<int64_t>(::getpid());
   if (opt_.origin_ns == 0) opt_.origin_ns = nowNs();
   if (opt_.drain_interval_ms <= 0) opt_.drain_interval_ms = 1;
+  opt_.max_block_records = std::clamp<size_t>(opt_.max_block_records, 1, kMaxBlockRecords);
   if (::unlink(opt_.path.c_str()) != 0 && errno != ENOENT) {
     throw std::runtime_error(opt_.path +
                              ": cannot replace the existing file: " + std::strerror(errno));
@@ -74,14 +75,23 @@ RawShardWriter::RawShardWriter(Session& session, RawShardOptions options)
   }
   offset_ = sizeof h;
   if (!opt_.reserve_path.empty()) {
+    const char* problem = nullptr;
+    int e = 0;
     if (::unlink(opt_.reserve_path.c_str()) != 0 && errno != ENOENT) {
-      throw std::runtime_error(opt_.reserve_path +
-                               ": cannot replace the existing file: " + std::strerror(errno));
+      e = errno;
+      problem = ": cannot replace the existing file: ";
+    } else {
+      reserveFd_ = ::open(opt_.reserve_path.c_str(),
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (reserveFd_ < 0) {
+        e = errno;
+        problem = ": cannot create: ";
+      }
     }
-    reserveFd_ = ::open(opt_.reserve_path.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (reserveFd_ < 0) {
-      throw std::runtime_error(opt_.reserve_path + ": cannot create: " + std::strerror(errno));
+    if (problem != nullptr) {  // no destructor runs for a constructor that throws: close the file
+      ::close(fd_);
+      fd_ = -1;
+      throw std::runtime_error(opt_.reserve_path + problem + std::strerror(e));
     }
     rlimit limit{};
     if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
@@ -136,14 +146,15 @@ void RawShardWriter::flush() {
 size_t RawShardWriter::pass() {
   size_t drained = 0;
   session_.forEachBuffer([&](ThreadBuffer& b) {
-    drained += b.ring.drain([&](const Record* r, size_t n) { writeRecords(b, r, n); });
+    // The names before the records that use them: every string and track a record names was
+    // registered before the record was pushed, so the names registered once `published` is read
+    // cover the records up to it. A file cut between two blocks (a kill) then never holds a
+    // record whose name it lacks.
+    const uint64_t published = b.ring.published();
+    writeNewNames();
+    drained += b.ring.drainTo(published, [&](const Record* r, size_t n) { writeRecords(b, r, n); });
   });
-  // After the records: every string and track a drained record names was registered before
-  // the record was pushed, so it is in this pass's blocks at the latest.
-  // After a failed write they wait for close(), which writes them (records written before the
-  // failure may name strings registered since the last pass).
-  if (session_.strings().size() > stringsWritten_) writeStrings();
-  if (session_.tracks().size() > tracksWritten_) writeTracks();
+  writeNewNames();  // those registered since (a pass with no records, the closing pass)
   const uint64_t dropped = session_.dropped() + lost_;
   if (dropped != droppedWritten_) {
     RawBlockHeader h;
@@ -155,6 +166,13 @@ size_t RawShardWriter::pass() {
 }
 
 void RawShardWriter::writeRecords(const ThreadBuffer& b, const Record* r, size_t n) {
+  // A ring run larger than a block holds (its payload size is a u32: a TRACERUN_BUFFER_MB of 4096
+  // drains 4 GiB runs) goes as several blocks.
+  while (n > opt_.max_block_records) {
+    writeRecords(b, r, opt_.max_block_records);
+    r += opt_.max_block_records;
+    n -= opt_.max_block_records;
+  }
   if (failed()) {
     lost_ += n;
     return;
@@ -171,6 +189,13 @@ void RawShardWriter::writeRecords(const ThreadBuffer& b, const Record* r, size_t
   } else {
     records_ += n;
   }
+}
+
+void RawShardWriter::writeNewNames() {
+  // After a failed write they wait for close(), which writes them (records written before the
+  // failure may name strings registered since).
+  if (session_.strings().size() > stringsWritten_) writeStrings();
+  if (session_.tracks().size() > tracksWritten_) writeTracks();
 }
 
 void RawShardWriter::writeStrings() {

@@ -112,6 +112,12 @@ static void convertLeftoverRaw(const std::string& dir) {
   for (const auto& raw : raws) {
     const std::string shard = raw.substr(0, raw.size() - 4);
     ::unlink(trace::rawReservePath(shard).c_str());  // the conversion's room (raw_shard_writer.h)
+    // Beside a closed shard the raw file holds nothing more: its rank converted it and was killed
+    // before removing it, or it is an older run's (rawIsLeftover).
+    if (trace::rawIsLeftover(shard)) {
+      ::unlink(raw.c_str());
+      continue;
+    }
     try {
       trace::convertRawShard(raw, shard);
       ::unlink(raw.c_str());

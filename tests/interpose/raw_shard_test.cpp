@@ -1,8 +1,11 @@
 // The raw shard (core/raw_shard.h, raw_shard_writer.h, trace/raw_convert.h): the same records
 // written by the in-process SQLite writer and through a raw shard + conversion give the same
 // trace; a process killed with SIGKILL keeps every block it had written; a file cut inside a block
-// converts with the tail dropped and reported; under a file-size limit the writer stops where its
-// conversion still fits, and a conversion without room leaves the raw file whole. No libtorch.
+// converts with the tail dropped and reported; a record's names precede it in the file, and a
+// long ring run is several blocks; a writer that cannot make its reserve leaves no file open; a
+// raw file beside a closed shard is a leftover the merge passes over; under a file-size limit the
+// writer stops where its conversion still fits, and a conversion without room leaves the raw file
+// whole. No libtorch.
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -10,20 +13,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../support/process_scratch.h"
 #include "tracerun/core/raw_shard_writer.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/shard_writer.h"
-#include "../support/process_scratch.h"
 
 namespace fs = std::filesystem;
 using namespace tracerun;
@@ -184,6 +190,16 @@ std::vector<std::string> contents(const std::string& db) {
   return all;
 }
 
+// An empty shard marked incomplete at `path`, as a raw-writing process makes at start.
+uint64_t placeholder(const std::string& path) {
+  core::Session none(2);
+  trace::ShardOptions o;
+  o.path = path;
+  o.complete = false;
+  trace::ShardWriter(none, o).close();
+  return fs::file_size(path);
+}
+
 // Two threads' streams into `s`, each thread on its own std::thread.
 void produceOnTwoThreads(core::Session& s, int iters) {
   const Names n = internNames(s);
@@ -320,6 +336,145 @@ TEST_CASE("raw shard: a process killed by SIGKILL keeps every block it wrote", "
   CHECK(rows(db, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
 }
 
+// A kill may cut the file between any two blocks, so a records block must come after the strings
+// and tracks its records name: the writer wrote each pass's records first, and a kill between
+// them left spans without names in the converted shard. A scan of the blocks checks each record
+// against what came before it, over passes that each bring a new thread and a new name.
+TEST_CASE("raw shard: every record's names and track are in the file before its block", "[raw]") {
+  const std::string raw = scratch() + "/order.db.raw";
+  constexpr int kPasses = 3;
+  {
+    core::Session s(1 << 10);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    o.drain_interval_ms = 100000;  // only the explicit flushes below write
+    core::RawShardWriter w(s, o);
+    for (int pass = 0; pass < kPasses; ++pass) {
+      std::thread t([&] {
+        core::ThreadBuffer& b = s.threadBuffer(("thread " + std::to_string(pass)).c_str());
+        core::SpanRecord sp;
+        sp.name = s.strings().intern("op of pass " + std::to_string(pass));
+        sp.start_ns = kOrigin + pass * 100;
+        sp.end_ns = sp.start_ns + 50;
+        sp.id = b.nextId();
+        REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+      });
+      t.join();
+      w.flush();
+    }
+    w.close();
+  }
+  core::RawReader reader(raw);
+  core::RawBlock block;
+  int64_t strings = 0;
+  std::set<core::TrackId> tracks;
+  int spans = 0;
+  while (reader.next(&block)) {
+    const unsigned char* pos = block.payload;
+    switch (block.header.kind) {
+      case core::RawBlockKind::kStrings:
+        CHECK(block.header.first == strings);
+        strings = block.header.first + block.header.count;
+        break;
+      case core::RawBlockKind::kTracks:
+        for (uint32_t i = 0; i < block.header.count; ++i) {
+          core::RawTrack t;
+          std::memcpy(&t, pos, sizeof t);
+          tracks.insert(t.id);
+          pos += sizeof t + t.name_bytes;
+        }
+        break;
+      case core::RawBlockKind::kRecords: {
+        INFO("records block of track " << block.header.track << " after " << strings << " strings");
+        CHECK(tracks.count(block.header.track) == 1);
+        for (uint32_t i = 0; i < block.header.count; ++i) {
+          core::Record rec;
+          std::memcpy(rec.bytes, pos + size_t{i} * core::kRecordSize, core::kRecordSize);
+          REQUIRE(rec.kind() == core::RecordKind::kSpan);
+          CHECK(rec.as<core::SpanRecord>().name < strings);
+          ++spans;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  CHECK(spans == kPasses);
+  CHECK(reader.cutBytes() == 0);
+}
+
+// A block's payload size is a u32, so a ring run longer than kMaxBlockRecords (64 MiB: a
+// TRACERUN_BUFFER_MB of 4096 drains 4 GiB runs) is written as several blocks. The limit lowered to
+// 100: 1000 records in one run become blocks of at most 100 that convert to the same 1000 spans.
+TEST_CASE("raw shard: a ring run longer than a block holds is written as several blocks", "[raw]") {
+  const std::string dir = scratch() + "/long_run";
+  fs::create_directories(dir);
+  const std::string raw = dir + "/rank0.db.raw";
+  constexpr int kSpans = 1000;
+  {
+    core::Session s(1 << 12);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    o.max_block_records = 100;
+    core::RawShardWriter w(s, o);
+    const core::StringId name = s.strings().intern("op");
+    core::ThreadBuffer& b = s.threadBuffer("main");
+    for (int i = 0; i < kSpans; ++i) {
+      core::SpanRecord sp;
+      sp.name = name;
+      sp.start_ns = kOrigin + i * 10;
+      sp.end_ns = sp.start_ns + 5;
+      sp.id = b.nextId();
+      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+    }
+    w.close();  // one pass: the whole run at once
+  }
+  core::RawReader reader(raw);
+  core::RawBlock block;
+  int blocks = 0;
+  uint64_t records = 0, largest = 0;
+  while (reader.next(&block)) {
+    if (block.header.kind != core::RawBlockKind::kRecords) continue;
+    ++blocks;
+    records += block.header.count;
+    largest = std::max<uint64_t>(largest, block.header.count);
+  }
+  CHECK(records == kSpans);
+  CHECK(largest == 100);
+  CHECK(blocks == 10);
+  const std::string db = dir + "/rank0.db";
+  CHECK(trace::convertRawShard(raw, db).records == kSpans);
+  CHECK(rows(db,
+             "SELECT COUNT(*), MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) "
+             "FROM spans")
+            .at(0) == "1000|0|9990|1000");
+}
+
+// The constructor opens the raw file before the reserve; when the reserve cannot be made it throws,
+// and no destructor runs: it must close the raw file itself (the capture of a process that
+// retried would leak one descriptor a try). Counted in /proc/self/fd.
+TEST_CASE("raw shard: a writer that cannot make its reserve throws with no file left open",
+          "[raw]") {
+  const std::string dir = scratch() + "/no_reserve";
+  fs::create_directories(dir);
+  auto openFiles = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  core::Session s(2);
+  core::RawShardOptions o;
+  o.path = dir + "/rank0.db.raw";
+  o.reserve_path = dir + "/missing/rank0.db.raw-reserve";
+  const size_t before = openFiles();
+  CHECK_THROWS_WITH([&] { core::RawShardWriter w(s, o); }(),
+                    Catch::Contains(o.reserve_path + ": cannot create: No such file"));
+  CHECK(openFiles() == before);
+}
+
 TEST_CASE("raw shard: a file cut inside a block converts with the tail dropped and reported",
           "[raw]") {
   const std::string dir = scratch() + "/cut";
@@ -385,13 +540,7 @@ TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and m
   const std::string dir = scratch() + "/merge";
   fs::create_directories(dir);
   const std::string shard = dir + "/rank0.db";
-  {  // the placeholder a raw-writing process makes at start (capture.cpp)
-    core::Session none(2);
-    trace::ShardOptions o;
-    o.path = shard;
-    o.complete = false;
-    trace::ShardWriter(none, o).close();
-  }
+  placeholder(shard);  // as a raw-writing process makes at start (capture.cpp)
   constexpr int kSpans = 1234;
   {
     core::Session s(1 << 12);
@@ -425,11 +574,65 @@ TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and m
   CHECK_FALSE(fs::exists(mo.output + ".raw0.tmp"));
 }
 
+// A raw file beside a closed shard is a leftover: an older run's at the same path (killed, then
+// outlived by a shard the SQLite writer closed) or one whose conversion finished before a kill.
+// The merge and the launcher used to read it in the closed shard's place, the older records over
+// the newer. Closed shard "new" x 7 beside a raw file "old" x 5: the merge gives the 7.
+TEST_CASE("raw shard: beside a closed shard a SHARD.raw is a leftover, and the shard is merged",
+          "[raw]") {
+  const std::string dir = scratch() + "/leftover";
+  fs::create_directories(dir);
+  const std::string shard = dir + "/rank0.db", raw = trace::rawShardPath(shard);
+  auto spans = [](core::Session& s, const char* name, int n) {
+    const core::StringId id = s.strings().intern(name);
+    core::ThreadBuffer& b = s.threadBuffer("main");
+    for (int i = 0; i < n; ++i) {
+      core::SpanRecord sp;
+      sp.name = id;
+      sp.start_ns = kOrigin + i * 10;
+      sp.end_ns = sp.start_ns + 5;
+      sp.id = b.nextId();
+      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+    }
+  };
+  {  // the older run's records, never converted
+    core::Session s(1 << 8);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    core::RawShardWriter w(s, o);
+    spans(s, "old", 5);
+    w.close();
+  }
+  {  // the newer run's shard, closed
+    core::Session s(1 << 8);
+    trace::ShardOptions o;
+    o.path = shard;
+    o.origin_ns = kOrigin;
+    trace::ShardWriter w(s, o);
+    spans(s, "new", 7);
+    w.close();
+  }
+  CHECK(trace::rawIsLeftover(shard));
+  const auto rawSize = fs::file_size(raw);
+  trace::MergeOptions mo;
+  mo.output = dir + "/run.db";
+  trace::mergeShards({trace::MergeInput{shard}}, mo, false);
+  CHECK(rows(mo.output,
+             "SELECT n.value, COUNT(*) FROM spans s JOIN strings n ON n.id = s.name "
+             "GROUP BY 1") == std::vector<std::string>{"new|7"});
+  CHECK(fs::file_size(raw) == rawSize);  // the merge modifies no input
+  // A placeholder (incomplete) or a missing shard is no reason to pass the raw file over.
+  placeholder(dir + "/rank1.db");
+  CHECK_FALSE(trace::rawIsLeftover(dir + "/rank1.db"));
+  CHECK_FALSE(trace::rawIsLeftover(dir + "/rank2.db"));
+}
+
 namespace {
 
 // `n` spans in batches of 500 on two threads: `first` spans on a, then the rest on b, each
 // batch's named anew ("a<k>", "b<k>"), with a flush (then `afterFlush`) after each: one pass
-// writes a's records block, b's, then the new names.
+// writes the new names, a's records block, then b's.
 template <typename Fn>
 void pushSpans(core::Session& s, core::RawShardWriter& w, int n, int first, Fn afterFlush) {
   // Two buffers drained in one pass: this thread's, and one standing for a second thread.
@@ -455,16 +658,6 @@ void pushSpans(core::Session& s, core::RawShardWriter& w, int n, int first, Fn a
     w.flush();
     afterFlush();
   }
-}
-
-// An empty shard marked incomplete at `path`, as a raw-writing process makes at start.
-uint64_t placeholder(const std::string& path) {
-  core::Session none(2);
-  trace::ShardOptions o;
-  o.path = path;
-  o.complete = false;
-  trace::ShardWriter(none, o).close();
-  return fs::file_size(path);
 }
 
 // Runs `fn` in a child process whose files may not grow past `limit` bytes (RLIMIT_FSIZE, with
@@ -509,8 +702,7 @@ TEST_CASE("raw shard: under a file-size limit the writer stops where its convers
     char failure[200];
   };
   // Three limits a third of a pass's room apart: where the writer stops moves through a pass, so
-  // at least one run stops after a's block of a pass and before b's (whose names the pass had not
-  // yet written).
+  // at least one run stops after a's block of a pass and before b's.
   int stoppedInsideAPass = 0;
   for (const uint64_t limit : {uint64_t{600} << 10, uint64_t{608} << 10, uint64_t{616} << 10}) {
     INFO("RLIMIT_FSIZE " << limit);
@@ -570,8 +762,8 @@ TEST_CASE("raw shard: under a file-size limit the writer stops where its convers
     CHECK(rows(shard, "SELECT value, severity FROM stats WHERE name = 'dropped_events'").at(0) ==
           std::to_string(kSpans - static_cast<int64_t>(out.written)) + "|2");
     CHECK(rows(shard, "SELECT value FROM meta WHERE key = 'complete'").at(0) == "0");
-    // Every span's name is there, those of a pass whose later block was refused included (the
-    // writer writes that pass's new names at close).
+    // Every span's name is there (a pass writes the names before the records that use them;
+    // those of a pass whose first block was refused are written at close).
     CHECK(rows(shard,
                "SELECT COUNT(*) FROM spans s LEFT JOIN strings n ON n.id = s.name "
                "WHERE n.value IS NULL OR substr(n.value, 1, 1) NOT IN ('a', 'b')")

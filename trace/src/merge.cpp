@@ -819,13 +819,15 @@ MergeResult mergeShards(const std::vector<MergeInput>& shards, const MergeOption
   std::vector<Unreadable> unreadable;
   // A shard whose process wrote raw records and never converted them (killed: SHARD.raw beside
   // it, raw_convert.h) is read from a conversion into a temporary file; the shards are unchanged.
+  // Beside a closed shard the raw file is a leftover, and the shard is read (rawIsLeftover).
   std::vector<std::unique_ptr<TempFile>> converted;
   std::map<int, size_t> perAttempt;  // inputs seen so far of each attempt
   for (size_t i = 0; i < shards.size(); ++i) {
     const size_t indexInAttempt = perAttempt[shards[i].attempt]++;
     result.shards[i].path = shards[i].path;
     MergeInput input = shards[i];
-    if (struct stat st; ::stat(rawShardPath(input.path).c_str(), &st) == 0) {
+    if (struct stat st;
+        ::stat(rawShardPath(input.path).c_str(), &st) == 0 && !rawIsLeftover(input.path)) {
       converted.push_back(
           std::make_unique<TempFile>(options.output + ".raw" + std::to_string(i) + ".tmp"));
       try {

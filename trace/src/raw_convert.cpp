@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "file_check.h"
+#include "sqlite_util.h"
 #include "tracerun/core/raw_shard.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/shard_writer.h"
@@ -140,6 +142,17 @@ std::string rawShardPath(const std::string& dbPath) {
 
 std::string rawReservePath(const std::string& dbPath) {
   return dbPath + ".raw-reserve";
+}
+
+bool rawIsLeftover(const std::string& dbPath) {
+  try {
+    filecheck::checkFile(dbPath);
+    const sql::Db db(dbPath, sql::Db::Mode::kReadOnly);
+    auto meta = filecheck::readTraceMeta(db);
+    return meta["kind"] != "merged" && meta["complete"] == "1";
+  } catch (const TraceError&) {
+    return false;
+  }
 }
 
 RawConversion convertRawShard(const std::string& rawPath, const std::string& dbPath) {

@@ -1,7 +1,8 @@
 // RawShardWriter: the traced process's writer thread when the capture writes a raw shard
 // (raw_shard.h): it copies whole runs of each thread's ring into the file with one writev each,
-// then the strings and tracks new since the last pass. No SQL, no formatting, no per-record work;
-// the SQLite shard is built afterwards from the file (trace/raw_convert.h).
+// each after the strings and tracks new since the last ones written (a record's names are always
+// in the file before it). No SQL, no formatting, no per-record work; the SQLite shard is built
+// afterwards from the file (trace/raw_convert.h).
 //
 // Contract:
 // - The constructor creates the file (replacing one that exists; 0600, never through a symlink)
@@ -37,6 +38,11 @@
 
 namespace tracerun::core {
 
+// The most records one block holds: its payload size is a u32 (raw_shard.h). A longer ring run is
+// written as several blocks.
+constexpr size_t kMaxBlockRecords = size_t{1} << 20;  // 64 MiB
+static_assert(kMaxBlockRecords * kRecordSize <= UINT32_MAX);
+
 struct RawShardOptions {
   std::string path;
   int rank = 0;
@@ -52,6 +58,7 @@ struct RawShardOptions {
   uint64_t shard_base_bytes = 0;  // the SQLite shard's size before any row (its placeholder's)
   uint64_t room_base = uint64_t{32} << 10;
   double room_ratio = 0.75;  // SQLite bytes per raw byte: measured 0.48-0.52 (trace-format.md)
+  size_t max_block_records = kMaxBlockRecords;  // at most that (tests lower it)
 };
 
 class RawShardWriter {
@@ -79,6 +86,7 @@ class RawShardWriter {
   void threadMain();
   size_t pass();  // mu_ held
   void writeRecords(const ThreadBuffer& b, const Record* r, size_t n);
+  void writeNewNames();  // the strings and tracks registered since the last ones written
   void writeStrings();
   void writeTracks();
   // `closing`: a block of close() (strings, tracks, drop count, stats, meta), written even after

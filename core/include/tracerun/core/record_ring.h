@@ -79,10 +79,19 @@ class RecordRing {
   // available, then frees those slots. Returns the number of records consumed.
   template <typename Fn>
   size_t drain(Fn&& fn) {
+    return drainTo(published(), fn);
+  }
+  // The producer's count of records pushed, read so that what it wrote before them (the records,
+  // and anything it registered before pushing them) is visible to this thread.
+  uint64_t published() const noexcept { return head_.load(std::memory_order_acquire); }
+  // drain() of the records before `head` only (a published() value read earlier): a consumer that
+  // must write something first (the names those records use) reads published(), writes it, then
+  // drains to it, and the records pushed meanwhile wait for the next pass.
+  template <typename Fn>
+  size_t drainTo(uint64_t head, Fn&& fn) {
     const uint64_t tail = tail_.load(std::memory_order_relaxed);
-    const uint64_t head = head_.load(std::memory_order_acquire);
+    if (head <= tail) return 0;  // nothing, or a `head` older than what was drained since
     const size_t n = static_cast<size_t>(head - tail);
-    if (n == 0) return 0;
     const size_t first = static_cast<size_t>(tail & mask_);
     const size_t run = n < capacity_ - first ? n : capacity_ - first;
     fn(&slots_[first], run);

@@ -34,6 +34,13 @@ RawConversion convertRawShard(const std::string& rawPath, const std::string& dbP
 
 // "<shard>.raw": where a process writing raw keeps the records of the shard `dbPath`.
 std::string rawShardPath(const std::string& dbPath);
+
+// True when the shard `dbPath` is a closed one (meta complete = '1'): a SHARD.raw beside it then
+// holds nothing the shard lacks and is not read in its place. Either its conversion finished and
+// the process died before removing it, or it is an older run's, left at the same path by a
+// killed process and outlived by a shard written since (TRACERUN_WRITER=sqlite). A shard that is
+// missing, unreadable or incomplete (a placeholder, a failed conversion) gives false.
+bool rawIsLeftover(const std::string& dbPath);
 // "<shard>.raw-reserve": the disk space the raw writer holds for the conversion while it records
 // (core/raw_shard_writer.h); whoever converts a raw shard its process left removes it first.
 std::string rawReservePath(const std::string& dbPath);
