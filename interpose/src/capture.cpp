@@ -222,6 +222,8 @@ std::mutex gLifecycleMu;
 // gDeferredSignal for stopCapture() to act on once the shard is whole (see onTerminatingSignal).
 std::atomic<bool> gClosing{false};
 std::atomic<int> gDeferredSignal{0};
+// Set on the thread that runs stopCapture()'s close, for as long as it does.
+thread_local bool tlsClosingHere = false;
 
 // The signals the capture handles where the program kept the default action (their default ends
 // the process before its shard is closed): SIGTERM (launchers, schedulers), SIGHUP (a closed
@@ -547,25 +549,34 @@ bool startCapture(const CaptureConfig& config) {
 void stopCapture() {
   // Nothing to stop (never started, stopped, or a forked child, where onForkChild cleared it):
   // return before the lock, which a child forked while the parent held it would wait on forever.
-  if (gActiveGeneration.load() == 0) return;
+  // While another thread is closing the shard (a signal's flush on the watcher thread), wait for
+  // that close instead: a program ending meanwhile (its exit calls this) would otherwise end the
+  // process with its shard half written. gClosing is set before the generation is cleared, so
+  // whoever sees generation 0 from a close in progress also sees gClosing.
+  // The closing thread itself (code inside the close that ends up here) returns: the lock is its.
+  if ((gActiveGeneration.load() == 0 && !gClosing.load()) || tlsClosingHere) return;
   std::lock_guard<std::mutex> lock(gLifecycleMu);
-  const uint64_t generation = gActiveGeneration.exchange(0);
-  ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
-  if (generation == 0 || a == nullptr || a->generation != generation) return;
   // A signal during the close is deferred (onTerminatingSignal): its handler would otherwise wait
   // for a flush that this close, interrupted on the same thread or holding gLifecycleMu, cannot
   // give, and the process would die with its shard half written (a rank the launcher stopped while
   // it was ending on its own). Once the shard is whole, the process ends with that signal.
   struct Closing {
-    Closing() { gClosing.store(true); }
+    Closing() {
+      tlsClosingHere = true;
+      gClosing.store(true);
+    }
     ~Closing() {
       gClosing.store(false);
+      tlsClosingHere = false;
       if (const int sig = gDeferredSignal.exchange(0); sig != 0) {
         restoreDefaultAction(sig);
         ::kill(::getpid(), sig);  // to the process: this thread may block it (the watcher does)
       }
     }
   } closing;
+  const uint64_t generation = gActiveGeneration.exchange(0);
+  ActiveCapture* a = gCurrent.load(std::memory_order_acquire);
+  if (generation == 0 || a == nullptr || a->generation != generation) return;
   for (auto it = gHooks.rbegin(); it != gHooks.rend(); ++it) {
     try {  // a hook that throws must not leave the shard unclosed (this runs in destructors)
       if (it->stop) it->stop();
@@ -742,6 +753,10 @@ void installSignalHandlers() {
 // does not exist there and the shard belongs to the parent.
 void onForkChild() {
   gActiveGeneration.store(0);
+  // A fork during the parent's close copies gClosing set: here no close runs (stopCapture would
+  // wait on the lifecycle lock the parent held, forever), and no signal waits for one.
+  gClosing.store(false);
+  gDeferredSignal.store(0);
   tlsThreadState = nullptr;
   for (int sig : kTerminatingSignals) {
     struct sigaction current {};

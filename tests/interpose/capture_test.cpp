@@ -903,3 +903,48 @@ TEST_CASE("a child forked while the capture is being closed exits without waitin
   CHECK(fileExists(hookDoneMarker()));
   CHECK(r.complete == "1");
 }
+
+namespace {
+// Set by the stop hook below when the close it runs in has begun (the child's main thread waits
+// for it); a child process's own copy.
+std::atomic<bool>& closeBegan() {
+  static std::atomic<bool> began{false};
+  return began;
+}
+}  // namespace
+
+TEST_CASE("a program that ends while a signal's flush closes the shard waits for that close") {
+  // A SIGTERM handled on one thread has the watcher thread close the shard while the program's
+  // main thread ends on its own: its exit's stopCapture() saw no capture left to stop (the close
+  // had taken it) and returned, and the process ended with the shard half closed. The close here
+  // takes 500 ms (the hook); main calls stopCapture() once it has begun, then _exit(5). The shard
+  // must be whole, whichever of the signal and the _exit then ends the process.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("exit_during_signal_flush"),
+      [] {
+        closeBegan().store(true);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        markHookDone();
+      },
+      [] {
+        sigset_t term;
+        ::sigemptyset(&term);
+        ::sigaddset(&term, SIGTERM);
+        ::pthread_sigmask(SIG_BLOCK, &term, nullptr);  // the signal goes to the thread below
+        std::thread([term] {
+          ::pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+          ::raise(SIGTERM);
+        }).detach();
+        for (int i = 0; i < 1000 && !closeBegan().load(); ++i) {  // a hang guard (10 s)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        interpose::stopCapture();
+        ::_exit(5);
+      });
+  INFO(r.describe());
+  CHECK(((r.signalled && r.signal == SIGTERM) || r.code == 5));
+  CHECK(fileExists(hookDoneMarker()));
+  CHECK(r.complete == "1");
+  CHECK(r.lastScopes == 1);
+}
