@@ -52,6 +52,21 @@ class _Arg(ctypes.Structure):
     _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_int64)]
 
 
+def tracing():
+    """True while torch.fx symbolically traces a module (its inputs are Proxies, and whatever the
+    hooks do with them becomes nodes of the user's graph) or torch.compile's Dynamo traces one
+    (the hooks would be compiled into the graph, or break it): every hook then does nothing."""
+    fx = sys.modules.get("torch.fx._symbolic_trace")
+    is_fx_tracing = getattr(fx, "is_fx_tracing", None)
+    if is_fx_tracing is not None and is_fx_tracing():
+        return True
+    compiler = sys.modules.get("torch.compiler")  # torch 2.3 and later; before, torch._dynamo
+    is_compiling = getattr(compiler, "is_compiling", None)
+    if is_compiling is None:
+        is_compiling = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
+    return is_compiling is not None and bool(is_compiling())
+
+
 class _Tagger:
     """Tags tensors' storages with a memory category, batched by device (one C call each)."""
 
@@ -71,7 +86,14 @@ class _Tagger:
             key = (1, dev.index if dev.index is not None else 0)
         else:
             return None
-        ptr = t.data_ptr() - t.storage_offset() * t.element_size()
+        # Only strided tensors with storage (a sparse tensor in optimizer.state, a tensor
+        # subclass without one: data_ptr() raises).
+        if getattr(t, "layout", None) is not _strided():
+            return None
+        try:
+            ptr = t.data_ptr() - t.storage_offset() * t.element_size()
+        except RuntimeError:
+            return None
         return (key, ptr) if ptr else None
 
     def tag(self, tensors, category, totals=None):
@@ -91,6 +113,10 @@ class _Tagger:
                 total = totals[dindex]
             arr = (ctypes.c_uint64 * len(ptrs))(*ptrs)
             self._tag(arr, len(ptrs), dtype, dindex, category, total)
+
+
+def _strided():
+    return sys.modules["torch"].strided  # the hooks run only once torch is imported
 
 
 def _cuda_live_bytes(index):
@@ -126,7 +152,9 @@ class _Steps:
         self._open = None
 
     def forward(self):
-        if self._open is None and not self.disabled:
+        # Only a forward that autograd records opens a step: evaluation under torch.no_grad()
+        # (after the last optimizer step, or forward-only code) is no step.
+        if self._open is None and not self.disabled and sys.modules["torch"].is_grad_enabled():
             args = (_Arg * 1)(_Arg(b"step", self.step))
             token = self._begin(_KIND_PHASE, b"step", None, args, 1)
             if token > 0:
@@ -181,6 +209,8 @@ def install(lib, words, module_module):
 
     def pre_forward(module, inputs):
         try:
+            if tracing():
+                return None
             if steps is not None:
                 steps.forward()
             if tagger is None:
@@ -227,15 +257,17 @@ def install(lib, words, module_module):
         tagger.tag(grads, _GRADIENT, totals)
 
     def after_step(optimizer):
-        if tagger is not None:
-            state = []
-            for s in optimizer.state.values():
-                for v in s.values() if isinstance(s, dict) else ():
-                    if hasattr(v, "data_ptr") and hasattr(v, "storage_offset"):
-                        state.append(v)
-            tagger.tag(state, _OPTIMIZER_STATE)
-        if steps is not None:
-            steps.after_update()
+        try:
+            if tagger is not None:
+                state = []
+                for s in optimizer.state.values():
+                    for v in s.values() if isinstance(s, dict) else ():
+                        if hasattr(v, "data_ptr") and hasattr(v, "storage_offset"):
+                            state.append(v)
+                tagger.tag(state, _OPTIMIZER_STATE)
+        finally:  # the step ends whatever the tagging did (else no later step would open)
+            if steps is not None:
+                steps.after_update()
 
     _HOOKS["before"], _HOOKS["after"] = before_step, after_step
     _install_optimizer_hooks()

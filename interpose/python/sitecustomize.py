@@ -16,6 +16,11 @@
 # - A module called with no module forward open is a root: its path is its type name ("ResNet"),
 #   its descendants are named as root.named_modules() names them; a module the root does not list
 #   is named parent path + "." + its type.
+# - Not while torch.fx symbolically traces a module (its inputs are Proxies: formatting their
+#   shapes would add nodes to the user's graph) nor while torch.compile's Dynamo traces one (the
+#   hooks would be traced into the graph, or break it): tracing() in _tracerun_training.py.
+# - A forward that raises still closes its scope (torch 2.1's always-called hooks; before, the
+#   next call of the module drops what it left on the stack).
 # - Shapes: "f32[32,3,32,32]", tensors of a tuple joined by ';' (the first 4; nested lists and
 #   dicts flattened), the same dtype names as the op shapes of the trace.
 # - At start-up it registers libtracerun's close with Py_AtExit (_close_at_python_exit), so the
@@ -28,8 +33,11 @@ def _run_shadowed_sitecustomize():
     import importlib.util
     import os
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    # Every tracerun hooks directory is passed over, not only this one: a second copy on the path
+    # (two installs, or this one through a symlink) would run this file again, which would look
+    # for the next one, and so on without end.
+    path = [p for p in sys.path
+            if not os.path.isfile(os.path.join(p or ".", "_tracerun_training.py"))]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
     if spec is None or spec.loader is None:
         return
@@ -70,6 +78,8 @@ def _install(module_module):
     if capturing() == 0:
         return
     words = _capture_words()
+    from _tracerun_training import tracing
+
     try:  # memory categories and step spans (_tracerun_training.py), before the module scopes
         import os
 
@@ -154,9 +164,20 @@ def _install(module_module):
 
     def pre_hook(module, inputs):
         try:
+            if tracing():
+                return None
             stack = getattr(local, "stack", None)
             if stack is None:
                 stack = local.stack = []
+            if not always_call:
+                # Without always-called post hooks (torch < 2.1), a forward that raised out of its
+                # root (an out-of-memory error the program caught) left its entries here: called
+                # again, the module is still on the stack, and what is above it is stale. (Their
+                # scopes were closed by an enclosing scope's end, or close at the capture's end.)
+                for i in range(len(stack)):
+                    if stack[i][0] is module:
+                        del stack[i:]
+                        break
             path, root = path_of(module, stack)
             info = module_info.get(module)
             if info is None:
@@ -179,6 +200,8 @@ def _install(module_module):
 
     def post_hook(module, inputs, output):
         try:
+            if tracing():
+                return None
             stack = getattr(local, "stack", None)
             if not stack:
                 return None
@@ -195,8 +218,13 @@ def _install(module_module):
             sys.stderr.write("tracerun: module hook: %s\n" % e)
         return None
 
-    module_module.register_module_forward_pre_hook(pre_hook)
-    module_module.register_module_forward_hook(post_hook)
+    try:  # torch 2.1 and later: the post hook also runs for a forward that raised
+        module_module.register_module_forward_hook(post_hook, always_call=True)
+        always_call = True
+    except TypeError:
+        module_module.register_module_forward_hook(post_hook)
+        always_call = False
+    module_module.register_module_forward_pre_hook(pre_hook)  # after: it reads always_call
 
 
 def _close_at_python_exit():

@@ -1,0 +1,217 @@
+"""The Python hooks (interpose/python/sitecustomize.py, _tracerun_training.py) must not change or
+break the program they trace. ctest: e2e_python_hooks (tests/e2e/CMakeLists.txt). Not the memory
+categories (python_memory_test.py).
+
+Small programs under `tracerun -- /usr/bin/python3 -c ...`, each checked against the program
+itself (what it prints, how often it calls its modules and optimizer) or against the same program
+run without tracerun, reading the trace's spans with Python's own sqlite3:
+- two hooks directories on PYTHONPATH (a second copy of the hooks and a symlink to it, then the
+  user's own sitecustomize): the user's sitecustomize runs once, no RecursionError, and each
+  forward is one module scope (the hooks are installed once);
+- a forward that raises, caught by the program, then two that do not: every module scope keeps
+  its own name (not "boom.Net"), one "Net" scope per call;
+- a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step;
+- evaluation under torch.no_grad() after the last step: no extra "step" span;
+- torch.fx.symbolic_trace: the same graph as without tracerun, and no hook error.
+Exit 0 when every check passes, 1 otherwise; every check is printed.
+
+    python_hooks_test.py --tracerun BIN --source-dir DIR --work DIR
+"""
+import argparse
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+PYTHON = "/usr/bin/python3"  # Debian's, with torch (docs/capture.md)
+
+
+class Checks:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, ok, what, detail=""):
+        print("%s  %s  %s" % ("ok  " if ok else "FAIL", what, detail), flush=True)
+        if not ok:
+            self.failed += 1
+
+
+def run(cmd, env=None):
+    env = dict(os.environ if env is None else env, OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def traced(a, name, program, env=None):
+    db = os.path.join(a.work, name + ".db")
+    r = run([a.tracerun, "-o", db, "--", PYTHON, "-c", program], env)
+    with open(os.path.join(a.work, name + ".log"), "w") as log:
+        log.write(r.stdout + r.stderr)
+    return r, db
+
+
+def spans(db, category):
+    """Names of the spans of a category, in start order."""
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        return [row[0] for row in con.execute(
+            "SELECT n.value FROM spans s JOIN strings n ON n.id = s.name JOIN categories c "
+            "ON c.id = s.category WHERE c.name = ? ORDER BY s.start_ns", (category,))]
+    finally:
+        con.close()
+
+
+TINY = """
+import torch
+m = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+for _ in range(3):
+    m(torch.zeros(2, 4))
+"""
+
+
+def two_hook_dirs(c, a):
+    site = os.path.join(a.work, "usersite")
+    copy = os.path.join(a.work, "hooks_copy")
+    link = os.path.join(a.work, "hooks_link")
+    for d in (site, copy):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+    if os.path.lexists(link):
+        os.unlink(link)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write("print('user sitecustomize ran')\n")
+    for name in ("sitecustomize.py", "_tracerun_training.py"):
+        shutil.copy(os.path.join(a.source_dir, "interpose", "python", name), copy)
+    os.symlink(copy, link)
+    env = dict(os.environ, PYTHONPATH=":".join([copy, link, site]))
+    r, db = traced(a, "two_hook_dirs", TINY, env)
+    c.check(r.returncode == 0, "[two hook dirs] traced run exits 0", r.stderr[-400:])
+    c.check(r.stdout.count("user sitecustomize ran") == 1,
+            "[two hook dirs] the user's sitecustomize runs once", repr(r.stdout[-200:]))
+    c.check("RecursionError" not in r.stderr and "Error in sitecustomize" not in r.stderr,
+            "[two hook dirs] no error in sitecustomize", r.stderr[-400:])
+    if r.returncode == 0:
+        names = spans(db, "module")
+        c.check(names.count("Sequential") == 3, "[two hook dirs] one module scope per forward",
+                "%d Sequential scopes, 3 calls" % names.count("Sequential"))
+
+
+RAISES = """
+import torch
+class Boom(torch.nn.Module):
+    calls = 0
+    def forward(self, x):
+        Boom.calls += 1
+        if Boom.calls == 1:
+            raise RuntimeError("out of memory (a stand-in)")
+        return x.relu()
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(4, 3)
+        self.boom = Boom()
+    def forward(self, x):
+        return self.boom(self.l(x))
+net = Net()
+try:
+    net(torch.zeros(2, 4))
+except RuntimeError:
+    pass
+for _ in range(2):
+    net(torch.zeros(2, 4))
+"""
+
+
+def raised_forward(c, a):
+    r, db = traced(a, "raised_forward", RAISES)
+    c.check(r.returncode == 0, "[raised forward] traced run exits 0", r.stderr[-400:])
+    if r.returncode != 0:
+        return
+    names = spans(db, "module")
+    c.check(set(names) <= {"Net", "l", "boom"}, "[raised forward] every scope keeps its name",
+            str(sorted(set(names))))
+    c.check(names.count("Net") == 3, "[raised forward] one Net scope per call",
+            "%d Net scopes, 3 calls" % names.count("Net"))
+    c.check("tracerun: module hook" not in r.stderr, "[raised forward] no hook error",
+            r.stderr[-400:])
+
+
+STEPS = """
+import torch
+m = torch.nn.Linear(4, 3)
+opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+for i in range(3):
+    m(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    if i == 0:  # a tensor without strided storage among the optimizer's state
+        opt.state[m.weight]["extra"] = torch.zeros(3).to_sparse()
+with torch.no_grad():  # evaluation after the last step
+    for _ in range(2):
+        m(torch.ones(2, 4))
+"""
+
+
+def steps(c, a):
+    r, db = traced(a, "steps", STEPS)
+    c.check(r.returncode == 0, "[steps] traced run exits 0", r.stderr[-400:])
+    if r.returncode != 0:
+        return
+    c.check("tracerun: optimizer hook" not in r.stderr and "training hook" not in r.stderr,
+            "[steps] a sparse tensor in optimizer.state is no hook error", r.stderr[-400:])
+    n = spans(db, "phase").count("step")
+    c.check(n == 3, "[steps] one step span per optimizer step, none for evaluation",
+            "%d step spans, 3 steps" % n)
+
+
+FX = """
+import torch, torch.fx
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(4, 4)
+    def forward(self, x):
+        return self.l(x).relu() + x
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = Block()
+        self.b = Block()
+    def forward(self, x):
+        return self.b(self.a(x)).sum(dim=1)
+g = torch.fx.symbolic_trace(Net())
+for n in g.graph.nodes:
+    print("node", n.op, n.target)
+"""
+
+
+def fx(c, a):
+    plain = run([PYTHON, "-c", FX])
+    r, _ = traced(a, "fx", FX)
+    c.check(plain.returncode == 0 and r.returncode == 0, "[fx] both runs exit 0",
+            (plain.stderr + r.stderr)[-400:])
+    want = [l for l in plain.stdout.splitlines() if l.startswith("node ")]
+    got = [l for l in r.stdout.splitlines() if l.startswith("node ")]
+    c.check(len(want) > 0 and got == want, "[fx] the same graph as without tracerun",
+            "%d nodes untraced, %d traced" % (len(want), len(got)))
+    c.check("tracerun: module hook" not in r.stderr and "training hook" not in r.stderr,
+            "[fx] no hook error", r.stderr[-400:])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tracerun", required=True)
+    p.add_argument("--source-dir", required=True)
+    p.add_argument("--work", required=True)
+    a = p.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    c = Checks()
+    for case in (two_hook_dirs, raised_forward, steps, fx):
+        case(c, a)
+    print("%d failed" % c.failed)
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
