@@ -11,9 +11,9 @@
 # 1. Builds tracerun against the interpreter's PyTorch into build-gpu (scripts/build.sh with
 #    TRACERUN_TORCH; Debian's SQLite/CLI11/json/gloo headers unpacked in .gpu-deps/; viewer and dot
 #    off; Catch2 unit tests off unless GPU_CHECK_CATCH2=1: CI runs them, and they triple the build).
-# 2. Runs `ctest -L gpu` (the ten scripts of tests/gpu/CMakeLists.txt: census, capture words, NCCL
-#    rank, gpttrain losses, cpu offload and flash, Gloo ranks, CUDA memory, memory categories,
-#    launch records).
+# 2. Runs `ctest -L gpu` (the eleven scripts of tests/gpu/CMakeLists.txt: census, capture words,
+#    NCCL rank, gpttrain losses, cpu offload and flash, Gloo ranks, CUDA memory, memory categories,
+#    launch records, and the Python hooks under this torch: always_call, torch.compile).
 #    Then bench/flash_attention_bench --device cuda (flash against standard attention, fp32 and
 #    bf16, s = 64 to 1024; seconds; its tables go into gpu-check.log).
 # 3. Runs bench/gpu_gpttrain_speed.py (gpttrain against nanoGPT at nanoGPT's shape, issue 32; about

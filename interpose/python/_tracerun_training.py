@@ -52,19 +52,45 @@ class _Arg(ctypes.Structure):
     _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_int64)]
 
 
+# torch's "tracing now" flags, found as their modules are imported (watch_tracing): "fx"
+# torch.fx's is_fx_tracing, "compile" torch.compiler.is_compiling (torch 2.3 and later) or else
+# torch._dynamo.is_compiling. Looked up once, outside any trace: a hook that Dynamo traces reads a
+# global dict and calls a function it knows, nothing it would break its graph on.
+_TRACING = {}
+
+
+def watch_tracing():
+    """Starts looking for torch's tracing flags (once; sitecustomize.py and install() call it)."""
+    if _TRACING.get("watching"):
+        return
+    _TRACING["watching"] = True
+
+    def fx(mod):
+        if getattr(mod, "is_fx_tracing", None) is not None:
+            _TRACING["fx"] = mod.is_fx_tracing
+
+    def compiler(mod):
+        if getattr(mod, "is_compiling", None) is not None:
+            _TRACING["compile"] = mod.is_compiling  # preferred to torch._dynamo's
+
+    def dynamo(mod):
+        if "compile" not in _TRACING and getattr(mod, "is_compiling", None) is not None:
+            _TRACING["compile"] = mod.is_compiling
+
+    _after_import("torch.fx._symbolic_trace", fx)
+    _after_import("torch.compiler", compiler)
+    _after_import("torch._dynamo", dynamo)
+
+
 def tracing():
     """True while torch.fx symbolically traces a module (its inputs are Proxies, and whatever the
     hooks do with them becomes nodes of the user's graph) or torch.compile's Dynamo traces one
     (the hooks would be compiled into the graph, or break it): every hook then does nothing."""
-    fx = sys.modules.get("torch.fx._symbolic_trace")
-    is_fx_tracing = getattr(fx, "is_fx_tracing", None)
-    if is_fx_tracing is not None and is_fx_tracing():
+    fx = _TRACING.get("fx")
+    if fx is not None and fx():
         return True
-    compiler = sys.modules.get("torch.compiler")  # torch 2.3 and later; before, torch._dynamo
-    is_compiling = getattr(compiler, "is_compiling", None)
-    if is_compiling is None:
-        is_compiling = getattr(sys.modules.get("torch._dynamo"), "is_compiling", None)
-    return is_compiling is not None and bool(is_compiling())
+    compiling = _TRACING.get("compile")
+    return compiling is not None and bool(compiling())
 
 
 class _Tagger:
@@ -196,6 +222,7 @@ class _Steps:
 def install(lib, words, module_module):
     """Installs the hooks for the capture words (a set); call before the module-scope hooks, so
     that a step span opens outside the first module's scope."""
+    watch_tracing()
     memory = "memory" in words
     steps = _Steps(lib) if "scopes" in words else None
     tagger = _Tagger(lib) if memory else None

@@ -78,7 +78,9 @@ def _install(module_module):
     if capturing() == 0:
         return
     words = _capture_words()
-    from _tracerun_training import tracing
+    from _tracerun_training import tracing, watch_tracing
+
+    watch_tracing()  # also when TRACERUN_TRAINING_HOOKS=0 leaves install() out
 
     try:  # memory categories and step spans (_tracerun_training.py), before the module scopes
         import os

@@ -12,10 +12,15 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
   its own name (not "boom.Net"), one "Net" scope per call;
 - a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step;
 - evaluation under torch.no_grad() after the last step: no extra "step" span;
-- torch.fx.symbolic_trace: the same graph as without tracerun, and no hook error.
-Exit 0 when every check passes, 1 otherwise; every check is printed.
+- torch.fx.symbolic_trace: the same graph as without tracerun, and no hook error;
+- torch.compile (where torch has it: torch 2.x, the GPU machine's; backend aot_eager, no C++
+  compiler needed): the same outputs, graph breaks and graphs as without tracerun.
+Exit 0 when every check passes, 1 otherwise; every check is printed. With --require-compile it
+exits 77 (a ctest skip) where torch has no torch.compile: tests/gpu registers it so, with the
+GPU machine's interpreter, for the cases torch 1.13 cannot run (always_call, Dynamo).
 
-    python_hooks_test.py --tracerun BIN --source-dir DIR --work DIR
+    python_hooks_test.py --tracerun BIN --source-dir DIR --work DIR [--python PY]
+                         [--require-compile]
 """
 import argparse
 import os
@@ -24,7 +29,7 @@ import sqlite3
 import subprocess
 import sys
 
-PYTHON = "/usr/bin/python3"  # Debian's, with torch (docs/capture.md)
+PYTHON = ["/usr/bin/python3"]  # Debian's, with torch (docs/capture.md); --python replaces it
 
 
 class Checks:
@@ -45,7 +50,7 @@ def run(cmd, env=None):
 
 def traced(a, name, program, env=None):
     db = os.path.join(a.work, name + ".db")
-    r = run([a.tracerun, "-o", db, "--", PYTHON, "-c", program], env)
+    r = run([a.tracerun, "-o", db, "--", PYTHON[0], "-c", program], env)
     with open(os.path.join(a.work, name + ".log"), "w") as log:
         log.write(r.stdout + r.stderr)
     return r, db
@@ -187,7 +192,7 @@ for n in g.graph.nodes:
 
 
 def fx(c, a):
-    plain = run([PYTHON, "-c", FX])
+    plain = run([PYTHON[0], "-c", FX])
     r, _ = traced(a, "fx", FX)
     c.check(plain.returncode == 0 and r.returncode == 0, "[fx] both runs exit 0",
             (plain.stderr + r.stderr)[-400:])
@@ -199,15 +204,66 @@ def fx(c, a):
             "[fx] no hook error", r.stderr[-400:])
 
 
+COMPILED = """
+import torch
+from torch._dynamo.utils import counters
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        return self.b(self.a(x).relu())
+torch.manual_seed(0)
+net = torch.compile(Net(), backend="aot_eager")
+x = torch.randn(4, 8)
+for _ in range(2):
+    y = net(x)
+    y.sum().backward()
+print("out", [round(v, 5) for v in y.flatten().tolist()[:8]])
+print("graph_breaks", sum(counters["graph_break"].values()))
+print("unique_graphs", counters["stats"]["unique_graphs"])
+"""
+
+
+def has_compile():
+    r = run([PYTHON[0], "-c", "import torch, sys; sys.exit(0 if hasattr(torch, 'compile') else 3)"])
+    return r.returncode == 0
+
+
+def compiled(c, a):
+    plain = run([PYTHON[0], "-c", COMPILED])
+    r, _ = traced(a, "compiled", COMPILED)
+    c.check(plain.returncode == 0 and r.returncode == 0, "[compile] both runs exit 0",
+            (plain.stderr + r.stderr)[-400:])
+    keys = ("out ", "graph_breaks ", "unique_graphs ")
+    want = [l for l in plain.stdout.splitlines() if l.startswith(keys)]
+    got = [l for l in r.stdout.splitlines() if l.startswith(keys)]
+    c.check(len(want) == 3 and got == want,
+            "[compile] the same outputs, graph breaks and graphs as without tracerun",
+            "untraced %s, traced %s" % (want, got))
+    c.check("tracerun: module hook" not in r.stderr and "training hook" not in r.stderr,
+            "[compile] no hook error", r.stderr[-400:])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tracerun", required=True)
     p.add_argument("--source-dir", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--python", default=PYTHON[0])
+    p.add_argument("--require-compile", action="store_true")
     a = p.parse_args()
+    PYTHON[0] = a.python
+    compile_cases = (compiled,) if has_compile() else ()
+    if a.require_compile and not compile_cases:
+        print("no torch.compile in %s: skipped" % a.python)
+        return 77
+    if not compile_cases:
+        print("skip  [compile] %s's torch has no torch.compile" % a.python)
     os.makedirs(a.work, exist_ok=True)
     c = Checks()
-    for case in (two_hook_dirs, raised_forward, steps, fx):
+    for case in (two_hook_dirs, raised_forward, steps, fx) + compile_cases:
         case(c, a)
     print("%d failed" % c.failed)
     return 1 if c.failed else 0
