@@ -252,10 +252,14 @@ except Exception as e:
 
 if "torch.nn.modules.module" not in sys.modules:
     # _install runs right after torch.nn.modules.module is executed: the one post-import hook,
-    # _tracerun_training.PostImport (beside this file; it imports nothing of torch's).
-    from _tracerun_training import PostImport
+    # _tracerun_training.PostImport (beside this file; it imports nothing of torch's). Whatever
+    # fails here (a Python without ctypes) leaves the program's own sitecustomize to run below.
+    try:
+        from _tracerun_training import PostImport
 
-    PostImport("torch.nn.modules.module", _install).insert()
+        PostImport("torch.nn.modules.module", _install).insert()
+    except Exception as e:
+        sys.stderr.write("tracerun: Python hooks not installed: %s\n" % e)
 try:
     _run_shadowed_sitecustomize()
 except Exception as e:  # the shadowed file's own error, as Python would print it
