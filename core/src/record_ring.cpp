@@ -11,9 +11,12 @@ size_t roundUpPow2(size_t n) {
 }
 }  // namespace
 
-RecordRing::RecordRing(size_t capacity)
+RecordRing::RecordRing(size_t capacity, Pages pages)
     : capacity_(roundUpPow2(capacity)),
       mask_(capacity_ - 1),
-      slots_(std::make_unique<Record[]>(capacity_)) {}
+      // make_unique value-initializes (zeroes, so touches) every slot; a plain new[] leaves a
+      // large block's fresh pages unmapped until written.
+      slots_(pages == Pages::kResident ? std::make_unique<Record[]>(capacity_)
+                                       : std::unique_ptr<Record[]>(new Record[capacity_])) {}
 
 }  // namespace tracerun::core

@@ -2,10 +2,10 @@
 // written by the in-process SQLite writer and through a raw shard + conversion give the same
 // trace; a process killed with SIGKILL keeps every block it had written; a file cut inside a block
 // converts with the tail dropped and reported; a record's names precede it in the file, and a
-// long ring run is several blocks; a writer that cannot make its reserve leaves no file open; a
-// raw file beside a closed shard is a leftover the merge passes over; under a file-size limit the
-// writer stops where its conversion still fits, and a conversion without room leaves the raw file
-// whole. No libtorch.
+// long ring run is several blocks; a conversion keeps only the replay rings' used pages; a writer
+// that cannot make its reserve leaves no file open; a raw file beside a closed shard is a leftover
+// the merge passes over; under a file-size limit the writer stops where its conversion still fits,
+// and a conversion without room leaves the raw file whole. No libtorch.
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -188,6 +188,15 @@ std::vector<std::string> contents(const std::string& db) {
       "ORDER BY key");
   add("rank", "SELECT rank, start_ns, end_ns, clock_offset_ns FROM ranks");
   return all;
+}
+
+// A "Name:  N kB" line of /proc/self/status, in KiB (-1 when missing).
+int64_t statusKiB(const std::string& name) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(name, 0) == 0) return std::stoll(line.substr(name.size()));
+  }
+  return -1;
 }
 
 // An empty shard marked incomplete at `path`, as a raw-writing process makes at start.
@@ -451,6 +460,65 @@ TEST_CASE("raw shard: a ring run longer than a block holds is written as several
              "SELECT COUNT(*), MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) "
              "FROM spans")
             .at(0) == "1000|0|9990|1000");
+}
+
+// The converter replays each recorded thread through a ring of its own (64 Ki records, 4 MiB).
+// Zeroed at creation, every one was resident: a program that ran 1,000 short-lived threads made
+// the launcher's conversion 4 GiB. Now their pages are mapped as records land: 256 threads of one
+// span each convert in a child process whose peak RSS grows by less than 64 MiB (it grew by
+// 256 x 4 MiB = 1 GiB). Measured in /proc/self/status (VmRSS before, VmHWM after), in a fork.
+TEST_CASE("raw shard: converting many threads' records does not make every replay ring resident",
+          "[raw]") {
+  const std::string dir = scratch() + "/many_threads";
+  fs::create_directories(dir);
+  const std::string raw = dir + "/rank0.db.raw", db = dir + "/rank0.db";
+  constexpr int kThreads = 256;
+  {
+    core::Session s(1 << 4);
+    core::RawShardOptions o;
+    o.path = raw;
+    o.origin_ns = kOrigin;
+    core::RawShardWriter w(s, o);
+    const core::StringId name = s.strings().intern("op");
+    for (int t = 0; t < kThreads; ++t) {
+      const core::TrackId track =
+          s.tracks().add(core::TrackKind::kThread, 100 + t, "thread " + std::to_string(t));
+      core::ThreadBuffer& b = s.replayBuffer(track, 100 + t, static_cast<uint32_t>(track));
+      core::SpanRecord sp;
+      sp.name = name;
+      sp.start_ns = kOrigin + t * 10;
+      sp.end_ns = sp.start_ns + 5;
+      sp.id = b.nextId();
+      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+    }
+    w.close();
+  }
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    // The peak is reset to the current size first (a fork inherits its parent's peak).
+    std::ofstream("/proc/self/clear_refs") << "5";
+    const int64_t before = statusKiB("VmRSS:");
+    int64_t grownKiB = -1;
+    try {
+      trace::convertRawShard(raw, db);
+      grownKiB = statusKiB("VmHWM:") - before;
+    } catch (...) {
+    }
+    ::_exit(::write(p[1], &grownKiB, sizeof grownKiB) == sizeof grownKiB ? 0 : 1);
+  }
+  ::close(p[1]);
+  int64_t grownKiB = -2;
+  REQUIRE(::read(p[0], &grownKiB, sizeof grownKiB) == sizeof grownKiB);
+  ::close(p[0]);
+  ::waitpid(child, nullptr, 0);
+  INFO("peak RSS grew by " << grownKiB << " KiB");
+  CHECK(grownKiB >= 0);
+  CHECK(grownKiB < 64 * 1024);
+  CHECK(count(db, "spans") == kThreads);
 }
 
 // The constructor opens the raw file before the reserve; when the reserve cannot be made it throws,

@@ -13,8 +13,12 @@ namespace tracerun::core {
 
 class RecordRing {
  public:
+  // What a new ring's memory is: kResident zeroes every slot at creation (a capture's rings: the
+  // producer's hot path never takes a page fault), kOnFirstUse leaves the pages to be mapped as
+  // records land (a replay's rings, one per thread a file names: most hold a few records).
+  enum class Pages { kResident, kOnFirstUse };
   // capacity is rounded up to a power of two (at least 2).
-  explicit RecordRing(size_t capacity);
+  explicit RecordRing(size_t capacity, Pages pages = Pages::kResident);
   RecordRing(const RecordRing&) = delete;
   RecordRing& operator=(const RecordRing&) = delete;
 

@@ -26,8 +26,9 @@ namespace tracerun::core {
 
 class ThreadBuffer {
  public:
-  ThreadBuffer(size_t capacity, TrackId track, int64_t tid, uint32_t index)
-      : ring(capacity), track(track), tid(tid), index(index) {}
+  ThreadBuffer(size_t capacity, TrackId track, int64_t tid, uint32_t index,
+               RecordRing::Pages pages = RecordRing::Pages::kResident)
+      : ring(capacity, pages), track(track), tid(tid), index(index) {}
 
   // Ids unique within the process: the thread's index in the high bits.
   EventId nextId() noexcept { return (uint64_t{index} << 40) | ++counter_; }
@@ -70,7 +71,8 @@ class Session {
 
   // A buffer for a track that is already registered, not bound to the calling thread: what a
   // raw shard's converter (trace/raw_convert.h) fills with one recorded thread's records, so the
-  // writer sees them as that thread's. `index` is the recorded ThreadBuffer::index.
+  // writer sees them as that thread's. `index` is the recorded ThreadBuffer::index. Its ring's
+  // pages are mapped as records land (RecordRing::Pages::kOnFirstUse).
   ThreadBuffer& replayBuffer(TrackId track, int64_t tid, uint32_t index);
 
   // Consumer side: calls fn(ThreadBuffer&) for every live buffer; buffers whose thread exited
