@@ -29,17 +29,9 @@ import sqlite3
 import subprocess
 import sys
 
+from e2e_checks import Checks
+
 PYTHON = ["/usr/bin/python3"]  # Debian's, with torch (docs/capture.md); --python replaces it
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, what, detail=""):
-        print("%s  %s  %s" % ("ok  " if ok else "FAIL", what, detail), flush=True)
-        if not ok:
-            self.failed += 1
 
 
 def run(cmd, env=None):
@@ -54,6 +46,17 @@ def traced(a, name, program, env=None):
     with open(os.path.join(a.work, name + ".log"), "w") as log:
         log.write(r.stdout + r.stderr)
     return r, db
+
+
+def failing(bad, text):
+    """The end of `text` as a check's detail when the check fails; nothing when it passes."""
+    return text[-400:] if bad else ""
+
+
+def hook_error(r):
+    """Whether the hooks said something went wrong (each prints "tracerun: ... hook: ...")."""
+    return any(w in r.stderr for w in ("tracerun: module hook", "training hook", "optimizer hook",
+                                       "hooks on ", "hooks not installed"))
 
 
 def spans(db, category):
@@ -91,11 +94,11 @@ def two_hook_dirs(c, a):
     os.symlink(copy, link)
     env = dict(os.environ, PYTHONPATH=":".join([copy, link, site]))
     r, db = traced(a, "two_hook_dirs", TINY, env)
-    c.check(r.returncode == 0, "[two hook dirs] traced run exits 0", r.stderr[-400:])
+    c.check(r.returncode == 0, "[two hook dirs] traced run exits 0", failing(r.returncode, r.stderr))
     c.check(r.stdout.count("user sitecustomize ran") == 1,
             "[two hook dirs] the user's sitecustomize runs once", repr(r.stdout[-200:]))
-    c.check("RecursionError" not in r.stderr and "Error in sitecustomize" not in r.stderr,
-            "[two hook dirs] no error in sitecustomize", r.stderr[-400:])
+    bad = "RecursionError" in r.stderr or "Error in sitecustomize" in r.stderr
+    c.check(not bad, "[two hook dirs] no error in sitecustomize", failing(bad, r.stderr))
     if r.returncode == 0:
         names = spans(db, "module")
         c.check(names.count("Sequential") == 3, "[two hook dirs] one module scope per forward",
@@ -130,7 +133,7 @@ for _ in range(2):
 
 def raised_forward(c, a):
     r, db = traced(a, "raised_forward", RAISES)
-    c.check(r.returncode == 0, "[raised forward] traced run exits 0", r.stderr[-400:])
+    c.check(r.returncode == 0, "[raised forward] traced run exits 0", failing(r.returncode, r.stderr))
     if r.returncode != 0:
         return
     names = spans(db, "module")
@@ -138,8 +141,7 @@ def raised_forward(c, a):
             str(sorted(set(names))))
     c.check(names.count("Net") == 3, "[raised forward] one Net scope per call",
             "%d Net scopes, 3 calls" % names.count("Net"))
-    c.check("tracerun: module hook" not in r.stderr, "[raised forward] no hook error",
-            r.stderr[-400:])
+    c.check(not hook_error(r), "[raised forward] no hook error", failing(hook_error(r), r.stderr))
 
 
 STEPS = """
@@ -160,11 +162,11 @@ with torch.no_grad():  # evaluation after the last step
 
 def steps(c, a):
     r, db = traced(a, "steps", STEPS)
-    c.check(r.returncode == 0, "[steps] traced run exits 0", r.stderr[-400:])
+    c.check(r.returncode == 0, "[steps] traced run exits 0", failing(r.returncode, r.stderr))
     if r.returncode != 0:
         return
-    c.check("tracerun: optimizer hook" not in r.stderr and "training hook" not in r.stderr,
-            "[steps] a sparse tensor in optimizer.state is no hook error", r.stderr[-400:])
+    c.check(not hook_error(r), "[steps] a sparse tensor in optimizer.state is no hook error",
+            failing(hook_error(r), r.stderr))
     n = spans(db, "phase").count("step")
     c.check(n == 3, "[steps] one step span per optimizer step, none for evaluation",
             "%d step spans, 3 steps" % n)
@@ -191,17 +193,22 @@ for n in g.graph.nodes:
 """
 
 
+def same_as_untraced(c, a, tag, program, prefixes):
+    """Runs `program` without and with tracerun: the lines it prints that start with `prefixes`
+    must be the same, and the hooks must say nothing."""
+    plain = run([PYTHON[0], "-c", program])
+    r, _ = traced(a, tag, program)
+    ok = plain.returncode == 0 and r.returncode == 0
+    c.check(ok, "[%s] both runs exit 0" % tag, failing(not ok, plain.stderr + r.stderr))
+    want = [l for l in plain.stdout.splitlines() if l.startswith(prefixes)]
+    got = [l for l in r.stdout.splitlines() if l.startswith(prefixes)]
+    c.check(len(want) > 0 and got == want, "[%s] the same as without tracerun" % tag,
+            "untraced %s, traced %s" % (want, got) if got != want else "%d lines" % len(want))
+    c.check(not hook_error(r), "[%s] no hook error" % tag, failing(hook_error(r), r.stderr))
+
+
 def fx(c, a):
-    plain = run([PYTHON[0], "-c", FX])
-    r, _ = traced(a, "fx", FX)
-    c.check(plain.returncode == 0 and r.returncode == 0, "[fx] both runs exit 0",
-            (plain.stderr + r.stderr)[-400:])
-    want = [l for l in plain.stdout.splitlines() if l.startswith("node ")]
-    got = [l for l in r.stdout.splitlines() if l.startswith("node ")]
-    c.check(len(want) > 0 and got == want, "[fx] the same graph as without tracerun",
-            "%d nodes untraced, %d traced" % (len(want), len(got)))
-    c.check("tracerun: module hook" not in r.stderr and "training hook" not in r.stderr,
-            "[fx] no hook error", r.stderr[-400:])
+    same_as_untraced(c, a, "fx", FX, ("node ",))
 
 
 COMPILED = """
@@ -232,18 +239,7 @@ def has_compile():
 
 
 def compiled(c, a):
-    plain = run([PYTHON[0], "-c", COMPILED])
-    r, _ = traced(a, "compiled", COMPILED)
-    c.check(plain.returncode == 0 and r.returncode == 0, "[compile] both runs exit 0",
-            (plain.stderr + r.stderr)[-400:])
-    keys = ("out ", "graph_breaks ", "unique_graphs ")
-    want = [l for l in plain.stdout.splitlines() if l.startswith(keys)]
-    got = [l for l in r.stdout.splitlines() if l.startswith(keys)]
-    c.check(len(want) == 3 and got == want,
-            "[compile] the same outputs, graph breaks and graphs as without tracerun",
-            "untraced %s, traced %s" % (want, got))
-    c.check("tracerun: module hook" not in r.stderr and "training hook" not in r.stderr,
-            "[compile] no hook error", r.stderr[-400:])
+    same_as_untraced(c, a, "compile", COMPILED, ("out ", "graph_breaks ", "unique_graphs "))
 
 
 def main():

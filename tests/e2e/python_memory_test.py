@@ -46,21 +46,13 @@ import shutil
 import subprocess
 import sys
 
+from e2e_checks import Checks
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "python_memory_train.py")
 PYTHON = "/usr/bin/python3"  # Debian's, with torch and torchvision (docs/capture.md)
 STEPS = 3
 BATCH = 4  # python_memory_train.py --batch
-
-
-class Checks:
-    def __init__(self):
-        self.failed = 0
-
-    def check(self, ok, what, detail=""):
-        print("%s  %s  %s" % ("ok  " if ok else "FAIL", what, detail), flush=True)
-        if not ok:
-            self.failed += 1
 
 
 def run_traced(a, name, args, ranks):

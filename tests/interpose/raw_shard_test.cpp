@@ -199,6 +199,18 @@ int64_t statusKiB(const std::string& name) {
   return -1;
 }
 
+// n spans named `name` on `b`, the k-th from kOrigin + k x 10 ns for 5 ns, k = first .. first+n-1.
+void pushShortSpans(core::ThreadBuffer& b, core::StringId name, int n, int64_t first = 0) {
+  for (int64_t k = first; k < first + n; ++k) {
+    core::SpanRecord sp;
+    sp.name = name;
+    sp.start_ns = kOrigin + k * 10;
+    sp.end_ns = sp.start_ns + 5;
+    sp.id = b.nextId();
+    REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+  }
+}
+
 // An empty shard marked incomplete at `path`, as a raw-writing process makes at start.
 uint64_t placeholder(const std::string& path) {
   core::Session none(2);
@@ -429,16 +441,7 @@ TEST_CASE("raw shard: a ring run longer than a block holds is written as several
     o.origin_ns = kOrigin;
     o.max_block_records = 100;
     core::RawShardWriter w(s, o);
-    const core::StringId name = s.strings().intern("op");
-    core::ThreadBuffer& b = s.threadBuffer("main");
-    for (int i = 0; i < kSpans; ++i) {
-      core::SpanRecord sp;
-      sp.name = name;
-      sp.start_ns = kOrigin + i * 10;
-      sp.end_ns = sp.start_ns + 5;
-      sp.id = b.nextId();
-      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
-    }
+    pushShortSpans(s.threadBuffer("main"), s.strings().intern("op"), kSpans);
     w.close();  // one pass: the whole run at once
   }
   core::RawReader reader(raw);
@@ -483,13 +486,7 @@ TEST_CASE("raw shard: converting many threads' records does not make every repla
     for (int t = 0; t < kThreads; ++t) {
       const core::TrackId track =
           s.tracks().add(core::TrackKind::kThread, 100 + t, "thread " + std::to_string(t));
-      core::ThreadBuffer& b = s.replayBuffer(track, 100 + t, static_cast<uint32_t>(track));
-      core::SpanRecord sp;
-      sp.name = name;
-      sp.start_ns = kOrigin + t * 10;
-      sp.end_ns = sp.start_ns + 5;
-      sp.id = b.nextId();
-      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
+      pushShortSpans(s.replayBuffer(track, 100 + t, static_cast<uint32_t>(track)), name, 1, t);
     }
     w.close();
   }
@@ -561,14 +558,7 @@ TEST_CASE("raw shard: a file cut inside a block converts with the tail dropped a
     core::ThreadBuffer& b = s.threadBuffer("main");
     w.flush();  // the strings and the track, before any records block
     for (int k = 0; k < kBlocks; ++k) {
-      for (int i = 0; i < kBatch; ++i) {
-        core::SpanRecord sp;
-        sp.name = name;
-        sp.start_ns = kOrigin + (k * kBatch + i) * 10;
-        sp.end_ns = sp.start_ns + 5;
-        sp.id = b.nextId();
-        REQUIRE(b.ring.tryPush(core::Record::from(sp)));
-      }
+      pushShortSpans(b, name, kBatch, int64_t{k} * kBatch);
       w.flush();
       sizes.push_back(w.bytesWritten());
     }
@@ -616,16 +606,7 @@ TEST_CASE("raw shard: the merge reads SHARD.raw beside a placeholder shard and m
     o.path = trace::rawShardPath(shard);
     o.origin_ns = kOrigin;
     core::RawShardWriter w(s, o);
-    const core::StringId name = s.strings().intern("op");
-    core::ThreadBuffer& b = s.threadBuffer("main");
-    for (int i = 0; i < kSpans; ++i) {
-      core::SpanRecord sp;
-      sp.name = name;
-      sp.start_ns = kOrigin + i * 10;
-      sp.end_ns = sp.start_ns + 5;
-      sp.id = b.nextId();
-      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
-    }
+    pushShortSpans(s.threadBuffer("main"), s.strings().intern("op"), kSpans);
     w.close();
   }
   const auto rawSize = fs::file_size(trace::rawShardPath(shard));
@@ -652,16 +633,7 @@ TEST_CASE("raw shard: beside a closed shard a SHARD.raw is a leftover, and the s
   fs::create_directories(dir);
   const std::string shard = dir + "/rank0.db", raw = trace::rawShardPath(shard);
   auto spans = [](core::Session& s, const char* name, int n) {
-    const core::StringId id = s.strings().intern(name);
-    core::ThreadBuffer& b = s.threadBuffer("main");
-    for (int i = 0; i < n; ++i) {
-      core::SpanRecord sp;
-      sp.name = id;
-      sp.start_ns = kOrigin + i * 10;
-      sp.end_ns = sp.start_ns + 5;
-      sp.id = b.nextId();
-      REQUIRE(b.ring.tryPush(core::Record::from(sp)));
-    }
+    pushShortSpans(s.threadBuffer("main"), s.strings().intern(name), n);
   };
   {  // the older run's records, never converted
     core::Session s(1 << 8);
