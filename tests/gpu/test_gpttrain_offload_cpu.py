@@ -63,7 +63,10 @@ def main():
             f"max |offload - plain| {diff:.3g} (tolerance {tol:.3g}, plain runs {noise:.3g} apart; "
             f"bit-equal: {all(base[s] == off.get(s) for s in steps)})")
     if steps and diff > tol:
-        c.info["first_differences"] = first_differences(a, work, env, base, off)
+        try:  # a diagnostic: its own failure must not lose the checks below and result.json
+            c.info["first_differences"] = first_differences(a, work, env, base, off)
+        except Exception as e:
+            c.info["first_differences"] = "failed: %r" % (e,)
     if not os.path.exists(db):
         c.check(False, "trace written", db)
         c.finish()
