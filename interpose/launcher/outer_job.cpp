@@ -81,7 +81,9 @@ int portForJob(const std::string& jobId) {
     h ^= c;
     h *= 1099511628211ULL;
   }
-  return 20000 + static_cast<int>(h % 20000);
+  // 20000-31999: below Linux's ephemeral range (32768-60999), where a connection's own port
+  // could take it first.
+  return 20000 + static_cast<int>(h % 12000);
 }
 
 // ---- host lists ---------------------------------------------------------------------------------
@@ -215,7 +217,9 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
 void detectSlurm(const EnvMap& env, OuterJob* job) {
   job->launcher = "slurm";
   readCount(env, "SLURM_PROCID", &job->rank, &job->problem);
-  if (!readCount(env, "SLURM_NTASKS", &job->world_size, &job->problem)) {
+  // The step's count first: `srun -E` (--preserve-env) keeps the allocation's SLURM_NTASKS.
+  if (!readCount(env, "SLURM_STEP_NUM_TASKS", &job->world_size, &job->problem) &&
+      !readCount(env, "SLURM_NTASKS", &job->world_size, &job->problem)) {
     readCount(env, "SLURM_NPROCS", &job->world_size, &job->problem);
   }
   readCount(env, "SLURM_LOCALID", &job->local_rank, &job->problem);
@@ -227,7 +231,11 @@ void detectSlurm(const EnvMap& env, OuterJob* job) {
                               ? counts[static_cast<size_t>(job->node_rank)]
                               : job->local_rank + 1;
   const std::string step = value(env, "SLURM_STEP_ID");
-  job->job_id = "slurm-" + safeName(value(env, "SLURM_JOB_ID") + "." + (step.empty() ? "0" : step));
+  // A requeued job (a node failed) runs again under its id: its earlier run's shards are not its.
+  const std::string restart = value(env, "SLURM_RESTART_COUNT");
+  job->job_id =
+      "slurm-" + safeName(value(env, "SLURM_JOB_ID") + "." + (step.empty() ? "0" : step) +
+                          (restart.empty() || restart == "0" ? "" : "-restart" + restart));
   if (find(env, "MASTER_ADDR") == nullptr) {
     std::string list = value(env, "SLURM_STEP_NODELIST");
     if (list.empty()) list = value(env, "SLURM_JOB_NODELIST");
@@ -278,14 +286,33 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
 
 OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   OuterJob job;
+  // The launcher nearest the process first: torchrun's variables, then Open MPI's (in the
+  // environment before exec only under mpirun), then SLURM's, then PMI's. mpirun or MPICH inside
+  // an sbatch allocation leaves SLURM's variables around (the batch step's, or those of the srun
+  // that started its node daemons: SLURM_PROCID is then the node's index); PMI_RANK/PMI_SIZE that
+  // disagree with them are the MPI launcher's (srun --mpi=pmi2 sets both alike).
+  const bool ompi =
+      find(env, "OMPI_COMM_WORLD_RANK") != nullptr && find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
+  const bool pmi = find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr;
+  const bool slurm = find(env, "SLURM_PROCID") != nullptr &&
+                     (find(env, "SLURM_STEP_NUM_TASKS") != nullptr ||
+                      find(env, "SLURM_NTASKS") != nullptr || find(env, "SLURM_NPROCS") != nullptr);
+  const auto slurmSize = [&env] {
+    for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+      if (find(env, name) != nullptr) return value(env, name);
+    }
+    return std::string();
+  };
+  const bool pmiIsNotSlurms = pmi && slurm &&
+                              (value(env, "PMI_RANK") != value(env, "SLURM_PROCID") ||
+                               value(env, "PMI_SIZE") != slurmSize());
   if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
     detectTorchrun(env, parentPid, &job);
-  } else if (find(env, "SLURM_PROCID") != nullptr &&
-             (find(env, "SLURM_NTASKS") != nullptr || find(env, "SLURM_NPROCS") != nullptr)) {
+  } else if (ompi) {
+    detectMpi(env, parentPid, &job);
+  } else if (slurm && !pmiIsNotSlurms) {
     detectSlurm(env, &job);
-  } else if ((find(env, "OMPI_COMM_WORLD_RANK") != nullptr &&
-              find(env, "OMPI_COMM_WORLD_SIZE") != nullptr) ||
-             (find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr)) {
+  } else if (pmi) {
     detectMpi(env, parentPid, &job);
   } else {
     return job;

@@ -42,14 +42,17 @@ bool createNew(const std::string& dir, const std::string& name) {
 }
 
 // The ranks whose `done.rankR` marker is in `dir`.
-std::set<int> finishedRanks(const std::string& dir) {
+// The ranks of this world (0 .. worldSize - 1) that marked their end in `dir`: a marker of a
+// larger earlier run under the same job id must not make a smaller one merge before its end.
+std::set<int> finishedRanks(const std::string& dir, int worldSize) {
   std::set<int> ranks;
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return ranks;
   while (dirent* e = ::readdir(d)) {
     int rank = -1;
     char tail = 0;
-    if (std::sscanf(e->d_name, "done.rank%d%c", &rank, &tail) == 1 && rank >= 0) {
+    if (std::sscanf(e->d_name, "done.rank%d%c", &rank, &tail) == 1 && rank >= 0 &&
+        rank < worldSize) {
       ranks.insert(rank);
     }
   }
@@ -143,7 +146,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
   const std::string rankName = "rank" + std::to_string(job.rank) + ".db";
   struct stat st {};
   if (::lstat((jobDir + "/" + rankName).c_str(), &st) == 0 ||
-      finishedRanks(jobDir).count(job.rank) != 0) {
+      finishedRanks(jobDir, job.world_size).count(job.rank) != 0) {
     std::fprintf(stderr,
                  "tracerun: %s already holds rank %d's shard of an earlier run with the same job "
                  "id (%s); merge it (%s) or remove the directory\n",
@@ -197,7 +200,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
                  job.rank, std::strerror(errno));
     return code != 0 ? code : 1;
   }
-  std::set<int> done = finishedRanks(jobDir);
+  std::set<int> done = finishedRanks(jobDir, job.world_size);
   // Rank 0 waits a bounded time for the others, only to say how to finish by hand when one of
   // them never ends (a killed node); the merge itself stays with whichever rank ends last.
   if (job.rank == 0 && static_cast<int>(done.size()) < job.world_size) {
@@ -212,7 +215,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
     while (static_cast<int>(done.size()) < job.world_size && supervisor.stopSignal() == 0 &&
            std::chrono::steady_clock::now() < until && !mergedElsewhere()) {
       supervisor.wait(100);
-      done = finishedRanks(jobDir);
+      done = finishedRanks(jobDir, job.world_size);
     }
     if (mergedElsewhere()) return code;  // another rank ended last and merges (or has merged)
   }

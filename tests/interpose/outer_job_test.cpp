@@ -2,7 +2,9 @@
 // environment as torchrun, srun, mpirun or MPICH's hydra sets it (their documented variables),
 // and what the rank must get. SLURM's host lists against expansions written out by hand. No
 // processes.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "outer_job.h"
 
@@ -191,6 +193,98 @@ TEST_CASE("outer job: torchrun wins over the SLURM variables around it", "[outer
   CHECK(job.rank == 1);
 }
 
+TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launcher",
+          "[outer_job]") {
+  // mpirun in an sbatch script: the batch step's (or the node daemons' srun's) SLURM variables are
+  // around every rank; taking SLURM_PROCID made every rank rank 0 (or its node's index).
+  struct Row {
+    const char* what;
+    EnvMap env;
+    const char* launcher;
+    int rank, world;
+    const char* jobId;
+  };
+  const std::vector<Row> rows = {
+      {"Open MPI's mpirun in a batch script",
+       {{"OMPI_COMM_WORLD_RANK", "5"},
+        {"OMPI_COMM_WORLD_SIZE", "8"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+        {"OMPI_MCA_ess_base_jobid", "77"},
+        {"MASTER_ADDR", "n1"},
+        {"SLURM_PROCID", "1"},
+        {"SLURM_NTASKS", "2"},
+        {"SLURM_JOB_ID", "40"}},
+       "openmpi",
+       5,
+       8,
+       "openmpi-77"},
+      {"MPICH's hydra, its node daemons started by srun",
+       {{"PMI_RANK", "5"},
+        {"PMI_SIZE", "8"},
+        {"MPI_LOCALRANKID", "1"},
+        {"MPI_LOCALNRANKS", "4"},
+        {"PMI_KVSNAME", "kvs_9_0"},
+        {"MASTER_ADDR", "n1"},
+        {"SLURM_PROCID", "1"},
+        {"SLURM_NTASKS", "2"},
+        {"SLURM_JOB_ID", "40"}},
+       "pmi",
+       5,
+       8,
+       "pmi-kvs_9_0"},
+      {"srun --mpi=pmi2: PMI's variables agree with SLURM's, SLURM's job",
+       {{"PMI_RANK", "3"},
+        {"PMI_SIZE", "4"},
+        {"SLURM_PROCID", "3"},
+        {"SLURM_NTASKS", "4"},
+        {"SLURM_LOCALID", "1"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+        {"SLURM_JOB_ID", "40"},
+        {"SLURM_STEP_ID", "2"},
+        {"MASTER_ADDR", "n1"}},
+       "slurm",
+       3,
+       4,
+       "slurm-40.2"},
+      {"srun -E: the allocation's SLURM_NTASKS kept, the step's count is the world",
+       {{"SLURM_PROCID", "1"},
+        {"SLURM_NTASKS", "8"},
+        {"SLURM_STEP_NUM_TASKS", "2"},
+        {"SLURM_LOCALID", "1"},
+        {"SLURM_NODEID", "0"},
+        {"SLURM_STEP_TASKS_PER_NODE", "2"},
+        {"SLURM_JOB_ID", "41"},
+        {"SLURM_STEP_ID", "0"},
+        {"MASTER_ADDR", "n1"}},
+       "slurm",
+       1,
+       2,
+       "slurm-41.0"},
+      {"a requeued job: its earlier run's directory is not its own",
+       {{"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "1"},
+        {"SLURM_JOB_ID", "42"},
+        {"SLURM_STEP_ID", "0"},
+        {"SLURM_RESTART_COUNT", "1"},
+        {"MASTER_ADDR", "n1"}},
+       "slurm",
+       0,
+       1,
+       "slurm-42.0-restart1"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    const auto job = detectOuterJob(row.env, 77);
+    CHECK(job.problem == "");
+    CHECK(job.launcher == row.launcher);
+    CHECK(job.rank == row.rank);
+    CHECK(job.world_size == row.world);
+    CHECK(job.job_id == row.jobId);
+  }
+}
+
 TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]") {
   struct Row {
     EnvMap env;
@@ -239,11 +333,18 @@ TEST_CASE("outer job: SLURM host lists", "[outer_job]") {
   }
 }
 
-TEST_CASE("outer job: the default port is the job's, in range", "[outer_job]") {
+TEST_CASE("outer job: the default port is the job's, below the ephemeral range", "[outer_job]") {
   CHECK(portForJob("slurm-1.0") == portForJob("slurm-1.0"));
   CHECK(portForJob("slurm-1.0") != portForJob("slurm-2.0"));
-  for (const char* id : {"", "a", "slurm-8812.0", "torchrun-port29500"}) {
-    CHECK(portForJob(id) >= 20000);
-    CHECK(portForJob(id) < 40000);
+  // Linux hands out local ports from 32768 (ip_local_port_range's default): a derived port above
+  // it could be taken by some connection first. 10,000 ids, none there.
+  int lowest = 1 << 30, highest = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const int port = portForJob("slurm-" + std::to_string(i) + ".0");
+    lowest = std::min(lowest, port);
+    highest = std::max(highest, port);
   }
+  CHECK(lowest >= 20000);
+  CHECK(highest < 32768);
+  CHECK(highest - lowest > 10000);  // still spread over the range
 }
