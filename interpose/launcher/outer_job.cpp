@@ -265,12 +265,9 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
   readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS", &job->local_world_size,
             &job->problem);
   if (job->local_world_size > 0) job->node_rank = job->rank / job->local_world_size;
-  std::string id = value(env, ompi ? "OMPI_MCA_ess_base_jobid" : "PMI_KVSNAME");
-  if (id.empty()) id = value(env, "PMIX_NAMESPACE");
-  if (id.empty()) id = "ppid" + std::to_string(parentPid);
-  job->job_id = job->launcher + "-" + safeName(id);
+  const bool oneNode = job->local_world_size == job->world_size;
   if (find(env, "MASTER_ADDR") == nullptr) {
-    if (job->local_world_size == job->world_size) {
+    if (oneNode) {
       job->program_env["MASTER_ADDR"] = "127.0.0.1";  // every rank on this node
     } else if (job->problem.empty()) {
       job->problem = job->launcher +
@@ -278,6 +275,22 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
                      "(mpirun -x MASTER_ADDR=HOST -x MASTER_PORT=PORT)";
     }
   }
+  std::string id = value(env, ompi ? "OMPI_MCA_ess_base_jobid" : "PMI_KVSNAME");
+  if (id.empty()) id = value(env, "PMIX_NAMESPACE");
+  if (id.empty() && !oneNode) {
+    // The parent process differs from node to node (each has its own daemon): every node would
+    // get a directory (and a derived port) of its own. The rendezvous address names the job.
+    const std::string port = value(env, "MASTER_PORT");
+    if (port.empty() && job->problem.empty()) {
+      job->problem = job->launcher +
+                     ": the ranks span several nodes and the launcher names no job (no " +
+                     (ompi ? "OMPI_MCA_ess_base_jobid" : "PMI_KVSNAME") +
+                     " or PMIX_NAMESPACE); pass MASTER_ADDR and MASTER_PORT";
+    }
+    id = "addr-" + value(env, "MASTER_ADDR") + "-" + port;
+  }
+  if (id.empty()) id = "ppid" + std::to_string(parentPid);
+  job->job_id = job->launcher + "-" + safeName(id);
 }
 
 }  // namespace

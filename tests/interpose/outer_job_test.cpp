@@ -262,6 +262,18 @@ TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launc
        1,
        2,
        "slurm-41.0"},
+      {"MPICH's hydra over two nodes without a job name: the rendezvous address names it (the "
+       "parent pid differs per node)",
+       {{"PMI_RANK", "2"},
+        {"PMI_SIZE", "4"},
+        {"MPI_LOCALRANKID", "0"},
+        {"MPI_LOCALNRANKS", "2"},
+        {"MASTER_ADDR", "n1"},
+        {"MASTER_PORT", "29400"}},
+       "pmi",
+       2,
+       4,
+       "pmi-addr-n1-29400"},
       {"a requeued job: its earlier run's directory is not its own",
        {{"SLURM_PROCID", "0"},
         {"SLURM_NTASKS", "1"},
@@ -301,6 +313,12 @@ TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]
         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
         {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}},
        "mpirun -x MASTER_ADDR"},
+      {{{"PMI_RANK", "0"},
+        {"PMI_SIZE", "4"},
+        {"MPI_LOCALRANKID", "0"},
+        {"MPI_LOCALNRANKS", "2"},
+        {"MASTER_ADDR", "n1"}},
+       "pass MASTER_ADDR and MASTER_PORT"},
   };
   for (const Row& row : rows) {
     const auto job = detectOuterJob(row.env, 1);
