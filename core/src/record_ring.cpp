@@ -1,6 +1,8 @@
 // RecordRing's allocation (done once, before any record is pushed).
 #include "tracerun/core/record_ring.h"
 
+#include <type_traits>
+
 namespace tracerun::core {
 
 namespace {
@@ -10,6 +12,10 @@ size_t roundUpPow2(size_t n) {
   return p;
 }
 }  // namespace
+
+// kOnFirstUse relies on new[] leaving the slots untouched: a default member initializer in Record
+// would write every slot and make every ring resident again.
+static_assert(std::is_trivially_default_constructible_v<Record>);
 
 RecordRing::RecordRing(size_t capacity, Pages pages)
     : capacity_(roundUpPow2(capacity)),

@@ -302,8 +302,8 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   // The launcher nearest the process first: torchrun's variables, then Open MPI's (in the
   // environment before exec only under mpirun), then SLURM's, then PMI's. mpirun or MPICH inside
   // an sbatch allocation leaves SLURM's variables around (the batch step's, or those of the srun
-  // that started its node daemons: SLURM_PROCID is then the node's index); PMI_RANK/PMI_SIZE that
-  // disagree with them are the MPI launcher's (srun --mpi=pmi2 sets both alike).
+  // that started its node daemons: SLURM_PROCID is then the node's index); a PMI_SIZE other than
+  // SLURM's count is the MPI launcher's (srun --mpi=pmi2 sets both alike).
   const bool ompi =
       find(env, "OMPI_COMM_WORLD_RANK") != nullptr && find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
   const bool pmi = find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr;
@@ -316,15 +316,21 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
     }
     return std::string();
   };
-  const bool pmiIsNotSlurms = pmi && slurm &&
-                              (value(env, "PMI_RANK") != value(env, "SLURM_PROCID") ||
-                               value(env, "PMI_SIZE") != slurmSize());
+  // Decided on the count, which every rank shares: a choice made on the rank could split one job
+  // (a batch step's SLURM_PROCID is 0 on every rank of an mpiexec inside it).
+  const bool pmiIsNotSlurms = pmi && slurm && value(env, "PMI_SIZE") != slurmSize();
   if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
     detectTorchrun(env, parentPid, &job);
   } else if (ompi) {
     detectMpi(env, parentPid, &job);
   } else if (slurm && !pmiIsNotSlurms) {
     detectSlurm(env, &job);
+    if (pmi && job.problem.empty() && value(env, "PMI_RANK") != value(env, "SLURM_PROCID")) {
+      job.problem = "PMI_RANK=" + value(env, "PMI_RANK") +
+                    " and SLURM_PROCID=" + value(env, "SLURM_PROCID") +
+                    " disagree (an MPI launcher inside a SLURM step of the same size?); export "
+                    "RANK and WORLD_SIZE to say which";
+    }
   } else if (pmi) {
     detectMpi(env, parentPid, &job);
   } else {

@@ -35,17 +35,20 @@ struct OuterJob {
 };
 
 // The outer job described by `env`, or one with an empty `launcher`. Precedence when several are
-// present: torchrun (RANK and WORLD_SIZE), then SLURM (SLURM_PROCID with SLURM_NTASKS or
-// SLURM_NPROCS), Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), PMI (PMI_RANK/PMI_SIZE). `parentPid`
-// names the job when the launcher gives no id (MPICH: the ranks of one node share their proxy).
+// present: torchrun (RANK and WORLD_SIZE), then Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), then SLURM
+// (SLURM_PROCID with SLURM_STEP_NUM_TASKS, SLURM_NTASKS or SLURM_NPROCS) unless PMI_SIZE differs
+// from SLURM's count, then PMI (PMI_RANK/PMI_SIZE); decided on values every rank shares. Equal
+// counts with PMI_RANK != SLURM_PROCID are a problem. `parentPid` names a one-node job when the
+// launcher gives no id (its ranks share their launcher); several nodes without an id are named by
+// MASTER_ADDR and MASTER_PORT.
 OuterJob detectOuterJob(const EnvMap& env, long parentPid);
 
 // SLURM's compressed host list ("node[01-04,07],gpu7,rack[1-2]-n[3-4]") expanded in order; empty
 // with *problem set on a malformed list.
 std::vector<std::string> expandHostList(const std::string& list, std::string* problem);
 
-// The MASTER_PORT used when the launcher sets none: 20000 + (FNV-1a 64 of the job id mod 20000),
-// the same on every rank of the job and on every node.
+// The MASTER_PORT used when the launcher sets none: 20000 + (FNV-1a 64 of the job id mod 12000),
+// the same on every rank of the job and on every node, below Linux's ephemeral ports.
 int portForJob(const std::string& jobId);
 
 }  // namespace tracerun::launcher

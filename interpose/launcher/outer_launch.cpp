@@ -41,7 +41,6 @@ bool createNew(const std::string& dir, const std::string& name) {
   return true;
 }
 
-// The ranks whose `done.rankR` marker is in `dir`.
 // The ranks of this world (0 .. worldSize - 1) that marked their end in `dir`: a marker of a
 // larger earlier run under the same job id must not make a smaller one merge before its end.
 std::set<int> finishedRanks(const std::string& dir, int worldSize) {
@@ -58,6 +57,25 @@ std::set<int> finishedRanks(const std::string& dir, int worldSize) {
   }
   ::closedir(d);
   return ranks;
+}
+
+// The first rank at or past `worldSize` with a shard or an end marker in `dir` (-1: none): an
+// earlier, larger world's files under the same job id, which the merge would take in (rank*.db)
+// and then remove.
+int rankPastWorld(const std::string& dir, int worldSize) {
+  int found = -1;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return found;
+  while (dirent* e = ::readdir(d)) {
+    int rank = -1;
+    if ((std::sscanf(e->d_name, "rank%d.db", &rank) == 1 ||
+         std::sscanf(e->d_name, "done.rank%d", &rank) == 1) &&
+        rank >= worldSize && (found < 0 || rank < found)) {
+      found = rank;
+    }
+  }
+  ::closedir(d);
+  return found;
 }
 
 void removeJobDir(const std::string& dir) {
@@ -151,6 +169,14 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
                  "tracerun: %s already holds rank %d's shard of an earlier run with the same job "
                  "id (%s); merge it (%s) or remove the directory\n",
                  jobDir.c_str(), job.rank, job.job_id.c_str(),
+                 mergeByHand(o.output, jobDir).c_str());
+    return 2;
+  }
+  if (const int past = rankPastWorld(jobDir, job.world_size); past >= 0) {
+    std::fprintf(stderr,
+                 "tracerun: %s holds rank %d's files of an earlier, larger run (this one has %d "
+                 "ranks) with the same job id (%s); merge it (%s) or remove the directory\n",
+                 jobDir.c_str(), past, job.world_size, job.job_id.c_str(),
                  mergeByHand(o.output, jobDir).c_str());
     return 2;
   }

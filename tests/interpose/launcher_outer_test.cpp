@@ -587,6 +587,19 @@ TEST_CASE("outer job: a dead rank leaves the shards and the merge-by-hand line",
   CHECK(again.code == 2);
   CHECK(contains(again.err, "already holds rank 0's shard"));
   CHECK_FALSE(contains(again.out, "step 1"));
+  // A world of 1 under the same id where only the larger world's rank 1 is left: its shard would
+  // be merged into the new trace, then removed. Refused in one line, the file kept.
+  ::unlink((dir + "/rank0.db").c_str());
+  ::unlink((dir + "/done.rank0").c_str());
+  const Result smaller =
+      Child(rankArgv(torchrunVars(id, 0, 1), db, worker({"--steps", "1"}))).wait();
+  INFO(smaller.describe());
+  CHECK(smaller.code == 2);
+  CHECK(contains(smaller.err,
+                 "holds rank 1's files of an earlier, larger run (this one has 1 "
+                 "ranks)"));
+  CHECK_FALSE(contains(smaller.out, "step 1"));
+  CHECK(testing::fileExists(dir + "/rank1.db"));
 }
 
 TEST_CASE("outer job: a rank outside the world is one line, exit 2, program not started",

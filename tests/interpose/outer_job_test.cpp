@@ -319,6 +319,16 @@ TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]
         {"MPI_LOCALNRANKS", "2"},
         {"MASTER_ADDR", "n1"}},
        "pass MASTER_ADDR and MASTER_PORT"},
+      // mpiexec -launcher fork inside `sbatch -n 4`: the batch step's SLURM_PROCID is 0 on every
+      // rank, the sizes agree. SLURM is chosen on all ranks alike (a choice made on the rank split
+      // the job in two), and a rank whose PMI_RANK disagrees says so.
+      {{{"PMI_RANK", "1"},
+        {"PMI_SIZE", "4"},
+        {"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "4"},
+        {"SLURM_JOB_ID", "7"},
+        {"MASTER_ADDR", "n1"}},
+       "PMI_RANK=1 and SLURM_PROCID=0 disagree"},
   };
   for (const Row& row : rows) {
     const auto job = detectOuterJob(row.env, 1);
