@@ -211,6 +211,7 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   if (id.empty()) id = "ppid" + std::to_string(parentPid);
   const std::string restart = value(env, "TORCHELASTIC_RESTART_COUNT");
   if (!restart.empty() && restart != "0") id += "-restart" + restart;
+  readCount(env, "TORCHELASTIC_RESTART_COUNT", &job->restart, &job->problem);
   job->job_id = "torchrun-" + safeName(id);
 }
 
@@ -233,6 +234,7 @@ void detectSlurm(const EnvMap& env, OuterJob* job) {
   const std::string step = value(env, "SLURM_STEP_ID");
   // A requeued job (a node failed) runs again under its id: its earlier run's shards are not its.
   const std::string restart = value(env, "SLURM_RESTART_COUNT");
+  readCount(env, "SLURM_RESTART_COUNT", &job->restart, &job->problem);
   job->job_id =
       "slurm-" + safeName(value(env, "SLURM_JOB_ID") + "." + (step.empty() ? "0" : step) +
                           (restart.empty() || restart == "0" ? "" : "-restart" + restart));

@@ -22,6 +22,9 @@ struct OuterJob {
   int local_rank = 0;
   int local_world_size = 1;
   int node_rank = 0;
+  // Which run of the job this is: torchrun's TORCHELASTIC_RESTART_COUNT, a requeued SLURM job's
+  // SLURM_RESTART_COUNT; 0 for the first. The merge keeps the output of the run before it.
+  int restart = 0;
   // Names the job: every rank of one job computes the same, two jobs differ (documented per
   // launcher in docs/launcher.md). Only [A-Za-z0-9._-]; the shard directory's name.
   std::string job_id;

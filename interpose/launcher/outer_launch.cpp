@@ -108,9 +108,27 @@ std::string mergeByHand(const std::string& output, const std::string& dir) {
 
 // ---- merge --------------------------------------------------------------------------------------
 
-// The last rank's merge of every shard in `dir` into the output. Returns 0, or 1 when it failed
-// (the shards are then kept and a line says how to finish by hand).
-int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& dir) {
+// Moves the output a run before this restart merged out of the way (OUTPUT.before-restartN): a
+// torchrun --max-restarts or a requeued SLURM job merges each run over -o, and the run that
+// failed is the one a user wants to read. True when there was none, or it was moved.
+bool keepEarlierRun(const std::string& output, int restart) {
+  struct stat st {};
+  if (restart <= 0 || ::lstat(output.c_str(), &st) != 0) return true;
+  const std::string kept = output + ".before-restart" + std::to_string(restart);
+  if (::rename(output.c_str(), kept.c_str()) != 0) {
+    std::fprintf(stderr, "tracerun: cannot keep %s (the run before restart %d) as %s: %s\n",
+                 output.c_str(), restart, kept.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::fprintf(stderr, "tracerun: %s, the run before restart %d, is kept as %s\n", output.c_str(),
+               restart, kept.c_str());
+  return true;
+}
+
+// The last rank's merge of every shard in `dir` into the output (after keepEarlierRun for a
+// restarted run). Returns 0, or 1 when it failed (the shards are then kept and a line says how to
+// finish by hand).
+int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& dir, int restart) {
   const auto shards = shardFiles(dir);
   if (shards.empty()) {
     std::fprintf(stderr, "tracerun: no rank of the job wrote a trace into %s\n", dir.c_str());
@@ -139,6 +157,9 @@ int mergeJob(const LaunchOptions& o, Supervisor& supervisor, const std::string& 
     mo.output = staged;
     const MergeGuard guard(supervisor, staged, dir);
     merged = trace::mergeShards(inputs, mo, /*allow_incomplete=*/true);
+    if (!keepEarlierRun(o.output, restart)) {
+      throw std::runtime_error("the earlier run's " + o.output + " would be replaced");
+    }
     if (::rename(staged.c_str(), o.output.c_str()) != 0) {
       throw std::runtime_error("cannot rename " + staged + " to " + o.output + ": " +
                                std::strerror(errno));
@@ -181,6 +202,9 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
     return 2;
   }
   for (const auto& [name, value] : job.program_env) ::setenv(name.c_str(), value.c_str(), 1);
+  // The capture marks where a restarted run begins (a "restart" instant, meta restart), as under
+  // tracerun's own --max-restarts.
+  if (job.restart > 0) ::setenv("TRACERUN_RESTART", std::to_string(job.restart).c_str(), 1);
   // Ranks on rank 0's host share its CLOCK_MONOTONIC: offset 0 is exact. A rank on another node
   // measures its offset against rank 0's tracerun, before PROGRAM starts and after it ends
   // (docs/launcher.md, "Clocks under an outer launcher"); rank 0 serves while it runs.
@@ -261,7 +285,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
     return code;
   }
   if (!createNew(jobDir, "merge.claim")) return code;  // another rank saw them all first
-  const int merged = mergeJob(o, supervisor, jobDir);
+  const int merged = mergeJob(o, supervisor, jobDir, job.restart);
   return code != 0 ? code : merged;
 }
 

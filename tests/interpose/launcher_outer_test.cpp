@@ -207,6 +207,30 @@ TEST_CASE("outer torchrun environment by hand: one merged trace, ranks on one cl
   CHECK(envOf(results[1].out, "RANK") == "1");
 }
 
+TEST_CASE("outer torchrun restart: the run before it is kept beside the output, not replaced",
+          "[launcher_outer]") {
+  // torchrun --max-restarts runs the job again after a failure; each run merges over -o, so the
+  // failed run (the one to read) was replaced by the next. Run 0 of 2 steps, then restart 1 of 3.
+  const std::string db = scratch() + "/torchrun_restart.db";
+  const std::string id = uniqueId("r");
+  const Result first = Child(rankArgv(torchrunVars(id, 0, 1), db, worker({"--steps", "2"}))).wait();
+  INFO(first.describe());
+  REQUIRE(first.code == 0);
+  CHECK(envOf(first.out, "TRACERUN_RESTART") == "");
+  auto restarted = torchrunVars(id, 0, 1);
+  restarted.back() = "TORCHELASTIC_RESTART_COUNT=1";
+  const Result second = Child(rankArgv(restarted, db, worker({"--steps", "3"}))).wait();
+  INFO(second.describe());
+  REQUIRE(second.code == 0);
+  CHECK(envOf(second.out, "TRACERUN_RESTART") == "1");  // the capture marks the restart
+  const std::string kept = db + ".before-restart1";
+  CHECK(contains(second.err,
+                 "tracerun: " + db + ", the run before restart 1, is kept as " + kept + "\n"));
+  REQUIRE(testing::fileExists(kept));
+  CHECK(countSpans(trace::TraceReader::open(kept), 0, "step") == 2);
+  CHECK(countSpans(trace::TraceReader::open(db), 0, "step") == 3);
+}
+
 #ifdef TRACERUN_TEST_PYTHON
 TEST_CASE("real torchrun --no-python tracerun: a torch.distributed Gloo program, one trace",
           "[launcher_outer]") {

@@ -297,6 +297,19 @@ TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launc
   }
 }
 
+TEST_CASE("outer job: which run of the job this is", "[outer_job]") {
+  CHECK(detectOuterJob({{"RANK", "0"}, {"WORLD_SIZE", "1"}}, 1).restart == 0);
+  CHECK(detectOuterJob({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RESTART_COUNT", "2"}}, 1)
+            .restart == 2);
+  CHECK(detectOuterJob({{"SLURM_PROCID", "0"},
+                        {"SLURM_NTASKS", "1"},
+                        {"SLURM_JOB_ID", "3"},
+                        {"SLURM_RESTART_COUNT", "1"},
+                        {"MASTER_ADDR", "n"}},
+                       1)
+            .restart == 1);
+}
+
 TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]") {
   struct Row {
     EnvMap env;
