@@ -63,9 +63,12 @@ def failing(bad, text):
 
 def hook_error(r):
     """Whether the hooks said something went wrong: each of their lines starts "tracerun: " and
-    names a hook ("module hook:", "training hook:", "hooks on torch...", "hooks not installed").
-    Not torch's own warnings (torch 2.x warns when torch.compile meets global module hooks)."""
-    return any(l.startswith("tracerun: ") and "hook" in l for l in r.stderr.splitlines())
+    says what failed ("module hook: ...", "training hook: ...", "hooks on torch... not
+    installed", "... hooks not installed: ..."). Not torch's own warnings (torch 2.x warns when
+    torch.compile meets global module hooks), nor "tracerun: trace written to .../python_hooks/"."""
+    return any(l.startswith("tracerun: ") and
+               (" hook: " in l or "hooks on " in l or "hooks not installed" in l)
+               for l in r.stderr.splitlines())
 
 
 def spans(db, category):
