@@ -215,13 +215,20 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   job->job_id = "torchrun-" + safeName(id);
 }
 
+// The variable that holds SLURM's task count, or null: the step's first, since `srun -E`
+// (--preserve-env) keeps the allocation's SLURM_NTASKS; SLURM_NPROCS is its older name.
+const char* slurmCountName(const EnvMap& env) {
+  for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}) {
+    if (find(env, name) != nullptr) return name;
+  }
+  return nullptr;
+}
+
 void detectSlurm(const EnvMap& env, OuterJob* job) {
   job->launcher = "slurm";
   readCount(env, "SLURM_PROCID", &job->rank, &job->problem);
-  // The step's count first: `srun -E` (--preserve-env) keeps the allocation's SLURM_NTASKS.
-  if (!readCount(env, "SLURM_STEP_NUM_TASKS", &job->world_size, &job->problem) &&
-      !readCount(env, "SLURM_NTASKS", &job->world_size, &job->problem)) {
-    readCount(env, "SLURM_NPROCS", &job->world_size, &job->problem);
+  if (const char* count = slurmCountName(env)) {
+    readCount(env, count, &job->world_size, &job->problem);
   }
   readCount(env, "SLURM_LOCALID", &job->local_rank, &job->problem);
   readCount(env, "SLURM_NODEID", &job->node_rank, &job->problem);
@@ -309,18 +316,11 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   const bool ompi =
       find(env, "OMPI_COMM_WORLD_RANK") != nullptr && find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
   const bool pmi = find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr;
-  const bool slurm = find(env, "SLURM_PROCID") != nullptr &&
-                     (find(env, "SLURM_STEP_NUM_TASKS") != nullptr ||
-                      find(env, "SLURM_NTASKS") != nullptr || find(env, "SLURM_NPROCS") != nullptr);
-  const auto slurmSize = [&env] {
-    for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}) {
-      if (find(env, name) != nullptr) return value(env, name);
-    }
-    return std::string();
-  };
+  const char* slurmCount = slurmCountName(env);
+  const bool slurm = find(env, "SLURM_PROCID") != nullptr && slurmCount != nullptr;
   // Decided on the count, which every rank shares: a choice made on the rank could split one job
   // (a batch step's SLURM_PROCID is 0 on every rank of an mpiexec inside it).
-  const bool pmiIsNotSlurms = pmi && slurm && value(env, "PMI_SIZE") != slurmSize();
+  const bool pmiIsNotSlurms = pmi && slurm && value(env, "PMI_SIZE") != value(env, slurmCount);
   if (find(env, "RANK") != nullptr && find(env, "WORLD_SIZE") != nullptr) {
     detectTorchrun(env, parentPid, &job);
   } else if (ompi) {
