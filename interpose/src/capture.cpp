@@ -218,12 +218,14 @@ void flusherMain(ActiveCapture* a) {
 }
 
 std::mutex gLifecycleMu;
-// Set while stopCapture() closes the shard; a SIGINT/SIGTERM that arrives meanwhile is left in
-// gDeferredSignal for stopCapture() to act on once the shard is whole (see onTerminatingSignal).
+// Set while stopCapture() closes the shard.
 std::atomic<bool> gClosing{false};
+// A terminating signal noted by its handler (onTerminatingSignal), waiting for the shard to be
+// whole: the close that ends (stopCapture) or the closer thread after it ends the process by it.
 std::atomic<int> gDeferredSignal{0};
-// Set on the thread that runs stopCapture()'s close, for as long as it does.
-thread_local bool tlsClosingHere = false;
+// Set on the thread that runs stopCapture()'s close, for as long as it does. Read by the signal
+// handler: initial-exec, so reading it never calls into the dynamic linker.
+__thread bool tlsClosingHere __attribute__((tls_model("initial-exec"))) = false;
 
 // The signals the capture handles where the program kept the default action (their default ends
 // the process before its shard is closed): SIGTERM (launchers, schedulers), SIGHUP (a closed
@@ -237,6 +239,17 @@ void restoreDefaultAction(int sig) {
   ::sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, nullptr);
 }
+
+// Ends the process by `sig` now: its default action, sent to the process (the calling thread may
+// block it; a program thread takes it). Async-signal-safe.
+void endProcessBy(int sig) {
+  restoreDefaultAction(sig);
+  ::kill(::getpid(), sig);
+}
+
+// How long a terminating signal's close may take (the last capture's signal_close_ms).
+constexpr int kSignalCloseMsDefault = 10000;
+std::atomic<int> gSignalCloseMs{kSignalCloseMsDefault};
 
 std::atomic<ActiveCapture*> gCurrent{nullptr};  // the last capture started (leaked, see above)
 std::vector<CaptureHooks> gHooks;
@@ -372,6 +385,10 @@ ThreadState* threadStateSlow() noexcept {
 namespace {
 void installSignalHandlers();
 void installForkHandler();
+// The close's milestones, for a signal handler waiting on them (see "signals and fork" below).
+void announceRecordsSafe();
+void announceClosed();
+void forgetCloseAnnouncements();
 }  // namespace
 
 namespace {
@@ -462,7 +479,8 @@ void closeWriter(ActiveCapture& a) {
     a.writer->close();
     return;
   }
-  a.raw->close();  // also gives the conversion the room it held
+  a.raw->close();         // also gives the conversion the room it held
+  announceRecordsSafe();  // what follows is the conversion, which needs nothing of the program's
   if (!a.config.convert_at_stop && !a.raw->failed()) return;
   const std::string rawPath = a.raw->path();
   const uint64_t placeholderBytes = fileBytes(a.config.output);
@@ -531,7 +549,12 @@ bool startCapture(const CaptureConfig& config) {
   for (const auto& h : gHooks) {
     if (h.start) h.start(config);
   }
-  if (config.signal_handlers) installSignalHandlers();
+  if (config.signal_handlers) {
+    forgetCloseAnnouncements();  // an earlier capture's close in this process
+    gSignalCloseMs.store(config.signal_close_ms > 0 ? config.signal_close_ms
+                                                    : kSignalCloseMsDefault);
+    installSignalHandlers();
+  }
   installForkHandler();
   if (config.restart > 0) {  // the launcher restarted the group: mark where this run begins
     if (ThreadState* t = threadState()) {
@@ -549,17 +572,15 @@ bool startCapture(const CaptureConfig& config) {
 void stopCapture() {
   // Nothing to stop (never started, stopped, or a forked child, where onForkChild cleared it):
   // return before the lock, which a child forked while the parent held it would wait on forever.
-  // While another thread is closing the shard (a signal's flush on the watcher thread), wait for
+  // While another thread is closing the shard (a signal's close on the closer thread), wait for
   // that close instead: a program ending meanwhile (its exit calls this) would otherwise end the
   // process with its shard half written. gClosing is set before the generation is cleared, so
   // whoever sees generation 0 from a close in progress also sees gClosing.
   // The closing thread itself (code inside the close that ends up here) returns: the lock is its.
   if ((gActiveGeneration.load() == 0 && !gClosing.load()) || tlsClosingHere) return;
   std::lock_guard<std::mutex> lock(gLifecycleMu);
-  // A signal during the close is deferred (onTerminatingSignal): its handler would otherwise wait
-  // for a flush that this close, interrupted on the same thread or holding gLifecycleMu, cannot
-  // give, and the process would die with its shard half written (a rank the launcher stopped while
-  // it was ending on its own). Once the shard is whole, the process ends with that signal.
+  // A terminating signal noted before or during this close (onTerminatingSignal) ends the process
+  // once the shard is whole (a rank the launcher stopped while it was ending on its own).
   struct Closing {
     Closing() {
       tlsClosingHere = true;
@@ -568,10 +589,8 @@ void stopCapture() {
     ~Closing() {
       gClosing.store(false);
       tlsClosingHere = false;
-      if (const int sig = gDeferredSignal.exchange(0); sig != 0) {
-        restoreDefaultAction(sig);
-        ::kill(::getpid(), sig);  // to the process: this thread may block it (the watcher does)
-      }
+      announceClosed();
+      if (const int sig = gDeferredSignal.exchange(0); sig != 0) endProcessBy(sig);
     }
   } closing;
   const uint64_t generation = gActiveGeneration.exchange(0);
@@ -623,91 +642,161 @@ void startFromEnvironment() {
 // ---- signals and fork ---------------------------------------------------------------------------
 //
 // A signal handler may not take locks or touch SQLite. SIGINT/SIGTERM/SIGHUP handlers (installed
-// only where the program kept the default action) write the signal number to a pipe and wait on a
-// second pipe, at most kSignalFlushMs; a watcher thread reads the first pipe, runs stopCapture()
-// and answers on the second. The handler then restores the default action and re-raises, so the
-// program dies of the same signal. If the interrupted thread held a lock the flush needs, the wait
-// times out and the shard keeps what was committed (at most ~1 s old). Other signals are blocked
-// while the handler waits (a DataLoader worker's death sends SIGCHLD to a handler torch installed,
-// which would cut the wait short). A signal that arrives while stopCapture() is already closing the
-// shard does not wait: stopCapture() ends the process with it once the shard is whole; a second one
-// then ends the process at once (a close stuck on a dead file system must not make it immortal).
+// only where the program kept the default action) note the signal in gDeferredSignal and write its
+// number to two pipes. A closer thread reads the first and runs stopCapture(); whoever then finds
+// the noted signal (the close's end, or the closer after it) restores the default action and sends
+// it to the process, which still dies of that signal, with its shard whole. A watchdog thread reads
+// the second pipe and ends the process by the signal anyway if the close has not ended within
+// CaptureConfig::signal_close_ms (10 s): a close stuck on a dead file system must not make the
+// process immortal. A second signal before the first one's end ends the process at once.
+// Meanwhile the handler keeps the thread it interrupted where it is, so the program does no more
+// (and logs no more) than its trace holds: until the close has written every record (then through
+// the raw shard's conversion, which needs nothing of the program's), but that first part at most
+// kSignalParkMs: a thread holding a lock the close needs (a name table, the thread registry, a
+// driver's lock under CUPTI's flush) then lets go of it and the close goes on, the program running
+// on unrecorded until the close ends it. (The handler used to wait up to 10 s for the whole close:
+// the shard of such a thread's process stayed half written.)
+// Capture threads block every signal, so the handlers and the final signal land on program threads.
 // In a Python interpreter SIGINT is left to Python (pythonOwnsSigint).
 
 namespace {
 
-constexpr int kSignalFlushMs = 10000;
-int gRequestPipe[2] = {-1, -1};
-int gDonePipe[2] = {-1, -1};
-pid_t gOwnerPid = 0;  // the process whose watcher thread reads gRequestPipe
+constexpr int kSignalParkMs = 2000;
+int gCloseRequestPipe[2] = {-1, -1};     // handler -> closer: the signal number
+int gWatchdogRequestPipe[2] = {-1, -1};  // handler -> watchdog: the same
+// Readable once the close has written every record / once it ended: waiting handlers poll them
+// (nobody reads them until forgetCloseAnnouncements(), at the next start).
+int gRecordsSafePipe[2] = {-1, -1};
+int gClosedPipe[2] = {-1, -1};
+int gWatchdogDonePipe[2] = {-1, -1};  // closer -> watchdog: one byte per close served
+pid_t gOwnerPid = 0;                  // the process whose closer and watchdog read the pipes
 
 void writeToStderr(const char* text, size_t n) {
   if (::write(STDERR_FILENO, text, n) < 0) {
   }
 }
 
-// Waits for the watcher's answer, kSignalFlushMs in all (poll is never restarted after another
-// handler ran: EINTR waits again for what is left). Async-signal-safe.
-void awaitFlush() {
+int elapsedMs(const timespec& since) {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<int>((now.tv_sec - since.tv_sec) * 1000LL +
+                          (now.tv_nsec - since.tv_nsec) / 1000000LL);
+}
+
+// Waits until `fd` is readable, at most `limitMs` in all: a handled signal that cuts poll short
+// (EINTR: torch's SIGCHLD handler when DataLoader workers die with the rank) waits again for what
+// is left. True when readable. Async-signal-safe.
+bool awaitReadable(int fd, int limitMs) {
   timespec start{};
   ::clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    timespec now{};
-    ::clock_gettime(CLOCK_MONOTONIC, &now);
-    const long long waited =
-        (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
-    if (waited >= kSignalFlushMs) return;
-    pollfd p{gDonePipe[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(kSignalFlushMs - waited));
-    if (ready >= 0 || errno != EINTR) return;
+    const int left = limitMs - elapsedMs(start);
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, left);
+    if (ready > 0) return true;
+    if (ready == 0 || errno != EINTR) return false;
   }
 }
 
 void onTerminatingSignal(int sig) {
   const int savedErrno = errno;
-  if (gClosing.load()) {
-    // stopCapture() is closing the shard (the program is ending, or an earlier signal's flush):
-    // it ends the process with this signal when the shard is whole. Checked again after the
-    // store: a close that ended in between did not see it, and the flush below then runs (a
-    // no-op) and re-raises. A second signal during the close ends the process now.
-    const int earlier = gDeferredSignal.exchange(sig);
-    if (gClosing.load()) {
-      if (earlier == 0) {
-        static const char kMessage[] =
-            "tracerun: signal while the trace is being closed: closing it first "
-            "(a second signal ends the process now)\n";
-        writeToStderr(kMessage, sizeof kMessage - 1);
-        errno = savedErrno;
-        return;
-      }
-      static const char kSecond[] =
-          "tracerun: second signal while the trace is being closed: ending now "
-          "(the shard keeps what it wrote; tracerun merge reads it)\n";
-      writeToStderr(kSecond, sizeof kSecond - 1);
-      restoreDefaultAction(sig);
-      ::kill(::getpid(), sig);  // pending here (blocked in this handler); delivered on return
-      errno = savedErrno;
-      return;
-    }
+  if (gDeferredSignal.exchange(sig) != 0) {
+    // A signal is already waiting for its close: this second one ends the process now.
+    static const char kSecond[] =
+        "tracerun: second signal while the trace is being closed: ending now "
+        "(the shard keeps what it wrote; tracerun merge reads it)\n";
+    writeToStderr(kSecond, sizeof kSecond - 1);
+    endProcessBy(sig);  // pending here (blocked in this handler); delivered on return
+    errno = savedErrno;
+    return;
+  }
+  // Read before the closer can begin its close: a close that began earlier is the program ending
+  // (or the capture stopping) on its own, which ends the process by this signal when the shard is
+  // whole; this thread may be the one closing, so it does not wait.
+  const bool closingAlready = gClosing.load() || tlsClosingHere;
+  if (closingAlready) {
+    static const char kMessage[] =
+        "tracerun: signal while the trace is being closed: closing it first "
+        "(a second signal ends the process now)\n";
+    writeToStderr(kMessage, sizeof kMessage - 1);
   }
   const unsigned char byte = static_cast<unsigned char>(sig);
-  if (::getpid() == gOwnerPid && ::write(gRequestPipe[1], &byte, 1) == 1) awaitFlush();
-  restoreDefaultAction(sig);
-  ::raise(sig);  // pending until this handler returns; then the default action ends the process
+  if (::getpid() == gOwnerPid && ::write(gCloseRequestPipe[1], &byte, 1) == 1) {
+    if (::write(gWatchdogRequestPipe[1], &byte, 1) != 1) {
+    }
+    if (!closingAlready) {
+      timespec start{};
+      ::clock_gettime(CLOCK_MONOTONIC, &start);
+      const int limitMs = gSignalCloseMs.load();
+      if (awaitReadable(gRecordsSafePipe[0], std::min(kSignalParkMs, limitMs))) {
+        awaitReadable(gClosedPipe[0], limitMs - elapsedMs(start));
+      }
+    }
+    errno = savedErrno;
+    return;  // the close ends the process by `sig` once the shard is whole
+  }
+  gDeferredSignal.store(0);  // no closer here (a process forked without fork handlers)
+  endProcessBy(sig);
   errno = savedErrno;
 }
 
-void watcherMain() {
+void closerMain() {
   for (;;) {
     unsigned char byte = 0;
-    const ssize_t n = ::read(gRequestPipe[0], &byte, 1);
+    const ssize_t n = ::read(gCloseRequestPipe[0], &byte, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    stopCapture();
+    stopCapture();     // waits for a close already running on another thread
+    announceClosed();  // also when there was nothing left to close
     const unsigned char done = 1;
-    for (int i = 0; i < 64; ++i) {  // one byte per waiting handler, more than enough
-      if (::write(gDonePipe[1], &done, 1) != 1) break;
+    if (::write(gWatchdogDonePipe[1], &done, 1) != 1) {
     }
+    // stopCapture() ends the process by a signal noted during its close; one noted before the
+    // close began, or with nothing left to close, is this thread's to act on.
+    if (const int sig = gDeferredSignal.exchange(0); sig != 0) endProcessBy(sig);
+  }
+}
+
+void announceRecordsSafe() {
+  const unsigned char byte = 1;
+  if (gRecordsSafePipe[1] >= 0 && ::write(gRecordsSafePipe[1], &byte, 1) != 1) {
+  }
+}
+
+void announceClosed() {
+  announceRecordsSafe();
+  const unsigned char byte = 1;
+  if (gClosedPipe[1] >= 0 && ::write(gClosedPipe[1], &byte, 1) != 1) {
+  }
+}
+
+void forgetCloseAnnouncements() {
+  unsigned char bytes[64];
+  for (int fd : {gRecordsSafePipe[0], gClosedPipe[0]}) {
+    while (fd >= 0 && ::read(fd, bytes, sizeof bytes) > 0) {
+    }
+  }
+}
+
+// Waits for one close per request, each at most gSignalCloseMs from when the request was read.
+void watchdogMain() {
+  for (;;) {
+    unsigned char byte = 0;
+    const ssize_t n = ::read(gWatchdogRequestPipe[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    if (awaitReadable(gWatchdogDonePipe[0], gSignalCloseMs.load())) {
+      unsigned char done = 0;
+      if (::read(gWatchdogDonePipe[0], &done, 1) != 1) {
+      }
+      continue;
+    }
+    static const char kLate[] =
+        "tracerun: the trace's close did not end in time after a signal: ending now "
+        "(the shard keeps what it wrote; tracerun merge reads it)\n";
+    writeToStderr(kLate, sizeof kLate - 1);
+    endProcessBy(byte);
   }
 }
 
@@ -724,12 +813,18 @@ bool pythonOwnsSigint() {
 void installSignalHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (::pipe2(gRequestPipe, O_CLOEXEC) != 0 || ::pipe2(gDonePipe, O_CLOEXEC) != 0) return;
-    ::fcntl(gDonePipe[1], F_SETFL, O_NONBLOCK);
+    for (int* fds : {gCloseRequestPipe, gWatchdogRequestPipe, gRecordsSafePipe, gClosedPipe,
+                     gWatchdogDonePipe}) {
+      if (::pipe2(fds, O_CLOEXEC) != 0) return;
+      // Nobody blocks on a full pipe (a storm of signals): the byte is then dropped.
+      ::fcntl(fds[1], F_SETFL, O_NONBLOCK);
+    }
+    for (int fd : {gRecordsSafePipe[0], gClosedPipe[0]}) ::fcntl(fd, F_SETFL, O_NONBLOCK);
     gOwnerPid = ::getpid();
     {
-      const BlockSignals block;
-      std::thread(watcherMain).detach();  // process lifetime, blocked in read() when idle
+      const BlockSignals block;  // process lifetime, each blocked in read() when idle
+      std::thread(closerMain).detach();
+      std::thread(watchdogMain).detach();
     }
     const bool python = pythonOwnsSigint();
     for (int sig : kTerminatingSignals) {
@@ -738,7 +833,7 @@ void installSignalHandlers() {
       if (::sigaction(sig, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) continue;
       struct sigaction sa {};
       sa.sa_handler = onTerminatingSignal;
-      // Everything but the synchronous faults waits while the handler waits for the flush.
+      // Everything but the synchronous faults waits for the (short) handler.
       ::sigfillset(&sa.sa_mask);
       for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
         ::sigdelset(&sa.sa_mask, fault);

@@ -37,6 +37,9 @@ struct CaptureConfig {
   size_t ring_capacity = size_t{1} << 18;
   bool claim = false;  // capture only if `output.claim` can be created (one process per shard)
   bool signal_handlers = true;  // flush on SIGINT/SIGTERM, then re-raise
+  // How long the close a terminating signal starts may take before that signal ends the process
+  // anyway (the shard keeps what it wrote; a raw shard is converted by the launcher).
+  int signal_close_ms = 10000;
   int drain_interval_ms = 10;   // how often the writer drains the buffers (benchmarks raise it)
   int64_t clock_offset_ns = 0;  // this host's CLOCK_MONOTONIC minus rank 0's (launcher-measured)
   int restart = 0;              // which restart of the group this process belongs to (0: first run)

@@ -735,8 +735,10 @@ struct SignalledChild {
 
 // Forks a child that starts a capture of `path` with the signal handlers (SQLite shard, whose meta
 // says whether it was closed whole), with `stopHook` run inside the close, records the scope
-// "before the end", then runs `body` (which ends the process one way or another).
-SignalledChild runCaptureChild(const std::string& path, void (*stopHook)(), void (*body)()) {
+// "before the end", then runs `body` (which ends the process one way or another). A signal's close
+// may take `signalCloseMs`.
+SignalledChild runCaptureChild(const std::string& path, void (*stopHook)(), void (*body)(),
+                               int signalCloseMs = 10000) {
   ::unlink(path.c_str());
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -751,6 +753,7 @@ SignalledChild runCaptureChild(const std::string& path, void (*stopHook)(), void
     if (stopHook != nullptr) interpose::addCaptureHooks({nullptr, stopHook});
     interpose::CaptureConfig c = configFor(path);
     c.signal_handlers = true;
+    c.signal_close_ms = signalCloseMs;
     c.raw_writer = false;
     if (!interpose::startCapture(c)) ::_exit(3);
     { tracerun::Scope scope("before the end"); }
@@ -828,7 +831,7 @@ TEST_CASE("a second signal during the close ends the process at once") {
 }
 
 TEST_CASE("another handled signal during a SIGTERM's flush does not cut the flush short") {
-  // The SIGTERM handler waits for the watcher thread to close the shard. A program's handled
+  // The SIGTERM handler waits for the closer thread to close the shard. A program's handled
   // signal landing on that thread meanwhile (torch's SIGCHLD handler when DataLoader workers die
   // with the rank) used to end the wait (poll's EINTR) and the process with the shard half closed.
   // Here the close sends SIGUSR1, which the child handles, then takes 300 ms more. (With the old
@@ -947,4 +950,62 @@ TEST_CASE("a program that ends while a signal's flush closes the shard waits for
   CHECK(fileExists(hookDoneMarker()));
   CHECK(r.complete == "1");
   CHECK(r.lastScopes == 1);
+}
+
+namespace {
+// A lock of the program's that a thread holds when the signal lands on it, and that the close's
+// stop hook below needs (as the capture's own name tables and thread registry are needed).
+std::mutex& programLock() {
+  static std::mutex m;
+  return m;
+}
+}  // namespace
+
+TEST_CASE("a SIGTERM on a thread that holds a lock the close needs still closes the shard whole") {
+  // The handler waits for the close on the thread the signal interrupted: a thread holding a lock
+  // the close takes waited with it, the close waited out the 10 s and the process died of the
+  // signal with its shard half written. Now the handler returns after at most 1 s, the thread lets
+  // go of the lock 200 ms later, and the close ends the process once the shard is whole.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("term_holding_lock"),
+      [] {
+        { const std::lock_guard<std::mutex> lock(programLock()); }
+        markHookDone();
+      },
+      [] {
+        {
+          const std::lock_guard<std::mutex> lock(programLock());
+          ::raise(SIGTERM);  // handled on this thread, inside the lock
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        for (;;) ::pause();
+      });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK(fileExists(hookDoneMarker()));
+  CHECK(r.complete == "1");
+  CHECK(r.lastScopes == 1);
+}
+
+TEST_CASE("a signal's close that does not end in time ends the process by that signal") {
+  // A close stuck on a dead file system must not make the process immortal: past signal_close_ms
+  // (300 ms here; 10 s by default) the watchdog ends it by the signal. The close's hook takes 3 s
+  // and never marks its end.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("close_too_long"),
+      [] {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        markHookDone();
+      },
+      [] {
+        ::raise(SIGTERM);
+        for (;;) ::pause();
+      },
+      300);
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK_FALSE(fileExists(hookDoneMarker()));
+  CHECK(r.complete != "1");
 }
