@@ -598,8 +598,10 @@ namespace {
 void checkStepsUpToFault(const trace::TraceReader& reader, const std::string& out, int rank) {
   INFO("rank " << rank);
   const int64_t printed = stepLines(out, rank);
+  const int64_t spans = countSpans(reader, rank, "step");
+  INFO("step spans " << spans << ", step lines " << printed);
   CHECK(printed >= 1);
-  CHECK(stepsAsPrinted(countSpans(reader, rank, "step"), printed));
+  CHECK(stepsAsPrinted(spans, printed));
 }
 
 }  // namespace
@@ -675,8 +677,10 @@ TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 nu
   const std::string out0 = scratch() + "/restart0.db", out1 = scratch() + "/restart1.db";
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
   for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--max-restarts", "1"});
-  // Rank 3 (node 1) exits with code 3 after step 2 of the first attempt only.
-  const auto program = worker({"--steps", "6", "--sleep-ms", "50", "--fail-rank", "3",
+  // Rank 3 (node 1) exits with code 3 after step 2 of the first attempt only. Steps of 300 ms:
+  // node 0's ranks must still run when it fails (with 50 ms steps a loaded machine once started
+  // node 1's ranks so late that node 0's had ended: no restart, exit 3).
+  const auto program = worker({"--steps", "6", "--sleep-ms", "300", "--fail-rank", "3",
                                "--fail-step", "2", "--fail-code", "3"});
   Child node0(group(out0, flags0, program));
   Child node1(group(out1, flags1, program));
