@@ -26,7 +26,7 @@ int outerClockPort(const OuterJob& job) {
 }
 
 bool measuresOuterClock(const OuterJob& job) {
-  return job.local_world_size != job.world_size && job.node_rank != 0;
+  return job.local_world_size != job.world_size && job.rank != 0 && job.node_rank != 0;
 }
 
 std::string outerClockToken(const OuterJob& job) {

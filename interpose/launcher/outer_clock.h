@@ -32,7 +32,8 @@ struct RankClock {
 // before it starts the program, so no socket of the job (Gloo's are ephemeral) takes it later.
 int outerClockPort(const OuterJob& job);
 
-// Whether this rank measures: the job spans several nodes and this rank is not on rank 0's.
+// Whether this rank measures: the job spans several nodes and this rank is not rank 0 and not known
+// to be on rank 0's node (an unknown node measures: a rank beside rank 0 then reads ~0, exactly).
 bool measuresOuterClock(const OuterJob& job);
 
 // Rank 0 of a job over several nodes: serves time requests from a thread until destroyed. Never

@@ -273,7 +273,14 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
             &job->problem);
   readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS", &job->local_world_size,
             &job->problem);
-  if (job->local_world_size > 0) job->node_rank = job->rank / job->local_world_size;
+  // MPI names no node index. rank / local size is one only where the ranks fill the nodes in order
+  // (mpirun's default, --map-by slot), which each rank can check on itself: its local rank is then
+  // rank % local size. Under --map-by node (rank r on node r % N) it is not (rank 1 is node 1's
+  // local rank 0): the node is unknown, and the rank measures its clock against rank 0's.
+  job->node_rank = job->local_world_size > 0 &&
+                           job->local_rank == job->rank % job->local_world_size
+                       ? job->rank / job->local_world_size
+                       : -1;
   const bool oneNode = job->local_world_size == job->world_size;
   if (find(env, "MASTER_ADDR") == nullptr) {
     if (oneNode) {
@@ -354,7 +361,7 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   setDefault("WORLD_SIZE", std::to_string(job.world_size));
   setDefault("LOCAL_RANK", std::to_string(job.local_rank));
   setDefault("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
-  setDefault("GROUP_RANK", std::to_string(job.node_rank));
+  if (job.node_rank >= 0) setDefault("GROUP_RANK", std::to_string(job.node_rank));
   setDefault("MASTER_ADDR", "127.0.0.1");
   setDefault("MASTER_PORT", std::to_string(portForJob(job.job_id)));
   return job;

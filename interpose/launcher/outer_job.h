@@ -21,6 +21,8 @@ struct OuterJob {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
+  // This node's index; -1 where the launcher does not say and it cannot be derived (MPI ranks not
+  // placed node after node: mpirun --map-by node). Rank 0 is on node 0 where it is known.
   int node_rank = 0;
   // Which run of the job this is: torchrun's TORCHELASTIC_RESTART_COUNT, a requeued SLURM job's
   // SLURM_RESTART_COUNT; 0 for the first. The merge keeps the output of the run before it.

@@ -423,6 +423,59 @@ TEST_CASE("outer job over two nodes: rank 1's skewed clock is measured and undon
   CHECK_FALSE(testing::fileExists(db + ".shards"));  // clock.rank1 went with the job directory
 }
 
+TEST_CASE("outer job under mpirun --map-by node: every rank off rank 0's node measures its clock",
+          "[launcher_outer][outer_clock]") {
+  // mpirun -np 4 --map-by node over two nodes: rank r on node r % 2 as local rank r / 2. The node
+  // was taken as rank / local size: rank 1 (node 1) counted as node 0, kept offset 0 unmeasured,
+  // and its times went into the merge 1.5 s off; rank 2 (node 0) was exported GROUP_RANK=1.
+  const int64_t skew = 1500000000;  // node 1's exchange clock reads 1.5 s more
+  const int port = freePortPair();
+  const std::string job = uniqueId("bynode");
+  const std::string db = scratch() + "/by_node.db";
+  const auto program = worker({"--steps", "3", "--print-clock"});
+  std::vector<std::vector<std::string>> argvs;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> vars = {"OMPI_COMM_WORLD_RANK=" + std::to_string(rank),
+                                     "OMPI_COMM_WORLD_SIZE=4",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK=" + std::to_string(rank / 2),
+                                     "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                                     "OMPI_MCA_ess_base_jobid=" + job,
+                                     "MASTER_ADDR=127.0.0.1",
+                                     "MASTER_PORT=" + std::to_string(port)};
+    if (rank % 2 == 1) vars.push_back("TRACERUN_TEST_CLOCK_SKEW_NS=" + std::to_string(skew));
+    argvs.push_back(rankArgv(vars, db, program));
+  }
+  const auto results = runJob(argvs);
+  INFO(describe(results));
+  for (const auto& r : results) REQUIRE(r.code == 0);
+  std::string err;
+  for (const auto& r : results) err += r.err;
+  CHECK_FALSE(contains(err, "not measured"));
+  // The node is exported only where it is known: rank / local size holds for ranks 0 and 3.
+  CHECK(envOf(results[0].out, "GROUP_RANK") == "0");
+  CHECK(envOf(results[1].out, "GROUP_RANK") == "");
+  CHECK(envOf(results[2].out, "GROUP_RANK") == "");
+  CHECK(envOf(results[3].out, "GROUP_RANK") == "1");
+  CHECK(envOf(results[0].out, "TRACERUN_CLOCK_OFFSET_NS") == "0");
+
+  const auto merged = trace::TraceReader::open(db);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
+  for (int rank = 1; rank < 4; ++rank) {
+    INFO("rank " << rank);
+    const int64_t offset =
+        std::atoll(envOf(results[static_cast<size_t>(rank)].out, "TRACERUN_CLOCK_OFFSET_NS")
+                       .c_str());
+    CHECK(merged.ranks()[static_cast<size_t>(rank)].clock_offset_ns == offset);
+    const auto stats = statsOf(merged, rank);
+    REQUIRE(stats.count("clock_offset_error_ns") == 1);  // measured, every rank off rank 0
+    const int64_t error = stats.at("clock_offset_error_ns").value;
+    // Node 1's skew undone; rank 2, beside rank 0, reads its own clock: offset 0 within the error.
+    CHECK(std::llabs(offset - (rank % 2 == 1 ? skew : 0)) <= error + 1);
+    checkStepsOnRealClock(merged, rank, results[static_cast<size_t>(rank)].out, offset);
+  }
+  checkStepsOnRealClock(merged, 0, results[0].out);
+}
+
 TEST_CASE("outer job over two nodes: a refused or unreachable exchange keeps offset 0, unmeasured",
           "[launcher_outer][outer_clock]") {
   for (const bool refused : {true, false}) {

@@ -6,11 +6,13 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "outer_clock.h"
 #include "outer_job.h"
 
 using tracerun::launcher::detectOuterJob;
 using tracerun::launcher::EnvMap;
 using tracerun::launcher::expandHostList;
+using tracerun::launcher::measuresOuterClock;
 using tracerun::launcher::portForJob;
 
 TEST_CASE("outer job: no launcher variables, no outer job", "[outer_job]") {
@@ -145,6 +147,22 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
         {"GROUP_RANK", "0"},
         {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(portForJob("openmpi-3735945217"))}}},
+      {"mpirun (Open MPI) --map-by node: rank 1 is node 1's local rank 0, its node unknown",
+       {{"OMPI_COMM_WORLD_RANK", "1"},
+        {"OMPI_COMM_WORLD_SIZE", "4"},
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+        {"OMPI_MCA_ess_base_jobid", "77"},
+        {"MASTER_ADDR", "n0"},
+        {"MASTER_PORT", "29500"}},
+       "openmpi",
+       1,
+       4,
+       0,
+       2,
+       -1,
+       "openmpi-77",
+       {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"LOCAL_WORLD_SIZE", "2"}}},
       {"MPICH hydra",
        {{"PMI_RANK", "0"},
         {"PMI_SIZE", "3"},
@@ -191,6 +209,30 @@ TEST_CASE("outer job: torchrun wins over the SLURM variables around it", "[outer
                                   1);
   CHECK(job.launcher == "torchrun");
   CHECK(job.rank == 1);
+}
+
+TEST_CASE("outer job: which MPI ranks measure their clock against rank 0's", "[outer_job]") {
+  // Four ranks on two nodes, placed node after node (mpirun's default) and round robin
+  // (--map-by node: rank r on node r % 2 as local rank r / 2). Every rank not known to share rank
+  // 0's node measures; only rank 0 and a rank known to be beside it do not.
+  for (const bool byNode : {false, true}) {
+    for (int rank = 0; rank < 4; ++rank) {
+      INFO((byNode ? "--map-by node" : "--map-by slot") << ", rank " << rank);
+      const int node = byNode ? rank % 2 : rank / 2;
+      const int local = byNode ? rank / 2 : rank % 2;
+      const auto job = detectOuterJob({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                                       {"OMPI_COMM_WORLD_SIZE", "4"},
+                                       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local)},
+                                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                       {"OMPI_MCA_ess_base_jobid", "77"},
+                                       {"MASTER_ADDR", "n0"},
+                                       {"MASTER_PORT", "29500"}},
+                                      42);
+      REQUIRE(job.problem == "");
+      CHECK((job.node_rank == node || job.node_rank == -1));  // never a wrong node
+      CHECK(measuresOuterClock(job) == (node != 0 || (rank != 0 && job.node_rank == -1)));
+    }
+  }
 }
 
 TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launcher",
