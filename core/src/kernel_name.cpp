@@ -1,11 +1,15 @@
-// Kernel names (kernel_name.h): abi::__cxa_demangle and a bracket-aware scan for the base name.
+// Kernel names (kernel_name.h): abi::__cxa_demangle, a bracket-aware scan for the base name, and
+// table labels that tell apart kernels sharing one.
 // No caching here (callers cache per distinct name) and no CUDA.
 #include "tracerun/core/kernel_name.h"
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 namespace tracerun::core {
@@ -99,6 +103,150 @@ size_t parameterList(std::string_view s) {
   return std::string_view::npos;
 }
 
+// `s` without a member function's trailing qualifiers and its parameter list.
+std::string_view withoutParameters(std::string_view s) {
+  for (bool again = true; again;) {
+    again = false;
+    for (std::string_view q : {" const", " volatile", " &&", " &", " noexcept"}) {
+      if (endsWith(s, q)) {
+        s = trim(s.substr(0, s.size() - q.size()));
+        again = true;
+      }
+    }
+  }
+  if (const size_t p = parameterList(s); p != std::string_view::npos && p > 0) {
+    s = trim(s.substr(0, p));
+  }
+  return s;
+}
+
+// Walks `s` at bracket depth 0 (() {} [] nest; '>' closes only an open '<', as in components()),
+// calling at(i) for each position at depth 0; at() returns false to stop. Returns whether the
+// brackets balance (up to where it stopped).
+template <typename At>
+bool walkTopLevel(std::string_view s, At at) {
+  std::vector<char> open;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (open.empty() && !at(i)) return true;
+    switch (c) {
+      case '(':
+      case '{':
+      case '[':
+      case '<':
+        open.push_back(c);
+        break;
+      case '>':
+        if (!open.empty() && open.back() == '<') open.pop_back();
+        break;
+      case ')':
+      case '}':
+      case ']': {
+        const char want = c == ')' ? '(' : c == '}' ? '{' : '[';
+        while (!open.empty() && open.back() == '<') open.pop_back();
+        if (open.empty() || open.back() != want) return false;
+        open.pop_back();
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return open.empty();
+}
+
+size_t findTopLevel(std::string_view s, char what) {
+  size_t found = std::string_view::npos;
+  walkTopLevel(s, [&](size_t i) {
+    if (s[i] != what) return true;
+    found = i;
+    return false;
+  });
+  return found;
+}
+
+std::vector<std::string_view> splitTopLevel(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t from = 0;
+  walkTopLevel(s, [&](size_t i) {
+    if (s[i] == sep) {
+      out.push_back(trim(s.substr(from, i - from)));
+      from = i + 1;
+    }
+    return true;
+  });
+  out.push_back(trim(s.substr(from)));
+  return out;
+}
+
+// What follows the last depth-0 "::" of `s` (all of it when none).
+std::string_view lastScope(std::string_view s) {
+  size_t after = 0;
+  walkTopLevel(s, [&](size_t i) {
+    if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') after = i + 2;
+    return true;
+  });
+  return s.substr(after);
+}
+
+// The template arguments of the function a demangled name names (none: empty).
+std::vector<std::string> functionTemplateArgs(std::string_view demangled) {
+  const std::string_view s = withoutParameters(trim(demangled));
+  std::vector<size_t> starts;
+  if (s.empty() || !components(s, &starts)) return {};
+  const std::string_view fn = s.substr(starts.back());
+  const size_t lt = findTopLevel(fn, '<');
+  if (lt == std::string_view::npos || lt == 0 || !endsWith(fn, ">")) return {};
+  std::vector<std::string> out;
+  for (std::string_view a : splitTopLevel(fn.substr(lt + 1, fn.size() - lt - 2), ',')) {
+    out.emplace_back(a);
+  }
+  return out;
+}
+
+// A template argument as a table shows it: namespaces dropped, a function-local type named by its
+// function ("f(int)::{lambda(float)#1}" -> "f"), nested arguments the same way.
+std::string abbreviateArgument(std::string_view argument) {
+  std::string text(argument);
+  for (size_t at; (at = text.find("(anonymous namespace)::")) != std::string::npos;) {
+    text.erase(at, sizeof "(anonymous namespace)::" - 1);
+  }
+  std::string_view a = trim(text);
+  if (const size_t paren = findTopLevel(a, '('); paren != std::string_view::npos && paren > 0) {
+    a = trim(a.substr(0, paren));
+  }
+  a = lastScope(a);
+  const size_t lt = findTopLevel(a, '<');
+  if (lt == std::string_view::npos || lt == 0 || !endsWith(a, ">")) return std::string(a);
+  std::string out(a.substr(0, lt));
+  out += '<';
+  bool first = true;
+  for (std::string_view inner : splitTopLevel(a.substr(lt + 1, a.size() - lt - 2), ',')) {
+    if (!first) out += ", ";
+    out += abbreviateArgument(inner);
+    first = false;
+  }
+  out += '>';
+  return out;
+}
+
+// `head<argument>` (just `head` for no argument) in at most `width` characters: the head's end
+// goes first (down to 12 of its characters), then the argument's end.
+std::string fitLabel(std::string head, std::string argument, size_t width) {
+  if (argument.empty()) return head;
+  const auto size = [&] { return head.size() + argument.size() + 2; };
+  if (size() > width && head.size() > 12) {
+    const size_t keep =
+        std::max<size_t>(12, width > argument.size() + 5 ? width - argument.size() - 5 : 0);
+    if (keep + 3 < head.size()) head = head.substr(0, keep) + "...";
+  }
+  if (size() > width) {
+    const size_t room = width > head.size() + 5 ? width - head.size() - 5 : 0;
+    argument = argument.substr(0, room) + "...";
+  }
+  return head + "<" + argument + ">";
+}
+
 }  // namespace
 
 std::string demangleKernelName(std::string_view mangled) {
@@ -114,19 +262,7 @@ std::string demangleKernelName(std::string_view mangled) {
 std::string kernelShortName(std::string_view demangled) {
   std::string_view s = trim(demangled);
   if (s.empty()) return std::string(demangled);
-  // Trailing qualifiers of a member function, then the parameter list.
-  for (bool again = true; again;) {
-    again = false;
-    for (std::string_view q : {" const", " volatile", " &&", " &", " noexcept"}) {
-      if (endsWith(s, q)) {
-        s = trim(s.substr(0, s.size() - q.size()));
-        again = true;
-      }
-    }
-  }
-  if (const size_t p = parameterList(s); p != std::string_view::npos && p > 0) {
-    s = trim(s.substr(0, p));
-  }
+  s = withoutParameters(s);  // trailing qualifiers of a member function, then the parameter list
   std::vector<size_t> starts;
   if (s.empty() || !components(s, &starts)) return std::string(trim(demangled));
   auto component = [&](size_t i) {
@@ -140,6 +276,65 @@ std::string kernelShortName(std::string_view demangled) {
     base = std::string(component(last - 1)) + "::" + base;
   if (base.empty()) return std::string(trim(demangled));
   return base;
+}
+
+std::vector<std::string> kernelTableLabels(const std::vector<std::string>& demangled,
+                                           size_t width) {
+  width = std::max<size_t>(width, 16);
+  std::vector<std::string> labels;
+  labels.reserve(demangled.size());
+  std::map<std::string, std::vector<size_t>> byShort;
+  for (size_t i = 0; i < demangled.size(); ++i) {
+    labels.push_back(kernelShortName(demangled[i]));
+    byShort[labels.back()].push_back(i);
+  }
+  for (const auto& [shortName, rows] : byShort) {
+    if (rows.size() < 2) continue;
+    // Each row's template arguments as shown; the position whose shown values differ the most
+    // wins, the earliest on a tie (multi_tensor_apply_kernel's functor tells more rows apart than
+    // its metadata type; two lambdas of one function read alike).
+    std::vector<std::vector<std::string>> args;
+    size_t most = 0;
+    for (size_t r : rows) {
+      args.emplace_back();
+      for (const std::string& a : functionTemplateArgs(demangled[r])) {
+        args.back().push_back(abbreviateArgument(a));
+      }
+      most = std::max(most, args.back().size());
+    }
+    const auto at = [&](size_t k, size_t a) {
+      return a < args[k].size() ? args[k][a] : std::string();
+    };
+    size_t best = 0, bestDistinct = 1;
+    for (size_t a = 0; a < most; ++a) {
+      std::set<std::string> values;
+      for (size_t k = 0; k < rows.size(); ++k) values.insert(at(k, a));
+      if (values.size() > bestDistinct) {
+        best = a;
+        bestDistinct = values.size();
+      }
+    }
+    if (bestDistinct < 2) continue;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      labels[rows[k]] = fitLabel(shortName, at(k, best), width);
+    }
+  }
+  // Cut to the width, then number what is still alike.
+  for (auto& l : labels) {
+    if (l.size() > width) l = l.substr(0, width - 3) + "...";
+  }
+  std::map<std::string, std::vector<size_t>> alike;
+  for (size_t i = 0; i < labels.size(); ++i) alike[labels[i]].push_back(i);
+  for (const auto& [label, rows] : alike) {
+    if (rows.size() < 2) continue;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const std::string suffix = " #" + std::to_string(k + 1);
+      std::string& l = labels[rows[k]];
+      if (l.size() + suffix.size() > width) l = l.substr(0, width - suffix.size() - 3) + "...";
+      l += suffix;
+    }
+  }
+  return labels;
 }
 
 }  // namespace tracerun::core

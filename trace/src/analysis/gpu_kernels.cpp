@@ -49,6 +49,11 @@ std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
   std::sort(rows.begin(), rows.end(), [](const GpuKernelRow& a, const GpuKernelRow& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
+  std::vector<std::string> names;
+  names.reserve(rows.size());
+  for (const GpuKernelRow& r : rows) names.push_back(r.name);
+  std::vector<std::string> labels = core::kernelTableLabels(names, kKernelLabelWidth);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i].label = std::move(labels[i]);
   return rows;
 }
 

@@ -104,13 +104,15 @@ void kernelsText(const GpuAnalysis& g, size_t top, std::string& out) {
   const size_t n = std::min(top, g.kernels.size());
   out += formatPrintf("  kernels: %zu names, top %zu by total time (all ranks)\n", g.kernels.size(),
                       n);
-  out += formatPrintf("  %-40s %-7s %8s %12s %11s %11s %11s %11s %5s\n", "short name", "kind",
+  // As wide as the widest label shown, 40 at least (labels: gpu.h).
+  int width = 40;
+  for (size_t i = 0; i < n; ++i)
+    width = std::max(width, static_cast<int>(g.kernels[i].label.size()));
+  out += formatPrintf("  %-*s %-7s %8s %12s %11s %11s %11s %11s %5s\n", width, "short name", "kind",
                       "count", "total", "mean", "p50", "min", "max", "ranks");
   for (size_t i = 0; i < n; ++i) {
     const GpuKernelRow& k = g.kernels[i];
-    const std::string name =
-        k.short_name.size() > 40 ? k.short_name.substr(0, 37) + "..." : k.short_name;
-    out += formatPrintf("  %-40s %-7s %8lld %12s %11s %11s %11s %11s %5d\n", name.c_str(),
+    out += formatPrintf("  %-*s %-7s %8lld %12s %11s %11s %11s %11s %5d\n", width, k.label.c_str(),
                         gpuKindName(k.kind), static_cast<long long>(k.count),
                         dur(k.total_ns).c_str(), dur(k.mean_ns).c_str(), dur(k.p50_ns).c_str(),
                         dur(k.min_ns).c_str(), dur(k.max_ns).c_str(), k.ranks);
@@ -214,6 +216,7 @@ ordered_json gpuReportJson(const GpuAnalysis& g) {
   for (const GpuKernelRow& k : g.kernels) {
     j["kernels"].push_back({{"name", k.name},
                             {"short_name", k.short_name},
+                            {"label", k.label},
                             {"kind", gpuKindName(k.kind)},
                             {"count", k.count},
                             {"total_ns", k.total_ns},

@@ -124,11 +124,17 @@ struct GpuDevice {
   }
 };
 
+// The widest label of a kernel row (GpuKernelRow::label).
+constexpr size_t kKernelLabelWidth = 64;
+
 // One kernel (or copy) name over every rank and device.
 struct GpuKernelRow {
   core::StringId name_id = 0;  // the spans' name as stored (for the reader's name search)
   std::string name;            // demangled, as nsys and torch.profiler show it
   std::string short_name;      // nsys' shortName (core/kernel_name.h)
+  // What the report's table shows: the short name, told apart from the other rows that share it
+  // (core::kernelTableLabels, at most kKernelLabelWidth characters).
+  std::string label;
   GpuKind kind = GpuKind::kCompute;
   int64_t count = 0, total_ns = 0, mean_ns = 0, min_ns = 0, max_ns = 0, p50_ns = 0;
   int ranks = 0;
