@@ -25,17 +25,17 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// The top-level pieces of a qualified name: where each component starts, after the last
-// top-level space (what precedes it is the return type). Brackets () {} [] nest strictly; < >
-// count only where a '<' is open on top of the stack, so a stray '>' in an expression inside
-// parentheses (a template argument like `(4>3)`) does not unbalance the scan. False when the
-// brackets do not balance.
-bool components(std::string_view s, std::vector<size_t>* starts) {
+// Walks `s` at bracket depth 0: () {} [] nest strictly; < > count only where a '<' is open on top
+// of the stack, so a stray '>' in an expression inside parentheses (a template argument like
+// `(4>3)`) does not unbalance the scan. Calls at(i) for each position at depth 0 (before its
+// bracket, if it is one, opens); at() returns false to stop. Returns whether the brackets balance
+// (up to where it stopped).
+template <typename At>
+bool walkTopLevel(std::string_view s, At at) {
   std::vector<char> open;
-  size_t lastSpace = 0;
-  std::vector<size_t> colons;  // positions after each top-level "::"
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
+    if (open.empty() && !at(i)) return true;
     switch (c) {
       case '(':
       case '{':
@@ -50,28 +50,36 @@ bool components(std::string_view s, std::vector<size_t>* starts) {
       case '}':
       case ']': {
         const char want = c == ')' ? '(' : c == '}' ? '{' : '[';
-        while (!open.empty() && open.back() == '<') open.pop_back();  // a stray '<' inside
+        while (!open.empty() && open.back() == '<') open.pop_back();
         if (open.empty() || open.back() != want) return false;
         open.pop_back();
         break;
       }
-      case ' ':
-        if (open.empty()) {
-          lastSpace = i + 1;
-          colons.clear();
-        }
-        break;
-      case ':':
-        if (open.empty() && i + 1 < s.size() && s[i + 1] == ':') {
-          colons.push_back(i + 2);
-          ++i;
-        }
-        break;
       default:
         break;
     }
   }
-  if (!open.empty()) return false;
+  return open.empty();
+}
+
+// The top-level pieces of a qualified name: where each component starts, after the last
+// top-level space (what precedes it is the return type). False when the brackets do not balance.
+bool components(std::string_view s, std::vector<size_t>* starts) {
+  size_t lastSpace = 0;
+  std::vector<size_t> colons;  // positions after each top-level "::"
+  size_t secondColon = std::string_view::npos;
+  const bool balanced = walkTopLevel(s, [&](size_t i) {
+    if (i == secondColon) return true;
+    if (s[i] == ' ') {
+      lastSpace = i + 1;
+      colons.clear();
+    } else if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') {
+      colons.push_back(i + 2);
+      secondColon = i + 1;
+    }
+    return true;
+  });
+  if (!balanced) return false;
   starts->clear();
   starts->push_back(lastSpace);
   for (size_t p : colons) starts->push_back(p);
@@ -118,41 +126,6 @@ std::string_view withoutParameters(std::string_view s) {
     s = trim(s.substr(0, p));
   }
   return s;
-}
-
-// Walks `s` at bracket depth 0 (() {} [] nest; '>' closes only an open '<', as in components()),
-// calling at(i) for each position at depth 0; at() returns false to stop. Returns whether the
-// brackets balance (up to where it stopped).
-template <typename At>
-bool walkTopLevel(std::string_view s, At at) {
-  std::vector<char> open;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (open.empty() && !at(i)) return true;
-    switch (c) {
-      case '(':
-      case '{':
-      case '[':
-      case '<':
-        open.push_back(c);
-        break;
-      case '>':
-        if (!open.empty() && open.back() == '<') open.pop_back();
-        break;
-      case ')':
-      case '}':
-      case ']': {
-        const char want = c == ')' ? '(' : c == '}' ? '{' : '[';
-        while (!open.empty() && open.back() == '<') open.pop_back();
-        if (open.empty() || open.back() != want) return false;
-        open.pop_back();
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  return open.empty();
 }
 
 size_t findTopLevel(std::string_view s, char what) {
