@@ -304,8 +304,12 @@ bool RawShardWriter::writeBlock(RawBlockHeader h, const void* payload, size_t by
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       const int e = w < 0 ? errno : ENOSPC;
-      if (::ftruncate(fd_, static_cast<off_t>(offset_)) == 0) {
-        ::lseek(fd_, static_cast<off_t>(offset_), SEEK_SET);
+      // Cut back to the last whole block. Where that fails the file ends inside this block, and a
+      // block written after it would be read as its rest: nothing more is written (the reader
+      // drops the torn tail and reports it).
+      if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0 ||
+          ::lseek(fd_, static_cast<off_t>(offset_), SEEK_SET) < 0) {
+        dead_ = true;
       }
       if (closing) dead_ = true;  // no room even for them: nothing more
       stop("writing " + opt_.path + " failed: " + std::strerror(e) +

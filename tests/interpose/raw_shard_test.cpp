@@ -5,7 +5,9 @@
 // long ring run is several blocks; a conversion keeps only the replay rings' used pages; a writer
 // that cannot make its reserve leaves no file open; a raw file beside a closed shard is a leftover
 // the merge passes over; under a file-size limit the writer stops where its conversion still fits,
-// and a conversion without room leaves the raw file whole. No libtorch.
+// and a conversion without room leaves the raw file whole; a torn block the file system cannot cut
+// back is where the file ends. No libtorch.
+#include <dlfcn.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -14,7 +16,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +37,22 @@
 
 namespace fs = std::filesystem;
 using namespace tracerun;
+
+// This binary's ftruncate: the C library's, unless a test (in a forked child) makes it fail, as a
+// file system may refuse to cut a file back after a torn write. The raw writer (a static library
+// linked into this binary) calls this one.
+namespace {
+std::atomic<bool> gFailFtruncate{false};
+}  // namespace
+extern "C" int ftruncate(int fd, off_t length) {
+  if (gFailFtruncate.load()) {
+    errno = EIO;
+    return -1;
+  }
+  using Real = int (*)(int, off_t);
+  static const Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "ftruncate"));
+  return real(fd, length);
+}
 
 namespace {
 
@@ -865,4 +885,72 @@ TEST_CASE("raw shard: a conversion without room leaves the raw file whole, and i
   const auto conv = trace::convertRawShard(trace::rawShardPath(shard), shard);
   CHECK(conv.ended);
   CHECK(count(shard, "spans") == kSpans);
+}
+
+TEST_CASE("raw shard: a torn block the file system cannot cut back is the file's end", "[raw]") {
+  // A write torn by a full disk is cut back to the last whole block; where ftruncate failed too,
+  // the closing blocks (names, stats, meta, end) were still written after the torn block once the
+  // disk had room again, and a reader took them for that block's missing rest: records made of
+  // closing-block bytes. Here the second records block tears 16 bytes short (a file-size limit set
+  // after the writer started, so the writer does not know it), ftruncate fails, the limit is
+  // lifted, and the writer closes. The file must end in the torn block: its conversion has the
+  // first block's records only, and reports the torn tail.
+  const std::string dir = scratch() + "/torn";
+  fs::create_directories(dir);
+  const std::string raw = dir + "/torn.raw";
+  constexpr int kBatch = 200;
+  struct Out {
+    uint64_t blockBytes, tornAt;
+  };
+  int p[2];
+  REQUIRE(::pipe(p) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(p[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    Out o{};
+    {
+      core::Session s(1 << 12);
+      core::RawShardOptions ro;
+      ro.path = raw;
+      ro.origin_ns = kOrigin;
+      ro.drain_interval_ms = 100000;  // only the flushes below write
+      core::RawShardWriter w(s, ro);
+      const core::StringId name = s.strings().intern("op");
+      core::ThreadBuffer& b = s.threadBuffer("main");
+      w.flush();  // the strings and the track
+      const uint64_t before = w.bytesWritten();
+      pushShortSpans(b, name, kBatch);
+      w.flush();
+      o.blockBytes = w.bytesWritten() - before;
+      o.tornAt = w.bytesWritten() + o.blockBytes - 16;
+      const rlimit small{o.tornAt, RLIM_INFINITY};
+      if (::setrlimit(RLIMIT_FSIZE, &small) != 0) ::_exit(90);
+      gFailFtruncate = true;
+      pushShortSpans(b, name, kBatch, kBatch);
+      w.flush();  // torn 16 bytes short; the cut back fails
+      gFailFtruncate = false;
+      const rlimit lifted{RLIM_INFINITY, RLIM_INFINITY};
+      if (::setrlimit(RLIMIT_FSIZE, &lifted) != 0) ::_exit(91);
+      w.close();
+    }
+    if (::write(p[1], &o, sizeof o) != sizeof o) ::_exit(92);
+    ::_exit(0);
+  }
+  ::close(p[1]);
+  Out out{};
+  REQUIRE(::read(p[0], &out, sizeof out) == sizeof out);
+  ::close(p[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  INFO("records block " << out.blockBytes << " bytes, torn at " << out.tornAt);
+  REQUIRE(out.blockBytes > 16);
+  CHECK(fs::file_size(raw) == out.tornAt);  // nothing written after the torn block
+  const auto conv = trace::convertRawShard(raw, dir + "/torn.db");
+  CHECK_FALSE(conv.ended);
+  CHECK(conv.records == uint64_t{kBatch});
+  CHECK(conv.cut_bytes == out.blockBytes - 16);
+  CHECK(count(dir + "/torn.db", "spans") == kBatch);
 }

@@ -15,7 +15,9 @@
 //   that is counted as dropped (failed() turns true, the caller marks the shard as failed). At
 //   close, once the reserve below is released, the small closing blocks (strings and tracks not
 //   yet written, drop count, stats, meta) are still tried; the end block is not written, so the
-//   shard is marked incomplete.
+//   shard is marked incomplete. Where the file cannot be cut back (ftruncate fails), nothing more
+//   is written at all: the file ends in the torn block, which the reader drops and reports (a
+//   block after it would be read as its rest).
 // - Room to convert (with reserve_path set): before a block is appended, the reserve file is grown
 //   (posix_fallocate) to room_base + room_ratio x the raw file's size, the disk space the
 //   conversion into SQLite needs besides what the shard already takes (shard_base_bytes); close()
@@ -106,7 +108,7 @@ class RawShardWriter {
   bool stop_ = false;
   bool closed_ = false;
   std::atomic<bool> failed_{false};  // records are no longer written
-  bool dead_ = false;                // a closing block failed too: nothing more is written
+  bool dead_ = false;  // a closing block failed too, or a torn block stayed: nothing more written
   std::string failure_;
   int reserveFd_ = -1;
   uint64_t reserved_ = 0;   // bytes the reserve file holds
