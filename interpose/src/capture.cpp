@@ -223,6 +223,8 @@ std::atomic<bool> gClosing{false};
 // A terminating signal noted by its handler (onTerminatingSignal), waiting for the shard to be
 // whole: the close that ends (stopCapture) or the closer thread after it ends the process by it.
 std::atomic<int> gDeferredSignal{0};
+// Terminating signals that arrived while a close was running: the second ends the process at once.
+std::atomic<int> gSignalsDuringClose{0};
 // Set on the thread that runs stopCapture()'s close, for as long as it does. Read by the signal
 // handler: initial-exec, so reading it never calls into the dynamic linker.
 __thread bool tlsClosingHere __attribute__((tls_model("initial-exec"))) = false;
@@ -549,8 +551,9 @@ bool startCapture(const CaptureConfig& config) {
   for (const auto& h : gHooks) {
     if (h.start) h.start(config);
   }
+  forgetCloseAnnouncements();  // an earlier capture's close in this process
+  gSignalsDuringClose.store(0);
   if (config.signal_handlers) {
-    forgetCloseAnnouncements();  // an earlier capture's close in this process
     gSignalCloseMs.store(config.signal_close_ms > 0 ? config.signal_close_ms
                                                     : kSignalCloseMsDefault);
     installSignalHandlers();
@@ -589,8 +592,10 @@ void stopCapture() {
     ~Closing() {
       gClosing.store(false);
       tlsClosingHere = false;
-      announceClosed();
+      // The noted signal before the announcement: a handler parked until the close ends must find
+      // its signal pending when it returns (its thread blocks it meanwhile), not run on.
       if (const int sig = gDeferredSignal.exchange(0); sig != 0) endProcessBy(sig);
+      announceClosed();
     }
   } closing;
   const uint64_t generation = gActiveGeneration.exchange(0);
@@ -648,13 +653,14 @@ void startFromEnvironment() {
 // it to the process, which still dies of that signal, with its shard whole. A watchdog thread reads
 // the second pipe and ends the process by the signal anyway if the close has not ended within
 // CaptureConfig::signal_close_ms (10 s): a close stuck on a dead file system must not make the
-// process immortal. A second signal before the first one's end ends the process at once.
+// process immortal; nor does a second signal during a close (it ends the process at once). A
+// signal with nothing recording or closing takes its default action at once.
 // Meanwhile the handler keeps the thread it interrupted where it is, so the program does no more
-// (and logs no more) than its trace holds: until the close has written every record (then through
-// the raw shard's conversion, which needs nothing of the program's), but that first part at most
-// kSignalParkMs: a thread holding a lock the close needs (a name table, the thread registry, a
-// driver's lock under CUPTI's flush) then lets go of it and the close goes on, the program running
-// on unrecorded until the close ends it. (The handler used to wait up to 10 s for the whole close:
+// (and logs no more) than its trace holds: until the close has written every record, then until it
+// has ended (the raw shard's conversion), each part at most kSignalParkMs: a thread holding a lock
+// the close needs (a name table, the thread registry, a driver's lock under CUPTI's flush, a malloc
+// arena) then lets go of it and the close goes on, the program running on unrecorded until the
+// close ends it. (The handler used to wait up to 10 s for the whole close:
 // the shard of such a thread's process stayed half written.)
 // Capture threads block every signal, so the handlers and the final signal land on program threads.
 // In a Python interpreter SIGINT is left to Python (pythonOwnsSigint).
@@ -701,21 +707,29 @@ bool awaitReadable(int fd, int limitMs) {
 
 void onTerminatingSignal(int sig) {
   const int savedErrno = errno;
-  if (gDeferredSignal.exchange(sig) != 0) {
-    // A signal is already waiting for its close: this second one ends the process now.
-    static const char kSecond[] =
-        "tracerun: second signal while the trace is being closed: ending now "
-        "(the shard keeps what it wrote; tracerun merge reads it)\n";
-    writeToStderr(kSecond, sizeof kSecond - 1);
+  // Nothing recording and nothing closing (never started here, or stopped already: Python's exit
+  // close, tracerun_annotate_close): the default action, on this thread, as without tracerun.
+  if (gActiveGeneration.load() == 0 && !gClosing.load()) {
     endProcessBy(sig);  // pending here (blocked in this handler); delivered on return
     errno = savedErrno;
     return;
   }
   // Read before the closer can begin its close: a close that began earlier is the program ending
-  // (or the capture stopping) on its own, which ends the process by this signal when the shard is
-  // whole; this thread may be the one closing, so it does not wait.
+  // (or an earlier signal's close), which ends the process by this signal when the shard is
+  // whole; this thread may be the one closing, so it does not wait. The second signal that comes
+  // during a close ends the process now (a close stuck on a dead file system).
   const bool closingAlready = gClosing.load() || tlsClosingHere;
+  gDeferredSignal.store(sig);
   if (closingAlready) {
+    if (gSignalsDuringClose.fetch_add(1) >= 1) {
+      static const char kSecond[] =
+          "tracerun: second signal while the trace is being closed: ending now "
+          "(the shard keeps what it wrote; tracerun merge reads it)\n";
+      writeToStderr(kSecond, sizeof kSecond - 1);
+      endProcessBy(sig);
+      errno = savedErrno;
+      return;
+    }
     static const char kMessage[] =
         "tracerun: signal while the trace is being closed: closing it first "
         "(a second signal ends the process now)\n";
@@ -725,12 +739,12 @@ void onTerminatingSignal(int sig) {
   if (::getpid() == gOwnerPid && ::write(gCloseRequestPipe[1], &byte, 1) == 1) {
     if (::write(gWatchdogRequestPipe[1], &byte, 1) != 1) {
     }
-    if (!closingAlready) {
+    if (!closingAlready) {  // each part of the park at most kSignalParkMs
+      const int limitMs = gSignalCloseMs.load();
       timespec start{};
       ::clock_gettime(CLOCK_MONOTONIC, &start);
-      const int limitMs = gSignalCloseMs.load();
       if (awaitReadable(gRecordsSafePipe[0], std::min(kSignalParkMs, limitMs))) {
-        awaitReadable(gClosedPipe[0], limitMs - elapsedMs(start));
+        awaitReadable(gClosedPipe[0], std::min(kSignalParkMs, limitMs - elapsedMs(start)));
       }
     }
     errno = savedErrno;
@@ -747,14 +761,15 @@ void closerMain() {
     const ssize_t n = ::read(gCloseRequestPipe[0], &byte, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    stopCapture();     // waits for a close already running on another thread
+    stopCapture();  // waits for a close already running on another thread
+    // stopCapture() ends the process by a signal noted during its close; one noted before the
+    // close began, or with nothing left to close, is this thread's to act on: before the
+    // announcement, as there.
+    if (const int sig = gDeferredSignal.exchange(0); sig != 0) endProcessBy(sig);
     announceClosed();  // also when there was nothing left to close
     const unsigned char done = 1;
     if (::write(gWatchdogDonePipe[1], &done, 1) != 1) {
     }
-    // stopCapture() ends the process by a signal noted during its close; one noted before the
-    // close began, or with nothing left to close, is this thread's to act on.
-    if (const int sig = gDeferredSignal.exchange(0); sig != 0) endProcessBy(sig);
   }
 }
 
@@ -852,6 +867,7 @@ void onForkChild() {
   // wait on the lifecycle lock the parent held, forever), and no signal waits for one.
   gClosing.store(false);
   gDeferredSignal.store(0);
+  gSignalsDuringClose.store(0);
   tlsThreadState = nullptr;
   for (int sig : kTerminatingSignals) {
     struct sigaction current {};

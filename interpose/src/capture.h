@@ -36,7 +36,7 @@ struct CaptureConfig {
   // ~70-150 ms while the writer catches up; 4 MiB (core's default) overflowed on a small MLP.
   size_t ring_capacity = size_t{1} << 18;
   bool claim = false;  // capture only if `output.claim` can be created (one process per shard)
-  bool signal_handlers = true;  // flush on SIGINT/SIGTERM, then re-raise
+  bool signal_handlers = true;  // close on SIGTERM/SIGHUP/SIGINT, then end by that signal
   // How long the close a terminating signal starts may take before that signal ends the process
   // anyway (the shard keeps what it wrote; a raw shard is converted by the launcher).
   int signal_close_ms = 10000;

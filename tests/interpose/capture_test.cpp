@@ -964,7 +964,7 @@ std::mutex& programLock() {
 TEST_CASE("a SIGTERM on a thread that holds a lock the close needs still closes the shard whole") {
   // The handler waits for the close on the thread the signal interrupted: a thread holding a lock
   // the close takes waited with it, the close waited out the 10 s and the process died of the
-  // signal with its shard half written. Now the handler returns after at most 1 s, the thread lets
+  // signal with its shard half written. Now the handler returns after at most 2 s, the thread lets
   // go of the lock 200 ms later, and the close ends the process once the shard is whole.
   ::unlink(hookDoneMarker().c_str());
   const auto r = runCaptureChild(
@@ -1008,4 +1008,78 @@ TEST_CASE("a signal's close that does not end in time ends the process by that s
   CHECK((r.signalled && r.signal == SIGTERM));
   CHECK_FALSE(fileExists(hookDoneMarker()));
   CHECK(r.complete != "1");
+}
+
+namespace {
+// A file the child's body writes after the point it must never pass (the test reads it after).
+const std::string& ranOnMarker() {
+  static const std::string path = testing::processScratchPath("capture_ran_on");
+  return path;
+}
+void markRanOn() {
+  const int fd = ::open(ranOnMarker().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd >= 0) ::close(fd);
+}
+}  // namespace
+
+TEST_CASE("the thread a SIGTERM interrupts does not run on before the signal ends the process") {
+  // The handler keeps its thread until the close has ended and the signal is pending for it, so
+  // a program does no more than its trace holds (a launcher's "every step printed is recorded").
+  // The close takes 300 ms; what follows the raise must never run, the _exit(0) never end it.
+  ::unlink(ranOnMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("no_run_on"), [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); },
+      [] {
+        ::raise(SIGTERM);
+        markRanOn();
+        ::_exit(0);
+      });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK_FALSE(fileExists(ranOnMarker()));
+  CHECK(r.complete == "1");
+}
+
+TEST_CASE("a SIGTERM after the capture has stopped ends the process on the spot") {
+  // With nothing recording and nothing closing (Python's exit close or tracerun_annotate_close
+  // ran), the signal takes its default action on the thread it interrupted, as without tracerun;
+  // the first version returned at once (the close's announcements were left from the stop) and
+  // let the program run on to its own exit.
+  ::unlink(ranOnMarker().c_str());
+  const auto r = runCaptureChild(tempPath("after_stop"), nullptr, [] {
+    interpose::stopCapture();
+    ::raise(SIGTERM);
+    markRanOn();
+    ::_exit(0);
+  });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGTERM));
+  CHECK_FALSE(fileExists(ranOnMarker()));
+  CHECK(r.complete == "1");
+}
+
+TEST_CASE("a signal that starts the close and one during it: the process still ends whole") {
+  // A closed terminal sends SIGHUP twice (the shell's, then the kernel's at its exit). The first
+  // starts the close; one arriving during that close is held, not taken as "end now", so the
+  // shard is still whole. Here main takes the first (and waits in its handler); the close's hook
+  // sends the second to the process, which a second program thread takes.
+  ::unlink(hookDoneMarker().c_str());
+  const auto r = runCaptureChild(
+      tempPath("sighup_twice"),
+      [] {
+        ::kill(::getpid(), SIGHUP);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        markHookDone();
+      },
+      [] {
+        std::thread([] {
+          for (;;) ::pause();
+        }).detach();
+        ::raise(SIGHUP);
+        for (;;) ::pause();
+      });
+  INFO(r.describe());
+  CHECK((r.signalled && r.signal == SIGHUP));
+  CHECK(fileExists(hookDoneMarker()));
+  CHECK(r.complete == "1");
 }
