@@ -205,6 +205,17 @@ std::string refusedError(const std::string& addr, int port) {
 
 }  // namespace
 
+bool nameResolvesToLoopback(const std::string& host) {
+  in_addr literal{};
+  if (host.empty() || ::inet_pton(AF_INET, host.c_str(), &literal) == 1) return false;
+  try {
+    const sockaddr_in sa = resolve(host, 0);
+    return (ntohl(sa.sin_addr.s_addr) >> 24) == 127;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // ---- clock --------------------------------------------------------------------------------------
 
 int64_t agentClockNs() {

@@ -62,6 +62,11 @@ struct ClockEstimate {
   int rounds = 0;
 };
 
+// Whether `host` is a name (not an IPv4 literal) that resolves here to a loopback address:
+// Debian's /etc/hosts maps a host's own name to 127.0.1.1, so a rendezvous host name can be
+// loopback on its own host and a real address everywhere else. False when it does not resolve.
+bool nameResolvesToLoopback(const std::string& host);
+
 // This agent's clock: CLOCK_MONOTONIC plus TRACERUN_TEST_CLOCK_SKEW_NS (tests inject an offset).
 int64_t agentClockNs();
 

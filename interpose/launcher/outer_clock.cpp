@@ -47,7 +47,20 @@ std::string masterAddr(const OuterJob& job) {
 // ---- server -------------------------------------------------------------------------------------
 
 OuterClockServer::OuterClockServer(const OuterJob& job) {
-  thread_ = std::thread([this, addr = masterAddr(job), port = outerClockPort(job),
+  // A MASTER_ADDR name that is loopback here (Debian maps the host's own name to 127.0.1.1) names
+  // another address on the other nodes: listening on it alone, rank 0 was out of their reach and
+  // every other node's clock went unmeasured. Every interface then, as the program's own TCPStore
+  // listens (an address given as an IP literal is still listened on alone).
+  std::string addr = masterAddr(job);
+  if (nameResolvesToLoopback(addr)) {
+    std::fprintf(stderr,
+                 "tracerun: note: MASTER_ADDR %s is a loopback address on rank 0's host; the "
+                 "clock exchange listens on every interface (port %d) so the other nodes reach "
+                 "it\n",
+                 addr.c_str(), outerClockPort(job));
+    addr = "0.0.0.0";
+  }
+  thread_ = std::thread([this, addr = std::move(addr), port = outerClockPort(job),
                          token = outerClockToken(job)] {
     try {
       // Any number of clients (each rank on another node, twice), until the destructor says stop.

@@ -277,8 +277,7 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
   // (mpirun's default, --map-by slot), which each rank can check on itself: its local rank is then
   // rank % local size. Under --map-by node (rank r on node r % N) it is not (rank 1 is node 1's
   // local rank 0): the node is unknown, and the rank measures its clock against rank 0's.
-  job->node_rank = job->local_world_size > 0 &&
-                           job->local_rank == job->rank % job->local_world_size
+  job->node_rank = job->local_world_size > 0 && job->local_rank == job->rank % job->local_world_size
                        ? job->rank / job->local_world_size
                        : -1;
   const bool oneNode = job->local_world_size == job->world_size;

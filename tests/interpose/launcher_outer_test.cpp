@@ -462,9 +462,8 @@ TEST_CASE("outer job under mpirun --map-by node: every rank off rank 0's node me
   REQUIRE(ranksOf(merged) == std::set<int>{0, 1, 2, 3});
   for (int rank = 1; rank < 4; ++rank) {
     INFO("rank " << rank);
-    const int64_t offset =
-        std::atoll(envOf(results[static_cast<size_t>(rank)].out, "TRACERUN_CLOCK_OFFSET_NS")
-                       .c_str());
+    const int64_t offset = std::atoll(
+        envOf(results[static_cast<size_t>(rank)].out, "TRACERUN_CLOCK_OFFSET_NS").c_str());
     CHECK(merged.ranks()[static_cast<size_t>(rank)].clock_offset_ns == offset);
     const auto stats = statsOf(merged, rank);
     REQUIRE(stats.count("clock_offset_error_ns") == 1);  // measured, every rank off rank 0
@@ -474,6 +473,37 @@ TEST_CASE("outer job under mpirun --map-by node: every rank off rank 0's node me
     checkStepsOnRealClock(merged, rank, results[static_cast<size_t>(rank)].out, offset);
   }
   checkStepsOnRealClock(merged, 0, results[0].out);
+}
+
+TEST_CASE("outer job over two nodes: a MASTER_ADDR name that is loopback on rank 0's host",
+          "[launcher_outer][outer_clock]") {
+  // Debian's /etc/hosts maps a host's own name to 127.0.1.1: MASTER_ADDR=HOSTNAME (what srun's
+  // node list gives) is loopback on node 0 and node 0's real address on node 1. Here rank 0 sees
+  // "localhost" and rank 1 127.0.0.2, another address of rank 0's host as another host would see
+  // it. Rank 0 listened on 127.0.0.1 alone: rank 1's exchange was refused, its clock unmeasured.
+  const int port = freePortPair();
+  const std::string job = uniqueId("lo");
+  const std::string db = scratch() + "/loopback_name.db";
+  auto withAddr = [](std::vector<std::string> vars, const std::string& addr) {
+    for (auto& v : vars) {
+      if (v.rfind("MASTER_ADDR=", 0) == 0) v = "MASTER_ADDR=" + addr;
+    }
+    return vars;
+  };
+  const auto program = worker({"--steps", "2"});
+  const auto results =
+      runJob({rankArgv(withAddr(twoNodeVars(job, 0, port), "localhost"), db, program),
+              rankArgv(withAddr(twoNodeVars(job, 1, port), "127.0.0.2"), db, program)});
+  INFO(describe(results));
+  REQUIRE(results[0].code == 0);
+  REQUIRE(results[1].code == 0);
+  CHECK(contains(results[0].err,
+                 "tracerun: note: MASTER_ADDR localhost is a loopback address on "
+                 "rank 0's host; the clock exchange listens on every interface"));
+  CHECK_FALSE(contains(results[1].err, "not measured"));
+  const auto merged = trace::TraceReader::open(db);
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(statsOf(merged, 1).count("clock_offset_error_ns") == 1);  // measured
 }
 
 TEST_CASE("outer job over two nodes: a refused or unreachable exchange keeps offset 0, unmeasured",
