@@ -613,7 +613,6 @@ TEST_CASE("outer job: rank 0 ending first leaves as soon as the last rank has me
   const Result r1 = rank1.wait();
   INFO(r1.describe());
   REQUIRE(r1.code == 0);
-  REQUIRE(testing::fileExists(db));  // rank 1 merged
   // A liveness bound, not a timing: rank 0 polls every 100 ms, so a minute is ample under any load.
   bool running = true;
   for (int i = 0; i < 600 && (running = rank0.running()); ++i) {
@@ -623,6 +622,9 @@ TEST_CASE("outer job: rank 0 ending first leaves as soon as the last rank has me
   const Result r0 = rank0.wait();
   INFO(r0.describe());
   CHECK(r0.code == 0);
+  // One of them merged: rank 1, or rank 0 when its poll saw rank 1's end marker before rank 1
+  // claimed the merge (a loaded run: rank 1 then ended with nothing merged yet).
+  REQUIRE(testing::fileExists(db));
   CHECK_FALSE(contains(r0.err, "ended before"));
   const auto merged = trace::TraceReader::open(db);
   CHECK(ranksOf(merged) == std::set<int>{0, 1});
