@@ -653,15 +653,15 @@ void startFromEnvironment() {
 // it to the process, which still dies of that signal, with its shard whole. A watchdog thread reads
 // the second pipe and ends the process by the signal anyway if the close has not ended within
 // CaptureConfig::signal_close_ms (10 s): a close stuck on a dead file system must not make the
-// process immortal; nor does a second signal during a close (it ends the process at once). A
-// signal with nothing recording or closing takes its default action at once.
+// process immortal. Of the signals that arrive while a close runs, the second ends the process at
+// once. A signal with nothing recording or closing takes its default action at once.
 // Meanwhile the handler keeps the thread it interrupted where it is, so the program does no more
 // (and logs no more) than its trace holds: until the close has written every record, then until it
 // has ended (the raw shard's conversion), each part at most kSignalParkMs: a thread holding a lock
 // the close needs (a name table, the thread registry, a driver's lock under CUPTI's flush, a malloc
 // arena) then lets go of it and the close goes on, the program running on unrecorded until the
-// close ends it. (The handler used to wait up to 10 s for the whole close:
-// the shard of such a thread's process stayed half written.)
+// close ends it. (The handler used to wait up to 10 s for the whole close: the shard of such a
+// thread's process stayed half written.)
 // Capture threads block every signal, so the handlers and the final signal land on program threads.
 // In a Python interpreter SIGINT is left to Python (pythonOwnsSigint).
 
