@@ -680,6 +680,14 @@ class Group {
       return 2;
     }
     if (o_.master_addr.empty()) o_.master_addr = "127.0.0.1";
+    // Debian maps a host's own name to 127.0.1.1: node 0's agent would listen there alone, out of
+    // reach of the agents on other hosts (they wait out their timeout). Said on node 0 at once.
+    if (o_.nnodes > 1 && o_.node_rank == 0 && nameResolvesToLoopback(o_.master_addr)) {
+      std::fprintf(stderr,
+                   "tracerun: warning: --master-addr %s is a loopback address on this host (node "
+                   "0): agents on other hosts cannot reach it; give node 0's IP address\n",
+                   o_.master_addr.c_str());
+    }
     // The job token (rendezvous.h): several nodes must share one; one node makes its own. The
     // ranks do not see it.
     token_ = o_.job_token;
