@@ -86,18 +86,48 @@ bool components(std::string_view s, std::vector<size_t>* starts) {
   return true;
 }
 
-// A component without its template arguments: cut at its first top-level '<' when it ends with
-// '>' ("Kernel2<cutlass_...>" -> "Kernel2"); "{lambda(float)#1}" and "operator()" stay whole.
+size_t findTopLevel(std::string_view s, char what) {
+  size_t found = std::string_view::npos;
+  walkTopLevel(s, [&](size_t i) {
+    if (s[i] != what) return true;
+    found = i;
+    return false;
+  });
+  return found;
+}
+
+std::vector<std::string_view> splitTopLevel(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t from = 0;
+  walkTopLevel(s, [&](size_t i) {
+    if (s[i] == sep) {
+      out.push_back(trim(s.substr(from, i - from)));
+      from = i + 1;
+    }
+    return true;
+  });
+  out.push_back(trim(s.substr(from)));
+  return out;
+}
+
+// Where the template argument list that ends `s` opens (its first top-level '<', past the start),
+// or npos when `s` does not end in one: "Kernel2<cutlass_...>" -> 7, "{lambda(float)#1}" -> npos.
+size_t templateArgsOpen(std::string_view s) {
+  if (!endsWith(s, ">")) return std::string_view::npos;
+  const size_t lt = findTopLevel(s, '<');
+  return lt == 0 ? std::string_view::npos : lt;
+}
+
+// The arguments of the template argument list opening at `lt` (templateArgsOpen).
+std::vector<std::string_view> templateArgsAt(std::string_view s, size_t lt) {
+  return splitTopLevel(s.substr(lt + 1, s.size() - lt - 2), ',');
+}
+
+// A component without its template arguments ("Kernel2<cutlass_...>" -> "Kernel2");
+// "{lambda(float)#1}" and "operator()" stay whole.
 std::string_view withoutTemplateArgs(std::string_view c) {
-  if (!endsWith(c, ">")) return c;
-  int depth = 0;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const char ch = c[i];
-    if (ch == '(' || ch == '{' || ch == '[') ++depth;
-    if (ch == ')' || ch == '}' || ch == ']') --depth;
-    if (ch == '<' && depth == 0 && i > 0) return c.substr(0, i);
-  }
-  return c;
+  const size_t lt = templateArgsOpen(c);
+  return lt == std::string_view::npos ? c : c.substr(0, lt);
 }
 
 // The parameter list's opening parenthesis of a name ending in ')', or npos.
@@ -128,30 +158,6 @@ std::string_view withoutParameters(std::string_view s) {
   return s;
 }
 
-size_t findTopLevel(std::string_view s, char what) {
-  size_t found = std::string_view::npos;
-  walkTopLevel(s, [&](size_t i) {
-    if (s[i] != what) return true;
-    found = i;
-    return false;
-  });
-  return found;
-}
-
-std::vector<std::string_view> splitTopLevel(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t from = 0;
-  walkTopLevel(s, [&](size_t i) {
-    if (s[i] == sep) {
-      out.push_back(trim(s.substr(from, i - from)));
-      from = i + 1;
-    }
-    return true;
-  });
-  out.push_back(trim(s.substr(from)));
-  return out;
-}
-
 // What follows the last depth-0 "::" of `s` (all of it when none).
 std::string_view lastScope(std::string_view s) {
   size_t after = 0;
@@ -168,12 +174,10 @@ std::vector<std::string> functionTemplateArgs(std::string_view demangled) {
   std::vector<size_t> starts;
   if (s.empty() || !components(s, &starts)) return {};
   const std::string_view fn = s.substr(starts.back());
-  const size_t lt = findTopLevel(fn, '<');
-  if (lt == std::string_view::npos || lt == 0 || !endsWith(fn, ">")) return {};
+  const size_t lt = templateArgsOpen(fn);
+  if (lt == std::string_view::npos) return {};
   std::vector<std::string> out;
-  for (std::string_view a : splitTopLevel(fn.substr(lt + 1, fn.size() - lt - 2), ',')) {
-    out.emplace_back(a);
-  }
+  for (std::string_view a : templateArgsAt(fn, lt)) out.emplace_back(a);
   return out;
 }
 
@@ -189,12 +193,12 @@ std::string abbreviateArgument(std::string_view argument) {
     a = trim(a.substr(0, paren));
   }
   a = lastScope(a);
-  const size_t lt = findTopLevel(a, '<');
-  if (lt == std::string_view::npos || lt == 0 || !endsWith(a, ">")) return std::string(a);
+  const size_t lt = templateArgsOpen(a);
+  if (lt == std::string_view::npos) return std::string(a);
   std::string out(a.substr(0, lt));
   out += '<';
   bool first = true;
-  for (std::string_view inner : splitTopLevel(a.substr(lt + 1, a.size() - lt - 2), ',')) {
+  for (std::string_view inner : templateArgsAt(a, lt)) {
     if (!first) out += ", ";
     out += abbreviateArgument(inner);
     first = false;
