@@ -15,8 +15,11 @@
 #include <unordered_map>
 
 #include "tracerun/comm_event.h"
+#include "tracerun/core/vocabulary.h"
 
 namespace {
+
+namespace vocab = tracerun::vocab;
 
 int64_t nowNs() noexcept {
   timespec ts;
@@ -59,6 +62,7 @@ struct CommInfo {
   int rank = -1;
   int nranks = -1;
   int64_t seq = 0;
+  int64_t splits = 0;  // ncclCommSplit calls made on it (every member makes them in one order)
 };
 
 std::mutex gMu;
@@ -92,6 +96,32 @@ void rememberComm(ncclComm_t comm, const ncclUniqueId& id, int rank, int nranks)
   c.rank = rank;
   c.nranks = nranks;
   c.seq = 0;
+}
+
+// The name of the communicator this split of `parent` makes, taken before the call: the parent's
+// name, the split's index on the parent and the color ("nccl 00ab.../s0c1"). ncclCommSplit is
+// collective over the parent, so every member counts the splits alike (one with no color too);
+// "" for a parent whose creation was not seen.
+std::string nextSplitName(ncclComm_t parent, int color) {
+  std::lock_guard<std::mutex> lock(gMu);
+  auto p = comms().find(parent);
+  if (p == comms().end()) return "";
+  return p->second.name + "/s" + std::to_string(p->second.splits++) + "c" + std::to_string(color);
+}
+
+// Remembers a split's communicator under that name, its rank and size asked of NCCL. Without it
+// each rank named it by its own address and the report could not tell which ranks a send/recv
+// joined.
+void rememberSplit(ncclComm_t comm, const std::string& name) {
+  using CountFn = ncclResult_t (*)(const ncclComm_t, int*);
+  static const auto count = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommCount"));
+  static const auto userRank = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommUserRank"));
+  CommInfo c;
+  c.name = c.track = name;
+  if (count != nullptr) count(comm, &c.nranks);
+  if (userRank != nullptr) userRank(comm, &c.rank);
+  std::lock_guard<std::mutex> lock(gMu);
+  comms()[comm] = c;
 }
 
 // Copies what is known of comm into e (group, track, rank, size, seq); asks NCCL when unknown.
@@ -176,7 +206,7 @@ TRACERUN_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, nccl
   TRACERUN_REAL(ncclCommInitRank);
   ncclResult_t r;
   {
-    HostCall call("nccl:CommInitRank", nullptr, 0, -1, -1, -1);
+    HostCall call(vocab::nccl::kCommInitRank, nullptr, 0, -1, -1, -1);
     r = real(comm, nranks, commId, rank);
   }
   if (r == ncclSuccess && comm != nullptr) rememberComm(*comm, commId, rank, nranks);
@@ -189,7 +219,7 @@ TRACERUN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks
   TRACERUN_REAL(ncclCommInitRankConfig);
   ncclResult_t r;
   {
-    HostCall call("nccl:CommInitRankConfig", nullptr, 0, -1, -1, -1);
+    HostCall call(vocab::nccl::kCommInitRankConfig, nullptr, 0, -1, -1, -1);
     r = real(comm, nranks, commId, rank, config);
   }
   if ((r == ncclSuccess || r == ncclInProgress) && comm != nullptr) {
@@ -198,22 +228,38 @@ TRACERUN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks
   return r;
 }
 
+TRACERUN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                           ncclConfig_t* config) {
+  TRACERUN_REAL(ncclCommSplit);
+  const std::string name = nextSplitName(comm, color);
+  ncclResult_t r;
+  {
+    HostCall call(vocab::nccl::kCommSplit, comm, 0, -1, -1, -1);
+    r = real(comm, color, key, newcomm, config);
+  }
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm != nullptr && *newcomm != nullptr &&
+      !name.empty()) {
+    rememberSplit(*newcomm, name);
+  }
+  return r;
+}
+
 TRACERUN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   TRACERUN_REAL(ncclCommDestroy);
-  return endComm("nccl:CommDestroy", real, comm);
+  return endComm(vocab::nccl::kCommDestroy, real, comm);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   TRACERUN_REAL(ncclCommAbort);
-  return endComm("nccl:CommAbort", real, comm);
+  return endComm(vocab::nccl::kCommAbort, real, comm);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                            cudaStream_t stream) {
   TRACERUN_REAL(ncclAllReduce);
-  HostCall call("nccl:AllReduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
-                -1, -1);
+  HostCall call(vocab::nccl::kAllReduce, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, -1);
   return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -221,8 +267,8 @@ TRACERUN_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff,
                                            ncclDataType_t datatype, ncclComm_t comm,
                                            cudaStream_t stream) {
   TRACERUN_REAL(ncclAllGather);
-  HostCall call("nccl:AllGather", comm, static_cast<int64_t>(sendcount) * dtypeSize(datatype),
-                datatype, -1, -1);
+  HostCall call(vocab::nccl::kAllGather, comm,
+                static_cast<int64_t>(sendcount) * dtypeSize(datatype), datatype, -1, -1);
   return real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
@@ -233,7 +279,7 @@ TRACERUN_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvb
   TRACERUN_REAL(ncclReduceScatter);
   // bytes: this rank's input (recvcount x nranks elements), as for the c10d decorator.
   const int n = nranksOf(comm);
-  HostCall call("nccl:ReduceScatter", comm,
+  HostCall call(vocab::nccl::kReduceScatter, comm,
                 static_cast<int64_t>(recvcount) * dtypeSize(datatype) * (n > 0 ? n : 1), datatype,
                 -1, -1);
   return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
@@ -243,8 +289,8 @@ TRACERUN_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff,
                                            ncclDataType_t datatype, int root, ncclComm_t comm,
                                            cudaStream_t stream) {
   TRACERUN_REAL(ncclBroadcast);
-  HostCall call("nccl:Broadcast", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
-                -1, root);
+  HostCall call(vocab::nccl::kBroadcast, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, root);
   return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
@@ -252,35 +298,35 @@ TRACERUN_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, si
                                         ncclDataType_t datatype, ncclRedOp_t op, int root,
                                         ncclComm_t comm, cudaStream_t stream) {
   TRACERUN_REAL(ncclReduce);
-  HostCall call("nccl:Reduce", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
-                -1, root);
+  HostCall call(vocab::nccl::kReduce, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, root);
   return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
                                       int peer, ncclComm_t comm, cudaStream_t stream) {
   TRACERUN_REAL(ncclSend);
-  HostCall call("nccl:Send", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
-                peer, -1);
+  HostCall call(vocab::nccl::kSend, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, peer, -1);
   return real(sendbuff, count, datatype, peer, comm, stream);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
                                       int peer, ncclComm_t comm, cudaStream_t stream) {
   TRACERUN_REAL(ncclRecv);
-  HostCall call("nccl:Recv", comm, static_cast<int64_t>(count) * dtypeSize(datatype), datatype,
-                peer, -1);
+  HostCall call(vocab::nccl::kRecv, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, peer, -1);
   return real(recvbuff, count, datatype, peer, comm, stream);
 }
 
 TRACERUN_EXPORT ncclResult_t ncclGroupStart() {
   TRACERUN_REAL(ncclGroupStart);
-  HostCall call("nccl:GroupStart", nullptr, 0, -1, -1, -1);
+  HostCall call(vocab::nccl::kGroupStart, nullptr, 0, -1, -1, -1);
   return real();
 }
 
 TRACERUN_EXPORT ncclResult_t ncclGroupEnd() {
   TRACERUN_REAL(ncclGroupEnd);
-  HostCall call("nccl:GroupEnd", nullptr, 0, -1, -1, -1);
+  HostCall call(vocab::nccl::kGroupEnd, nullptr, 0, -1, -1, -1);
   return real();
 }

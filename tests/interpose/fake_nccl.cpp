@@ -3,6 +3,8 @@
 // Communicators are distinct dummy pointers; buffers are never touched.
 #include <nccl.h>
 
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -39,9 +41,10 @@ FAKE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   logLine("GetUniqueId");
   return ncclSuccess;
 }
-FAKE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id,
-                                          int rank) {
+FAKE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   *comm = reinterpret_cast<ncclComm_t>(new FakeComm{rank, nranks});
+  // $FAKE_NCCL_INIT_MS: a set-up as slow as a real one (hundreds of ms on a GPU machine).
+  if (const char* ms = std::getenv("FAKE_NCCL_INIT_MS")) ::usleep(std::atoi(ms) * 1000u);
   logLine("CommInitRank nranks=%d id=%s rank=%d", nranks, id.internal, rank);
   return ncclSuccess;
 }
@@ -50,6 +53,16 @@ FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
   *comm = reinterpret_cast<ncclComm_t>(new FakeComm{rank, nranks});
   logLine("CommInitRankConfig nranks=%d id=%s rank=%d config=%p", nranks, id.internal, rank,
           static_cast<void*>(config));
+  return ncclSuccess;
+}
+// The new communicator's size is not knowable here (no other process is asked):
+// $FAKE_NCCL_SPLIT_SIZE (default 1); its rank is the key.
+FAKE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                       ncclConfig_t* config) {
+  const char* size = std::getenv("FAKE_NCCL_SPLIT_SIZE");
+  *newcomm = reinterpret_cast<ncclComm_t>(new FakeComm{key, size != nullptr ? std::atoi(size) : 1});
+  logLine("CommSplit comm=%d color=%d key=%d config=%p", reinterpret_cast<FakeComm*>(comm)->rank,
+          color, key, static_cast<void*>(config));
   return ncclSuccess;
 }
 FAKE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
@@ -96,8 +109,8 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* s, void* r, size_t count, ncc
 }
 FAKE_EXPORT ncclResult_t ncclReduce(const void* s, void* r, size_t count, ncclDataType_t t,
                                     ncclRedOp_t op, int root, ncclComm_t, cudaStream_t st) {
-  logLine("Reduce send=%p recv=%p count=%zu dtype=%d op=%d root=%d stream=%p", s, r, count,
-          int(t), int(op), root, static_cast<void*>(st));
+  logLine("Reduce send=%p recv=%p count=%zu dtype=%d op=%d root=%d stream=%p", s, r, count, int(t),
+          int(op), root, static_cast<void*>(st));
   return ncclSuccess;
 }
 FAKE_EXPORT ncclResult_t ncclSend(const void* s, size_t count, ncclDataType_t t, int peer,

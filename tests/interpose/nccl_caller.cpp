@@ -3,14 +3,20 @@
 // when TRACERUN_OUTPUT is set. Checks nothing itself except NCCL's return codes.
 //   nccl_caller         every collective and point-to-point call, then ncclCommDestroy
 //   nccl_caller abort   a communicator, one all-reduce, then ncclCommAbort
+//   nccl_caller split   rank RANK of WORLD_SIZE (the launcher's): the world communicator split
+//                       by RANK % 2 (key RANK / 2); in each half, its rank 0 sends three
+//                       messages to its rank 1; then both communicators destroyed
 #include <nccl.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace {
-void* ptr(uintptr_t v) { return reinterpret_cast<void*>(v); }
+void* ptr(uintptr_t v) {
+  return reinterpret_cast<void*>(v);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -23,6 +29,27 @@ int main(int argc, char** argv) {
     bad += ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess;
     bad += ncclAllReduce(ptr(0x1000), ptr(0x2000), 16, ncclFloat32, ncclSum, comm, stream) != 0;
     bad += ncclCommAbort(comm) != ncclSuccess;
+    if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
+    return bad == 0 ? 0 : 1;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "split") == 0) {
+    const char* rankText = std::getenv("RANK");
+    const char* worldText = std::getenv("WORLD_SIZE");
+    const int rank = rankText != nullptr ? std::atoi(rankText) : 0;
+    const int world = worldText != nullptr ? std::atoi(worldText) : 1;
+    bad += ncclGetUniqueId(&id) != ncclSuccess;  // the stand-in's id is the same everywhere
+    ncclComm_t all = nullptr, half = nullptr;
+    bad += ncclCommInitRank(&all, world, id, rank) != ncclSuccess;
+    bad += ncclCommSplit(all, rank % 2, rank / 2, &half, nullptr) != ncclSuccess;
+    for (int k = 0; k < 3; ++k) {
+      if (rank / 2 == 0) {
+        bad += ncclSend(ptr(0x1000), 64, ncclFloat32, 1, half, stream) != 0;
+      } else {
+        bad += ncclRecv(ptr(0x2000), 64, ncclFloat32, 0, half, stream) != 0;
+      }
+    }
+    bad += ncclCommDestroy(half) != ncclSuccess;
+    bad += ncclCommDestroy(all) != ncclSuccess;
     if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
     return bad == 0 ? 0 : 1;
   }

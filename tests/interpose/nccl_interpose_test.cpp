@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "tracerun/trace/reader.h"
 #include "../support/process_scratch.h"
+#include "tracerun/trace/analysis/comm.h"
+#include "tracerun/trace/reader.h"
 
 using namespace tracerun;
 
@@ -236,6 +237,45 @@ TEST_CASE("launcher: --capture with cuda says once that CUDA capture is off, NCC
   INFO(err);
   CHECK(names.size() == 11);
   CHECK(count(err, "tracerun: CUDA capture off: ") == 1);
+}
+
+TEST_CASE("launcher: four NCCL ranks, a split communicator: sends paired, set-up kept apart") {
+  // Each rank: a 300 ms ncclCommInitRank on the world, ncclCommSplit by rank % 2, then in each
+  // half its rank 0 sends three messages to its rank 1 (NCCL's peer: a rank of the half). The
+  // split communicator's name is the same on its two ranks, so the report pairs trace ranks
+  // 0 -> 2 and 1 -> 3, and the set-up is not communication time.
+  const std::string stem = tempPath("split");
+  const std::string db = stem + ".db", errFile = stem + ".err";
+  ::unlink(db.c_str());
+  const std::string cmd = std::string("FAKE_NCCL_INIT_MS=300 FAKE_NCCL_SPLIT_SIZE=2 ") +
+                          TRACERUN_BIN + " -q -o " + db + " --nproc-per-node 4 --capture comm -- " +
+                          NCCL_CALLER + " split 2>" + errFile;
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(errFile);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(err);
+  REQUIRE(rc == 0);
+  const auto reader = trace::TraceReader::open(db);
+  const auto a = trace::analysis::analyzeComm(reader);
+  CHECK(a.collectives.empty());
+  std::map<std::pair<int, int>, trace::analysis::PointToPointStats> byPair;
+  for (const auto& p : a.p2p) byPair[{p.src, p.dst}] = p;
+  CHECK(byPair.size() == 2);
+  for (const auto& [src, dst] : {std::pair<int, int>{0, 2}, {1, 3}}) {
+    INFO(src << " -> " << dst);
+    REQUIRE(byPair.count({src, dst}) == 1);
+    CHECK(byPair[{src, dst}].messages == 3);
+    CHECK(byPair[{src, dst}].bytes == 3 * 64 * 4);
+    CHECK(byPair[{src, dst}].matched == 3);
+  }
+  std::map<std::string, trace::analysis::CommControlStats> control;
+  for (const auto& c : a.control) control[c.name] = c;
+  CHECK(control["nccl:CommInitRank"].ranks == 4);
+  CHECK(control["nccl:CommInitRank"].total_ns >= 4 * int64_t{300'000'000});
+  CHECK(control["nccl:CommSplit"].calls == 4);
+  CHECK(control["nccl:CommDestroy"].calls == 8);
+  for (const auto& r : a.ranks) CHECK(r.comm_ns < 300'000'000);  // the set-up is not in it
+  for (const auto& f : {db, errFile}) ::unlink(f.c_str());
 }
 
 TEST_CASE("launcher: without comm the NCCL calls are not recorded") {

@@ -12,12 +12,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "../support/process_scratch.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/core/session.h"
 #include "tracerun/trace/merge.h"
 #include "tracerun/trace/reader.h"
 #include "tracerun/trace/shard_writer.h"
-#include "../support/process_scratch.h"
 
 namespace tracerun::testing {
 
@@ -49,8 +49,8 @@ std::string TraceBuilder::write(const std::string& dir) {
     core::Session session(std::max<size_t>(size_t{1} << 12, records));
     trace::ShardOptions so;
     so.path = (std::filesystem::path(dir) / ("rank" + std::to_string(rank) + ".db")).string();
-    so.rank = static_cast<int>(rank);
-    so.world_size = static_cast<int>(ranks_.size());
+    so.rank = R.rank_in_attempt >= 0 ? R.rank_in_attempt : static_cast<int>(rank);
+    so.world_size = R.world_size > 0 ? R.world_size : static_cast<int>(ranks_.size());
     so.host = "builder";
     so.pid = 100 + static_cast<int64_t>(rank);
     so.command = "analysis test";
@@ -210,6 +210,7 @@ std::string TraceBuilder::write(const std::string& dir) {
     writer.close();
     if (session.dropped() != 0) throw std::runtime_error("builder: records were dropped");
     inputs.push_back({so.path});
+    inputs.back().attempt = R.attempt;
   }
   const std::string merged = (std::filesystem::path(dir) / "run.db").string();
   trace::mergeShards(inputs, trace::MergeOptions{merged, {}});

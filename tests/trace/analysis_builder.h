@@ -70,6 +70,14 @@ class TraceBuilder {
   void stat(int rank, BStat s) { at(rank).stats.push_back(std::move(s)); }
   void instant(int rank, BInstant i) { at(rank).instants.push_back(std::move(i)); }
   void counter(int rank, BCounter c) { at(rank).counters.push_back(std::move(c)); }
+  // Builder rank `rank` is RANK `rank_in_attempt` of `attempt` (a restarted job's run) of
+  // `world_size` ranks; the merge numbers it as trace-format.md's "Attempts" says. Unset: attempt
+  // 0, RANK = the builder's rank, world size = the builder's ranks.
+  void attempt(int rank, int attempt, int rank_in_attempt, int world_size) {
+    at(rank).attempt = attempt;
+    at(rank).rank_in_attempt = rank_in_attempt;
+    at(rank).world_size = world_size;
+  }
 
   // Writes rank shards into `dir` and merges them into dir/run.db; returns its path. Times given
   // to the builder come back from the reader shifted by offset() (the file's own origin).
@@ -84,6 +92,7 @@ class TraceBuilder {
     std::vector<BStat> stats;
     std::vector<BInstant> instants;
     std::vector<BCounter> counters;
+    int attempt = 0, rank_in_attempt = -1, world_size = 0;  // attempt(): -1, 0 when unset
   };
   Rank& at(int rank) {
     if (static_cast<size_t>(rank) >= ranks_.size()) ranks_.resize(static_cast<size_t>(rank) + 1);

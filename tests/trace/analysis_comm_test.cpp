@@ -4,6 +4,8 @@
 // values are the closed forms of nccl-tests' definitions.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include "analysis_builder.h"
 #include "tracerun/trace/analysis/comm.h"
 #include "tracerun/trace/reader.h"
@@ -203,4 +205,191 @@ TEST_CASE("comm: the c10d decorator's tracks name the groups, and replace Gloo's
   CHECK(a.p2p[0].matched == 1);
   CHECK(a.p2p[0].wait_ns == 1000);
   CHECK(a.p2p[0].transfer_ns == 600);
+}
+
+TEST_CASE("comm: wrapping one group keeps the calls of a group the decorator does not wrap",
+          "[analysis][comm]") {
+  // Group {0, 1} through the decorator (Gloo's own scopes inside its calls), and group {1, 2},
+  // not wrapped, whose calls Gloo alone recorded (a program that wrapped its pp group only).
+  // Expected: the wrapped group's 3 calls once, and the other group's 2 calls of 4 KiB matched
+  // on both its ranks (rank 1 had lost its side of them).
+  TraceBuilder tb(3);
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = 1000 + 20000 * k;
+      tb.span(r, BSpan{"async:c10d pp [0,1]",
+                       "c10d:allreduce",
+                       core::Category::kComm,
+                       t,
+                       t + 3000,
+                       0,
+                       {{"bytes", 8}, {"group_size", 2}, {"seq", k}},
+                       "pp"});
+      tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t + 100, t + 2900, 0,
+                       {}, "f32[2]"});
+    }
+  }
+  for (int r = 1; r < 3; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      const int64_t t = 100000 + 20000 * k;
+      tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t, t + 5000, 0, {},
+                       "f32[1024]"});
+    }
+  }
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_partly_wrapped")));
+  const CommAnalysis a = analyzeComm(reader);
+  REQUIRE(a.collectives.size() == 2);
+  const CollectiveStats& wrapped = a.collectives[0];
+  const CollectiveStats& unwrapped = a.collectives[1];
+  CHECK(wrapped.op == "all_reduce");
+  CHECK(wrapped.ranks == std::vector<int>{0, 1});
+  CHECK(wrapped.group_source == "annotated");
+  CHECK(wrapped.calls == 3);
+  CHECK(wrapped.bytes == 3 * 8);
+  CHECK(unwrapped.op == "all_reduce");
+  CHECK(unwrapped.ranks == std::vector<int>{1, 2});
+  CHECK(unwrapped.group_source == "matched");
+  CHECK(unwrapped.calls == 2);
+  CHECK(unwrapped.bytes == 2 * 4096);
+  CHECK(unwrapped.time_ns == 2 * 5000);
+}
+
+TEST_CASE("comm: NCCL's set-up calls are listed apart, not counted as communication",
+          "[analysis][comm]") {
+  // Each rank: a 400 us ncclCommInitRankConfig, two 10 us all-reduces, group markers around them,
+  // a 300 us ncclCommDestroy. Communication time is the two all-reduces alone.
+  TraceBuilder tb(2);
+  const std::string comm = "nccl 00000000000000ab";
+  for (int r = 0; r < 2; ++r) {
+    auto call = [&](const char* name, int64_t start, int64_t end, bool onComm) {
+      BSpan s{onComm ? "async:" + comm : "async:nccl",
+              name,
+              core::Category::kComm,
+              start,
+              end,
+              0,
+              {{"bytes", onComm ? 4096 : 0}},
+              onComm ? comm : ""};
+      if (onComm) {
+        s.args.push_back({"group_size", 2});
+        s.args.push_back({"group_rank", r});
+      }
+      tb.span(r, s);
+    };
+    call("nccl:CommInitRankConfig", 1000, 401000, false);
+    call("nccl:GroupStart", 500000, 500100, false);
+    call("nccl:AllReduce", 500200, 510200, true);
+    call("nccl:AllReduce", 520000, 530000, true);
+    call("nccl:GroupEnd", 530100, 530200, false);
+    call("nccl:CommDestroy", 600000, 900000, true);
+  }
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_nccl_control")));
+  const CommAnalysis a = analyzeComm(reader);
+  REQUIRE(a.collectives.size() == 1);
+  CHECK(a.collectives[0].op == "all_reduce");
+  CHECK(a.collectives[0].calls == 2);
+  REQUIRE(a.ranks.size() == 2);
+  for (const RankCommStats& r : a.ranks) CHECK(r.comm_ns == 2 * 10000);
+  std::map<std::string, CommControlStats> control;
+  for (const auto& c : a.control) control[c.name] = c;
+  REQUIRE(control.size() == 4);
+  CHECK(control["nccl:CommInitRankConfig"].ranks == 2);
+  CHECK(control["nccl:CommInitRankConfig"].calls == 2);
+  CHECK(control["nccl:CommInitRankConfig"].total_ns == 2 * 400000);
+  CHECK(control["nccl:CommInitRankConfig"].longest_ns == 400000);
+  CHECK(control["nccl:CommDestroy"].total_ns == 2 * 300000);
+  CHECK(control["nccl:GroupStart"].calls == 2);
+  CHECK(control["nccl:GroupEnd"].calls == 2);
+}
+
+TEST_CASE("comm: NCCL send/recv peers are ranks of their communicator, mapped to trace ranks",
+          "[analysis][comm]") {
+  // Four ranks, a pipeline communicator per data-parallel replica: {0, 2} and {1, 3}, each rank
+  // 0 or 1 inside it. Rank 0 sends to its communicator's rank 1 (trace rank 2), rank 1 to trace
+  // rank 3; NCCL's arguments say peer 1 and peer 0.
+  TraceBuilder tb(4);
+  for (int r = 0; r < 4; ++r) {
+    const std::string comm = r % 2 == 0 ? "nccl 00000000000000a0" : "nccl 00000000000000b1";
+    const int inComm = r / 2;
+    const bool sender = inComm == 0;
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = 1000 + 50000 * k;
+      tb.span(
+          r,
+          BSpan{"async:" + comm,
+                sender ? "nccl:Send" : "nccl:Recv",
+                core::Category::kComm,
+                sender ? t + 2000 : t,
+                t + 5000,
+                0,
+                {{"bytes", 256}, {"peer", 1 - inComm}, {"group_size", 2}, {"group_rank", inComm}},
+                comm});
+    }
+  }
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_nccl_peers")));
+  const CommAnalysis a = analyzeComm(reader);
+  std::map<std::pair<int, int>, PointToPointStats> byPair;
+  for (const auto& p : a.p2p) byPair[{p.src, p.dst}] = p;
+  REQUIRE(byPair.size() == 2);
+  for (const auto& [src, dst] : {std::pair<int, int>{0, 2}, {1, 3}}) {
+    INFO(src << " -> " << dst);
+    REQUIRE(byPair.count({src, dst}) == 1);
+    const PointToPointStats& s = byPair[{src, dst}];
+    CHECK(s.messages == 3);
+    CHECK(s.bytes == 3 * 256);
+    CHECK(s.matched == 3);
+    CHECK(s.wait_ns == 3 * 2000);
+    CHECK(s.transfer_ns == 3 * 3000);
+  }
+}
+
+TEST_CASE("comm: a restarted job's attempts are grouped apart, peers within their attempt",
+          "[analysis][comm]") {
+  // Two attempts of a 2-rank job, each RANK 0 and 1: three all-reduces on the decorator's
+  // "c10d dp [0,1]" and a send 0 -> 1 (peer numbered within the attempt). The merged file numbers
+  // the first attempt's ranks 2 and 3. Expected: each attempt's group and messages on its own.
+  TraceBuilder tb(4);
+  for (int g = 0; g < 4; ++g) {
+    const int attempt = g / 2, r = g % 2;
+    tb.attempt(g, attempt, r, 2);
+    const int64_t t0 = 1000 + 1'000'000 * attempt;
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = t0 + 20000 * k;
+      tb.span(g, BSpan{"async:c10d dp [0,1]",
+                       "c10d:allreduce",
+                       core::Category::kComm,
+                       t,
+                       t + 3000,
+                       0,
+                       {{"bytes", 64}, {"group_size", 2}, {"seq", k}},
+                       "dp"});
+    }
+    tb.span(g, BSpan{"async:c10d dp [0,1]",
+                     r == 0 ? "c10d:send" : "c10d:recv",
+                     core::Category::kComm,
+                     t0 + 100000 + (r == 0 ? 1000 : 0),
+                     t0 + 101500,
+                     0,
+                     {{"bytes", 16}, {"peer", 1 - r}, {"tag", 3}},
+                     "dp"});
+  }
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_attempts")));
+  const CommAnalysis a = analyzeComm(reader);
+  REQUIRE(a.collectives.size() == 2);
+  CHECK(a.collectives[0].ranks == std::vector<int>{0, 1});
+  CHECK(a.collectives[1].ranks == std::vector<int>{2, 3});
+  for (const auto& c : a.collectives) {
+    CHECK(c.calls == 3);
+    CHECK(c.bytes == 3 * 64);
+  }
+  std::map<std::pair<int, int>, PointToPointStats> byPair;
+  for (const auto& p : a.p2p) byPair[{p.src, p.dst}] = p;
+  REQUIRE(byPair.size() == 2);
+  for (const auto& [src, dst] : {std::pair<int, int>{0, 1}, {2, 3}}) {
+    INFO(src << " -> " << dst);
+    REQUIRE(byPair.count({src, dst}) == 1);
+    CHECK(byPair[{src, dst}].messages == 1);
+    CHECK(byPair[{src, dst}].matched == 1);
+    CHECK(byPair[{src, dst}].wait_ns == 1000);
+  }
 }

@@ -81,11 +81,21 @@ struct Sim {
   std::map<int, int64_t> slower;
   // gpttrain's convention: the `stage` argument is the pipeline rank, not the virtual stage.
   bool stage_is_pipeline_rank = false;
+  // Each replica is an attempt of a restarted job (replica k: attempt k, its ranks RANK 0..p-1,
+  // peers numbered within it) instead of a data-parallel replica.
+  bool replicas_are_attempts = false;
+  // (step, global rank) -> compute phases of that step the rank wrote: the rest of its step is
+  // not in the trace (a run ended mid-step). The simulation still runs them.
+  std::map<std::pair<int, int>, int> cut_after;
 };
 
 // Runs the simulation and records every rank's spans; returns the merged trace's path.
 std::string buildTrace(const Sim& s, const std::string& name) {
   TraceBuilder tb(s.p * s.replicas);
+  if (s.replicas_are_attempts) {
+    for (int g = 0; g < s.p * s.replicas; ++g) tb.attempt(g, g / s.p, g % s.p, s.p);
+  }
+  const int peerBase = s.replicas_are_attempts ? 0 : 1;  // x rep * p: a peer's first rank
   const int64_t fc = s.f / s.v, bc = s.b / s.v;
   int64_t stepStart = 1000;
   for (int step = 1; step <= s.steps; ++step) {
@@ -120,8 +130,9 @@ std::string buildTrace(const Sim& s, const std::string& name) {
               sp.category = core::Category::kUser;
               sp.start = clock[r];
               sp.end = std::max(clock[r], it->second);
-              sp.args = {
-                  {"peer", rep * s.p + from % s.p}, {"microbatch", a.mb}, {"chunk", a.chunk}};
+              sp.args = {{"peer", peerBase * rep * s.p + from % s.p},
+                         {"microbatch", a.mb},
+                         {"chunk", a.chunk}};
               clock[r] = sp.end;
             } else if (a.kind == kSendF || a.kind == kSendB) {
               const int dir = a.kind == kSendF ? 0 : 1;
@@ -130,7 +141,9 @@ std::string buildTrace(const Sim& s, const std::string& name) {
               sp.name = dir == 0 ? "send_forward" : "send_backward";
               sp.category = core::Category::kUser;
               sp.start = sp.end = clock[r];
-              sp.args = {{"peer", rep * s.p + to % s.p}, {"microbatch", a.mb}, {"chunk", a.chunk}};
+              sp.args = {{"peer", peerBase * rep * s.p + to % s.p},
+                         {"microbatch", a.mb},
+                         {"chunk", a.chunk}};
             } else {
               sp.name = a.kind == kF ? "forward" : "backward";
               sp.category = core::Category::kPhase;
@@ -146,7 +159,8 @@ std::string buildTrace(const Sim& s, const std::string& name) {
                          {"microbatch", a.mb}};
               clock[r] = sp.end;
             }
-            tb.span(g, sp);
+            const auto cut = s.cut_after.find({step, g});
+            if (cut == s.cut_after.end() || computes[r] <= cut->second) tb.span(g, sp);
             ++next[r];
             moved = true;
           }
@@ -322,6 +336,57 @@ TEST_CASE("replicas: two pipelines found from their messages, stages averaged ov
   CHECK(a.per_stage[0].ranks == std::vector<int>{0, 2});
   CHECK(a.per_stage[1].ranks == std::vector<int>{1, 3});
   CHECK(a.per_step.size() == 4);  // 2 steps x 2 replicas
+  CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
+}
+
+TEST_CASE("a step cut short on one rank is left out, not read as idle time",
+          "[analysis][pipeline]") {
+  // Three steps; in the third, rank 1 wrote only its first two compute phases (the run ended
+  // there). Expected: the numbers of the first two steps alone, and a note naming step 3.
+  Sim s;
+  s.p = 2;
+  s.m = 4;
+  s.steps = 3;
+  s.cut_after[{3, 1}] = 2;
+  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "cut_step")));
+  Sim whole = s;
+  whole.steps = 2;
+  whole.cut_after.clear();
+  const auto w = analyzePipeline(trace::TraceReader::open(buildTrace(whole, "cut_step_whole")));
+  REQUIRE(a.present);
+  CHECK(a.per_step.size() == 2);
+  CHECK(a.steps == 2);
+  CHECK(a.bubble_measured == Approx(w.bubble_measured).margin(1e-12));
+  CHECK(a.bubble_modeled == Approx(w.bubble_modeled).margin(1e-12));
+  REQUIRE(a.per_stage.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    CHECK(a.per_stage[k].forward_ns == Approx(w.per_stage[k].forward_ns));
+    CHECK(a.per_stage[k].bubble == Approx(w.per_stage[k].bubble).margin(1e-12));
+  }
+  CHECK(a.unmatched_recvs == 0);
+  bool noted = false;
+  for (const auto& n : a.notes) noted = noted || n.find("incomplete") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE("a restarted job: each attempt's pipeline is its own replica, peers never cross",
+          "[analysis][pipeline]") {
+  // Two attempts of a 2-stage pipeline, each with its ranks numbered 0 and 1 (peers too); the
+  // merged file numbers the first attempt's ranks 2 and 3. Expected: what two data-parallel
+  // replicas give (the replicas test above): two pipelines, the closed form, nothing unmatched.
+  Sim s;
+  s.p = 2;
+  s.m = 4;
+  s.replicas = 2;
+  s.replicas_are_attempts = true;
+  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "attempts")));
+  REQUIRE(a.present);
+  CHECK(a.stages == 2);
+  REQUIRE(a.replicas.size() == 2);
+  CHECK(a.replicas[0] == std::vector<int>{0, 1});
+  CHECK(a.replicas[1] == std::vector<int>{2, 3});
+  CHECK(a.per_step.size() == 4);
+  CHECK(a.unmatched_recvs == 0);
   CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
 }
 

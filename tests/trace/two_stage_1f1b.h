@@ -17,6 +17,7 @@ namespace tracerun::testing {
 // ends at end().
 struct TwoStage1F1B {
   int64_t t = 1000, F = 10000, B = 20000;
+  int first_rank = 0;  // the builder's rank of stage 0 (stage 1: the next); peers stay 0 and 1
   int64_t end() const { return t + 3 * F + 3 * B; }
 };
 
@@ -25,29 +26,29 @@ struct TwoStage1F1B {
 using PhaseFiller = std::function<void(int rank, bool forward, int64_t start, int64_t len, int mb)>;
 
 // Stage 0 runs F0 F1 B0 B1 (warm-up p - 1 = 1 forward, then 1F1B), stage 1 F0 B0 F1 B1, on ranks
-// 0 and 1 of `tb`.
+// first_rank and first_rank + 1 of `tb` (`inside` gets those ranks).
 inline void addTwoStage1F1B(TraceBuilder& tb, const TwoStage1F1B& s = {},
                             const PhaseFiller& inside = {}) {
   using core::Category;
   const int64_t t = s.t, F = s.F, B = s.B;
   auto phase = [&](int rank, bool forward, int64_t start, int64_t len, int mb) {
-    tb.span(rank, BSpan{"main",
-                        forward ? "forward" : "backward",
-                        Category::kPhase,
-                        start,
-                        start + len,
-                        1,
-                        {{"stage", rank}, {"chunk", 0}, {"microbatch", mb}}});
-    if (inside) inside(rank, forward, start, len, mb);
+    tb.span(s.first_rank + rank, BSpan{"main",
+                                       forward ? "forward" : "backward",
+                                       Category::kPhase,
+                                       start,
+                                       start + len,
+                                       1,
+                                       {{"stage", rank}, {"chunk", 0}, {"microbatch", mb}}});
+    if (inside) inside(s.first_rank + rank, forward, start, len, mb);
   };
   auto msg = [&](int rank, const char* name, int peer, int mb, int64_t start, int64_t end) {
-    tb.span(rank, BSpan{"main",
-                        name,
-                        Category::kUser,
-                        start,
-                        end,
-                        1,
-                        {{"peer", peer}, {"microbatch", mb}, {"chunk", 0}}});
+    tb.span(s.first_rank + rank, BSpan{"main",
+                                       name,
+                                       Category::kUser,
+                                       start,
+                                       end,
+                                       1,
+                                       {{"peer", peer}, {"microbatch", mb}, {"chunk", 0}}});
   };
   phase(0, true, t, F, 0);
   msg(0, "send_forward", 1, 0, t + F, t + F);

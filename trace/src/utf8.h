@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace tracerun::trace {
 
@@ -30,6 +31,15 @@ inline size_t utf8Length(const unsigned char* p, size_t avail) {
     if ((p[k] & 0xC0) != 0x80) return 0;
   }
   return len;
+}
+
+// The longest prefix of s of at most max_bytes that does not cut a UTF-8 sequence in two (a
+// column that shortens a name must not leave half a character).
+inline std::string utf8Prefix(const std::string& s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t n = max_bytes;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // a continuation byte
+  return s.substr(0, n);
 }
 
 }  // namespace tracerun::trace

@@ -23,8 +23,8 @@ struct tracerun_comm_event {
   int64_t start_ns;   /* issue, CLOCK_MONOTONIC */
   int64_t end_ns;     /* completion (or the host call's return) */
   int64_t bytes;
-  int64_t peer;       /* global rank of the other side of a send/recv */
-  int64_t root;       /* global rank of the root of broadcast/reduce/gather/scatter */
+  int64_t peer;       /* send/recv's other side: global rank (c10d), communicator rank (nccl) */
+  int64_t root;       /* root of broadcast/reduce/gather/scatter, numbered as peer */
   int64_t group_size;
   int64_t group_rank;
   int64_t seq;        /* call index within the group (per process) */

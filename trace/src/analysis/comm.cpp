@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 
+#include "attempt_ranks.h"
 #include "span_consumers.h"
 #include "span_pass.h"
 #include "span_select.h"
@@ -104,6 +105,10 @@ struct CommSpan {
   std::vector<int> members;  // from the decorator's track name, empty when unknown
   bool decorator = false;    // recorded by tracerun's c10d decorator (traced_group.h)
   int64_t peer = -1, tag = -1;
+  // NCCL's send/recv: peer is a rank of the communicator (detail), group_rank this rank's in it.
+  bool communicatorPeer = false;
+  std::string communicator;
+  int64_t group_rank = -1;
   std::string via;
   int64_t dur() const { return satSub(end, start); }
 };
@@ -121,16 +126,22 @@ struct P2P {
   int64_t start = 0, end = 0;
 };
 
+struct ControlCall {
+  std::string name;
+  int64_t dur = 0;
+};
+
 struct RankData {
-  std::vector<CommSpan> comm;     // collectives
-  std::vector<CommSpan> p2pComm;  // comm spans that are sends / receives
-  std::vector<Scope> scopes;      // user scopes on thread tracks
-  std::vector<P2P> p2p;           // pipeline-style scopes with a peer
+  std::vector<ControlCall> control;  // vocab::nccl::isControlCall: no data moved
+  std::vector<CommSpan> comm;        // collectives
+  std::vector<CommSpan> p2pComm;     // comm spans that are sends / receives
+  std::vector<Scope> scopes;         // user scopes on thread tracks
+  std::vector<P2P> p2p;              // pipeline-style scopes with a peer
   Intervals compute, commTime;
 };
 
 struct Keys {
-  core::StringId bytes, groupSize, peer, microbatch, chunk, tag;
+  core::StringId bytes, groupSize, peer, microbatch, chunk, tag, groupRank;
 };
 
 // Leaf op spans of a track: an op span with no child span on the track.
@@ -173,14 +184,15 @@ class LeafTracker {
 
 // What one track's picked spans add to its rank: user scopes, pipeline messages, comm spans.
 void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
-               const NameCodes& p2pNames, bool decorator, const std::vector<int>& members,
-               const std::vector<PickedSpan>& picked, RankData& d) {
+               const NameCodes& p2pNames, const AttemptRanks& attempts, bool decorator,
+               const std::vector<int>& members, const std::vector<PickedSpan>& picked,
+               RankData& d) {
   for (const PickedSpan& p : picked) {
     const SpanRow& s = p.span;
     if (p.code == kUserScope) {
       d.scopes.push_back({s.name, s.start_ns, s.end_ns()});
       const int code = p2pNames(s.name);
-      const int64_t peer = p.arg(keys.peer, -1);
+      const int64_t peer = attempts.traceRank(t.rank, static_cast<int>(p.arg(keys.peer, -1)));
       if (code != 0 && peer >= 0) {
         P2P m;
         m.rank = t.rank;
@@ -196,10 +208,15 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
       }
       continue;
     }
+    const std::string& name = reader.str(s.name);
+    if (vocab::nccl::isControlCall(name)) {
+      d.control.push_back({name, std::max<int64_t>(0, satSub(s.end_ns(), s.start_ns))});
+      continue;
+    }
     CommSpan c;
     c.rank = t.rank;
-    c.op = normalizeCommName(reader.str(s.name));
-    if (c.op.empty()) c.op = reader.str(s.name);
+    c.op = normalizeCommName(name);
+    if (c.op.empty()) c.op = name;
     const std::string& detail = reader.str(s.detail);
     c.start = s.start_ns;
     c.end = s.end_ns();
@@ -211,6 +228,12 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.decorator = decorator;
     c.peer = p.arg(keys.peer, -1);
     c.tag = p.arg(keys.tag, -1);
+    c.group_rank = p.arg(keys.groupRank, -1);
+    c.communicator = detail;
+    c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
+    if (!c.communicatorPeer && c.peer >= 0) {
+      c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
+    }
     if (c.op == "recv" && c.peer < 0 && decorator) c.peer = -2;  // any source: not pairable
     // A posted send's span lasts until the receiver took the data: its length is the peer's
     // delay, not communication work, so sends stay out of the overlap measure.
@@ -497,6 +520,62 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the decorator's calls and NCCL's communicator ranks
+
+namespace {
+
+// Where tracerun's c10d decorator recorded a call (with its group), the same call seen from below
+// (Gloo's own scope, started inside the decorator's call and ended before its completion) is not
+// counted again. Only those: a group the decorator does not wrap keeps its calls.
+void dropCallsInsideDecorator(std::vector<CommSpan>& list) {
+  constexpr int64_t kSlackNs = 10'000;               // clock reads on two threads around one call
+  std::vector<std::pair<int64_t, int64_t>> wrapped;  // decorator spans by start
+  for (const CommSpan& c : list) {
+    if (c.decorator) wrapped.emplace_back(c.start, c.end);
+  }
+  if (wrapped.empty()) return;
+  std::sort(wrapped.begin(), wrapped.end());
+  std::vector<int64_t> latestEnd(wrapped.size());  // the latest end among spans [0, i]
+  for (size_t i = 0; i < wrapped.size(); ++i) {
+    latestEnd[i] = std::max(i == 0 ? INT64_MIN : latestEnd[i - 1], wrapped[i].second);
+  }
+  auto inside = [&](const CommSpan& c) {
+    if (c.decorator) return false;
+    // The decorator spans starting early enough; the one of them ending last contains c if any.
+    const auto n = std::upper_bound(wrapped.begin(), wrapped.end(),
+                                    std::make_pair(satAdd(c.start, kSlackNs), INT64_MAX)) -
+                   wrapped.begin();
+    return n > 0 && latestEnd[static_cast<size_t>(n - 1)] >= satSub(c.end, kSlackNs);
+  };
+  list.erase(std::remove_if(list.begin(), list.end(), inside), list.end());
+}
+
+// NCCL's send/recv name their peer by its rank in the communicator: every span on a communicator
+// says which rank of it its own rank is (group_rank), so the peer's trace rank is looked up there;
+// -1 when the peer made no traced call on that communicator.
+void mapCommunicatorPeers(std::map<int, RankData>& data) {
+  std::map<std::pair<std::string, int64_t>, int> rankOf;  // (communicator, its rank) -> trace rank
+  for (const auto& [rank, d] : data) {
+    for (const auto* list : {&d.comm, &d.p2pComm}) {
+      for (const CommSpan& c : *list) {
+        if (c.group_rank >= 0 && !c.communicator.empty()) {
+          rankOf[{c.communicator, c.group_rank}] = rank;
+        }
+      }
+    }
+  }
+  for (auto& [rank, d] : data) {
+    for (CommSpan& c : d.p2pComm) {
+      if (!c.communicatorPeer || c.peer < 0) continue;
+      const auto it = rankOf.find({c.communicator, c.peer});
+      c.peer = it == rankOf.end() ? -1 : it->second;
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
 // entry point
 
 // ---------------------------------------------------------------------------------------------
@@ -518,13 +597,16 @@ int p2pCode(const std::string& s) {
 struct CommSpans::State {
   explicit State(const TraceReader& r)
       : reader(r),
-        keys{NameCodes::find(r, vocab::arg::kBytes), NameCodes::find(r, vocab::arg::kGroupSize),
-             NameCodes::find(r, vocab::arg::kPeer),  NameCodes::find(r, vocab::arg::kMicrobatch),
-             NameCodes::find(r, vocab::arg::kChunk), NameCodes::find(r, vocab::arg::kTag)},
-        p2pNames(r, p2pCode) {}
+        keys{NameCodes::find(r, vocab::arg::kBytes),    NameCodes::find(r, vocab::arg::kGroupSize),
+             NameCodes::find(r, vocab::arg::kPeer),     NameCodes::find(r, vocab::arg::kMicrobatch),
+             NameCodes::find(r, vocab::arg::kChunk),    NameCodes::find(r, vocab::arg::kTag),
+             NameCodes::find(r, vocab::arg::kGroupRank)},
+        p2pNames(r, p2pCode),
+        attempts(r) {}
   const TraceReader& reader;
   Keys keys;
   NameCodes p2pNames;
+  AttemptRanks attempts;
   std::map<int, RankData> data;
   // The track being read.
   bool thread = false, decorator = false;
@@ -540,6 +622,14 @@ bool CommSpans::wantsTrack(const TrackRow& t) {
   s_->thread = t.kind == core::TrackKind::kThread;
   s_->members.clear();
   s_->decorator = decoratorTrack(t.name, &s_->members);
+  // The names list RANKs of the attempt that wrote the track: its trace ranks.
+  std::vector<int> mapped;
+  for (int m : s_->members) {
+    const int r = s_->attempts.traceRank(t.rank, m);
+    if (r >= 0) mapped.push_back(r);
+  }
+  std::sort(mapped.begin(), mapped.end());
+  s_->members = std::move(mapped);
   return true;
 }
 
@@ -552,7 +642,8 @@ int CommSpans::onSpan(const SpanRow& s) {
 
 void CommSpans::endTrack(const TrackRow& t, std::vector<PickedSpan>& picked) {
   RankData& d = s_->data[t.rank];
-  addPicked(s_->reader, t, s_->keys, s_->p2pNames, s_->decorator, s_->members, picked, d);
+  addPicked(s_->reader, t, s_->keys, s_->p2pNames, s_->attempts, s_->decorator, s_->members, picked,
+            d);
   const Intervals leaves = s_->leaf.finish();
   d.compute.insert(d.compute.end(), leaves.begin(), leaves.end());
 }
@@ -567,16 +658,17 @@ CommAnalysis CommSpans::analysis() {
   const TraceReader& reader = s_->reader;
   std::map<int, RankData>& data = s_->data;
   CommAnalysis out;
+  mapCommunicatorPeers(data);
+  std::map<std::string, std::pair<std::set<int>, CommControlStats>> control;
   for (auto& [rank, d] : data) {
-    // Where tracerun's c10d decorator recorded the calls (with their group), the same calls seen
-    // from below (Gloo's own scopes on the async track) are not counted again.
-    auto fromDecorator = [](const CommSpan& c) { return c.decorator; };
-    for (auto* list : {&d.comm, &d.p2pComm}) {
-      if (std::any_of(list->begin(), list->end(), fromDecorator)) {
-        list->erase(std::remove_if(list->begin(), list->end(),
-                                   [](const CommSpan& c) { return !c.decorator; }),
-                    list->end());
-      }
+    for (auto* list : {&d.comm, &d.p2pComm}) dropCallsInsideDecorator(*list);
+    for (const ControlCall& c : d.control) {
+      auto& [ranks, st] = control[c.name];
+      ranks.insert(rank);
+      st.name = c.name;
+      ++st.calls;
+      st.total_ns = satAdd(st.total_ns, c.dur);
+      st.longest_ns = std::max(st.longest_ns, c.dur);
     }
     normalize(d.compute);
     normalize(d.commTime);
@@ -586,6 +678,10 @@ CommAnalysis CommSpans::analysis() {
     r.compute_ns = totalLength(d.compute);
     r.overlap_ns = overlapLength(d.commTime, d.compute);
     out.ranks.push_back(r);
+  }
+  for (auto& [name, v] : control) {
+    v.second.ranks = static_cast<int>(v.first.size());
+    out.control.push_back(v.second);
   }
   collectives(reader, data, out);
   pointToPoint(data, out);

@@ -39,7 +39,7 @@ GpuAnalysis analyzeGpu(const TraceReader& reader, const GpuOptions& options) {
     i = j;
   }
   out.kernels = gpu::kernelTable(reader, streams);
-  out.stragglers = gpu::stragglers(streams, &out.collectives);
+  out.stragglers = gpu::stragglers(streams, AttemptRanks(reader), &out.collectives);
   return out;
 }
 

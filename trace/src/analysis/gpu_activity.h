@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "attempt_ranks.h"
 #include "tracerun/trace/analysis/gpu.h"
 
 namespace tracerun::trace::analysis::gpu {
@@ -66,8 +67,9 @@ GpuDevice analyzeDevice(const std::vector<const StreamActivities*>& streams,
 // The kernel table over every stream (gpu_kernels.cpp).
 std::vector<GpuKernelRow> kernelTable(const TraceReader& reader,
                                       const std::vector<StreamActivities>& streams);
-// Collectives matched across ranks and each rank's lateness (gpu_stragglers.cpp).
+// Collectives matched across the ranks of one attempt and each rank's lateness
+// (gpu_stragglers.cpp).
 std::vector<GpuStraggler> stragglers(const std::vector<StreamActivities>& streams,
-                                     int64_t* collectives);
+                                     const AttemptRanks& attempts, int64_t* collectives);
 
 }  // namespace tracerun::trace::analysis::gpu

@@ -1,10 +1,12 @@
 // Stragglers from late collective kernels (see gpu.h, GpuStraggler): the k-th communication
 // kernel of one name on each rank is one collective; each rank's start minus the earliest start
-// is its lateness. HTA's metric (hta/analyzers/straggler.py: "the later a kernel starts, the
-// bigger overall delay it likely causes") without its choice of one (stream, kernel) pair: every
-// collective counts. Pure: takes the streams read by gpu_activity.cpp.
+// is its lateness; ranks of different attempts (a restarted job) never ran one together, so
+// the k-th is counted per attempt. HTA's metric (hta/analyzers/straggler.py: "the later a kernel
+// starts, the bigger overall delay it likely causes") without its choice of one (stream, kernel)
+// pair: every collective counts. Pure: takes the streams read by gpu_activity.cpp.
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "gpu_activity.h"
 #include "span_select.h"  // saturated arithmetic
@@ -12,7 +14,7 @@
 namespace tracerun::trace::analysis::gpu {
 
 std::vector<GpuStraggler> stragglers(const std::vector<StreamActivities>& streams,
-                                     int64_t* collectives) {
+                                     const AttemptRanks& attempts, int64_t* collectives) {
   *collectives = 0;
   // rank -> name -> starts of its communication kernels, in order.
   std::map<int, std::map<core::StringId, std::vector<int64_t>>> starts;
@@ -29,11 +31,12 @@ std::vector<GpuStraggler> stragglers(const std::vector<StreamActivities>& stream
     int64_t collectives = 0, last = 0, late_sum = 0, late_max = 0;
   };
   std::map<int, Acc> acc;
-  // (name, k) -> (rank, start) of every rank that ran it.
-  std::map<std::pair<core::StringId, size_t>, std::vector<std::pair<int, int64_t>>> instances;
+  // (attempt, name, k) -> (rank, start) of every rank that ran it.
+  std::map<std::tuple<int, core::StringId, size_t>, std::vector<std::pair<int, int64_t>>> instances;
   for (const auto& [rank, names] : starts) {
+    const int attempt = attempts.attemptOf(rank);
     for (const auto& [name, v] : names) {
-      for (size_t k = 0; k < v.size(); ++k) instances[{name, k}].emplace_back(rank, v[k]);
+      for (size_t k = 0; k < v.size(); ++k) instances[{attempt, name, k}].emplace_back(rank, v[k]);
     }
   }
   for (const auto& [key, members] : instances) {

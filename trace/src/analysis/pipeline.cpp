@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 
+#include "attempt_ranks.h"
 #include "span_consumers.h"
 #include "span_pass.h"
 #include "span_select.h"
@@ -133,7 +134,7 @@ void addTrackPicks(const TrackRow& t, const ArgKeys& keys, std::vector<PickedSpa
   }
 }
 
-Collected collectActions(Picks& picks, const ArgKeys& keys) {
+Collected collectActions(Picks& picks, const ArgKeys& keys, const AttemptRanks& attempts) {
   Collected out;
   for (auto& [rank, spans] : picks.picked) {
     auto& st = picks.steps[rank];
@@ -161,7 +162,8 @@ Collected collectActions(Picks& picks, const ArgKeys& keys) {
         a.version = static_cast<int>(p.arg(keys.version, -1));
         if (a.stage < 0) continue;  // a phase without pipeline arguments
       } else {
-        a.peer = static_cast<int>(p.arg(keys.peer, -1));
+        // peer is the other side's RANK in this rank's attempt: its trace rank is looked up.
+        a.peer = attempts.traceRank(rank, static_cast<int>(p.arg(keys.peer, -1)));
         if (a.peer < 0) continue;
       }
       actions.push_back(a);
@@ -446,8 +448,24 @@ struct Unit {
   std::vector<Action> all;
 };
 
+// Every schedule gives each rank of a replica the same number of forward and backward phases in a
+// step (m x v of each; zb-h1's B and W alike). A step where they differ was cut short on some
+// rank (a run ended mid-step, a shard lost its last spans): measured as it is, the missing work
+// would read as idle time, so such a step is left out (`incomplete`: step, replica).
+bool completeUnit(const Unit& u, const std::vector<int>& ranks) {
+  std::map<int, int> phases;
+  for (int r : ranks) phases[r] = 0;
+  for (const Action& a : u.all) {
+    if (isCompute(a.kind)) ++phases[a.rank];
+  }
+  for (const auto& [rank, n] : phases) {
+    if (n != phases.begin()->second) return false;
+  }
+  return true;
+}
+
 std::vector<Unit> unitsOf(const Collected& c, const std::vector<std::vector<int>>& replicas,
-                          int64_t* unmatched) {
+                          int64_t* unmatched, std::vector<std::pair<int, int>>* incomplete) {
   std::set<int> stepNumbers;
   for (const auto& [rank, actions] : c.by_rank) {
     for (const Action& a : actions) stepNumbers.insert(a.step);
@@ -462,6 +480,10 @@ std::vector<Unit> unitsOf(const Collected& c, const std::vector<std::vector<int>
         }
       }
       if (u.all.empty()) continue;
+      if (!completeUnit(u, replicas[ri])) {
+        incomplete->emplace_back(step, u.replica);
+        continue;
+      }
       matchMessages(u.all, unmatched);
       units.push_back(std::move(u));
     }
@@ -642,9 +664,11 @@ double closedFormBubble(const std::string& name, int p, int m, int v) {
 // the pass's consumer
 
 struct PipelineSpans::State {
-  explicit State(const TraceReader& reader) : codes(reader, codeOfName), keys(reader) {}
+  explicit State(const TraceReader& reader)
+      : codes(reader, codeOfName), keys(reader), attempts(reader) {}
   NameCodes codes;
   ArgKeys keys;
+  AttemptRanks attempts;
   Picks picks;
   Collected c;
   bool finished = false;
@@ -674,7 +698,7 @@ void PipelineSpans::endTrack(const TrackRow& track, std::vector<PickedSpan>& pic
 void PipelineSpans::finish() {
   if (s_->finished) return;
   s_->finished = true;
-  s_->c = collectActions(s_->picks, s_->keys);
+  s_->c = collectActions(s_->picks, s_->keys, s_->attempts);
   s_->picks = Picks{};
   s_->stage_is_pipeline_rank = stageIsPipelineRank(s_->c);
 }
@@ -691,7 +715,20 @@ PipelineAnalysis PipelineSpans::analysis() {
   out.schedule = schedule::scheduleName(out.schedule_kind);
   std::map<int, int> prank;
   out.replicas = replicasOf(c, out.stages, &prank);
-  const std::vector<Unit> units = unitsOf(c, out.replicas, &out.unmatched_recvs);
+  std::vector<std::pair<int, int>> incomplete;
+  const std::vector<Unit> units = unitsOf(c, out.replicas, &out.unmatched_recvs, &incomplete);
+  if (!incomplete.empty()) {
+    std::string which;
+    for (const auto& [step, replica] : incomplete) {
+      if (!which.empty()) which += ", ";
+      which += std::to_string(step);
+      if (out.replicas.size() > 1) which += " (replica " + std::to_string(replica) + ")";
+    }
+    out.notes.push_back(
+        "left out as incomplete (its ranks did unequal numbers of forward and "
+        "backward phases: a run ended mid-step or a shard lost spans): step " +
+        which);
+  }
   if (out.unmatched_recvs > 0) {
     out.notes.push_back(std::to_string(out.unmatched_recvs) +
                         " receives without their send in the trace (modeled without a dependency)");

@@ -193,6 +193,14 @@ std::string reportJson(const Report& r, int indent) {
                          {"transfer_ns", s.transfer_ns},
                          {"matched", s.matched}});
   }
+  cj["control"] = ordered_json::array();
+  for (const CommControlStats& c : r.comm.control) {
+    cj["control"].push_back({{"name", c.name},
+                             {"ranks", c.ranks},
+                             {"calls", c.calls},
+                             {"total_ns", c.total_ns},
+                             {"longest_ns", c.longest_ns}});
+  }
   cj["per_rank"] = ordered_json::array();
   for (const RankCommStats& s : r.comm.ranks) {
     cj["per_rank"].push_back({{"rank", s.rank},

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdio>
 
+#include "../utf8.h"
 #include "gpu_report.h"
 #include "tracerun/trace/format.h"  // durations, bytes
 
@@ -153,7 +154,7 @@ void opsSection(const Report& r, Lines& line) {
       static_cast<long long>(r.op_spans), static_cast<long long>(r.op_names), r.top_ops.size()));
   line(formatPrintf("  %-44s %-8s %9s %12s %12s", "name", "kind", "count", "total", "self"));
   for (const OpRow& o : r.top_ops) {
-    std::string name = o.name.size() > 44 ? o.name.substr(0, 41) + "..." : o.name;
+    std::string name = o.name.size() > 44 ? utf8Prefix(o.name, 41) + "..." : o.name;
     line(formatPrintf("  %-44s %-8s %9lld %12s %12s", name.c_str(), core::categoryName(o.category),
                       static_cast<long long>(o.count), duration(double(o.total_ns)).c_str(),
                       duration(double(o.self_ns)).c_str()));
@@ -188,6 +189,15 @@ void commSection(const Report& r, Lines& line) {
                         static_cast<long long>(s.messages), bytes(double(s.bytes)).c_str(),
                         duration(double(s.recv_ns)).c_str(), duration(double(s.wait_ns)).c_str(),
                         duration(double(s.transfer_ns)).c_str()));
+    }
+  }
+  if (!r.comm.control.empty()) {
+    line("  not communication: communicator set-up and tear-down, group markers (no data moved)");
+    for (const CommControlStats& c : r.comm.control) {
+      line(formatPrintf("  %-28s ranks %4d  calls %6lld  %12s  longest %12s", c.name.c_str(),
+                        c.ranks, static_cast<long long>(c.calls),
+                        duration(double(c.total_ns)).c_str(),
+                        duration(double(c.longest_ns)).c_str()));
     }
   }
   line("  per rank: communication overlapped with computation (leaf ops)");

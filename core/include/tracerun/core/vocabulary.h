@@ -12,7 +12,7 @@
 // std::string read back from a trace.
 //
 // Sections: phases · pipeline messages · data-parallel and ZeRO scopes · collective fallbacks ·
-//           modules · arguments · counters
+//           modules · arguments · NCCL host calls · counters
 #pragma once
 
 #include <string_view>
@@ -118,7 +118,9 @@ inline constexpr char kStep[] = "step";
 inline constexpr char kStage[] = "stage";  // virtual stage of a forward/backward
 inline constexpr char kChunk[] = "chunk";
 inline constexpr char kMicrobatch[] = "microbatch";
-inline constexpr char kPeer[] = "peer";  // global rank on the other side of a message
+// The rank on the other side of a message: global (the RANK of the attempt that recorded it), or
+// for NCCL's calls the rank in the communicator (nccl::kSend).
+inline constexpr char kPeer[] = "peer";
 inline constexpr char kSends[] = "sends";
 // 2bw: the weight version a forward/backward used (V_b for batch b), or an update formed.
 inline constexpr char kWeightVersion[] = "weight_version";
@@ -183,6 +185,39 @@ inline bool isStringValued(std::string_view key) noexcept {
   return false;
 }
 }  // namespace arg
+
+// ---- NCCL host calls: libtracerun_nccl's span names (category comm, interpose/nccl/). The
+// communication analysis counts the collectives and sends/receives among them; a communicator's
+// set-up and tear-down and the group markers move no data, so they are listed apart and never
+// counted as communication (isControlCall).
+namespace nccl {
+inline constexpr char kCommInitRank[] = "nccl:CommInitRank";
+inline constexpr char kCommInitRankConfig[] = "nccl:CommInitRankConfig";
+inline constexpr char kCommSplit[] = "nccl:CommSplit";  // on the parent's track
+inline constexpr char kCommDestroy[] = "nccl:CommDestroy";
+inline constexpr char kCommAbort[] = "nccl:CommAbort";
+inline constexpr char kGroupStart[] = "nccl:GroupStart";
+inline constexpr char kGroupEnd[] = "nccl:GroupEnd";
+inline constexpr char kAllReduce[] = "nccl:AllReduce";
+inline constexpr char kAllGather[] = "nccl:AllGather";
+inline constexpr char kReduceScatter[] = "nccl:ReduceScatter";
+inline constexpr char kBroadcast[] = "nccl:Broadcast";
+inline constexpr char kReduce[] = "nccl:Reduce";
+// Send and Recv: arg::kPeer is the peer's rank in the communicator (NCCL's own argument), and
+// arg::kGroupRank this rank's; the analysis maps both to trace ranks per communicator.
+inline constexpr char kSend[] = "nccl:Send";
+inline constexpr char kRecv[] = "nccl:Recv";
+
+inline constexpr const char* kControlCalls[] = {kCommInitRank, kCommInitRankConfig, kCommSplit,
+                                                kCommDestroy,  kCommAbort,          kGroupStart,
+                                                kGroupEnd};
+inline bool isControlCall(std::string_view name) noexcept {
+  for (const char* k : kControlCalls) {
+    if (name == k) return true;
+  }
+  return false;
+}
+}  // namespace nccl
 
 // ---- Counters (tracerun::counter): one counter track per name. The launcher's status line reads
 // step, loss and tokens_per_s.

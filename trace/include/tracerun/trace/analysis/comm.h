@@ -11,7 +11,14 @@
 //   matched across ranks: ranks that made the same calls (op and shapes) the same number of
 //   times, every k-th call overlapping in time, form one group (single-rank traces: unknown);
 // - point-to-point: user scopes "send_*" / "recv_*" with a "peer" argument (gpttrain's pipeline)
-//   paired in order; without them, comm spans named send / recv (peer unknown);
+//   paired in order; without them, comm spans named send / recv (the decorator's peer is a rank
+//   of the attempt, NCCL's a rank of the communicator: both are mapped to trace ranks);
+// - control calls (vocab::nccl::isControlCall: a communicator's set-up and tear-down, group
+//   markers) are listed apart and never counted as communication;
+// - the c10d decorator's spans replace the calls Gloo recorded inside them (a non-decorator span
+//   lying within a decorator span of its rank); calls of groups it does not wrap stay;
+// - rank-valued numbers (peer, a decorator track's members) are RANKs of the attempt that wrote
+//   them, mapped to trace ranks (attempt_ranks.h), so attempts of a restarted job never mix;
 // - computation: leaf op spans (ops with no child span) on thread tracks, so a node that only
 //   waits for a collective is not counted as computing.
 // Threading: one call uses the reader from the calling thread only.
@@ -48,6 +55,15 @@ struct PointToPointStats {
   int64_t matched = 0;      // receives paired with their send
 };
 
+// Calls that move no data: a communicator's set-up and tear-down, group markers (NCCL).
+struct CommControlStats {
+  std::string name;        // the span's name ("nccl:CommInitRankConfig")
+  int ranks = 0;           // ranks that made it
+  int64_t calls = 0;       // over all ranks
+  int64_t total_ns = 0;    // over all ranks
+  int64_t longest_ns = 0;  // one call's
+};
+
 struct RankCommStats {
   int rank = 0;
   int64_t comm_ns = 0;     // union of collective and receive spans (a send's span is the time
@@ -62,6 +78,7 @@ struct CommAnalysis {
   std::vector<CollectiveStats> collectives;  // by op, then group, then via
   std::vector<PointToPointStats> p2p;        // by src, dst, kind
   std::vector<RankCommStats> ranks;
+  std::vector<CommControlStats> control;  // by name
 };
 
 // nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all
