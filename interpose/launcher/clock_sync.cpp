@@ -340,12 +340,17 @@ std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients
 }
 
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
-                           const std::string& token, int node_rank, AgentLink* link) {
+                           const std::string& token, int node_rank, AgentLink* link,
+                           bool refused_means_left) {
   const sockaddr_in sa = resolve(addr, port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
     Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+      if (errno == ECONNREFUSED && refused_means_left) {
+        throw std::runtime_error("clock exchange: nothing listens at " + addr + ":" +
+                                 std::to_string(port) + " any more (the other side has left)");
+      }
       if (std::chrono::steady_clock::now() > deadline) {
         throw std::runtime_error("clock exchange: cannot reach node 0's agent at " + addr + ":" +
                                  std::to_string(port) + ": " + std::strerror(errno));

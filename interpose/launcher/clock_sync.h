@@ -88,8 +88,11 @@ std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients
 // round trips. With `link`, the connection then becomes this node's (node_rank's) fault link to
 // node 0. Throws std::runtime_error when node 0 cannot be reached or refuses the token, or when a
 // connected node 0 stays silent for 10 s (a stopped agent never blocks the caller for longer).
+// With `refused_means_left` a refused connection throws at once instead of being retried: for an
+// exchange after the server was known to listen, when a refusal means it has left.
 ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
-                           const std::string& token, int node_rank = 0, AgentLink* link = nullptr);
+                           const std::string& token, int node_rank = 0, AgentLink* link = nullptr,
+                           bool refused_means_left = false);
 
 // ---- shard transfer (node K -> node 0) ----
 

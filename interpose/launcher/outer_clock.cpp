@@ -81,14 +81,16 @@ OuterClockServer::~OuterClockServer() {
 
 // ---- exchange -----------------------------------------------------------------------------------
 
-ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s) {
+ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s,
+                               bool at_end) {
   const char* override = std::getenv("TRACERUN_OUTER_CLOCK_TIMEOUT_S");
   if (override != nullptr && *override != '\0') timeout_s = std::max(0, std::atoi(override));
   ClockReading reading;
   const std::string addr = masterAddr(job);
   const int port = outerClockPort(job);
   try {
-    const ClockEstimate e = measureClock(addr, port, 16, timeout_s, outerClockToken(job));
+    const ClockEstimate e =
+        measureClock(addr, port, 16, timeout_s, outerClockToken(job), 0, nullptr, at_end);
     reading.measured = true;
     reading.offset_ns = e.offset_ns;
     reading.rtt_ns = e.rtt_ns;

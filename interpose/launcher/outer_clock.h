@@ -55,8 +55,11 @@ std::string outerClockToken(const OuterJob& job);
 
 // One exchange with rank 0 (16 round trips, the smallest RTT kept), giving up after timeout_s
 // (TRACERUN_OUTER_CLOCK_TIMEOUT_S overrides it). On failure: one warning line naming `when`, and
-// a reading with measured = false.
-ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s);
+// a reading with measured = false. At the end (`at_end`) rank 0 may have left already (its
+// program ended first and nothing kept it, or a stop signal): a refused connection then gives up
+// at once instead of spending the timeout in the launcher's kill window.
+ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s,
+                               bool at_end = false);
 
 // clock.rankR in the job directory (written whole, then renamed into place).
 void writeRankClock(const std::string& dir, int rank, const RankClock& clock);

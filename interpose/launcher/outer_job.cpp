@@ -193,43 +193,76 @@ std::vector<std::string> expandHostList(const std::string& list, std::string* pr
 
 namespace {
 
+// torchrun sets LOCAL_RANK, LOCAL_WORLD_SIZE and GROUP_RANK; a job that sets RANK and WORLD_SIZE
+// by hand (`srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS ... tracerun ...'`) may
+// leave them out. What is missing comes from the launcher around it when its ranks are the job's
+// (an srun step's local id, node id and tasks per node; Open MPI's local rank and size), else it
+// stays unknown (-1): never a one-node guess, which left other nodes' clocks at offset 0,
+// unmeasured and unflagged, and handed the program a wrong LOCAL_RANK.
+void localsFromLauncherAround(const EnvMap& env, OuterJob* job) {
+  const std::string rank = value(env, "RANK"), world = value(env, "WORLD_SIZE");
+  std::string ignored;  // a malformed value there only leaves the field unknown
+  if (value(env, "SLURM_PROCID") == rank && value(env, "SLURM_STEP_NUM_TASKS") == world) {
+    readCount(env, "SLURM_LOCALID", &job->local_rank, &ignored);
+    readCount(env, "SLURM_NODEID", &job->node_rank, &ignored);
+    const std::vector<int> counts = expandTaskCounts(value(env, "SLURM_STEP_TASKS_PER_NODE"));
+    if (job->node_rank >= 0 && static_cast<size_t>(job->node_rank) < counts.size()) {
+      job->local_world_size = counts[static_cast<size_t>(job->node_rank)];
+    }
+  } else if (value(env, "OMPI_COMM_WORLD_RANK") == rank &&
+             value(env, "OMPI_COMM_WORLD_SIZE") == world) {
+    readCount(env, "OMPI_COMM_WORLD_LOCAL_RANK", &job->local_rank, &ignored);
+    readCount(env, "OMPI_COMM_WORLD_LOCAL_SIZE", &job->local_world_size, &ignored);
+  }
+}
+
 void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   job->launcher = "torchrun";
   readCount(env, "RANK", &job->rank, &job->problem);
   readCount(env, "WORLD_SIZE", &job->world_size, &job->problem);
-  job->local_rank = job->rank;
+  job->local_rank = job->local_world_size = job->node_rank = -1;  // unknown until said
+  localsFromLauncherAround(env, job);
   readCount(env, "LOCAL_RANK", &job->local_rank, &job->problem);
-  job->local_world_size = job->world_size;
   readCount(env, "LOCAL_WORLD_SIZE", &job->local_world_size, &job->problem);
   readCount(env, "GROUP_RANK", &job->node_rank, &job->problem);
-  // torchrun's --rdzv_id defaults to "none" (a uuid with --standalone): the port tells apart two
-  // jobs with the same id on one rendezvous host; the restart count separates attempts.
+  if (job->node_rank < 0 && job->local_world_size > 0) {
+    if (job->local_world_size == job->world_size) {
+      job->node_rank = 0;  // one node, by the job's own count
+    } else if (job->local_rank >= 0 && job->local_rank == job->rank % job->local_world_size) {
+      job->node_rank = job->rank / job->local_world_size;  // ranks fill nodes in order (MPI's)
+    }
+  }
+  // torchrun's --rdzv_id defaults to "none" (a uuid with --standalone), and a hand-set job has
+  // none: the rendezvous address and port tell apart jobs on different hosts, SLURM's job id two
+  // jobs of the cluster that chose the same address and port (a static --master_port), and the
+  // restart counts separate attempts and a requeued job's runs.
   std::string id = value(env, "TORCHELASTIC_RUN_ID");
   if (id.empty() || id == "none") id.clear();
-  const std::string port = value(env, "MASTER_PORT");
-  if (!port.empty()) id += (id.empty() ? "port" : "-port") + port;
+  const std::string addr = value(env, "MASTER_ADDR"), port = value(env, "MASTER_PORT");
+  if (!port.empty()) {
+    if (!id.empty()) id += "-";
+    if (!addr.empty()) id += "addr-" + addr + "-";
+    id += "port" + port;
+  }
   if (id.empty()) id = "ppid" + std::to_string(parentPid);
+  if (const std::string slurmJob = value(env, "SLURM_JOB_ID"); !slurmJob.empty()) {
+    id += "-slurm" + slurmJob;
+    const std::string step = value(env, "SLURM_STEP_ID"),
+                      requeue = value(env, "SLURM_RESTART_COUNT");
+    if (!step.empty()) id += "." + step;
+    if (!requeue.empty() && requeue != "0") id += "-requeue" + requeue;
+  }
   const std::string restart = value(env, "TORCHELASTIC_RESTART_COUNT");
   if (!restart.empty() && restart != "0") id += "-restart" + restart;
   readCount(env, "TORCHELASTIC_RESTART_COUNT", &job->restart, &job->problem);
   job->job_id = "torchrun-" + safeName(id);
 }
 
-// The variable that holds SLURM's task count, or null: the step's first, since `srun -E`
-// (--preserve-env) keeps the allocation's SLURM_NTASKS; SLURM_NPROCS is its older name.
-const char* slurmCountName(const EnvMap& env) {
-  for (const char* name : {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"}) {
-    if (find(env, name) != nullptr) return name;
-  }
-  return nullptr;
-}
-
 void detectSlurm(const EnvMap& env, OuterJob* job) {
   job->launcher = "slurm";
   readCount(env, "SLURM_PROCID", &job->rank, &job->problem);
-  if (const char* count = slurmCountName(env)) {
-    readCount(env, count, &job->world_size, &job->problem);
-  }
+  // The step's count: `srun -E` (--preserve-env) keeps the allocation's SLURM_NTASKS.
+  readCount(env, "SLURM_STEP_NUM_TASKS", &job->world_size, &job->problem);
   readCount(env, "SLURM_LOCALID", &job->local_rank, &job->problem);
   readCount(env, "SLURM_NODEID", &job->node_rank, &job->problem);
   std::string perNode = value(env, "SLURM_STEP_TASKS_PER_NODE");
@@ -322,8 +355,11 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   const bool ompi =
       find(env, "OMPI_COMM_WORLD_RANK") != nullptr && find(env, "OMPI_COMM_WORLD_SIZE") != nullptr;
   const bool pmi = find(env, "PMI_RANK") != nullptr && find(env, "PMI_SIZE") != nullptr;
-  const char* slurmCount = slurmCountName(env);
-  const bool slurm = find(env, "SLURM_PROCID") != nullptr && slurmCount != nullptr;
+  // Only an srun step is a SLURM launch: SLURM_STEP_NUM_TASKS is set for a step's tasks alone,
+  // while an sbatch script also sees SLURM_PROCID=0 and the allocation's SLURM_NTASKS (a lone
+  // tracerun there is one process, not rank 0 of N: it would wait for ranks that never come).
+  const char* slurmCount = "SLURM_STEP_NUM_TASKS";
+  const bool slurm = find(env, "SLURM_PROCID") != nullptr && find(env, slurmCount) != nullptr;
   // Decided on the count, which every rank shares: a choice made on the rank could split one job
   // (a batch step's SLURM_PROCID is 0 on every rank of an mpiexec inside it).
   const bool pmiIsNotSlurms = pmi && slurm && value(env, "PMI_SIZE") != value(env, slurmCount);
@@ -348,7 +384,8 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
     job.problem = job.launcher + ": rank " + std::to_string(job.rank) + " is outside a world of " +
                   std::to_string(job.world_size);
   }
-  if (job.problem.empty() && job.local_rank >= job.local_world_size) {
+  if (job.problem.empty() && job.local_rank >= 0 && job.local_world_size > 0 &&
+      job.local_rank >= job.local_world_size) {
     job.problem = job.launcher + ": local rank " + std::to_string(job.local_rank) + " is outside " +
                   std::to_string(job.local_world_size) + " local ranks";
   }
@@ -358,8 +395,10 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   };
   setDefault("RANK", std::to_string(job.rank));
   setDefault("WORLD_SIZE", std::to_string(job.world_size));
-  setDefault("LOCAL_RANK", std::to_string(job.local_rank));
-  setDefault("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
+  if (job.local_rank >= 0) setDefault("LOCAL_RANK", std::to_string(job.local_rank));
+  if (job.local_world_size > 0) {
+    setDefault("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
+  }
   if (job.node_rank >= 0) setDefault("GROUP_RANK", std::to_string(job.node_rank));
   setDefault("MASTER_ADDR", "127.0.0.1");
   setDefault("MASTER_PORT", std::to_string(portForJob(job.job_id)));

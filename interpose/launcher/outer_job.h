@@ -19,10 +19,13 @@ struct OuterJob {
   std::string launcher;  // "torchrun", "slurm", "openmpi", "pmi"
   int rank = 0;
   int world_size = 1;
+  // -1 where unknown: RANK and WORLD_SIZE set by hand without LOCAL_RANK / LOCAL_WORLD_SIZE and
+  // no launcher around whose ranks are the job's (then not exported to the program either).
   int local_rank = 0;
   int local_world_size = 1;
   // This node's index; -1 where the launcher does not say and it cannot be derived (MPI ranks not
-  // placed node after node: mpirun --map-by node). Rank 0 is on node 0 where it is known.
+  // placed node after node: mpirun --map-by node; a hand-set RANK without GROUP_RANK on several
+  // nodes). Rank 0 is on node 0 where it is known. An unknown node measures its clock.
   int node_rank = 0;
   // Which run of the job this is: torchrun's TORCHELASTIC_RESTART_COUNT, a requeued SLURM job's
   // SLURM_RESTART_COUNT; 0 for the first. The merge keeps the output of the run before it.

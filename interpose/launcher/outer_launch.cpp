@@ -238,7 +238,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
   if (stopSignal != 0) code = 128 + stopSignal;
 
   if (measuresOuterClock(job)) {
-    clock.end = measureOuterClock(job, "end", 10);
+    clock.end = measureOuterClock(job, "end", 10, /*at_end=*/true);
     writeRankClock(jobDir, job.rank, clock);  // before the end marker: the merger reads it
   }
 

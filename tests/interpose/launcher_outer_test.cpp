@@ -283,12 +283,12 @@ TEST_CASE("outer srun and mpirun environments by hand: the torchrun variables ar
   const std::string job = uniqueId("");
   const std::vector<Case> cases = {
       {"srun",
-       {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_NODEID=0",
-        "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=localhost,n[2-3]",
-        "SLURM_STEP_TASKS_PER_NODE=2"},
-       {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1", "SLURM_NODEID=0",
-        "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=localhost,n[2-3]",
-        "SLURM_STEP_TASKS_PER_NODE=2"},
+       {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_NUM_TASKS=2", "SLURM_LOCALID=0",
+        "SLURM_NODEID=0", "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0",
+        "SLURM_STEP_NODELIST=localhost,n[2-3]", "SLURM_STEP_TASKS_PER_NODE=2"},
+       {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_STEP_NUM_TASKS=2", "SLURM_LOCALID=1",
+        "SLURM_NODEID=0", "SLURM_JOB_ID=" + job, "SLURM_STEP_ID=0",
+        "SLURM_STEP_NODELIST=localhost,n[2-3]", "SLURM_STEP_TASKS_PER_NODE=2"},
        "localhost"},
       {"mpirun",
        {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0",
@@ -362,6 +362,7 @@ int freePortPair() {
 std::vector<std::string> twoNodeVars(const std::string& job, int rank, int port) {
   return {"SLURM_PROCID=" + std::to_string(rank),
           "SLURM_NTASKS=2",
+          "SLURM_STEP_NUM_TASKS=2",
           "SLURM_LOCALID=0",
           "SLURM_NODEID=" + std::to_string(rank),
           "SLURM_JOB_ID=" + job,
@@ -545,6 +546,38 @@ TEST_CASE("outer job over two nodes: a refused or unreachable exchange keeps off
   }
 }
 
+TEST_CASE("outer job over two nodes: rank 0 gone before the end reading costs no wait",
+          "[launcher_outer][outer_clock]") {
+  // Rank 0 ends first and leaves at once (no wait for the others: TRACERUN_OUTER_WAIT_S=0, as a
+  // stop signal does), closing its clock server; rank 1, on "another node", ends 1.5 s later.
+  // Its end reading was retried against the refused port for 10 s, inside the kill window of
+  // scancel or torchrun; a refusal at the end now means rank 0 has left.
+  const int port = freePortPair();
+  const std::string job = uniqueId("gone");
+  const std::string db = scratch() + "/rank0_gone.db";
+  auto rank0 = twoNodeVars(job, 0, port);
+  rank0.push_back("TRACERUN_OUTER_WAIT_S=0");
+  const auto began = std::chrono::steady_clock::now();
+  const auto results =
+      runJob({rankArgv(rank0, db, worker({"--steps", "1"})),
+              rankArgv(twoNodeVars(job, 1, port), db,
+                       worker({"--steps", "3", "--sleep-ms", "500"}))});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  INFO(describe(results) << "job took " << seconds << " s");
+  REQUIRE(results[0].code == 0);
+  REQUIRE(results[1].code == 0);
+  CHECK_FALSE(contains(results[1].err, "not measured at start"));
+  CHECK(contains(results[1].err, "not measured at end"));
+  CHECK(contains(results[1].err, "has left"));
+  CHECK(seconds < 9);  // 1.5 s of steps and start-up; the old retries alone took 10 s
+  const auto merged = trace::TraceReader::open(db);  // rank 1 ended last and merged
+  REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+  const auto stats = statsOf(merged, 1);
+  CHECK(stats.count("clock_offset_error_ns") == 1);  // the start reading stands
+  CHECK(stats.count("clock_end_unmeasured") == 1);
+}
+
 // ---- merge once ---------------------------------------------------------------------------------
 
 TEST_CASE("outer jobs: ranks ending together merge exactly once, two jobs on one output never mix",
@@ -674,7 +707,7 @@ TEST_CASE("outer job: a dead rank leaves the shards and the merge-by-hand line",
   INFO(r0.describe());
   CHECK(r0.code == 0);
   CHECK_FALSE(testing::fileExists(db));
-  const std::string dir = db + ".shards/torchrun-" + id + "-port29999";
+  const std::string dir = db + ".shards/torchrun-" + id + "-addr-127.0.0.1-port29999";
   CHECK(contains(r0.err, "rank 0 ended before rank(s) 1 of 2"));
   const std::string command =
       "tracerun merge --allow-incomplete -o " + db + " " + dir + "/rank*.db";
@@ -778,7 +811,7 @@ TEST_CASE("gpttrain --tp 2 as an srun step by hand: the losses of tracerun --npr
   std::vector<std::vector<std::string>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(rankArgv(
-        {"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2",
+        {"SLURM_PROCID=" + std::to_string(rank), "SLURM_NTASKS=2", "SLURM_STEP_NUM_TASKS=2",
          "SLURM_LOCALID=" + std::to_string(rank), "SLURM_NODEID=0", "SLURM_JOB_ID=" + job,
          "SLURM_STEP_ID=1", "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=2"},
         scratch() + "/gpt_srun.db", tinyGpt(log)));

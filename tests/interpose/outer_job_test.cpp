@@ -47,7 +47,7 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        1,
        2,
        1,
-       "torchrun-abc-port29500",
+       "torchrun-abc-addr-n0-port29500",
        {}},
       {"torchrun, rdzv id none, restarted",
        {{"RANK", "0"},
@@ -65,25 +65,73 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        0,
        2,
        0,
-       "torchrun-port29500-restart2",
+       "torchrun-addr-127.0.0.1-port29500-restart2",
        {}},
+      // Nothing says how the ranks sit on nodes: unknown, not one node (the rank measures its
+      // clock against rank 0's; nothing made up is exported).
       {"RANK and WORLD_SIZE by hand",
        {{"RANK", "1"}, {"WORLD_SIZE", "2"}},
        "torchrun",
        1,
        2,
-       1,
-       2,
-       0,
+       -1,
+       -1,
+       -1,
        "torchrun-ppid77",
-       {{"LOCAL_RANK", "1"},
-        {"LOCAL_WORLD_SIZE", "2"},
-        {"GROUP_RANK", "0"},
-        {"MASTER_ADDR", "127.0.0.1"},
+       {{"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(portForJob("torchrun-ppid77"))}}},
+      // srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS ... tracerun ...' over two
+      // nodes: the step's own local id, node id and tasks per node fill what was not set.
+      {"RANK and WORLD_SIZE by hand in an srun step",
+       {{"RANK", "5"},
+        {"WORLD_SIZE", "8"},
+        {"MASTER_ADDR", "n1"},
+        {"MASTER_PORT", "29500"},
+        {"SLURM_PROCID", "5"},
+        {"SLURM_STEP_NUM_TASKS", "8"},
+        {"SLURM_LOCALID", "1"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+        {"SLURM_JOB_ID", "77"},
+        {"SLURM_STEP_ID", "0"}},
+       "torchrun",
+       5,
+       8,
+       1,
+       4,
+       1,
+       "torchrun-addr-n1-port29500-slurm77.0",
+       {{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"}}},
+      // torchrun inside an srun step of one task per node: SLURM_PROCID is the node's index, not
+      // the rank; torchrun's own variables are taken, SLURM's job names the job.
+      {"torchrun in an srun step, one agent per node",
+       {{"RANK", "5"},
+        {"WORLD_SIZE", "8"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "4"},
+        {"GROUP_RANK", "1"},
+        {"MASTER_ADDR", "n1"},
+        {"MASTER_PORT", "29500"},
+        {"TORCHELASTIC_RUN_ID", "none"},
+        {"SLURM_PROCID", "1"},
+        {"SLURM_STEP_NUM_TASKS", "2"},
+        {"SLURM_LOCALID", "0"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_JOB_ID", "78"},
+        {"SLURM_STEP_ID", "1"},
+        {"SLURM_RESTART_COUNT", "2"}},
+       "torchrun",
+       5,
+       8,
+       1,
+       4,
+       1,
+       "torchrun-addr-n1-port29500-slurm78.1-requeue2",
+       {}},
       {"srun, 2 nodes x 2 tasks",
        {{"SLURM_PROCID", "2"},
         {"SLURM_NTASKS", "4"},
+        {"SLURM_STEP_NUM_TASKS", "4"},
         {"SLURM_LOCALID", "0"},
         {"SLURM_NODEID", "1"},
         {"SLURM_JOB_ID", "8812"},
@@ -106,7 +154,7 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
         {"MASTER_PORT", std::to_string(portForJob("slurm-8812.0"))}}},
       {"srun, uneven tasks, MASTER_ADDR and PORT exported by the sbatch script",
        {{"SLURM_PROCID", "4"},
-        {"SLURM_NPROCS", "5"},
+        {"SLURM_STEP_NUM_TASKS", "5"},
         {"SLURM_LOCALID", "1"},
         {"SLURM_NODEID", "1"},
         {"SLURM_JOB_ID", "9"},
@@ -199,6 +247,42 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
   }
 }
 
+TEST_CASE("outer job: an sbatch script is no SLURM launch, only an srun step is", "[outer_job]") {
+  // The batch script's own environment: SLURM_PROCID=0 and the allocation's task count, but no
+  // step. A lone `tracerun -o run.db -- python train.py` there is one process, not rank 0 of 4.
+  const EnvMap batch = {{"SLURM_PROCID", "0"},       {"SLURM_NTASKS", "4"},
+                        {"SLURM_NPROCS", "4"},       {"SLURM_TASKS_PER_NODE", "4"},
+                        {"SLURM_JOB_ID", "5"},       {"SLURM_JOB_NODELIST", "n1"},
+                        {"SLURM_JOB_NUM_NODES", "1"}};
+  const auto plain = detectOuterJob(batch, 1);
+  CHECK(plain.launcher == "");
+  CHECK(plain.problem == "");
+  // The same variables inside `srun -n 4` (the step's own count added): rank 0 of 4.
+  EnvMap step = batch;
+  step.insert({{"SLURM_STEP_NUM_TASKS", "4"},
+               {"SLURM_STEP_ID", "0"},
+               {"SLURM_LOCALID", "0"},
+               {"SLURM_NODEID", "0"}});
+  const auto srun = detectOuterJob(step, 1);
+  CHECK(srun.launcher == "slurm");
+  CHECK(srun.world_size == 4);
+  // MPICH's mpiexec -launcher fork in that batch script: the PMI ranks, not the batch step.
+  EnvMap mpich = batch;
+  mpich.insert({{"PMI_RANK", "1"},
+                {"PMI_SIZE", "4"},
+                {"PMI_KVSNAME", "kvs_7_0"},
+                {"MPI_LOCALRANKID", "1"},
+                {"MPI_LOCALNRANKS", "4"},
+                {"MASTER_ADDR", "n1"},
+                {"MASTER_PORT", "29500"}});
+  const auto pmi = detectOuterJob(mpich, 1);
+  INFO(pmi.problem);
+  CHECK(pmi.problem == "");
+  CHECK(pmi.launcher == "pmi");
+  CHECK(pmi.rank == 1);
+  CHECK(pmi.world_size == 4);
+}
+
 TEST_CASE("outer job: torchrun wins over the SLURM variables around it", "[outer_job]") {
   // torchrun started inside an sbatch allocation: its own RANK is the rank, not SLURM_PROCID.
   const auto job = detectOuterJob({{"RANK", "1"},
@@ -280,6 +364,7 @@ TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launc
         {"PMI_SIZE", "4"},
         {"SLURM_PROCID", "3"},
         {"SLURM_NTASKS", "4"},
+        {"SLURM_STEP_NUM_TASKS", "4"},
         {"SLURM_LOCALID", "1"},
         {"SLURM_NODEID", "1"},
         {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
@@ -319,6 +404,7 @@ TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launc
       {"a requeued job: its earlier run's directory is not its own",
        {{"SLURM_PROCID", "0"},
         {"SLURM_NTASKS", "1"},
+        {"SLURM_STEP_NUM_TASKS", "1"},
         {"SLURM_JOB_ID", "42"},
         {"SLURM_STEP_ID", "0"},
         {"SLURM_RESTART_COUNT", "1"},
@@ -344,7 +430,7 @@ TEST_CASE("outer job: which run of the job this is", "[outer_job]") {
   CHECK(detectOuterJob({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RESTART_COUNT", "2"}}, 1)
             .restart == 2);
   CHECK(detectOuterJob({{"SLURM_PROCID", "0"},
-                        {"SLURM_NTASKS", "1"},
+                        {"SLURM_STEP_NUM_TASKS", "1"},
                         {"SLURM_JOB_ID", "3"},
                         {"SLURM_RESTART_COUNT", "1"},
                         {"MASTER_ADDR", "n"}},
@@ -360,8 +446,9 @@ TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]
   const std::vector<Row> rows = {
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "rank 2 is outside a world of 2"},
       {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "RANK=x is not a count"},
-      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_ID", "1"}}, "export MASTER_ADDR"},
-      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_NODELIST", "n[1-"}},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_JOB_ID", "1"}},
+       "export MASTER_ADDR"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NODELIST", "n[1-"}},
        "cannot read the host list 'n[1-'"},
       {{{"OMPI_COMM_WORLD_RANK", "0"},
         {"OMPI_COMM_WORLD_SIZE", "4"},
@@ -374,13 +461,14 @@ TEST_CASE("outer job: inconsistent environments are one line each", "[outer_job]
         {"MPI_LOCALNRANKS", "2"},
         {"MASTER_ADDR", "n1"}},
        "pass MASTER_ADDR and MASTER_PORT"},
-      // mpiexec -launcher fork inside `sbatch -n 4`: the batch step's SLURM_PROCID is 0 on every
-      // rank, the sizes agree. SLURM is chosen on all ranks alike (a choice made on the rank split
-      // the job in two), and a rank whose PMI_RANK disagrees says so.
+      // An MPI launcher inside an srun step of the same size (the sizes agree): SLURM is chosen
+      // on all ranks alike (a choice made on the rank split the job in two), and a rank whose
+      // PMI_RANK disagrees says so.
       {{{"PMI_RANK", "1"},
         {"PMI_SIZE", "4"},
         {"SLURM_PROCID", "0"},
         {"SLURM_NTASKS", "4"},
+        {"SLURM_STEP_NUM_TASKS", "4"},
         {"SLURM_JOB_ID", "7"},
         {"MASTER_ADDR", "n1"}},
        "PMI_RANK=1 and SLURM_PROCID=0 disagree"},
