@@ -110,6 +110,11 @@ def _install(module_module):
 
     local = threading.local()  # .stack: [(module, path, token, detail)] of open module forwards
     root_names = weakref.WeakKeyDictionary()  # root -> {id(module): name}
+    # module -> (path, weak root) where it ran inside a parent's forward: a module called with
+    # nothing open on its thread is named so again (activation checkpointing re-runs a block's
+    # forward inside backward, from the autograd engine: it is still `h.3`, not a new root
+    # `Block`). The root is held weakly: a child's entry must not keep its model alive.
+    child_paths = weakref.WeakKeyDictionary()
     # module -> (type name, the begin arguments: params (children included) and shard)
     module_info = weakref.WeakKeyDictionary()
     # Shape text by (shape, dtype) keys: formatting dominated the hooks' cost (measured: 13.9 us
@@ -155,14 +160,20 @@ def _install(module_module):
 
     def path_of(module, stack):
         if not stack:
-            return type(module).__name__, module
+            known = child_paths.get(module)
+            root = known[1]() if known is not None else None
+            return (known[0], root) if root is not None else (type(module).__name__, module)
         parent, parent_path, _, _, root = stack[-1]
         names = root_names.get(root)
         if names is None:
             names = {id(m): n for n, m in root.named_modules() if n}
             root_names[root] = names
         name = names.get(id(module))
-        return (name if name is not None else parent_path + "." + type(module).__name__), root
+        if name is not None:
+            if module not in child_paths:
+                child_paths[module] = (name, weakref.ref(root))
+            return name, root
+        return parent_path + "." + type(module).__name__, root
 
     def pre_hook(module, inputs):
         try:

@@ -13,6 +13,9 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
 - a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step;
 - evaluation under torch.no_grad() after the last step: no extra "step" span;
 - torch.fx.symbolic_trace: the same graph as without tracerun, and no hook error;
+- activation checkpointing (torch.utils.checkpoint): a block's forward re-run inside backward is
+  named by its path in the model, as in the forward (not a new root named by its type), and every
+  module scope's count equals the calls the program's own per-module hooks counted;
 - torch.compile (where torch has it: torch 2.x, the GPU machine's; backend aot_eager, no C++
   compiler needed): the same outputs, graph breaks and graphs as without tracerun.
 Exit 0 when every check passes, 1 otherwise; every check is printed. With --require-compile it
@@ -226,6 +229,60 @@ def fx(c, a):
     same_as_untraced(c, a, "fx", FX, ("node ",))
 
 
+CHECKPOINTED = """
+import torch
+from torch.utils.checkpoint import checkpoint
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 16)
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.h = torch.nn.ModuleList([Block() for _ in range(3)])
+        self.head = torch.nn.Linear(16, 1)
+    def forward(self, x):
+        for b in self.h:
+            x = checkpoint(b, x, use_reentrant=False)
+        return self.head(x)
+net = Net()
+calls = {}
+for name, m in net.named_modules():
+    def count(module, inputs, name=name or "Net"):
+        calls[name] = calls.get(name, 0) + 1
+    m.register_forward_pre_hook(count)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    net(torch.randn(8, 16)).sum().backward()
+    opt.step()
+for name in sorted(calls):
+    print("calls", name, calls[name])
+"""
+
+
+def checkpointed(c, a):
+    r, db = traced(a, "checkpointed", CHECKPOINTED)
+    c.check(r.returncode == 0, "[checkpoint] traced run exits 0", failing(r.returncode, r.stderr))
+    if r.returncode != 0:
+        return
+    want = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("calls "):
+            _, name, n = line.split()
+            want[name] = int(n)
+    names = spans(db, "module")
+    got = {n: names.count(n) for n in set(names)}
+    c.check(want.get("h.0", 0) == 4, "[checkpoint] the program saw each block twice a step",
+            str(want))
+    c.check(got == want, "[checkpoint] each module scope once per call, named by its path",
+            "trace %s, program %s" % (sorted(got.items()), sorted(want.items())))
+    c.check(not hook_error(r), "[checkpoint] no hook error", failing(hook_error(r), r.stderr))
+
+
 COMPILED = """
 import torch
 from torch._dynamo.utils import counters
@@ -274,7 +331,7 @@ def main():
         print("skip  [compile] %s's torch has no torch.compile" % a.python)
     os.makedirs(a.work, exist_ok=True)
     c = Checks()
-    for case in (two_hook_dirs, raised_forward, steps, fx) + compile_cases:
+    for case in (two_hook_dirs, raised_forward, steps, fx, checkpointed) + compile_cases:
         case(c, a)
     print("%d failed" % c.failed)
     return 1 if c.failed else 0
