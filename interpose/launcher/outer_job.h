@@ -44,11 +44,11 @@ struct OuterJob {
 
 // The outer job described by `env`, or one with an empty `launcher`. Precedence when several are
 // present: torchrun (RANK and WORLD_SIZE), then Open MPI (OMPI_COMM_WORLD_RANK/_SIZE), then SLURM
-// (SLURM_PROCID with SLURM_STEP_NUM_TASKS, SLURM_NTASKS or SLURM_NPROCS) unless PMI_SIZE differs
-// from SLURM's count, then PMI (PMI_RANK/PMI_SIZE); decided on values every rank shares. Equal
-// counts with PMI_RANK != SLURM_PROCID are a problem. `parentPid` names a one-node job when the
-// launcher gives no id (its ranks share their launcher); several nodes without an id are named by
-// MASTER_ADDR and MASTER_PORT.
+// (SLURM_PROCID with SLURM_STEP_NUM_TASKS: an srun step, not a batch script) unless PMI_SIZE
+// differs from SLURM's count, then PMI (PMI_RANK/PMI_SIZE); decided on values every rank shares.
+// Equal counts with PMI_RANK != SLURM_PROCID are a problem. `parentPid` names a one-node job when
+// the launcher gives no id (its ranks share their launcher); several nodes without an id are named
+// by MASTER_ADDR and MASTER_PORT.
 OuterJob detectOuterJob(const EnvMap& env, long parentPid);
 
 // SLURM's compressed host list ("node[01-04,07],gpu7,rack[1-2]-n[3-4]") expanded in order; empty

@@ -323,20 +323,29 @@ TEST_CASE("jitter and a stall change the measured bubble, not the modeled one",
 
 TEST_CASE("replicas: two pipelines found from their messages, stages averaged over both",
           "[analysis][pipeline]") {
-  Sim s;
-  s.p = 2;
-  s.m = 4;
-  s.replicas = 2;
-  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "replicas")));
-  REQUIRE(a.present);
-  CHECK(a.stages == 2);
-  REQUIRE(a.replicas.size() == 2);
-  CHECK(a.replicas[0] == std::vector<int>{0, 1});
-  CHECK(a.replicas[1] == std::vector<int>{2, 3});
-  CHECK(a.per_stage[0].ranks == std::vector<int>{0, 2});
-  CHECK(a.per_stage[1].ranks == std::vector<int>{1, 3});
-  CHECK(a.per_step.size() == 4);  // 2 steps x 2 replicas
-  CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
+  // Two data-parallel replicas; then the same as the two attempts of a restarted job, each with
+  // its ranks numbered 0 and 1 (peers too), which the merge numbers 0, 1 (the last attempt) and
+  // 2, 3: the same two pipelines, the closed form, nothing unmatched (peers never cross).
+  for (const bool attempts : {false, true}) {
+    INFO((attempts ? "two attempts" : "two replicas"));
+    Sim s;
+    s.p = 2;
+    s.m = 4;
+    s.replicas = 2;
+    s.replicas_are_attempts = attempts;
+    const auto a = analyzePipeline(
+        trace::TraceReader::open(buildTrace(s, attempts ? "attempts" : "replicas")));
+    REQUIRE(a.present);
+    CHECK(a.stages == 2);
+    REQUIRE(a.replicas.size() == 2);
+    CHECK(a.replicas[0] == std::vector<int>{0, 1});
+    CHECK(a.replicas[1] == std::vector<int>{2, 3});
+    CHECK(a.per_stage[0].ranks == std::vector<int>{0, 2});
+    CHECK(a.per_stage[1].ranks == std::vector<int>{1, 3});
+    CHECK(a.per_step.size() == 4);  // 2 steps x 2 replicas
+    CHECK(a.unmatched_recvs == 0);
+    CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
+  }
 }
 
 TEST_CASE("a step cut short on one rank is left out, not read as idle time",
@@ -367,27 +376,6 @@ TEST_CASE("a step cut short on one rank is left out, not read as idle time",
   bool noted = false;
   for (const auto& n : a.notes) noted = noted || n.find("incomplete") != std::string::npos;
   CHECK(noted);
-}
-
-TEST_CASE("a restarted job: each attempt's pipeline is its own replica, peers never cross",
-          "[analysis][pipeline]") {
-  // Two attempts of a 2-stage pipeline, each with its ranks numbered 0 and 1 (peers too); the
-  // merged file numbers the first attempt's ranks 2 and 3. Expected: what two data-parallel
-  // replicas give (the replicas test above): two pipelines, the closed form, nothing unmatched.
-  Sim s;
-  s.p = 2;
-  s.m = 4;
-  s.replicas = 2;
-  s.replicas_are_attempts = true;
-  const auto a = analyzePipeline(trace::TraceReader::open(buildTrace(s, "attempts")));
-  REQUIRE(a.present);
-  CHECK(a.stages == 2);
-  REQUIRE(a.replicas.size() == 2);
-  CHECK(a.replicas[0] == std::vector<int>{0, 1});
-  CHECK(a.replicas[1] == std::vector<int>{2, 3});
-  CHECK(a.per_step.size() == 4);
-  CHECK(a.unmatched_recvs == 0);
-  CHECK(a.bubble_measured == Approx(closedFormBubble("1f1b", 2, 4, 1)).margin(1e-9));
 }
 
 TEST_CASE("no pipeline: one stage, or phases without stage arguments", "[analysis][pipeline]") {
