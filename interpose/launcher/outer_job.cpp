@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 extern char** environ;
 
@@ -299,13 +300,32 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
   job->launcher = ompi ? "openmpi" : "pmi";
   readCount(env, ompi ? "OMPI_COMM_WORLD_RANK" : "PMI_RANK", &job->rank, &job->problem);
   readCount(env, ompi ? "OMPI_COMM_WORLD_SIZE" : "PMI_SIZE", &job->world_size, &job->problem);
-  // Hydra (MPICH) sets MPI_LOCALRANKID/MPI_LOCALNRANKS; without them one node is assumed.
-  job->local_rank = job->rank;
-  job->local_world_size = job->world_size;
-  readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : "MPI_LOCALRANKID", &job->local_rank,
-            &job->problem);
-  readCount(env, ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : "MPI_LOCALNRANKS", &job->local_world_size,
-            &job->problem);
+  // Each PMI launcher names the local rank and size its own way: Hydra (MPICH) MPI_LOCALRANKID /
+  // MPI_LOCALNRANKS, Cray PMI PMI_LOCAL_RANK / PMI_LOCAL_SIZE, HPE PALS PALS_LOCAL_RANKID /
+  // PALS_LOCAL_SIZE, MVAPICH2 MV2_COMM_WORLD_LOCAL_RANK / _SIZE. With none of them nothing says
+  // which ranks share a node (one node was assumed: LOCAL_RANK = the global rank on every node):
+  // the local rank, size and node stay unknown, the ranks measure their clocks, and MASTER_ADDR
+  // must be given.
+  static constexpr std::pair<const char*, const char*> kPmiLocals[] = {
+      {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"},
+      {"PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"},
+      {"MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"}};
+  const char* localRank = ompi ? "OMPI_COMM_WORLD_LOCAL_RANK" : nullptr;
+  const char* localSize = ompi ? "OMPI_COMM_WORLD_LOCAL_SIZE" : nullptr;
+  for (const auto& [r, n] : kPmiLocals) {
+    if (!ompi && localRank == nullptr && find(env, r) != nullptr && find(env, n) != nullptr) {
+      localRank = r;
+      localSize = n;
+    }
+  }
+  job->local_rank = job->local_world_size = -1;
+  if (localRank != nullptr) {
+    job->local_rank = job->rank;
+    job->local_world_size = job->world_size;
+    readCount(env, localRank, &job->local_rank, &job->problem);
+    readCount(env, localSize, &job->local_world_size, &job->problem);
+  }
   // MPI names no node index. rank / local size is one only where the ranks fill the nodes in order
   // (mpirun's default, --map-by slot), which each rank can check on itself: its local rank is then
   // rank % local size. Under --map-by node (rank r on node r % N) it is not (rank 1 is node 1's
@@ -313,6 +333,9 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
   job->node_rank = job->local_world_size > 0 && job->local_rank == job->rank % job->local_world_size
                        ? job->rank / job->local_world_size
                        : -1;
+  if (!ompi && find(env, "PALS_NODEID") != nullptr) {
+    readCount(env, "PALS_NODEID", &job->node_rank, &job->problem);  // PALS says it outright
+  }
   const bool oneNode = job->local_world_size == job->world_size;
   if (find(env, "MASTER_ADDR") == nullptr) {
     if (oneNode) {
