@@ -122,6 +122,10 @@ constexpr int64_t kShardsHello = 0x6874726163657273;
 // After its clock rounds a node sends this, then its node rank: the connection stays open as its
 // fault link ("tracelnk").
 constexpr int64_t kLinkHello = 0x6b6e6c6563617274;
+// A request in place of a clock round: node 0 answers {kRunReply, its run label} (serveClock's
+// run_label); no timestamp comes near these values.
+constexpr int64_t kRunQuery = 0x6e75726563617274;
+constexpr int64_t kRunReply = 0x796c706572617274;
 constexpr int64_t kReady = 1;
 constexpr int64_t kNotReady = -1;
 constexpr int64_t kRefused = -2;
@@ -279,7 +283,7 @@ bool AgentLink::receive(AgentMessage* m) const {
 
 std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
                                   const std::string& token, std::vector<std::string>* refused,
-                                  const CancelCheck& cancelled) {
+                                  const CancelCheck& cancelled, int64_t run_label) {
   std::vector<AgentLink> links;
   const Fd s = listenOn(addr, port, std::min(clients, 128), "clock exchange");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -331,6 +335,11 @@ std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients
           links.emplace_back(c.release(), node);
         }
         break;
+      }
+      if (request == kRunQuery) {
+        const int64_t reply[2] = {kRunReply, run_label};
+        if (!writeAll(c.get(), reply, sizeof reply)) break;
+        continue;
       }
       const int64_t now = agentClockNs();
       if (!writeAll(c.get(), &now, sizeof now)) break;
@@ -392,6 +401,37 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
       *link = AgentLink(s.release(), 0);
     }
     return best;
+  }
+}
+
+int64_t queryRunLabel(const std::string& addr, int port, int timeout_s, const std::string& token) {
+  const sockaddr_in sa = resolve(addr, port);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("cannot reach " + addr + ":" + std::to_string(port) + ": " +
+                                 std::strerror(errno));
+      }
+      continue;
+    }
+    ioTimeout(s.get(), kHelloTimeoutS);
+    const int64_t answer = sendHello(s.get(), kClockHello, token);
+    if (answer == kRefused) throw std::runtime_error(refusedError(addr, port));
+    if (answer != kReady) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error(addr + ":" + std::to_string(port) + " did not answer");
+      }
+      continue;
+    }
+    const int64_t query = kRunQuery;
+    int64_t reply[2] = {0, 0};
+    if (!writeAll(s.get(), &query, sizeof query) || !readAll(s.get(), reply, sizeof reply) ||
+        reply[0] != kRunReply) {
+      throw std::runtime_error(addr + ":" + std::to_string(port) + " gave no run label");
+    }
+    return reply[1];
   }
 }
 

@@ -79,10 +79,16 @@ using CancelCheck = std::function<bool()>;
 // the peer, and its address appended to `refused` (when given). Throws std::runtime_error on a
 // socket error or when not all clients came within timeout_s. When `cancelled` says so (checked
 // at least every 200 ms while no client is being served) it returns the links it has, no error.
+// `run_label` is what a queryRunLabel client is told (an outer job's round: outer_clock.h).
 std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients, int timeout_s,
                                   const std::string& token,
                                   std::vector<std::string>* refused = nullptr,
-                                  const CancelCheck& cancelled = {});
+                                  const CancelCheck& cancelled = {}, int64_t run_label = 0);
+
+// Other nodes: asks node 0's serveClock (retrying until timeout_s, presenting `token`) for its
+// run label. Throws std::runtime_error when it cannot be reached, refuses the token, or answers
+// something else.
+int64_t queryRunLabel(const std::string& addr, int port, int timeout_s, const std::string& token);
 
 // Other nodes: connects to addr:port (retrying until timeout_s), presents `token`, does `rounds`
 // round trips. With `link`, the connection then becomes this node's (node_rank's) fault link to

@@ -29,6 +29,7 @@
 
 #include "capture_words.h"
 #include "commands.h"
+#include "outer_clock.h"
 #include "outer_job.h"
 #include "output_guard.h"
 #include "stop_sequence.h"
@@ -427,11 +428,12 @@ int launch(const LaunchOptions& o) {
   }
   // One rank of a job another launcher started (torchrun, srun, mpirun: outer_job.h): its shard
   // goes to OUTPUT.shards/JOB/, which every rank of the job shares (outer_launch.cpp).
-  const OuterJob outer = group ? OuterJob{} : detectOuterJob(environMap(), ::getppid());
+  OuterJob outer = group ? OuterJob{} : detectOuterJob(environMap(), ::getppid());
   if (!outer.problem.empty()) {
     std::fprintf(stderr, "tracerun: %s\n", outer.problem.c_str());
     return 2;
   }
+  labelRun(&outer);  // torchrun over several nodes: the run named by rank 0 (outer_clock.h)
   // OUTPUT.shards/: ours alone (0700, refused when another user could write in it) and locked
   // until we exit, so a second launch with the same output is refused. An outer job's ranks share
   // it (no lock); their job directory inside it is private the same way.

@@ -4,8 +4,12 @@
 // Sections: port and token · server · exchange · records
 #include "outer_clock.h"
 
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -31,7 +35,9 @@ bool measuresOuterClock(const OuterJob& job) {
 
 std::string outerClockToken(const OuterJob& job) {
   const char* token = std::getenv(kJobTokenVariable);
-  return token != nullptr && *token != '\0' ? token : job.job_id;
+  return token != nullptr && *token != '\0' ? token
+         : job.token_id.empty()             ? job.job_id
+                                            : job.token_id;
 }
 
 namespace {
@@ -61,10 +67,12 @@ OuterClockServer::OuterClockServer(const OuterJob& job) {
     addr = "0.0.0.0";
   }
   thread_ = std::thread([this, addr = std::move(addr), port = outerClockPort(job),
-                         token = outerClockToken(job)] {
+                         token = outerClockToken(job), label = job.run_label] {
     try {
-      // Any number of clients (each rank on another node, twice), until the destructor says stop.
-      serveClock(addr, port, INT_MAX, INT_MAX / 2, token, nullptr, [this] { return stop_.load(); });
+      // Any number of clients (each rank on another node, twice; every rank once more for the
+      // run label where rank 0 names the run), until the destructor says stop.
+      serveClock(
+          addr, port, INT_MAX, INT_MAX / 2, token, nullptr, [this] { return stop_.load(); }, label);
     } catch (const std::exception& e) {
       std::fprintf(stderr,
                    "tracerun: warning: rank 0 cannot serve the clock exchange (%s); ranks on other "
@@ -79,10 +87,47 @@ OuterClockServer::~OuterClockServer() {
   thread_.join();
 }
 
+// ---- the run's label
+// -----------------------------------------------------------------------------
+
+void labelRun(OuterJob* job) {
+  if (!job->run_from_rank0) return;
+  if (job->rank == 0) {
+    // A new tracerun process each run: its pid and start time name the run on this host.
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    const uint64_t mixed =
+        (static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec)) ^
+        (static_cast<uint64_t>(::getpid()) << 40);
+    job->run_label = static_cast<int64_t>(mixed & 0x7fffffffffffffffULL) | 1;
+  } else {
+    const char* override = std::getenv("TRACERUN_OUTER_CLOCK_TIMEOUT_S");
+    const int timeout_s =
+        override != nullptr && *override != '\0' ? std::max(0, std::atoi(override)) : 30;
+    try {
+      job->run_label =
+          queryRunLabel(masterAddr(*job), outerClockPort(*job), timeout_s, outerClockToken(*job));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "tracerun: warning: rank %d: rank 0 did not say which run this is (%s); this "
+                   "rank's shard goes where its own restart count (%d) says, which the other "
+                   "nodes' ranks may not share\n",
+                   job->rank, e.what(), job->restart);
+      job->run_label = 0;
+    }
+  }
+  if (job->run_label > 0) {
+    char text[24];
+    std::snprintf(text, sizeof text, "-run%llx", static_cast<unsigned long long>(job->run_label));
+    job->job_id += text;
+  } else if (job->restart > 0) {
+    job->job_id += "-restart" + std::to_string(job->restart);
+  }
+}
+
 // ---- exchange -----------------------------------------------------------------------------------
 
-ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s,
-                               bool at_end) {
+ClockReading measureOuterClock(const OuterJob& job, const char* when, int timeout_s, bool at_end) {
   const char* override = std::getenv("TRACERUN_OUTER_CLOCK_TIMEOUT_S");
   if (override != nullptr && *override != '\0') timeout_s = std::max(0, std::atoi(override));
   ClockReading reading;

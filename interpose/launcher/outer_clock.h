@@ -50,8 +50,17 @@ class OuterClockServer {
   std::thread thread_;
 };
 
-// The job's token for the exchange: TRACERUN_JOB_TOKEN when set, else the job id.
+// The job's token for the exchange: TRACERUN_JOB_TOKEN when set, else the job id's part every
+// run shares (OuterJob::token_id).
 std::string outerClockToken(const OuterJob& job);
+
+// Where rank 0's tracerun names the run (OuterJob::run_from_rank0: torchrun over several nodes,
+// whose agents count restarts each their own): rank 0 makes a label (its pid and start time,
+// new every run) and serves it with the clock (OuterClockServer); every other rank asks for it
+// (up to 30 s, TRACERUN_OUTER_CLOCK_TIMEOUT_S overrides) before it picks its shard directory.
+// job_id gains "-run<label in hex>", the same on every rank of one run; where rank 0 cannot be
+// asked, one warning line and the rank's own "-restart<N>" as before. Nothing for other jobs.
+void labelRun(OuterJob* job);
 
 // One exchange with rank 0 (16 round trips, the smallest RTT kept), giving up after timeout_s
 // (TRACERUN_OUTER_CLOCK_TIMEOUT_S overrides it). On failure: one warning line naming `when`, and

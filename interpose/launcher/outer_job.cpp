@@ -253,10 +253,14 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
     if (!step.empty()) id += "." + step;
     if (!requeue.empty() && requeue != "0") id += "-requeue" + requeue;
   }
-  const std::string restart = value(env, "TORCHELASTIC_RESTART_COUNT");
-  if (!restart.empty() && restart != "0") id += "-restart" + restart;
   readCount(env, "TORCHELASTIC_RESTART_COUNT", &job->restart, &job->problem);
-  job->job_id = "torchrun-" + safeName(id);
+  job->token_id = "torchrun-" + safeName(id);
+  // One node has one agent, whose restart count every rank shares: it names the run. Over several
+  // nodes it does not (each agent counts its own failures): rank 0's tracerun names the run.
+  job->run_from_rank0 = job->local_world_size != job->world_size;
+  job->job_id = job->token_id;
+  if (!job->run_from_rank0 && job->restart > 0)
+    job->job_id += "-restart" + std::to_string(job->restart);
 }
 
 void detectSlurm(const EnvMap& env, OuterJob* job) {
@@ -413,6 +417,7 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
                   std::to_string(job.local_world_size) + " local ranks";
   }
   if (!job.problem.empty()) return job;
+  if (job.token_id.empty()) job.token_id = job.job_id;
   auto setDefault = [&](const char* name, const std::string& v) {
     if (find(env, name) == nullptr && job.program_env.count(name) == 0) job.program_env[name] = v;
   };

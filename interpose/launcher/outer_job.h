@@ -33,6 +33,14 @@ struct OuterJob {
   // Names the job: every rank of one job computes the same, two jobs differ (documented per
   // launcher in docs/launcher.md). Only [A-Za-z0-9._-]; the shard directory's name.
   std::string job_id;
+  // The part of job_id every run of the job shares (the clock exchange's token: a rank must reach
+  // rank 0 before it knows which run it is in, see run_from_rank0).
+  std::string token_id;
+  // torchrun over several nodes (or nodes unknown): TORCHELASTIC_RESTART_COUNT is each agent's
+  // own and agents do not share it, so it cannot name the run. job_id is then the shared part
+  // alone; outer_clock.h's labelRun adds the run label rank 0's tracerun makes and serves.
+  bool run_from_rank0 = false;
+  int64_t run_label = 0;  // that label, once known (0: none)
   // The torchrun variables the program gets where the outer launcher did not set them (RANK,
   // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT); already-set
   // ones are never overridden and do not appear here.

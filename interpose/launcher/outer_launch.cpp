@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -32,13 +33,37 @@ namespace tracerun::launcher {
 
 namespace {
 
-// Creates `dir/name` anew (0600, never through a symlink); false when it exists or cannot be made.
-bool createNew(const std::string& dir, const std::string& name) {
+// Creates `dir/name` anew (0600, never through a symlink) holding `text`; false when it exists or
+// cannot be made.
+bool createNew(const std::string& dir, const std::string& name, const std::string& text = "") {
   const int fd = ::open((dir + "/" + name).c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
+  // The marker marks the end either way; its text is a hint (maxRestartCount reads 0 without it).
+  const ssize_t written = text.empty() ? 0 : ::write(fd, text.data(), text.size());
+  static_cast<void>(written);
   ::close(fd);
   return true;
+}
+
+// The highest restart count the ranks wrote into their end markers (their agents' own
+// TORCHELASTIC_RESTART_COUNT): over several nodes the agents count apart, and a run is a restart
+// when any of them counted one.
+int maxRestartCount(const std::string& dir) {
+  int highest = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return highest;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, "done.rank", 9) != 0) continue;
+    const int fd = ::open((dir + "/" + e->d_name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    char text[16] = {};
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n > 0) highest = std::max(highest, std::atoi(text));
+  }
+  ::closedir(d);
+  return highest;
 }
 
 // The ranks of this world (0 .. worldSize - 1) that marked their end in `dir`: a marker of a
@@ -114,7 +139,11 @@ std::string mergeByHand(const std::string& output, const std::string& dir) {
 bool keepEarlierRun(const std::string& output, int restart) {
   struct stat st {};
   if (restart <= 0 || ::lstat(output.c_str(), &st) != 0) return true;
-  const std::string kept = output + ".before-restart" + std::to_string(restart);
+  // Never over a run kept before: agents that count apart can give two runs the same count.
+  std::string kept = output + ".before-restart" + std::to_string(restart);
+  for (int k = 2; ::lstat(kept.c_str(), &st) == 0; ++k) {
+    kept = output + ".before-restart" + std::to_string(restart) + "." + std::to_string(k);
+  }
   if (::rename(output.c_str(), kept.c_str()) != 0) {
     std::fprintf(stderr, "tracerun: cannot keep %s (the run before restart %d) as %s: %s\n",
                  output.c_str(), restart, kept.c_str(), std::strerror(errno));
@@ -245,7 +274,7 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
   // Exactly one merge: each rank marks its end with an O_EXCL marker, then counts the markers; a
   // rank that sees all of them races for merge.claim (O_EXCL) and only its winner merges. The last
   // rank to write its marker always sees them all, so a merge always happens once all have ended.
-  if (!createNew(jobDir, "done.rank" + std::to_string(job.rank))) {
+  if (!createNew(jobDir, "done.rank" + std::to_string(job.rank), std::to_string(job.restart))) {
     std::fprintf(stderr, "tracerun: %s: cannot mark rank %d as ended: %s\n", jobDir.c_str(),
                  job.rank, std::strerror(errno));
     return code != 0 ? code : 1;
@@ -285,7 +314,8 @@ int launchOuterRank(const LaunchOptions& o, const OuterJob& job, const std::stri
     return code;
   }
   if (!createNew(jobDir, "merge.claim")) return code;  // another rank saw them all first
-  const int merged = mergeJob(o, supervisor, jobDir, job.restart);
+  const int merged =
+      mergeJob(o, supervisor, jobDir, job.run_from_rank0 ? maxRestartCount(jobDir) : job.restart);
   return code != 0 ? code : merged;
 }
 

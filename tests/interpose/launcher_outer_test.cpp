@@ -558,10 +558,9 @@ TEST_CASE("outer job over two nodes: rank 0 gone before the end reading costs no
   auto rank0 = twoNodeVars(job, 0, port);
   rank0.push_back("TRACERUN_OUTER_WAIT_S=0");
   const auto began = std::chrono::steady_clock::now();
-  const auto results =
-      runJob({rankArgv(rank0, db, worker({"--steps", "1"})),
-              rankArgv(twoNodeVars(job, 1, port), db,
-                       worker({"--steps", "3", "--sleep-ms", "500"}))});
+  const auto results = runJob(
+      {rankArgv(rank0, db, worker({"--steps", "1"})),
+       rankArgv(twoNodeVars(job, 1, port), db, worker({"--steps", "3", "--sleep-ms", "500"}))});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   INFO(describe(results) << "job took " << seconds << " s");
@@ -576,6 +575,46 @@ TEST_CASE("outer job over two nodes: rank 0 gone before the end reading costs no
   const auto stats = statsOf(merged, 1);
   CHECK(stats.count("clock_offset_error_ns") == 1);  // the start reading stands
   CHECK(stats.count("clock_end_unmeasured") == 1);
+}
+
+TEST_CASE("outer torchrun over two nodes restarted: the agents' counts differ, one run merges",
+          "[launcher_outer][outer_clock]") {
+  // torchrun's agents count restarts apart (node 0's workers failed: 1; node 1's did not: 0), and
+  // MASTER_PORT stays the same from run to run (torch >= 2.4). Each node's ranks took their own
+  // count into the shard directory: two directories, nothing merged. Rank 0's tracerun now names
+  // the run for every rank; the run before is kept under the highest count.
+  const std::string db = scratch() + "/two_node_restart.db";
+  const std::string id = uniqueId("nr");
+  const int port = freePortPair();
+  auto vars = [&](int rank, int restarts) {
+    return std::vector<std::string>{"RANK=" + std::to_string(rank),
+                                    "WORLD_SIZE=2",
+                                    "LOCAL_RANK=0",
+                                    "LOCAL_WORLD_SIZE=1",
+                                    "GROUP_RANK=" + std::to_string(rank),
+                                    "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + std::to_string(port),
+                                    "TORCHELASTIC_RUN_ID=" + id,
+                                    "TORCHELASTIC_RESTART_COUNT=" + std::to_string(restarts),
+                                    "TRACERUN_OUTER_WAIT_S=5"};
+  };
+  for (const int run : {0, 1}) {
+    INFO("run " << run);
+    const auto program = worker({"--steps", run == 0 ? "2" : "3"});
+    const auto results = runJob({rankArgv(vars(0, run), db, program),  // node 0's agent counted
+                                 rankArgv(vars(1, 0), db, program)});  // node 1's did not
+    INFO(describe(results));
+    REQUIRE(results[0].code == 0);
+    REQUIRE(results[1].code == 0);
+    CHECK_FALSE(contains(results[0].err + results[1].err, "did not say which run"));
+    const auto merged = trace::TraceReader::open(db);
+    REQUIRE(ranksOf(merged) == std::set<int>{0, 1});
+    for (int rank = 0; rank < 2; ++rank) CHECK(countSpans(merged, rank, "step") == 2 + run);
+    CHECK_FALSE(testing::fileExists(db + ".shards"));  // merged, nothing left behind
+  }
+  const std::string kept = db + ".before-restart1";
+  REQUIRE(testing::fileExists(kept));
+  CHECK(countSpans(trace::TraceReader::open(kept), 1, "step") == 2);
 }
 
 // ---- merge once ---------------------------------------------------------------------------------

@@ -481,6 +481,32 @@ TEST_CASE("outer job: an MPI launcher inside a SLURM allocation is the MPI launc
   }
 }
 
+TEST_CASE("outer job: torchrun over several nodes leaves the run's name to rank 0", "[outer_job]") {
+  // One node: one agent, whose restart count all ranks share, names the run. Several: each agent
+  // counts its own failures, so the directory's name waits for rank 0's label (labelRun).
+  EnvMap one = {{"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"LOCAL_RANK", "1"},
+                {"LOCAL_WORLD_SIZE", "2"},
+                {"GROUP_RANK", "0"},
+                {"MASTER_ADDR", "h"},
+                {"MASTER_PORT", "29500"},
+                {"TORCHELASTIC_RESTART_COUNT", "1"}};
+  const auto single = detectOuterJob(one, 1);
+  CHECK_FALSE(single.run_from_rank0);
+  CHECK(single.job_id == "torchrun-addr-h-port29500-restart1");
+  CHECK(single.token_id == "torchrun-addr-h-port29500");
+  EnvMap two = one;
+  two["LOCAL_RANK"] = "0";
+  two["LOCAL_WORLD_SIZE"] = "1";
+  two["GROUP_RANK"] = "1";
+  const auto multi = detectOuterJob(two, 1);
+  CHECK(multi.run_from_rank0);
+  CHECK(multi.restart == 1);
+  CHECK(multi.job_id == "torchrun-addr-h-port29500");  // labelRun adds the run
+  CHECK(multi.token_id == multi.job_id);
+}
+
 TEST_CASE("outer job: which run of the job this is", "[outer_job]") {
   CHECK(detectOuterJob({{"RANK", "0"}, {"WORLD_SIZE", "1"}}, 1).restart == 0);
   CHECK(detectOuterJob({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TORCHELASTIC_RESTART_COUNT", "2"}}, 1)
