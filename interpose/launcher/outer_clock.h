@@ -36,8 +36,9 @@ int outerClockPort(const OuterJob& job);
 // to be on rank 0's node (an unknown node measures: a rank beside rank 0 then reads ~0, exactly).
 bool measuresOuterClock(const OuterJob& job);
 
-// Rank 0 of a job over several nodes: serves time requests from a thread until destroyed. Never
-// throws; a port it cannot bind gets one warning line (the others then record "unmeasured").
+// Rank 0 of a job over several nodes (or whose nodes are unknown): serves time requests, and the
+// run label (OuterJob::run_label), from a thread until destroyed. Never throws; a port it cannot
+// bind gets one warning line (the others then record "unmeasured").
 class OuterClockServer {
  public:
   explicit OuterClockServer(const OuterJob& job);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
@@ -60,7 +61,15 @@ std::string safeName(const std::string& text) {
                     c == '.' || c == '-' || c == '_';
     out += ok ? c : '_';
   }
-  if (out.size() > 120) out.resize(120);
+  if (out.size() > 120) {
+    // Too long for a directory name: the start, and a hash of the whole so that what was cut
+    // (a requeue or restart count at the end) still tells two ids apart.
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+    for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    out = out.substr(0, 103) + "-" + hex;
+  }
   return out == "." || out == ".." ? "_" + out : out;
 }
 
@@ -217,6 +226,14 @@ void localsFromLauncherAround(const EnvMap& env, OuterJob* job) {
   }
 }
 
+// A world of one process is one node, whatever else is missing.
+void oneProcessIsOneNode(OuterJob* job) {
+  if (job->world_size != 1) return;
+  job->local_rank = 0;
+  job->local_world_size = 1;
+  job->node_rank = 0;
+}
+
 void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   job->launcher = "torchrun";
   readCount(env, "RANK", &job->rank, &job->problem);
@@ -226,6 +243,7 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   readCount(env, "LOCAL_RANK", &job->local_rank, &job->problem);
   readCount(env, "LOCAL_WORLD_SIZE", &job->local_world_size, &job->problem);
   readCount(env, "GROUP_RANK", &job->node_rank, &job->problem);
+  oneProcessIsOneNode(job);
   if (job->node_rank < 0 && job->local_world_size > 0) {
     if (job->local_world_size == job->world_size) {
       job->node_rank = 0;  // one node, by the job's own count
@@ -234,9 +252,12 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
     }
   }
   // torchrun's --rdzv_id defaults to "none" (a uuid with --standalone), and a hand-set job has
-  // none: the rendezvous address and port tell apart jobs on different hosts, SLURM's job id two
-  // jobs of the cluster that chose the same address and port (a static --master_port), and the
-  // restart counts separate attempts and a requeued job's runs.
+  // none: the rendezvous address and port tell apart jobs on different hosts; on one node SLURM's
+  // job id two jobs of the cluster that chose the same address and port (a static --master_port,
+  // MASTER_ADDR 127.0.0.1), and the restart counts separate runs. Over several nodes rank 0's run
+  // label separates them (labelRun), and SLURM's ids are left out: each node's torchrun may come
+  // from its own srun step, or from ssh without them, and the id must be the same on all.
+  const bool oneNode = job->local_world_size == job->world_size;
   std::string id = value(env, "TORCHELASTIC_RUN_ID");
   if (id.empty() || id == "none") id.clear();
   const std::string addr = value(env, "MASTER_ADDR"), port = value(env, "MASTER_PORT");
@@ -246,7 +267,7 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
     id += "port" + port;
   }
   if (id.empty()) id = "ppid" + std::to_string(parentPid);
-  if (const std::string slurmJob = value(env, "SLURM_JOB_ID"); !slurmJob.empty()) {
+  if (const std::string slurmJob = value(env, "SLURM_JOB_ID"); oneNode && !slurmJob.empty()) {
     id += "-slurm" + slurmJob;
     const std::string step = value(env, "SLURM_STEP_ID"),
                       requeue = value(env, "SLURM_RESTART_COUNT");
@@ -257,7 +278,7 @@ void detectTorchrun(const EnvMap& env, long parentPid, OuterJob* job) {
   job->token_id = "torchrun-" + safeName(id);
   // One node has one agent, whose restart count every rank shares: it names the run. Over several
   // nodes it does not (each agent counts its own failures): rank 0's tracerun names the run.
-  job->run_from_rank0 = job->local_world_size != job->world_size;
+  job->run_from_rank0 = !oneNode;
   job->job_id = job->token_id;
   if (!job->run_from_rank0 && job->restart > 0)
     job->job_id += "-restart" + std::to_string(job->restart);
@@ -330,6 +351,7 @@ void detectMpi(const EnvMap& env, long parentPid, OuterJob* job) {
     readCount(env, localRank, &job->local_rank, &job->problem);
     readCount(env, localSize, &job->local_world_size, &job->problem);
   }
+  oneProcessIsOneNode(job);
   // MPI names no node index. rank / local size is one only where the ranks fill the nodes in order
   // (mpirun's default, --map-by slot), which each rank can check on itself: its local rank is then
   // rank % local size. Under --map-by node (rank r on node r % N) it is not (rank 1 is node 1's
@@ -411,6 +433,9 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
     job.problem = job.launcher + ": rank " + std::to_string(job.rank) + " is outside a world of " +
                   std::to_string(job.world_size);
   }
+  if (job.problem.empty() && job.local_world_size == 0) {
+    job.problem = job.launcher + ": a local world of 0 ranks";
+  }
   if (job.problem.empty() && job.local_rank >= 0 && job.local_world_size > 0 &&
       job.local_rank >= job.local_world_size) {
     job.problem = job.launcher + ": local rank " + std::to_string(job.local_rank) + " is outside " +
@@ -423,10 +448,12 @@ OuterJob detectOuterJob(const EnvMap& env, long parentPid) {
   };
   setDefault("RANK", std::to_string(job.rank));
   setDefault("WORLD_SIZE", std::to_string(job.world_size));
-  if (job.local_rank >= 0) setDefault("LOCAL_RANK", std::to_string(job.local_rank));
-  if (job.local_world_size > 0) {
-    setDefault("LOCAL_WORLD_SIZE", std::to_string(job.local_world_size));
-  }
+  // Unknown local values: tracerun itself treats the node as unknown (the rank measures its
+  // clock), but the program gets what it got before, right on one node: LOCAL_RANK = RANK and
+  // LOCAL_WORLD_SIZE = WORLD_SIZE (scripts read os.environ["LOCAL_RANK"] whenever RANK is set).
+  setDefault("LOCAL_RANK", std::to_string(job.local_rank >= 0 ? job.local_rank : job.rank));
+  setDefault("LOCAL_WORLD_SIZE",
+             std::to_string(job.local_world_size > 0 ? job.local_world_size : job.world_size));
   if (job.node_rank >= 0) setDefault("GROUP_RANK", std::to_string(job.node_rank));
   setDefault("MASTER_ADDR", "127.0.0.1");
   setDefault("MASTER_PORT", std::to_string(portForJob(job.job_id)));

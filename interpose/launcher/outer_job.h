@@ -20,7 +20,8 @@ struct OuterJob {
   int rank = 0;
   int world_size = 1;
   // -1 where unknown: RANK and WORLD_SIZE set by hand without LOCAL_RANK / LOCAL_WORLD_SIZE and
-  // no launcher around whose ranks are the job's (then not exported to the program either).
+  // no launcher around whose ranks are the job's, or a PMI launcher naming no local rank (the
+  // program then gets LOCAL_RANK = RANK and LOCAL_WORLD_SIZE = WORLD_SIZE, as before).
   int local_rank = 0;
   int local_world_size = 1;
   // This node's index; -1 where the launcher does not say and it cannot be derived (MPI ranks not

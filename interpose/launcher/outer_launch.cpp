@@ -33,13 +33,13 @@ namespace tracerun::launcher {
 
 namespace {
 
-// Creates `dir/name` anew (0600, never through a symlink) holding `text`; false when it exists or
-// cannot be made.
+// Creates `dir/name` anew (0600, never through a symlink; O_EXCL, which every shared file system
+// keeps) and writes `text` into it; false when it exists or cannot be made.
 bool createNew(const std::string& dir, const std::string& name, const std::string& text = "") {
   const int fd = ::open((dir + "/" + name).c_str(),
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return false;
-  // The marker marks the end either way; its text is a hint (maxRestartCount reads 0 without it).
+  // The marker marks the end either way; its text is a hint (maxRestartCount waits for it).
   const ssize_t written = text.empty() ? 0 : ::write(fd, text.data(), text.size());
   static_cast<void>(written);
   ::close(fd);
@@ -55,12 +55,19 @@ int maxRestartCount(const std::string& dir) {
   if (d == nullptr) return highest;
   while (dirent* e = ::readdir(d)) {
     if (std::strncmp(e->d_name, "done.rank", 9) != 0) continue;
-    const int fd = ::open((dir + "/" + e->d_name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) continue;
-    char text[16] = {};
-    const ssize_t n = ::read(fd, text, sizeof text - 1);
-    ::close(fd);
-    if (n > 0) highest = std::max(highest, std::atoi(text));
+    // A marker another rank created a moment ago may not hold its text yet: a short wait.
+    for (int tries = 0; tries < 20; ++tries) {
+      const int fd = ::open((dir + "/" + e->d_name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) break;
+      char text[16] = {};
+      const ssize_t n = ::read(fd, text, sizeof text - 1);
+      ::close(fd);
+      if (n > 0) {
+        highest = std::max(highest, std::atoi(text));
+        break;
+      }
+      ::usleep(10'000);
+    }
   }
   ::closedir(d);
   return highest;

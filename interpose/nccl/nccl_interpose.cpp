@@ -228,6 +228,7 @@ TRACERUN_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks
   return r;
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)  // ncclCommSplit is 2.18's
 TRACERUN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                            ncclConfig_t* config) {
   TRACERUN_REAL(ncclCommSplit);
@@ -243,6 +244,7 @@ TRACERUN_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, 
   }
   return r;
 }
+#endif
 
 TRACERUN_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   TRACERUN_REAL(ncclCommDestroy);

@@ -360,6 +360,17 @@ def _hook_ddp(lib, mod):
         reducer._rebuild_buckets = tagged(reducer._rebuild_buckets)
 
 
+# How many torch.autograd.backward calls are running, over all threads: the autograd engine runs
+# a backward on threads of its own (CUDA), where nothing of the caller's thread is visible.
+_backwards_running = [0]
+
+
+def backward_running():
+    """Whether some thread is inside torch.autograd.backward (sitecustomize's module hooks: a
+    forward re-run there is activation checkpointing's recomputation)."""
+    return _backwards_running[0] > 0
+
+
 def _install_backward_phase(steps):
     """Wraps torch.autograd.backward (Tensor.backward calls it) in a "backward" phase span."""
 
@@ -368,9 +379,11 @@ def _install_backward_phase(steps):
 
         def backward(*args, **kwargs):
             token = steps.begin_backward()
+            _backwards_running[0] += 1
             try:
                 return original(*args, **kwargs)
             finally:
+                _backwards_running[0] -= 1
                 steps.end_backward(token)
 
         backward.__wrapped__ = original

@@ -110,11 +110,18 @@ def _install(module_module):
 
     local = threading.local()  # .stack: [(module, path, token, detail)] of open module forwards
     root_names = weakref.WeakKeyDictionary()  # root -> {id(module): name}
-    # module -> (path, weak root) where it ran inside a parent's forward: a module called with
-    # nothing open on its thread is named so again (activation checkpointing re-runs a block's
-    # forward inside backward, from the autograd engine: it is still `h.3`, not a new root
-    # `Block`). The root is held weakly: a child's entry must not keep its model alive.
+    # module -> (path, weak root) where it ran inside a parent's forward: a module called inside
+    # backward with nothing open on its thread is named so again (activation checkpointing re-runs
+    # a block's forward there, from the autograd engine: it is still `h.3`, not a new root
+    # `Block`). Outside backward a module called at the top is a root, as before (an unwrapped
+    # model evaluated after training inside DDP is `GPT`). The root is held weakly: a child's
+    # entry must not keep its model alive.
     child_paths = weakref.WeakKeyDictionary()
+    try:
+        from _tracerun_training import backward_running
+    except ImportError:
+        def backward_running():
+            return False
     # module -> (type name, the begin arguments: params (children included) and shard)
     module_info = weakref.WeakKeyDictionary()
     # Shape text by (shape, dtype) keys: formatting dominated the hooks' cost (measured: 13.9 us
@@ -160,7 +167,7 @@ def _install(module_module):
 
     def path_of(module, stack):
         if not stack:
-            known = child_paths.get(module)
+            known = child_paths.get(module) if backward_running() else None
             root = known[1]() if known is not None else None
             return (known[0], root) if root is not None else (type(module).__name__, module)
         parent, parent_path, _, _, root = stack[-1]

@@ -55,6 +55,7 @@ FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, nc
           static_cast<void*>(config));
   return ncclSuccess;
 }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)  // ncclCommSplit is 2.18's
 // The new communicator's size is not knowable here (no other process is asked):
 // $FAKE_NCCL_SPLIT_SIZE (default 1); its rank is the key.
 FAKE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
@@ -65,6 +66,7 @@ FAKE_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, nccl
           color, key, static_cast<void*>(config));
   return ncclSuccess;
 }
+#endif
 FAKE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   *count = reinterpret_cast<FakeComm*>(comm)->nranks;
   return ncclSuccess;

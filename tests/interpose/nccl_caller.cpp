@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
     return bad == 0 ? 0 : 1;
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)  // ncclCommSplit is 2.18's
   if (argc > 1 && std::strcmp(argv[1], "split") == 0) {
     const char* rankText = std::getenv("RANK");
     const char* worldText = std::getenv("WORLD_SIZE");
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
     return bad == 0 ? 0 : 1;
   }
+#endif
   bad += ncclGetUniqueId(&id) != ncclSuccess;
   ncclComm_t comm = nullptr;
   bad += ncclCommInitRank(&comm, 4, id, 2) != ncclSuccess;

@@ -78,8 +78,42 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        -1,
        -1,
        "torchrun-ppid77",
-       {{"MASTER_ADDR", "127.0.0.1"},
+       {{"LOCAL_RANK", "1"},  // what the program got before (right on one node): scripts read it
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(portForJob("torchrun-ppid77"))}}},
+      {"RANK 0 of a world of 1 by hand: one process is one node",
+       {{"RANK", "0"}, {"WORLD_SIZE", "1"}},
+       "torchrun",
+       0,
+       1,
+       0,
+       1,
+       0,
+       "torchrun-ppid77",
+       {{"LOCAL_RANK", "0"},
+        {"LOCAL_WORLD_SIZE", "1"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(portForJob("torchrun-ppid77"))}}},
+      {"torchrun on one node inside a SLURM job: SLURM's job names it too",
+       {{"RANK", "1"},
+        {"WORLD_SIZE", "2"},
+        {"LOCAL_RANK", "1"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", "29500"},
+        {"SLURM_JOB_ID", "79"},
+        {"SLURM_STEP_ID", "0"}},
+       "torchrun",
+       1,
+       2,
+       1,
+       2,
+       0,
+       "torchrun-addr-127.0.0.1-port29500-slurm79.0",
+       {}},
       // srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS ... tracerun ...' over two
       // nodes: the step's own local id, node id and tasks per node fill what was not set.
       {"RANK and WORLD_SIZE by hand in an srun step",
@@ -100,7 +134,7 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        1,
        4,
        1,
-       "torchrun-addr-n1-port29500-slurm77.0",
+       "torchrun-addr-n1-port29500",  // several nodes: rank 0's run label tells runs apart
        {{"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"}}},
       // torchrun inside an srun step of one task per node: SLURM_PROCID is the node's index, not
       // the rank; torchrun's own variables are taken, SLURM's job names the job.
@@ -126,7 +160,7 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        1,
        4,
        1,
-       "torchrun-addr-n1-port29500-slurm78.1-requeue2",
+       "torchrun-addr-n1-port29500",
        {}},
       {"srun, 2 nodes x 2 tasks",
        {{"SLURM_PROCID", "2"},
@@ -286,7 +320,7 @@ TEST_CASE("outer job: table of launchers", "[outer_job]") {
        -1,
        -1,
        "pmi-addr-n1-29500",
-       {{"RANK", "3"}, {"WORLD_SIZE", "4"}}},
+       {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"}}},
   };
   for (const Row& row : rows) {
     INFO(row.what);
@@ -505,6 +539,28 @@ TEST_CASE("outer job: torchrun over several nodes leaves the run's name to rank 
   CHECK(multi.restart == 1);
   CHECK(multi.job_id == "torchrun-addr-h-port29500");  // labelRun adds the run
   CHECK(multi.token_id == multi.job_id);
+}
+
+TEST_CASE("outer job: an id too long for a directory keeps what tells runs apart", "[outer_job]") {
+  // A long rendezvous id and a long host name: a requeued SLURM job's count at the end was cut
+  // off, and the requeued run found the first run's directory ("already holds rank 0's shard").
+  EnvMap env = {{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"LOCAL_RANK", "0"},
+                {"LOCAL_WORLD_SIZE", "2"},
+                {"GROUP_RANK", "0"},
+                {"MASTER_ADDR", "node-0001.rack-17.hall-b.cluster.example.org"},
+                {"MASTER_PORT", "29500"},
+                {"TORCHELASTIC_RUN_ID", std::string(80, 'j')},
+                {"SLURM_JOB_ID", "4242"},
+                {"SLURM_STEP_ID", "0"}};
+  const auto first = detectOuterJob(env, 1);
+  env["SLURM_RESTART_COUNT"] = "1";
+  const auto second = detectOuterJob(env, 1);
+  CHECK(first.job_id.size() <= 129);  // "torchrun-" and at most 120 characters
+  CHECK(second.job_id.size() <= 129);
+  CHECK(first.job_id != second.job_id);
+  CHECK(first.job_id.rfind("torchrun-jjjj", 0) == 0);
 }
 
 TEST_CASE("outer job: which run of the job this is", "[outer_job]") {

@@ -212,8 +212,13 @@ TEST_CASE("comm: wrapping one group keeps the calls of a group the decorator doe
   // Group {0, 1} through the decorator (Gloo's own scopes inside its calls), and group {1, 2},
   // not wrapped, whose calls Gloo alone recorded (a program that wrapped its pp group only).
   // Expected: the wrapped group's 3 calls once, and the other group's 2 calls of 4 KiB matched
-  // on both its ranks (rank 1 had lost its side of them).
+  // on both its ranks (rank 1 had lost its side of them). An unwrapped broadcast issued on
+  // another thread while a wrapped all-reduce runs is its own call too (same time, other op).
   TraceBuilder tb(3);
+  for (int r = 0; r < 2; ++r) {
+    tb.span(r,
+            BSpan{"async", "gloo:broadcast", core::Category::kComm, 1500, 2500, 0, {}, "f32[16]"});
+  }
   for (int r = 0; r < 2; ++r) {
     for (int k = 0; k < 3; ++k) {
       const int64_t t = 1000 + 20000 * k;
@@ -225,22 +230,37 @@ TEST_CASE("comm: wrapping one group keeps the calls of a group the decorator doe
                        0,
                        {{"bytes", 8}, {"group_size", 2}, {"seq", k}},
                        "pp"});
-      tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t + 100, t + 2900, 0,
-                       {}, "f32[2]"});
+      // Gloo's scope ends after the decorator's span, as in libtorch (the future completes
+      // first): still the same call.
+      tb.span(r, BSpan{"async",
+                       "gloo:all_reduce",
+                       core::Category::kComm,
+                       t + 100,
+                       t + 15000,
+                       0,
+                       {},
+                       "f32[2]"});
     }
   }
   for (int r = 1; r < 3; ++r) {
     for (int k = 0; k < 2; ++k) {
       const int64_t t = 100000 + 20000 * k;
-      tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t, t + 5000, 0, {},
-                       "f32[1024]"});
+      tb.span(
+          r,
+          BSpan{
+              "async", "gloo:all_reduce", core::Category::kComm, t, t + 5000, 0, {}, "f32[1024]"});
     }
   }
   const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_partly_wrapped")));
   const CommAnalysis a = analyzeComm(reader);
-  REQUIRE(a.collectives.size() == 2);
+  REQUIRE(a.collectives.size() == 3);
   const CollectiveStats& wrapped = a.collectives[0];
   const CollectiveStats& unwrapped = a.collectives[1];
+  const CollectiveStats& broadcast = a.collectives[2];
+  CHECK(broadcast.op == "broadcast");
+  CHECK(broadcast.ranks == std::vector<int>{0, 1});
+  CHECK(broadcast.calls == 1);
+  CHECK(broadcast.bytes == 64);
   CHECK(wrapped.op == "all_reduce");
   CHECK(wrapped.ranks == std::vector<int>{0, 1});
   CHECK(wrapped.group_source == "annotated");

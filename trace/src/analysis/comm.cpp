@@ -519,35 +519,55 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
   return true;
 }
 
+std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls) {
+  constexpr int64_t kSlackNs = 10'000;  // clock reads on two threads around one call
+  // Per op, the decorator spans by start and the latest end among the first i of them.
+  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> wrapped;
+  for (const CommCallView& c : calls) {
+    if (c.decorator) wrapped[c.op].emplace_back(c.start, c.end);
+  }
+  std::map<std::string, std::vector<int64_t>> latestEnd;
+  for (auto& [op, spans] : wrapped) {
+    std::sort(spans.begin(), spans.end());
+    auto& latest = latestEnd[op];
+    for (size_t i = 0; i < spans.size(); ++i) {
+      latest.push_back(std::max(i == 0 ? INT64_MIN : latest[i - 1], spans[i].second));
+    }
+  }
+  std::vector<bool> out(calls.size(), false);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const CommCallView& c = calls[k];
+    const auto w = wrapped.find(c.op);
+    if (c.decorator || w == wrapped.end()) continue;
+    // The decorator spans starting early enough; c started inside one of them if the one of
+    // them ending last ends after c's start.
+    const auto n = std::upper_bound(w->second.begin(), w->second.end(),
+                                    std::make_pair(satAdd(c.start, kSlackNs), INT64_MAX)) -
+                   w->second.begin();
+    out[k] = n > 0 && latestEnd[c.op][static_cast<size_t>(n - 1)] >= satSub(c.start, kSlackNs);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // the decorator's calls and NCCL's communicator ranks
 
 namespace {
 
 // Where tracerun's c10d decorator recorded a call (with its group), the same call seen from below
-// (Gloo's own scope, started inside the decorator's call and ended before its completion) is not
-// counted again. Only those: a group the decorator does not wrap keeps its calls.
+// (Gloo's own scope) is not counted again; only those: a group it does not wrap keeps its calls.
 void dropCallsInsideDecorator(std::vector<CommSpan>& list) {
-  constexpr int64_t kSlackNs = 10'000;               // clock reads on two threads around one call
-  std::vector<std::pair<int64_t, int64_t>> wrapped;  // decorator spans by start
-  for (const CommSpan& c : list) {
-    if (c.decorator) wrapped.emplace_back(c.start, c.end);
+  std::vector<CommCallView> views;
+  views.reserve(list.size());
+  for (const CommSpan& c : list) views.push_back({c.op, c.start, c.end, c.decorator});
+  const std::vector<bool> inside = seenInsideDecorator(views);
+  size_t keep = 0;
+  for (size_t k = 0; k < list.size(); ++k) {
+    if (inside[k]) continue;
+    if (keep != k) list[keep] = std::move(list[k]);  // never onto itself: a self-move empties it
+    ++keep;
   }
-  if (wrapped.empty()) return;
-  std::sort(wrapped.begin(), wrapped.end());
-  std::vector<int64_t> latestEnd(wrapped.size());  // the latest end among spans [0, i]
-  for (size_t i = 0; i < wrapped.size(); ++i) {
-    latestEnd[i] = std::max(i == 0 ? INT64_MIN : latestEnd[i - 1], wrapped[i].second);
-  }
-  auto inside = [&](const CommSpan& c) {
-    if (c.decorator) return false;
-    // The decorator spans starting early enough; the one of them ending last contains c if any.
-    const auto n = std::upper_bound(wrapped.begin(), wrapped.end(),
-                                    std::make_pair(satAdd(c.start, kSlackNs), INT64_MAX)) -
-                   wrapped.begin();
-    return n > 0 && latestEnd[static_cast<size_t>(n - 1)] >= satSub(c.end, kSlackNs);
-  };
-  list.erase(std::remove_if(list.begin(), list.end(), inside), list.end());
+  list.resize(keep);
 }
 
 // NCCL's send/recv name their peer by its rank in the communicator: every span on a communicator

@@ -53,6 +53,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
     int64_t ordinal = 0;
     for (const PickedSpan& p : picked) {
       const std::string& name = reader.str(p.span.name);
+      if (vocab::nccl::isControlCall(name)) continue;  // set-up, not a collective (comm.h)
       std::string op = normalizeCommName(name);
       if (op.empty()) op = name;
       if (op == "send" || op == "recv") continue;  // point-to-point: comm.h's p2p
@@ -79,17 +80,24 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       byRank[t.rank].push_back(std::move(c));
     }
   }
-  // As analyzeComm: where the decorator recorded a rank's calls, Gloo's own spans of the same
-  // calls are not counted again.
+  // As analyzeComm (seenInsideDecorator): Gloo's own span of a call the decorator recorded is
+  // not counted again; a group the decorator does not wrap keeps its calls.
   std::map<std::pair<std::string, std::vector<int>>, std::map<int64_t, std::vector<const Call*>>>
       keyed;                                            // (group name, members) -> seq -> calls
   std::map<std::string, std::set<int>> signatureRanks;  // unannotated: who made such calls
   for (auto& [rank, calls] : byRank) {
-    if (std::any_of(calls.begin(), calls.end(), [](const Call& c) { return c.decorator; })) {
-      calls.erase(
-          std::remove_if(calls.begin(), calls.end(), [](const Call& c) { return !c.decorator; }),
-          calls.end());
+    std::vector<CommCallView> views;
+    views.reserve(calls.size());
+    for (const Call& c : calls) views.push_back({c.op, c.start, c.end, c.decorator});
+    const std::vector<bool> inside = seenInsideDecorator(views);
+    size_t keep = 0;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      if (inside[k]) continue;
+      if (keep != k)
+        calls[keep] = std::move(calls[k]);  // never onto itself: a self-move empties it
+      ++keep;
     }
+    calls.resize(keep);
     std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) {
       return std::tie(a.start, a.id) < std::tie(b.start, b.id);
     });

@@ -87,7 +87,7 @@ void scanTrack(const TraceReader& reader, const TrackRow& track, const RangeQuer
     ++rs.spans;
     rs.total_ns = satAdd(rs.total_ns, dur);
     if (s.depth == 0) rs.busy_ns = satAdd(rs.busy_ns, dur);
-    if (s.category == core::Category::kComm) {
+    if (s.category == core::Category::kComm && !vocab::nccl::isControlCall(reader.str(s.name))) {
       std::string op = normalizeCommName(reader.str(s.name));
       if (op.empty()) op = reader.str(s.name);
       int64_t bytes = -1, group = 0;

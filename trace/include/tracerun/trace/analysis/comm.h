@@ -96,4 +96,17 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members);
 
 CommAnalysis analyzeComm(const TraceReader& reader);
 
+// One rank's comm span as far as the decorator rule needs it.
+struct CommCallView {
+  std::string op;  // normalizeCommName's
+  int64_t start = 0, end = 0;
+  bool decorator = false;  // on a decorator track
+};
+// Which of one rank's calls are a decorator call seen again from below: a non-decorator span of
+// the same op that started inside a decorator span (10 us slack for clock reads on two threads).
+// Gloo's own span starts inside the decorator's call but may end after it: the work's future,
+// whose completion ends the decorator's span, completes before Gloo's scope is closed. The one
+// rule of analyzeComm and the viewer's collective instances (comm_instances.h).
+std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls);
+
 }  // namespace tracerun::trace::analysis

@@ -44,8 +44,9 @@ struct RankRangeStats {
   int64_t busy_ns = 0;   // summed durations of depth-0 spans (a thread's busy time, per track)
 };
 
-// comm-category spans of the range, by normalizeCommName (comm.h) of their name: each rank's span
-// is one call (unlike CommAnalysis, which counts a group's call once).
+// comm-category spans of the range, by normalizeCommName (comm.h) of their name, NCCL's set-up and
+// group markers aside (vocab::nccl::isControlCall): each rank's span is one call (unlike
+// CommAnalysis, which counts a group's call once).
 struct RangeCollective {
   std::string op;
   int64_t calls = 0, bytes = 0, time_ns = 0;
