@@ -554,22 +554,6 @@ std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls) {
 
 namespace {
 
-// Where tracerun's c10d decorator recorded a call (with its group), the same call seen from below
-// (Gloo's own scope) is not counted again; only those: a group it does not wrap keeps its calls.
-void dropCallsInsideDecorator(std::vector<CommSpan>& list) {
-  std::vector<CommCallView> views;
-  views.reserve(list.size());
-  for (const CommSpan& c : list) views.push_back({c.op, c.start, c.end, c.decorator});
-  const std::vector<bool> inside = seenInsideDecorator(views);
-  size_t keep = 0;
-  for (size_t k = 0; k < list.size(); ++k) {
-    if (inside[k]) continue;
-    if (keep != k) list[keep] = std::move(list[k]);  // never onto itself: a self-move empties it
-    ++keep;
-  }
-  list.resize(keep);
-}
-
 // NCCL's send/recv name their peer by its rank in the communicator: every span on a communicator
 // says which rank of it its own rank is (group_rank), so the peer's trace rank is looked up there;
 // -1 when the peer made no traced call on that communicator.
@@ -681,7 +665,9 @@ CommAnalysis CommSpans::analysis() {
   mapCommunicatorPeers(data);
   std::map<std::string, std::pair<std::set<int>, CommControlStats>> control;
   for (auto& [rank, d] : data) {
-    for (auto* list : {&d.comm, &d.p2pComm}) dropCallsInsideDecorator(*list);
+    // Where tracerun's c10d decorator recorded a call (with its group), the same call seen from
+    // below (Gloo's own scope) is not counted again; a group it does not wrap keeps its calls.
+    for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
     for (const ControlCall& c : d.control) {
       auto& [ranks, st] = control[c.name];
       ranks.insert(rank);

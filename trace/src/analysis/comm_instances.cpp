@@ -86,18 +86,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       keyed;                                            // (group name, members) -> seq -> calls
   std::map<std::string, std::set<int>> signatureRanks;  // unannotated: who made such calls
   for (auto& [rank, calls] : byRank) {
-    std::vector<CommCallView> views;
-    views.reserve(calls.size());
-    for (const Call& c : calls) views.push_back({c.op, c.start, c.end, c.decorator});
-    const std::vector<bool> inside = seenInsideDecorator(views);
-    size_t keep = 0;
-    for (size_t k = 0; k < calls.size(); ++k) {
-      if (inside[k]) continue;
-      if (keep != k)
-        calls[keep] = std::move(calls[k]);  // never onto itself: a self-move empties it
-      ++keep;
-    }
-    calls.resize(keep);
+    eraseSeenInsideDecorator(calls);
     std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) {
       return std::tie(a.start, a.id) < std::tie(b.start, b.id);
     });

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tracerun/trace/reader.h"
@@ -108,5 +109,22 @@ struct CommCallView {
 // whose completion ends the decorator's span, completes before Gloo's scope is closed. The one
 // rule of analyzeComm and the viewer's collective instances (comm_instances.h).
 std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls);
+
+// Erases from one rank's `calls` (any type with op, start, end and decorator members) those
+// seenInsideDecorator marks, keeping the order of the rest.
+template <class Call>
+void eraseSeenInsideDecorator(std::vector<Call>& calls) {
+  std::vector<CommCallView> views;
+  views.reserve(calls.size());
+  for (const Call& c : calls) views.push_back({c.op, c.start, c.end, c.decorator});
+  const std::vector<bool> inside = seenInsideDecorator(views);
+  size_t keep = 0;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (inside[k]) continue;
+    if (keep != k) calls[keep] = std::move(calls[k]);  // never onto itself: a self-move empties it
+    ++keep;
+  }
+  calls.resize(keep);
+}
 
 }  // namespace tracerun::trace::analysis
