@@ -1,7 +1,7 @@
 // Clock offsets across the nodes of an outer job (outer_clock.h): rank 0's serving thread, the
 // other nodes' ranks' exchanges, the clock.rankR records and the stats the merge writes from them.
 //
-// Sections: port and token · server · exchange · records
+// Sections: port and token · server · the run's label · exchange · records
 #include "outer_clock.h"
 
 #include <time.h>
@@ -87,8 +87,7 @@ OuterClockServer::~OuterClockServer() {
   thread_.join();
 }
 
-// ---- the run's label
-// -----------------------------------------------------------------------------
+// ---- the run's label ----------------------------------------------------------------------------
 
 void labelRun(OuterJob* job) {
   if (!job->run_from_rank0) return;

@@ -2,8 +2,8 @@
 // scopes, point-to-point scopes and leaf-op compute time; then collectives are grouped across
 // ranks, receives paired with sends, and overlap measured per rank.
 //
-// Sections: names and bytes · collecting · groups · collectives · point-to-point · entry point
-//           (the pass's consumer)
+// Sections: names and bytes · collecting · groups · collectives · point-to-point · the
+//           decorator's calls and NCCL's communicator ranks · entry point (the pass's consumer)
 #include "tracerun/trace/analysis/comm.h"
 
 #include <algorithm>
@@ -519,6 +519,9 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// the decorator's calls and NCCL's communicator ranks
+
 std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls) {
   constexpr int64_t kSlackNs = 10'000;  // clock reads on two threads around one call
   // Per op, the decorator spans by start and the latest end among the first i of them.
@@ -548,9 +551,6 @@ std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls) {
   }
   return out;
 }
-
-// ---------------------------------------------------------------------------------------------
-// the decorator's calls and NCCL's communicator ranks
 
 namespace {
 
