@@ -308,6 +308,10 @@ TEST_CASE("comm: NCCL's set-up calls are listed apart, not counted as communicat
   REQUIRE(a.collectives.size() == 1);
   CHECK(a.collectives[0].op == "all_reduce");
   CHECK(a.collectives[0].calls == 2);
+  // The host call is NCCL's enqueue: its length gives no bandwidth (an H100 read 4,012 GB/s).
+  CHECK(a.collectives[0].host_call_time);
+  CHECK(a.collectives[0].algbw_gbps == 0);
+  CHECK(a.collectives[0].busbw_gbps == 0);
   REQUIRE(a.ranks.size() == 2);
   for (const RankCommStats& r : a.ranks) CHECK(r.comm_ns == 2 * 10000);
   std::map<std::string, CommControlStats> control;

@@ -104,6 +104,7 @@ struct CommSpan {
   int group_size = 0;        // from an argument, 0 when none
   std::vector<int> members;  // from the decorator's track name, empty when unknown
   bool decorator = false;    // recorded by tracerun's c10d decorator (traced_group.h)
+  bool hostCall = false;     // NCCL's host call (CollectiveStats::host_call_time)
   int64_t peer = -1, tag = -1;
   // NCCL's send/recv: peer is a rank of the communicator (detail), group_rank this rank's in it.
   bool communicatorPeer = false;
@@ -182,6 +183,16 @@ class LeafTracker {
   std::vector<Open> stack_;
 };
 
+// One of libtracerun_nccl's data calls (its control calls never get this far).
+bool ncclHostCall(const std::string& name) {
+  namespace n = vocab::nccl;
+  for (const char* k : {n::kAllReduce, n::kAllGather, n::kReduceScatter, n::kBroadcast, n::kReduce,
+                        n::kSend, n::kRecv}) {
+    if (name == k) return true;
+  }
+  return false;
+}
+
 // What one track's picked spans add to its rank: user scopes, pipeline messages, comm spans.
 void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
                const NameCodes& p2pNames, const AttemptRanks& attempts, bool decorator,
@@ -231,6 +242,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.group_rank = p.arg(keys.groupRank, -1);
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
+    c.hostCall = ncclHostCall(name);
     if (!c.communicatorPeer && c.peer >= 0) {
       c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
     }
@@ -322,6 +334,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     int size = 0;
     std::string source;
     std::set<int> contributors;  // members present in the trace
+    bool hostCall = false;
   };
   // (op, group, via) -> sums over member spans
   std::map<std::tuple<std::string, std::vector<int>, std::string>, Acc> acc;
@@ -359,6 +372,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
+      a.hostCall = a.hostCall || c.hostCall;
     }
   }
   for (const auto& [key, a] : acc) {
@@ -378,7 +392,8 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     }
     s.bytes = s.op == "all_gather" && s.group_size > 0 ? gathered : perCallBytes;
     s.time_ns = a.time / members;
-    s.algbw_gbps = s.time_ns > 0 ? double(s.bytes) / double(s.time_ns) : 0;  // bytes/ns = GB/s
+    s.host_call_time = a.hostCall;
+    s.algbw_gbps = s.time_ns > 0 && !a.hostCall ? double(s.bytes) / double(s.time_ns) : 0;  // GB/s
     s.busbw_gbps = s.algbw_gbps * busBandwidthFactor(s.op, s.group_size);
     out.collectives.push_back(s);
   }

@@ -177,8 +177,10 @@ std::string reportJson(const Report& r, int indent) {
                       {"calls", c.calls},
                       {"bytes", c.bytes},
                       {"time_ns", c.time_ns},
-                      {"algbw_gbps", c.algbw_gbps}};
-    x["busbw_gbps"] = c.group_size > 0 ? ordered_json(c.busbw_gbps) : ordered_json(nullptr);
+                      {"host_call_time", c.host_call_time}};
+    x["algbw_gbps"] = c.host_call_time ? ordered_json(nullptr) : ordered_json(c.algbw_gbps);
+    x["busbw_gbps"] =
+        c.group_size > 0 && !c.host_call_time ? ordered_json(c.busbw_gbps) : ordered_json(nullptr);
     cj["collectives"].push_back(x);
   }
   cj["p2p"] = ordered_json::array();

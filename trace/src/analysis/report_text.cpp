@@ -167,16 +167,27 @@ void opsSection(const Report& r, Lines& line) {
 void commSection(const Report& r, Lines& line) {
   line("communication: collectives (bus bandwidth with nccl-tests' factors)");
   if (r.comm.collectives.empty()) line("  (none)");
+  bool hostCalls = false;
   for (const CollectiveStats& c : r.comm.collectives) {
     const std::string group = c.group_size > 0
                                   ? "[" + rankList(c.ranks) + "] (" + c.group_source + ")"
                                   : "? (rank " + rankList(c.ranks) + ")";
+    // NCCL's host calls: the enqueue's length gives no bandwidth (comm.h, host_call_time).
+    const std::string algbw =
+        c.host_call_time ? "       -     " : formatPrintf("%8.3f GB/s", c.algbw_gbps);
     line(formatPrintf(
-        "  %-14s %-22s calls %6lld  %10s  %12s  algbw %8.3f GB/s  busbw %s", c.op.c_str(),
-        group.c_str(), static_cast<long long>(c.calls), bytes(double(c.bytes)).c_str(),
-        duration(double(c.time_ns)).c_str(), c.algbw_gbps,
-        c.group_size > 0 ? formatPrintf("%8.3f GB/s", c.busbw_gbps).c_str() : "       -"));
+        "  %-14s %-22s calls %6lld  %10s  %12s  algbw %s  busbw %s", c.op.c_str(), group.c_str(),
+        static_cast<long long>(c.calls), bytes(double(c.bytes)).c_str(),
+        duration(double(c.time_ns)).c_str(), algbw.c_str(),
+        c.group_size > 0 && !c.host_call_time ? formatPrintf("%8.3f GB/s", c.busbw_gbps).c_str()
+                                              : "       -"));
+    hostCalls = hostCalls || c.host_call_time;
     if (!c.via.empty()) line("      via " + c.via);
+  }
+  if (hostCalls) {
+    line(
+        "  algbw/busbw -: NCCL host calls, whose spans are the enqueues (the kernels' time is in "
+        "the gpu section)");
   }
   if (!r.comm.p2p.empty()) {
     line("  point-to-point (receive time split into waiting for the send and transferring)");

@@ -42,8 +42,12 @@ struct CollectiveStats {
   int64_t calls = 0;         // collective calls, each counted once for the whole group
   int64_t bytes = 0;         // nccl-tests' size per call (all_gather: the gathered output)
   int64_t time_ns = 0;       // per call the mean over members of the span's length, summed
-  double algbw_gbps = 0;     // bytes / time
+  double algbw_gbps = 0;     // bytes / time; 0 for NCCL's host calls
   double busbw_gbps = 0;     // algbw x factor(op, group size); 0 when the size is unknown
+  // NCCL's host calls (libtracerun_nccl): the span is the enqueue, not the transfer (the kernel
+  // runs later on the GPU), so its length gives no bandwidth: algbw and busbw are left at 0 (an
+  // H100 trace read 4,012 GB/s). The gpu section has the kernels' time.
+  bool host_call_time = false;
 };
 
 struct PointToPointStats {
