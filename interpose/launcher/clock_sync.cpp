@@ -348,9 +348,13 @@ std::vector<AgentLink> serveClock(const std::string& addr, int port, int clients
   return links;
 }
 
-ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
-                           const std::string& token, int node_rank, AgentLink* link,
-                           bool refused_means_left) {
+namespace {
+
+// Connects to node 0's serveClock at addr:port and presents `token`, retrying until timeout_s;
+// returns the connection once node 0 answered kReady. With `refused_means_left` a refused
+// connection throws at once (measureClock's). The one hello of measureClock and queryRunLabel.
+Fd connectReady(const std::string& addr, int port, int timeout_s, const std::string& token,
+                bool refused_means_left) {
   const sockaddr_in sa = resolve(addr, port);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   for (;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
@@ -377,62 +381,52 @@ ClockEstimate measureClock(const std::string& addr, int port, int rounds, int ti
       }
       continue;
     }
-    ClockEstimate best;
-    best.rtt_ns = std::numeric_limits<int64_t>::max();
-    for (int i = 0; i < rounds; ++i) {
-      const int64_t t1 = agentClockNs();
-      int64_t remote = 0;
-      if (!writeAll(s.get(), &t1, sizeof t1) || !readAll(s.get(), &remote, sizeof remote)) {
-        throw std::runtime_error("clock exchange with " + addr + " broke off");
-      }
-      const int64_t t2 = agentClockNs();
-      if (t2 - t1 < best.rtt_ns) {
-        best.rtt_ns = t2 - t1;
-        best.offset_ns = t1 + (t2 - t1) / 2 - remote;
-      }
-      ++best.rounds;
-    }
-    if (link != nullptr) {
-      const int64_t hello[2] = {kLinkHello, node_rank};
-      if (!writeAll(s.get(), hello, sizeof hello)) {
-        throw std::runtime_error("clock exchange with " + addr + " broke off");
-      }
-      ioTimeout(s.get(), 0);  // a link waits as long as the ranks run
-      *link = AgentLink(s.release(), 0);
-    }
-    return best;
+    return s;
   }
 }
 
-int64_t queryRunLabel(const std::string& addr, int port, int timeout_s, const std::string& token) {
-  const sockaddr_in sa = resolve(addr, port);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  for (;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
-    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("cannot reach " + addr + ":" + std::to_string(port) + ": " +
-                                 std::strerror(errno));
-      }
-      continue;
+}  // namespace
+
+ClockEstimate measureClock(const std::string& addr, int port, int rounds, int timeout_s,
+                           const std::string& token, int node_rank, AgentLink* link,
+                           bool refused_means_left) {
+  Fd s = connectReady(addr, port, timeout_s, token, refused_means_left);
+  ClockEstimate best;
+  best.rtt_ns = std::numeric_limits<int64_t>::max();
+  for (int i = 0; i < rounds; ++i) {
+    const int64_t t1 = agentClockNs();
+    int64_t remote = 0;
+    if (!writeAll(s.get(), &t1, sizeof t1) || !readAll(s.get(), &remote, sizeof remote)) {
+      throw std::runtime_error("clock exchange with " + addr + " broke off");
     }
-    ioTimeout(s.get(), kHelloTimeoutS);
-    const int64_t answer = sendHello(s.get(), kClockHello, token);
-    if (answer == kRefused) throw std::runtime_error(refusedError(addr, port));
-    if (answer != kReady) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error(addr + ":" + std::to_string(port) + " did not answer");
-      }
-      continue;
+    const int64_t t2 = agentClockNs();
+    if (t2 - t1 < best.rtt_ns) {
+      best.rtt_ns = t2 - t1;
+      best.offset_ns = t1 + (t2 - t1) / 2 - remote;
     }
-    const int64_t query = kRunQuery;
-    int64_t reply[2] = {0, 0};
-    if (!writeAll(s.get(), &query, sizeof query) || !readAll(s.get(), reply, sizeof reply) ||
-        reply[0] != kRunReply) {
-      throw std::runtime_error(addr + ":" + std::to_string(port) + " gave no run label");
-    }
-    return reply[1];
+    ++best.rounds;
   }
+  if (link != nullptr) {
+    const int64_t hello[2] = {kLinkHello, node_rank};
+    if (!writeAll(s.get(), hello, sizeof hello)) {
+      throw std::runtime_error("clock exchange with " + addr + " broke off");
+    }
+    ioTimeout(s.get(), 0);  // a link waits as long as the ranks run
+    *link = AgentLink(s.release(), 0);
+  }
+  return best;
+}
+
+int64_t queryRunLabel(const std::string& addr, int port, int timeout_s, const std::string& token) {
+  const Fd s = connectReady(addr, port, timeout_s, token, false);
+  const int64_t query = kRunQuery;
+  int64_t reply[2] = {0, 0};
+  if (!writeAll(s.get(), &query, sizeof query) || !readAll(s.get(), reply, sizeof reply) ||
+      reply[0] != kRunReply) {
+    throw std::runtime_error("clock exchange: " + addr + ":" + std::to_string(port) +
+                             " gave no run label");
+  }
+  return reply[1];
 }
 
 // ---- shard transfer -----------------------------------------------------------------------------

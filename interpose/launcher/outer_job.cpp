@@ -53,6 +53,13 @@ std::string value(const EnvMap& env, const char* name) {
   return v == nullptr ? std::string() : *v;
 }
 
+// FNV-1a 64 of `text`: the derived port's and a cut id's hash.
+uint64_t fnv1a64(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
 // Only [A-Za-z0-9._-]; anything else becomes '_' (a directory name, never a path).
 std::string safeName(const std::string& text) {
   std::string out;
@@ -64,10 +71,8 @@ std::string safeName(const std::string& text) {
   if (out.size() > 120) {
     // Too long for a directory name: the start, and a hash of the whole so that what was cut
     // (a requeue or restart count at the end) still tells two ids apart.
-    uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
-    for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
     char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a64(text)));
     out = out.substr(0, 103) + "-" + hex;
   }
   return out == "." || out == ".." ? "_" + out : out;
@@ -86,11 +91,7 @@ EnvMap environMap() {
 }
 
 int portForJob(const std::string& jobId) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
-  for (const unsigned char c : jobId) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
+  const uint64_t h = fnv1a64(jobId);
   // 20000-31999: below Linux's ephemeral range (32768-60999), where a connection's own port
   // could take it first.
   return 20000 + static_cast<int>(h % 12000);
