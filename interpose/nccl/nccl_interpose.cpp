@@ -109,10 +109,8 @@ std::string nextSplitName(ncclComm_t parent, int color) {
   return p->second.name + "/s" + std::to_string(p->second.splits++) + "c" + std::to_string(color);
 }
 
-// Remembers a split's communicator under that name, its rank and size asked of NCCL. Without it
-// each rank named it by its own address and the report could not tell which ranks a send/recv
-// joined.
-void rememberSplit(ncclComm_t comm, const std::string& name) {
+// A communicator named `name`, its rank and size asked of NCCL (left -1 where NCCL cannot say).
+CommInfo askedOfNccl(ncclComm_t comm, const std::string& name) {
   using CountFn = ncclResult_t (*)(const ncclComm_t, int*);
   static const auto count = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommCount"));
   static const auto userRank = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommUserRank"));
@@ -120,6 +118,13 @@ void rememberSplit(ncclComm_t comm, const std::string& name) {
   c.name = c.track = name;
   if (count != nullptr) count(comm, &c.nranks);
   if (userRank != nullptr) userRank(comm, &c.rank);
+  return c;
+}
+
+// Remembers a split's communicator under that name. Without it each rank named it by its own
+// address and the report could not tell which ranks a send/recv joined.
+void rememberSplit(ncclComm_t comm, const std::string& name) {
+  const CommInfo c = askedOfNccl(comm, name);
   std::lock_guard<std::mutex> lock(gMu);
   comms()[comm] = c;
 }
@@ -129,16 +134,9 @@ void describeComm(ncclComm_t comm, tracerun_comm_event& e, std::string& name) {
   std::lock_guard<std::mutex> lock(gMu);
   auto it = comms().find(comm);
   if (it == comms().end()) {
-    CommInfo c;
     char text[40];
     std::snprintf(text, sizeof text, "nccl comm@%p", static_cast<void*>(comm));
-    c.name = c.track = text;
-    using CountFn = ncclResult_t (*)(const ncclComm_t, int*);
-    static const auto count = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommCount"));
-    static const auto userRank = reinterpret_cast<CountFn>(dlsym(RTLD_NEXT, "ncclCommUserRank"));
-    if (count != nullptr) count(comm, &c.nranks);
-    if (userRank != nullptr) userRank(comm, &c.rank);
-    it = comms().emplace(comm, c).first;
+    it = comms().emplace(comm, askedOfNccl(comm, text)).first;
   }
   name = it->second.name;
   e.group_rank = it->second.rank;
