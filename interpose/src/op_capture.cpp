@@ -233,13 +233,17 @@ core::StringId tensorShape(ThreadState& t, const at::Tensor& tensor) {
 // its version counter in the top 16 bits (an in-place op's output differs from its input; user-
 // space addresses on x86-64 fit in 47 bits). An address reused after a free gives the same
 // identity again: a reader takes the latest producer that ended before the consumer started
-// (docs/capture.md). 0: no identity (undefined, no storage, or empty).
+// (docs/capture.md). 0: no identity (undefined, no storage, empty, or a wrapped number).
 // Measured against a boxed fallback on the Fake key (performance.md): RecordFunction's boxed
 // inputs and captured outputs cost less, and the fallback would need the callback anyway.
 
 int64_t tensorIdentity(const at::Tensor& t) noexcept {
   if (!t.defined()) return 0;
   const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  // A Python number wrapped by the argument parser (the 1 of `x.add_(1)`) is made outside the
+  // dispatcher, by no op; its few bytes may be carved from a freed output's memory, whose
+  // identity it would then take (a false dataflow edge, at random with ASLR).
+  if (impl->is_wrapped_number()) return 0;
   const c10::Storage& storage = impl->unsafe_storage();
   if (!storage) return 0;
   const auto data = reinterpret_cast<uint64_t>(storage.data());

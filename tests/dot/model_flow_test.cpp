@@ -127,7 +127,10 @@ TEST_CASE(
     "[dot][model][fx]") {
   for (const std::string model : {"branch", "resnet18", "resnet50"}) {
     const ProcessResult r = compareWithFx(model, tracePython(model, "ops,scopes,tensors"));
-    INFO(r.describe());
+    // The differences first, on one line: a CI log keeps only a failure's first lines.
+    std::string said = r.out + " " + r.err.substr(0, 2000);
+    std::replace(said.begin(), said.end(), '\n', '|');
+    INFO(model << " (exit " << r.exit_code << "): " << said);
     CHECK(r.exit_code == 0);
     CHECK(r.out.find(model + ": fx ") != std::string::npos);
   }

@@ -484,6 +484,42 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a wrapped Python number has no identity, even at the address of an op's output") {
+  // Python's argument parser turns the 1 of `t.add_(1)` into a wrapped 0-dim tensor outside the
+  // dispatcher: no op produced it, and its 8 bytes may be carved from a freed output's memory
+  // (BatchNorm's num_batches_tracked.add_(1) in ResNet), which gave a false dataflow edge.
+  at::set_num_threads(1);
+  const auto a = torch::ones({4}), b = torch::ones({4});
+  const std::string path = tempPath("wrapped");
+  auto config = configFor(path);
+  config.tensors = true;
+  REQUIRE(interpose::startCapture(config));
+  auto y = a + b;  // aten::add: its output's identity is y's address
+  auto counter = torch::zeros({}, torch::kLong);
+  // The wrapped number, placed exactly where y's data is (as glibc may place it after y's free).
+  auto one = at::from_blob(y.data_ptr(), {}, torch::kLong);
+  one.unsafeGetTensorImpl()->set_wrapped_number(true);
+  counter.add_(one);  // aten::add_ with the wrapped number as its second input, as from Python
+  interpose::stopCapture();
+
+  const auto reader = trace::TraceReader::open(path);
+  std::vector<int64_t> in;
+  for (const auto& s : allSpans(reader)) {
+    if (s.row.category != core::Category::kOp || s.row.depth != 0 || s.name != "aten::add_") {
+      continue;
+    }
+    for (const auto& arg : reader.args(s.row.id)) {
+      if (reader.str(arg.key).rfind("in", 0) == 0) in.push_back(arg.value);
+    }
+  }
+  REQUIRE(in.size() == 2);
+  CHECK(in[0] == identityOf(counter, 0));
+  CHECK(in[1] == 0);  // not y's identity: no edge from aten::add
+  // The counter's own producer feeds the add_; y's (aten::add) does not.
+  CHECK(dataflowQueryEdges(path) == std::set<std::string>{"aten::zeros -> aten::add_ x1"});
+  ::unlink(path.c_str());
+}
+
 // ---- annotations --------------------------------------------------------------------------------
 
 TEST_CASE("annotations become phase module and user spans with arguments and counters") {
