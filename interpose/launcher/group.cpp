@@ -36,6 +36,7 @@
 #include "clock_sync.h"
 #include "launch.h"
 #include "output_guard.h"
+#include "rank_set.h"
 #include "rendezvous.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
@@ -562,7 +563,10 @@ bool deliverToNode0(const LaunchOptions& o, const std::vector<std::string>& atte
   try {
     const int64_t bytes =
         sendShards(o.master_addr, o.master_port + 1, mine, token, transferTimeoutS(), cancelled);
-    if (!o.quiet) {
+    if (!o.quiet && mine.paths.empty()) {
+      std::fprintf(stderr, "tracerun: node %d: no shard to send to node 0 (--ranks %s)\n",
+                   o.node_rank, o.ranks.c_str());
+    } else if (!o.quiet) {
       std::fprintf(stderr,
                    "tracerun: node %d: %zu shard(s), %s sent to node 0, whose output holds "
                    "every node's ranks; this node's own ranks are also in %s\n",
@@ -794,10 +798,12 @@ class Group {
       addAttemptShards(inputs, node.paths, node.clock_offset_ns);
     }
     AttemptsMerge merged;
-    if (inputs.empty()) {
+    // --ranks left out every rank of this node (and node 0 received none): nothing to merge.
+    const bool nothingTraced = inputs.empty() && !tracesAnyOwnRank();
+    if (inputs.empty() && !nothingTraced) {
       std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
                    listPaths(attemptDirs_).c_str());
-    } else {
+    } else if (!inputs.empty()) {
       merged = mergeAttempts(signals, std::move(inputs), o_.output);
     }
     bool keep = o_.keep_shards;
@@ -824,7 +830,7 @@ class Group {
     }
     // A shard not merged whole (a full disk cut its writer short) fails the run and stays, as does
     // every shard of a failed merge.
-    if (merged.whole() && !keep) {
+    if ((merged.whole() || nothingTraced) && !keep) {
       for (const auto& dir : attemptDirs_) removeAttemptDir(dir);
       removeReceived(receivedDir, others.delivered);
       ::rmdir(shardDir_.c_str());
@@ -835,11 +841,22 @@ class Group {
                    "(first from %s)\n",
                    refused_.size(), refused_.front().c_str());
     }
-    if (!merged.whole() && code == 0) code = 1;
+    if (!merged.whole() && !nothingTraced && code == 0) code = 1;
     return code;
   }
 
  private:
+  // Whether --ranks (when given) keeps one of this node's ranks traced.
+  bool tracesAnyOwnRank() const {
+    if (o_.ranks.empty()) return true;
+    const interpose::RankSet traced = interpose::RankSet::parse(o_.ranks, nullptr);
+    const int first = o_.node_rank * o_.nproc_per_node;
+    for (int r = first; r < first + o_.nproc_per_node; ++r) {
+      if (traced.contains(r)) return true;
+    }
+    return false;
+  }
+
   // Clock offsets: one host shares CLOCK_MONOTONIC; across hosts the agents measure (port+1). The
   // same connections stay open as the fault links (node 0: one per node; others: to node 0).
   std::optional<int> connectNodes() {

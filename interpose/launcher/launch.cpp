@@ -32,6 +32,7 @@
 #include "outer_clock.h"
 #include "outer_job.h"
 #include "output_guard.h"
+#include "rank_set.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
 #include "tracerun/trace/error.h"
@@ -383,6 +384,41 @@ bool reportMergeLoss(const trace::MergeResult& result, const std::string& output
   return true;
 }
 
+namespace {
+
+// What is wrong with --ranks (empty: nothing, or no --ranks): a malformed list, a rank outside the
+// world, or no traced rank among those this launch starts. Checked before anything runs.
+std::string ranksProblem(const LaunchOptions& o, bool group, bool elastic, const OuterJob& outer) {
+  if (o.ranks.empty()) return {};
+  std::string bad;
+  const interpose::RankSet ranks = interpose::RankSet::parse(o.ranks, &bad);
+  if (!bad.empty()) return bad;
+  // An elastic resize renumbers the ranks: "rank 5" would be another process in every round.
+  if (elastic) return "not with --nnodes MIN:MAX (a resize renumbers the ranks)";
+  auto outside = [&](int64_t world) {
+    return "rank " + std::to_string(ranks.highest()) + " is not in a world of " +
+           std::to_string(world) + " rank" + (world == 1 ? "" : "s");
+  };
+  if (group) {
+    const int64_t world = int64_t{o.nnodes} * std::max(o.nproc_per_node, 1);
+    return ranks.highest() >= world ? outside(world) : std::string();
+  }
+  if (!outer.launcher.empty()) {
+    return ranks.highest() >= outer.world_size ? outside(outer.world_size) : std::string();
+  }
+  // One process: it is the rank RANK says (0 when unset), as libtracerun will read it.
+  const char* rank = std::getenv("RANK");
+  const int64_t self = rank != nullptr ? std::strtoll(rank, nullptr, 10) : 0;
+  if (!ranks.contains(self)) {
+    return "PROGRAM is rank " + std::to_string(self) +
+           ", not in the list: nothing would be traced (--nproc-per-node starts ranks, or run "
+           "tracerun under torchrun or srun)";
+  }
+  return {};
+}
+
+}  // namespace
+
 // ---- launch -------------------------------------------------------------------------------------
 
 int launch(const LaunchOptions& o) {
@@ -433,6 +469,10 @@ int launch(const LaunchOptions& o) {
     std::fprintf(stderr, "tracerun: %s\n", outer.problem.c_str());
     return 2;
   }
+  if (const std::string p = ranksProblem(o, group, elastic, outer); !p.empty()) {
+    std::fprintf(stderr, "tracerun: --ranks %s: %s\n", o.ranks.c_str(), p.c_str());
+    return 2;
+  }
   labelRun(&outer);  // torchrun over several nodes: the run named by rank 0 (outer_clock.h)
   // OUTPUT.shards/: ours alone (0700, refused when another user could write in it) and locked
   // until we exit, so a second launch with the same output is refused. An outer job's ranks share
@@ -471,6 +511,11 @@ int launch(const LaunchOptions& o) {
   ::setenv("TRACERUN_CAPTURE", capture.text().c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
+  if (!o.ranks.empty()) {
+    ::setenv("TRACERUN_RANKS", interpose::RankSet::parse(o.ranks, nullptr).text().c_str(), 1);
+  } else {
+    ::unsetenv("TRACERUN_RANKS");  // an outer tracerun's list is not ours
+  }
   // Python programs: nn.Module scopes through the sitecustomize.py found here (docs/capture.md).
   if (const std::string hooks = dirName(library) + "/tracerun-python";
       isFile(hooks + "/sitecustomize.py")) {

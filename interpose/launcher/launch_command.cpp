@@ -23,6 +23,9 @@ Command addLaunchCommand(CLI::App& app) {
                  "scripts that start the real program");
   app.add_flag("--keep-shards", o->keep_shards, "keep OUTPUT.shards/ after merging");
   app.add_flag("-q,--quiet", o->quiet, "no summary after the run");
+  app.add_option("--ranks", o->ranks,
+                 "trace only these ranks (RANK values, e.g. 0,8-15); the others run untraced")
+      ->type_name("LIST");
   app.add_option("--nproc-per-node", o->nproc_per_node,
                  "ranks to start on this node, with the torchrun environment (RANK, WORLD_SIZE...)")
       ->check(CLI::Range(1, 4096));

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "rank_set.h"
 #include "status_file.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/core/raw_shard_writer.h"
@@ -117,6 +118,20 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   }
   c.rank = envInt("RANK", 0);
   c.world_size = envInt("WORLD_SIZE", 1);
+  // `tracerun --ranks`: a rank outside the list runs as without tracerun.
+  if (const char* ranks = env("TRACERUN_RANKS")) {
+    std::string problem;
+    const RankSet traced = RankSet::parse(ranks, &problem);
+    if (!problem.empty()) {
+      std::fprintf(stderr, "tracerun: TRACERUN_RANKS=%s: %s; every rank is traced\n", ranks,
+                   problem.c_str());
+    } else if (!traced.contains(c.rank)) {
+      if (why) *why = "rank " + std::to_string(c.rank) + " is not in TRACERUN_RANKS " + ranks;
+      return std::nullopt;
+    } else {
+      c.traced_ranks = traced.text();
+    }
+  }
   c.output = expandRank(output, c.rank);
   std::string problem;
   const CaptureSet words = captureWordsFromEnvironment(&problem);
@@ -421,6 +436,7 @@ void openWriter(ActiveCapture& a) {
       {"capture", captureWordsOf(config).text()}, {"capture_shapes", config.shapes ? "1" : "0"}};
   if (!config.target.empty()) meta.emplace_back("capture_target", config.target);
   if (config.restart > 0) meta.emplace_back("restart", std::to_string(config.restart));
+  if (!config.traced_ranks.empty()) meta.emplace_back("traced_ranks", config.traced_ranks);
   const BlockSignals block;  // the drain thread inherits it
   if (config.raw_writer) {
     // The shard exists from the start, as with the SQLite writer: an empty one, marked incomplete,

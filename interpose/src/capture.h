@@ -30,8 +30,9 @@ struct CaptureConfig {
   bool cuda = false;     // these two only go into the shard's meta `capture`)
   int rank = 0;
   int world_size = 1;
-  std::string command;  // for meta
-  std::string target;   // what TRACERUN_TARGET named, for meta
+  std::string traced_ranks;  // TRACERUN_RANKS as RankSet::text() ("": every rank), for meta
+  std::string command;       // for meta
+  std::string target;        // what TRACERUN_TARGET named, for meta
   // Records per thread buffer: 16 MiB absorbs a burst of tiny ops (~2-4M records/s here) for
   // ~70-150 ms while the writer catches up; 4 MiB (core's default) overflowed on a small MLP.
   size_t ring_capacity = size_t{1} << 18;

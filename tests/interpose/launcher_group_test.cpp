@@ -219,6 +219,60 @@ TEST_CASE("every rank gets the torchrun environment, output is prefixed, one mer
   CHECK_FALSE(exists(db + ".shards"));
 }
 
+TEST_CASE("tracing some ranks (--ranks): only those, the others run as without tracerun",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/ranks.db";
+  const Result r = run(group(db, {"--nproc-per-node", "4", "--status", "off", "--ranks", "3,1"},
+                             worker({"--steps", "3"})));
+  INFO(r.describe());
+  REQUIRE(r.code == 0);
+  for (int rank = 0; rank < 4; ++rank) {  // every rank ran its steps, traced or not
+    INFO("rank " << rank);
+    CHECK(stepLines(r.out, rank) == 3);
+    CHECK(envOf(r.out, rank, "WORLD_SIZE") == "4");
+  }
+  const auto reader = trace::TraceReader::open(db);
+  CHECK(ranksOf(reader) == std::set<int>{1, 3});
+  CHECK(countSpans(reader, 1, "step") == 3);
+  CHECK(countSpans(reader, 3, "step") == 3);
+  CHECK(reader.meta("traced_ranks") == "1,3");
+  CHECK(reader.meta("world_size") == "4");
+  CHECK_FALSE(exists(db + ".shards"));
+  // The report and info say so.
+  const Result report = run({TRACERUN_BIN, "report", db});
+  INFO(report.describe());
+  CHECK(contains(report.out, "2 ranks (world size 4)"));
+  CHECK(contains(report.out, "traced ranks 1,3 only (tracerun --ranks)"));
+  const Result info = run({TRACERUN_BIN, "info", db});
+  CHECK(contains(info.out, "ranks (2, world size 4; traced: 1,3, tracerun --ranks)"));
+}
+
+TEST_CASE("tracing some ranks (--ranks): a malformed list or a rank outside the world is refused",
+          "[launcher_group]") {
+  const std::string db = scratch() + "/ranks_bad.db";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--nproc-per-node", "2", "--ranks", "0-x"},
+       "tracerun: --ranks 0-x: '0-x' is not a rank or a range such as 8-15\n"},
+      {{"--nproc-per-node", "2", "--ranks", "1,2"},
+       "tracerun: --ranks 1,2: rank 2 is not in a world of 2 ranks\n"},
+      {{"--ranks", "1"},
+       "tracerun: --ranks 1: PROGRAM is rank 0, not in the list: nothing would be traced "
+       "(--nproc-per-node starts ranks, or run tracerun under torchrun or srun)\n"},
+      {{"--nnodes", "1:2", "--master-port", "29999", "--ranks", "0"},
+       "tracerun: --ranks 0: not with --nnodes MIN:MAX (a resize renumbers the ranks)\n"},
+  };
+  for (const auto& [flags, said] : cases) {
+    auto argv = group(db, flags, worker({"--steps", "1"}));
+    argv.insert(argv.begin(), {"/usr/bin/env", "-u", "RANK"});
+    const Result r = run(argv);
+    INFO(r.describe());
+    CHECK(r.code == 2);
+    CHECK(r.err == said);
+    CHECK(r.out.empty());  // nothing ran
+    CHECK_FALSE(exists(db));
+  }
+}
+
 TEST_CASE("the status line comes from the ranks' counters, plain lines when not a terminal",
           "[launcher_group]") {
   const std::string db = scratch() + "/status.db";
@@ -532,6 +586,30 @@ TEST_CASE("several nodes: node 0's output holds every node's ranks, on node 0's 
       CHECK(span.start_ns + span.dur_ns + origin <= end - offset + slack);
     }
   }
+}
+
+TEST_CASE("several nodes: --ranks leaving out every rank of node 1, node 0 has the rest",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/ranks_nodes0.db", out1 = scratch() + "/ranks_nodes1.db";
+  const auto program = worker({"--steps", "2"});
+  auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
+  for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--ranks", "0-1"});
+  Child node0(group(out0, flags0, program));
+  Child node1(group(out1, flags1, program));
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r1.describe());
+  REQUIRE(r0.code == 0);
+  REQUIRE(r1.code == 0);  // nothing to trace on node 1 is no failure
+  for (int rank : {2, 3}) CHECK(stepLines(r1.out, rank) == 2);
+  CHECK_FALSE(contains(r1.err, "no rank wrote a trace"));
+  CHECK_FALSE(exists(out1));  // no node file without a traced rank
+  CHECK_FALSE(exists(out0 + ".shards"));
+  CHECK_FALSE(exists(out1 + ".shards"));
+  const auto merged = trace::TraceReader::open(out0);
+  CHECK(ranksOf(merged) == std::set<int>{0, 1});
+  CHECK(merged.meta("traced_ranks") == "0,1");
+  CHECK(merged.meta("world_size") == "4");
 }
 
 TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps its shards",

@@ -207,6 +207,33 @@ TEST_CASE("outer torchrun environment by hand: one merged trace, ranks on one cl
   CHECK(envOf(results[1].out, "RANK") == "1");
 }
 
+TEST_CASE("outer torchrun with --ranks: only the listed rank is in the one trace",
+          "[launcher_outer]") {
+  const std::string db = scratch() + "/torchrun_ranks.db";
+  const std::string id = uniqueId("r");
+  std::vector<std::vector<std::string>> argvs;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto argv = rankArgv(torchrunVars(id, rank, 3), db, worker({"--steps", "2"}));
+    argv.insert(std::find(argv.begin(), argv.end(), std::string("--")), {"--ranks", "1"});
+    argvs.push_back(argv);
+  }
+  const auto results = runJob(argvs);
+  INFO(describe(results));
+  for (const auto& r : results) REQUIRE(r.code == 0);
+  CHECK_FALSE(testing::fileExists(db + ".shards"));
+  const auto merged = trace::TraceReader::open(db);
+  CHECK(ranksOf(merged) == std::set<int>{1});
+  CHECK(countSpans(merged, 1, "step") == 2);
+  CHECK(merged.meta("traced_ranks") == "1");
+  CHECK(merged.meta("world_size") == "3");
+  // A rank outside the outer launcher's world: refused, nothing run.
+  auto badArgv = rankArgv(torchrunVars(uniqueId("b"), 0, 2), db + ".bad", worker({}));
+  badArgv.insert(std::find(badArgv.begin(), badArgv.end(), std::string("--")), {"--ranks", "0,2"});
+  const Result bad = Child(badArgv).wait();
+  CHECK(bad.code == 2);
+  CHECK(bad.err == "tracerun: --ranks 0,2: rank 2 is not in a world of 2 ranks\n");
+}
+
 TEST_CASE("outer torchrun restart: the run before it is kept beside the output, not replaced",
           "[launcher_outer]") {
   // torchrun --max-restarts runs the job again after a failure; each run merges over -o, so the

@@ -121,8 +121,10 @@ void printText(const Info& info) {
                   formatDuration(a.start_ns).c_str(), formatDuration(a.end_ns).c_str());
     }
   }
-  std::printf("\nranks (%zu, world size %s)\n", info.ranks.size(),
-              metaOr(info, "world_size", "?").c_str());
+  const std::string traced = metaOr(info, "traced_ranks", "");
+  std::printf("\nranks (%zu, world size %s%s)\n", info.ranks.size(),
+              metaOr(info, "world_size", "?").c_str(),
+              traced.empty() ? "" : ("; traced: " + traced + ", tracerun --ranks").c_str());
   std::printf("  %-5s %-20s %-8s %-14s %-12s %-12s %s\n", "rank", "host", "pid", "clock offset",
               "first event", "last event", "track events");
   for (const auto& r : info.ranks) {

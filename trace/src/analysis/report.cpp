@@ -177,6 +177,7 @@ Report buildReport(const TraceReader& reader, const ReportOptions& options) {
   } catch (const std::exception&) {
     r.world_size = static_cast<int>(r.ranks.size());
   }
+  r.traced_ranks = reader.meta("traced_ranks");
   r.counts = reader.counts();
   r.stats = reader.stats();
   for (const StatRow& s : r.stats) {

@@ -78,6 +78,7 @@ std::string reportJson(const Report& r, int indent) {
   j["path"] = r.path;
   j["ranks"] = r.ranks.size();
   j["world_size"] = r.world_size;
+  j["traced_ranks"] = r.traced_ranks.empty() ? ordered_json() : ordered_json(r.traced_ranks);
   j["attempts"] = ordered_json::array();
   for (const auto& a : r.attempts) {
     ordered_json ranks = ordered_json::array();

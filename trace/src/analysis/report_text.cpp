@@ -53,6 +53,10 @@ void headlineSection(const Report& r, Lines& line) {
       r.path.c_str(), r.ranks.size(), r.ranks.size() == 1 ? "" : "s", r.world_size, r.steps,
       r.steps == 1 ? "" : "s", duration(double(r.step_mean_ns)).c_str(),
       static_cast<long long>(r.counts.spans), static_cast<long long>(r.counts.memory)));
+  if (!r.traced_ranks.empty()) {
+    line("traced ranks " + r.traced_ranks + " only (tracerun --ranks): what crosses ranks is " +
+         "seen from these");
+  }
   if (r.attempts.size() > 1) {  // "2 attempts: world 2 (ranks 1-2), then world 1 (ranks 0-0)"
     std::string text =
         std::to_string(r.attempts.size()) + " attempts (restarts or elastic rounds):";

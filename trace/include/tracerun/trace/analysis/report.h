@@ -68,6 +68,7 @@ struct ReportRankMemory {
 struct Report {
   std::string path;
   int world_size = 0;
+  std::string traced_ranks;  // meta traced_ranks (`tracerun --ranks`): "" when every rank was
   std::vector<RankInfo> ranks;
   // Restarts and elastic rounds, at least one.
   std::vector<AttemptInfo> attempts;
