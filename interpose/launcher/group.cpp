@@ -36,10 +36,10 @@
 #include "clock_sync.h"
 #include "launch.h"
 #include "output_guard.h"
-#include "rank_set.h"
 #include "rendezvous.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
+#include "tracerun/core/rank_set.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 
@@ -563,7 +563,7 @@ bool deliverToNode0(const LaunchOptions& o, const std::vector<std::string>& atte
   try {
     const int64_t bytes =
         sendShards(o.master_addr, o.master_port + 1, mine, token, transferTimeoutS(), cancelled);
-    if (!o.quiet && mine.paths.empty()) {
+    if (!o.quiet && mine.paths.empty() && o.ranks_given) {
       std::fprintf(stderr, "tracerun: node %d: no shard to send to node 0 (--ranks %s)\n",
                    o.node_rank, o.ranks.c_str());
     } else if (!o.quiet) {
@@ -798,8 +798,10 @@ class Group {
       addAttemptShards(inputs, node.paths, node.clock_offset_ns);
     }
     AttemptsMerge merged;
-    // --ranks left out every rank of this node (and node 0 received none): nothing to merge.
-    const bool nothingTraced = inputs.empty() && !tracesAnyOwnRank();
+    // --ranks left out every rank of this node: nothing to merge. Not on node 0 of several, whose
+    // output is the job's trace: with nothing received either, that is a failure.
+    const bool nothingTraced =
+        inputs.empty() && !tracesAnyOwnRank() && !(severalNodes && o_.node_rank == 0);
     if (inputs.empty() && !nothingTraced) {
       std::fprintf(stderr, "tracerun: no rank wrote a trace in %s (did PROGRAM load libtorch?)\n",
                    listPaths(attemptDirs_).c_str());
@@ -848,8 +850,8 @@ class Group {
  private:
   // Whether --ranks (when given) keeps one of this node's ranks traced.
   bool tracesAnyOwnRank() const {
-    if (o_.ranks.empty()) return true;
-    const interpose::RankSet traced = interpose::RankSet::parse(o_.ranks, nullptr);
+    if (!o_.ranks_given) return true;
+    const core::RankSet traced = core::RankSet::parse(o_.ranks, nullptr);
     const int first = o_.node_rank * o_.nproc_per_node;
     for (int r = first; r < first + o_.nproc_per_node; ++r) {
       if (traced.contains(r)) return true;

@@ -42,8 +42,9 @@ struct LaunchOptions {
   double rdzv_timeout_s = 300;  // with fewer than MIN: give up after this long
   double grace_s = 5;           // SIGTERM -> SIGKILL when stopping ranks
   std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off
-  // --ranks: the only ranks to trace (interpose/src/rank_set.h); empty: every rank.
+  // --ranks: the only ranks to trace (core/include/tracerun/core/rank_set.h); empty: every rank.
   std::string ranks;
+  bool ranks_given = false;  // --ranks was on the command line (an empty list is an error)
 };
 
 // Runs the whole launch. Returns PROGRAM's exit code (128+N when it died of signal N), 127 when

@@ -23,8 +23,13 @@ Command addLaunchCommand(CLI::App& app) {
                  "scripts that start the real program");
   app.add_flag("--keep-shards", o->keep_shards, "keep OUTPUT.shards/ after merging");
   app.add_flag("-q,--quiet", o->quiet, "no summary after the run");
-  app.add_option("--ranks", o->ranks,
-                 "trace only these ranks (RANK values, e.g. 0,8-15); the others run untraced")
+  app.add_option_function<std::string>(
+         "--ranks",
+         [o](const std::string& v) {
+           o->ranks = v;
+           o->ranks_given = true;
+         },
+         "trace only these ranks (RANK values, e.g. 0,8-15); the others run untraced")
       ->type_name("LIST");
   app.add_option("--nproc-per-node", o->nproc_per_node,
                  "ranks to start on this node, with the torchrun environment (RANK, WORLD_SIZE...)")

@@ -31,9 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include "rank_set.h"
 #include "status_file.h"
 #include "tracerun/core/clock.h"
+#include "tracerun/core/rank_set.h"
 #include "tracerun/core/raw_shard_writer.h"
 #include "tracerun/trace/raw_convert.h"
 #include "tracerun/trace/shard_writer.h"
@@ -116,12 +116,12 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
       return std::nullopt;
     }
   }
-  c.rank = envInt("RANK", 0);
+  c.rank = core::rankFromEnvironment();
   c.world_size = envInt("WORLD_SIZE", 1);
   // `tracerun --ranks`: a rank outside the list runs as without tracerun.
   if (const char* ranks = env("TRACERUN_RANKS")) {
     std::string problem;
-    const RankSet traced = RankSet::parse(ranks, &problem);
+    const core::RankSet traced = core::RankSet::parse(ranks, &problem);
     if (!problem.empty()) {
       std::fprintf(stderr, "tracerun: TRACERUN_RANKS=%s: %s; every rank is traced\n", ranks,
                    problem.c_str());

@@ -66,6 +66,8 @@ struct CaptureConfig {
 //   TRACERUN_WRITER   raw (default: records appended to OUTPUT.raw, SQLite built at stop) or
 //                     sqlite (the writer thread runs SQLite while recording)
 //   RANK, WORLD_SIZE  torchrun's variables (default 0 and 1)
+//   TRACERUN_RANKS    `tracerun --ranks`: start only when RANK is in this list (core/rank_set.h;
+//                     a malformed list is said once and every rank is traced)
 //   TRACERUN_CLOCK_OFFSET_NS  this host's clock minus rank 0's, stored in the shard's ranks row
 //   TRACERUN_RESTART  restart count of the group (the launcher's); > 0 adds a "restart" instant
 //   TRACERUN_STATUS   per-rank status file for the launcher's status line (status_file.cpp)

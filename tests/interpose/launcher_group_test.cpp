@@ -253,6 +253,8 @@ TEST_CASE("tracing some ranks (--ranks): a malformed list or a rank outside the 
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nproc-per-node", "2", "--ranks", "0-x"},
        "tracerun: --ranks 0-x: '0-x' is not a rank or a range such as 8-15\n"},
+      {{"--nproc-per-node", "2", "--ranks", ""},  // an unset "$RANKS" traces nothing by mistake
+       "tracerun: --ranks: an empty list (write ranks such as 0,8-15)\n"},
       {{"--nproc-per-node", "2", "--ranks", "1,2"},
        "tracerun: --ranks 1,2: rank 2 is not in a world of 2 ranks\n"},
       {{"--ranks", "1"},
@@ -610,6 +612,25 @@ TEST_CASE("several nodes: --ranks leaving out every rank of node 1, node 0 has t
   CHECK(ranksOf(merged) == std::set<int>{0, 1});
   CHECK(merged.meta("traced_ranks") == "0,1");
   CHECK(merged.meta("world_size") == "4");
+}
+
+TEST_CASE("several nodes: --ranks leaving out node 0's ranks, node 0 merges node 1's",
+          "[launcher_group]") {
+  const std::string port = std::to_string(freePort());
+  const std::string out0 = scratch() + "/ranks_swap0.db", out1 = scratch() + "/ranks_swap1.db";
+  const auto program = worker({"--steps", "2"});
+  auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
+  for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--ranks", "3"});
+  Child node0(group(out0, flags0, program));
+  Child node1(group(out1, flags1, program));
+  const Result r0 = node0.wait(), r1 = node1.wait();
+  INFO(r0.describe() + "\n" + r1.describe());
+  REQUIRE(r0.code == 0);
+  REQUIRE(r1.code == 0);
+  const auto merged = trace::TraceReader::open(out0);
+  CHECK(ranksOf(merged) == std::set<int>{3});
+  CHECK(countSpans(merged, 3, "step") == 2);
+  CHECK(ranksOf(trace::TraceReader::open(out1)) == std::set<int>{3});  // node 1's node file
 }
 
 TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps its shards",

@@ -10,9 +10,10 @@
 #include <string>
 
 #include "capture.h"
-#include "rank_set.h"
+#include "tracerun/core/rank_set.h"
 
 using namespace tracerun::interpose;
+using tracerun::core::RankSet;
 
 namespace {
 

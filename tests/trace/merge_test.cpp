@@ -1053,3 +1053,43 @@ TEST_CASE("merge: two attempts in one file, the last one's ranks first, each att
   CHECK(shard.ranks()[0].attempt == 0);
   r.quickCheck();
 }
+
+TEST_CASE("merge: traced_ranks is every shard's list joined, and lists that disagree are said") {
+  // Each shard's meta rows as its writer left them: {traced_ranks, capture} ("" = absent). A
+  // shard killed before its close has neither; one closed without --ranks has `capture` only.
+  struct Case {
+    std::string rank0_list, rank0_capture, rank1_list;
+    std::string merged;  // the merged file's traced_ranks ("" = absent)
+    bool differ;         // merge_traced_ranks_differ set
+  };
+  const std::vector<Case> cases = {
+      {"0,1", "ops", "0,1", "0,1", false},  // both closed, one list
+      {"", "", "0,1", "0,1", false},        // rank 0 killed: rank 1's list
+      {"0", "ops", "1", "0,1", true},       // lists differ: joined, and said
+      {"", "ops", "1", "", true},           // rank 0 traced without --ranks: no list claimed
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    INFO("case " << i);
+    TempDir dir;
+    std::vector<GenShard> shards = {generate(0, 0, 21), generate(1, 1'000'000, 22)};
+    std::vector<MergeInput> inputs;
+    for (auto& g : shards) {
+      const std::string path = dir.file("rank" + std::to_string(g.rank) + ".db");
+      writeShard(g, path);
+      RawDb db(path);
+      const std::string list = g.rank == 0 ? c.rank0_list : c.rank1_list;
+      const std::string capture = g.rank == 0 ? c.rank0_capture : "ops";
+      if (!list.empty()) db.exec("INSERT INTO meta VALUES ('traced_ranks', '" + list + "')");
+      if (!capture.empty()) db.exec("INSERT INTO meta VALUES ('capture', '" + capture + "')");
+      inputs.push_back({path});
+    }
+    const std::string out = dir.file("run.db");
+    mergeShards(inputs, MergeOptions{out, {}});
+    const auto r = TraceReader::open(out);
+    CHECK(r.meta("traced_ranks") == c.merged);
+    bool differ = false;
+    for (const auto& s : r.stats()) differ = differ || s.name == "merge_traced_ranks_differ";
+    CHECK(differ == c.differ);
+  }
+}

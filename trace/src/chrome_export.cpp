@@ -556,7 +556,8 @@ void writeFlows(JsonOut& out, const TraceReader& reader, const std::vector<Track
 void writeMetadata(JsonOut& out, const TraceReader& reader) {
   out.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"metadata\":{\"source\":");
   out.str(reader.path());
-  for (const char* key : {"kind", "origin_ns", "world_size", "command", "tracerun_version"}) {
+  for (const char* key :
+       {"kind", "origin_ns", "world_size", "traced_ranks", "command", "tracerun_version"}) {
     out.raw(",");
     out.str(key);
     out.ch(':');

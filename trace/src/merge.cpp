@@ -19,6 +19,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -26,6 +27,7 @@
 #include "span_chunks.h"
 #include "sqlite_util.h"
 #include "summaries.h"
+#include "tracerun/core/rank_set.h"
 #include "tracerun/core/tracks.h"
 #include "tracerun/trace/analysis/memory_summary.h"
 #include "tracerun/trace/error.h"
@@ -740,10 +742,30 @@ void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOr
   meta["origin_ns"] = std::to_string(mergedOrigin);
   meta["world_size"] = std::to_string(worldSize);
   meta["created_unix_s"] = std::to_string(static_cast<int64_t>(std::time(nullptr)));
+  // traced_ranks (`tracerun --ranks`): every shard's list, joined. A shard killed before its close
+  // has no meta at all; one closed without the key was traced without --ranks (a merge by hand of
+  // two runs): the file then claims no list. Lists that differ are said.
+  meta.erase("traced_ranks");
+  std::optional<core::RankSet> traced;
+  int differs = -1;  // the first shard's rank whose list differs from the ones before it
+  bool closedWithout = false;
+  for (const auto& s : shards) {
+    const auto it = s.meta.find("traced_ranks");
+    if (it == s.meta.end()) {
+      closedWithout = closedWithout || s.meta.count("capture") != 0;
+      continue;
+    }
+    const core::RankSet list = core::RankSet::parse(it->second, nullptr);
+    if (traced && *traced != list && differs < 0) differs = s.rank;
+    traced = traced ? traced->join(list) : list;
+  }
+  if (traced && closedWithout && differs < 0) differs = shards.front().rank;
+  if (traced && !closedWithout && !traced->empty()) meta["traced_ranks"] = traced->text();
   Stmt insert(out, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
   for (const auto& [k, v] : meta) {
     insert.bind(1, std::string_view(k)).bind(2, std::string_view(v)).run();
   }
+  if (differs >= 0) setStat(out, differs, "merge_traced_ranks_differ", 1, Severity::kWarning);
 }
 
 // ---- a full disk --------------------------------------------------------------------------------

@@ -361,7 +361,8 @@ const std::vector<MetaKey>& metaKeys() {
       {"capture_shapes", "'1' when input shapes were recorded (span detail), '0' otherwise"},
       {"capture_target", "the program the launcher told libtracerun to capture in"},
       {"traced_ranks",
-       "the ranks `tracerun --ranks` traced (\"0,8-15\"); absent: every rank that ran"},
+       "the ranks `tracerun --ranks` traced (\"0,8-15\"; merge joins its shards' lists); absent: "
+       "every rank that ran"},
       {"memory_category_summary",
        "version of memory_category_blocks and memory_category_allocations ('2') once merge wrote "
        "them; absent: the memory tab replays the memory events"},

@@ -1,21 +1,25 @@
 // The ranks to trace (`--ranks`, TRACERUN_RANKS): a list such as "0,8-15", parsed and printed here
-// only. Not which ranks exist (that is WORLD_SIZE) nor how they are started (the launcher).
+// only, and the process's own rank as RANK gives it. Not which ranks exist (that is WORLD_SIZE)
+// nor how they are started (the launcher).
 //
 // The launcher validates `--ranks` with RankSet::parse (a malformed list is a usage error) and
 // passes RankSet::text() on; libtracerun reads TRACERUN_RANKS and does not start in a process whose
-// RANK is not in the set, so the others run as without tracerun. The shard's meta `traced_ranks`
-// is text(). Header-only: the launcher links no capture code.
+// rankFromEnvironment() is not in the set, so the others run as without tracerun. The shard's meta
+// `traced_ranks` is text(); the merge joins the shards' lists (join()). Header-only, standard
+// library only: the launcher links no capture code.
 #pragma once
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-namespace tracerun::interpose {
+namespace tracerun::core {
 
 class RankSet {
  public:
@@ -45,18 +49,19 @@ class RankSet {
       s.ranges_.emplace_back(first, last);
       at = comma + 1;
     }
-    std::sort(s.ranges_.begin(), s.ranges_.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (const auto& r : s.ranges_) {
-      if (!merged.empty() && r.first <= merged.back().second + 1) {
-        merged.back().second = std::max(merged.back().second, r.second);
-      } else {
-        merged.push_back(r);
-      }
-    }
-    s.ranges_ = std::move(merged);
+    s.normalize();
     return s;
   }
+
+  // Every rank of either set.
+  RankSet join(const RankSet& other) const {
+    RankSet s = *this;
+    s.ranges_.insert(s.ranges_.end(), other.ranges_.begin(), other.ranges_.end());
+    s.normalize();
+    return s;
+  }
+  bool operator==(const RankSet& o) const { return ranges_ == o.ranges_; }
+  bool operator!=(const RankSet& o) const { return !(*this == o); }
 
   bool empty() const { return ranges_.empty(); }
   bool contains(int64_t rank) const {
@@ -86,6 +91,19 @@ class RankSet {
   }
 
  private:
+  void normalize() {
+    std::sort(ranges_.begin(), ranges_.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& r : ranges_) {
+      if (!merged.empty() && r.first <= merged.back().second + 1) {
+        merged.back().second = std::max(merged.back().second, r.second);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    ranges_ = std::move(merged);
+  }
+
   static bool number(std::string_view digits, int64_t* out) {
     if (digits.empty() || digits.size() > 9) return false;  // ranks fit easily in 9 digits
     int64_t v = 0;
@@ -100,4 +118,14 @@ class RankSet {
   std::vector<std::pair<int64_t, int64_t>> ranges_;  // inclusive, sorted, disjoint, not adjacent
 };
 
-}  // namespace tracerun::interpose
+// This process's rank as libtracerun reads it: RANK when it is a whole number 0..INT_MAX, else 0
+// (unset, or not a number: a single process is rank 0). The launcher checks `--ranks` with it.
+inline int rankFromEnvironment() {
+  const char* v = std::getenv("RANK");
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && x >= 0 && x <= INT_MAX ? static_cast<int>(x) : 0;
+}
+
+}  // namespace tracerun::core
