@@ -97,9 +97,14 @@ RankStatus readStatus(const std::string& path) {
 
 class StatusLine {
  public:
+  // `traced`: --ranks's list when given (a rank outside it shows `x`: it never reports).
   StatusLine(const std::string& mode, const std::string& dir, const std::vector<Worker>& workers,
-             int restart)
-      : dir_(dir), workers_(workers), restart_(restart), start_(Clock::now()) {
+             int restart, std::optional<core::RankSet> traced)
+      : dir_(dir),
+        workers_(workers),
+        restart_(restart),
+        traced_(std::move(traced)),
+        start_(Clock::now()) {
     tty_ = ::isatty(1) == 1;
     on_ = mode != "off";
     inPlace_ = on_ && tty_ && mode != "plain";
@@ -122,7 +127,13 @@ class StatusLine {
     double minStep = -1, loss = 0, tps = 0;
     bool haveLoss = false;
     std::string ranks;
+    bool anyTraced = false;
     for (const auto& w : workers_) {
+      if (traced_ && !traced_->contains(w.rank)) {
+        ranks += " x";
+        continue;
+      }
+      anyTraced = true;
       const RankStatus s = readStatus(dir_ + "/status.rank" + std::to_string(w.rank));
       ranks += " " + (s.seen ? std::to_string(static_cast<long>(s.step)) : std::string("-"));
       if (!s.seen) continue;
@@ -136,7 +147,10 @@ class StatusLine {
     const long elapsed = static_cast<long>(
         std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start_).count());
     char head[200];
-    if (minStep < 0) {
+    if (!anyTraced) {
+      std::snprintf(head, sizeof head, "[tracerun] no rank traced here (--ranks) | %ld:%02ld",
+                    elapsed / 60, elapsed % 60);
+    } else if (minStep < 0) {
       std::snprintf(head, sizeof head, "[tracerun] starting | %ld:%02ld", elapsed / 60,
                     elapsed % 60);
     } else {
@@ -165,6 +179,7 @@ class StatusLine {
   std::string dir_;
   const std::vector<Worker>& workers_;
   int restart_;
+  std::optional<core::RankSet> traced_;
   Clock::time_point start_, lastPlain_{};
   double lastPlainStep_ = -1;
   bool tty_ = false, on_ = true, inPlace_ = false, shown_ = false;
@@ -233,7 +248,9 @@ class Attempt {
         sup_(supervisor),
         links_(links),
         workers_(static_cast<size_t>(o.nproc_per_node)),
-        status_(o.status, dir, workers_, restart),
+        status_(o.status, dir, workers_, restart,
+                o.ranks_given ? std::optional<core::RankSet>(core::RankSet::parse(o.ranks, nullptr))
+                              : std::nullopt),
         stop_(supervisor.stop()) {
     sup_.beginRun();
   }

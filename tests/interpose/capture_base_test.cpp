@@ -275,6 +275,43 @@ TEST_CASE("the TSC clock follows CLOCK_MONOTONIC and never steps back across ref
   CHECK(maxError() < 2'000);
 }
 
+TEST_CASE("a refit published long after its measurement never steps a reading back") {
+  if (!core::enableTscClock()) {
+    WARN("TSC clock not usable here (clocksource or CPU flags); nowNs() is clock_gettime");
+    return;
+  }
+  // Put the line 5 ms ahead of CLOCK_MONOTONIC (a jump forward, within the slew range): the refit
+  // then slows it by the most a refit may, 1/1000.
+  {
+    auto& l = core::clock_detail::gLine;
+    core::clock_detail::publish(l.baseTsc.load(), l.baseNs.load() + 5'000'000,
+                                l.nsPerTick32.load());
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> largestStepBack{0};
+  std::thread reader([&] {
+    int64_t last = core::nowNs();
+    while (!stop.load()) {
+      const int64_t now = core::nowNs();
+      if (now < last && last - now > largestStepBack.load()) largestStepBack = last - now;
+      last = now;
+    }
+  });
+  const core::ClockRefit refit = core::measureClockRefit(1'000'000'000);
+  REQUIRE(refit.ns_per_tick32 != 0);
+  CHECK(refit.error_ns > 4'000'000);
+  // The refitting thread preempted for 50 ms between measuring and publishing: anchored at the
+  // measurement, the slower line would start 50 us below where readers already were.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  core::clock_detail::republish(refit.ns_per_tick32);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stop = true;
+  reader.join();
+  CHECK(largestStepBack.load() == 0);
+  core::disableTscClock();  // a fresh fit for whatever runs next in this process
+  core::enableTscClock();
+}
+
 TEST_CASE("emitSpan appends tensor identities after the frame's arguments and drops whole pairs") {
   core::Session session(4);  // four slots: one span with two ArgsRecords fits, a second does not
   auto t = std::make_unique<ThreadState>();

@@ -287,6 +287,13 @@ TEST_CASE("the status line comes from the ranks' counters, plain lines when not 
   CHECK(contains(r.out, "| loss "));
   CHECK(contains(r.out, "tok/s"));
   CHECK_FALSE(contains(r.out, "\r"));  // stdout is a file: no in-place redraws
+  // With --ranks, an untraced rank (which never reports) is `x`, not `-` (not reported yet).
+  const Result some =
+      run(group(scratch() + "/status_ranks.db", {"--nproc-per-node", "2", "--ranks", "1"},
+                worker({"--steps", "8", "--sleep-ms", "300"})));
+  INFO(some.describe());
+  REQUIRE(some.code == 0);
+  CHECK(contains(some.out, "| ranks x "));
 }
 
 // ---- faults -------------------------------------------------------------------------------------

@@ -117,6 +117,29 @@ inline int64_t lineAt(uint64_t tsc, uint64_t baseTsc, int64_t baseNs, uint64_t m
   return baseNs - static_cast<int64_t>((Uint128(uint64_t(-dt)) * mult) >> 32);
 }
 
+// A refit's new slope, anchored where the current line is at the moment of publishing, with the
+// TSC read inside the write section: a reader whose TSC read comes later sees the sequence change
+// and retries with the new line, so no reading steps back however long the refitting thread was
+// preempted between measuring and publishing (before, the anchor was the measurement's TSC, and
+// readings in between went back by the delay times the slope change when it published).
+inline void republish(uint64_t nsPerTick32) noexcept {
+  TscLine& l = gLine;
+  const uint32_t s = l.seq.load(std::memory_order_relaxed);
+  l.seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#if defined(__x86_64__)
+  _mm_lfence();  // the TSC is read after the odd sequence is visible to every reader
+#endif
+  const uint64_t tsc = readTsc();
+  const int64_t ns = lineAt(tsc, l.baseTsc.load(std::memory_order_relaxed),
+                            l.baseNs.load(std::memory_order_relaxed),
+                            l.nsPerTick32.load(std::memory_order_relaxed));
+  l.baseTsc.store(tsc, std::memory_order_relaxed);
+  l.baseNs.store(ns, std::memory_order_relaxed);
+  l.nsPerTick32.store(nsPerTick32, std::memory_order_relaxed);
+  l.seq.store(s + 2, std::memory_order_release);
+}
+
 }  // namespace clock_detail
 
 inline int64_t nowNs() noexcept {
@@ -128,9 +151,12 @@ inline int64_t nowNs() noexcept {
       const uint64_t baseTsc = l.baseTsc.load(std::memory_order_relaxed);
       const int64_t baseNs = l.baseNs.load(std::memory_order_relaxed);
       const uint64_t mult = l.nsPerTick32.load(std::memory_order_relaxed);
+      // Inside the read section: a refit that published after this read makes it retry (a TSC
+      // read after the section, on a thread preempted there, was mapped by a stale line).
+      const uint64_t tsc = readTsc();
       std::atomic_thread_fence(std::memory_order_acquire);
       if (__builtin_expect((s & 1) == 0 && l.seq.load(std::memory_order_relaxed) == s, 1)) {
-        return lineAt(readTsc(), baseTsc, baseNs, mult);
+        return lineAt(tsc, baseTsc, baseNs, mult);
       }
     }
   }
@@ -180,19 +206,24 @@ inline void disableTscClock() noexcept {
   clock_detail::gLine.enabled.store(false, std::memory_order_relaxed);
 }
 
-// Refits the line (see the top of this file); call about once a second while capturing. Returns
-// the line's error against CLOCK_MONOTONIC just before the refit, in ns (for tests and stats).
-inline int64_t recalibrateClock(int64_t periodNs = 1'000'000'000) noexcept {
+// A refit's measurement (see the top of this file): the line's error against CLOCK_MONOTONIC now,
+// in ns, and the slope that meets CLOCK_MONOTONIC one period from now (0: keep the line). The
+// far-off case (an error over 10 x the slew limit: a suspended VM?) steps the line here.
+struct ClockRefit {
+  int64_t error_ns = 0;
+  uint64_t ns_per_tick32 = 0;
+};
+inline ClockRefit measureClockRefit(int64_t periodNs = 1'000'000'000) noexcept {
   using namespace clock_detail;
   TscLine& l = gLine;
-  if (!l.enabled.load(std::memory_order_relaxed)) return 0;
+  if (!l.enabled.load(std::memory_order_relaxed)) return {};
   uint64_t tsc = 0;
   int64_t real = 0;
   readPair(&tsc, &real);
   const int64_t onLine = lineAt(tsc, l.baseTsc.load(std::memory_order_relaxed),
                                 l.baseNs.load(std::memory_order_relaxed),
                                 l.nsPerTick32.load(std::memory_order_relaxed));
-  if (tsc <= l.anchorTsc || real <= l.anchorNs) return onLine - real;
+  if (tsc <= l.anchorTsc || real <= l.anchorNs) return {onLine - real, 0};
   const int64_t error = onLine - real;
   // The long-run rate (anchor to now), and the ticks one period spans at that rate.
   const Uint128 rate32 = (Uint128(uint64_t(real - l.anchorNs)) << 32) / (tsc - l.anchorTsc);
@@ -202,7 +233,7 @@ inline int64_t recalibrateClock(int64_t periodNs = 1'000'000'000) noexcept {
   const int64_t maxSlew = periodNs / 1000;
   if (error > 10 * maxSlew || error < -10 * maxSlew) {
     publish(tsc, real, static_cast<uint64_t>(rate32));  // far off (a suspended VM?): step
-    return error;
+    return {error, 0};
   }
   int64_t catchUp = real + periodNs - onLine;
   if (catchUp < periodNs - maxSlew) catchUp = periodNs - maxSlew;
@@ -210,8 +241,15 @@ inline int64_t recalibrateClock(int64_t periodNs = 1'000'000'000) noexcept {
   const uint64_t mult =
       periodTicks > 0 ? static_cast<uint64_t>((Uint128(uint64_t(catchUp)) << 32) / periodTicks)
                       : static_cast<uint64_t>(rate32);
-  publish(tsc, onLine, mult);
-  return error;
+  return {error, mult};
+}
+
+// Refits the line; call about once a second while capturing. Returns the line's error against
+// CLOCK_MONOTONIC just before the refit, in ns (for tests and stats).
+inline int64_t recalibrateClock(int64_t periodNs = 1'000'000'000) noexcept {
+  const ClockRefit refit = measureClockRefit(periodNs);
+  if (refit.ns_per_tick32 != 0) clock_detail::republish(refit.ns_per_tick32);
+  return refit.error_ns;
 }
 
 }  // namespace tracerun::core
