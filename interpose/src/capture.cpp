@@ -546,7 +546,10 @@ bool startCapture(const CaptureConfig& config) {
     }
     ::close(fd);
   }
-  core::enableTscClock();  // before the writer takes its time origin; see clock.h
+  // A fresh fit before the writer takes its time origin (clock.h): a line left by an earlier
+  // capture drifted unrefitted since, and its first refit could then step it.
+  core::disableTscClock();
+  core::enableTscClock();
   auto active = std::make_unique<ActiveCapture>();
   active->config = config;
   active->session = new core::Session(config.ring_capacity);  // leaked: see ActiveCapture
@@ -885,6 +888,8 @@ void onForkChild() {
   gDeferredSignal.store(0);
   gSignalsDuringClose.store(0);
   tlsThreadState = nullptr;
+  // No refits here: clock_gettime, and no line copied mid-refit (an odd sequence forever).
+  core::disableTscClock();
   for (int sig : kTerminatingSignals) {
     struct sigaction current {};
     if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == onTerminatingSignal) {

@@ -126,9 +126,11 @@ inline void republish(uint64_t nsPerTick32) noexcept {
   TscLine& l = gLine;
   const uint32_t s = l.seq.load(std::memory_order_relaxed);
   l.seq.store(s + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
 #if defined(__x86_64__)
-  _mm_lfence();  // the TSC is read after the odd sequence is visible to every reader
+  _mm_mfence();  // the Intel manual's recipe: the TSC is read after the odd sequence is visible
+  _mm_lfence();
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
   const uint64_t tsc = readTsc();
   const int64_t ns = lineAt(tsc, l.baseTsc.load(std::memory_order_relaxed),
