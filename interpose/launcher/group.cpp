@@ -39,7 +39,6 @@
 #include "rendezvous.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
-#include "tracerun/core/rank_set.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
 
@@ -248,9 +247,7 @@ class Attempt {
         sup_(supervisor),
         links_(links),
         workers_(static_cast<size_t>(o.nproc_per_node)),
-        status_(o.status, dir, workers_, restart,
-                o.ranks_given ? std::optional<core::RankSet>(core::RankSet::parse(o.ranks, nullptr))
-                              : std::nullopt),
+        status_(o.status, dir, workers_, restart, tracedRanks(o)),
         stop_(supervisor.stop()) {
     sup_.beginRun();
   }
@@ -580,9 +577,9 @@ bool deliverToNode0(const LaunchOptions& o, const std::vector<std::string>& atte
   try {
     const int64_t bytes =
         sendShards(o.master_addr, o.master_port + 1, mine, token, transferTimeoutS(), cancelled);
-    if (!o.quiet && mine.paths.empty() && o.ranks_given) {
+    if (!o.quiet && mine.paths.empty() && o.ranks) {
       std::fprintf(stderr, "tracerun: node %d: no shard to send to node 0 (--ranks %s)\n",
-                   o.node_rank, o.ranks.c_str());
+                   o.node_rank, o.ranks->c_str());
     } else if (!o.quiet) {
       std::fprintf(stderr,
                    "tracerun: node %d: %zu shard(s), %s sent to node 0, whose output holds "
@@ -867,11 +864,11 @@ class Group {
  private:
   // Whether --ranks (when given) keeps one of this node's ranks traced.
   bool tracesAnyOwnRank() const {
-    if (!o_.ranks_given) return true;
-    const core::RankSet traced = core::RankSet::parse(o_.ranks, nullptr);
+    const std::optional<core::RankSet> traced = tracedRanks(o_);
+    if (!traced) return true;
     const int first = o_.node_rank * o_.nproc_per_node;
     for (int r = first; r < first + o_.nproc_per_node; ++r) {
-      if (traced.contains(r)) return true;
+      if (traced->contains(r)) return true;
     }
     return false;
   }

@@ -34,7 +34,6 @@
 #include "output_guard.h"
 #include "stop_sequence.h"
 #include "supervisor.h"
-#include "tracerun/core/rank_set.h"
 #include "tracerun/trace/error.h"
 #include "tracerun/trace/format.h"
 #include "tracerun/trace/merge.h"
@@ -389,9 +388,9 @@ namespace {
 // What is wrong with --ranks (empty: nothing, or no --ranks): a malformed list, a rank outside the
 // world, or no traced rank among those this launch starts. Checked before anything runs.
 std::string ranksProblem(const LaunchOptions& o, bool group, bool elastic, const OuterJob& outer) {
-  if (!o.ranks_given) return {};
+  if (!o.ranks) return {};
   std::string bad;
-  const core::RankSet ranks = core::RankSet::parse(o.ranks, &bad);
+  const core::RankSet ranks = core::RankSet::parse(*o.ranks, &bad);
   if (!bad.empty()) return bad;
   // An elastic resize renumbers the ranks: "rank 5" would be another process in every round.
   if (elastic) return "not with --nnodes MIN:MAX (a resize renumbers the ranks)";
@@ -469,8 +468,8 @@ int launch(const LaunchOptions& o) {
     return 2;
   }
   if (const std::string p = ranksProblem(o, group, elastic, outer); !p.empty()) {
-    std::fprintf(stderr, "tracerun: --ranks%s%s: %s\n", o.ranks.empty() ? "" : " ", o.ranks.c_str(),
-                 p.c_str());
+    std::fprintf(stderr, "tracerun: --ranks%s%s: %s\n", o.ranks->empty() ? "" : " ",
+                 o.ranks->c_str(), p.c_str());
     return 2;
   }
   labelRun(&outer);  // torchrun over several nodes: the run named by rank 0 (outer_clock.h)
@@ -511,8 +510,8 @@ int launch(const LaunchOptions& o) {
   ::setenv("TRACERUN_CAPTURE", capture.text().c_str(), 1);
   ::setenv("TRACERUN_SHAPES", o.shapes ? "1" : "0", 1);
   ::setenv("TRACERUN_CLAIM", "1", 1);
-  if (o.ranks_given) {
-    ::setenv("TRACERUN_RANKS", core::RankSet::parse(o.ranks, nullptr).text().c_str(), 1);
+  if (const auto traced = tracedRanks(o)) {
+    ::setenv("TRACERUN_RANKS", traced->text().c_str(), 1);
   } else {
     ::unsetenv("TRACERUN_RANKS");  // an outer tracerun's list is not ours
   }

@@ -5,8 +5,11 @@
 // ranks with the torchrun environment instead (group.cpp). No libtorch here.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tracerun/core/rank_set.h"
 
 namespace tracerun::trace {
 struct MergeResult;
@@ -42,10 +45,16 @@ struct LaunchOptions {
   double rdzv_timeout_s = 300;  // with fewer than MIN: give up after this long
   double grace_s = 5;           // SIGTERM -> SIGKILL when stopping ranks
   std::string status = "auto";  // auto (in place on a terminal, else plain lines), plain, off
-  // --ranks: the only ranks to trace (core/include/tracerun/core/rank_set.h); empty: every rank.
-  std::string ranks;
-  bool ranks_given = false;  // --ranks was on the command line (an empty list is an error)
+  // --ranks as given: the only ranks to trace (core/include/tracerun/core/rank_set.h); none:
+  // every rank ("" is an error, not "every rank").
+  std::optional<std::string> ranks;
 };
+
+// --ranks as a set, once launch() has checked it; none without --ranks.
+inline std::optional<core::RankSet> tracedRanks(const LaunchOptions& o) {
+  if (!o.ranks) return std::nullopt;
+  return core::RankSet::parse(*o.ranks, nullptr);
+}
 
 // Runs the whole launch. Returns PROGRAM's exit code (128+N when it died of signal N), 127 when
 // PROGRAM cannot be found, 2 for a usage problem, 1 when PROGRAM succeeded but no trace came out.

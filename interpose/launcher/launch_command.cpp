@@ -24,11 +24,7 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_flag("--keep-shards", o->keep_shards, "keep OUTPUT.shards/ after merging");
   app.add_flag("-q,--quiet", o->quiet, "no summary after the run");
   app.add_option_function<std::string>(
-         "--ranks",
-         [o](const std::string& v) {
-           o->ranks = v;
-           o->ranks_given = true;
-         },
+         "--ranks", [o](const std::string& v) { o->ranks = v; },
          "trace only these ranks (RANK values, e.g. 0,8-15); the others run untraced")
       ->type_name("LIST");
   app.add_option("--nproc-per-node", o->nproc_per_node,

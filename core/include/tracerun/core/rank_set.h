@@ -71,14 +71,6 @@ class RankSet {
     return false;
   }
   int64_t highest() const { return ranges_.empty() ? -1 : ranges_.back().second; }
-  // How many ranks below `world` are in the set.
-  int64_t countBelow(int64_t world) const {
-    int64_t n = 0;
-    for (const auto& [first, last] : ranges_) {
-      if (first < world) n += std::min(last, world - 1) - first + 1;
-    }
-    return n;
-  }
   // The canonical list: sorted, overlaps joined, "0,8-15".
   std::string text() const {
     std::string out;
