@@ -183,16 +183,6 @@ class LeafTracker {
   std::vector<Open> stack_;
 };
 
-// One of libtracerun_nccl's data calls (its control calls never get this far).
-bool ncclHostCall(const std::string& name) {
-  namespace n = vocab::nccl;
-  for (const char* k : {n::kAllReduce, n::kAllGather, n::kReduceScatter, n::kBroadcast, n::kReduce,
-                        n::kSend, n::kRecv}) {
-    if (name == k) return true;
-  }
-  return false;
-}
-
 // What one track's picked spans add to its rank: user scopes, pipeline messages, comm spans.
 void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
                const NameCodes& p2pNames, const AttemptRanks& attempts, bool decorator,
@@ -242,7 +232,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.group_rank = p.arg(keys.groupRank, -1);
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
-    c.hostCall = ncclHostCall(name);
+    c.hostCall = vocab::nccl::isDataCall(name);
     if (!c.communicatorPeer && c.peer >= 0) {
       c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
     }
@@ -539,30 +529,33 @@ bool decoratorTrack(const std::string& track_name, std::vector<int>* members) {
 
 std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls) {
   constexpr int64_t kSlackNs = 10'000;  // clock reads on two threads around one call
-  // Per op, the decorator spans by start and the latest end among the first i of them.
-  std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> wrapped;
+  // Per op, the decorator spans by start, and the latest end among the first i of them.
+  struct Wrapped {
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    std::vector<int64_t> latestEnd;
+  };
+  std::map<std::string, Wrapped> wrapped;
   for (const CommCallView& c : calls) {
-    if (c.decorator) wrapped[c.op].emplace_back(c.start, c.end);
+    if (c.decorator) wrapped[c.op].spans.emplace_back(c.start, c.end);
   }
-  std::map<std::string, std::vector<int64_t>> latestEnd;
-  for (auto& [op, spans] : wrapped) {
-    std::sort(spans.begin(), spans.end());
-    auto& latest = latestEnd[op];
-    for (size_t i = 0; i < spans.size(); ++i) {
-      latest.push_back(std::max(i == 0 ? INT64_MIN : latest[i - 1], spans[i].second));
+  for (auto& [op, w] : wrapped) {
+    std::sort(w.spans.begin(), w.spans.end());
+    for (size_t i = 0; i < w.spans.size(); ++i) {
+      w.latestEnd.push_back(std::max(i == 0 ? INT64_MIN : w.latestEnd[i - 1], w.spans[i].second));
     }
   }
   std::vector<bool> out(calls.size(), false);
   for (size_t k = 0; k < calls.size(); ++k) {
     const CommCallView& c = calls[k];
-    const auto w = wrapped.find(c.op);
-    if (c.decorator || w == wrapped.end()) continue;
+    const auto it = wrapped.find(c.op);
+    if (c.decorator || it == wrapped.end()) continue;
+    const Wrapped& w = it->second;
     // The decorator spans starting early enough; c started inside one of them if the one of
     // them ending last ends after c's start.
-    const auto n = std::upper_bound(w->second.begin(), w->second.end(),
+    const auto n = std::upper_bound(w.spans.begin(), w.spans.end(),
                                     std::make_pair(satAdd(c.start, kSlackNs), INT64_MAX)) -
-                   w->second.begin();
-    out[k] = n > 0 && latestEnd[c.op][static_cast<size_t>(n - 1)] >= satSub(c.start, kSlackNs);
+                   w.spans.begin();
+    out[k] = n > 0 && w.latestEnd[static_cast<size_t>(n - 1)] >= satSub(c.start, kSlackNs);
   }
   return out;
 }

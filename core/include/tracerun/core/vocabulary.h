@@ -217,6 +217,16 @@ inline bool isControlCall(std::string_view name) noexcept {
   }
   return false;
 }
+// The calls that move data; each span is the host call that enqueues the work (the kernel runs
+// later on the GPU).
+inline constexpr const char* kDataCalls[] = {kAllReduce, kAllGather, kReduceScatter, kBroadcast,
+                                             kReduce,    kSend,      kRecv};
+inline bool isDataCall(std::string_view name) noexcept {
+  for (const char* k : kDataCalls) {
+    if (name == k) return true;
+  }
+  return false;
+}
 }  // namespace nccl
 
 // ---- Counters (tracerun::counter): one counter track per name. The launcher's status line reads
