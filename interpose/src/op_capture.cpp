@@ -5,20 +5,23 @@
 // tensor identities too (dataflow), as the span's arguments. Backward nodes carry their autograd
 // graph edges as arguments (ag_node, ag_next, ag_var: docs/capture.md "Autograd graph").
 //
-// Sections: shapes · tensor identities · autograd graph · async scopes · start/end callbacks ·
-//           hooks · library lifetime
+// Sections: shapes · tensor identities · autograd graph · process groups · async scopes ·
+//           start/end callbacks · hooks · library lifetime
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "autograd_engine.h"
 #include "capture.h"
+#include "collective_groups.h"
 #include "crash_backtrace.h"
 #include "optimizer_steps.h"
 #include "tracerun/core/clock.h"
@@ -373,6 +376,84 @@ void emitBackwardNode(ThreadState& t, const Frame& f, int64_t endNs) noexcept {
   out.finish();
 }
 
+// ---- process groups -----------------------------------------------------------------------------
+// A torch.distributed call's dispatcher op (c10d::allreduce_...) gets its ProcessGroup's size and
+// this rank's place in it as arguments (group_size, group_rank), and publishes them for the
+// backend's async scope of the same call (collective_groups.h). Only with inputs (shapes or
+// tensors on). Every op pays a test of its name's first byte; those starting with 'c' a call.
+
+// The address of a tensor's first element, or of a tensor list's first tensor's; 0 for anything
+// else. The same tensor handed on to the backend has the same address.
+// May throw (a storage whose data may not be read, a nested tensor's offset): callers catch.
+uint64_t firstTensorAddress(const c10::IValue& v) {
+  const at::Tensor* t = nullptr;
+  if (v.isTensor()) {
+    t = &v.toTensor();
+  } else if (v.isList() && listKind(v) == ListKind::kTensors) {
+    const auto list = v.toListRef();
+    if (list.empty() || !list[0].isTensor()) return 0;
+    t = &list[0].toTensor();
+  }
+  if (t == nullptr || !t->defined()) return 0;
+  const c10::TensorImpl* impl = t->unsafeGetTensorImpl();
+  const c10::Storage& storage = impl->unsafe_storage();
+  if (!storage || storage.data() == nullptr) return 0;
+  return reinterpret_cast<uint64_t>(storage.data()) +
+         static_cast<uint64_t>(impl->storage_offset()) * impl->dtype().itemsize();
+}
+
+// Is v a torch.distributed ProcessGroup (a TorchScript custom-class object)? Then its size and
+// this process's rank in it.
+bool processGroupOf(const c10::IValue& v, CollectiveGroup* group) {
+  if (!v.isObject()) return false;
+  const c10::ivalue::Object& object = v.toObjectRef();
+  if (object.slots().size() != 1 || !object.getSlot(0).isCapsule()) return false;
+  const auto type = object.type();
+  if (!type || !type->name() ||
+      type->name()->qualifiedName() != "__torch__.torch.classes.c10d.ProcessGroup") {
+    return false;
+  }
+  const auto holder = object.getSlot(0).toCapsule();
+  const auto* pg = static_cast<const c10d::ProcessGroup*>(holder.get());
+  group->size = pg->getSize();
+  group->rank = pg->getRank();
+  return true;
+}
+
+// For an op named c10d::*: gives frame f its group's arguments and publishes the group under the
+// call's tensors. Called for ops whose name starts with 'c' only, off the hot path: onStart's
+// own code stays small enough for GCC to inline what it calls (interning, the clock).
+[[gnu::noinline]] void noteProcessGroup(ThreadState& t, const at::RecordFunction& fn,
+                                        const char* name, Frame& f) noexcept {
+  if (std::strncmp(name, "c10d::", 6) != 0) return;
+  try {
+    CollectiveGroup group;
+    bool found = false;
+    uint64_t keys[kCollectiveGroupKeys];
+    int nkeys = 0;
+    for (const c10::IValue& v : fn.inputs()) {
+      if (!found && processGroupOf(v, &group)) {
+        found = true;
+      } else if (nkeys < kCollectiveGroupKeys) {
+        const uint64_t key = firstTensorAddress(v);
+        if (key != 0) keys[nkeys++] = key;
+      }
+    }
+    if (!found) return;
+    // A barrier's backend span has no input (2.x gives the op a dummy tensor): the no-tensor key.
+    if (nkeys == 0 || isBarrierName(name)) {
+      keys[0] = kNoTensorKey;
+      nkeys = 1;
+    }
+    f.args[0] = {t.intern(vocab::arg::kGroupSize), 0, group.size};
+    f.args[1] = {t.intern(vocab::arg::kGroupRank), 0, group.rank};
+    f.nargs = 2;
+    publishCollectiveGroup(keys, nkeys, collectiveOpCode(name), group);
+  } catch (...) {
+    // The checks above avoid libtorch's throwing paths; should one throw, the call has no group.
+  }
+}
+
 // ---- async scopes -------------------------------------------------------------------------------
 // Async RecordFunctions ("gloo:all_reduce"...) start and end on threads that are not nested
 // inside each other's spans: they never enter the stack; they become depth-0 spans on the
@@ -385,9 +466,13 @@ struct AsyncContext : at::ObserverContext {
   core::EventId id = 0;
   int64_t seq = -1;
   core::Category category = core::Category::kComm;
+  CollectiveGroup group;  // from the call's dispatcher op; size 0 when none
 };
 
-std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t, const at::RecordFunction& fn) {
+// Out of line: inlined, its code made GCC stop inlining interning and the clock into onStart,
+// the hot path (+50 ns per op measured, docs/performance.md).
+[[gnu::noinline]] std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t,
+                                                                  const at::RecordFunction& fn) {
   auto c = std::make_unique<AsyncContext>();
   c->name = t.intern(fn.name());
   c->detail = gShapes ? shapesOf(t, fn) : 0;
@@ -395,6 +480,22 @@ std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t, const at::Record
   c->seq = fn.seqNr();
   c->category =
       fn.scope() == at::RecordScope::USER_SCOPE ? core::Category::kComm : categoryOf(fn.scope());
+  if (gShapes || gTensors) {  // inputs are there: the group its c10d:: op published for them
+    try {
+      uint64_t key = 0;
+      for (const c10::IValue& v : fn.inputs()) {
+        key = firstTensorAddress(v);
+        if (key != 0) break;
+      }
+      CollectiveGroup group;
+      const char* name = fn.name();
+      if (takeCollectiveGroup(key == 0 ? kNoTensorKey : key, collectiveOpCode(name), &group)) {
+        c->group = group;
+      }
+    } catch (...) {
+      // A tensor whose address may not be read: the span has no group.
+    }
+  }
   c->start_ns = core::nowNs();
   return c;
 }
@@ -411,7 +512,14 @@ void endAsync(const AsyncContext& c, int64_t endNs) {
   s.seq = c.seq;
   s.detail = c.detail;
   s.track = asyncTrack();
-  t->buffer->ring.tryPush(core::Record::from(s));
+  if (c.group.size <= 0) {
+    t->buffer->ring.tryPush(core::Record::from(s));
+    return;
+  }
+  const core::ArgsRecord::Arg args[] = {{t->intern(vocab::arg::kGroupSize), 0, c.group.size},
+                                        {t->intern(vocab::arg::kGroupRank), 0, c.group.rank}};
+  t->buffer->ring.tryPushPair(core::Record::from(s),
+                              core::Record::from(argsRecord(s.id, args, 2, 0)));
 }
 
 // ---- start/end callbacks ------------------------------------------------------------------------
@@ -501,7 +609,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     return nullptr;
   }
   // The calls first, the frame after them: its fields are then written once, not reloaded.
-  const core::StringId name = t->intern(fn.name());
+  const char* const opName = fn.name();
+  const core::StringId name = t->intern(opName);
   const core::StringId detail = C10_UNLIKELY(gShapes) ? shapesOf(*t, fn) : 0;
   const core::Category category = categoryOf(scope);
   Frame& f = t->frames[d];
@@ -526,6 +635,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   }
   f.id = t->buffer->nextId();
   f.nargs = 0;
+  if (C10_UNLIKELY(opName[0] == 'c') && (gShapes || gTensors)) noteProcessGroup(*t, fn, opName, f);
   if (category == core::Category::kUser) {
     f.prevUser = t->userTop;
     t->userTop = static_cast<int16_t>(d);
@@ -616,6 +726,7 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 void startOps(const CaptureConfig& config) {
   gShapes = config.shapes && config.ops;
   gTensors = config.tensors && config.ops;
+  clearCollectiveGroups();  // an earlier capture's calls are not this one's
   std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes;
   if (config.ops) {
     scopes.insert(at::RecordScope::FUNCTION);

@@ -277,7 +277,11 @@ struct ThreadState {
   ShapeCache shapes;
 
   Frame* top() noexcept { return depth > 0 && depth <= kMaxDepth ? &frames[depth - 1] : nullptr; }
-  core::StringId intern(const char* s) noexcept { return names.lookup(s, session->strings()); }
+  // Always inlined: onStart (the hot path) must not pay a call through the PLT for it (GCC's
+  // heuristics stopped inlining it after unrelated changes there: docs/performance.md).
+  [[gnu::always_inline]] core::StringId intern(const char* s) noexcept {
+    return names.lookup(s, session->strings());
+  }
   // Argument keys "in0".."in7" and "out0".."out3" of tensor identities, interned on first use.
   core::StringId inputKey(int i) noexcept { return tensorKey(i); }
   core::StringId outputKey(int i) noexcept { return tensorKey(kMaxTensorInputs + i); }
@@ -309,8 +313,9 @@ void emitSpanWithArgs(ThreadState& t, const Frame& f, int64_t endNs, const int64
                       int noutputs) noexcept;
 
 // Emits the span of frame f ending at endNs, with its arguments. Spans without arguments (nearly
-// every op) take this inline path: one ring slot.
-inline void emitSpan(ThreadState& t, const Frame& f, int64_t endNs,
+// every op) take this inline path: one ring slot. Always inlined: GCC's heuristics made it a call
+// through the PLT in onEnd after unrelated changes there (docs/performance.md, "c10d groups").
+[[gnu::always_inline]] inline void emitSpan(ThreadState& t, const Frame& f, int64_t endNs,
                      const int64_t* outputs = nullptr, int noutputs = 0) noexcept {
   if (f.nargs + f.ninputs + noutputs != 0) [[unlikely]] {
     emitSpanWithArgs(t, f, endNs, outputs, noutputs);

@@ -4,10 +4,14 @@
 // values are the closed forms of nccl-tests' definitions.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
+#include <set>
 
 #include "analysis_builder.h"
 #include "tracerun/trace/analysis/comm.h"
+#include "tracerun/trace/analysis/comm_instances.h"
+#include "tracerun/trace/analysis/range_stats.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -138,6 +142,143 @@ TEST_CASE("comm: groups, bandwidth, receive waits and overlap in closed form", "
   CHECK(fwd->matched == 2);
   CHECK(fwd->wait_ns == 1000);
   CHECK(fwd->transfer_ns == 700);
+}
+
+namespace {
+
+// Four ranks in two groups of two making identical calls at the same time: 5 all-reduces of
+// f32[1024] and 3 all-gathers of f32[256], rank r starting 10 r ns after rank 0. place(r) is
+// rank r's group rank as the capture records it (group_size 2), or -1 for none recorded. Ranks
+// for which `short_` says so lost their last all-reduce.
+std::string lockstepTrace(
+    const std::string& name, const std::function<int(int)>& place, int groupSize = 2,
+    const std::function<bool(int)>& short_ = [](int) { return false; }) {
+  TraceBuilder tb(4);
+  for (int r = 0; r < 4; ++r) {
+    std::vector<std::pair<std::string, int64_t>> args;
+    if (place(r) >= 0) args = {{"group_size", groupSize}, {"group_rank", place(r)}};
+    for (int k = 0; k < (short_(r) ? 4 : 5); ++k) {
+      const int64_t t = 1000 + 10000 * k + 10 * r;
+      tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t, t + 2000 - 10 * r, 0,
+                       args, "f32[1024]"});
+    }
+    for (int k = 0; k < 3; ++k) {
+      const int64_t t = 100000 + 10000 * k + 10 * r;
+      tb.span(r, BSpan{"async", "gloo:all_gather", core::Category::kComm, t, t + 1000 - 10 * r, 0,
+                       args, "f32[256]"});
+    }
+  }
+  return tb.write(scratchDir(name));
+}
+
+std::set<std::vector<int>> rowsOf(const CommAnalysis& a, const std::string& op) {
+  std::set<std::vector<int>> out;
+  for (const auto& c : a.collectives) {
+    if (c.op == op) out.insert(c.ranks);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("comm: two groups with identical calls at the same time, told apart by group rank",
+          "[analysis][comm]") {
+  using Groups = std::set<std::vector<int>>;
+  SECTION("nothing recorded of the groups: one group of four (the limit of matching by time)") {
+    const auto reader =
+        trace::TraceReader::open(lockstepTrace("comm_lock_none", [](int) { return -1; }));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1, 2, 3}});
+    const auto instances = analyzeCommInstances(reader);
+    REQUIRE(instances.groups.size() == 2);
+    CHECK(instances.groups[0].members == std::vector<int>{0, 1, 2, 3});
+  }
+  for (const bool strided : {false, true}) {
+    DYNAMIC_SECTION((strided ? "strided" : "contiguous")
+                    << " groups, their ranks' places recorded") {
+      // new_group numbers a group's ranks in ascending order: {0,1},{2,3} gives places 0,1,0,1;
+      // {0,2},{1,3} gives 0,0,1,1.
+      const auto reader = trace::TraceReader::open(
+          lockstepTrace(strided ? "comm_lock_strided" : "comm_lock_contiguous",
+                        [strided](int r) { return strided ? r / 2 : r % 2; }));
+      const CommAnalysis a = analyzeComm(reader);
+      const Groups want = strided ? Groups{{0, 2}, {1, 3}} : Groups{{0, 1}, {2, 3}};
+      CHECK(rowsOf(a, "all_reduce") == want);
+      CHECK(rowsOf(a, "all_gather") == want);
+      REQUIRE(a.collectives.size() == 4);
+      for (const auto& c : a.collectives) {
+        INFO(c.op << " [" << c.ranks.front() << "," << c.ranks.back() << "]");
+        CHECK(c.group_size == 2);
+        CHECK(c.group_source == "annotated");
+        const int first = c.ranks[0], second = c.ranks[1];
+        if (c.op == "all_reduce") {
+          CHECK(c.calls == 5);
+          CHECK(c.bytes == 5 * 4096);
+          CHECK(c.time_ns == 5 * ((2000 - 10 * first) + (2000 - 10 * second)) / 2);
+          CHECK(c.busbw_gbps == Approx(c.algbw_gbps * 1.0));  // 2(n-1)/n, n = 2
+        } else {
+          CHECK(c.calls == 3);
+          CHECK(c.bytes == 3 * 2 * 1024);  // the gathered output of two ranks
+          CHECK(c.busbw_gbps == Approx(c.algbw_gbps * 0.5));
+        }
+      }
+      // The viewer's instances: one group per (call, group), each instance with its two ranks.
+      const auto instances = analyzeCommInstances(reader);
+      REQUIRE(instances.groups.size() == 4);
+      Groups members;
+      for (const auto& g : instances.groups) members.insert(g.members);
+      CHECK(members == want);
+      for (const auto& in : instances.instances) {
+        REQUIRE(in.ranks.size() == 2);
+        CHECK(want.count({in.ranks[0].rank, in.ranks[1].rank}) == 1);
+      }
+    }
+  }
+  SECTION("places that make one group: the rest stand alone") {
+    // Three ranks say place 0, one place 1: one group of two ({0,3}: the lowest place 0, then
+    // the lowest place 1 above it); ranks 1 and 2 cannot share a group.
+    const auto reader = trace::TraceReader::open(
+        lockstepTrace("comm_lock_bad", [](int r) { return r == 3 ? 1 : 0; }));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0, 3}, {1}, {2}});
+    for (const auto& c : a.collectives) CHECK(c.group_size == 2);
+  }
+  SECTION("places that make no group: kept whole, with the recorded size") {
+    // Every rank says place 1: no group of two starts anywhere.
+    const auto reader =
+        trace::TraceReader::open(lockstepTrace("comm_lock_none_zero", [](int) { return 1; }));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1, 2, 3}});
+    for (const auto& c : a.collectives) CHECK(c.group_size == 2);
+  }
+  SECTION("two ranks of one place are never one group") {
+    // {0,1},{2,3} in lockstep; ranks 1 and 3 lost a call, so 0 pairs with 2 and 1 with 3 by
+    // time, each pair with one place twice: no group, each rank alone (size as recorded).
+    const auto reader = trace::TraceReader::open(lockstepTrace(
+        "comm_lock_lost", [](int r) { return r % 2; }, 2, [](int r) { return r % 2 == 1; }));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0}, {1}, {2}, {3}});
+    CHECK(rowsOf(a, "all_gather") == Groups{{0, 1}, {2, 3}});  // its calls were all kept
+    // The viewer: the recorded places keep them apart too (no pool of the ranks left alone).
+    const auto instances = analyzeCommInstances(reader);
+    Groups members;
+    for (const auto& g : instances.groups) members.insert(g.members);
+    CHECK(members == Groups{{0}, {1}, {2}, {3}, {0, 1}, {2, 3}});
+  }
+  SECTION("a rank a call short: its group's other rank stands alone") {
+    const auto reader = trace::TraceReader::open(lockstepTrace(
+        "comm_lock_short", [](int r) { return r % 2; }, 2, [](int r) { return r == 3; }));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1}, {2}, {3}});
+  }
+  SECTION("a recorded size larger than the ranks present: kept whole") {
+    // Four of eight ranks traced (tracerun --ranks), places 0..3: distinct, one group.
+    const auto reader = trace::TraceReader::open(lockstepTrace(
+        "comm_lock_partial", [](int r) { return r; }, 8));
+    const CommAnalysis a = analyzeComm(reader);
+    CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1, 2, 3}});
+    for (const auto& c : a.collectives) CHECK(c.group_size == 8);
+  }
 }
 
 TEST_CASE("comm: the c10d decorator's tracks name the groups, and replace Gloo's own spans",
@@ -415,5 +556,35 @@ TEST_CASE("comm: a restarted job's attempts are grouped apart, peers within thei
     CHECK(byPair[{src, dst}].messages == 1);
     CHECK(byPair[{src, dst}].matched == 1);
     CHECK(byPair[{src, dst}].wait_ns == 1000);
+  }
+}
+
+TEST_CASE("range statistics: calls of groups of two sizes in one row give no bus bandwidth",
+          "[analysis][comm]") {
+  // Gloo spans carry the group size of their call (the dispatcher's process group): an all-reduce
+  // row over the tensor-parallel group (2) and the world (4) has no one nccl-tests factor.
+  for (const bool mixed : {false, true}) {
+    TraceBuilder tb(1);
+    for (int k = 0; k < 3; ++k) {
+      const int size = mixed && k == 2 ? 4 : 2;
+      tb.span(0, BSpan{"async",
+                       "gloo:all_reduce",
+                       core::Category::kComm,
+                       1000 * k,
+                       1000 * k + 512,
+                       0,
+                       {{"group_size", size}, {"group_rank", 0}},
+                       "f32[1024]"});
+    }
+    const auto reader =
+        trace::TraceReader::open(tb.write(scratchDir(mixed ? "range_mixed" : "range_one")));
+    const RangeStats r = rangeStats(reader, {});
+    REQUIRE(r.collectives.size() == 1);
+    const RangeCollective& c = r.collectives[0];
+    INFO((mixed ? "sizes 2, 2, 4" : "sizes 2, 2, 2"));
+    CHECK(c.calls == 3);
+    CHECK(c.algbw_gbps == Approx(3.0 * 4096 / (3 * 512)));
+    CHECK(c.group_size == (mixed ? 0 : 2));
+    CHECK(c.busbw_gbps == Approx(mixed ? 0.0 : c.algbw_gbps));  // all-reduce, n = 2: factor 1
   }
 }

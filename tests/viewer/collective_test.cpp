@@ -273,40 +273,87 @@ TEST_CASE("collectives view: one instance on every rank of a TP 2 x DP 2 gpttrai
 }
 
 // Without the c10d decorator (--capture without comm) the trace holds only Gloo's own spans
-// ("gloo:all_reduce" on each rank's async track): instances are matched by signature (name, shapes,
-// bytes) and the k-th such call of every rank. The brute force groups the rows the same way from
-// the definition, straight from the reader.
+// ("gloo:all_reduce" on each rank's async track), and gpttrain's C++ calls record no group: an
+// instance is the k-th call of one signature (name, shapes, bytes) on every rank of a group, and
+// the ranks of a group are those whose k-th calls all overlap in time (10 us slack, between any
+// two of them directly or through others); the ranks that overlap nobody make one group. The
+// brute force groups the rows so from that definition, straight from the reader; the key of an
+// instance is "signature [members]" and its ordinal.
 Instances bruteForceBySignature(const trace::TraceReader& reader,
                                 std::map<std::string, std::vector<int>>* members) {
-  std::map<int, std::vector<std::pair<std::string, Call>>> byRank;  // rank -> (signature, call)
+  // signature -> rank -> calls
+  std::map<std::string, std::map<int, std::vector<Call>>> bySig;
   for (const auto& t : reader.tracks()) {
     REQUIRE(t.name.rfind("c10d ", 0) != 0);  // the premise: no decorator track
     if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
     for (const auto& s : reader.spans(t.id, INT64_MIN / 2, INT64_MAX / 2)) {
       if (!isCollective(reader, s)) continue;
+      REQUIRE(argOf(reader, s.id, "group_size") < 0);  // the premise: no group recorded
       const std::string sig = reader.str(s.name) + "|" + reader.str(s.detail) + "|" +
                               std::to_string(argOf(reader, s.id, "bytes"));
-      byRank[t.rank].push_back({sig, {t.rank, s.id, s.start_ns, s.end_ns()}});
+      bySig[sig][t.rank].push_back({t.rank, s.id, s.start_ns, s.end_ns()});
     }
   }
+  constexpr int64_t kSlackNs = 10'000;
+  auto together = [&](const std::vector<Call>& a, const std::vector<Call>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k) {
+      if (a[k].start > b[k].end + kSlackNs || b[k].start > a[k].end + kSlackNs) return false;
+    }
+    return true;
+  };
   Instances out;
-  std::map<std::string, std::set<int>> who;
-  for (auto& [rank, calls] : byRank) {
-    std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.second.start, a.second.id) < std::tie(b.second.start, b.second.id);
-    });
-    std::map<std::string, int64_t> k;
-    for (const auto& [sig, c] : calls) {
-      out[{sig, k[sig]++}].push_back(c);
-      who[sig].insert(rank);
+  for (auto& [sig, byRank] : bySig) {
+    for (auto& [rank, calls] : byRank) {
+      std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) {
+        return std::tie(a.start, a.id) < std::tie(b.start, b.id);
+      });
+    }
+    // Components of the "together" relation, by a walk from each rank not yet reached.
+    std::map<int, int> component;
+    int next = 0;
+    for (const auto& [start, unused] : byRank) {
+      if (component.count(start)) continue;
+      std::vector<int> todo{start};
+      component[start] = next;
+      while (!todo.empty()) {
+        const int r = todo.back();
+        todo.pop_back();
+        for (const auto& [other, calls] : byRank) {
+          if (!component.count(other) && together(byRank[r], calls)) {
+            component[other] = next;
+            todo.push_back(other);
+          }
+        }
+      }
+      ++next;
+    }
+    std::map<int, std::vector<int>> groups;
+    for (const auto& [r, c] : component) groups[c].push_back(r);
+    std::vector<int> alone;
+    for (const auto& [c, g] : groups) {
+      if (g.size() == 1) alone.push_back(g[0]);
+    }
+    for (auto& [c, g] : groups) {
+      if (g.size() == 1) g = alone;
+      std::string key = sig + " [";
+      for (int r : g) key += (key.back() == '[' ? "" : ",") + std::to_string(r);
+      key += "]";
+      (*members)[key] = g;
+      for (int r : g) {
+        for (size_t k = 0; k < byRank[r].size(); ++k) {
+          auto& calls = out[{key, static_cast<int64_t>(k)}];
+          if (std::none_of(calls.begin(), calls.end(),
+                           [&](const Call& x) { return x.id == byRank[r][k].id; }))
+            calls.push_back(byRank[r][k]);
+        }
+      }
     }
   }
   for (auto& [key, calls] : out) {
     std::sort(calls.begin(), calls.end(),
               [](const Call& a, const Call& b) { return a.rank < b.rank; });
   }
-  for (const auto& [sig, ranks] : who)
-    (*members)[sig] = std::vector<int>(ranks.begin(), ranks.end());
   return out;
 }
 
@@ -337,8 +384,8 @@ TEST_CASE("collectives view: without the decorator, calls match by signature and
   // Stragglers over every instance of two or more ranks.
   checkStragglers(text, all);
 
-  // Groups: one per signature, with the ranks that made such calls and as many instances as the
-  // most calls one rank made.
+  // Groups: one per signature and group of ranks, with as many instances as the most calls one of
+  // its ranks made.
   std::multiset<std::pair<std::string, int64_t>> want, got;
   std::map<std::string, int64_t> count;
   for (const auto& [key, cs] : all) count[key.first] = std::max(count[key.first], key.second + 1);

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "attempt_ranks.h"
+#include "comm_groups.h"
 #include "span_consumers.h"
 #include "span_pass.h"
 #include "span_select.h"
@@ -223,8 +224,9 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.end = s.end_ns();
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
-    c.signature = c.op + "|" + detail + "|" + std::to_string(c.bytes);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
+    c.signature =
+        c.op + "|" + detail + "|" + std::to_string(c.bytes) + groupSizeSignature(c.group_size);
     c.members = members;
     c.decorator = decorator;
     c.peer = p.arg(keys.peer, -1);
@@ -263,62 +265,24 @@ std::string viaOf(const TraceReader& reader, const std::vector<Scope>& scopes, i
 }
 
 // ---------------------------------------------------------------------------------------------
-// groups: ranks whose calls of one signature pair up in time
+// groups: ranks whose calls of one signature pair up in time (comm_groups.h)
 
-// Calls of one group overlap in time (no member finishes before all started); the slack absorbs
-// the clock alignment error between hosts.
-constexpr int64_t kOverlapSlackNs = 10'000;
-
-bool sameCalls(const std::vector<const CommSpan*>& a, const std::vector<const CommSpan*>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k]->start > satAdd(b[k]->end, kOverlapSlackNs) ||
-        b[k]->start > satAdd(a[k]->end, kOverlapSlackNs))
-      return false;
-  }
-  return true;
-}
-
-// Per signature: the groups (sorted rank lists) its calls form.
-std::map<std::string, std::vector<std::vector<int>>> matchGroups(
+std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
     const std::map<int, RankData>& data) {
-  std::map<std::string, std::map<int, std::vector<const CommSpan*>>> calls;
+  GroupCalls calls;
   for (const auto& [rank, d] : data) {
-    for (const CommSpan& c : d.comm) calls[c.signature][rank].push_back(&c);
-  }
-  std::map<std::string, std::vector<std::vector<int>>> out;
-  for (auto& [sig, byRank] : calls) {
-    std::vector<int> ranks;
-    for (auto& [r, list] : byRank) {
-      std::sort(list.begin(), list.end(),
-                [](const CommSpan* a, const CommSpan* b) { return a->start < b->start; });
-      ranks.push_back(r);
+    for (const CommSpan& c : d.comm) {
+      calls[c.signature][rank].push_back({c.start, c.end, c.group_size, c.group_rank});
     }
-    std::map<int, int> component;
-    for (int r : ranks) component[r] = r;
-    auto root = [&](int x) {
-      while (component[x] != x) x = component[x];
-      return x;
-    };
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      for (size_t j = i + 1; j < ranks.size(); ++j) {
-        if (sameCalls(byRank[ranks[i]], byRank[ranks[j]])) {
-          component[root(ranks[j])] = root(ranks[i]);
-        }
-      }
-    }
-    std::map<int, std::vector<int>> groups;
-    for (int r : ranks) groups[root(r)].push_back(r);
-    for (auto& [k, g] : groups) out[sig].push_back(g);
   }
-  return out;
+  return matchGroups(std::move(calls));
 }
 
 // ---------------------------------------------------------------------------------------------
 // collectives
 
 void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
-  const auto groups = matchGroups(data);
+  const auto groups = matchCommGroups(data);
   struct Acc {
     int64_t spans = 0, bytes = 0, time = 0;
     int size = 0;
@@ -570,7 +534,8 @@ void mapCommunicatorPeers(std::map<int, RankData>& data) {
   for (const auto& [rank, d] : data) {
     for (const auto* list : {&d.comm, &d.p2pComm}) {
       for (const CommSpan& c : *list) {
-        if (c.group_rank >= 0 && !c.communicator.empty()) {
+        // NCCL's calls only: a Gloo span's group_rank comes with shapes, not a communicator.
+        if (c.group_rank >= 0 && !c.communicator.empty() && (c.hostCall || c.communicatorPeer)) {
           rankOf[{c.communicator, c.group_rank}] = rank;
         }
       }

@@ -1,6 +1,7 @@
 // Collective instances across ranks (see comm_instances.h): one streamed pass per track picks the
 // collective spans, then they are keyed by (group, sequence) and each instance's arrivals, waits
-// and last arrival computed; stragglers counted from those.
+// and last arrival computed; stragglers counted from those. Groups without named members are
+// matched as analyzeComm matches them (comm_groups.h).
 #include "tracerun/trace/analysis/comm_instances.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "comm_groups.h"
 #include "span_select.h"
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/analysis/comm.h"
@@ -25,6 +27,8 @@ namespace {
 struct Call {
   int rank = 0;
   int64_t id = 0, start = 0, end = 0, seq = -1;
+  int group_size = 0;  // the span's arguments (comm_groups.h); 0 / -1: none
+  int64_t group_rank = -1;
   std::string op, group;     // group: the decorator track's name, or the signature
   std::vector<int> members;  // from the track's name; empty when not a decorator track
   bool decorator = false;
@@ -35,6 +39,8 @@ struct Call {
 CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<bool>* cancel) {
   const core::StringId kSeqKey = NameCodes::find(reader, vocab::arg::kSeq);
   const core::StringId kBytesKey = NameCodes::find(reader, vocab::arg::kBytes);
+  const core::StringId kGroupSizeKey = NameCodes::find(reader, vocab::arg::kGroupSize);
+  const core::StringId kGroupRankKey = NameCodes::find(reader, vocab::arg::kGroupRank);
   std::map<int, std::vector<Call>> byRank;
   // Restarts in one file (reader.h AttemptInfo): an earlier attempt's calls pair only among its
   // own ranks, under their group name with " (attempt N)".
@@ -64,6 +70,8 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       c.end = std::max(p.span.start_ns, p.span.end_ns());  // damaged: end < start
       c.op = op;
       c.decorator = decorator;
+      c.group_size = static_cast<int>(p.arg(kGroupSizeKey, 0));
+      c.group_rank = p.arg(kGroupRankKey, -1);
       if (decorator) {
         c.group = t.name;
         c.members = members;
@@ -73,7 +81,8 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group = op + "|" + detail + "|" + std::to_string(bytes);
+        c.group =
+            op + "|" + detail + "|" + std::to_string(bytes) + groupSizeSignature(c.group_size);
       }
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
       ++ordinal;
@@ -83,8 +92,8 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   // As analyzeComm (seenInsideDecorator): Gloo's own span of a call the decorator recorded is
   // not counted again; a group the decorator does not wrap keeps its calls.
   std::map<std::pair<std::string, std::vector<int>>, std::map<int64_t, std::vector<const Call*>>>
-      keyed;                                            // (group name, members) -> seq -> calls
-  std::map<std::string, std::set<int>> signatureRanks;  // unannotated: who made such calls
+      keyed;           // (group name, members) -> seq -> calls
+  GroupCalls unnamed;  // calls without named members, for matchGroups
   for (auto& [rank, calls] : byRank) {
     eraseSeenInsideDecorator(calls);
     std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) {
@@ -94,16 +103,33 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
     for (Call& c : calls) {
       if (!c.decorator) {
         c.seq = ordinals[c.group]++;  // the k-th call of its signature on this rank
-        signatureRanks[c.group].insert(rank);
+        unnamed[c.group][rank].push_back({c.start, c.end, c.group_size, c.group_rank});
       }
     }
   }
+  // Unnamed calls: the ranks whose calls of the signature pair up in time (as analyzeComm). When
+  // no group size was recorded, the ranks that paired with nobody (a trace cut short, a call
+  // lost) form one group, so that their k-th calls still meet; with one, they stay alone (the
+  // capture's places kept them apart).
+  std::map<std::string, std::map<int, std::vector<int>>> groupOf;  // signature -> rank -> group
+  std::set<std::string> sized;  // signatures whose calls recorded their group's size
+  for (const auto& [sig, byRankCalls] : unnamed) {
+    for (const auto& [rank, calls] : byRankCalls) {
+      if (!calls.empty() && calls.front().group_size > 0) sized.insert(sig);
+    }
+  }
+  for (const auto& [sig, groups] : matchGroups(std::move(unnamed))) {
+    std::vector<int> alone;
+    for (const auto& g : groups) {
+      if (g.size() == 1 && sized.count(sig) == 0) alone.push_back(g.front());
+      for (int r : g) groupOf[sig][r] = g;
+    }
+    std::sort(alone.begin(), alone.end());
+    for (int r : alone) groupOf[sig][r] = alone;
+  }
   for (auto& [rank, calls] : byRank) {
     for (Call& c : calls) {
-      if (!c.decorator) {
-        const auto& s = signatureRanks[c.group];
-        c.members.assign(s.begin(), s.end());
-      }
+      if (!c.decorator) c.members = groupOf[c.group][rank];
       if (c.members.empty()) c.members = {rank};
       keyed[{c.group, c.members}][c.seq].push_back(&c);
     }

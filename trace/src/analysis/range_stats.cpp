@@ -32,8 +32,15 @@ struct Acc {
 
 struct CollAcc {
   int64_t calls = 0, bytes = 0, time = 0;
-  int group_size = 0;
+  int group_size = 0;  // kMixedSizes when spans of the op named different sizes
 };
+constexpr int kMixedSizes = -1;  // two groups' calls in one row: no one bus-bandwidth factor
+
+// a's size after a span or row of size `size` (0: none recorded) joins it.
+int joinSizes(int a, int size) {
+  if (size == 0 || a == size) return a;
+  return a == 0 ? size : kMixedSizes;
+}
 
 // What one thread gathers from its tracks.
 struct Partial {
@@ -102,7 +109,7 @@ void scanTrack(const TraceReader& reader, const TrackRow& track, const RangeQuer
       ++c.calls;
       c.bytes = satAdd(c.bytes, bytes);
       c.time = satAdd(c.time, dur);
-      if (group > 0) c.group_size = static_cast<int>(group);
+      if (group > 0) c.group_size = joinSizes(c.group_size, static_cast<int>(group));
     }
   }
 }
@@ -163,7 +170,7 @@ RangeStats finish(const RangeQuery& q, std::vector<Partial>& parts) {
       d.calls += c.calls;
       d.bytes = satAdd(d.bytes, c.bytes);
       d.time = satAdd(d.time, c.time);
-      if (c.group_size > 0) d.group_size = c.group_size;
+      d.group_size = joinSizes(d.group_size, c.group_size);
     }
   }
   r.cancelled = all.cancelled;
@@ -196,9 +203,9 @@ RangeStats finish(const RangeQuery& q, std::vector<Partial>& parts) {
     x.calls = c.calls;
     x.bytes = c.bytes;
     x.time_ns = c.time;
-    x.group_size = c.group_size;
+    x.group_size = std::max(0, c.group_size);  // mixed: unknown
     x.algbw_gbps = c.time > 0 ? static_cast<double>(c.bytes) / static_cast<double>(c.time) : 0;
-    x.busbw_gbps = x.algbw_gbps * busBandwidthFactor(op, c.group_size);
+    x.busbw_gbps = x.algbw_gbps * busBandwidthFactor(op, x.group_size);
     r.collectives.push_back(std::move(x));
   }
   return r;

@@ -144,7 +144,9 @@ inline void republish(uint64_t nsPerTick32) noexcept {
 
 }  // namespace clock_detail
 
-inline int64_t nowNs() noexcept {
+// Always inlined: left to GCC's heuristics, a change elsewhere in the capture's onStart made it an
+// out-of-line call there (docs/performance.md, "c10d groups").
+[[gnu::always_inline]] inline int64_t nowNs() noexcept {
   using namespace clock_detail;
   const TscLine& l = gLine;
   if (__builtin_expect(l.enabled.load(std::memory_order_relaxed), 1)) {

@@ -7,9 +7,11 @@
 // - collectives: comm-category spans ("gloo:all_reduce", "nccl:all_gather"...; bytes from a
 //   "bytes" argument or the input shapes in the detail text); the caller's implementation from
 //   the innermost user scope enclosing the call ("reduce_scatter[all_reduce+narrow]");
-// - groups: a "group_size" argument on the span when the capture records one; otherwise
-//   matched across ranks: ranks that made the same calls (op and shapes) the same number of
-//   times, every k-th call overlapping in time, form one group (single-rank traces: unknown);
+// - groups: the members matched across ranks (comm_groups.h): ranks that made the same calls
+//   (op, shapes, recorded group size) the same number of times, every k-th call overlapping in
+//   time, form one group, cut by the ranks' recorded group_rank when larger than the recorded
+//   group_size (single-rank traces: unknown); the size from a "group_size" argument when the
+//   capture records one (the c10d dispatcher op's group, docs/capture.md), else the members';
 // - point-to-point: user scopes "send_*" / "recv_*" with a "peer" argument (gpttrain's pipeline)
 //   paired in order; without them, comm spans named send / recv (the decorator's peer is a rank
 //   of the attempt, NCCL's a rank of the communicator: both are mapped to trace ranks);

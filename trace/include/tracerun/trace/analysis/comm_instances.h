@@ -10,9 +10,11 @@
 // - decorator spans: group = the track's name (group name and members), sequence = the span's
 //   "seq" argument (the decorator's per-group counter, the same on every member for one call);
 //   without it, the call's ordinal on that track;
-// - other spans: group = op and signature (op, shapes, bytes: what analyzeComm matches across
-//   ranks), members = the ranks that made such calls, sequence = the call's ordinal on its rank
-//   (analyzeComm pairs the k-th calls).
+// - other spans: group = op and signature (op, shapes, bytes, recorded group size: what
+//   analyzeComm matches across ranks), members = the ranks matched with this rank as analyzeComm
+//   matches them (comm_groups.h: calls overlapping in time, cut by recorded group ranks); the
+//   ranks matched with nobody form one group (a trace cut short still pairs its k-th calls);
+//   sequence = the call's ordinal on its rank (analyzeComm pairs the k-th calls).
 // Per rank of an instance: arrival = the span's start (when the rank called); start = when the
 // last member arrived, clamped to [arrival, end] (no data moves before every member is there);
 // end = the span's end; wait = start - arrival; lag = arrival - the instance's first arrival.
@@ -48,7 +50,7 @@ struct CollectiveInstance {
 };
 
 struct CollectiveGroup {
-  std::string name;               // "c10d dp [0,1,2,3]", or "all_reduce|f32[64]|256" unannotated
+  std::string name;  // "c10d dp [0,1,2,3]"; unannotated "all_reduce|f32[64]|256" (+ "|2 ranks")
   std::vector<int> members;       // sorted ranks
   std::vector<size_t> instances;  // indices into CommInstances::instances, by sequence
 };

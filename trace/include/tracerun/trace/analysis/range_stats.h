@@ -50,7 +50,7 @@ struct RankRangeStats {
 struct RangeCollective {
   std::string op;
   int64_t calls = 0, bytes = 0, time_ns = 0;
-  int group_size = 0;  // a "group_size" argument of its spans; 0 unknown
+  int group_size = 0;  // the "group_size" argument of its spans; 0 unknown or not one size
   double algbw_gbps = 0, busbw_gbps = 0;
 };
 

@@ -1,0 +1,37 @@
+// Which ranks' collective calls form one group, when no span names the group's members: the one
+// rule of analyzeComm (comm.h) and the viewer's collective instances (comm_instances.h).
+//
+// Ranks that made the same calls (one signature: op, shapes, bytes and, when the capture knew it,
+// the group's size) the same number of times, every k-th call overlapping in time, are one group.
+// Two groups making identical calls in lockstep (tensor parallel {0,1} and {2,3}) overlap too: a
+// component larger than the recorded group size is then cut by the ranks' places in their groups
+// (group_rank); ranks left over, and ranks sharing a place, stand alone (comm_groups.cpp). Not for
+// calls whose members are named (the c10d decorator's tracks).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tracerun::trace::analysis {
+
+// One call of one rank, as the matching needs it.
+struct GroupCall {
+  int64_t start = 0, end = 0;
+  int group_size = 0;       // recorded (the span's group_size argument); 0: unknown
+  int64_t group_rank = -1;  // this rank's place in the group; -1: unknown
+};
+
+// signature -> rank -> that rank's calls of it, in any order
+using GroupCalls = std::map<std::string, std::map<int, std::vector<GroupCall>>>;
+
+// Per signature: the groups its calls form, each a sorted list of ranks (a rank alone when it
+// matched nobody).
+std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls);
+
+// The signature suffix that keeps groups of different recorded sizes apart ("|2 ranks"; "" when
+// unknown). Part of the group names the viewer shows.
+std::string groupSizeSignature(int group_size);
+
+}  // namespace tracerun::trace::analysis
