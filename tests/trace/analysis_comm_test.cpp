@@ -588,3 +588,77 @@ TEST_CASE("range statistics: calls of groups of two sizes in one row give no bus
     CHECK(c.busbw_gbps == Approx(mixed ? 0.0 : c.algbw_gbps));  // all-reduce, n = 2: factor 1
   }
 }
+
+TEST_CASE("comm: NCCL host calls are timed by the communication kernels they launched",
+          "[analysis][comm]") {
+  // Two ranks, three all-reduces of 1 MiB on one communicator. Each host call (the enqueue,
+  // 20 us) launches an NCCL kernel (its launch API record inside the call, joined to the kernel
+  // by the correlation id as CUPTI records them) that runs 100 us on rank 0 and 101 us on rank 1,
+  // and, inside the same call, a compute kernel that is not communication.
+  const std::string comm = "comm 0x7f";
+  for (const bool records : {true, false}) {
+    TraceBuilder tb(2);
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int64_t t = 1'000'000 * (k + 1);
+        tb.span(r, BSpan{"async:" + comm,
+                         "nccl:AllReduce",
+                         core::Category::kComm,
+                         t,
+                         t + 20'000,
+                         0,
+                         {{"bytes", 1 << 20}, {"group_size", 2}, {"group_rank", r}},
+                         comm});
+        const int64_t nccl = 100 + 2 * k, other = 101 + 2 * k;  // correlation ids
+        const int64_t run = 100'000 + 1'000 * r;
+        tb.span(r, BSpan{"cuda:0 stream 7",
+                         "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                         core::Category::kKernel,
+                         t + 30'000,
+                         t + 30'000 + run,
+                         0,
+                         {{"correlation", nccl}}});
+        tb.span(r, BSpan{"cuda:0 stream 9",
+                         "elementwise_kernel",
+                         core::Category::kKernel,
+                         t + 25'000,
+                         t + 500'000,
+                         0,
+                         {{"correlation", other}}});
+        if (!records) continue;
+        for (const int64_t corr : {nccl, other}) {
+          const int64_t at = t + 5'000 + 1'000 * (corr - nccl);
+          tb.span(r, BSpan{"cuda api thread 555",
+                           "cudaLaunchKernelExC",
+                           core::Category::kOther,
+                           at,
+                           at + 500,
+                           0,
+                           {{"correlation", corr}}});
+        }
+      }
+    }
+    const auto reader = trace::TraceReader::open(
+        tb.write(scratchDir(records ? "comm_nccl_kernels" : "comm_nccl_no_records")));
+    const CommAnalysis a = analyzeComm(reader);
+    REQUIRE(a.collectives.size() == 1);
+    const CollectiveStats& c = a.collectives[0];
+    INFO((records ? "with launch records" : "without launch records"));
+    CHECK(c.ranks == std::vector<int>{0, 1});
+    CHECK(c.calls == 3);
+    CHECK(c.bytes == 3 * (1 << 20));
+    if (records) {
+      CHECK(c.kernel_time);
+      CHECK_FALSE(c.host_call_time);
+      CHECK(c.time_ns == 3 * (100'000 + 101'000) / 2);  // per call the members' mean
+      CHECK(c.algbw_gbps == Approx(3.0 * (1 << 20) / (3 * (100'000 + 101'000) / 2)));
+      CHECK(c.busbw_gbps == Approx(c.algbw_gbps));  // all-reduce, n = 2: 2(n-1)/n = 1
+    } else {
+      // Without the launch records nothing says which kernel a call launched: no bandwidth.
+      CHECK_FALSE(c.kernel_time);
+      CHECK(c.host_call_time);
+      CHECK(c.time_ns == 3 * 20'000);
+      CHECK(c.algbw_gbps == 0);
+    }
+  }
+}

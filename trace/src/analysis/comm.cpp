@@ -14,6 +14,7 @@
 
 #include "attempt_ranks.h"
 #include "comm_groups.h"
+#include "gpu_activity.h"
 #include "span_consumers.h"
 #include "span_pass.h"
 #include "span_select.h"
@@ -112,7 +113,13 @@ struct CommSpan {
   std::string communicator;
   int64_t group_rank = -1;
   std::string via;
+  // NCCL's host call: the communication kernels it launched (their launch API records lie inside
+  // the call), from the first one's start to the last one's end; kernelEnd < 0 when none.
+  int64_t kernelStart = 0, kernelEnd = -1;
   int64_t dur() const { return satSub(end, start); }
+  bool kernelTimed() const { return hostCall && kernelEnd >= 0; }
+  // The call's time: its kernels' for a host call that has them, else the span's.
+  int64_t time() const { return kernelTimed() ? satSub(kernelEnd, kernelStart) : dur(); }
 };
 
 struct Scope {
@@ -279,6 +286,45 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 }
 
 // ---------------------------------------------------------------------------------------------
+// NCCL's host calls timed by their kernels
+
+// Gives each NCCL host call of every rank the communication kernels it launched: those whose
+// launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside the call. Reads
+// the stream tracks (once, every rank's) only when some rank made host calls.
+void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
+  const bool any = std::any_of(data.begin(), data.end(), [](const auto& rd) {
+    const auto& comm = rd.second.comm;
+    return std::any_of(comm.begin(), comm.end(), [](const CommSpan& c) { return c.hostCall; });
+  });
+  if (!any) return;
+  struct Kernel {
+    int64_t launch, start, end;
+  };
+  std::map<int, std::vector<Kernel>> kernels;  // per rank, by launch
+  for (const gpu::StreamActivities& s : gpu::readActivities(reader)) {
+    for (const gpu::Activity& a : s.items) {
+      if (a.kernel && a.kind == GpuKind::kComm && a.launch_record)
+        kernels[s.rank].push_back({a.launch, a.start, a.end});
+    }
+  }
+  for (auto& [rank, list] : kernels) {
+    std::sort(list.begin(), list.end(),
+              [](const Kernel& a, const Kernel& b) { return a.launch < b.launch; });
+    const auto d = data.find(rank);
+    if (d == data.end()) continue;
+    for (CommSpan& c : d->second.comm) {
+      if (!c.hostCall) continue;
+      auto it = std::lower_bound(list.begin(), list.end(), c.start,
+                                 [](const Kernel& k, int64_t t) { return k.launch < t; });
+      for (; it != list.end() && it->launch <= c.end; ++it) {
+        c.kernelStart = c.kernelEnd < 0 ? it->start : std::min(c.kernelStart, it->start);
+        c.kernelEnd = std::max(c.kernelEnd, it->end);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // collectives
 
 void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
@@ -288,7 +334,8 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     int size = 0;
     std::string source;
     std::set<int> contributors;  // members present in the trace
-    bool hostCall = false;
+    bool hostCall = false;       // a host call without kernels: no bandwidth for the row
+    bool kernels = false;        // a host call timed by its kernels
   };
   // (op, group, via) -> sums over member spans
   std::map<std::tuple<std::string, std::vector<int>, std::string>, Acc> acc;
@@ -322,11 +369,12 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       Acc& a = acc[{c.op, members, c.via}];
       ++a.spans;
       a.bytes = satAdd(a.bytes, c.bytes);
-      a.time = satAdd(a.time, c.dur());
+      a.time = satAdd(a.time, c.time());
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
-      a.hostCall = a.hostCall || c.hostCall;
+      a.hostCall = a.hostCall || (c.hostCall && !c.kernelTimed());
+      a.kernels = a.kernels || c.kernelTimed();
     }
   }
   for (const auto& [key, a] : acc) {
@@ -347,6 +395,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     s.bytes = s.op == "all_gather" && s.group_size > 0 ? gathered : perCallBytes;
     s.time_ns = a.time / members;
     s.host_call_time = a.hostCall;
+    s.kernel_time = a.kernels && !a.hostCall;
     s.algbw_gbps = s.time_ns > 0 && !a.hostCall ? double(s.bytes) / double(s.time_ns) : 0;  // GB/s
     s.busbw_gbps = s.algbw_gbps * busBandwidthFactor(s.op, s.group_size);
     out.collectives.push_back(s);
@@ -662,6 +711,7 @@ CommAnalysis CommSpans::analysis() {
     v.second.ranks = static_cast<int>(v.first.size());
     out.control.push_back(v.second);
   }
+  timeHostCallsByKernels(reader, data);
   collectives(reader, data, out);
   pointToPoint(data, out);
   return out;

@@ -187,11 +187,12 @@ void commSection(const Report& r, Lines& line) {
                                               : "       -"));
     hostCalls = hostCalls || c.host_call_time;
     if (!c.via.empty()) line("      via " + c.via);
+    if (c.kernel_time) line("      timed by the NCCL kernels the calls launched");
   }
   if (hostCalls) {
     line(
-        "  algbw/busbw -: NCCL host calls, whose spans are the enqueues (the kernels' time is in "
-        "the gpu section)");
+        "  algbw/busbw -: NCCL host calls whose spans are the enqueues, with no NCCL kernel of "
+        "their own in the trace (cuda not captured, or a one-rank communicator, which copies)");
   }
   if (!r.comm.p2p.empty()) {
     line("  point-to-point (receive time split into waiting for the send and transferring)");

@@ -47,9 +47,12 @@ struct CollectiveStats {
   double algbw_gbps = 0;     // bytes / time; 0 for NCCL's host calls
   double busbw_gbps = 0;     // algbw x factor(op, group size); 0 when the size is unknown
   // NCCL's host calls (libtracerun_nccl): the span is the enqueue, not the transfer (the kernel
-  // runs later on the GPU), so its length gives no bandwidth: algbw and busbw are left at 0 (an
-  // H100 trace read 4,012 GB/s). The gpu section has the kernels' time.
+  // runs later on the GPU), so its length gives no bandwidth (an H100 trace read 4,012 GB/s).
+  // When the trace has the kernels each call launched (`cuda` captured: their launch records lie
+  // inside the call), time_ns is theirs and the bandwidths follow: kernel_time. When a call of
+  // the row has none, algbw and busbw are left at 0: host_call_time.
   bool host_call_time = false;
+  bool kernel_time = false;
 };
 
 struct PointToPointStats {
