@@ -11,7 +11,10 @@ layout ({0,1},{2,3} and {0,2},{1,3}):
   2-rank group's all-reduce, which is what matching by time alone gave: docs/report.md "Groups").
 Exit 0 when every check passes, 1 otherwise; every check is printed.
 
-    python_groups_test.py --tracerun BIN --work DIR
+    python_groups_test.py --tracerun BIN --work DIR [--python PY]
+
+tests/gpu registers it with the GPU machine's interpreter (torch 2.x: c10d::barrier is handed a
+dummy tensor there, and ProcessGroup is a front for its backend).
 """
 import argparse
 import json
@@ -25,7 +28,7 @@ from e2e_checks import Checks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "python_groups_prog.py")
-PYTHON = "/usr/bin/python3"  # Debian's, with torch (docs/capture.md)
+PYTHON = "/usr/bin/python3"  # Debian's, with torch (docs/capture.md); --python replaces it
 RANKS = 4
 
 
@@ -33,7 +36,7 @@ def run(a, layout):
     db = os.path.join(a.work, layout + ".db")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     out = subprocess.run([a.tracerun, "--nproc-per-node", str(RANKS), "--status", "off", "-o", db,
-                          "--", PYTHON, PROGRAM, layout], capture_output=True, text=True, env=env,
+                          "--", a.python, PROGRAM, layout], capture_output=True, text=True, env=env,
                          timeout=400)
     with open(os.path.join(a.work, layout + ".log"), "w") as log:
         log.write(out.stdout + out.stderr)
@@ -101,6 +104,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tracerun", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--python", default=PYTHON)
     a = p.parse_args()
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
