@@ -1054,7 +1054,9 @@ TEST_CASE("merge: two attempts in one file, the last one's ranks first, each att
   r.quickCheck();
 }
 
-TEST_CASE("merge: traced_ranks is every shard's list joined, and lists that disagree are said") {
+TEST_CASE(
+    "merge: traced_ranks joins every shard's list and says when lists disagree: other meta rows "
+    "come from the first shard that has them") {
   // Each shard's meta rows as its writer left them: {traced_ranks, capture} ("" = absent). A
   // shard killed before its close has neither; one closed without --ranks has `capture` only.
   struct Case {
@@ -1088,6 +1090,9 @@ TEST_CASE("merge: traced_ranks is every shard's list joined, and lists that disa
     mergeShards(inputs, MergeOptions{out, {}});
     const auto r = TraceReader::open(out);
     CHECK(r.meta("traced_ranks") == c.merged);
+    // The other meta rows come from the first shard that has them (rank 1 when rank 0 was
+    // killed before its close).
+    CHECK(r.meta("capture") == (c.rank0_capture.empty() ? "ops" : c.rank0_capture));
     bool differ = false;
     for (const auto& s : r.stats()) differ = differ || s.name == "merge_traced_ranks_differ";
     CHECK(differ == c.differ);

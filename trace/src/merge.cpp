@@ -730,10 +730,16 @@ void writeAttempts(const Db& out, const std::map<int, int64_t>& worlds,
 
 void writeMeta(const Db& out, const std::vector<Shard>& shards, int64_t mergedOrigin,
                int64_t worldSize) {
+  // Each key from the first shard that has it: a shard killed before its close has no meta rows
+  // (capture, capture_target, command... are written at close), and that may be the first one.
   std::map<std::string, std::string> meta;
   for (const auto& key : schema::metaKeys()) {
-    const auto it = shards.front().meta.find(key.key);
-    if (it != shards.front().meta.end()) meta[key.key] = it->second;
+    for (const auto& s : shards) {
+      const auto it = s.meta.find(key.key);
+      if (it == s.meta.end()) continue;
+      meta[key.key] = it->second;
+      break;
+    }
   }
   meta["magic"] = schema::kMagic;
   meta["schema_version"] = std::to_string(schema::kSchemaVersion);
