@@ -559,7 +559,7 @@ TEST_CASE("comm: a restarted job's attempts are grouped apart, peers within thei
   }
 }
 
-TEST_CASE("range statistics: calls of groups of two sizes in one row give no bus bandwidth",
+TEST_CASE("range statistics: two group sizes in one row or NCCL host calls give no bus bandwidth",
           "[analysis][comm]") {
   // Gloo spans carry the group size of their call (the dispatcher's process group): an all-reduce
   // row over the tensor-parallel group (2) and the world (4) has no one nccl-tests factor.
@@ -586,7 +586,24 @@ TEST_CASE("range statistics: calls of groups of two sizes in one row give no bus
     CHECK(c.algbw_gbps == Approx(3.0 * 4096 / (3 * 512)));
     CHECK(c.group_size == (mixed ? 0 : 2));
     CHECK(c.busbw_gbps == Approx(mixed ? 0.0 : c.algbw_gbps));  // all-reduce, n = 2: factor 1
+    CHECK_FALSE(c.host_call_time);
   }
+  // NCCL's host calls: the span is the enqueue, no bandwidth (as the report's rows).
+  TraceBuilder tb(1);
+  tb.span(0, BSpan{"async:comm 0x7f",
+                   "nccl:AllReduce",
+                   core::Category::kComm,
+                   0,
+                   500,
+                   0,
+                   {{"bytes", 1 << 20}, {"group_size", 2}, {"group_rank", 0}},
+                   "comm 0x7f"});
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("range_nccl")));
+  const RangeStats r = rangeStats(reader, {});
+  REQUIRE(r.collectives.size() == 1);
+  CHECK(r.collectives[0].host_call_time);
+  CHECK(r.collectives[0].algbw_gbps == 0);
+  CHECK(r.collectives[0].busbw_gbps == 0);
 }
 
 TEST_CASE("comm: NCCL host calls are timed by the communication kernels they launched",
@@ -595,8 +612,13 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
   // 20 us) launches an NCCL kernel (its launch API record inside the call, joined to the kernel
   // by the correlation id as CUPTI records them) that runs 100 us on rank 0 and 101 us on rank 1,
   // and, inside the same call, a compute kernel that is not communication.
+  // Variants: with launch records; without (nothing says which kernel is a call's); rank 0's
+  // second call launched its kernel after it returned (a nonblocking communicator: outside its
+  // span, inside nobody's): that call has no kernel, so the row keeps the spans' time.
   const std::string comm = "comm 0x7f";
-  for (const bool records : {true, false}) {
+  enum Variant { kRecords, kNoRecords, kLateLaunch };
+  for (const Variant variant : {kRecords, kNoRecords, kLateLaunch}) {
+    const bool records = variant != kNoRecords;
     TraceBuilder tb(2);
     for (int r = 0; r < 2; ++r) {
       for (int k = 0; k < 3; ++k) {
@@ -627,7 +649,8 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
                          {{"correlation", other}}});
         if (!records) continue;
         for (const int64_t corr : {nccl, other}) {
-          const int64_t at = t + 5'000 + 1'000 * (corr - nccl);
+          const bool late = variant == kLateLaunch && r == 0 && k == 1 && corr == nccl;
+          const int64_t at = late ? t + 22'000 : t + 5'000 + 1'000 * (corr - nccl);
           tb.span(r, BSpan{"cuda api thread 555",
                            "cudaLaunchKernelExC",
                            core::Category::kOther,
@@ -638,23 +661,24 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
         }
       }
     }
-    const auto reader = trace::TraceReader::open(
-        tb.write(scratchDir(records ? "comm_nccl_kernels" : "comm_nccl_no_records")));
+    const char* names[] = {"comm_nccl_kernels", "comm_nccl_no_records", "comm_nccl_late"};
+    const auto reader = trace::TraceReader::open(tb.write(scratchDir(names[variant])));
     const CommAnalysis a = analyzeComm(reader);
     REQUIRE(a.collectives.size() == 1);
     const CollectiveStats& c = a.collectives[0];
-    INFO((records ? "with launch records" : "without launch records"));
+    INFO(names[variant]);
     CHECK(c.ranks == std::vector<int>{0, 1});
     CHECK(c.calls == 3);
     CHECK(c.bytes == 3 * (1 << 20));
-    if (records) {
+    if (variant == kRecords) {
       CHECK(c.kernel_time);
       CHECK_FALSE(c.host_call_time);
       CHECK(c.time_ns == 3 * (100'000 + 101'000) / 2);  // per call the members' mean
       CHECK(c.algbw_gbps == Approx(3.0 * (1 << 20) / (3 * (100'000 + 101'000) / 2)));
       CHECK(c.busbw_gbps == Approx(c.algbw_gbps));  // all-reduce, n = 2: 2(n-1)/n = 1
     } else {
-      // Without the launch records nothing says which kernel a call launched: no bandwidth.
+      // One call without its kernel: no bandwidth, and the spans' time for every call (never
+      // kernel time for some calls and enqueue time for others).
       CHECK_FALSE(c.kernel_time);
       CHECK(c.host_call_time);
       CHECK(c.time_ns == 3 * 20'000);

@@ -113,13 +113,12 @@ struct CommSpan {
   std::string communicator;
   int64_t group_rank = -1;
   std::string via;
-  // NCCL's host call: the communication kernels it launched (their launch API records lie inside
-  // the call), from the first one's start to the last one's end; kernelEnd < 0 when none.
-  int64_t kernelStart = 0, kernelEnd = -1;
+  // NCCL's host call: the one communication kernel it launched, when the trace says which
+  // (timeHostCallsByKernels).
+  bool kernel = false;
+  int64_t kernelStart = 0, kernelEnd = 0;
   int64_t dur() const { return satSub(end, start); }
-  bool kernelTimed() const { return hostCall && kernelEnd >= 0; }
-  // The call's time: its kernels' for a host call that has them, else the span's.
-  int64_t time() const { return kernelTimed() ? satSub(kernelEnd, kernelStart) : dur(); }
+  bool kernelTimed() const { return hostCall && kernel; }
 };
 
 struct Scope {
@@ -288,9 +287,13 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 // ---------------------------------------------------------------------------------------------
 // NCCL's host calls timed by their kernels
 
-// Gives each NCCL host call of every rank the communication kernels it launched: those whose
-// launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside the call. Reads
-// the stream tracks (once, every rank's) only when some rank made host calls.
+// Gives each NCCL host call the communication kernel it launched: the one kernel (HTA's pattern)
+// whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside the call,
+// when no other call of the rank holds that launch too. A call holding no launch (inside
+// ncclGroupStart/End the kernel is launched by GroupEnd), or two (a nonblocking communicator
+// launches a call's kernel after it returned, inside the next call), or sharing its launch with a
+// call of another thread, gets none: which kernel is its own is then unknown. Reads the stream
+// tracks (once, every rank's) only when some rank made host calls.
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
   const bool any = std::any_of(data.begin(), data.end(), [](const auto& rd) {
     const auto& comm = rd.second.comm;
@@ -312,14 +315,21 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
               [](const Kernel& a, const Kernel& b) { return a.launch < b.launch; });
     const auto d = data.find(rank);
     if (d == data.end()) continue;
+    std::vector<size_t> holders(list.size(), 0);       // calls whose window holds the launch
+    std::vector<std::pair<CommSpan*, size_t>> single;  // calls holding exactly one launch
     for (CommSpan& c : d->second.comm) {
       if (!c.hostCall) continue;
-      auto it = std::lower_bound(list.begin(), list.end(), c.start,
-                                 [](const Kernel& k, int64_t t) { return k.launch < t; });
-      for (; it != list.end() && it->launch <= c.end; ++it) {
-        c.kernelStart = c.kernelEnd < 0 ? it->start : std::min(c.kernelStart, it->start);
-        c.kernelEnd = std::max(c.kernelEnd, it->end);
-      }
+      const auto first = std::lower_bound(list.begin(), list.end(), c.start,
+                                          [](const Kernel& k, int64_t t) { return k.launch < t; });
+      auto last = first;
+      while (last != list.end() && last->launch <= c.end) ++holders[size_t(last++ - list.begin())];
+      if (last - first == 1) single.emplace_back(&c, size_t(first - list.begin()));
+    }
+    for (const auto& [c, k] : single) {
+      if (holders[k] != 1) continue;
+      c->kernel = true;
+      c->kernelStart = list[k].start;
+      c->kernelEnd = list[k].end;
     }
   }
 }
@@ -331,6 +341,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
   const auto groups = matchCommGroups(data);
   struct Acc {
     int64_t spans = 0, bytes = 0, time = 0;
+    int64_t kernelTime = 0;  // of the host calls timed by their kernels
     int size = 0;
     std::string source;
     std::set<int> contributors;  // members present in the trace
@@ -369,7 +380,8 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       Acc& a = acc[{c.op, members, c.via}];
       ++a.spans;
       a.bytes = satAdd(a.bytes, c.bytes);
-      a.time = satAdd(a.time, c.time());
+      a.time = satAdd(a.time, c.dur());
+      if (c.kernelTimed()) a.kernelTime = satAdd(a.kernelTime, satSub(c.kernelEnd, c.kernelStart));
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
@@ -393,9 +405,11 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       gathered = perCallBytes > 0 ? INT64_MAX : INT64_MIN;
     }
     s.bytes = s.op == "all_gather" && s.group_size > 0 ? gathered : perCallBytes;
-    s.time_ns = a.time / members;
-    s.host_call_time = a.hostCall;
+    // The kernels' time when every call of the row has its kernel; else the spans' (a row never
+    // adds the two kinds of time).
     s.kernel_time = a.kernels && !a.hostCall;
+    s.time_ns = (s.kernel_time ? a.kernelTime : a.time) / members;
+    s.host_call_time = a.hostCall;
     s.algbw_gbps = s.time_ns > 0 && !a.hostCall ? double(s.bytes) / double(s.time_ns) : 0;  // GB/s
     s.busbw_gbps = s.algbw_gbps * busBandwidthFactor(s.op, s.group_size);
     out.collectives.push_back(s);

@@ -32,7 +32,8 @@ struct Acc {
 
 struct CollAcc {
   int64_t calls = 0, bytes = 0, time = 0;
-  int group_size = 0;  // kMixedSizes when spans of the op named different sizes
+  int group_size = 0;     // kMixedSizes when spans of the op named different sizes
+  bool hostCall = false;  // an NCCL host call: its span is the enqueue (comm.h)
 };
 constexpr int kMixedSizes = -1;  // two groups' calls in one row: no one bus-bandwidth factor
 
@@ -106,6 +107,7 @@ void scanTrack(const TraceReader& reader, const TrackRow& track, const RangeQuer
       }
       if (bytes < 0) bytes = bytesOfShapes(reader.str(s.detail));
       CollAcc& c = out.colls[op];
+      c.hostCall = c.hostCall || vocab::nccl::isDataCall(reader.str(s.name));
       ++c.calls;
       c.bytes = satAdd(c.bytes, bytes);
       c.time = satAdd(c.time, dur);
@@ -171,6 +173,7 @@ RangeStats finish(const RangeQuery& q, std::vector<Partial>& parts) {
       d.bytes = satAdd(d.bytes, c.bytes);
       d.time = satAdd(d.time, c.time);
       d.group_size = joinSizes(d.group_size, c.group_size);
+      d.hostCall = d.hostCall || c.hostCall;
     }
   }
   r.cancelled = all.cancelled;
@@ -204,7 +207,9 @@ RangeStats finish(const RangeQuery& q, std::vector<Partial>& parts) {
     x.bytes = c.bytes;
     x.time_ns = c.time;
     x.group_size = std::max(0, c.group_size);  // mixed: unknown
-    x.algbw_gbps = c.time > 0 ? static_cast<double>(c.bytes) / static_cast<double>(c.time) : 0;
+    x.host_call_time = c.hostCall;
+    x.algbw_gbps =
+        c.time > 0 && !c.hostCall ? static_cast<double>(c.bytes) / static_cast<double>(c.time) : 0;
     x.busbw_gbps = x.algbw_gbps * busBandwidthFactor(op, x.group_size);
     r.collectives.push_back(std::move(x));
   }

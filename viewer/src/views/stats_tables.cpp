@@ -26,7 +26,9 @@ StatsCell bytesCell(int64_t b) {
   return {trace::formatBytes(static_cast<double>(b)), std::to_string(b), static_cast<double>(b),
           true};
 }
-StatsCell gbpsCell(double v, bool known = true) {
+// known false: "?" (no group size); hostCall: "-" (NCCL's enqueue time gives no bandwidth).
+StatsCell gbpsCell(double v, bool known = true, bool hostCall = false) {
+  if (hostCall) return {"-", "", -1, true};
   if (!known) return {"?", "", -1, true};
   char b[48], r[48];
   std::snprintf(b, sizeof b, "%.3f GB/s", v);
@@ -131,8 +133,8 @@ std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
     coll.rows.push_back({textCell(c.op), textCell(c.via), rankListCell(c.ranks),
                          c.group_size > 0 ? countCell(c.group_size) : textCell(""),
                          textCell(c.group_source), countCell(c.calls), bytesCell(c.bytes),
-                         nsCell(c.time_ns), gbpsCell(c.algbw_gbps),
-                         gbpsCell(c.busbw_gbps, c.group_size > 0)});
+                         nsCell(c.time_ns), gbpsCell(c.algbw_gbps, true, c.host_call_time),
+                         gbpsCell(c.busbw_gbps, c.group_size > 0, c.host_call_time)});
   }
 
   StatsTable& ranks = tables[2];
@@ -183,7 +185,8 @@ std::vector<StatsTable> rangeTables(const trace::analysis::RangeStats& r,
   for (const auto& c : r.collectives) {
     coll.rows.push_back({textCell(c.op), countCell(c.calls), bytesCell(c.bytes), nsCell(c.time_ns),
                          c.group_size > 0 ? countCell(c.group_size) : textCell(""),
-                         gbpsCell(c.algbw_gbps), gbpsCell(c.busbw_gbps, c.group_size > 0)});
+                         gbpsCell(c.algbw_gbps, true, c.host_call_time),
+                         gbpsCell(c.busbw_gbps, c.group_size > 0, c.host_call_time)});
   }
 
   StatsTable& ranks = tables[2];

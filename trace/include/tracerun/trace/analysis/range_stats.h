@@ -51,6 +51,8 @@ struct RangeCollective {
   std::string op;
   int64_t calls = 0, bytes = 0, time_ns = 0;
   int group_size = 0;  // the "group_size" argument of its spans; 0 unknown or not one size
+  // NCCL's host calls among them: their spans are the enqueues, so no bandwidth (0; comm.h)
+  bool host_call_time = false;
   double algbw_gbps = 0, busbw_gbps = 0;
 };
 
