@@ -65,6 +65,11 @@ bool isBarrierName(const char* name) noexcept {
 void publishCollectiveGroup(const uint64_t* keys, int nkeys, uint32_t op,
                             CollectiveGroup group) noexcept {
   if (nkeys <= 0) return;
+  if (keys[0] == kNoTensorKey) {
+    CollectiveGroup stale;
+    while (takeCollectiveGroup(kNoTensorKey, op, &stale)) {
+    }
+  }
   Table& t = table();
   const uint64_t ticket = t.published.fetch_add(1, std::memory_order_relaxed) + 1;
   Slot& s = t.slots[ticket % kCollectiveGroupSlots];

@@ -43,7 +43,10 @@ inline constexpr int kCollectiveGroupKeys = 2;
 inline constexpr uint64_t kNoTensorKey = 1;
 
 // Publishes the group of a call of collective `op` (collectiveOpCode) under up to
-// kCollectiveGroupKeys non-zero data addresses. Any thread.
+// kCollectiveGroupKeys non-zero data addresses. Any thread. A call under kNoTensorKey first takes
+// away the older untaken calls of its collective there: calls without a tensor (barriers) wait
+// for their end, so an untaken one is another backend's (NCCL's barrier records an all-reduce of
+// its own tensor), which the next Gloo barrier must not take.
 void publishCollectiveGroup(const uint64_t* keys, int nkeys, uint32_t op,
                             CollectiveGroup group) noexcept;
 

@@ -35,9 +35,16 @@ RANKS = 4
 def run(a, layout):
     db = os.path.join(a.work, layout + ".db")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([a.tracerun, "--nproc-per-node", str(RANKS), "--status", "off", "-o", db,
-                          "--", a.python, PROGRAM, layout], capture_output=True, text=True, env=env,
-                         timeout=400)
+    cmd = [a.tracerun, "--nproc-per-node", str(RANKS), "--status", "off", "-o", db, "--",
+           a.python, PROGRAM, layout]
+    # A run takes about 5 s here: 100 s each keeps both layouts inside ctest's 240 s (tests/gpu),
+    # and a hung run fails with what it printed.
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=100)
+    except subprocess.TimeoutExpired as e:
+        def text(b):
+            return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        out = subprocess.CompletedProcess(cmd, -9, text(e.stdout), text(e.stderr) + "\ntimed out")
     with open(os.path.join(a.work, layout + ".log"), "w") as log:
         log.write(out.stdout + out.stderr)
     truth = {}

@@ -616,8 +616,10 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
   // second call launched its kernel after it returned (a nonblocking communicator: outside its
   // span, inside nobody's): that call has no kernel, so the row keeps the spans' time.
   const std::string comm = "comm 0x7f";
-  enum Variant { kRecords, kNoRecords, kLateLaunch };
-  for (const Variant variant : {kRecords, kNoRecords, kLateLaunch}) {
+  // kSendHolds: on rank 0 a send of another thread overlaps the third call and holds its launch
+  // too (the launching thread is not recorded): that launch is neither's.
+  enum Variant { kRecords, kNoRecords, kLateLaunch, kSendHolds };
+  for (const Variant variant : {kRecords, kNoRecords, kLateLaunch, kSendHolds}) {
     const bool records = variant != kNoRecords;
     TraceBuilder tb(2);
     for (int r = 0; r < 2; ++r) {
@@ -632,6 +634,16 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
                          {{"bytes", 1 << 20}, {"group_size", 2}, {"group_rank", r}},
                          comm});
         const int64_t nccl = 100 + 2 * k, other = 101 + 2 * k;  // correlation ids
+        if (variant == kSendHolds && r == 0 && k == 2) {
+          tb.span(r, BSpan{"async:" + comm,
+                           "nccl:Send",
+                           core::Category::kComm,
+                           t + 1'000,
+                           t + 15'000,
+                           0,
+                           {{"bytes", 64}, {"peer", 1}, {"group_size", 2}, {"group_rank", r}},
+                           comm});
+        }
         const int64_t run = 100'000 + 1'000 * r;
         tb.span(r, BSpan{"cuda:0 stream 7",
                          "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
@@ -661,7 +673,8 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
         }
       }
     }
-    const char* names[] = {"comm_nccl_kernels", "comm_nccl_no_records", "comm_nccl_late"};
+    const char* names[] = {"comm_nccl_kernels", "comm_nccl_no_records", "comm_nccl_late",
+                           "comm_nccl_send_holds"};
     const auto reader = trace::TraceReader::open(tb.write(scratchDir(names[variant])));
     const CommAnalysis a = analyzeComm(reader);
     REQUIRE(a.collectives.size() == 1);

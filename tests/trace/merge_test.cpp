@@ -1081,7 +1081,7 @@ TEST_CASE(
       writeShard(g, path);
       RawDb db(path);
       const std::string list = g.rank == 0 ? c.rank0_list : c.rank1_list;
-      const std::string capture = g.rank == 0 ? c.rank0_capture : "ops";
+      const std::string capture = g.rank == 0 ? c.rank0_capture : "ops,comm";
       if (!list.empty()) db.exec("INSERT INTO meta VALUES ('traced_ranks', '" + list + "')");
       if (!capture.empty()) db.exec("INSERT INTO meta VALUES ('capture', '" + capture + "')");
       inputs.push_back({path});
@@ -1092,7 +1092,7 @@ TEST_CASE(
     CHECK(r.meta("traced_ranks") == c.merged);
     // The other meta rows come from the first shard that has them (rank 1 when rank 0 was
     // killed before its close).
-    CHECK(r.meta("capture") == (c.rank0_capture.empty() ? "ops" : c.rank0_capture));
+    CHECK(r.meta("capture") == (c.rank0_capture.empty() ? "ops,comm" : c.rank0_capture));
     bool differ = false;
     for (const auto& s : r.stats()) differ = differ || s.name == "merge_traced_ranks_differ";
     CHECK(differ == c.differ);

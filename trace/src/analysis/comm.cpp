@@ -287,9 +287,9 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 // ---------------------------------------------------------------------------------------------
 // NCCL's host calls timed by their kernels
 
-// Gives each NCCL host call the communication kernel it launched: the one kernel (HTA's pattern)
-// whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside the call,
-// when no other call of the rank holds that launch too. A call holding no launch (inside
+// Gives each NCCL collective call the communication kernel it launched: the one kernel (HTA's
+// pattern) whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside
+// the call, when no other NCCL call of the rank (a send or receive included) holds that launch. A call holding no launch (inside
 // ncclGroupStart/End the kernel is launched by GroupEnd), or two (a nonblocking communicator
 // launches a call's kernel after it returned, inside the next call), or sharing its launch with a
 // call of another thread, gets none: which kernel is its own is then unknown. Reads the stream
@@ -315,15 +315,22 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
               [](const Kernel& a, const Kernel& b) { return a.launch < b.launch; });
     const auto d = data.find(rank);
     if (d == data.end()) continue;
-    std::vector<size_t> holders(list.size(), 0);       // calls whose window holds the launch
-    std::vector<std::pair<CommSpan*, size_t>> single;  // calls holding exactly one launch
-    for (CommSpan& c : d->second.comm) {
-      if (!c.hostCall) continue;
-      const auto first = std::lower_bound(list.begin(), list.end(), c.start,
-                                          [](const Kernel& k, int64_t t) { return k.launch < t; });
-      auto last = first;
-      while (last != list.end() && last->launch <= c.end) ++holders[size_t(last++ - list.begin())];
-      if (last - first == 1) single.emplace_back(&c, size_t(first - list.begin()));
+    std::vector<size_t> holders(list.size(), 0);       // host calls whose window holds the launch
+    std::vector<std::pair<CommSpan*, size_t>> single;  // collectives holding exactly one launch
+    for (auto* calls : {&d->second.comm, &d->second.p2pComm}) {  // sends and receives hold too
+      for (CommSpan& c : *calls) {
+        if (!c.hostCall) continue;
+        const auto first =
+            std::lower_bound(list.begin(), list.end(), c.start,
+                             [](const Kernel& k, int64_t t) { return k.launch < t; });
+        auto last = first;
+        while (last != list.end() && last->launch <= c.end) {
+          ++holders[static_cast<size_t>(last++ - list.begin())];
+        }
+        if (calls == &d->second.comm && last - first == 1) {
+          single.emplace_back(&c, static_cast<size_t>(first - list.begin()));
+        }
+      }
     }
     for (const auto& [c, k] : single) {
       if (holders[k] != 1) continue;
