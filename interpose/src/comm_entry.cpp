@@ -21,20 +21,6 @@ bool commWanted() noexcept {
   return wanted;
 }
 
-// Emits span s followed by its arguments (three per ArgsRecord; the first pair pushed together).
-void pushSpanWithArgs(ThreadState& t, const core::SpanRecord& s, const core::ArgsRecord::Arg* args,
-                      int n) noexcept {
-  core::RecordRing& ring = t.buffer->ring;
-  if (n == 0) {
-    ring.tryPush(core::Record::from(s));
-    return;
-  }
-  if (!ring.tryPushPair(core::Record::from(s), core::Record::from(argsRecord(s.id, args, n, 0)))) {
-    return;
-  }
-  pushArgsFrom(ring, s.id, args, n, 3);
-}
-
 }  // namespace
 
 bool recordComm(const tracerun_comm_event& e) noexcept {

@@ -474,7 +474,8 @@ struct AsyncContext : at::ObserverContext {
 [[gnu::noinline]] std::unique_ptr<at::ObserverContext> startAsync(ThreadState& t,
                                                                   const at::RecordFunction& fn) {
   auto c = std::make_unique<AsyncContext>();
-  c->name = t.intern(fn.name());
+  const char* const name = fn.name();
+  c->name = t.intern(name);
   c->detail = gShapes ? shapesOf(t, fn) : 0;
   c->id = t.buffer->nextId();
   c->seq = fn.seqNr();
@@ -488,7 +489,6 @@ struct AsyncContext : at::ObserverContext {
         if (key != 0) break;
       }
       CollectiveGroup group;
-      const char* name = fn.name();
       if (takeCollectiveGroup(key == 0 ? kNoTensorKey : key, collectiveOpCode(name), &group)) {
         c->group = group;
       }
@@ -513,13 +513,12 @@ void endAsync(const AsyncContext& c, int64_t endNs) {
   s.detail = c.detail;
   s.track = asyncTrack();
   if (c.group.size <= 0) {
-    t->buffer->ring.tryPush(core::Record::from(s));
+    pushSpanWithArgs(*t, s, nullptr, 0);
     return;
   }
   const core::ArgsRecord::Arg args[] = {{t->intern(vocab::arg::kGroupSize), 0, c.group.size},
                                         {t->intern(vocab::arg::kGroupRank), 0, c.group.rank}};
-  t->buffer->ring.tryPushPair(core::Record::from(s),
-                              core::Record::from(argsRecord(s.id, args, 2, 0)));
+  pushSpanWithArgs(*t, s, args, 2);
 }
 
 // ---- start/end callbacks ------------------------------------------------------------------------

@@ -120,6 +120,19 @@ void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsR
   for (; first < n; first += 3) ring.tryPush(core::Record::from(argsRecord(owner, args, n, first)));
 }
 
+void pushSpanWithArgs(ThreadState& t, const core::SpanRecord& s, const core::ArgsRecord::Arg* args,
+                      int n) noexcept {
+  core::RecordRing& ring = t.buffer->ring;
+  if (n == 0) {
+    ring.tryPush(core::Record::from(s));
+    return;
+  }
+  if (!ring.tryPushPair(core::Record::from(s), core::Record::from(argsRecord(s.id, args, n, 0)))) {
+    return;
+  }
+  pushArgsFrom(ring, s.id, args, n, 3);
+}
+
 void emitSpanWithArgs(ThreadState& t, const Frame& f, int64_t endNs, const int64_t* outputs,
                       int noutputs) noexcept {
   core::RecordRing& ring = t.buffer->ring;

@@ -306,6 +306,10 @@ core::ArgsRecord argsRecord(core::EventId owner, const core::ArgsRecord::Arg* ar
                             int first) noexcept;
 void pushArgsFrom(core::RecordRing& ring, core::EventId owner, const core::ArgsRecord::Arg* args,
                   int n, int first) noexcept;
+// A span that is no frame (an async scope's, a collective's) followed by its n arguments, the
+// first record pushed together with it.
+void pushSpanWithArgs(ThreadState& t, const core::SpanRecord& s, const core::ArgsRecord::Arg* args,
+                      int n) noexcept;
 
 // The span of a frame with arguments: the frame's own, then its tensor identities (inputs, then
 // the `noutputs` in `outputs`), in ArgsRecords after the span.
@@ -316,7 +320,8 @@ void emitSpanWithArgs(ThreadState& t, const Frame& f, int64_t endNs, const int64
 // every op) take this inline path: one ring slot. Always inlined: GCC's heuristics made it a call
 // through the PLT in onEnd after unrelated changes there (docs/performance.md, "c10d groups").
 [[gnu::always_inline]] inline void emitSpan(ThreadState& t, const Frame& f, int64_t endNs,
-                     const int64_t* outputs = nullptr, int noutputs = 0) noexcept {
+                                            const int64_t* outputs = nullptr,
+                                            int noutputs = 0) noexcept {
   if (f.nargs + f.ninputs + noutputs != 0) [[unlikely]] {
     emitSpanWithArgs(t, f, endNs, outputs, noutputs);
     return;

@@ -114,11 +114,10 @@ struct CommSpan {
   int64_t group_rank = -1;
   std::string via;
   // NCCL's host call: the one communication kernel it launched, when the trace says which
-  // (timeHostCallsByKernels).
+  // (timeHostCallsByKernels; never set on other calls).
   bool kernel = false;
   int64_t kernelStart = 0, kernelEnd = 0;
   int64_t dur() const { return satSub(end, start); }
-  bool kernelTimed() const { return hostCall && kernel; }
 };
 
 struct Scope {
@@ -231,8 +230,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-    c.signature =
-        c.op + "|" + detail + "|" + std::to_string(c.bytes) + groupSizeSignature(c.group_size);
+    c.signature = callSignature(c.op, detail, c.bytes, c.group_size);
     c.members = members;
     c.decorator = decorator;
     c.peer = p.arg(keys.peer, -1);
@@ -289,11 +287,11 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 
 // Gives each NCCL collective call the communication kernel it launched: the one kernel (HTA's
 // pattern) whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside
-// the call, when no other NCCL call of the rank (a send or receive included) holds that launch. A call holding no launch (inside
-// ncclGroupStart/End the kernel is launched by GroupEnd), or two (a nonblocking communicator
-// launches a call's kernel after it returned, inside the next call), or sharing its launch with a
-// call of another thread, gets none: which kernel is its own is then unknown. Reads the stream
-// tracks (once, every rank's) only when some rank made host calls.
+// the call, when no other NCCL call of the rank (a send or receive included) holds that launch.
+// A call holding no launch (inside ncclGroupStart/End the kernel is launched by GroupEnd), or two
+// (a nonblocking communicator launches a call's kernel after it returned, inside the next call),
+// or sharing its launch with a call of another thread, gets none: which kernel is its own is then
+// unknown. Reads the stream tracks (once, every rank's) only when some rank made host calls.
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
   const bool any = std::any_of(data.begin(), data.end(), [](const auto& rd) {
     const auto& comm = rd.second.comm;
@@ -388,12 +386,12 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       ++a.spans;
       a.bytes = satAdd(a.bytes, c.bytes);
       a.time = satAdd(a.time, c.dur());
-      if (c.kernelTimed()) a.kernelTime = satAdd(a.kernelTime, satSub(c.kernelEnd, c.kernelStart));
+      if (c.kernel) a.kernelTime = satAdd(a.kernelTime, satSub(c.kernelEnd, c.kernelStart));
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
-      a.hostCall = a.hostCall || (c.hostCall && !c.kernelTimed());
-      a.kernels = a.kernels || c.kernelTimed();
+      a.hostCall = a.hostCall || (c.hostCall && !c.kernel);
+      a.kernels = a.kernels || c.kernel;
     }
   }
   for (const auto& [key, a] : acc) {

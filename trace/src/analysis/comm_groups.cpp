@@ -102,8 +102,11 @@ std::vector<std::vector<int>> cutByPlace(const std::vector<int>& component,
 
 }  // namespace
 
-std::string groupSizeSignature(int group_size) {
-  return group_size > 0 ? "|" + std::to_string(group_size) + " ranks" : std::string();
+std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
+                          int group_size) {
+  std::string s = op + "|" + detail + "|" + std::to_string(bytes);
+  if (group_size > 0) s += "|" + std::to_string(group_size) + " ranks";
+  return s;
 }
 
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls) {

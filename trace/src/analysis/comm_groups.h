@@ -30,8 +30,10 @@ using GroupCalls = std::map<std::string, std::map<int, std::vector<GroupCall>>>;
 // matched nobody).
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls);
 
-// The signature suffix that keeps groups of different recorded sizes apart ("|2 ranks"; "" when
-// unknown). Part of the group names the viewer shows.
-std::string groupSizeSignature(int group_size);
+// What must match across a group's calls: op, shapes text, bytes and, when recorded, the group's
+// size ("all_reduce|f32[64]|256|2 ranks": groups of different sizes never mix). The one spelling
+// of analyzeComm and the viewer's collective instances; part of the group names the viewer shows.
+std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
+                          int group_size);
 
 }  // namespace tracerun::trace::analysis

@@ -81,8 +81,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group =
-            op + "|" + detail + "|" + std::to_string(bytes) + groupSizeSignature(c.group_size);
+        c.group = callSignature(op, detail, bytes, c.group_size);
       }
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
       ++ordinal;
