@@ -140,6 +140,14 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
     CollectiveGroup g;
     g.name = key.first;
     g.members = key.second;
+    // A signature names no members, and two groups may share one (two groups in lockstep): the
+    // name then says whose calls they are, as a decorator track's name does.
+    std::vector<int> named;
+    if (!decoratorTrack(key.first, &named)) {
+      std::string list;
+      for (int r : g.members) list += (list.empty() ? "" : ",") + std::to_string(r);
+      g.name += " [" + list + "]";
+    }
     const int gi = static_cast<int>(out.groups.size());
     for (const auto& [seq, calls] : bySeq) {
       CollectiveInstance in;

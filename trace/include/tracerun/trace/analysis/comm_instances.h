@@ -50,7 +50,9 @@ struct CollectiveInstance {
 };
 
 struct CollectiveGroup {
-  std::string name;  // "c10d dp [0,1,2,3]"; unannotated "all_reduce|f32[64]|256" (+ "|2 ranks")
+  // "c10d dp [0,1,2,3]"; unannotated "all_reduce|f32[64]|256 [0,1]" ("|2 ranks" before the
+  // members when the size was recorded): unique, as two groups may share a signature
+  std::string name;
   std::vector<int> members;       // sorted ranks
   std::vector<size_t> instances;  // indices into CommInstances::instances, by sequence
 };
