@@ -15,9 +15,10 @@ configuration's number is the median of all its timed steps.
   tracerun ops,cuda  ... ops + CUPTI
   tracerun default   the default words: ops,scopes,memory,comm
   tracerun default+cuda
-  --attribute adds ops,cuda with one CUDA part off at a time (TRACERUN_CUPTI_OFF=sync|clock|
-  correlation): what synchronization records, the timestamp callback and the per-op correlation
-  ids each cost
+  --attribute adds ops,cuda-sync (ops,cuda with CUPTI's synchronization records, which `cuda`
+  leaves out as torch.profiler does) and ops,cuda with one CUDA part off at a time
+  (TRACERUN_CUPTI_OFF=clock|correlation): what synchronization records, the timestamp callback
+  and the per-op correlation ids each cost
 
 Prints a table: ms/step, added ms and added % against plain, and each tracerun row's added time as
 a fraction of torch.profiler's; then ops and kernels per step (counted in the traces, inside the
@@ -56,11 +57,12 @@ CONFIGS = [
     ("tracerun default", g.DEFAULT_WORDS),
     ("tracerun default+cuda", g.DEFAULT_WORDS + ",cuda"),
 ]
-# --attribute: ops,cuda with one CUDA part off at a time (TRACERUN_CUPTI_OFF, interpose/cuda/
-# cupti_translate.h), so the CUDA side's cost can be split between synchronization records, the
-# trace's timestamp callback and the per-op external correlation ids.
+# --attribute: ops,cuda with synchronization records added (cuda-sync), and with one CUDA part off
+# at a time (TRACERUN_CUPTI_OFF, interpose/cuda/cupti_translate.h), so the CUDA side's cost can be
+# split between synchronization records, the trace's timestamp callback and the per-op external
+# correlation ids.
 ATTRIBUTION = [
-    ("tracerun ops,cuda -sync", "ops,cuda", "sync"),
+    ("tracerun ops,cuda +sync", "ops,cuda-sync", None),
     ("tracerun ops,cuda -clock", "ops,cuda", "clock"),
     ("tracerun ops,cuda -correlation", "ops,cuda", "correlation"),
 ]
@@ -122,7 +124,8 @@ def main():
                    help="fp32 matmuls without TF32 (GPU-bound: host costs hide behind the GPU)")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--attribute", action="store_true",
-                   help="also ops,cuda with one CUDA part off at a time (sync, clock, correlation)")
+                   help="also ops,cuda-sync, and ops,cuda with one CUDA part off at a time (clock, "
+                   "correlation)")
     p.add_argument("--keep", help="copy the ops,cuda trace (if under 16 MiB) here")
     p.add_argument("--quiet-launcher", action="store_true", default=True)
     a = p.parse_args()

@@ -91,6 +91,12 @@ bool cudaWanted() {
   return captureWordsFromEnvironment().has(CaptureWord::kCuda);
 }
 
+// Synchronization records only with `cuda-sync`, as torch.profiler records CUDA_SYNC only with
+// enable_cuda_sync_events (and TRACERUN_CUPTI_OFF=sync still turns them off).
+bool syncWanted() {
+  return captureWordsFromEnvironment().has(CaptureWord::kCudaSync) && !gPartsOff.sync;
+}
+
 // The one line, and a warning row in the stats table so the trace says it too.
 void off(const std::string& why) {
   std::fprintf(stderr, "tracerun: CUDA capture off: %s\n", why.c_str());
@@ -281,7 +287,7 @@ void startCuda(const CaptureConfig& config) {
     return off(errorText(r));
   }
   for (CUpti_ActivityKind kind : kKinds) {
-    if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && gPartsOff.sync) continue;
+    if (kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION && !syncWanted()) continue;
     if (CUptiResult r = gCupti.enable(kind); r != CUPTI_SUCCESS) {
       disableAll();
       return off(errorText(r));

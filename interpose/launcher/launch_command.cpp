@@ -13,8 +13,8 @@ Command addLaunchCommand(CLI::App& app) {
   app.add_option("-o,--output", o->output, "trace to write when running a PROGRAM (run.db)");
   app.add_option(
       "--capture", o->capture,
-      "what to record, comma-separated: ops,scopes,memory,comm,cuda,tensors (default all but "
-      "cuda and tensors)");
+      "what to record, comma-separated: ops,scopes,memory,comm,cuda,tensors,cuda-sync (default "
+      "ops,scopes,memory,comm; cuda-sync: cuda and its synchronization records)");
   app.add_flag(
       "--no-shapes", [o](int64_t) { o->shapes = false; },
       "do not record input shapes and dtypes of ops (cheaper)");

@@ -98,7 +98,8 @@ CaptureSet captureWordsOf(const CaptureConfig& config) {
       .set(CaptureWord::kMemory, config.memory)
       .set(CaptureWord::kComm, config.comm)
       .set(CaptureWord::kCuda, config.cuda)
-      .set(CaptureWord::kTensors, config.tensors);
+      .set(CaptureWord::kTensors, config.tensors)
+      .set(CaptureWord::kCudaSync, config.cuda_sync);
 }
 
 std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
@@ -143,6 +144,7 @@ std::optional<CaptureConfig> configFromEnvironment(std::string* why) {
   c.tensors = words.has(CaptureWord::kTensors);
   c.comm = words.has(CaptureWord::kComm);
   c.cuda = words.has(CaptureWord::kCuda);
+  c.cuda_sync = words.has(CaptureWord::kCudaSync);
   if (const char* shapes = env("TRACERUN_SHAPES")) c.shapes = std::strcmp(shapes, "0") != 0;
   if (const char* claim = env("TRACERUN_CLAIM")) c.claim = std::strcmp(claim, "1") == 0;
   if (const int mb = envInt("TRACERUN_BUFFER_MB", 0); mb > 0) {

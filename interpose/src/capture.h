@@ -27,7 +27,8 @@ struct CaptureConfig {
   bool shapes = true;    // input shapes and dtypes of ops
   bool tensors = false;  // input/output tensor identities of ops (dataflow; costs, so opt-in)
   bool comm = true;      // collectives (comm_entry.cpp and CUPTI read TRACERUN_CAPTURE themselves;
-  bool cuda = false;     // these two only go into the shard's meta `capture`)
+  bool cuda = false;     // these three only go into the shard's meta `capture`)
+  bool cuda_sync = false;
   int rank = 0;
   int world_size = 1;
   std::string traced_ranks;  // TRACERUN_RANKS as RankSet::text() ("": every rank), for meta

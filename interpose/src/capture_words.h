@@ -1,5 +1,6 @@
-// The capture words (`--capture`, TRACERUN_CAPTURE): ops, scopes, memory, comm, cuda, tensors, as a
-// typed set, parsed and printed here only. Not the capture's configuration (capture.h) nor a flag.
+// The capture words (`--capture`, TRACERUN_CAPTURE): ops, scopes, memory, comm, cuda, tensors,
+// cuda-sync, as a typed set, parsed and printed here only. Not the capture's configuration
+// (capture.h) nor a flag.
 //
 // The launcher validates `--capture` with CaptureSet::parse (an unknown word is a usage error that
 // names the valid ones) and passes CaptureSet::text() on; libtracerun reads TRACERUN_CAPTURE with
@@ -20,13 +21,17 @@ enum class CaptureWord : uint8_t {
   kScopes,   // user scopes (annotations, record_function)
   kMemory,   // CPU allocations; CUDA caching-allocator events
   kComm,     // collectives: the c10d decorator and NCCL host calls
-  kCuda,     // CUPTI: kernels, copies, syncs (opt-in)
+  kCuda,     // CUPTI: kernels, copies, launch calls (opt-in)
   kTensors,  // input/output tensor identities of ops (opt-in: costs)
+  // CUPTI synchronization records too (opt-in, and implies kCuda): torch.profiler records them only
+  // with _ExperimentalConfig(enable_cuda_sync_events=True), so `cuda` alone records what its
+  // ProfilerActivity.CUDA does.
+  kCudaSync,
 };
 
 // The words in their canonical order (the order text() prints), indexed by CaptureWord.
-inline constexpr std::array<std::string_view, 6> kCaptureWordNames = {"ops",  "scopes", "memory",
-                                                                      "comm", "cuda",   "tensors"};
+inline constexpr std::array<std::string_view, 7> kCaptureWordNames = {
+    "ops", "scopes", "memory", "comm", "cuda", "tensors", "cuda-sync"};
 
 class CaptureSet {
  public:
@@ -59,7 +64,7 @@ class CaptureSet {
     return out;
   }
 
-  // "ops, scopes, memory, comm, cuda, tensors": for messages.
+  // "ops, scopes, memory, comm, cuda, tensors, cuda-sync": for messages.
   static std::string validWords() {
     std::string out;
     for (std::string_view w : kCaptureWordNames) (out += out.empty() ? "" : ", ") += w;
@@ -69,7 +74,8 @@ class CaptureSet {
   // A comma list of words, in any order, repeats and empty items (a trailing comma) allowed.
   // Returns the known words; *problem is empty when the list was good, else one clause naming the
   // first unknown word (or the empty list) and the valid words, e.g.
-  // "unknown word 'bogus' (words: ops, scopes, memory, comm, cuda, tensors)".
+  // "unknown word 'bogus' (words: ops, scopes, memory, comm, cuda, tensors, cuda-sync)".
+  // `cuda-sync` brings `cuda` with it.
   static CaptureSet parse(std::string_view list, std::string* problem) {
     CaptureSet out;
     std::string first;
@@ -83,6 +89,7 @@ class CaptureSet {
         for (size_t i = 0; i < kCaptureWordNames.size() && !known; ++i) {
           if (word == kCaptureWordNames[i]) {
             out.set(static_cast<CaptureWord>(i));
+            if (static_cast<CaptureWord>(i) == CaptureWord::kCudaSync) out.set(CaptureWord::kCuda);
             known = true;
           }
         }

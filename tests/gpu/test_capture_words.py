@@ -2,14 +2,17 @@
 
 nanogpt_prog.py (nanoGPT on cuda:0, a one-rank NCCL process group that all-reduces the loss each
 step, so `comm` has something to record) runs a few steps under `tracerun --capture W` for W in
-ops, scopes, memory, comm, the defaults (no --capture) and the defaults + cuda. For each run:
+ops, scopes, memory, comm, the defaults (no --capture), the defaults + cuda and scopes + cuda-sync.
+For each run:
 - tracerun exits 0 (it exits with the program's code) and the program wrote its done-file;
 - no "terminate called", "killed by signal", "Aborted" or "incomplete" in the output;
 - the trace's meta says complete, no stat with severity 2 or naming an incomplete shard, and
   `tracerun info` exits 0 without "incomplete" / "not described";
 - what the word records is there, counted against the program: ops -> op and backward spans;
   scopes -> exactly warmup + steps `step` user spans; memory -> CUDA memory events (device_type 1);
-  comm -> collective spans; cuda -> kernel spans; and spans > 0 for every run with a span word;
+  comm -> collective spans; cuda -> kernel spans; cuda-sync -> synchronization records (the
+  program synchronizes each step), and none with `cuda` alone (torch.profiler's default); and
+  spans > 0 for every run with a span word;
 - no invented device: every `cuda:N` in a track name has N < torch.cuda.device_count().
 """
 import os
@@ -26,6 +29,7 @@ RUNS = [
     ("comm", "comm"),
     ("defaults", None),
     ("defaults_cuda", g.DEFAULT_WORDS + ",cuda"),
+    ("cuda_sync", "scopes,cuda-sync"),
 ]
 
 
@@ -41,6 +45,8 @@ def main():
     c = g.Checks("gpu_capture_words", work)
     for label, capture in RUNS:
         words = set((capture or g.DEFAULT_WORDS).split(","))
+        if "cuda-sync" in words:
+            words.add("cuda")  # cuda-sync brings cuda with it
         done = os.path.join(work, f"{label}.done")
         db = os.path.join(work, f"{label}.db")
         prog = [sys.executable, os.path.join(g.HERE, "nanogpt_prog.py"), "--nanogpt-dir", nano,
@@ -83,6 +89,11 @@ def main():
         if "cuda" in words:
             n = t.span_count(g.CAT_KERNEL)
             c.check(n > 0, f"[{label}] kernel spans", f"{n}")
+            syncs = t.stat("cupti_syncs") or 0
+            if "cuda-sync" in words:
+                c.check(syncs > 0, f"[{label}] synchronization records", f"{syncs}")
+            else:
+                c.check(syncs == 0, f"[{label}] no synchronization records without cuda-sync", f"{syncs}")
         invented = sorted({name for name in t.track_names()
                            for d in re.findall(r"cuda:(\d+)", name) if int(d) >= ndev})
         c.check(not invented, f"[{label}] no invented device (device_count {ndev})", "; ".join(invented[:4]))

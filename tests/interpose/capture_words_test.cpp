@@ -36,7 +36,7 @@ TEST_CASE("capture words parse into a typed set and print in canonical order") {
   CHECK(s.text() == "ops,memory,tensors");
   CHECK(CaptureSet::parse(s.text(), &problem) == s);
 
-  const char* all = "ops,scopes,memory,comm,cuda,tensors";
+  const char* all = "ops,scopes,memory,comm,cuda,tensors,cuda-sync";
   CHECK(CaptureSet::parse(all, &problem).text() == all);
   CHECK(problem.empty());
   CHECK(CaptureSet::defaults().text() == "ops,scopes,memory,comm");
@@ -46,10 +46,27 @@ TEST_CASE("capture words parse into a typed set and print in canonical order") {
   CHECK(CaptureSet{}.set(CaptureWord::kCuda).set(CaptureWord::kCuda, false).empty());
 }
 
+TEST_CASE("cuda-sync brings cuda with it, and cuda alone records no synchronizations") {
+  std::string problem;
+  const CaptureSet sync = CaptureSet::parse("ops,cuda-sync", &problem);
+  CHECK(problem.empty());
+  CHECK(sync.has(CaptureWord::kCudaSync));
+  CHECK(sync.has(CaptureWord::kCuda));
+  CHECK(sync.text() == "ops,cuda,cuda-sync");
+  CHECK(CaptureSet::parse(sync.text(), &problem) == sync);
+  CHECK_FALSE(CaptureSet::parse("ops,cuda", &problem).has(CaptureWord::kCudaSync));
+  CHECK_FALSE(CaptureSet::defaults().has(CaptureWord::kCudaSync));
+  for (const char* w : {"sync", "cuda-", "cuda_sync", "cudasync"}) {
+    INFO(w);
+    CHECK(CaptureSet::parse(w, &problem).empty());
+  }
+}
+
 TEST_CASE("an unknown capture word is named with the valid ones and first letters do not count") {
   std::string problem;
   const CaptureSet s = CaptureSet::parse("ops,bogus,memory", &problem);
-  CHECK(problem == "unknown word 'bogus' (words: ops, scopes, memory, comm, cuda, tensors)");
+  CHECK(problem ==
+        "unknown word 'bogus' (words: ops, scopes, memory, comm, cuda, tensors, cuda-sync)");
   CHECK(s.text() == "ops,memory");  // the known words, for a caller that goes on
   // Words sharing a first letter with a real one are not that word.
   for (const char* w : {"o", "opsx", "sc", "mem", "t", "Ops", "comms", " ops"}) {
@@ -100,7 +117,16 @@ TEST_CASE("libtracerun's configuration takes its capture words from the one pars
     CHECK(c->tensors);
     CHECK(c->comm);
     CHECK_FALSE(c->cuda);
+    CHECK_FALSE(c->cuda_sync);
     CHECK(captureWordsOf(*c).text() == "scopes,comm,tensors");  // what the shard's meta says
+  }
+  {
+    const CaptureEnv env("cuda-sync");
+    const auto c = configFromEnvironment(&why);
+    REQUIRE(c);
+    CHECK(c->cuda);
+    CHECK(c->cuda_sync);
+    CHECK(captureWordsOf(*c).text() == "cuda,cuda-sync");
   }
   {
     const CaptureEnv env(nullptr);

@@ -310,13 +310,13 @@ TEST_CASE("CUDA capture stop: records of CUPTI's final flush and the cupti_* sta
 
   testing::TempDir dir("tracerun-cuda");
   const std::string db = dir.file("stop.db");
-  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);  // startCuda reads it
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda-sync", 1);  // startCuda reads it
   interpose::CaptureConfig config;
   config.output = db;
   config.signal_handlers = false;
   REQUIRE(interpose::startCapture(config));
-  // Kernel, memcpy, memset, sync, external correlation and context records; API records only
-  // for the launch-type APIs, never the whole kinds.
+  // Kernel, memcpy, memset, sync (cuda-sync), external correlation and context records; API
+  // records only for the launch-type APIs, never the whole kinds.
   CHECK(cupti.enabledKinds() == 6);
   CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_CONTEXT));
   CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_RUNTIME));
@@ -443,7 +443,9 @@ TEST_CASE("CUDA capture where libcupti refuses per-API control: the whole API ki
   CHECK(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_DRIVER));
   CHECK(cupti.apisEnabled(0, -1) == 0);
   CHECK(cupti.apisEnabled(1, -1) == 0);
-  CHECK(cupti.enabledKinds() == 8);
+  // `cuda` without `cuda-sync`: no synchronization records (torch.profiler's default).
+  CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));
+  CHECK(cupti.enabledKinds() == 7);
   interpose::stopCapture();
   ::unsetenv("TRACERUN_CAPTURE");
   CHECK(cupti.enabledKinds() == 0);
@@ -555,14 +557,14 @@ TEST_CASE(
 // Capture -> trace -> Chrome export, end to end: a kernel CUPTI names by its mangled symbol is a
 // span named as c++filt prints it, and the export shows its mangled and short names as text
 // (string-valued args), not as string ids. Also TRACERUN_CUPTI_OFF=sync: no synchronization
-// records enabled, and the trace says so.
+// records enabled even with `cuda-sync`, and the trace says so.
 TEST_CASE(
     "CUDA capture to Chrome export: demangled kernel names, mangled and short names as text") {
   const FakeCupti cupti = loadFakeCupti();
   const auto& name = testing::kKernelNameCases[0];
   testing::TempDir dir("tracerun-cuda");
   const std::string db = dir.file("names.db");
-  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda", 1);
+  ::setenv("TRACERUN_CAPTURE", "ops,scopes,cuda-sync", 1);
   ::setenv("TRACERUN_CUPTI_OFF", "sync", 1);
   interpose::CaptureConfig config;
   config.output = db;
