@@ -6,9 +6,10 @@
 # Memory categories, with the meanings of PyTorch's memory profiler (torch/profiler/
 # _memory_profiler.py), tagged through libtracerun's tracerun_annotate_tag_memory (a block's whole
 # allocation takes the category; one record per tagged storage, docs/report.md):
-# - parameter: every nn.Module's own parameters, at each of its forwards (so storages that move or
-#   are gathered, e.g. FSDP's flat parameters, are tagged where they live), and the optimizer's
-#   parameters at each step;
+# - parameter: every nn.Module's own parameters, at each of its forwards (read from the module each
+#   time, so storages that move or are gathered, e.g. FSDP's flat parameters and FSDP2's unsharded
+#   ones, are tagged where they live), the optimizer's parameters at each step, and what FSDP and
+#   FSDP2 gather, as they gather it (a backward's re-gather has no forward);
 # - gradient: the .grad of the optimizer's parameters, just before each step (DDP's bucket views
 #   share one storage: tagged, and counted, once), and DistributedDataParallel's gradient buckets
 #   (allocated while its reducer is built or rebuilt, under this thread's memory category);
@@ -21,6 +22,9 @@
 #   mask registered as a buffer), at its forward: PyTorch's profiler leaves them unknown, and the
 #   lifetime rule would count them as activations (made outside backward, freed after one);
 # - activations and temporaries: not tagged here; the analysis infers them from lifetimes.
+# A tensor subclass without storage of its own (DTensor: FSDP2's and tensor parallelism's sharded
+# parameters, their gradients and optimizer states; other wrapper subclasses) is tagged, and
+# counted in the closed form, by the tensors inside it: the rank's local shard (_plain_tensors).
 # Cost: one ctypes call per module forward that has parameters, one per root forward with new
 # input tensors, one the first time a module's buffers are seen, and three per optimizer step.
 #
@@ -93,6 +97,44 @@ def tracing():
     return compiling is not None and bool(compiling())
 
 
+def _plain_tensors(t, out, depth=0):
+    """Appends to `out` the tensors that hold t's bytes: t itself, or, for a tensor subclass with
+    no storage of its own, the tensors inside it: a DTensor's _local_tensor (this rank's shard), or
+    what a traceable wrapper subclass's __tensor_flatten__ names (torchao's, bitsandbytes'),
+    recursively."""
+    local = getattr(t, "_local_tensor", None)
+    if local is not None and depth < 4:
+        _plain_tensors(local, out, depth + 1)
+        return out
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if flatten is not None and depth < 4:
+        try:
+            names = flatten()[0]
+        except Exception:
+            names = ()
+        inner = [getattr(t, n, None) for n in names]
+        inner = [u for u in inner if u is not None and hasattr(u, "data_ptr")]
+        if inner:
+            for u in inner:
+                _plain_tensors(u, out, depth + 1)
+            return out
+    out.append(t)
+    return out
+
+
+def _addresses(tensors):
+    """The data addresses of the plain tensors inside `tensors` (a key that changes when one of
+    them moves or is swapped for another)."""
+    out = []
+    for t in tensors:
+        for u in _plain_tensors(t, []):
+            try:
+                out.append(u.data_ptr())
+            except RuntimeError:  # no storage
+                out.append(0)
+    return tuple(out)
+
+
 class _Tagger:
     """Tags tensors' storages with a memory category, batched by device (one C call each)."""
 
@@ -127,9 +169,10 @@ class _Tagger:
         (torch.cuda.memory_stats is read once per device)."""
         by_device = {}
         for t in tensors:
-            b = self.base(t)
-            if b is not None:
-                by_device.setdefault(b[0], []).append(b[1])
+            for u in _plain_tensors(t, []):
+                b = self.base(u)
+                if b is not None:
+                    by_device.setdefault(b[0], []).append(b[1])
         for (dtype, dindex), ptrs in by_device.items():
             total = -1
             if dtype == 1:
@@ -228,7 +271,7 @@ def install(lib, words, module_module):
     tagger = _Tagger(lib) if memory else None
     if tagger is None and steps is None:
         return
-    # module -> [its own parameters, their last base addresses, whether they ever moved, root,
+    # module -> [unused, its parameters' last addresses, whether they ever moved, root,
     #            its buffers' last (id, address)]
     own = weakref.WeakKeyDictionary()
     inputs_seen = _Inputs(tagger)
@@ -249,10 +292,12 @@ def install(lib, words, module_module):
                 inputs_seen.tag(inputs)
             if module._buffers:
                 _tag_buffers(module, info, tagger)
-            params = info[0]
+            # Read at every forward, never cached: FSDP2 swaps the module's Parameter objects
+            # (sharded DTensors, then the gathered plain tensors) at each unshard and reshard.
+            params = tuple(p for p in module._parameters.values() if p is not None)
             if not params:
                 return None
-            bases = tuple(p.data_ptr() for p in params)
+            bases = _addresses(params)
             if bases != info[1] or info[2]:
                 # A storage that moved once (to a device, gathered by FSDP) may come back at the
                 # same address as a new block: such a module is tagged at every forward.
@@ -306,6 +351,10 @@ def install(lib, words, module_module):
         # FSDP's FlatParamHandle: torch 1.13 and 2.0 in flat_param, 2.1 and later in _flat_param.
         for name in ("torch.distributed.fsdp.flat_param", "torch.distributed.fsdp._flat_param"):
             _after_import(name, lambda mod: _hook_fsdp(tagger, mod))
+        # FSDP2's FSDPParamGroup: torch 2.4 and 2.5 in _composable, 2.6 and later in _fully_shard.
+        for name in ("torch.distributed._composable.fsdp._fsdp_param_group",
+                     "torch.distributed.fsdp._fully_shard._fsdp_param_group"):
+            _after_import(name, lambda mod: _hook_fsdp2(tagger, mod))
 
 
 def _watch_step_scopes(mod, steps):
@@ -417,13 +466,43 @@ def _hook_fsdp(tagger, mod):
     handle.unshard = unshard_tagged
 
 
+def _hook_fsdp2(tagger, mod):
+    """FSDP2 (fully_shard) gathers each group's parameters into new storages
+    (FSDPParamGroup.wait_for_unshard: before the group's forward, again before its backward, which
+    has no forward hook to tag them): each FSDPParam's unsharded parameter is tagged parameter once
+    the gather is waited for."""
+    group = getattr(mod, "FSDPParamGroup", None)
+    wait = getattr(group, "wait_for_unshard", None)
+    if wait is None or getattr(wait, "_tracerun", False):
+        return
+
+    def wait_tagged(self, *args, **kwargs):
+        result = wait(self, *args, **kwargs)
+        try:
+            if not tracing():
+                gathered = []
+                for p in getattr(self, "fsdp_params", ()):
+                    u = getattr(p, "_unsharded_param", None)
+                    if u is not None:
+                        gathered.append(u)
+                tagger.tag(gathered, _PARAMETER)
+        except Exception as e:  # never break the program being traced
+            sys.stderr.write("tracerun: training hook: %s\n" % e)
+        return result
+
+    wait_tagged.__wrapped__ = wait
+    wait_tagged.__doc__ = wait.__doc__
+    wait_tagged._tracerun = True
+    group.wait_for_unshard = wait_tagged
+
+
 def _tag_buffers(module, info, tagger):
     """Tags the module's own buffers (BatchNorm's running statistics, a registered causal mask)
     "other": PyTorch's memory profiler leaves them unknown, and without a tag the lifetime rule
     would call them activations (made outside backward, freed after one). Again when one is
     replaced or moved (its tensor or address changes)."""
     buffers = tuple(b for b in module._buffers.values() if b is not None)
-    key = tuple((id(b), b.data_ptr()) for b in buffers)
+    key = (tuple(map(id, buffers)), _addresses(buffers))
     if key != info[4]:
         info[4] = key
         tagger.tag(buffers, _OTHER)
@@ -433,8 +512,7 @@ def _first_sight(module, own):
     """The hook state of a module seen for the first time. It is a root unless a module seen before
     contains it (that one marked it at its own first sight); whatever it contains is marked as no
     root: each module is walked once, by the first root that contains it."""
-    params = tuple(p for p in module._parameters.values() if p is not None)
-    info = [params, None, False, True, None]
+    info = [None, None, False, True, None]
     for inner in module.modules():
         if inner is module:
             continue
@@ -442,8 +520,7 @@ def _first_sight(module, own):
         if known is not None:
             known[3] = False  # called alone before, now part of a bigger model
         else:
-            params = tuple(p for p in inner._parameters.values() if p is not None)
-            own[inner] = [params, None, False, False, None]
+            own[inner] = [None, None, False, False, None]
     return info
 
 
@@ -527,8 +604,9 @@ def model_states(optimizer):
         k = states_per_parameter(optimizer, group)
         n = b = 0
         for p in group["params"]:
-            n += p.numel()
-            b += p.numel() * p.element_size()
+            for q in _plain_tensors(p, []):  # a DTensor's numel is the whole model's: its shard
+                n += q.numel()
+                b += q.numel() * q.element_size()
         params += n
         param_bytes += b
         if k is None or states < 0:

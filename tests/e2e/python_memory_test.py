@@ -43,6 +43,7 @@ import itertools
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -108,10 +109,11 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
     rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
     origin_ns = report.get("origin_ns", 0)
     fsdp = "fsdp" in args
+    fsdp2 = "fsdp2" in args
     for t in truths:
         # FSDP: the rank's parameters are its shard of every unit (what its optimizer holds,
         # Psi/N with padding), and its gradients and optimizer state are the shard's.
-        rank, psi = t["rank"], t["optimizer_parameter_bytes" if fsdp else "parameter_bytes"]
+        rank, psi = t["rank"], t["optimizer_parameter_bytes" if fsdp or fsdp2 else "parameter_bytes"]
         row = rows.get(rank)
         c.check(row is not None, "[%s] rank %d has a memory row" % (name, rank))
         if row is None:
@@ -123,6 +125,8 @@ def check_run(c, a, name, args, optimizer, ranks=1, grad_factor=1.0):
             check_fsdp_parameters(c, tag, row, t, origin_ns)
             if name.startswith("resnet18"):  # nanoGPT's single run steps configure_optimizers'
                 check_fsdp_losses(c, a, tag, t)
+        elif fsdp2:
+            check_fsdp2(c, a, name, tag, row, t)
         else:
             c.check(got["parameter"] == psi,
                     tag + " parameter bytes at the peak = sum numel x size",
@@ -216,12 +220,37 @@ def check_fsdp_parameters(c, tag, row, t, origin_ns):
             % (row["by_category"]["parameter"], shard, found, sure, either))
 
 
-def check_fsdp_losses(c, a, tag, t):
+def check_fsdp2(c, a, name, tag, row, t):
+    """FSDP2 (fully_shard; fsdp2_cpu_standin.py on torch 1.13): parameters, gradients and
+    optimizer states are DTensors, wrappers with no storage of their own around the rank's shard.
+    The shards are parameters at the peak, with whatever FSDP2 had gathered then (at most the
+    whole model); the closed form counts the shards, not the DTensors' whole numel."""
+    shard, whole = t["optimizer_parameter_bytes"], t["parameter_bytes"]
+    got = row["by_category"]["parameter"]
+    c.check(shard <= got <= shard + whole,
+            tag + " parameter at the peak = the shards + what was gathered (at most the model)",
+            "%d vs shards %d + model %d" % (got, shard, whole))
+    c.check(2 * shard < 1.01 * whole, tag + " the shards are half the model (2 ranks)",
+            "%d vs %d" % (shard, whole))
+    # The model_states phase the hooks record at the first step (the Memory tab's closed form).
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(a.work, name + ".db"), uri=True)
+    recorded = db.execute(
+        "SELECT a.value FROM spans s JOIN strings n ON n.id = s.name JOIN tracks t "
+        "ON t.id = s.track JOIN args a ON a.span = s.id JOIN strings k ON k.id = a.key "
+        "WHERE n.value = 'model_states' AND k.value = 'param_bytes' AND t.rank = ?",
+        (t["rank"],)).fetchall()
+    c.check(recorded == [(shard,)],
+            tag + " the closed form's parameters are the rank's shards, not the DTensors' numel",
+            "%s vs %d" % (recorded, shard))
+    check_fsdp_losses(c, a, tag, t, "resnet18_adamw")
+
+
+def check_fsdp_losses(c, a, tag, t, reference_run="resnet18_sgdm"):
     """FSDP only reshapes where the bytes live: each rank trains on the same batch, so its losses
     are the single-process run's (resnet18_sgdm, same seed and batch), up to summation order."""
-    reference = os.path.join(a.work, "resnet18_sgdm.truth.0")
+    reference = os.path.join(a.work, reference_run + ".truth.0")
     if not os.path.isfile(reference):
-        print("skip  %s losses: resnet18_sgdm did not run (--only)" % tag)
+        print("skip  %s losses: %s did not run (--only)" % (tag, reference_run))
         return
     want = json.load(open(reference))["loss"]
     c.check(abs(t["loss"] - want) <= 1e-5 * abs(want),
@@ -263,6 +292,10 @@ def main():
          2, 1.0),
         ("nanogpt_fsdp", ["--model", "nanogpt", "--optimizer", "adamw", "--dist", "fsdp",
                           "--nanogpt-dir", nanogpt], "adamw", 2, 1.0),
+        # FSDP2's fully_shard, one unit per BasicBlock and the root: DTensor parameters,
+        # gradients and states (torch 1.13: fsdp2_cpu_standin).
+        ("resnet18_fsdp2", ["--model", "resnet18", "--optimizer", "adamw", "--dist", "fsdp2"],
+         "adamw", 2, 1.0),
         ("resnet18_cpp", [], "sgdm", 1, 1.0),
     ]
     c = Checks()

@@ -11,6 +11,9 @@
 #                             find_unused_parameters=True); fsdp: FullyShardedDataParallel
 #                             (FULL_SHARD), one unit per ResNet BasicBlock (or nanoGPT Block)
 #                             and the root, on the CPU (torch 1.13 through fsdp_cpu_standin.py)
+#   --dist fsdp2              FSDP2's way (fully_shard: a unit per BasicBlock or Block and the
+#                             root; DTensor parameters, gradients and optimizer states), through
+#                             fsdp2_cpu_standin.py on torch 1.13
 #   --truth PATH              JSON per rank: PATH.<rank>: parameter and buffer bytes, steps, ...
 import argparse
 import functools
@@ -88,7 +91,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["resnet18", "nanogpt"], default="resnet18")
     p.add_argument("--optimizer", choices=["adamw", "sgdm", "sgd"], default="adamw")
-    p.add_argument("--dist", choices=["none", "ddp", "ddp-views", "fsdp"], default="none")
+    p.add_argument("--dist", choices=["none", "ddp", "ddp-views", "fsdp", "fsdp2"], default="none")
     p.add_argument("--nanogpt-dir", default="")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=4)
@@ -133,9 +136,22 @@ def main():
         model = FullyShardedDataParallel(raw, sharding_strategy=ShardingStrategy.FULL_SHARD,
                                          auto_wrap_policy=policy, **cpu)
         gathers = record_fsdp_gathers(model)
+    elif a.dist == "fsdp2":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import fsdp2_cpu_standin
+
+        units = [m for m in raw.modules() if type(m).__name__ in ("BasicBlock", "Block")]
+        for m in units:
+            fsdp2_cpu_standin.fully_shard(m)
+        fsdp2_cpu_standin.fully_shard(raw)
     opt = build_optimizer(a, model, raw)
-    # What this rank's optimizer holds: FSDP's flat shard, or the model's own parameters.
-    local = sum(q.numel() * q.element_size() for g in opt.param_groups for q in g["params"])
+
+    def nbytes(t):  # a DTensor's (ShardTensor's) numel is the whole parameter's: its shard's
+        t = getattr(t, "_local_tensor", t)
+        return t.numel() * t.element_size()
+
+    # What this rank's optimizer holds: FSDP's flat shard, FSDP2's shards, or the parameters.
+    local = sum(nbytes(q) for g in opt.param_groups for q in g["params"])
     # Autograd's own account of the activations: the distinct storages saved for backward in the
     # first step's forward (pack hooks that return the tensor itself change nothing), less the
     # parameters', the module buffers' (BatchNorm saves its running statistics; tracerun counts
@@ -152,17 +168,15 @@ def main():
 
     for i in range(a.steps):
         opt.zero_grad()
-        if i == 0 and a.dist != "fsdp":
+        if i == 0 and a.dist not in ("fsdp", "fsdp2"):
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 loss = loss_of(model)
         else:
             loss = loss_of(model)
         loss.backward()
         opt.step()
-    state = sum(v.numel() * v.element_size() for s in opt.state.values() for v in s.values()
-                if torch.is_tensor(v))
-    grads = sum(q.grad.numel() * q.grad.element_size() for g in opt.param_groups
-                for q in g["params"] if q.grad is not None)
+    state = sum(nbytes(v) for s in opt.state.values() for v in s.values() if torch.is_tensor(v))
+    grads = sum(nbytes(q.grad) for g in opt.param_groups for q in g["params"] if q.grad is not None)
     with open("%s.%d" % (a.truth, rank), "w") as f:
         truth = {"rank": rank, "world": world, "parameter_bytes": psi,
                  "optimizer_parameter_bytes": local, "optimizer_state_bytes": state,
@@ -177,6 +191,8 @@ def main():
             truth["fsdp_unit_bytes"] = [q.numel() * q.element_size() * world
                                         for q in model.parameters()]
             truth["fsdp_gathers"] = gathers
+        elif a.dist == "fsdp2":
+            truth["fsdp2_units"] = len(units) + 1
         else:
             # The unsharded weights FSDP saves for backward are parameters, not activations: this
             # account of autograd's saved tensors leaves the FSDP run out.
