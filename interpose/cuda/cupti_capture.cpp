@@ -1,7 +1,7 @@
 // CUDA activity capture inside libtracerun: dlopens libcupti (never a link-time dependency),
-// enables kernel/memcpy/memset/synchronization and context records plus API and
-// external-correlation records (for the op -> kernel flows), and translates completed buffers
-// (cupti_translate.cpp). It does not translate or name anything itself.
+// enables kernel/memcpy/memset and context records (synchronization records with `cuda-sync`) plus
+// API and external-correlation records (for the op -> kernel flows), and translates completed
+// buffers (cupti_translate.cpp). It does not translate or name anything itself.
 //
 // Cost: API records are wanted because CUPTI emits an op's external correlation record with them,
 // and for the launch calls' own times (kept as launch spans: cupti_translate.h). Where libcupti

@@ -99,27 +99,49 @@ def tracing():
 
 def _plain_tensors(t, out, depth=0):
     """Appends to `out` the tensors that hold t's bytes: t itself, or, for a tensor subclass with
-    no storage of its own, the tensors inside it: a DTensor's _local_tensor (this rank's shard), or
-    what a traceable wrapper subclass's __tensor_flatten__ names (torchao's, bitsandbytes'),
-    recursively."""
-    local = getattr(t, "_local_tensor", None)
-    if local is not None and depth < 4:
-        _plain_tensors(local, out, depth + 1)
+    no storage of its own (its data_ptr() is 0 or raises), the tensors inside it: a DTensor's
+    _local_tensor (this rank's shard), or what a traceable wrapper subclass's __tensor_flatten__
+    names (one that also has __tensor_unflatten__, as torch's is_traceable_wrapper_subclass
+    asks), recursively. A plain tensor or Parameter is itself, at once (the forward hook's path)."""
+    if type(t) in _PLAIN_TYPES or depth >= 4 or not _storageless(t):
+        out.append(t)
         return out
-    flatten = getattr(t, "__tensor_flatten__", None)
-    if flatten is not None and depth < 4:
+    local = getattr(t, "_local_tensor", None)
+    if isinstance(local, sys.modules["torch"].Tensor):
+        return _plain_tensors(local, out, depth + 1)
+    inner = []
+    if hasattr(type(t), "__tensor_unflatten__"):
         try:
-            names = flatten()[0]
+            names = t.__tensor_flatten__()[0]
         except Exception:
             names = ()
-        inner = [getattr(t, n, None) for n in names]
-        inner = [u for u in inner if u is not None and hasattr(u, "data_ptr")]
-        if inner:
-            for u in inner:
-                _plain_tensors(u, out, depth + 1)
-            return out
-    out.append(t)
+        tensor = sys.modules["torch"].Tensor
+        inner = [u for u in (getattr(t, n, None) for n in names) if isinstance(u, tensor)]
+    if not inner:
+        out.append(t)
+        return out
+    for u in inner:
+        _plain_tensors(u, out, depth + 1)
     return out
+
+
+def _storageless(t):
+    try:
+        return t.data_ptr() == 0
+    except RuntimeError:
+        return True
+
+
+def _data_ptrs(values):
+    """The data addresses of the tensors among `values` (None passed over): each one's data_ptr(),
+    or, where one has no storage of its own (0, or it raises), those of the tensors inside it."""
+    try:
+        out = [t.data_ptr() for t in values if t is not None]
+        if 0 not in out:
+            return out
+    except RuntimeError:
+        pass
+    return _addresses([t for t in values if t is not None])
 
 
 def _addresses(tensors):
@@ -127,12 +149,20 @@ def _addresses(tensors):
     them moves or is swapped for another)."""
     out = []
     for t in tensors:
+        if type(t) in _PLAIN_TYPES:
+            out.append(t.data_ptr())
+            continue
         for u in _plain_tensors(t, []):
             try:
                 out.append(u.data_ptr())
             except RuntimeError:  # no storage
                 out.append(0)
-    return tuple(out)
+    return out
+
+
+# torch.Tensor and nn.Parameter, set by install() once torch is imported (a DTensor made a
+# Parameter keeps its own type).
+_PLAIN_TYPES = set()
 
 
 class _Tagger:
@@ -266,6 +296,8 @@ def install(lib, words, module_module):
     """Installs the hooks for the capture words (a set); call before the module-scope hooks, so
     that a step span opens outside the first module's scope."""
     watch_tracing()
+    # torch.nn is still being imported: its Parameter is the one module.py imported.
+    _PLAIN_TYPES.update((sys.modules["torch"].Tensor, module_module.Parameter))
     memory = "memory" in words
     steps = _Steps(lib) if "scopes" in words else None
     tagger = _Tagger(lib) if memory else None
@@ -294,16 +326,16 @@ def install(lib, words, module_module):
                 _tag_buffers(module, info, tagger)
             # Read at every forward, never cached: FSDP2 swaps the module's Parameter objects
             # (sharded DTensors, then the gathered plain tensors) at each unshard and reshard.
-            params = tuple(p for p in module._parameters.values() if p is not None)
+            params = module._parameters
             if not params:
                 return None
-            bases = _addresses(params)
+            bases = _data_ptrs(params.values())
             if bases != info[1] or info[2]:
                 # A storage that moved once (to a device, gathered by FSDP) may come back at the
                 # same address as a new block: such a module is tagged at every forward.
                 info[2] = info[2] or info[1] is not None
                 info[1] = bases
-                tagger.tag(params, _PARAMETER)
+                tagger.tag([p for p in params.values() if p is not None], _PARAMETER)
         except Exception as e:  # never break the program being traced
             sys.stderr.write("tracerun: training hook: %s\n" % e)
         return None
@@ -477,9 +509,11 @@ def _hook_fsdp2(tagger, mod):
         return
 
     def wait_tagged(self, *args, **kwargs):
+        # Nothing gathered when no all-gather is pending (wait_for_unshard returns at once).
+        pending = getattr(self, "_all_gather_result", True) is not None
         result = wait(self, *args, **kwargs)
         try:
-            if not tracing():
+            if pending and not tracing():
                 gathered = []
                 for p in getattr(self, "fsdp_params", ()):
                     u = getattr(p, "_unsharded_param", None)
@@ -501,8 +535,8 @@ def _tag_buffers(module, info, tagger):
     "other": PyTorch's memory profiler leaves them unknown, and without a tag the lifetime rule
     would call them activations (made outside backward, freed after one). Again when one is
     replaced or moved (its tensor or address changes)."""
-    buffers = tuple(b for b in module._buffers.values() if b is not None)
-    key = (tuple(map(id, buffers)), _addresses(buffers))
+    buffers = [b for b in module._buffers.values() if b is not None]
+    key = ([id(b) for b in buffers], _data_ptrs(buffers))
     if key != info[4]:
         info[4] = key
         tagger.tag(buffers, _OTHER)

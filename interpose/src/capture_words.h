@@ -32,6 +32,7 @@ enum class CaptureWord : uint8_t {
 // The words in their canonical order (the order text() prints), indexed by CaptureWord.
 inline constexpr std::array<std::string_view, 7> kCaptureWordNames = {
     "ops", "scopes", "memory", "comm", "cuda", "tensors", "cuda-sync"};
+static_assert(kCaptureWordNames.size() <= 8, "CaptureSet keeps its words in 8 bits");
 
 class CaptureSet {
  public:
@@ -39,14 +40,17 @@ class CaptureSet {
   constexpr CaptureSet(std::initializer_list<CaptureWord> words) {
     for (CaptureWord w : words) set(w);
   }
-  // What is captured when nothing says otherwise: all but cuda and tensors.
+  // What is captured when nothing says otherwise: ops, scopes, memory, comm.
   static constexpr CaptureSet defaults() {
     return {CaptureWord::kOps, CaptureWord::kScopes, CaptureWord::kMemory, CaptureWord::kComm};
   }
 
   constexpr bool has(CaptureWord w) const { return (bits_ & bit(w)) != 0; }
+  // Setting cuda-sync sets cuda too (cuda-sync is cuda with more records).
   constexpr CaptureSet& set(CaptureWord w, bool on = true) {
     bits_ = static_cast<uint8_t>(on ? bits_ | bit(w) : bits_ & ~bit(w));
+    if (on && w == CaptureWord::kCudaSync)
+      bits_ = static_cast<uint8_t>(bits_ | bit(CaptureWord::kCuda));
     return *this;
   }
   constexpr bool empty() const { return bits_ == 0; }
@@ -89,7 +93,6 @@ class CaptureSet {
         for (size_t i = 0; i < kCaptureWordNames.size() && !known; ++i) {
           if (word == kCaptureWordNames[i]) {
             out.set(static_cast<CaptureWord>(i));
-            if (static_cast<CaptureWord>(i) == CaptureWord::kCudaSync) out.set(CaptureWord::kCuda);
             known = true;
           }
         }

@@ -227,7 +227,10 @@ def check_fsdp2(c, a, name, tag, row, t):
     whole model); the closed form counts the shards, not the DTensors' whole numel."""
     shard, whole = t["optimizer_parameter_bytes"], t["parameter_bytes"]
     got = row["by_category"]["parameter"]
-    c.check(shard <= got <= shard + whole,
+    # The stand-in keeps every unit gathered from its forward to the end of backward, where the
+    # peak is: the shards and (nearly: 67,057,084 B once, 32 KiB short, else all of it) the whole
+    # model. Untagged shards would leave at most the model.
+    c.check(whole < got <= shard + whole,
             tag + " parameter at the peak = the shards + what was gathered (at most the model)",
             "%d vs shards %d + model %d" % (got, shard, whole))
     c.check(2 * shard < 1.01 * whole, tag + " the shards are half the model (2 ranks)",

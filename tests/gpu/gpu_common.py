@@ -21,7 +21,7 @@ import time
 SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The capture words tracerun records by default (all but cuda and tensors: docs/capture.md).
+# The capture words tracerun records by default (docs/capture.md).
 DEFAULT_WORDS = "ops,scopes,memory,comm"
 
 # categories (docs/trace-format.md): 0 op, 1 backward, 2 user, 3 module, 4 comm, 5 phase, 6 kernel,

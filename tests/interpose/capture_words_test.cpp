@@ -56,6 +56,7 @@ TEST_CASE("cuda-sync brings cuda with it, and cuda alone records no synchronizat
   CHECK(CaptureSet::parse(sync.text(), &problem) == sync);
   CHECK_FALSE(CaptureSet::parse("ops,cuda", &problem).has(CaptureWord::kCudaSync));
   CHECK_FALSE(CaptureSet::defaults().has(CaptureWord::kCudaSync));
+  CHECK(CaptureSet{CaptureWord::kCudaSync}.text() == "cuda,cuda-sync");  // set() too
   for (const char* w : {"sync", "cuda-", "cuda_sync", "cudasync"}) {
     INFO(w);
     CHECK(CaptureSet::parse(w, &problem).empty());

@@ -607,6 +607,7 @@ TEST_CASE("CUDA capture: launch API records land on their thread's API track and
   config.output = db;
   config.signal_handlers = false;
   REQUIRE(interpose::startCapture(config));
+  CHECK_FALSE(cupti.kindEnabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION));  // cuda alone: none
   const uint64_t t0 = cupti.timestamp();
   // A cudaLaunchKernel call [10 us, 12 us] and its kernel at 50 us (correlation 21); an API that
   // launches nothing (dropped); a kernel whose call CUPTI never reported (no launch: not timed).

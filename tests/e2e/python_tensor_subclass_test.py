@@ -1,0 +1,184 @@
+"""The Python hooks' handling of tensors without storage of their own (interpose/python/
+_tracerun_training.py: _plain_tensors, the FSDP2 gather hook, the closed form's sums), called
+directly with a stand-in for libtracerun's tag call. ctest: e2e_python_tensor_subclass. Not a
+traced run (python_memory_test.py's resnet18_fsdp2 is).
+
+Checks, on Debian's torch 1.13:
+- a plain tensor and a Parameter are themselves; a DTensor-like wrapper (fsdp2_cpu_standin's
+  ShardTensor) is its _local_tensor; a traceable wrapper subclass (__tensor_flatten__ and
+  __tensor_unflatten__) is the tensors its flatten names; a subclass with storage of its own that
+  defines __tensor_flatten__ is itself; a non-tensor _local_tensor is passed over;
+- the tag call receives each storage's base address once per tensor, with its category;
+- FSDP2's FSDPParamGroup.wait_for_unshard (a stand-in class in a module of FSDP2's name): after a
+  wait with an all-gather pending, every FSDPParam's _unsharded_param is tagged parameter; a wait
+  with none pending tags nothing; the hook is installed once;
+- model_states over wrapper parameters counts their local shards.
+Exit 0 when every check passes, 1 otherwise.
+
+    python_tensor_subclass_test.py --source-dir DIR
+"""
+import argparse
+import ctypes
+import os
+import sys
+import types
+
+import torch
+
+from e2e_checks import Checks
+
+
+class FlatPair(torch.Tensor):
+    """A traceable wrapper subclass (torchao's style): two inner tensors, no storage."""
+
+    @staticmethod
+    def __new__(cls, data, scale):
+        r = torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=torch.float32)
+        r._data, r._scale = data, scale
+        return r
+
+    def __tensor_flatten__(self):
+        return ["_data", "_scale"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, meta, size, stride):
+        return FlatPair(inner["_data"], inner["_scale"])
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(str(func))  # never computed with here
+
+
+class OwnStorage(torch.Tensor):
+    """A subclass with storage of its own that happens to define __tensor_flatten__."""
+
+    def __tensor_flatten__(self):
+        return ["other"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, meta, size, stride):
+        return inner["other"]
+
+
+class BadLocal(torch.Tensor):
+    @staticmethod
+    def __new__(cls):
+        r = torch.Tensor._make_wrapper_subclass(cls, (2,), dtype=torch.float32)
+        r._local_tensor = "not a tensor"
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(str(func))  # never computed with here
+
+
+def base(t):
+    return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--source-dir", required=True)
+    a = p.parse_args()
+    sys.path.insert(0, os.path.join(a.source_dir, "interpose", "python"))
+    sys.path.insert(0, os.path.join(a.source_dir, "tests", "e2e"))
+    import _tracerun_training as hooks
+    from fsdp2_cpu_standin import ShardTensor
+
+    hooks._PLAIN_TYPES.update((torch.Tensor, torch.nn.Parameter))
+    c = Checks()
+
+    plain = torch.randn(4)
+    param = torch.nn.Parameter(torch.randn(3))
+    local = torch.randn(2, 3)
+    shard = ShardTensor(local, torch.Size([4, 3]))
+    data, scale = torch.randn(5), torch.ones(1)
+    pair = FlatPair(data, scale)
+    own = torch.randn(3).as_subclass(OwnStorage)
+    own.other = torch.randn(7)
+    bad = BadLocal()
+
+    def same(got, want):
+        return len(got) == len(want) and all(g is w for g, w in zip(got, want))
+
+    c.check(same(hooks._plain_tensors(plain, []), [plain]), "a plain tensor is itself")
+    c.check(same(hooks._plain_tensors(param, []), [param]), "a Parameter is itself")
+    c.check(same(hooks._plain_tensors(shard, []), [local]), "a DTensor-like wrapper is its shard")
+    # nn.Parameter of a wrapper detaches it: another wrapper around a view of the same shard.
+    c.check([u.data_ptr() for u in hooks._plain_tensors(torch.nn.Parameter(shard), [])] ==
+            [local.data_ptr()], "a DTensor-like wrapper made a Parameter is its shard")
+    c.check(same(hooks._plain_tensors(pair, []), [data, scale]),
+            "a traceable wrapper subclass is what its __tensor_flatten__ names")
+    c.check(same(hooks._plain_tensors(own, []), [own]),
+            "a subclass with storage of its own is itself, whatever it flattens to")
+    c.check(same(hooks._plain_tensors(bad, []), [bad]), "a non-tensor _local_tensor is passed over")
+    c.check(hooks._addresses([plain, shard, pair]) ==
+            [plain.data_ptr(), local.data_ptr(), data.data_ptr(), scale.data_ptr()],
+            "the forward hook's key: the plain tensors' addresses")
+
+    calls = []
+
+    def tag(ptrs, n, device_type, device_index, category, total):
+        calls.append((sorted(ptrs[i] for i in range(n)), device_type, category))
+
+    proto = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ctypes.c_int,
+                             ctypes.c_int, ctypes.c_int, ctypes.c_int64)
+    fn = proto(tag)
+    tagger = hooks._Tagger({"tracerun_annotate_tag_memory": fn})
+    tagger.tag([plain, shard, pair, bad], hooks._OPTIMIZER_STATE)
+    want = sorted([base(plain), base(local), base(data), base(scale)])
+    c.check(calls == [(want, 0, hooks._OPTIMIZER_STATE)],
+            "one tag call with each plain tensor's storage base, the wrapper passed over",
+            "%s vs %s" % (calls, want))
+
+    # FSDP2's group, as torch 2.4 and later have it (the attributes the hook reads).
+    mod = types.ModuleType("torch.distributed.fsdp._fully_shard._fsdp_param_group")
+
+    class FSDPParam:
+        def __init__(self):
+            self._unsharded_param = None
+
+    class FSDPParamGroup:
+        def __init__(self, n):
+            self.fsdp_params = [FSDPParam() for _ in range(n)]
+            self._all_gather_result = None
+
+        def wait_for_unshard(self):
+            if not self._all_gather_result:
+                return
+            for q in self.fsdp_params:
+                q._unsharded_param = torch.nn.Parameter(torch.randn(6))
+            self._all_gather_result = None
+
+    mod.FSDPParamGroup = FSDPParamGroup
+    hooks._hook_fsdp2(tagger, mod)
+    hooks._hook_fsdp2(tagger, mod)
+    c.check(getattr(FSDPParamGroup.wait_for_unshard, "__wrapped__", None) is not None and
+            not hasattr(FSDPParamGroup.wait_for_unshard.__wrapped__, "__wrapped__"),
+            "the FSDP2 hook is installed once")
+    group = FSDPParamGroup(3)
+    calls.clear()
+    group.wait_for_unshard()
+    c.check(calls == [], "no all-gather pending: nothing tagged", "%s" % calls)
+    group._all_gather_result = object()
+    group.wait_for_unshard()
+    want = sorted(base(q._unsharded_param) for q in group.fsdp_params)
+    c.check(calls == [(want, 0, hooks._PARAMETER)],
+            "after a wait with an all-gather pending every unsharded parameter is tagged parameter",
+            "%s vs %s" % (calls, want))
+
+    opt = torch.optim.SGD([torch.nn.Parameter(ShardTensor(torch.randn(2, 3), torch.Size([4, 3]))),
+                           torch.nn.Parameter(torch.randn(5))], lr=0.1, momentum=0.9)
+    got = hooks.model_states(opt)
+    c.check(got == (11, 44, 1, 44), "model_states counts a wrapper's shard, not its whole numel",
+            "%s vs (11, 44, 1, 44)" % (got,))
+    print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
