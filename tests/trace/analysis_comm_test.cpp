@@ -699,3 +699,137 @@ TEST_CASE("comm: NCCL host calls are timed by the communication kernels they lau
     }
   }
 }
+
+namespace {
+
+// One NCCL call of `rank` on communicator `comm` (group_size 2), as libtracerun_nccl records it.
+void ncclCall(TraceBuilder& tb, int rank, const std::string& comm, const std::string& name,
+              int64_t start, int64_t end, std::vector<std::pair<std::string, int64_t>> args) {
+  args.push_back({"group_size", 2});
+  args.push_back({"group_rank", rank});
+  tb.span(rank, BSpan{"async:" + comm, name, core::Category::kComm, start, end, 0, args, comm});
+}
+
+// ncclGroupStart / ncclGroupEnd: control calls on the rank's `nccl` track.
+void ncclMarker(TraceBuilder& tb, int rank, const std::string& name, int64_t start, int64_t end) {
+  tb.span(rank, BSpan{"async:nccl", name, core::Category::kComm, start, end, 0, {}, ""});
+}
+
+// A communication kernel of `rank` running [start, end), launched at `launch` (its launch API
+// record, joined by the correlation id).
+void ncclKernel(TraceBuilder& tb, int rank, int64_t correlation, int64_t launch, int64_t start,
+                int64_t end) {
+  tb.span(rank, BSpan{"cuda:0 stream 7",
+                      "ncclDevKernel_SendRecv",
+                      core::Category::kKernel,
+                      start,
+                      end,
+                      0,
+                      {{"correlation", correlation}}});
+  tb.span(rank, BSpan{"cuda api thread 555",
+                      "cuLaunchKernelEx",
+                      core::Category::kOther,
+                      launch,
+                      launch + 500,
+                      0,
+                      {{"correlation", correlation}}});
+}
+
+}  // namespace
+
+TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one all_to_all",
+          "[analysis][comm]") {
+  // Two ranks, three all_to_all calls as PyTorch makes them on NCCL (torch/csrc/cuda/nccl.cpp):
+  // ncclGroupStart, then a send to and a receive from each rank of the communicator (itself
+  // included; 4 KiB each way), then ncclGroupEnd, which launches one kernel (80 us on rank 0,
+  // 82 us on rank 1). Variant kPeerMissing: rank 0 sends to itself twice and never to rank 1 (no
+  // all_to_all: the messages stay messages).
+  enum Variant { kAllToAll, kPeerMissing };
+  for (const Variant variant : {kAllToAll, kPeerMissing}) {
+    const std::string comm = "nccl 00000000000000c3";
+    TraceBuilder tb(2);
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int64_t t = 1'000'000 * (k + 1);
+        ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
+        for (int peer = 0; peer < 2; ++peer) {
+          const int64_t at = t + 2'000 + 4'000 * peer;
+          const int64_t to = variant == kPeerMissing && r == 0 ? 0 : peer;
+          ncclCall(tb, r, comm, "nccl:Send", at, at + 1'000, {{"bytes", 4096}, {"peer", to}});
+          ncclCall(tb, r, comm, "nccl:Recv", at + 1'500, at + 2'500,
+                   {{"bytes", 4096}, {"peer", peer}});
+        }
+        ncclMarker(tb, r, "nccl:GroupEnd", t + 20'000, t + 30'000);
+        ncclKernel(tb, r, 100 + k, t + 25'000, t + 40'000, t + 40'000 + 80'000 + 2'000 * r);
+      }
+    }
+    const auto reader = trace::TraceReader::open(
+        tb.write(scratchDir(variant == kAllToAll ? "comm_nccl_alltoall" : "comm_nccl_a2a_not")));
+    const CommAnalysis a = analyzeComm(reader);
+    if (variant == kPeerMissing) {
+      // Rank 0's groups are not all-to-alls; rank 1's are, alone.
+      for (const CollectiveStats& c : a.collectives) {
+        CHECK(c.op == "all_to_all");
+        CHECK(c.ranks == std::vector<int>{1});
+      }
+      CHECK_FALSE(a.p2p.empty());
+      continue;
+    }
+    REQUIRE(a.collectives.size() == 1);
+    const CollectiveStats& c = a.collectives[0];
+    CHECK(c.op == "all_to_all");
+    CHECK(c.ranks == std::vector<int>{0, 1});
+    CHECK(c.group_size == 2);
+    CHECK(c.calls == 3);
+    CHECK(c.bytes == 3 * 2 * 4096);  // per call what a rank sends, as nccl-tests counts it
+    CHECK(c.kernel_time);
+    CHECK_FALSE(c.host_call_time);
+    CHECK(c.time_ns == 3 * (80'000 + 82'000) / 2);
+    CHECK(c.algbw_gbps == Approx(3.0 * 2 * 4096 / (3 * (80'000 + 82'000) / 2)));
+    CHECK(c.busbw_gbps == Approx(c.algbw_gbps / 2));  // all_to_all, n = 2: (n-1)/n
+    CHECK(a.p2p.empty());  // the sends and receives are the all_to_all's, not messages
+  }
+}
+
+TEST_CASE("comm: a collective alone in an NCCL group is timed by the kernel its GroupEnd launched",
+          "[analysis][comm]") {
+  // Two ranks, three all-reduces of 1 MiB, each between ncclGroupStart and ncclGroupEnd (as a
+  // coalescing manager with one call makes them): the all-reduce's call launches nothing, the
+  // GroupEnd launches its kernel (60 us, 64 us). Variant kCoalesced: two all-reduces in each
+  // group, one kernel for both: neither is timed (which part is whose is unknown), no bandwidth.
+  enum Variant { kLone, kCoalesced };
+  for (const Variant variant : {kLone, kCoalesced}) {
+    const std::string comm = "nccl 00000000000000d4";
+    TraceBuilder tb(2);
+    for (int r = 0; r < 2; ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int64_t t = 1'000'000 * (k + 1);
+        ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
+        ncclCall(tb, r, comm, "nccl:AllReduce", t + 2'000, t + 5'000, {{"bytes", 1 << 20}});
+        if (variant == kCoalesced) {
+          ncclCall(tb, r, comm, "nccl:AllReduce", t + 6'000, t + 9'000, {{"bytes", 1 << 20}});
+        }
+        ncclMarker(tb, r, "nccl:GroupEnd", t + 20'000, t + 30'000);
+        ncclKernel(tb, r, 200 + k, t + 25'000, t + 40'000, t + 40'000 + 60'000 + 4'000 * r);
+      }
+    }
+    const auto reader = trace::TraceReader::open(
+        tb.write(scratchDir(variant == kLone ? "comm_nccl_grouped" : "comm_nccl_coalesced")));
+    const CommAnalysis a = analyzeComm(reader);
+    REQUIRE(a.collectives.size() == 1);
+    const CollectiveStats& c = a.collectives[0];
+    CHECK(c.op == "all_reduce");
+    CHECK(c.ranks == std::vector<int>{0, 1});
+    if (variant == kLone) {
+      CHECK(c.calls == 3);
+      CHECK(c.kernel_time);
+      CHECK(c.time_ns == 3 * (60'000 + 64'000) / 2);
+      CHECK(c.algbw_gbps == Approx(3.0 * (1 << 20) / (3 * (60'000 + 64'000) / 2)));
+    } else {
+      CHECK(c.calls == 6);
+      CHECK_FALSE(c.kernel_time);
+      CHECK(c.host_call_time);
+      CHECK(c.algbw_gbps == 0);
+    }
+  }
+}

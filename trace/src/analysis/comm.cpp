@@ -110,6 +110,7 @@ struct CommSpan {
   int64_t peer = -1, tag = -1;
   // NCCL's send/recv: peer is a rank of the communicator (detail), group_rank this rank's in it.
   bool communicatorPeer = false;
+  int64_t commPeer = -1;  // NCCL's send/recv: the peer as NCCL names it (peer becomes a trace rank)
   std::string communicator;
   int64_t group_rank = -1;
   std::string via;
@@ -136,6 +137,16 @@ struct P2P {
 struct ControlCall {
   std::string name;
   int64_t dur = 0;
+  int64_t start = 0, end = 0;
+};
+
+// An outermost ncclGroupStart ... ncclGroupEnd of a rank: NCCL only queues the calls made inside
+// and launches their kernel in ncclGroupEnd, [end_call_start, end].
+struct GroupWindow {
+  int64_t start = 0, end = 0, end_call_start = 0;
+  bool holds(int64_t call_start, int64_t call_end) const {
+    return call_start >= start && call_end <= end_call_start;
+  }
 };
 
 struct RankData {
@@ -144,6 +155,7 @@ struct RankData {
   std::vector<CommSpan> p2pComm;     // comm spans that are sends / receives
   std::vector<Scope> scopes;         // user scopes on thread tracks
   std::vector<P2P> p2p;              // pipeline-style scopes with a peer
+  std::vector<GroupWindow> groups;   // NCCL's groups (ncclGroupWindows)
   Intervals compute, commTime;
 };
 
@@ -217,7 +229,8 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     }
     const std::string& name = reader.str(s.name);
     if (vocab::nccl::isControlCall(name)) {
-      d.control.push_back({name, std::max<int64_t>(0, satSub(s.end_ns(), s.start_ns))});
+      d.control.push_back(
+          {name, std::max<int64_t>(0, satSub(s.end_ns(), s.start_ns)), s.start_ns, s.end_ns()});
       continue;
     }
     CommSpan c;
@@ -238,6 +251,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.group_rank = p.arg(keys.groupRank, -1);
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
+    if (c.communicatorPeer) c.commPeer = c.peer;
     c.hostCall = vocab::nccl::isDataCall(name);
     if (!c.communicatorPeer && c.peer >= 0) {
       c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
@@ -283,15 +297,106 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 }
 
 // ---------------------------------------------------------------------------------------------
+// NCCL's groups
+
+// The outermost ncclGroupStart ... ncclGroupEnd pairs among a rank's control calls, by nesting in
+// time order (a GroupEnd without its GroupStart is passed over). Calls of two threads grouping at
+// the same time would nest into one window: NCCL's groups are per thread, the trace's NCCL track
+// is not.
+std::vector<GroupWindow> ncclGroupWindows(const std::vector<ControlCall>& control) {
+  std::vector<const ControlCall*> marks;
+  for (const ControlCall& c : control) {
+    if (c.name == vocab::nccl::kGroupStart || c.name == vocab::nccl::kGroupEnd) marks.push_back(&c);
+  }
+  std::sort(marks.begin(), marks.end(), [](const ControlCall* a, const ControlCall* b) {
+    return std::tie(a->start, a->end) < std::tie(b->start, b->end);
+  });
+  std::vector<GroupWindow> out;
+  int depth = 0;
+  GroupWindow w;
+  for (const ControlCall* m : marks) {
+    if (m->name == vocab::nccl::kGroupStart) {
+      if (depth++ == 0) w.start = m->start;
+    } else if (depth > 0 && --depth == 0) {
+      w.end_call_start = m->start;
+      w.end = m->end;
+      out.push_back(w);
+    }
+  }
+  return out;
+}
+
+// PyTorch's all_to_all on NCCL (torch/csrc/cuda/nccl.cpp all2all*) is one group of a send to and
+// a receive from every rank of the communicator, itself included, and one kernel launched by
+// ncclGroupEnd. Such a group becomes one all_to_all call spanning the group (bytes: what it
+// sends), so it is a collective with its group, its kernel and its bus bandwidth, not 2n messages
+// whose spans are enqueues. Its signature leaves the bytes out: unequal splits send different
+// amounts from each rank of one call. A group that is anything else (a peer missing, as unequal
+// splits with a zero count skip it; a peer twice; other calls in it) keeps its calls as they are.
+void foldAllToAll(RankData& d) {
+  std::vector<bool> folded(d.p2pComm.size(), false);
+  for (const GroupWindow& w : d.groups) {
+    const bool collectives = std::any_of(d.comm.begin(), d.comm.end(), [&](const CommSpan& c) {
+      return c.hostCall && w.holds(c.start, c.end);
+    });
+    if (collectives) continue;
+    std::vector<size_t> members;
+    for (size_t i = 0; i < d.p2pComm.size(); ++i) {
+      const CommSpan& c = d.p2pComm[i];
+      if (c.communicatorPeer && !folded[i] && w.holds(c.start, c.end)) members.push_back(i);
+    }
+    if (members.empty()) continue;
+    const CommSpan& first = d.p2pComm[members.front()];
+    const int n = first.group_size;
+    std::set<int64_t> sentTo, receivedFrom;
+    int64_t bytes = 0;
+    bool fits = n > 0 && members.size() == 2 * static_cast<size_t>(n);
+    for (size_t i : members) {
+      const CommSpan& c = d.p2pComm[i];
+      fits = fits && c.communicator == first.communicator && c.group_size == n && c.commPeer >= 0 &&
+             c.commPeer < n;
+      auto& peers = c.op == "send" ? sentTo : receivedFrom;
+      fits = fits && peers.insert(c.commPeer).second;
+      if (c.op == "send") bytes = satAdd(bytes, std::max<int64_t>(0, c.bytes));
+    }
+    fits = fits && sentTo.size() == static_cast<size_t>(n) &&
+           receivedFrom.size() == static_cast<size_t>(n);
+    if (!fits) continue;
+    CommSpan a;
+    a.rank = first.rank;
+    a.op = "all_to_all";
+    a.start = w.start;
+    a.end = w.end;
+    a.bytes = bytes;
+    a.group_size = n;
+    a.group_rank = first.group_rank;
+    a.communicator = first.communicator;
+    a.signature = callSignature(a.op, first.communicator, 0, n);
+    a.hostCall = true;
+    for (size_t i : members) folded[i] = true;
+    d.comm.push_back(std::move(a));
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < d.p2pComm.size(); ++i) {
+    if (folded[i]) continue;
+    if (kept != i) d.p2pComm[kept] = std::move(d.p2pComm[i]);
+    ++kept;
+  }
+  d.p2pComm.resize(kept);
+}
+
+// ---------------------------------------------------------------------------------------------
 // NCCL's host calls timed by their kernels
 
 // Gives each NCCL collective call the communication kernel it launched: the one kernel (HTA's
 // pattern) whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside
 // the call, when no other NCCL call of the rank (a send or receive included) holds that launch.
-// A call holding no launch (inside ncclGroupStart/End the kernel is launched by GroupEnd), or two
-// (a nonblocking communicator launches a call's kernel after it returned, inside the next call),
-// or sharing its launch with a call of another thread, gets none: which kernel is its own is then
-// unknown. Reads the stream tracks (once, every rank's) only when some rank made host calls.
+// A call holding no launch (inside ncclGroupStart/End the kernel is launched by GroupEnd: a
+// collective alone in its group takes that one, and a folded all_to_all spans its GroupEnd), or
+// two (a nonblocking communicator launches a call's kernel after it returned, inside the next
+// call), or sharing its launch with a call of another thread, gets none: which kernel is its own
+// is then unknown; so do coalesced collectives (several in one group, one kernel for all). Reads
+// the stream tracks (once, every rank's) only when some rank made host calls.
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
   const bool any = std::any_of(data.begin(), data.end(), [](const auto& rd) {
     const auto& comm = rd.second.comm;
@@ -335,6 +440,29 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
       c->kernel = true;
       c->kernelStart = list[k].start;
       c->kernelEnd = list[k].end;
+    }
+    // A collective alone in an NCCL group launches nothing itself: ncclGroupEnd launches its
+    // kernel. It gets the one communication kernel launched inside that GroupEnd, when no host
+    // call holds that launch and nothing else (no send or receive) was grouped with it.
+    for (const GroupWindow& w : d->second.groups) {
+      CommSpan* lone = nullptr;
+      size_t grouped = 0;
+      for (auto* calls : {&d->second.comm, &d->second.p2pComm}) {
+        for (CommSpan& c : *calls) {
+          if (!c.hostCall || !w.holds(c.start, c.end)) continue;
+          ++grouped;
+          if (calls == &d->second.comm) lone = &c;
+        }
+      }
+      if (grouped != 1 || lone == nullptr || lone->kernel) continue;
+      const auto first = std::lower_bound(list.begin(), list.end(), w.end_call_start,
+                                          [](const Kernel& k, int64_t t) { return k.launch < t; });
+      auto last = first;
+      while (last != list.end() && last->launch <= w.end) ++last;
+      if (last - first != 1 || holders[static_cast<size_t>(first - list.begin())] != 0) continue;
+      lone->kernel = true;
+      lone->kernelStart = first->start;
+      lone->kernelEnd = first->end;
     }
   }
 }
@@ -709,6 +837,8 @@ CommAnalysis CommSpans::analysis() {
     // Where tracerun's c10d decorator recorded a call (with its group), the same call seen from
     // below (Gloo's own scope) is not counted again; a group it does not wrap keeps its calls.
     for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
+    d.groups = ncclGroupWindows(d.control);
+    foldAllToAll(d);
     for (const ControlCall& c : d.control) {
       auto& [ranks, st] = control[c.name];
       ranks.insert(rank);

@@ -192,8 +192,8 @@ void commSection(const Report& r, Lines& line) {
   if (hostCalls) {
     line(
         "  algbw/busbw -: NCCL host calls whose spans are the enqueues, with no kernel known to "
-        "be their own (cuda not captured; calls grouped by ncclGroupStart/End or on a "
-        "nonblocking communicator; a one-rank communicator, which copies)");
+        "be their own (cuda not captured; several calls grouped by ncclGroupStart/End, which "
+        "share one kernel; a nonblocking communicator; a one-rank communicator, which copies)");
   }
   if (!r.comm.p2p.empty()) {
     line("  point-to-point (receive time split into waiting for the send and transferring)");
