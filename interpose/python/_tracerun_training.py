@@ -35,14 +35,18 @@
 # -1 for another optimizer: no line) and state_bytes (core/vocabulary.h).
 #
 # Steps: each optimizer step ends a "step" phase span (argument step = 1, 2, ...) that opened at the
-# first module forward after the previous step, and runs inside an "optimizer" phase span; each
+# first module forward after the previous step (or, where no forward hook ran eagerly, at the first
+# backward: model.compile(), a compiled train step, a direct model.forward call), and runs inside
+# an "optimizer" phase span; each
 # torch.autograd.backward (Tensor.backward) is a "backward" phase span: the same spans gpttrain's
 # tracerun::Step and PhaseScope make, so per-step views (and the analysis's activation rule, freed
 # in backward) work on user programs. No "forward" phase: its end is not known. A program that opens
 # its own record_function("step") scopes keeps those as its steps: no step span is added.
 # Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
 # wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
-# installs its own.
+# installs its own. While torch.compile traces (a compiled optimizer step) the step hooks do
+# nothing, as the module hooks: Dynamo would break its graph on their ctypes calls (fullgraph=True
+# would raise); such a step is then no step span.
 import ctypes
 import sys
 import threading
@@ -253,7 +257,11 @@ class _Steps:
     def forward(self):
         # Only a forward that autograd records opens a step: evaluation under torch.no_grad()
         # (after the last optimizer step, or forward-only code) is no step.
-        if self._open is None and not self.disabled and sys.modules["torch"].is_grad_enabled():
+        if sys.modules["torch"].is_grad_enabled():
+            self._open_step()
+
+    def _open_step(self):
+        if self._open is None and not self.disabled:
             args = (_Arg * 1)(_Arg(b"step", self.step))
             token = self._begin(_KIND_PHASE, b"step", None, args, 1)
             if token > 0:
@@ -275,6 +283,9 @@ class _Steps:
             self._end(token, None)
 
     def begin_backward(self):
+        # No forward hook ran eagerly since the last step (a compiled model, model.forward called
+        # directly): the step opens here, before its backward.
+        self._open_step()
         return self._begin(_KIND_PHASE, b"backward", None, None, 0)
 
     def end_backward(self, token):
@@ -656,7 +667,7 @@ _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not in
 
 def _call(which, optimizer):
     hook = _HOOKS.get(which)
-    if hook is None:
+    if hook is None or tracing():
         return
     try:
         hook(optimizer)

@@ -17,7 +17,11 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
   named by its path in the model, as in the forward (not a new root named by its type), and every
   module scope's count equals the calls the program's own per-module hooks counted;
 - torch.compile (where torch has it: torch 2.x, the GPU machine's; backend aot_eager, no C++
-  compiler needed): the same outputs, graph breaks and graphs as without tracerun.
+  compiler needed): the same outputs, graph breaks and graphs as without tracerun; and a compiled
+  optimizer step with fullgraph=True: the same weights and graph breaks (the step hooks do
+  nothing while Dynamo traces);
+- a model called through model.forward (no module hook runs, as under model.compile()): the
+  backward opens each step, one step span per optimizer step.
 Exit 0 when every check passes, 1 otherwise; every check is printed. With --require-compile it
 exits 77 (a ctest skip) where torch has no torch.compile: tests/gpu registers it so, with the
 GPU machine's interpreter, for the cases torch 1.13 cannot run (always_call, Dynamo).
@@ -177,7 +181,26 @@ with torch.no_grad():  # evaluation after the last step
 """
 
 
+# The model called through model.forward: no module hook runs, as with model.compile() or a
+# compiled train step, where the hooks are traced instead of run; the backward still opens steps.
+NO_FORWARD_HOOK = """
+import torch
+m = torch.nn.Linear(4, 3)
+opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+for i in range(3):
+    m.forward(torch.ones(2, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
 def steps(c, a):
+    r, db = traced(a, "steps_no_forward_hook", NO_FORWARD_HOOK)
+    c.check(r.returncode == 0 and not hook_error(r), "[steps] no forward hook: traced run exits 0",
+            failing(r.returncode or hook_error(r), r.stderr))
+    if r.returncode == 0:
+        n = spans(db, "phase").count("step")
+        c.check(n == 3, "[steps] no forward hook: the backward opens each step", "%d step spans" % n)
     r, db = traced(a, "steps", STEPS)
     c.check(r.returncode == 0, "[steps] traced run exits 0", failing(r.returncode, r.stderr))
     if r.returncode != 0:
@@ -313,8 +336,30 @@ def has_compile():
     return r.returncode == 0
 
 
+# A compiled optimizer step (torch.compile's recipe): the step hooks do nothing while Dynamo traces,
+# so no graph break is added, and fullgraph=True compiles as without tracerun.
+COMPILED_STEP = """
+import torch
+from torch._dynamo.utils import counters
+torch.manual_seed(0)
+m = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+@torch.compile(backend="aot_eager", fullgraph=True)
+def step():
+    opt.step()
+x = torch.randn(4, 8)
+for _ in range(3):
+    m(x).sum().backward()
+    step()
+    opt.zero_grad()
+print("out", [round(v, 5) for v in m.weight.flatten().tolist()[:8]])
+print("graph_breaks", sum(counters["graph_break"].values()))
+"""
+
+
 def compiled(c, a):
     same_as_untraced(c, a, "compile", COMPILED, ("out ", "graph_breaks ", "unique_graphs "), 3)
+    same_as_untraced(c, a, "compiled_step", COMPILED_STEP, ("out ", "graph_breaks "), 2)
 
 
 def main():
