@@ -226,9 +226,15 @@ def _cuda_live_bytes(index):
     """The device's live bytes as tracerun's CUDA allocation records count them (requested)."""
     import torch
 
-    stats = torch.cuda.memory_stats(index)
-    allocated = stats.get("allocated_bytes.all.current", 0)
-    return int(stats.get("requested_bytes.all.current", allocated))
+    # The nested dict as the allocator gives it: memory_stats() flattens and sorts its hundreds of
+    # keys at every call, and this runs at every tag call (each forward of an FSDP leaf).
+    stats = torch.cuda.memory_stats_as_nested_dict(index)
+
+    def current(name):
+        return stats.get(name, {}).get("all", {}).get("current")
+
+    requested = current("requested_bytes")
+    return int(requested if requested is not None else (current("allocated_bytes") or 0))
 
 
 class _Steps:

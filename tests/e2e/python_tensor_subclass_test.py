@@ -12,7 +12,9 @@ Checks, on Debian's torch 1.13:
 - FSDP2's FSDPParamGroup.wait_for_unshard (a stand-in class in a module of FSDP2's name): after a
   wait with an all-gather pending, every FSDPParam's _unsharded_param is tagged parameter; a wait
   with none pending tags nothing; the hook is installed once;
-- model_states over wrapper parameters counts their local shards.
+- model_states over wrapper parameters counts their local shards;
+- a tag call's CUDA live bytes, read from the allocator's nested statistics, equal what
+  torch.cuda.memory_stats gives for the same statistics (a stand-in dict: no GPU here).
 Exit 0 when every check passes, 1 otherwise.
 
     python_tensor_subclass_test.py --source-dir DIR
@@ -176,6 +178,24 @@ def main():
     got = hooks.model_states(opt)
     c.check(got == (11, 44, 1, 44), "model_states counts a wrapper's shard, not its whole numel",
             "%s vs (11, 44, 1, 44)" % (got,))
+    # A tag call's CUDA live bytes: read from the allocator's nested statistics (not flattened),
+    # equal to what torch.cuda.memory_stats (torch's own flattening of the same dict) gives.
+    import torch.cuda.memory as cuda_memory  # memory_stats reads it from there
+
+    real = torch.cuda.memory_stats_as_nested_dict
+    try:
+        for stats in ({"requested_bytes": {"all": {"current": 1234, "peak": 9}},
+                       "allocated_bytes": {"all": {"current": 2048}}},
+                      {"allocated_bytes": {"all": {"current": 4096}, "large_pool": {"current": 1}}}):
+            fake = lambda device=None, s=stats: s  # noqa: E731
+            torch.cuda.memory_stats_as_nested_dict = cuda_memory.memory_stats_as_nested_dict = fake
+            flat = torch.cuda.memory_stats(0)
+            want = flat.get("requested_bytes.all.current", flat.get("allocated_bytes.all.current"))
+            got = hooks._cuda_live_bytes(0)
+            c.check(got == want, "CUDA live bytes from the nested statistics = memory_stats'",
+                    "%s vs %s" % (got, want))
+    finally:
+        torch.cuda.memory_stats_as_nested_dict = cuda_memory.memory_stats_as_nested_dict = real
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
     return 1 if c.failed else 0
 
