@@ -496,55 +496,48 @@ def _hook_fsdp(tagger, mod):
     (FlatParamHandle.unshard: before the unit's forward, again before its backward, and when it
     prefetches the next unit): that storage is tagged parameter as soon as it is gathered. The
     forward hook would tag it too, but only at a forward; the backward's re-gather has none."""
-    handle = getattr(mod, "FlatParamHandle", None)
-    unshard = getattr(handle, "unshard", None)
-    if unshard is None or getattr(unshard, "_tracerun", False):
-        return
-
-    def unshard_tagged(self, *args, **kwargs):
-        result = unshard(self, *args, **kwargs)
-        try:
-            tagger.tag([self.flat_param], _PARAMETER)
-        except Exception as e:  # never break the program being traced
-            sys.stderr.write("tracerun: training hook: %s\n" % e)
-        return result
-
-    unshard_tagged.__wrapped__ = unshard
-    unshard_tagged.__doc__ = unshard.__doc__
-    unshard_tagged._tracerun = True
-    handle.unshard = unshard_tagged
+    _after_method(getattr(mod, "FlatParamHandle", None), "unshard",
+                  lambda handle: tagger.tag([handle.flat_param], _PARAMETER))
 
 
 def _hook_fsdp2(tagger, mod):
     """FSDP2 (fully_shard) gathers each group's parameters into new storages
     (FSDPParamGroup.wait_for_unshard: before the group's forward, again before its backward, which
     has no forward hook to tag them): each FSDPParam's unsharded parameter is tagged parameter once
-    the gather is waited for."""
-    group = getattr(mod, "FSDPParamGroup", None)
-    wait = getattr(group, "wait_for_unshard", None)
-    if wait is None or getattr(wait, "_tracerun", False):
+    the gather is waited for (when one was pending: else the wait returns at once)."""
+
+    def tag(group, pending):
+        if pending and not tracing():
+            params = (getattr(p, "_unsharded_param", None) for p in getattr(group, "fsdp_params", ()))
+            tagger.tag([u for u in params if u is not None], _PARAMETER)
+
+    _after_method(getattr(mod, "FSDPParamGroup", None), "wait_for_unshard", tag,
+                  before=lambda group: getattr(group, "_all_gather_result", True) is not None)
+
+
+def _after_method(cls, name, then, before=None):
+    """Wraps cls.name (once) so that then(self) runs after it, or then(self, before(self)) with
+    `before` read just before it; what `then` raises is said on stderr, never passed on."""
+    method = getattr(cls, name, None)
+    if method is None or getattr(method, "_tracerun", False):
         return
 
-    def wait_tagged(self, *args, **kwargs):
-        # Nothing gathered when no all-gather is pending (wait_for_unshard returns at once).
-        pending = getattr(self, "_all_gather_result", True) is not None
-        result = wait(self, *args, **kwargs)
+    def wrapped(self, *args, **kwargs):
+        seen = before(self) if before is not None else None
+        result = method(self, *args, **kwargs)
         try:
-            if pending and not tracing():
-                gathered = []
-                for p in getattr(self, "fsdp_params", ()):
-                    u = getattr(p, "_unsharded_param", None)
-                    if u is not None:
-                        gathered.append(u)
-                tagger.tag(gathered, _PARAMETER)
+            if before is None:
+                then(self)
+            else:
+                then(self, seen)
         except Exception as e:  # never break the program being traced
             sys.stderr.write("tracerun: training hook: %s\n" % e)
         return result
 
-    wait_tagged.__wrapped__ = wait
-    wait_tagged.__doc__ = wait.__doc__
-    wait_tagged._tracerun = True
-    group.wait_for_unshard = wait_tagged
+    wrapped.__wrapped__ = method
+    wrapped.__doc__ = method.__doc__
+    wrapped._tracerun = True
+    setattr(cls, name, wrapped)
 
 
 def _tag_buffers(module, info, tagger):

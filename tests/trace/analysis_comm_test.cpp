@@ -742,19 +742,35 @@ TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one
   // Two ranks, three all_to_all calls as PyTorch makes them on NCCL (torch/csrc/cuda/nccl.cpp):
   // ncclGroupStart, then a send to and a receive from each rank of the communicator (itself
   // included; 4 KiB each way), then ncclGroupEnd, which launches one kernel (80 us on rank 0,
-  // 82 us on rank 1). Variant kPeerMissing: rank 0 sends to itself twice and never to rank 1 (no
-  // all_to_all: the messages stay messages).
-  enum Variant { kAllToAll, kPeerMissing };
-  for (const Variant variant : {kAllToAll, kPeerMissing}) {
+  // 82 us on rank 1). Variants:
+  // - kPeerTwice: rank 0 sends to itself twice and never to rank 1: its groups are no
+  //   all-to-all and stay messages (rank 1's still fold, alone);
+  // - kSkippedPeer: rank 0's second call skips peer 1 both ways (an unequal split with a zero
+  //   count): still an all_to_all (the send to itself says so), and the three calls still pair;
+  // - kDecorated: the c10d decorator recorded each call around the group (gpttrain's
+  //   alltoall_base): one row, the decorator's, not a second one from NCCL's calls.
+  enum Variant { kAllToAll, kPeerTwice, kSkippedPeer, kDecorated };
+  for (const Variant variant : {kAllToAll, kPeerTwice, kSkippedPeer, kDecorated}) {
     const std::string comm = "nccl 00000000000000c3";
     TraceBuilder tb(2);
     for (int r = 0; r < 2; ++r) {
       for (int k = 0; k < 3; ++k) {
         const int64_t t = 1'000'000 * (k + 1);
+        if (variant == kDecorated) {
+          tb.span(r, BSpan{"async:c10d dp [0,1]",
+                           "c10d:alltoall_base",
+                           core::Category::kComm,
+                           t - 500,
+                           t + 31'000,
+                           0,
+                           {{"bytes", 8192}, {"seq", k}},
+                           "dp"});
+        }
         ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
         for (int peer = 0; peer < 2; ++peer) {
+          if (variant == kSkippedPeer && r == 0 && k == 1 && peer == 1) continue;
           const int64_t at = t + 2'000 + 4'000 * peer;
-          const int64_t to = variant == kPeerMissing && r == 0 ? 0 : peer;
+          const int64_t to = variant == kPeerTwice && r == 0 ? 0 : peer;
           ncclCall(tb, r, comm, "nccl:Send", at, at + 1'000, {{"bytes", 4096}, {"peer", to}});
           ncclCall(tb, r, comm, "nccl:Recv", at + 1'500, at + 2'500,
                    {{"bytes", 4096}, {"peer", peer}});
@@ -763,16 +779,20 @@ TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one
         ncclKernel(tb, r, 100 + k, t + 25'000, t + 40'000, t + 40'000 + 80'000 + 2'000 * r);
       }
     }
-    const auto reader = trace::TraceReader::open(
-        tb.write(scratchDir(variant == kAllToAll ? "comm_nccl_alltoall" : "comm_nccl_a2a_not")));
+    const char* names[] = {"comm_nccl_alltoall", "comm_nccl_a2a_twice", "comm_nccl_a2a_skipped",
+                           "comm_nccl_a2a_decorated"};
+    INFO(names[variant]);
+    const auto reader = trace::TraceReader::open(tb.write(scratchDir(names[variant])));
     const CommAnalysis a = analyzeComm(reader);
-    if (variant == kPeerMissing) {
-      // Rank 0's groups are not all-to-alls; rank 1's are, alone.
-      for (const CollectiveStats& c : a.collectives) {
-        CHECK(c.op == "all_to_all");
-        CHECK(c.ranks == std::vector<int>{1});
-      }
-      CHECK_FALSE(a.p2p.empty());
+    const auto instances = analyzeCommInstances(reader);
+    if (variant == kPeerTwice) {
+      REQUIRE(a.collectives.size() == 1);  // rank 1's all-to-alls, alone
+      CHECK(a.collectives[0].op == "all_to_all");
+      CHECK(a.collectives[0].ranks == std::vector<int>{1});
+      CHECK(a.collectives[0].calls == 3);
+      int64_t fromRank0 = 0;
+      for (const PointToPointStats& m : a.p2p) fromRank0 += m.src == 0 ? m.messages : 0;
+      CHECK(fromRank0 == 6);  // rank 0's sends stay messages
       continue;
     }
     REQUIRE(a.collectives.size() == 1);
@@ -781,13 +801,33 @@ TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one
     CHECK(c.ranks == std::vector<int>{0, 1});
     CHECK(c.group_size == 2);
     CHECK(c.calls == 3);
-    CHECK(c.bytes == 3 * 2 * 4096);  // per call what a rank sends, as nccl-tests counts it
+    CHECK(a.p2p.empty());  // the sends and receives are the all_to_all's, not messages
+    // The viewer's instances: three, each with both ranks.
+    REQUIRE(instances.instances.size() == 3);
+    for (const CollectiveInstance& in : instances.instances) {
+      CHECK(in.op == "all_to_all");
+      CHECK(in.ranks.size() == 2);
+    }
+    if (variant == kDecorated) {
+      CHECK(c.group_source == "annotated");  // the decorator's row; NCCL's calls inside it dropped
+      continue;
+    }
+    // Per call what a rank sends, as nccl-tests counts it; rank 0's second call sends one 4 KiB
+    // message less with kSkippedPeer.
+    CHECK(c.bytes == (variant == kSkippedPeer ? 3 * 2 * 4096 - 4096 / 2 : 3 * 2 * 4096));
     CHECK(c.kernel_time);
     CHECK_FALSE(c.host_call_time);
     CHECK(c.time_ns == 3 * (80'000 + 82'000) / 2);
-    CHECK(c.algbw_gbps == Approx(3.0 * 2 * 4096 / (3 * (80'000 + 82'000) / 2)));
-    CHECK(c.busbw_gbps == Approx(c.algbw_gbps / 2));  // all_to_all, n = 2: (n-1)/n
-    CHECK(a.p2p.empty());  // the sends and receives are the all_to_all's, not messages
+    if (variant == kAllToAll) {
+      CHECK(c.algbw_gbps == Approx(3.0 * 2 * 4096 / (3 * (80'000 + 82'000) / 2)));
+      CHECK(c.busbw_gbps == Approx(c.algbw_gbps / 2));  // all_to_all, n = 2: (n-1)/n
+      // Each instance's span on a rank is that rank's GroupEnd (a span to select).
+      for (const CollectiveInstance& in : instances.instances) {
+        for (const InstanceRank& x : in.ranks) CHECK(x.end_ns - x.start_ns == 30'000);
+      }
+      // The ranks' communication time holds each group's span.
+      for (const RankCommStats& r : a.ranks) CHECK(r.comm_ns >= 3 * 30'000);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "attempt_ranks.h"
 #include "comm_groups.h"
 #include "gpu_activity.h"
+#include "nccl_groups.h"
 #include "span_consumers.h"
 #include "span_pass.h"
 #include "span_select.h"
@@ -140,22 +141,13 @@ struct ControlCall {
   int64_t start = 0, end = 0;
 };
 
-// An outermost ncclGroupStart ... ncclGroupEnd of a rank: NCCL only queues the calls made inside
-// and launches their kernel in ncclGroupEnd, [end_call_start, end].
-struct GroupWindow {
-  int64_t start = 0, end = 0, end_call_start = 0;
-  bool holds(int64_t call_start, int64_t call_end) const {
-    return call_start >= start && call_end <= end_call_start;
-  }
-};
-
 struct RankData {
-  std::vector<ControlCall> control;  // vocab::nccl::isControlCall: no data moved
-  std::vector<CommSpan> comm;        // collectives
-  std::vector<CommSpan> p2pComm;     // comm spans that are sends / receives
-  std::vector<Scope> scopes;         // user scopes on thread tracks
-  std::vector<P2P> p2p;              // pipeline-style scopes with a peer
-  std::vector<GroupWindow> groups;   // NCCL's groups (ncclGroupWindows)
+  std::vector<ControlCall> control;     // vocab::nccl::isControlCall: no data moved
+  std::vector<CommSpan> comm;           // collectives
+  std::vector<CommSpan> p2pComm;        // comm spans that are sends / receives
+  std::vector<Scope> scopes;            // user scopes on thread tracks
+  std::vector<P2P> p2p;                 // pipeline-style scopes with a peer
+  std::vector<NcclGroupWindow> groups;  // NCCL's groups (nccl_groups.h)
   Intervals compute, commTime;
 };
 
@@ -299,87 +291,59 @@ std::map<std::string, std::vector<std::vector<int>>> matchCommGroups(
 // ---------------------------------------------------------------------------------------------
 // NCCL's groups
 
-// The outermost ncclGroupStart ... ncclGroupEnd pairs among a rank's control calls, by nesting in
-// time order (a GroupEnd without its GroupStart is passed over). Calls of two threads grouping at
-// the same time would nest into one window: NCCL's groups are per thread, the trace's NCCL track
-// is not.
-std::vector<GroupWindow> ncclGroupWindows(const std::vector<ControlCall>& control) {
-  std::vector<const ControlCall*> marks;
+// The rank's NCCL group windows, from its GroupStart / GroupEnd control calls.
+std::vector<NcclGroupWindow> ncclGroupWindowsOf(const std::vector<ControlCall>& control) {
+  std::vector<NcclGroupMarker> markers;
   for (const ControlCall& c : control) {
-    if (c.name == vocab::nccl::kGroupStart || c.name == vocab::nccl::kGroupEnd) marks.push_back(&c);
+    const bool start = c.name == vocab::nccl::kGroupStart;
+    if (start || c.name == vocab::nccl::kGroupEnd) markers.push_back({start, c.start, c.end, 0});
   }
-  std::sort(marks.begin(), marks.end(), [](const ControlCall* a, const ControlCall* b) {
-    return std::tie(a->start, a->end) < std::tie(b->start, b->end);
-  });
-  std::vector<GroupWindow> out;
-  int depth = 0;
-  GroupWindow w;
-  for (const ControlCall* m : marks) {
-    if (m->name == vocab::nccl::kGroupStart) {
-      if (depth++ == 0) w.start = m->start;
-    } else if (depth > 0 && --depth == 0) {
-      w.end_call_start = m->start;
-      w.end = m->end;
-      out.push_back(w);
-    }
-  }
-  return out;
+  return ncclGroupWindows(std::move(markers));
 }
 
-// PyTorch's all_to_all on NCCL (torch/csrc/cuda/nccl.cpp all2all*) is one group of a send to and
-// a receive from every rank of the communicator, itself included, and one kernel launched by
-// ncclGroupEnd. Such a group becomes one all_to_all call spanning the group (bytes: what it
-// sends), so it is a collective with its group, its kernel and its bus bandwidth, not 2n messages
-// whose spans are enqueues. Its signature leaves the bytes out: unequal splits send different
-// amounts from each rank of one call. A group that is anything else (a peer missing, as unequal
-// splits with a zero count skip it; a peer twice; other calls in it) keeps its calls as they are.
+// Each of the rank's NCCL groups that is an all_to_all (nccl_groups.h) becomes one all_to_all
+// call spanning the group (bytes: what it sends; its signature without them), so it is a
+// collective with its group, its kernel (the GroupEnd's launch: timeHostCallsByKernels) and its
+// bus bandwidth, not 2n messages whose spans are enqueues. Its sends and receives leave the
+// messages; the group's span joins the rank's communication time.
 void foldAllToAll(RankData& d) {
+  using Kind = NcclGroupedCall::Kind;
+  std::vector<NcclGroupedCall> calls;
+  std::vector<size_t> message;  // per call: its index in p2pComm, or npos for a collective
+  for (const CommSpan& c : d.comm) {
+    if (!c.hostCall) continue;
+    calls.push_back({Kind::kCollective, c.start, c.end, -1, c.group_size, c.group_rank, "", 0});
+    message.push_back(std::string::npos);
+  }
+  for (size_t i = 0; i < d.p2pComm.size(); ++i) {
+    const CommSpan& c = d.p2pComm[i];
+    if (!c.communicatorPeer) continue;
+    calls.push_back({c.op == "send" ? Kind::kSend : Kind::kRecv, c.start, c.end, c.commPeer,
+                     c.group_size, c.group_rank, c.communicator, c.bytes});
+    message.push_back(i);
+  }
   std::vector<bool> folded(d.p2pComm.size(), false);
-  for (const GroupWindow& w : d.groups) {
-    const bool collectives = std::any_of(d.comm.begin(), d.comm.end(), [&](const CommSpan& c) {
-      return c.hostCall && w.holds(c.start, c.end);
-    });
-    if (collectives) continue;
-    std::vector<size_t> members;
-    for (size_t i = 0; i < d.p2pComm.size(); ++i) {
-      const CommSpan& c = d.p2pComm[i];
-      if (c.communicatorPeer && !folded[i] && w.holds(c.start, c.end)) members.push_back(i);
-    }
-    if (members.empty()) continue;
-    const CommSpan& first = d.p2pComm[members.front()];
-    const int n = first.group_size;
-    std::set<int64_t> sentTo, receivedFrom;
-    int64_t bytes = 0;
-    bool fits = n > 0 && members.size() == 2 * static_cast<size_t>(n);
-    for (size_t i : members) {
-      const CommSpan& c = d.p2pComm[i];
-      fits = fits && c.communicator == first.communicator && c.group_size == n && c.commPeer >= 0 &&
-             c.commPeer < n;
-      auto& peers = c.op == "send" ? sentTo : receivedFrom;
-      fits = fits && peers.insert(c.commPeer).second;
-      if (c.op == "send") bytes = satAdd(bytes, std::max<int64_t>(0, c.bytes));
-    }
-    fits = fits && sentTo.size() == static_cast<size_t>(n) &&
-           receivedFrom.size() == static_cast<size_t>(n);
-    if (!fits) continue;
+  for (const NcclAllToAll& found : ncclAllToAlls(d.groups, calls)) {
+    const NcclGroupWindow& w = d.groups[found.window];
     CommSpan a;
-    a.rank = first.rank;
+    a.rank = d.p2pComm[message[found.members.front()]].rank;
     a.op = "all_to_all";
     a.start = w.start;
     a.end = w.end;
-    a.bytes = bytes;
-    a.group_size = n;
-    a.group_rank = first.group_rank;
-    a.communicator = first.communicator;
-    a.signature = callSignature(a.op, first.communicator, 0, n);
+    a.bytes = found.bytes;
+    a.group_size = found.group_size;
+    a.group_rank = found.group_rank;
+    a.communicator = found.communicator;
+    a.signature = ncclAllToAllSignature(found);
     a.hostCall = true;
-    for (size_t i : members) folded[i] = true;
+    for (size_t m : found.members) folded[message[m]] = true;
+    d.commTime.emplace_back(w.start, w.end);
     d.comm.push_back(std::move(a));
   }
   size_t kept = 0;
   for (size_t i = 0; i < d.p2pComm.size(); ++i) {
     if (folded[i]) continue;
-    if (kept != i) d.p2pComm[kept] = std::move(d.p2pComm[i]);
+    if (kept != i) d.p2pComm[kept] = std::move(d.p2pComm[i]);  // never onto itself
     ++kept;
   }
   d.p2pComm.resize(kept);
@@ -444,7 +408,7 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
     // A collective alone in an NCCL group launches nothing itself: ncclGroupEnd launches its
     // kernel. It gets the one communication kernel launched inside that GroupEnd, when no host
     // call holds that launch and nothing else (no send or receive) was grouped with it.
-    for (const GroupWindow& w : d->second.groups) {
+    for (const NcclGroupWindow& w : d->second.groups) {
       CommSpan* lone = nullptr;
       size_t grouped = 0;
       for (auto* calls : {&d->second.comm, &d->second.p2pComm}) {
@@ -836,9 +800,11 @@ CommAnalysis CommSpans::analysis() {
   for (auto& [rank, d] : data) {
     // Where tracerun's c10d decorator recorded a call (with its group), the same call seen from
     // below (Gloo's own scope) is not counted again; a group it does not wrap keeps its calls.
-    for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
-    d.groups = ncclGroupWindows(d.control);
+    // NCCL's all-to-alls first: inside a decorator's all_to_all span the folded call is then
+    // dropped as its calls' own spans are.
+    d.groups = ncclGroupWindowsOf(d.control);
     foldAllToAll(d);
+    for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
     for (const ControlCall& c : d.control) {
       auto& [ranks, st] = control[c.name];
       ranks.insert(rank);

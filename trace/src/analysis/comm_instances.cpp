@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "comm_groups.h"
+#include "nccl_groups.h"
 #include "span_select.h"
 #include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/analysis/comm.h"
@@ -41,7 +42,11 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   const core::StringId kBytesKey = NameCodes::find(reader, vocab::arg::kBytes);
   const core::StringId kGroupSizeKey = NameCodes::find(reader, vocab::arg::kGroupSize);
   const core::StringId kGroupRankKey = NameCodes::find(reader, vocab::arg::kGroupRank);
+  const core::StringId kPeerKey = NameCodes::find(reader, vocab::arg::kPeer);
   std::map<int, std::vector<Call>> byRank;
+  // NCCL's groups, per rank: the markers and data calls the all-to-all rule reads (nccl_groups.h).
+  std::map<int, std::vector<NcclGroupMarker>> markers;
+  std::map<int, std::vector<NcclGroupedCall>> ncclCalls;
   // Restarts in one file (reader.h AttemptInfo): an earlier attempt's calls pair only among its
   // own ranks, under their group name with " (attempt N)".
   std::map<int, std::string> attemptTag;
@@ -59,9 +64,23 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
     int64_t ordinal = 0;
     for (const PickedSpan& p : picked) {
       const std::string& name = reader.str(p.span.name);
+      const bool groupStart = name == vocab::nccl::kGroupStart;
+      if (groupStart || name == vocab::nccl::kGroupEnd) {
+        markers[t.rank].push_back({groupStart, p.span.start_ns, p.span.end_ns(), p.span.id});
+      }
       if (vocab::nccl::isControlCall(name)) continue;  // set-up, not a collective (comm.h)
       std::string op = normalizeCommName(name);
       if (op.empty()) op = name;
+      if (vocab::nccl::isDataCall(name)) {
+        using Kind = NcclGroupedCall::Kind;
+        const Kind kind = op == "send"   ? Kind::kSend
+                          : op == "recv" ? Kind::kRecv
+                                         : Kind::kCollective;
+        ncclCalls[t.rank].push_back({kind, p.span.start_ns, p.span.end_ns(), p.arg(kPeerKey, -1),
+                                     static_cast<int>(p.arg(kGroupSizeKey, 0)),
+                                     p.arg(kGroupRankKey, -1), reader.str(p.span.detail),
+                                     p.arg(kBytesKey, 0)});
+      }
       if (op == "send" || op == "recv") continue;  // point-to-point: comm.h's p2p
       Call c;
       c.rank = t.rank;
@@ -86,6 +105,25 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
       ++ordinal;
       byRank[t.rank].push_back(std::move(c));
+    }
+  }
+  // NCCL's all-to-alls (as analyzeComm's foldAllToAll): one call per group, the GroupEnd's span
+  // its span to select, before the decorator's calls are compared with them.
+  for (auto& [rank, list] : markers) {
+    const std::vector<NcclGroupWindow> windows = ncclGroupWindows(std::move(list));
+    for (const NcclAllToAll& a : ncclAllToAlls(windows, ncclCalls[rank])) {
+      const NcclGroupWindow& w = windows[a.window];
+      Call c;
+      c.rank = rank;
+      c.id = w.end_id;
+      c.start = w.start;
+      c.end = std::max(w.start, w.end);
+      c.op = "all_to_all";
+      c.group_size = a.group_size;
+      c.group_rank = a.group_rank;
+      c.group = ncclAllToAllSignature(a);
+      if (const auto tag = attemptTag.find(rank); tag != attemptTag.end()) c.group += tag->second;
+      byRank[rank].push_back(std::move(c));
     }
   }
   // As analyzeComm (seenInsideDecorator): Gloo's own span of a call the decorator recorded is
