@@ -303,6 +303,38 @@ TRACERUN_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, si
   return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)  // NCCL 2.28's own all-to-all, gather, scatter
+TRACERUN_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                          ncclDataType_t datatype, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  TRACERUN_REAL(ncclAlltoAll);
+  // bytes: what this rank sends, count to each of the nranks (nccl-tests' size).
+  const int n = nranksOf(comm);
+  HostCall call(vocab::nccl::kAlltoAll, comm,
+                static_cast<int64_t>(count) * dtypeSize(datatype) * (n > 0 ? n : 1), datatype, -1,
+                -1);
+  return real(sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                        ncclDataType_t datatype, int root, ncclComm_t comm,
+                                        cudaStream_t stream) {
+  TRACERUN_REAL(ncclGather);
+  HostCall call(vocab::nccl::kGather, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, root);  // bytes: what each rank sends
+  return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+TRACERUN_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  TRACERUN_REAL(ncclScatter);
+  HostCall call(vocab::nccl::kScatter, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, root);  // bytes: what each rank receives
+  return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+#endif
+
 TRACERUN_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
                                       int peer, ncclComm_t comm, cudaStream_t stream) {
   TRACERUN_REAL(ncclSend);

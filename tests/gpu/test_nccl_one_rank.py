@@ -3,13 +3,15 @@
 The child (this script with --child) builds a one-rank NCCL group through torch.distributed
 (FileStore) and, inside a record_function("collectives") scope, makes N rounds of: all_reduce SUM,
 all_reduce AVG (with one rank NCCL launches a reduction kernel for AVG; for SUM in place and for
-broadcast it launches nothing), broadcast and all_gather (a list of one tensor), on 4 MiB float32
-tensors on cuda:0. It checks the values itself (exit 3 when wrong).
+broadcast it launches nothing), broadcast, all_gather (a list of one tensor) and all_to_all_single,
+on 4 MiB float32 tensors on cuda:0. It checks the values itself (exit 3 when wrong).
 
 Traced with `tracerun --capture ops,scopes,comm,cuda` (scopes: the record_function), and run once under torch.profiler. Pass:
 - host: inside the scope, exactly 2N `c10d::allreduce_`, N `c10d::broadcast_`, N `c10d::allgather_`
   op spans and 2N `nccl:AllReduce`, N `nccl:Broadcast`, N `nccl:AllGather` collective spans (the
-  NCCL calls libtracerun_nccl interposes), the counts the program made;
+  NCCL calls libtracerun_nccl interposes), the counts the program made; the all_to_all_single
+  calls as NCCL 2.28's N `nccl:AlltoAll`, or (older PyTorch or NCCL) N groups of a
+  `nccl:Send` and a `nccl:Recv`, and in both cases the report's one `all_to_all` row of N calls;
 - device: the kernels, copies and memsets the scope's ops launched (see test_census.py) equal
   torch.profiler's census of the same scope, name by name; the NCCL kernels among them (names
   starting ncclDevKernel / ncclKernel) are as many as torch.profiler saw, and the trace's
@@ -18,6 +20,7 @@ Traced with `tracerun --capture ops,scopes,comm,cuda` (scopes: the record_functi
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -36,6 +39,7 @@ def child(rounds, profile_path):
     n = (4 << 20) // 4
     x = torch.arange(n, device=dev, dtype=torch.float32)
     outs = [torch.empty_like(x)]
+    a2a = torch.empty_like(x)
     # One warm-up round outside the scope (NCCL's lazy communicator set-up).
     dist.all_reduce(x.clone())
     torch.cuda.synchronize()
@@ -52,8 +56,9 @@ def child(rounds, profile_path):
                 dist.all_reduce(t, op=dist.ReduceOp.AVG)
                 dist.broadcast(t, src=0)
                 dist.all_gather(outs, t)
+                dist.all_to_all_single(a2a, t)
             torch.cuda.synchronize()
-    ok = torch.equal(outs[0], x) and torch.equal(t, x)
+    ok = torch.equal(outs[0], x) and torch.equal(t, x) and torch.equal(a2a, x)
     if profile_path:
         prof.export_chrome_trace(profile_path)
     dist.destroy_process_group()
@@ -107,6 +112,20 @@ def main():
         c.check(ops.get(name, 0) == want, f"host op {name}", f"{ops.get(name, 0)} vs {want} calls")
     for name, want in (("nccl:AllReduce", 2 * n), ("nccl:Broadcast", n), ("nccl:AllGather", n)):
         c.check(comm.get(name, 0) == want, f"NCCL host call {name}", f"{comm.get(name, 0)} vs {want} calls")
+    native, sends = comm.get("nccl:AlltoAll", 0), comm.get("nccl:Send", 0)
+    c.info["all_to_all_calls"] = {"nccl:AlltoAll": native, "nccl:Send": sends,
+                                  "nccl:Recv": comm.get("nccl:Recv", 0)}
+    c.check(native == n or (native == 0 and sends == n and comm.get("nccl:Recv", 0) == n),
+            "all_to_all_single as NCCL calls", f"AlltoAll {native}, Send {sends} vs {n}")
+    proc = subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True, text=True,
+                          timeout=120)
+    try:
+        rows = [r for r in json.loads(proc.stdout)["comm"]["collectives"] if r["op"] == "all_to_all"]
+    except (ValueError, KeyError) as e:
+        rows = [f"report --json exit {proc.returncode}: {e}"]
+    c.check(len(rows) == 1 and isinstance(rows[0], dict) and rows[0]["calls"] == n,
+            "the report's one all_to_all row",
+            json.dumps(rows)[:300])
     tr, unflowed = t.device_census(t0, t1)
     with open(os.path.join(work, "census.json"), "w") as f:
         json.dump({"torch_profiler": tp, "tracerun": tr, "comm": comm, "ops": ops}, f, indent=1, sort_keys=True)

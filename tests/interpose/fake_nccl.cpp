@@ -109,6 +109,26 @@ FAKE_EXPORT ncclResult_t ncclBroadcast(const void* s, void* r, size_t count, ncc
           root, static_cast<void*>(st));
   return ncclSuccess;
 }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)  // 2.28's own all-to-all, gather, scatter
+FAKE_EXPORT ncclResult_t ncclAlltoAll(const void* s, void* r, size_t count, ncclDataType_t t,
+                                      ncclComm_t, cudaStream_t st) {
+  logLine("AlltoAll send=%p recv=%p count=%zu dtype=%d stream=%p", s, r, count, int(t),
+          static_cast<void*>(st));
+  return ncclSuccess;
+}
+FAKE_EXPORT ncclResult_t ncclGather(const void* s, void* r, size_t count, ncclDataType_t t,
+                                    int root, ncclComm_t, cudaStream_t st) {
+  logLine("Gather send=%p recv=%p count=%zu dtype=%d root=%d stream=%p", s, r, count, int(t), root,
+          static_cast<void*>(st));
+  return ncclSuccess;
+}
+FAKE_EXPORT ncclResult_t ncclScatter(const void* s, void* r, size_t count, ncclDataType_t t,
+                                     int root, ncclComm_t, cudaStream_t st) {
+  logLine("Scatter send=%p recv=%p count=%zu dtype=%d root=%d stream=%p", s, r, count, int(t),
+          root, static_cast<void*>(st));
+  return ncclSuccess;
+}
+#endif
 FAKE_EXPORT ncclResult_t ncclReduce(const void* s, void* r, size_t count, ncclDataType_t t,
                                     ncclRedOp_t op, int root, ncclComm_t, cudaStream_t st) {
   logLine("Reduce send=%p recv=%p count=%zu dtype=%d op=%d root=%d stream=%p", s, r, count, int(t),

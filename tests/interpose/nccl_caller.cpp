@@ -6,6 +6,7 @@
 //   nccl_caller split   rank RANK of WORLD_SIZE (the launcher's): the world communicator split
 //                       by RANK % 2 (key RANK / 2); in each half, its rank 0 sends three
 //                       messages to its rank 1; then both communicators destroyed
+//   nccl_caller v2.28   NCCL 2.28's all-to-all, gather and scatter on a 4-rank communicator
 #include <nccl.h>
 
 #include <cstdint>
@@ -32,6 +33,19 @@ int main(int argc, char** argv) {
     if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
     return bad == 0 ? 0 : 1;
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  if (argc > 1 && std::strcmp(argv[1], "v2.28") == 0) {
+    bad += ncclGetUniqueId(&id) != ncclSuccess;
+    ncclComm_t comm = nullptr;
+    bad += ncclCommInitRank(&comm, 4, id, 2) != ncclSuccess;
+    bad += ncclAlltoAll(ptr(0x1000), ptr(0x2000), 32, ncclFloat32, comm, stream) != 0;
+    bad += ncclGather(ptr(0x1000), ptr(0x2000), 16, ncclFloat16, 1, comm, stream) != 0;
+    bad += ncclScatter(ptr(0x1000), ptr(0x2000), 8, ncclInt64, 0, comm, stream) != 0;
+    bad += ncclCommDestroy(comm) != ncclSuccess;
+    if (bad != 0) std::fprintf(stderr, "nccl_caller: %d calls failed\n", bad);
+    return bad == 0 ? 0 : 1;
+  }
+#endif
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)  // ncclCommSplit is 2.18's
   if (argc > 1 && std::strcmp(argv[1], "split") == 0) {
     const char* rankText = std::getenv("RANK");

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../support/process_scratch.h"
@@ -133,6 +134,51 @@ TEST_CASE("NCCL interposer: stand-in gets every call unchanged, spans carry byte
   ::unlink(log.c_str());
   ::unlink(db.c_str());
 }
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+TEST_CASE("NCCL interposer: 2.28's all-to-all, gather and scatter are forwarded and recorded") {
+  // PyTorch on NCCL >= 2.28 calls ncclAlltoAll for all_to_all_single with equal splits: without
+  // these the call was not recorded at all.
+  const std::string log = tempPath("v228") + ".log";
+  const std::string db = tempPath("v228") + ".db";
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+  REQUIRE(run("FAKE_NCCL_LOG=" + log + " TRACERUN_OUTPUT=" + db + " LD_PRELOAD=" +
+                  NCCL_INTERPOSER,
+              "v2.28") == 0);
+  CHECK(lines(log) == std::vector<std::string>{
+                          "GetUniqueId",
+                          "CommInitRank nranks=4 id=fake-nccl-id rank=2",
+                          "AlltoAll send=0x1000 recv=0x2000 count=32 dtype=7 stream=0x77",
+                          "Gather send=0x1000 recv=0x2000 count=16 dtype=6 root=1 stream=0x77",
+                          "Scatter send=0x1000 recv=0x2000 count=8 dtype=4 root=0 stream=0x77",
+                          "CommDestroy comm=2",
+                      });
+  auto r = trace::TraceReader::open(db);
+  // name -> (bytes, root, group_size)
+  std::map<std::string, std::tuple<int64_t, int64_t, int64_t>> got;
+  for (const auto& t : r.tracks()) {
+    std::map<int64_t, std::map<std::string, int64_t>> args;
+    for (const auto& a : r.argsOfTrack(t.id)) args[a.span][r.str(a.key)] = a.value;
+    r.forEachSpan(t.id, [&](const trace::SpanRow& s) {
+      auto& a = args[s.id];
+      got[r.str(s.name)] = {a["bytes"], a.count("root") ? a["root"] : -1, a["group_size"]};
+    });
+  }
+  // All-to-all: what the rank sends, 32 floats to each of 4 ranks; gather and scatter: one
+  // rank's part.
+  CHECK(got["nccl:AlltoAll"] == std::make_tuple(int64_t{32 * 4 * 4}, int64_t{-1}, int64_t{4}));
+  CHECK(got["nccl:Gather"] == std::make_tuple(int64_t{16 * 2}, int64_t{1}, int64_t{4}));
+  CHECK(got["nccl:Scatter"] == std::make_tuple(int64_t{8 * 8}, int64_t{0}, int64_t{4}));
+  // The report's rows: an all_to_all, a gather and a scatter, each one call.
+  const auto comm = trace::analysis::analyzeComm(r);
+  std::map<std::string, int64_t> calls;
+  for (const auto& c : comm.collectives) calls[c.op] += c.calls;
+  CHECK(calls == std::map<std::string, int64_t>{{"all_to_all", 1}, {"gather", 1}, {"scatter", 1}});
+  ::unlink(log.c_str());
+  ::unlink(db.c_str());
+}
+#endif
 
 TEST_CASE("NCCL interposer: ncclCommAbort is forwarded and traced on its communicator") {
   const std::string log = tempPath("abort") + ".log";

@@ -203,6 +203,11 @@ inline constexpr char kAllGather[] = "nccl:AllGather";
 inline constexpr char kReduceScatter[] = "nccl:ReduceScatter";
 inline constexpr char kBroadcast[] = "nccl:Broadcast";
 inline constexpr char kReduce[] = "nccl:Reduce";
+// NCCL 2.28's own all-to-all, gather and scatter (PyTorch on NCCL >= 2.28 calls ncclAlltoAll for
+// all_to_all_single with equal splits, where older ones grouped a send and a receive per rank).
+inline constexpr char kAlltoAll[] = "nccl:AlltoAll";
+inline constexpr char kGather[] = "nccl:Gather";
+inline constexpr char kScatter[] = "nccl:Scatter";
 // Send and Recv: arg::kPeer is the peer's rank in the communicator (NCCL's own argument), and
 // arg::kGroupRank this rank's; the analysis maps both to trace ranks per communicator.
 inline constexpr char kSend[] = "nccl:Send";
@@ -219,8 +224,10 @@ inline bool isControlCall(std::string_view name) noexcept {
 }
 // The calls that move data; each span is the host call that enqueues the work (the kernel runs
 // later on the GPU).
-inline constexpr const char* kDataCalls[] = {kAllReduce, kAllGather, kReduceScatter, kBroadcast,
-                                             kReduce,    kSend,      kRecv};
+inline constexpr const char* kDataCalls[] = {kAllReduce, kAllGather, kReduceScatter,
+                                             kBroadcast, kReduce,    kAlltoAll,
+                                             kGather,    kScatter,   kSend,
+                                             kRecv};
 inline bool isDataCall(std::string_view name) noexcept {
   for (const char* k : kDataCalls) {
     if (name == k) return true;
