@@ -170,18 +170,17 @@ class HostCall {
   }
   HostCall(const HostCall&) = delete;
   HostCall& operator=(const HostCall&) = delete;
+  // The bytes given are per rank of the communicator: times its size, which describing the call
+  // learnt (from NCCL itself for a communicator made by a call not interposed).
+  void timesGroupSize() {
+    if (on_ && e_.group_size > 0) e_.bytes *= e_.group_size;
+  }
 
  private:
   bool on_;
   tracerun_comm_event e_{};
   std::string name_;
 };
-
-int nranksOf(ncclComm_t comm) {
-  std::lock_guard<std::mutex> lock(gMu);
-  auto it = comms().find(comm);
-  return it == comms().end() ? -1 : it->second.nranks;
-}
 
 // CommDestroy and CommAbort: traced like any call, then the communicator is forgotten.
 ncclResult_t endComm(const char* name, ncclResult_t (*real)(ncclComm_t), ncclComm_t comm) {
@@ -278,10 +277,9 @@ TRACERUN_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvb
                                                cudaStream_t stream) {
   TRACERUN_REAL(ncclReduceScatter);
   // bytes: this rank's input (recvcount x nranks elements), as for the c10d decorator.
-  const int n = nranksOf(comm);
   HostCall call(vocab::nccl::kReduceScatter, comm,
-                static_cast<int64_t>(recvcount) * dtypeSize(datatype) * (n > 0 ? n : 1), datatype,
-                -1, -1);
+                static_cast<int64_t>(recvcount) * dtypeSize(datatype), datatype, -1, -1);
+  call.timesGroupSize();
   return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
@@ -309,10 +307,9 @@ TRACERUN_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, 
                                           cudaStream_t stream) {
   TRACERUN_REAL(ncclAlltoAll);
   // bytes: what this rank sends, count to each of the nranks (nccl-tests' size).
-  const int n = nranksOf(comm);
-  HostCall call(vocab::nccl::kAlltoAll, comm,
-                static_cast<int64_t>(count) * dtypeSize(datatype) * (n > 0 ? n : 1), datatype, -1,
-                -1);
+  HostCall call(vocab::nccl::kAlltoAll, comm, static_cast<int64_t>(count) * dtypeSize(datatype),
+                datatype, -1, -1);
+  call.timesGroupSize();
   return real(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 

@@ -44,9 +44,10 @@
 # its own record_function("step") scopes keeps those as its steps: no step span is added.
 # Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
 # wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
-# installs its own. While torch.compile traces (a compiled optimizer step) the step hooks do
-# nothing, as the module hooks: Dynamo would break its graph on their ctypes calls (fullgraph=True
-# would raise); such a step is then no step span.
+# installs its own. While torch.compile traces (a compiled optimizer step) the step hooks only
+# leave a mark (_PENDING), as the module hooks do nothing: Dynamo would break its graph on their
+# ctypes calls (fullgraph=True would raise). The step then ends at the next eager forward,
+# backward or step (settle), and its memory is not tagged there.
 import ctypes
 import sys
 import threading
@@ -261,10 +262,18 @@ class _Steps:
         self._open = None
 
     def forward(self):
+        if _PENDING:
+            self.settle()
         # Only a forward that autograd records opens a step: evaluation under torch.no_grad()
         # (after the last optimizer step, or forward-only code) is no step.
-        if sys.modules["torch"].is_grad_enabled():
+        if self._open is None and not self.disabled and sys.modules["torch"].is_grad_enabled():
             self._open_step()
+
+    def settle(self):
+        """Ends the step a compiled optimizer step ended (_call: its hooks could only leave a
+        mark), at the first eager moment after it: the step's end is then late, its count right."""
+        if _PENDING.pop("step_end", False):
+            self.after_update()
 
     def _open_step(self):
         if self._open is None and not self.disabled:
@@ -291,6 +300,8 @@ class _Steps:
     def begin_backward(self):
         # No forward hook ran eagerly since the last step (a compiled model, model.forward called
         # directly): the step opens here, before its backward.
+        if _PENDING:
+            self.settle()
         self._open_step()
         return self._begin(_KIND_PHASE, b"backward", None, None, 0)
 
@@ -362,6 +373,8 @@ def install(lib, words, module_module):
 
     def before_step(optimizer):
         if steps is not None:
+            if _PENDING:
+                steps.settle()
             steps.before_update()
         if tagger is None:
             return
@@ -664,9 +677,18 @@ def model_states(optimizer):
 _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not installed
 
 
+# A compiled optimizer step's mark, written while Dynamo traces (it replays such writes to a
+# module-level dict after each run of its graph, with no graph break): "step_end".
+_PENDING = {}
+
+
 def _call(which, optimizer):
     hook = _HOOKS.get(which)
-    if hook is None or tracing():
+    if hook is None:
+        return
+    if tracing():
+        if which == "after":
+            _PENDING["step_end"] = True
         return
     try:
         hook(optimizer)

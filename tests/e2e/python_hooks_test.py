@@ -360,6 +360,9 @@ print("graph_breaks", sum(counters["graph_break"].values()))
 def compiled(c, a):
     same_as_untraced(c, a, "compile", COMPILED, ("out ", "graph_breaks ", "unique_graphs "), 3)
     same_as_untraced(c, a, "compiled_step", COMPILED_STEP, ("out ", "graph_breaks "), 2)
+    # Each compiled step's end, marked while Dynamo traced, ends its step at the next forward.
+    n = spans(os.path.join(a.work, "compiled_step.db"), "phase").count("step")
+    c.check(n == 3, "[compiled_step] one step span per compiled optimizer step", "%d step spans" % n)
 
 
 def main():

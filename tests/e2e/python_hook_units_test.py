@@ -1,6 +1,7 @@
-"""The Python hooks' handling of tensors without storage of their own (interpose/python/
-_tracerun_training.py: _plain_tensors, the FSDP2 gather hook, the closed form's sums), called
-directly with a stand-in for libtracerun's tag call. ctest: e2e_python_tensor_subclass. Not a
+"""Pieces of the Python training hooks (interpose/python/_tracerun_training.py) called directly,
+with stand-ins for libtracerun's entry points: tensors without storage of their own
+(_plain_tensors, the FSDP2 gather hook, the closed form's sums), a CUDA tag's live bytes, and the
+step a compiled optimizer step ends. ctest: e2e_python_hook_units. Not a
 traced run (python_memory_test.py's resnet18_fsdp2 is).
 
 Checks, on Debian's torch 1.13:
@@ -14,10 +15,13 @@ Checks, on Debian's torch 1.13:
   with none pending tags nothing; the hook is installed once;
 - model_states over wrapper parameters counts their local shards;
 - a tag call's CUDA live bytes, read from the allocator's nested statistics, equal what
-  torch.cuda.memory_stats gives for the same statistics (a stand-in dict: no GPU here).
+  torch.cuda.memory_stats gives for the same statistics (a stand-in dict: no GPU here);
+- a compiled optimizer step's mark (what _call leaves while Dynamo traces, here set by calling
+  _call under a stand-in tracing flag): the next forward ends the open step and opens the next,
+  one step span each, numbered 1, 2; without the mark a forward inside a step opens nothing.
 Exit 0 when every check passes, 1 otherwise.
 
-    python_tensor_subclass_test.py --source-dir DIR
+    python_hook_units_test.py --source-dir DIR
 """
 import argparse
 import ctypes
@@ -196,6 +200,37 @@ def main():
                     "%s vs %s" % (got, want))
     finally:
         torch.cuda.memory_stats_as_nested_dict = cuda_memory.memory_stats_as_nested_dict = real
+    # The step a compiled optimizer step ended: scope begin/end stand-ins log the spans.
+    spans = []
+    begin_proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                   ctypes.POINTER(hooks._Arg), ctypes.c_int)
+    end_proto = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_char_p)
+
+    def begin(kind, name, detail, args, n):
+        spans.append(("begin", name.decode(), args[0].value if n else None))
+        return len(spans)
+
+    def end(token, detail):
+        spans.append(("end", token))
+
+    begin_fn, end_fn = begin_proto(begin), end_proto(end)
+    steps = hooks._Steps({"tracerun_annotate_scope_begin": begin_fn,
+                          "tracerun_annotate_scope_end": end_fn})
+    steps.forward()
+    steps.forward()  # inside the step: nothing
+    hooks._HOOKS["after"] = lambda optimizer: None
+    hooks._TRACING["compile"] = lambda: True  # as while Dynamo traces
+    try:
+        hooks._call("after", None)
+    finally:
+        del hooks._TRACING["compile"]
+        del hooks._HOOKS["after"]
+    c.check(hooks._PENDING == {"step_end": True}, "a compiled step's end leaves a mark",
+            "%s" % hooks._PENDING)
+    steps.forward()
+    c.check(spans == [("begin", "step", 1), ("end", 1), ("begin", "step", 2)],
+            "the next forward ends the marked step and opens the next", "%s" % spans)
+    c.check(not hooks._PENDING, "the mark is taken once")
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
     return 1 if c.failed else 0
 
