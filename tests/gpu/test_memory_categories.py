@@ -17,6 +17,11 @@ FSDP (torch >= 2.1, CPU, Gloo, 2 ranks under `tracerun --nproc-per-node 2`): a 4
 per layer, FULL_SHARD, SGD with momentum, 3 steps. Pass: each rank's parameter bytes at its peak
 are Psi/2 (its shards) plus 0, 1 or 2 whole layers (the one computing, the one prefetched; the
 layers are one size), the momentum is Psi/2 (the shards'), other < 10%.
+FSDP2 (torch >= 2.6's fully_shard, the same MLP and launch, a unit per layer and the root, AdamW;
+skipped, with its reason, where the untraced run fails: FSDP2 on the CPU is recent): parameters,
+gradients and states are DTensors. Pass: each rank's optimizer state at its peak = its local
+states (1%), its parameters at least its shards and at most shards + Psi, the trace's
+`model_states` param_bytes = its local shards (not the DTensors' whole numel), other < 10%.
 """
 import json
 import os
@@ -102,6 +107,41 @@ def fsdp_child(a):
                 if torch.is_tensor(v))
     with open("%s.%d" % (a.out, dist.get_rank()), "w") as f:
         json.dump({"psi": psi, "largest_layer": largest, "world": dist.get_world_size(),
+                   "optimizer_state_bytes": state}, f)
+    dist.destroy_process_group()
+
+
+def fsdp2_child(a):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard  # public from torch 2.6
+
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(512, 512) for _ in range(4)]
+    psi = sum(p.numel() * p.element_size() for m in layers for p in m.parameters())
+    model = torch.nn.Sequential(*layers)
+    for m in layers:
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    x = torch.randn(32, 512)
+    for _ in range(3):
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+
+    def local_bytes(t):
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return t.numel() * t.element_size()
+
+    shards = sum(local_bytes(p) for p in model.parameters())
+    state = sum(local_bytes(v) for s in opt.state.values() for v in s.values()
+                if torch.is_tensor(v))
+    with open("%s.%d" % (a.out, dist.get_rank()), "w") as f:
+        json.dump({"psi": psi, "shard_bytes": shards, "world": dist.get_world_size(),
                    "optimizer_state_bytes": state}, f)
     dist.destroy_process_group()
 
@@ -207,15 +247,74 @@ def check_fsdp(c, a, work):
                 f"{got.get('other')} of {row['peak_bytes'] if row else None}")
 
 
+def check_fsdp2(c, a, work):
+    import sqlite3
+
+    import torch
+
+    version = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    if version < (2, 6):
+        c.info["fsdp2"] = f"skipped: torch {torch.__version__} (fully_shard is public from 2.6)"
+        return
+    out = os.path.join(work, "fsdp2.json")
+    prog = [sys.executable, os.path.abspath(__file__), "--child", "--fsdp2", "--out", out]
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # on the CPU, as the FSDP1 run
+    # First with `ops` only (the launcher gives the ranks their rendezvous; no memory hooks):
+    # where this torch cannot run FSDP2 on the CPU, say so and skip.
+    rc, text, secs = g.run(g.traced(a.tracerun, os.path.join(work, "fsdp2_ops.db"), "ops", prog,
+                                    ["--nproc-per-node", "2"]),
+                           os.path.join(work, "fsdp2_ops.log"), env=env)
+    if rc != 0:
+        c.info["fsdp2"] = f"skipped: FSDP2 on the CPU failed without memory capture (exit {rc}; " \
+                          "see fsdp2_ops.log)"
+        return
+    db = os.path.join(work, "fsdp2.db")
+    rc, text, secs = g.run(g.traced(a.tracerun, db, None, prog, ["--nproc-per-node", "2"]),
+                           os.path.join(work, "fsdp2.log"), env=env)
+    c.check(rc == 0, "FSDP2 fully_shard, 2 ranks (Gloo, CPU) under tracerun exits 0",
+            f"exit {rc}, {secs:.1f} s")
+    report = report_of(a.tracerun, db) if rc == 0 else None
+    if report is None:
+        return
+    rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
+    c.info["fsdp2_report"] = rows
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    for rank in (0, 1):
+        t = json.load(open("%s.%d" % (out, rank)))
+        row = rows.get(rank)
+        got = row["by_category"] if row else {}
+        shard = t["shard_bytes"]
+        c.check(row is not None and close(got["optimizer_state"], t["optimizer_state_bytes"], 0.01),
+                f"rank {rank}: FSDP2 optimizer state at the peak = its local states (DTensors')",
+                f"{got.get('optimizer_state')} vs {t['optimizer_state_bytes']}")
+        c.check(row is not None and shard <= got["parameter"] <= shard + t["psi"],
+                f"rank {rank}: FSDP2 parameters at the peak = its shards + what was gathered",
+                f"{got.get('parameter')} vs shards {shard}, Psi {t['psi']}")
+        recorded = con.execute(
+            "SELECT a.value FROM spans s JOIN strings n ON n.id = s.name JOIN tracks tr "
+            "ON tr.id = s.track JOIN args a ON a.span = s.id JOIN strings k ON k.id = a.key "
+            "WHERE n.value = 'model_states' AND k.value = 'param_bytes' AND tr.rank = ?",
+            (rank,)).fetchall()
+        c.check(recorded == [(shard,)],
+                f"rank {rank}: the closed form's parameters are its local shards",
+                f"{recorded} vs {shard}")
+        c.check(row is not None and got["other"] < 0.10 * row["peak_bytes"],
+                f"rank {rank}: FSDP2 other < 10% of the peak",
+                f"{got.get('other')} of {row['peak_bytes'] if row else None}")
+
+
 def main():
     p = g.base_parser(__doc__)
     p.add_argument("--out")
     p.add_argument("--nanogpt")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--fsdp", action="store_true")
+    p.add_argument("--fsdp2", action="store_true")
     a = p.parse_args()
     if a.child and a.fsdp:
         return fsdp_child(a)
+    if a.child and a.fsdp2:
+        return fsdp2_child(a)
     g.require_cuda()
     if a.child:
         return nanogpt_child(a)
@@ -223,6 +322,7 @@ def main():
     c = g.Checks("gpu_memory_categories", work)
     check_nanogpt(c, a, work)
     check_fsdp(c, a, work)
+    check_fsdp2(c, a, work)
     c.finish()
 
 
