@@ -201,7 +201,7 @@ class _Tagger:
 
     def tag(self, tensors, category, totals=None):
         """totals: a dict that keeps each CUDA device's live bytes across calls made at one moment
-        (torch.cuda.memory_stats is read once per device)."""
+        (the allocator's statistics are read once per device)."""
         by_device = {}
         for t in tensors:
             for u in _plain_tensors(t, []):
