@@ -205,28 +205,47 @@ def check_nanogpt(c, a, work):
             f"{ours['other']} of {dev['peak_bytes']}")
 
 
-def check_fsdp(c, a, work):
+def torch_version():
     import torch
 
-    version = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
-    if version < (2, 1):
-        c.info["fsdp"] = f"skipped: torch {torch.__version__} (FSDP on CPU needs 2.1 or later)"
-        return
-    out = os.path.join(work, "fsdp.json")
-    db = os.path.join(work, "fsdp.db")
-    prog = [sys.executable, os.path.abspath(__file__), "--child", "--fsdp", "--out", out]
-    # The FSDP job computes on the CPU: with a GPU visible, FSDP's compute device is the current
-    # CUDA device and it refuses CPU parameters ("move the module to cuda:0"), so hide it.
+    return tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]), torch.__version__
+
+
+def fsdp_job(a, work, name, capture=None):
+    """This script's FSDP child `--NAME` on 2 ranks under the launcher, on the CPU (with a GPU
+    visible, FSDP's compute device is the current CUDA device and it refuses CPU parameters:
+    "move the module to cuda:0", so it is hidden). Returns (exit code, seconds, trace, truth
+    file prefix)."""
+    out = os.path.join(work, f"{name}.json")
+    db = os.path.join(work, f"{name}_{capture}.db" if capture else f"{name}.db")
+    prog = [sys.executable, os.path.abspath(__file__), "--child", f"--{name}", "--out", out]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    rc, text, secs = g.run(g.traced(a.tracerun, db, None, prog, ["--nproc-per-node", "2"]),
-                           os.path.join(work, "fsdp.log"), env=env)
+    rc, _, secs = g.run(g.traced(a.tracerun, db, capture, prog, ["--nproc-per-node", "2"]),
+                        db[:-len(".db")] + ".log", env=env)
+    return rc, secs, db, out
+
+
+def memory_rows(c, a, db, key):
+    """The report's memory rows by rank (also in result.json under `key`), or None."""
+    report = report_of(a.tracerun, db)
+    if report is None:
+        return None
+    rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
+    c.info[key] = rows
+    return rows
+
+
+def check_fsdp(c, a, work):
+    version, text = torch_version()
+    if version < (2, 1):
+        c.info["fsdp"] = f"skipped: torch {text} (FSDP on CPU needs 2.1 or later)"
+        return
+    rc, secs, db, out = fsdp_job(a, work, "fsdp")
     c.check(rc == 0, "FSDP FULL_SHARD, 2 ranks (Gloo, CPU) under tracerun exits 0",
             f"exit {rc}, {secs:.1f} s")
-    report = report_of(a.tracerun, db) if rc == 0 else None
-    if report is None:
+    rows = memory_rows(c, a, db, "fsdp_report") if rc == 0 else None
+    if rows is None:
         return
-    rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
-    c.info["fsdp_report"] = rows
     for rank in (0, 1):
         t = json.load(open("%s.%d" % (out, rank)))
         row = rows.get(rank)
@@ -250,34 +269,23 @@ def check_fsdp(c, a, work):
 def check_fsdp2(c, a, work):
     import sqlite3
 
-    import torch
-
-    version = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
+    version, text = torch_version()
     if version < (2, 6):
-        c.info["fsdp2"] = f"skipped: torch {torch.__version__} (fully_shard is public from 2.6)"
+        c.info["fsdp2"] = f"skipped: torch {text} (fully_shard is public from 2.6)"
         return
-    out = os.path.join(work, "fsdp2.json")
-    prog = [sys.executable, os.path.abspath(__file__), "--child", "--fsdp2", "--out", out]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # on the CPU, as the FSDP1 run
     # First with `ops` only (the launcher gives the ranks their rendezvous; no memory hooks):
     # where this torch cannot run FSDP2 on the CPU, say so and skip.
-    rc, text, secs = g.run(g.traced(a.tracerun, os.path.join(work, "fsdp2_ops.db"), "ops", prog,
-                                    ["--nproc-per-node", "2"]),
-                           os.path.join(work, "fsdp2_ops.log"), env=env)
+    rc, _, _, _ = fsdp_job(a, work, "fsdp2", "ops")
     if rc != 0:
         c.info["fsdp2"] = f"skipped: FSDP2 on the CPU failed without memory capture (exit {rc}; " \
                           "see fsdp2_ops.log)"
         return
-    db = os.path.join(work, "fsdp2.db")
-    rc, text, secs = g.run(g.traced(a.tracerun, db, None, prog, ["--nproc-per-node", "2"]),
-                           os.path.join(work, "fsdp2.log"), env=env)
+    rc, secs, db, out = fsdp_job(a, work, "fsdp2")
     c.check(rc == 0, "FSDP2 fully_shard, 2 ranks (Gloo, CPU) under tracerun exits 0",
             f"exit {rc}, {secs:.1f} s")
-    report = report_of(a.tracerun, db) if rc == 0 else None
-    if report is None:
+    rows = memory_rows(c, a, db, "fsdp2_report") if rc == 0 else None
+    if rows is None:
         return
-    rows = {r["rank"]: r for r in report["memory"]["per_rank"]}
-    c.info["fsdp2_report"] = rows
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     for rank in (0, 1):
         t = json.load(open("%s.%d" % (out, rank)))
