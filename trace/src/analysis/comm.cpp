@@ -382,28 +382,32 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
               [](const Kernel& a, const Kernel& b) { return a.launch < b.launch; });
     const auto d = data.find(rank);
     if (d == data.end()) continue;
+    // The indices [first, last) of the kernels launched within [from, to].
+    const auto launchedIn = [&list = list](int64_t from, int64_t to) {
+      const auto first = std::lower_bound(list.begin(), list.end(), from,
+                                          [](const Kernel& k, int64_t t) { return k.launch < t; });
+      auto last = first;
+      while (last != list.end() && last->launch <= to) ++last;
+      return std::make_pair(static_cast<size_t>(first - list.begin()),
+                            static_cast<size_t>(last - list.begin()));
+    };
+    const auto give = [&list = list](CommSpan& c, size_t k) {
+      c.kernel = true;
+      c.kernelStart = list[k].start;
+      c.kernelEnd = list[k].end;
+    };
     std::vector<size_t> holders(list.size(), 0);       // host calls whose window holds the launch
     std::vector<std::pair<CommSpan*, size_t>> single;  // collectives holding exactly one launch
     for (auto* calls : {&d->second.comm, &d->second.p2pComm}) {  // sends and receives hold too
       for (CommSpan& c : *calls) {
         if (!c.hostCall) continue;
-        const auto first =
-            std::lower_bound(list.begin(), list.end(), c.start,
-                             [](const Kernel& k, int64_t t) { return k.launch < t; });
-        auto last = first;
-        while (last != list.end() && last->launch <= c.end) {
-          ++holders[static_cast<size_t>(last++ - list.begin())];
-        }
-        if (calls == &d->second.comm && last - first == 1) {
-          single.emplace_back(&c, static_cast<size_t>(first - list.begin()));
-        }
+        const auto [first, last] = launchedIn(c.start, c.end);
+        for (size_t k = first; k < last; ++k) ++holders[k];
+        if (calls == &d->second.comm && last - first == 1) single.emplace_back(&c, first);
       }
     }
     for (const auto& [c, k] : single) {
-      if (holders[k] != 1) continue;
-      c->kernel = true;
-      c->kernelStart = list[k].start;
-      c->kernelEnd = list[k].end;
+      if (holders[k] == 1) give(*c, k);
     }
     // A collective alone in an NCCL group launches nothing itself: ncclGroupEnd launches its
     // kernel. It gets the one communication kernel launched inside that GroupEnd, when no host
@@ -419,14 +423,8 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
         }
       }
       if (grouped != 1 || lone == nullptr || lone->kernel) continue;
-      const auto first = std::lower_bound(list.begin(), list.end(), w.end_call_start,
-                                          [](const Kernel& k, int64_t t) { return k.launch < t; });
-      auto last = first;
-      while (last != list.end() && last->launch <= w.end) ++last;
-      if (last - first != 1 || holders[static_cast<size_t>(first - list.begin())] != 0) continue;
-      lone->kernel = true;
-      lone->kernelStart = first->start;
-      lone->kernelEnd = first->end;
+      const auto [first, last] = launchedIn(w.end_call_start, w.end);
+      if (last - first == 1 && holders[first] == 0) give(*lone, first);
     }
   }
 }
