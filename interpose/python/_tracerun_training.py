@@ -14,10 +14,11 @@
 #   share one storage: tagged, and counted, once), and DistributedDataParallel's gradient buckets
 #   (allocated while its reducer is built or rebuilt, under this thread's memory category);
 # - optimizer state: the tensors of optimizer.state, just after each step;
-# - input: the tensors passed to a root module's forward (a module no module seen before contains:
-#   the model, and a loss module such as nn.CrossEntropyLoss called beside it, whose targets are
-#   inputs too) that do not require grad (so not parameters, nor the output of a tracked op), each
-#   tensor object once (a WeakSet of those tagged: a new batch at a reused address is tagged again);
+# - input: the tensors passed to a root module's forward, by position or by keyword (model(**batch))
+#   (a root: a module no module seen before contains: the model, and a loss module such as
+#   nn.CrossEntropyLoss called beside it, whose targets are inputs too) that do not require grad
+#   (so not parameters, nor the output of a tracked op), each tensor object once (a WeakSet of those
+#   tagged: a new batch at a reused address is tagged again);
 # - other: every nn.Module's own buffers (BatchNorm's running statistics and counter, a causal
 #   mask registered as a buffer), at its forward: PyTorch's profiler leaves them unknown, and the
 #   lifetime rule would count them as activations (made outside backward, freed after one);
@@ -37,18 +38,20 @@
 # Steps: each optimizer step ends a "step" phase span (argument step = 1, 2, ...) that opened at the
 # first module forward after the previous step (or, where no forward hook ran eagerly, at the first
 # backward: model.compile(), a compiled train step, a direct model.forward call), and runs inside
-# an "optimizer" phase span; each
+# an "optimizer" phase span (a step GradScaler skips ends where GradScaler.step returns, with no
+# "optimizer" span; optimizer steps run inside a backward end the step with that backward); each
 # torch.autograd.backward (Tensor.backward) is a "backward" phase span: the same spans gpttrain's
 # tracerun::Step and PhaseScope make, so per-step views (and the analysis's activation rule, freed
-# in backward) work on user programs. No "forward" phase: its end is not known. A program that opens
-# its own record_function("step") scopes keeps those as its steps: no step span is added.
-# Hooks: torch.optim.optimizer's global step hooks where torch has them (2.0 and later), else a
-# wrapper around each optimizer class's step (torch 1.13), installed as Optimizer._hook_for_profile
-# installs its own. While torch.compile traces (a compiled optimizer step) the step hooks only
+# in backward) work on user programs. No "forward" phase: its end is not known. A program that
+# opens its own record_function("step") scopes keeps those as its steps: no step span is added.
+# Hooks: a wrapper around each optimizer class's step, outside torch's own (its record_function
+# "Optimizer.step#..." and, from 2.0, its global step hooks), put on where torch puts its own
+# (_hook_optimizer). While torch.compile traces (a compiled optimizer step) the step hooks only
 # leave a mark (_PENDING), as the module hooks do nothing: Dynamo would break its graph on their
 # ctypes calls (fullgraph=True would raise). The step then ends at the next eager forward,
 # backward or step (settle), and its memory is not tagged there.
 import ctypes
+import itertools
 import sys
 import threading
 import weakref
@@ -250,9 +253,11 @@ class _Steps:
         self._end.restype = None
         self._end.argtypes = [ctypes.c_int64, ctypes.c_char_p]
         self.step = 1  # gpttrain's steps count from 1 too
+        self.updates = 0  # after_update calls: a GradScaler.step that made none skipped its step
         self.disabled = False  # the program marks its own steps
         self._open = None  # (thread id, token) of the open step span
         self._optimizer = None  # (thread id, token) of the open optimizer span
+        self._ends_with_backward = False  # an optimizer step ran inside the running backward
 
     def program_marks_steps(self):
         """The program opened a scope named "step" itself: it keeps its steps, we add none."""
@@ -308,13 +313,27 @@ class _Steps:
     def end_backward(self, token):
         if token > 0:
             self._end(token, None)
+        if self._ends_with_backward and not backward_running():
+            self._ends_with_backward = False
+            self._end_step()
 
     def after_update(self):
+        """Ends the optimizer span and the step span (an optimizer step's end, or a skipped
+        step's: _hook_grad_scaler). An optimizer step run inside a backward (optimizer in
+        backward: each parameter stepped from its gradient hook, on the autograd engine's thread
+        on CUDA) ends only its optimizer span: the step ends with that backward."""
+        self.updates += 1
         me = threading.get_ident()
         if self._optimizer is not None and self._optimizer[0] == me:
             self._end(self._optimizer[1], None)
         self._optimizer = None
-        if self._open is not None and self._open[0] == me:
+        if backward_running():
+            self._ends_with_backward = True
+            return
+        self._end_step()
+
+    def _end_step(self):
+        if self._open is not None and self._open[0] == threading.get_ident():
             self._end(self._open[1], None)
             self._open = None
             self.step += 1
@@ -349,7 +368,7 @@ def install(lib, words, module_module):
             if info is None:
                 info = own[module] = _first_sight(module, own)
             if info[3]:
-                inputs_seen.tag(inputs)
+                inputs_seen.tag(inputs, _call_kwargs(sys._getframe(1)).values())
             if module._buffers:
                 _tag_buffers(module, info, tagger)
             # Read at every forward, never cached: FSDP2 swaps the module's Parameter objects
@@ -407,6 +426,9 @@ def install(lib, words, module_module):
     _install_optimizer_hooks()
     if steps is not None:
         _install_backward_phase(steps)
+        # torch.amp's (2.3 and later; torch.cuda.amp's subclasses it) and torch.cuda.amp's own.
+        for name in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
+            _after_import(name, lambda mod: _hook_grad_scaler(steps, mod))
         _after_import("torch.autograd.profiler", lambda mod: _watch_step_scopes(mod, steps))
     if memory:
         _after_import("torch.nn.parallel.distributed", lambda mod: _hook_ddp(lib, mod))
@@ -504,6 +526,23 @@ def _install_backward_phase(steps):
     _after_import("torch.autograd", hook)
 
 
+def _hook_grad_scaler(steps, mod):
+    """Mixed precision's GradScaler.step skips the optimizer's step where the scaled gradients
+    overflowed (the first iterations, while it lowers the scale, and wherever the scale grows too
+    high): no step hook runs, and the iteration's step span would run on into the next one. It
+    ends when GradScaler.step returns instead: a step with no "optimizer" phase inside."""
+    cls = getattr(mod, "GradScaler", None)
+    if cls is None or "step" not in vars(cls):
+        return  # torch 2.3 and later: torch.cuda.amp's GradScaler inherits torch.amp's step
+
+    def then(scaler, updates_before):
+        # A compiled optimizer step leaves its end's mark instead of updating: settled later.
+        if steps.updates == updates_before and not _PENDING and not tracing():
+            steps.after_update()
+
+    _after_method(cls, "step", then, before=lambda scaler: steps.updates)
+
+
 def _hook_fsdp(tagger, mod):
     """FullyShardedDataParallel (FSDP1) gathers each unit's flat parameter into a new storage
     (FlatParamHandle.unshard: before the unit's forward, again before its backward, and when it
@@ -581,6 +620,17 @@ def _first_sight(module, own):
     return info
 
 
+def _call_kwargs(frame):
+    """The keyword arguments of the module call whose global forward pre-hook is running: torch
+    hands such a hook the positional ones only, and Hugging Face models are called model(**batch).
+    They are the local `kwargs` of the frame that calls the hook: Module._call_impl (torch 1.13 and
+    2.0) or the inner() it defines (2.1 and later). {} for any other caller."""
+    if frame is None or frame.f_code.co_name not in ("_call_impl", "inner"):
+        return {}
+    kwargs = frame.f_locals.get("kwargs")
+    return kwargs if isinstance(kwargs, dict) else {}
+
+
 class _Inputs:
     """Tags the tensors passed to a root module's forward as input (PyTorch's INPUT: not a
     parameter, not made by an autograd-tracked op), each tensor object once: a dict by id() whose
@@ -590,9 +640,9 @@ class _Inputs:
         self._tagger = tagger
         self._tagged = {}  # id(tensor) -> weakref.ref(tensor)
 
-    def tag(self, inputs):
+    def tag(self, inputs, keyword_values=()):
         new = []
-        for t in inputs:
+        for t in itertools.chain(inputs, keyword_values):
             if isinstance(t, (list, tuple)):
                 for u in t:
                     self._take(u, new)
@@ -702,16 +752,29 @@ def _install_optimizer_hooks():
 
 
 def _hook_optimizer(mod):
-    if hasattr(mod, "register_optimizer_step_pre_hook"):  # torch 2.0 and later
-        mod.register_optimizer_step_pre_hook(lambda opt, args, kwargs: _call("before", opt))
-        mod.register_optimizer_step_post_hook(lambda opt, args, kwargs: _call("after", opt))
-        return
+    """Wraps each optimizer class's step (once per class) in the step hooks, outside torch's own
+    wrapper: that one opens a record_function ("Optimizer.step#AdamW.step") and, from torch 2.0,
+    runs the global step hooks inside it. Ending the step span from such a hook would end it
+    inside its own child (capture_spans_closed_by_parent, the record cut short). torch installs
+    its wrapper where each optimizer is made (2.0 and later Optimizer._patch_step_function, 1.13
+    _hook_for_profile); ours goes on right after it. Global hooks only where neither exists."""
     optimizer_class = mod.Optimizer
-    profile_hook = optimizer_class._hook_for_profile
+    patch_name = next((n for n in ("_patch_step_function", "_hook_for_profile")
+                       if callable(getattr(optimizer_class, n, None))), None)
+    if patch_name is None:
+        if hasattr(mod, "register_optimizer_step_pre_hook"):
+            mod.register_optimizer_step_pre_hook(lambda opt, args, kwargs: _call("before", opt))
+            mod.register_optimizer_step_post_hook(lambda opt, args, kwargs: _call("after", opt))
+        return
+    torch_patch = getattr(optimizer_class, patch_name)
     depth = threading.local()  # a subclass's step calling its parent's: one step
 
     def wrap(step):
         def step_hooked(self, *args, **kwargs):
+            if tracing():  # Dynamo compiles this step: only the end's mark (_call), no locals
+                out = step(self, *args, **kwargs)
+                _call("after", self)
+                return out
             outer = getattr(depth, "n", 0) == 0
             depth.n = getattr(depth, "n", 0) + 1
             try:
@@ -726,17 +789,20 @@ def _hook_optimizer(mod):
 
         step_hooked.__wrapped__ = step
         step_hooked.__doc__ = step.__doc__
-        step_hooked.hooked = True  # Optimizer._hook_for_profile: already wrapped
+        step_hooked.hooked = True  # torch's patch: already wrapped
         step_hooked._tracerun = True
         return step_hooked
 
-    def hook_for_profile(self):
-        profile_hook(self)  # wraps the class's step in its record_function, once per class
+    def patch_step(self, *args, **kwargs):
+        out = torch_patch(self, *args, **kwargs)  # torch's record_function wrapper, once a class
         cls = self.__class__
         if not getattr(cls.step, "_tracerun", False):
             cls.step = wrap(cls.step)
+        return out
 
-    optimizer_class._hook_for_profile = hook_for_profile
+    patch_step.__wrapped__ = torch_patch
+    patch_step.__doc__ = torch_patch.__doc__
+    setattr(optimizer_class, patch_name, patch_step)
 
 
 class PostImport:

@@ -18,7 +18,13 @@ Checks, on Debian's torch 1.13:
   torch.cuda.memory_stats gives for the same statistics (a stand-in dict: no GPU here);
 - a compiled optimizer step's mark (what _call leaves while Dynamo traces, here set by calling
   _call under a stand-in tracing flag): the next forward ends the open step and opens the next,
-  one step span each, numbered 1, 2; without the mark a forward inside a step opens nothing.
+  one step span each, numbered 1, 2; without the mark a forward inside a step opens nothing;
+- torch 2.x's Optimizer (a stand-in with its _patch_step_function and profile_hook_step): the
+  step hooks run outside torch's record_function, once for a subclass calling its parent's step,
+  each class is wrapped once, and a step Dynamo traces leaves only the end's mark;
+- GradScaler.step (a stand-in that skips the optimizer's step where gradients overflowed): a
+  skipped step ends its step span (with no optimizer span), a step that ran ends it once, and the
+  hook is installed once per class that defines step.
 Exit 0 when every check passes, 1 otherwise.
 
     python_hook_units_test.py --source-dir DIR
@@ -84,6 +90,136 @@ class BadLocal(torch.Tensor):
 
 def base(t):
     return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
+def logged_steps(hooks):
+    """A _Steps whose scope begin and end calls (stand-ins for libtracerun's) log to a list:
+    ("begin", name, first argument), ("end", token); a token is the begin's place in the log."""
+    spans = []
+    begin_proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                                   ctypes.POINTER(hooks._Arg), ctypes.c_int)
+    end_proto = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_char_p)
+
+    def begin(kind, name, detail, args, n):
+        spans.append(("begin", name.decode(), args[0].value if n else None))
+        return len(spans)
+
+    def end(token, detail):
+        spans.append(("end", token))
+
+    steps = hooks._Steps({"tracerun_annotate_scope_begin": begin_proto(begin),
+                          "tracerun_annotate_scope_end": end_proto(end)})
+    return steps, spans
+
+
+def grad_scaler(c, hooks):
+    """GradScaler.step as torch's (a stand-in: without CUDA torch 1.13's scaler disables itself):
+    it calls the optimizer's step only where no gradient overflowed. A skipped step still ends
+    its step span, with no optimizer span; a step that ran ends it once."""
+    steps, spans = logged_steps(hooks)
+    mod = types.ModuleType("torch.cuda.amp.grad_scaler")
+
+    class GradScaler:
+        def __init__(self):
+            self.found_inf = False
+
+        def step(self, optimizer):
+            if not self.found_inf:
+                steps.before_update()  # what the optimizer step hooks do
+                steps.after_update()
+
+    class Inherits(GradScaler):  # torch 2.3 and later: torch.cuda.amp's subclass of torch.amp's
+        pass
+
+    mod.GradScaler = GradScaler
+    hooks._hook_grad_scaler(steps, mod)
+    hooks._hook_grad_scaler(steps, mod)
+    hooks._hook_grad_scaler(steps, types.SimpleNamespace(GradScaler=Inherits))
+    c.check(not hasattr(GradScaler.step.__wrapped__, "__wrapped__") and "step" not in
+            vars(Inherits), "GradScaler.step is wrapped once, a subclass that inherits it not")
+    scaler = GradScaler()
+    for found_inf in (True, True, False):
+        scaler.found_inf = found_inf
+        steps.forward()
+        scaler.step(None)
+    want = [("begin", "step", 1), ("end", 1), ("begin", "step", 2), ("end", 3),
+            ("begin", "step", 3), ("begin", "optimizer", None), ("end", 6), ("end", 5)]
+    c.check(spans == want, "a step GradScaler skips ends its step span, without an optimizer span",
+            "%s" % spans)
+
+
+def optimizer_wrapping(c, hooks):
+    """torch 2.x's Optimizer as its source has it (a stand-in module: Debian's torch is 1.13):
+    _patch_step_function wraps each class's step, once, in profile_hook_step, which opens the
+    record_function and runs the global step hooks inside it. The step hooks must run outside that
+    record (before it opens, after it closes), once for a subclass whose step calls its parent's,
+    and once a class however many optimizers are made."""
+    log = []
+    pre, post = [], []
+    mod = types.ModuleType("torch.optim.optimizer")
+
+    class Optimizer:
+        def __init__(self):
+            self._patch_step_function()
+
+        @staticmethod
+        def profile_hook_step(func):
+            def wrapper(*args, **kwargs):
+                self = args[0]
+                log.append("record enter " + type(self).__name__)
+                for hook in pre:
+                    hook(self, args, kwargs)
+                out = func(*args, **kwargs)
+                for hook in post:
+                    hook(self, args, kwargs)
+                log.append("record exit")
+                return out
+
+            return wrapper
+
+        def _patch_step_function(self):
+            if not getattr(self.__class__.step, "hooked", None):
+                self.__class__.step = self.profile_hook_step(self.__class__.step)
+                self.__class__.step.hooked = True
+
+    class Base(Optimizer):
+        def step(self):
+            log.append("Base.step")
+            return 7
+
+    class Sub(Base):
+        def step(self):
+            log.append("Sub.step")
+            return super().step()
+
+    mod.Optimizer = Optimizer
+    mod.register_optimizer_step_pre_hook = pre.append
+    mod.register_optimizer_step_post_hook = post.append
+    hooks._HOOKS["before"] = lambda opt: log.append("before " + type(opt).__name__)
+    hooks._HOOKS["after"] = lambda opt: log.append("after " + type(opt).__name__)
+    try:
+        hooks._hook_optimizer(mod)
+        Base(), Base(), Sub()
+        got = Sub().step()
+        want = ["before Sub", "record enter Sub", "Sub.step", "record enter Sub", "Base.step",
+                "record exit", "record exit", "after Sub"]
+        c.check(got == 7 and log == want, "torch 2.x: the step hooks run outside torch's "
+                "record_function, once for a subclass calling its parent's step", "%s" % log)
+        c.check(not pre and not post, "torch 2.x: no global step hooks registered beside it")
+        c.check(getattr(Base.step, "_tracerun", False) and Base.step.__wrapped__.hooked and
+                not hasattr(Base.step.__wrapped__, "_tracerun"),
+                "torch 2.x: each class wrapped once, ours outside torch's")
+        log.clear()
+        hooks._TRACING["compile"] = lambda: True  # as while Dynamo traces a compiled step
+        try:
+            Base().step()
+        finally:
+            del hooks._TRACING["compile"]
+        c.check(log == ["record enter Base", "Base.step", "record exit"] and
+                hooks._PENDING.pop("step_end", False),
+                "torch 2.x: a step Dynamo traces only leaves the end's mark", "%s" % log)
+    finally:
+        del hooks._HOOKS["before"], hooks._HOOKS["after"]
 
 
 def main():
@@ -200,22 +336,8 @@ def main():
                     "%s vs %s" % (got, want))
     finally:
         torch.cuda.memory_stats_as_nested_dict = cuda_memory.memory_stats_as_nested_dict = real
-    # The step a compiled optimizer step ended: scope begin/end stand-ins log the spans.
-    spans = []
-    begin_proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
-                                   ctypes.POINTER(hooks._Arg), ctypes.c_int)
-    end_proto = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_char_p)
-
-    def begin(kind, name, detail, args, n):
-        spans.append(("begin", name.decode(), args[0].value if n else None))
-        return len(spans)
-
-    def end(token, detail):
-        spans.append(("end", token))
-
-    begin_fn, end_fn = begin_proto(begin), end_proto(end)
-    steps = hooks._Steps({"tracerun_annotate_scope_begin": begin_fn,
-                          "tracerun_annotate_scope_end": end_fn})
+    # The step a compiled optimizer step ended.
+    steps, spans = logged_steps(hooks)
     steps.forward()
     steps.forward()  # inside the step: nothing
     hooks._HOOKS["after"] = lambda optimizer: None
@@ -231,6 +353,8 @@ def main():
     c.check(spans == [("begin", "step", 1), ("end", 1), ("begin", "step", 2)],
             "the next forward ends the marked step and opens the next", "%s" % spans)
     c.check(not hooks._PENDING, "the mark is taken once")
+    optimizer_wrapping(c, hooks)
+    grad_scaler(c, hooks)
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
     return 1 if c.failed else 0
 

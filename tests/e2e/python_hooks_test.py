@@ -10,7 +10,8 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
   forward is one module scope (the hooks are installed once);
 - a forward that raises, caught by the program, then two that do not: every module scope keeps
   its own name (not "boom.Net"), one "Net" scope per call;
-- a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step;
+- a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step, each
+  enclosing an "optimizer" phase that encloses torch's own Optimizer.step#... record;
 - evaluation under torch.no_grad() after the last step: no extra "step" span;
 - torch.fx.symbolic_trace: the same graph as without tracerun, and no hook error;
 - activation checkpointing (torch.utils.checkpoint): a block's forward re-run inside backward is
@@ -21,7 +22,11 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
   optimizer step with fullgraph=True: the same weights and graph breaks (the step hooks do
   nothing while Dynamo traces);
 - a model called through model.forward (no module hook runs, as under model.compile()): the
-  backward opens each step, one step span per optimizer step.
+  backward opens each step, one step span per optimizer step;
+- optimizer in backward (a per-parameter optimizer stepped from its gradient hook): one step
+  span per iteration, ending after its backward, and an optimizer span per update inside it;
+- GradScaler skipping steps while fp16 gradients overflow (where torch has a CUDA device): one
+  step span per iteration, and an optimizer span per step the scaler's own scale says ran.
 Exit 0 when every check passes, 1 otherwise; every check is printed. With --require-compile it
 exits 77 (a ctest skip) where torch has no torch.compile: tests/gpu registers it so, with the
 GPU machine's interpreter, for the cases torch 1.13 cannot run (always_call, Dynamo).
@@ -210,6 +215,19 @@ def steps(c, a):
     n = spans(db, "phase").count("step")
     c.check(n == 3, "[steps] one step span per optimizer step, none for evaluation",
             "%d step spans, 3 steps" % n)
+    # torch's own record of each step (Optimizer.step#SGD.step, a record_function; torch 2.x runs
+    # its global step hooks inside it) lies inside an "optimizer" phase inside a "step" phase.
+    records = intervals(db, "Optimizer.step#%")
+    outer = {name: [(s0, e0, d) for n0, s0, e0, d in intervals(db, name) if n0 == name]
+             for name in ("step", "optimizer")}
+
+    def inside(rec, name):
+        return any(s0 <= rec[1] and rec[2] <= e0 and d < rec[3] for s0, e0, d in outer[name])
+
+    nested = [r for r in records if inside(r, "optimizer") and inside(r, "step")]
+    c.check(len(records) == 3 and len(nested) == 3,
+            "[steps] torch's Optimizer.step record lies inside the optimizer and step phases",
+            "%d records, %d nested: %s; %s" % (len(records), len(nested), records, outer))
 
 
 FX = """
@@ -231,6 +249,65 @@ g = torch.fx.symbolic_trace(Net())
 for n in g.graph.nodes:
     print("node", n.op, n.target)
 """
+
+
+# Optimizer in backward (torchtune's optimizer_in_bwd, PyTorch's tutorial recipe): one optimizer
+# per parameter, stepped from the parameter's post-accumulate-grad hook (torch 2.1 and later; the
+# AccumulateGrad node's post hook on older torch, the same moment).
+OPTIMIZER_IN_BACKWARD = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+opts = {p: torch.optim.SGD([p], lr=0.1) for p in m.parameters()}
+keep = []
+for p in m.parameters():
+    def step(*_, p=p):
+        opts[p].step()
+        opts[p].zero_grad()
+    if hasattr(p, "register_post_accumulate_grad_hook"):
+        p.register_post_accumulate_grad_hook(step)
+    else:
+        acc = p.expand_as(p).grad_fn.next_functions[0][0]
+        acc.register_hook(step)
+        keep.append(acc)
+for _ in range(3):
+    m(torch.ones(2, 4)).sum().backward()
+print("parameters", len(opts))
+"""
+
+
+def optimizer_in_backward(c, a):
+    r, db = traced(a, "optimizer_in_backward", OPTIMIZER_IN_BACKWARD)
+    c.check(r.returncode == 0 and not hook_error(r), "[opt_in_bwd] traced run exits 0",
+            failing(r.returncode or hook_error(r), r.stderr))
+    if r.returncode != 0:
+        return
+    params = [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("parameters")][0]
+    phase = {name: [(s0, e0) for n0, s0, e0, _ in intervals(db, name) if n0 == name]
+             for name in ("step", "backward", "optimizer")}
+    steps, backwards, updates = phase["step"], phase["backward"], phase["optimizer"]
+    c.check(len(steps) == 3 and len(backwards) == 3,
+            "[opt_in_bwd] one step span per iteration, each around its backward",
+            "%d steps, %d backwards" % (len(steps), len(backwards)))
+    c.check(len(steps) == len(backwards) and
+            all(s0 <= b0 and b1 <= e0 for (s0, e0), (b0, b1) in zip(steps, backwards)),
+            "[opt_in_bwd] each step ends after its backward, not at its first update",
+            "%s vs %s" % (steps, backwards))
+    inside = [u for u in updates if any(b0 <= u[0] and u[1] <= b1 for b0, b1 in backwards)]
+    c.check(len(updates) == 3 * params and len(inside) == len(updates),
+            "[opt_in_bwd] an optimizer span per parameter update, inside the backward",
+            "%d optimizer spans (%d inside), %d expected" % (len(updates), len(inside), 3 * params))
+
+
+def intervals(db, name_like):
+    """(name, start, end, depth) of the spans whose name is LIKE name_like, in start order."""
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        return [tuple(row) for row in con.execute(
+            "SELECT n.value, s.start_ns, s.start_ns + s.dur_ns, s.depth FROM spans s JOIN strings n"
+            " ON n.id = s.name WHERE n.value LIKE ? ORDER BY s.start_ns", (name_like,))]
+    finally:
+        con.close()
 
 
 def same_as_untraced(c, a, tag, program, prefixes, lines=None):
@@ -365,6 +442,53 @@ def compiled(c, a):
     c.check(n == 3, "[compiled_step] one step span per compiled optimizer step", "%d step spans" % n)
 
 
+def has_cuda():
+    r = run([PYTHON[0], "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"])
+    return r.returncode == 0
+
+
+# Mixed precision with a loss scale too high at first: GradScaler skips the optimizer's step while
+# the fp16 gradients overflow, and lowers the scale. The program counts the steps it skipped by
+# the scaler's own account (the scale went down).
+GRAD_SCALER = """
+import torch
+torch.manual_seed(0)
+m = torch.nn.Linear(64, 64).cuda()
+opt = torch.optim.SGD(m.parameters(), lr=0.01)
+scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 24)
+x = torch.randn(32, 64, device="cuda")
+skipped = 0
+for _ in range(12):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = m(x).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    before = scaler.get_scale()
+    scaler.step(opt)
+    scaler.update()
+    skipped += scaler.get_scale() < before
+    opt.zero_grad()
+print("skipped", skipped)
+"""
+
+
+def grad_scaler(c, a):
+    r, db = traced(a, "grad_scaler", GRAD_SCALER)
+    c.check(r.returncode == 0 and not hook_error(r), "[grad_scaler] traced run exits 0",
+            failing(r.returncode or hook_error(r), r.stderr))
+    if r.returncode != 0:
+        return
+    skipped = [int(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("skipped")]
+    c.check(skipped and 0 < skipped[0] < 12, "[grad_scaler] the scaler skipped some steps",
+            "%s" % skipped)
+    phases = spans(db, "phase")
+    c.check(phases.count("step") == 12, "[grad_scaler] one step span per iteration, skipped or not",
+            "%d step spans, 12 iterations" % phases.count("step"))
+    if skipped:
+        c.check(phases.count("optimizer") == 12 - skipped[0],
+                "[grad_scaler] an optimizer span per step the scaler did not skip",
+                "%d optimizer spans, %d skipped" % (phases.count("optimizer"), skipped[0]))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tracerun", required=True)
@@ -380,9 +504,14 @@ def main():
         return 77
     if not compile_cases:
         print("skip  [compile] %s's torch has no torch.compile" % a.python)
+    cuda_cases = (grad_scaler,) if has_cuda() else ()
+    if not cuda_cases:
+        print("skip  [grad_scaler] %s's torch has no CUDA device" % a.python)
     os.makedirs(a.work, exist_ok=True)
     c = Checks()
-    for case in (two_hook_dirs, raised_forward, steps, fx, checkpointed) + compile_cases:
+    for case in (two_hook_dirs, raised_forward, steps, optimizer_in_backward, fx,
+                 checkpointed) + compile_cases + \
+            cuda_cases:
         case(c, a)
     print("%d failed" % c.failed)
     return 1 if c.failed else 0

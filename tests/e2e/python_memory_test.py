@@ -18,12 +18,14 @@ what the program computes from its own model and optimizer (python_memory_train.
 - input at the peak == the batch the script feeds its root module, in closed form from the sizes
   this test passes it: ResNet-18 BATCH x 3 x 32 x 32 x 4 bytes (its targets go to the functional
   cross_entropy, no module: not tagged), nanoGPT BATCH x 64 x 8 twice (idx and targets are both
-  forward arguments of the GPT module); the C++ twin tags no input: 0;
+  forward arguments of the GPT module), also where the batch is given by keyword (model(x=x), as
+  Hugging Face models are called); the C++ twin tags no input: 0;
 - "other" < 10% of the peak, and in the Python runs exactly the model's buffers (sum of numel x
   element size over model.buffers(): BatchNorm's running statistics, nanoGPT's causal mask), which
   the hooks tag other (autograd's saved tensors above leave them out too); the report counts 3
   steps (one "step" phase span per optimizer step).
-Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD; nanoGPT (AdamW through its own
+Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD, and with AdamW and its batch given by
+keyword; nanoGPT (AdamW through its own
 configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
 committed, so a CI clone skips that run and says so); 2-rank DDP (Gloo) with and without bucket
 views; 2-rank FSDP FULL_SHARD (one unit per BasicBlock and the root; torch 1.13 through
@@ -283,6 +285,9 @@ def main():
         ("resnet18_adamw", ["--model", "resnet18", "--optimizer", "adamw"], "adamw", 1, 1.0),
         ("resnet18_sgdm", ["--model", "resnet18", "--optimizer", "sgdm"], "sgdm", 1, 1.0),
         ("resnet18_sgd", ["--model", "resnet18", "--optimizer", "sgd"], "sgd", 1, 1.0),
+        # The batch given by keyword (model(x=...)): a global forward pre-hook sees no kwargs.
+        ("resnet18_keywords", ["--model", "resnet18", "--optimizer", "adamw", "--call",
+                               "keywords"], "adamw", 1, 1.0),
         ("nanogpt_adamw", ["--model", "nanogpt", "--optimizer", "adamw", "--nanogpt-dir",
                            nanogpt], "adamw", 1, 1.0),
         # Without bucket views DDP keeps a flat copy of every gradient in its buckets.

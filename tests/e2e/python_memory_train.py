@@ -14,6 +14,8 @@
 #   --dist fsdp2              FSDP2's way (fully_shard: a unit per BasicBlock or Block and the
 #                             root; DTensor parameters, gradients and optimizer states), through
 #                             fsdp2_cpu_standin.py on torch 1.13
+#   --call keywords           the model is given its batch by keyword (model(x=...), as Hugging
+#                             Face models are called model(**batch)), not by position
 #   --truth PATH              JSON per rank: PATH.<rank>: parameter and buffer bytes, steps, ...
 import argparse
 import functools
@@ -32,6 +34,8 @@ def build_model(a):
         model = torchvision.models.resnet18(num_classes=10)
         x = torch.randn(a.batch, 3, 32, 32)
         y = torch.randint(10, (a.batch,))
+        if a.call == "keywords":
+            return model, (lambda m: torch.nn.functional.cross_entropy(m(x=x), y)), x
         return model, (lambda m: torch.nn.functional.cross_entropy(m(x), y)), x
     sys.path.insert(0, a.nanogpt_dir)
     from model import GPT, GPTConfig
@@ -41,6 +45,8 @@ def build_model(a):
     model = GPT(cfg)
     x = torch.randint(cfg.vocab_size, (a.batch, cfg.block_size))
     y = torch.randint(cfg.vocab_size, (a.batch, cfg.block_size))
+    if a.call == "keywords":
+        return model, (lambda m: m(idx=x, targets=y)[1]), x
     return model, (lambda m: m(x, y)[1]), x
 
 
@@ -93,6 +99,7 @@ def main():
     p.add_argument("--optimizer", choices=["adamw", "sgdm", "sgd"], default="adamw")
     p.add_argument("--dist", choices=["none", "ddp", "ddp-views", "fsdp", "fsdp2"], default="none")
     p.add_argument("--nanogpt-dir", default="")
+    p.add_argument("--call", choices=["positional", "keywords"], default="positional")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--truth", required=True)
