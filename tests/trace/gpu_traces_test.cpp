@@ -4,7 +4,8 @@
 // gpuKindOf, LAG() for consecutive kernels). Traces: the committed one-rank NCCL trace
 // (tests/data/gpu/), and every .db under $TRACERUN_GPU_TRACES or /work/shared/gpu-traces when
 // present (a clone without them checks the committed one only). Also Kineto's kernel census of
-// the nanoGPT run: our demangled names are torch.profiler's.
+// the nanoGPT run: our demangled names are torch.profiler's. And the communication analysis's
+// per-rank numbers where a rank's communication is NCCL's (its kernels, by the same sweep).
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -19,7 +20,9 @@
 #include <set>
 
 #include "tracerun/core/kernel_name.h"
+#include "tracerun/core/vocabulary.h"
 #include "tracerun/trace/analysis/callgraph.h"
+#include "tracerun/trace/analysis/comm.h"
 #include "tracerun/trace/analysis/gpu.h"
 #include "tracerun/trace/analysis/report.h"
 #include "tracerun/trace/analysis/report_json.h"
@@ -228,6 +231,49 @@ TEST_CASE("gpu traces: every number against a brute-force scan of the H100 trace
     REQUIRE(g.devices.size() == byDevice.size());
     for (const GpuDevice& d : g.devices) checkDevice(d, byDevice.at({d.rank, d.device}), g.options);
     checkKernels(g, rows);
+  }
+}
+
+TEST_CASE("gpu traces: a rank's NCCL communication and its overlap are its kernels' (brute force)",
+          "[analysis][comm][gpu]") {
+  for (const std::string& path : traceFiles()) {
+    INFO(path);
+    // The ranks that made NCCL data calls (their spans are enqueues), read straight from the file.
+    std::set<int> callers;
+    {
+      sqlite3* db = nullptr;
+      REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+      sqlite3_stmt* st = nullptr;
+      REQUIRE(sqlite3_prepare_v2(db,
+                                 "SELECT DISTINCT t.rank, n.value FROM spans s JOIN tracks t ON "
+                                 "t.id = s.track JOIN strings n ON n.id = s.name WHERE "
+                                 "n.value GLOB 'nccl:*'",
+                                 -1, &st, nullptr) == SQLITE_OK);
+      while (sqlite3_step(st) == SQLITE_ROW) {
+        const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
+        if (vocab::nccl::isDataCall(name)) callers.insert(sqlite3_column_int(st, 0));
+      }
+      sqlite3_finalize(st);
+      sqlite3_close(db);
+    }
+    const std::vector<Row> rows = scan(path);
+    const CommAnalysis a = analyzeComm(trace::TraceReader::open(path));
+    for (const RankCommStats& r : a.ranks) {
+      INFO("rank " << r.rank);
+      std::vector<const Row*> comm, compute, both;
+      for (const Row& k : rows) {
+        if (k.rank != r.rank || k.category != 6) continue;  // kernels, not copies
+        (kindOf(k) == "comm" ? comm : compute).push_back(&k);
+        both.push_back(&k);
+      }
+      const bool kernels = callers.count(r.rank) != 0 && !comm.empty();
+      CHECK(r.gpu_kernels == kernels);
+      if (!kernels) continue;
+      CHECK(r.comm_ns == covered(comm));
+      CHECK(r.compute_ns == covered(compute));
+      CHECK(r.overlap_ns == covered(comm) + covered(compute) - covered(both));
+    }
+    if (path.find("nccl_one_rank") != std::string::npos) CHECK_FALSE(callers.empty());
   }
 }
 

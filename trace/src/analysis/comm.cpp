@@ -149,6 +149,8 @@ struct RankData {
   std::vector<P2P> p2p;                 // pipeline-style scopes with a peer
   std::vector<NcclGroupWindow> groups;  // NCCL's groups (nccl_groups.h)
   Intervals compute, commTime;
+  // The rank's GPU kernels, read where it made NCCL host calls (timeHostCallsByKernels).
+  Intervals commKernels, computeKernels;
 };
 
 struct Keys {
@@ -360,20 +362,35 @@ void foldAllToAll(RankData& d) {
 // two (a nonblocking communicator launches a call's kernel after it returned, inside the next
 // call), or sharing its launch with a call of another thread, gets none: which kernel is its own
 // is then unknown; so do coalesced collectives (several in one group, one kernel for all). Reads
-// the stream tracks (once, every rank's) only when some rank made host calls.
+// the stream tracks (once, every rank's) only when some rank made host calls; a rank that made
+// them also gets its communication and other kernels' intervals (commKernels, computeKernels).
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
-  const bool any = std::any_of(data.begin(), data.end(), [](const auto& rd) {
-    const auto& comm = rd.second.comm;
-    return std::any_of(comm.begin(), comm.end(), [](const CommSpan& c) { return c.hostCall; });
-  });
-  if (!any) return;
+  const auto madeHostCalls = [](const RankData& d) {
+    for (const auto* calls : {&d.comm, &d.p2pComm}) {
+      for (const CommSpan& c : *calls) {
+        if (c.hostCall) return true;
+      }
+    }
+    return false;
+  };
+  std::set<int> callers;
+  for (const auto& [rank, d] : data) {
+    if (madeHostCalls(d)) callers.insert(rank);
+  }
+  if (callers.empty()) return;
   struct Kernel {
     int64_t launch, start, end;
   };
   std::map<int, std::vector<Kernel>> kernels;  // per rank, by launch
   for (const gpu::StreamActivities& s : gpu::readActivities(reader)) {
+    const auto d = callers.count(s.rank) != 0 ? data.find(s.rank) : data.end();
     for (const gpu::Activity& a : s.items) {
-      if (a.kernel && a.kind == GpuKind::kComm && a.launch_record)
+      if (!a.kernel) continue;
+      if (d != data.end()) {
+        (a.kind == GpuKind::kComm ? d->second.commKernels : d->second.computeKernels)
+            .emplace_back(a.start, a.end);
+      }
+      if (a.kind == GpuKind::kComm && a.launch_record)
         kernels[s.rank].push_back({a.launch, a.start, a.end});
     }
   }
@@ -811,20 +828,28 @@ CommAnalysis CommSpans::analysis() {
       st.total_ns = satAdd(st.total_ns, c.dur);
       st.longest_ns = std::max(st.longest_ns, c.dur);
     }
-    normalize(d.compute);
-    normalize(d.commTime);
-    RankCommStats r;
-    r.rank = rank;
-    r.comm_ns = totalLength(d.commTime);
-    r.compute_ns = totalLength(d.compute);
-    r.overlap_ns = overlapLength(d.commTime, d.compute);
-    out.ranks.push_back(r);
   }
   for (auto& [name, v] : control) {
     v.second.ranks = static_cast<int>(v.first.size());
     out.control.push_back(v.second);
   }
   timeHostCallsByKernels(reader, data);
+  for (auto& [rank, d] : data) {
+    // NCCL's host spans are enqueues (microseconds, on the CPU): where the rank's communication
+    // kernels were recorded, its communication and its overlap are the GPU's.
+    const bool kernels = !d.commKernels.empty();
+    Intervals& comm = kernels ? d.commKernels : d.commTime;
+    Intervals& compute = kernels ? d.computeKernels : d.compute;
+    normalize(comm);
+    normalize(compute);
+    RankCommStats r;
+    r.rank = rank;
+    r.comm_ns = totalLength(comm);
+    r.compute_ns = totalLength(compute);
+    r.overlap_ns = overlapLength(comm, compute);
+    r.gpu_kernels = kernels;
+    out.ranks.push_back(r);
+  }
   collectives(reader, data, out);
   pointToPoint(data, out);
   return out;

@@ -211,6 +211,7 @@ std::string reportJson(const Report& r, int indent) {
                               {"comm_ns", s.comm_ns},
                               {"compute_ns", s.compute_ns},
                               {"overlap_ns", s.overlap_ns},
+                              {"measured_on", s.gpu_kernels ? "gpu kernels" : "cpu spans"},
                               {"recv_ns", s.recv_ns},
                               {"recv_wait_ns", s.recv_wait_ns},
                               {"recv_transfer_ns", s.recv_transfer_ns},

@@ -217,15 +217,18 @@ void commSection(const Report& r, Lines& line) {
                         duration(double(c.longest_ns)).c_str()));
     }
   }
-  line("  per rank: communication overlapped with computation (leaf ops)");
-  line(formatPrintf("  %-4s %12s %12s %12s %8s", "rank", "comm", "compute", "overlap", "of comm"));
+  line(
+      "  per rank: communication overlapped with computation (on CPU: spans, leaf ops; on GPU: "
+      "kernels)");
+  line(formatPrintf("  %-4s %12s %12s %12s %8s  %s", "rank", "comm", "compute", "overlap",
+                    "of comm", "on"));
   for (size_t i = 0; i < r.comm.ranks.size(); ++i) {
     const RankCommStats& s = r.comm.ranks[i];
     const double of_comm = r.comm_overlap[i];
-    line(formatPrintf("  %-4d %12s %12s %12s %8s", s.rank, duration(double(s.comm_ns)).c_str(),
-                      duration(double(s.compute_ns)).c_str(),
-                      duration(double(s.overlap_ns)).c_str(),
-                      of_comm >= 0 ? percent(of_comm).c_str() : "-"));
+    line(
+        formatPrintf("  %-4d %12s %12s %12s %8s  %s", s.rank, duration(double(s.comm_ns)).c_str(),
+                     duration(double(s.compute_ns)).c_str(), duration(double(s.overlap_ns)).c_str(),
+                     of_comm >= 0 ? percent(of_comm).c_str() : "-", s.gpu_kernels ? "GPU" : "CPU"));
   }
 }
 

@@ -76,10 +76,14 @@ struct CommControlStats {
 
 struct RankCommStats {
   int rank = 0;
-  int64_t comm_ns = 0;     // union of collective and receive spans (a send's span is the time
-                           // until the peer received, so sends are left out)
-  int64_t compute_ns = 0;  // union of leaf op spans
+  // From the rank's CPU spans: comm the union of collective and receive spans (a send's span is
+  // the time until the peer received, so sends are left out), compute the union of leaf op spans.
+  // From its GPU kernels (gpu_kernels) where its communication is NCCL's host calls, whose spans
+  // are only enqueues: comm the union of its communication kernels, compute of its other kernels.
+  int64_t comm_ns = 0;
+  int64_t compute_ns = 0;
   int64_t overlap_ns = 0;  // intersection of the two
+  bool gpu_kernels = false;
   int64_t recv_ns = 0, recv_wait_ns = 0, recv_transfer_ns = 0;
   int64_t unmatched_recvs = 0;
 };
