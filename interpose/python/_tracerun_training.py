@@ -313,7 +313,9 @@ class _Steps:
     def end_backward(self, token):
         if token > 0:
             self._end(token, None)
-        if self._ends_with_backward and not backward_running():
+        # The step's own thread ends it, once no backward runs (optimizer in backward).
+        if (self._ends_with_backward and not backward_running() and self._open is not None and
+                self._open[0] == threading.get_ident()):
             self._ends_with_backward = False
             self._end_step()
 
@@ -327,7 +329,10 @@ class _Steps:
         if self._optimizer is not None and self._optimizer[0] == me:
             self._end(self._optimizer[1], None)
         self._optimizer = None
-        if backward_running():
+        # Inside a backward: this thread's own (CPU), or the autograd engine's thread serving the
+        # step's thread (CUDA); not another thread's backward running beside a plain step.
+        if self._open is not None and (backward_running_here() or
+                                       (backward_running() and self._open[0] != me)):
             self._ends_with_backward = True
             return
         self._end_step()
@@ -390,8 +395,8 @@ def install(lib, words, module_module):
     if tagger is not None or steps is not None:
         module_module.register_module_forward_pre_hook(pre_forward)
 
-    def before_step(optimizer):
-        if steps is not None:
+    def before_step(optimizer, spans=True):
+        if steps is not None and spans:
             if _PENDING:
                 steps.settle()
             steps.before_update()
@@ -409,7 +414,7 @@ def install(lib, words, module_module):
         tagger.tag(params, _PARAMETER, totals)
         tagger.tag(grads, _GRADIENT, totals)
 
-    def after_step(optimizer):
+    def after_step(optimizer, spans=True):
         try:
             if tagger is not None:
                 state = []
@@ -419,7 +424,7 @@ def install(lib, words, module_module):
                             state.append(v)
                 tagger.tag(state, _OPTIMIZER_STATE)
         finally:  # the step ends whatever the tagging did (else no later step would open)
-            if steps is not None:
+            if steps is not None and spans:
                 steps.after_update()
 
     _HOOKS["before"], _HOOKS["after"] = before_step, after_step
@@ -496,12 +501,32 @@ def _hook_ddp(lib, mod):
 # How many torch.autograd.backward calls are running, over all threads: the autograd engine runs
 # a backward on threads of its own (CUDA), where nothing of the caller's thread is visible.
 _backwards_running = [0]
+_BACKWARD_HERE = threading.local()  # n: torch.autograd.backward calls running on this thread
 
 
 def backward_running():
     """Whether some thread is inside torch.autograd.backward (sitecustomize's module hooks: a
     forward re-run there is activation checkpointing's recomputation)."""
     return _backwards_running[0] > 0
+
+
+def backward_running_here():
+    """Whether this thread called torch.autograd.backward and is still inside it."""
+    return getattr(_BACKWARD_HERE, "n", 0) > 0
+
+
+def backward_entered(steps):
+    """A torch.autograd.backward call starts on this thread: its phase span's token."""
+    token = steps.begin_backward()
+    _backwards_running[0] += 1
+    _BACKWARD_HERE.n = getattr(_BACKWARD_HERE, "n", 0) + 1
+    return token
+
+
+def backward_left(steps, token):
+    _BACKWARD_HERE.n -= 1
+    _backwards_running[0] -= 1
+    steps.end_backward(token)
 
 
 def _install_backward_phase(steps):
@@ -511,13 +536,11 @@ def _install_backward_phase(steps):
         original = autograd.backward
 
         def backward(*args, **kwargs):
-            token = steps.begin_backward()
-            _backwards_running[0] += 1
+            token = backward_entered(steps)
             try:
                 return original(*args, **kwargs)
             finally:
-                _backwards_running[0] -= 1
-                steps.end_backward(token)
+                backward_left(steps, token)
 
         backward.__wrapped__ = original
         backward.__doc__ = original.__doc__
@@ -537,7 +560,10 @@ def _hook_grad_scaler(steps, mod):
 
     def then(scaler, updates_before):
         # A compiled optimizer step leaves its end's mark instead of updating: settled later.
-        if steps.updates == updates_before and not _PENDING and not tracing():
+        # Inside another optimizer's step (which ends the step itself) the inner one updates
+        # without spans: not a skip.
+        if (steps.updates == updates_before and not _PENDING and not tracing() and
+                not _optimizer_steps_running()):
             steps.after_update()
 
     _after_method(cls, "step", then, before=lambda scaler: steps.updates)
@@ -732,7 +758,9 @@ _HOOKS = {}  # "before", "after": the step hooks of install(); empty when not in
 _PENDING = {}
 
 
-def _call(which, optimizer):
+def _call(which, optimizer, spans=True):
+    """Runs the step hook `which` ("before", "after") on optimizer; spans=False: its memory tags
+    only (an optimizer stepped inside another one's step, whose spans are the step's)."""
     hook = _HOOKS.get(which)
     if hook is None:
         return
@@ -741,9 +769,20 @@ def _call(which, optimizer):
             _PENDING["step_end"] = True
         return
     try:
-        hook(optimizer)
+        hook(optimizer, spans)
     except Exception as e:
         sys.stderr.write("tracerun: optimizer hook: %s\n" % e)
+
+
+# The optimizers whose step is running on this thread, outermost first (_hook_optimizer).
+_STEPS_RUNNING = threading.local()
+
+
+def _optimizer_steps_running():
+    running = getattr(_STEPS_RUNNING, "optimizers", None)
+    if running is None:
+        running = _STEPS_RUNNING.optimizers = []
+    return running
 
 
 def _install_optimizer_hooks():
@@ -767,7 +806,6 @@ def _hook_optimizer(mod):
             mod.register_optimizer_step_post_hook(lambda opt, args, kwargs: _call("after", opt))
         return
     torch_patch = getattr(optimizer_class, patch_name)
-    depth = threading.local()  # a subclass's step calling its parent's: one step
 
     def wrap(step):
         def step_hooked(self, *args, **kwargs):
@@ -775,20 +813,29 @@ def _hook_optimizer(mod):
                 out = step(self, *args, **kwargs)
                 _call("after", self)
                 return out
-            outer = getattr(depth, "n", 0) == 0
-            depth.n = getattr(depth, "n", 0) + 1
+            # A subclass's step calling its parent's is one step (hooked once); an optimizer
+            # stepping another (ZeroRedundancyOptimizer its local one) tags the inner one's
+            # memory too, but only the outermost step ends the step span.
+            running = _optimizer_steps_running()
+            first = all(o is not self for o in running)
+            outermost = not running
+            running.append(self)
             try:
-                if outer:
-                    _call("before", self)
+                if first:
+                    _call("before", self, outermost)
                 out = step(self, *args, **kwargs)
-                if outer:
-                    _call("after", self)
+                if first:
+                    _call("after", self, outermost)
                 return out
             finally:
-                depth.n -= 1
+                running.pop()
 
-        step_hooked.__wrapped__ = step
+        # No __wrapped__: torch.compile on 2.0 to 2.2 (Dynamo's TorchPatcher) replaces a `hooked`
+        # step by its __wrapped__, to peel torch's profiling wrapper off; it would peel ours.
+        step_hooked._tracerun_wraps = step
         step_hooked.__doc__ = step.__doc__
+        step_hooked.__name__ = getattr(step, "__name__", "step")
+        step_hooked.__qualname__ = getattr(step, "__qualname__", "step")
         step_hooked.hooked = True  # torch's patch: already wrapped
         step_hooked._tracerun = True
         return step_hooked

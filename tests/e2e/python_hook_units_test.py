@@ -21,7 +21,12 @@ Checks, on Debian's torch 1.13:
   one step span each, numbered 1, 2; without the mark a forward inside a step opens nothing;
 - torch 2.x's Optimizer (a stand-in with its _patch_step_function and profile_hook_step): the
   step hooks run outside torch's record_function, once for a subclass calling its parent's step,
-  each class is wrapped once, and a step Dynamo traces leaves only the end's mark;
+  each class is wrapped once, a step Dynamo traces leaves only the end's mark, an optimizer
+  stepped inside another's step (ZeroRedundancyOptimizer's local one) is tagged without spans,
+  and torch.compile's peel of the profiling wrapper (2.0 to 2.2) leaves ours on;
+- updates on another thread inside the training thread's backward (the autograd engine's, CUDA's
+  optimizer in backward) end the step when that backward returns; a plain step beside another
+  thread's backward ends at once;
 - GradScaler.step (a stand-in that skips the optimizer's step where gradients overflowed): a
   skipped step ends its step span (with no optimizer span), a step that ran ends it once, and the
   hook is installed once per class that defines step.
@@ -31,8 +36,10 @@ Exit 0 when every check passes, 1 otherwise.
 """
 import argparse
 import ctypes
+import functools
 import os
 import sys
+import threading
 import types
 
 import torch
@@ -112,6 +119,52 @@ def logged_steps(hooks):
     return steps, spans
 
 
+def steps_across_threads(c, hooks):
+    """Optimizer updates made while a backward runs, as the autograd engine's thread makes them
+    on CUDA (optimizer in backward): the step ends with the backward, on its own thread. And a
+    plain step on the training thread while another thread runs a backward ends at once."""
+    steps, spans = logged_steps(hooks)
+
+    def on_thread(f):
+        t = threading.Thread(target=f)
+        t.start()
+        t.join()
+
+    def update():
+        steps.before_update()
+        steps.after_update()
+
+    steps.forward()
+    token = hooks.backward_entered(steps)
+    on_thread(update)  # the engine's thread, inside the training thread's backward
+    on_thread(update)
+    c.check(("end", 1) not in spans, "an update on the engine's thread leaves the step open",
+            "%s" % spans)
+    hooks.backward_left(steps, token)
+    want = [("begin", "step", 1), ("begin", "backward", None), ("begin", "optimizer", None),
+            ("end", 3), ("begin", "optimizer", None), ("end", 5), ("end", 2), ("end", 1)]
+    c.check(spans == want, "the step ends when the training thread's backward returns",
+            "%s" % spans)
+    spans.clear()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other_backward():
+        token = hooks.backward_entered(steps)  # another thread's backward, running beside
+        inside.set()
+        leave.wait()
+        hooks.backward_left(steps, token)
+
+    t = threading.Thread(target=other_backward)
+    steps.forward()  # step 2 opens on this thread
+    t.start()
+    inside.wait()
+    update()
+    c.check(spans[-1] == ("end", 1), "a plain step beside another thread's backward ends at once",
+            "%s" % spans)
+    leave.set()
+    t.join()
+
+
 def grad_scaler(c, hooks):
     """GradScaler.step as torch's (a stand-in: without CUDA torch 1.13's scaler disables itself):
     it calls the optimizer's step only where no gradient overflowed. A skipped step still ends
@@ -164,6 +217,7 @@ def optimizer_wrapping(c, hooks):
 
         @staticmethod
         def profile_hook_step(func):
+            @functools.wraps(func)
             def wrapper(*args, **kwargs):
                 self = args[0]
                 log.append("record enter " + type(self).__name__)
@@ -195,8 +249,12 @@ def optimizer_wrapping(c, hooks):
     mod.Optimizer = Optimizer
     mod.register_optimizer_step_pre_hook = pre.append
     mod.register_optimizer_step_post_hook = post.append
-    hooks._HOOKS["before"] = lambda opt: log.append("before " + type(opt).__name__)
-    hooks._HOOKS["after"] = lambda opt: log.append("after " + type(opt).__name__)
+    def hook(which):
+        def call(opt, spans=True):
+            log.append("%s %s%s" % (which, type(opt).__name__, "" if spans else " (tags only)"))
+        return call
+
+    hooks._HOOKS["before"], hooks._HOOKS["after"] = hook("before"), hook("after")
     try:
         hooks._hook_optimizer(mod)
         Base(), Base(), Sub()
@@ -206,8 +264,8 @@ def optimizer_wrapping(c, hooks):
         c.check(got == 7 and log == want, "torch 2.x: the step hooks run outside torch's "
                 "record_function, once for a subclass calling its parent's step", "%s" % log)
         c.check(not pre and not post, "torch 2.x: no global step hooks registered beside it")
-        c.check(getattr(Base.step, "_tracerun", False) and Base.step.__wrapped__.hooked and
-                not hasattr(Base.step.__wrapped__, "_tracerun"),
+        c.check(getattr(Base.step, "_tracerun", False) and Base.step._tracerun_wraps.hooked and
+                not hasattr(Base.step._tracerun_wraps, "_tracerun"),
                 "torch 2.x: each class wrapped once, ours outside torch's")
         log.clear()
         hooks._TRACING["compile"] = lambda: True  # as while Dynamo traces a compiled step
@@ -218,6 +276,38 @@ def optimizer_wrapping(c, hooks):
         c.check(log == ["record enter Base", "Base.step", "record exit"] and
                 hooks._PENDING.pop("step_end", False),
                 "torch 2.x: a step Dynamo traces only leaves the end's mark", "%s" % log)
+        # An optimizer stepping another one (ZeroRedundancyOptimizer its local optimizer): the
+        # inner one's memory is tagged too, the spans are the outer step's alone.
+        inner = Base()
+
+        class Zero(Optimizer):
+            def step(self):
+                log.append("Zero.step")
+                inner.step()
+
+        log.clear()
+        Zero().step()
+        want = ["before Zero", "record enter Zero", "Zero.step", "before Base (tags only)",
+                "record enter Base", "Base.step", "record exit", "after Base (tags only)",
+                "record exit", "after Zero"]
+        c.check(log == want, "torch 2.x: an optimizer stepped inside another's step is tagged, "
+                "without spans of its own", "%s" % log)
+        # torch.compile on torch 2.0 to 2.2 (Dynamo's TorchPatcher.patch) peels one wrapper off
+        # each optimizer class whose step is `hooked`, through its __wrapped__, and marks what is
+        # left hooked: ours must stay on, for the optimizers made before the compile too.
+        made_before = Base()
+        for cls in (Base, Sub, Zero):
+            if getattr(cls.step, "hooked", False):
+                unwrapped = getattr(cls.step, "__wrapped__", None)
+                if unwrapped:
+                    cls.step = unwrapped
+            cls.step.hooked = True
+        log.clear()
+        made_before.step()
+        c.check(log == ["before Base", "record enter Base", "Base.step", "record exit",
+                        "after Base"],
+                "torch 2.0-2.2: Dynamo's peel of the profiling wrapper leaves the step hooks on",
+                "%s" % log)
     finally:
         del hooks._HOOKS["before"], hooks._HOOKS["after"]
 
@@ -340,7 +430,7 @@ def main():
     steps, spans = logged_steps(hooks)
     steps.forward()
     steps.forward()  # inside the step: nothing
-    hooks._HOOKS["after"] = lambda optimizer: None
+    hooks._HOOKS["after"] = lambda optimizer, spans=True: None
     hooks._TRACING["compile"] = lambda: True  # as while Dynamo traces
     try:
         hooks._call("after", None)
@@ -355,6 +445,7 @@ def main():
     c.check(not hooks._PENDING, "the mark is taken once")
     optimizer_wrapping(c, hooks)
     grad_scaler(c, hooks)
+    steps_across_threads(c, hooks)
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
     return 1 if c.failed else 0
 

@@ -25,8 +25,8 @@ what the program computes from its own model and optimizer (python_memory_train.
   the hooks tag other (autograd's saved tensors above leave them out too); the report counts 3
   steps (one "step" phase span per optimizer step).
 Runs: ResNet-18 with AdamW, SGD with momentum and plain SGD, and with AdamW and its batch given by
-keyword; nanoGPT (AdamW through its own
-configure_optimizers) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
+keyword; nanoGPT (AdamW through its own configure_optimizers; once more given idx and targets by
+keyword) when model.py is found ($NANOGPT_DIR, or <source>/.gpu-deps/nanoGPT: never
 committed, so a CI clone skips that run and says so); 2-rank DDP (Gloo) with and without bucket
 views; 2-rank FSDP FULL_SHARD (one unit per BasicBlock and the root; torch 1.13 through
 fsdp_cpu_standin.py), where parameter bytes at the peak = the rank's shard of every unit (Psi/N)
@@ -290,6 +290,8 @@ def main():
                                "keywords"], "adamw", 1, 1.0),
         ("nanogpt_adamw", ["--model", "nanogpt", "--optimizer", "adamw", "--nanogpt-dir",
                            nanogpt], "adamw", 1, 1.0),
+        ("nanogpt_keywords", ["--model", "nanogpt", "--optimizer", "adamw", "--nanogpt-dir",
+                              nanogpt, "--call", "keywords"], "adamw", 1, 1.0),
         # Without bucket views DDP keeps a flat copy of every gradient in its buckets.
         ("resnet18_ddp", ["--model", "resnet18", "--optimizer", "sgdm", "--dist", "ddp"], "sgdm",
          2, 2.0),
