@@ -400,7 +400,8 @@ TEST_CASE("tracerun report: text and JSON agree on every number the text shows")
   for (const json& s : j["comm"]["per_rank"]) {
     const double comm = s["comm_ns"].get<double>();
     showsRow({n(s["rank"]), d(s["comm_ns"]), d(s["compute_ns"]), d(s["overlap_ns"]),
-              comm > 0 ? percent(s["overlap_ns"].get<double>() / comm) : "-"});
+              comm > 0 ? percent(s["overlap_ns"].get<double>() / comm) : "-",
+              s["measured_on"] == "gpu kernels" ? "GPU" : "CPU"});
   }
 
   // Stats.

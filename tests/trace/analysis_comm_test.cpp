@@ -888,3 +888,57 @@ TEST_CASE("comm: a collective alone in an NCCL group is timed by the kernel its 
     }
   }
 }
+
+TEST_CASE("comm: a rank's NCCL communication is measured on its GPU kernels, device by device",
+          "[analysis][comm]") {
+  // Rank 0 calls NCCL (an all-reduce enqueued in 2 us); its kernels, on two devices:
+  //   cuda:0 stream 7  NCCL's kernel          [10, 20) us   communication
+  //   cuda:0 stream 9  a compute kernel       [15, 40) us   overlaps the last 5 us of it
+  //   cuda:0 stream 9  a copy                 [0, 100) us   not a kernel: in neither
+  //   cuda:1 stream 7  a compute kernel       [10, 20) us   same time, another device: no overlap
+  // Rank 1 uses Gloo (a 2 us span) beside a 1 us op: its row stays the CPU's.
+  // kDecorated: rank 0's call sits inside tracerun's c10d decorator span, which replaces it in
+  // the rows; the rank still called NCCL, and is measured on its kernels all the same.
+  for (const bool decorated : {false, true}) {
+    INFO((decorated ? "decorated" : "plain"));
+    TraceBuilder tb(2);
+    if (decorated) {
+      tb.span(0, BSpan{"async:c10d dp [0,1]",
+                       "c10d:allreduce",
+                       core::Category::kComm,
+                       500,
+                       3'500,
+                       0,
+                       {{"bytes", 4096}, {"group_size", 2}, {"seq", 0}},
+                       "dp"});
+    }
+    ncclCall(tb, 0, "nccl 00000000000000d1", "nccl:AllReduce", 1'000, 3'000, {{"bytes", 4096}});
+    const auto kernel = [&](int rank, const std::string& track, const std::string& name,
+                            core::Category category, int64_t start, int64_t end) {
+      tb.span(rank, BSpan{track, name, category, start, end, 0, {}});
+    };
+    kernel(0, "cuda:0 stream 7", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", core::Category::kKernel,
+           10'000, 20'000);
+    kernel(0, "cuda:0 stream 9", "elementwise_kernel", core::Category::kKernel, 15'000, 40'000);
+    kernel(0, "cuda:0 stream 9", "Memcpy HtoD", core::Category::kMemcpy, 0, 100'000);
+    kernel(0, "cuda:1 stream 7", "elementwise_kernel", core::Category::kKernel, 10'000, 20'000);
+    tb.span(
+        1,
+        BSpan{"async", "gloo:all_reduce", core::Category::kComm, 1'000, 3'000, 0, {}, "f32[1024]"});
+    tb.span(1, BSpan{"main", "aten::add", core::Category::kOp, 1'500, 2'500, 0});
+    const auto reader = trace::TraceReader::open(
+        tb.write(scratchDir(decorated ? "comm_gpu_ranks_decorated" : "comm_gpu_ranks")));
+    const CommAnalysis a = analyzeComm(reader);
+    REQUIRE(a.ranks.size() == 2);
+    const RankCommStats& r0 = a.ranks[0];
+    CHECK(r0.gpu_kernels);
+    CHECK(r0.comm_ns == 10'000);
+    CHECK(r0.compute_ns == 25'000 + 10'000);
+    CHECK(r0.overlap_ns == 5'000);
+    const RankCommStats& r1 = a.ranks[1];
+    CHECK_FALSE(r1.gpu_kernels);
+    CHECK(r1.comm_ns == 2'000);
+    CHECK(r1.compute_ns == 1'000);
+    CHECK(r1.overlap_ns == 1'000);
+  }
+}

@@ -274,6 +274,11 @@ TEST_CASE("gpu traces: a rank's NCCL communication and its overlap are its kerne
       CHECK(r.overlap_ns == covered(comm) + covered(compute) - covered(both));
     }
     if (path.find("nccl_one_rank") != std::string::npos) CHECK_FALSE(callers.empty());
+    // The recorded traces so far hold one NCCL rank, which copies instead of launching NCCL's
+    // kernels: the GPU side is then checked by analysis_comm's closed forms only.
+    if (std::none_of(a.ranks.begin(), a.ranks.end(),
+                     [](const RankCommStats& r) { return r.gpu_kernels; }))
+      WARN(path << ": no rank launched NCCL kernels; only the CPU rows are checked here");
   }
 }
 

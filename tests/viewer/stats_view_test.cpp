@@ -488,6 +488,7 @@ TEST_CASE("the statistics view shows the report's numbers on a traced gpttrain r
     CHECK(std::stoll(row.at("compute_ns")) == x["compute_ns"].get<int64_t>());
     CHECK(std::stoll(row.at("overlap_ns")) == x["overlap_ns"].get<int64_t>());
     CHECK(std::stoll(row.at("recv_wait_ns")) == x["recv_wait_ns"].get<int64_t>());
+    CHECK(row.at("comm_on") == (x["measured_on"] == "gpu kernels" ? "GPU" : "CPU"));
   }
   for (const json& m : j["memory"]["per_rank"]) {
     CHECK(std::stoll(ranks.at(m["rank"].get<size_t>()).at("peak_bytes")) ==

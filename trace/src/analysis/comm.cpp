@@ -149,8 +149,10 @@ struct RankData {
   std::vector<P2P> p2p;                 // pipeline-style scopes with a peer
   std::vector<NcclGroupWindow> groups;  // NCCL's groups (nccl_groups.h)
   Intervals compute, commTime;
-  // The rank's GPU kernels, read where it made NCCL host calls (timeHostCallsByKernels).
-  Intervals commKernels, computeKernels;
+  // Whether the rank made NCCL data calls (decorated ones included), and then its GPU kernels
+  // per device: communication, other (timeHostCallsByKernels).
+  bool ncclCaller = false;
+  std::map<int, std::pair<Intervals, Intervals>> kernels;
 };
 
 struct Keys {
@@ -362,33 +364,23 @@ void foldAllToAll(RankData& d) {
 // two (a nonblocking communicator launches a call's kernel after it returned, inside the next
 // call), or sharing its launch with a call of another thread, gets none: which kernel is its own
 // is then unknown; so do coalesced collectives (several in one group, one kernel for all). Reads
-// the stream tracks (once, every rank's) only when some rank made host calls; a rank that made
-// them also gets its communication and other kernels' intervals (commKernels, computeKernels).
+// the stream tracks (once, every rank's) only when some rank made NCCL calls (ncclCaller); such a
+// rank also gets its kernels' intervals per device (RankData::kernels).
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
-  const auto madeHostCalls = [](const RankData& d) {
-    for (const auto* calls : {&d.comm, &d.p2pComm}) {
-      for (const CommSpan& c : *calls) {
-        if (c.hostCall) return true;
-      }
-    }
-    return false;
-  };
-  std::set<int> callers;
-  for (const auto& [rank, d] : data) {
-    if (madeHostCalls(d)) callers.insert(rank);
-  }
-  if (callers.empty()) return;
+  if (std::none_of(data.begin(), data.end(), [](const auto& rd) { return rd.second.ncclCaller; }))
+    return;
   struct Kernel {
     int64_t launch, start, end;
   };
   std::map<int, std::vector<Kernel>> kernels;  // per rank, by launch
   for (const gpu::StreamActivities& s : gpu::readActivities(reader)) {
-    const auto d = callers.count(s.rank) != 0 ? data.find(s.rank) : data.end();
+    const auto d = data.find(s.rank);
+    const bool caller = d != data.end() && d->second.ncclCaller;
     for (const gpu::Activity& a : s.items) {
       if (!a.kernel) continue;
-      if (d != data.end()) {
-        (a.kind == GpuKind::kComm ? d->second.commKernels : d->second.computeKernels)
-            .emplace_back(a.start, a.end);
+      if (caller) {
+        auto& [comm, other] = d->second.kernels[s.device];
+        (a.kind == GpuKind::kComm ? comm : other).emplace_back(a.start, a.end);
       }
       if (a.kind == GpuKind::kComm && a.launch_record)
         kernels[s.rank].push_back({a.launch, a.start, a.end});
@@ -818,6 +810,10 @@ CommAnalysis CommSpans::analysis() {
     // NCCL's all-to-alls first: inside a decorator's all_to_all span the folded call is then
     // dropped as its calls' own spans are.
     d.groups = ncclGroupWindowsOf(d.control);
+    for (const auto* calls : {&d.comm, &d.p2pComm}) {  // before the decorator's calls replace them
+      d.ncclCaller = d.ncclCaller || std::any_of(calls->begin(), calls->end(),
+                                                 [](const CommSpan& c) { return c.hostCall; });
+    }
     foldAllToAll(d);
     for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
     for (const ControlCall& c : d.control) {
@@ -836,18 +832,28 @@ CommAnalysis CommSpans::analysis() {
   timeHostCallsByKernels(reader, data);
   for (auto& [rank, d] : data) {
     // NCCL's host spans are enqueues (microseconds, on the CPU): where the rank's communication
-    // kernels were recorded, its communication and its overlap are the GPU's.
-    const bool kernels = !d.commKernels.empty();
-    Intervals& comm = kernels ? d.commKernels : d.commTime;
-    Intervals& compute = kernels ? d.computeKernels : d.compute;
-    normalize(comm);
-    normalize(compute);
+    // kernels were recorded, its communication and its overlap are the GPU's, summed over its
+    // devices (one device's kernels never overlap another's).
     RankCommStats r;
     r.rank = rank;
-    r.comm_ns = totalLength(comm);
-    r.compute_ns = totalLength(compute);
-    r.overlap_ns = overlapLength(comm, compute);
-    r.gpu_kernels = kernels;
+    r.gpu_kernels = std::any_of(d.kernels.begin(), d.kernels.end(),
+                                [](const auto& k) { return !k.second.first.empty(); });
+    for (auto& [device, k] : d.kernels) {
+      if (!r.gpu_kernels) break;
+      auto& [comm, other] = k;
+      normalize(comm);
+      normalize(other);
+      r.comm_ns = satAdd(r.comm_ns, totalLength(comm));
+      r.compute_ns = satAdd(r.compute_ns, totalLength(other));
+      r.overlap_ns = satAdd(r.overlap_ns, overlapLength(comm, other));
+    }
+    if (!r.gpu_kernels) {
+      normalize(d.commTime);
+      normalize(d.compute);
+      r.comm_ns = totalLength(d.commTime);
+      r.compute_ns = totalLength(d.compute);
+      r.overlap_ns = overlapLength(d.commTime, d.compute);
+    }
     out.ranks.push_back(r);
   }
   collectives(reader, data, out);

@@ -139,8 +139,9 @@ std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
 
   StatsTable& ranks = tables[2];
   ranks.name = "ranks";
-  ranks.columns = {"rank",       "host",       "spans",        "comm_ns",
-                   "compute_ns", "overlap_ns", "recv_wait_ns", "peak_bytes"};
+  // comm_on: "CPU" (comm spans against leaf ops) or "GPU" (NCCL's kernels against the others).
+  ranks.columns = {"rank",       "host",    "spans",        "comm_ns",   "compute_ns",
+                   "overlap_ns", "comm_on", "recv_wait_ns", "peak_bytes"};
   std::map<int, int64_t> spans = s.spans_per_rank;
   for (const trace::RankInfo& r : s.report.ranks) {
     const trace::analysis::RankCommStats* c = nullptr;
@@ -148,11 +149,13 @@ std::vector<StatsTable> wholeRunTables(const WholeRunStats& s) {
       if (x.rank == r.rank) c = &x;
     }
     const auto* mem = s.report.memory.primary(r.rank);
-    ranks.rows.push_back(
-        {countCell(r.rank), textCell(r.host), countCell(spans[r.rank]),
-         c ? nsCell(c->comm_ns) : textCell(""), c ? nsCell(c->compute_ns) : textCell(""),
-         c ? nsCell(c->overlap_ns) : textCell(""), c ? nsCell(c->recv_wait_ns) : textCell(""),
-         mem ? bytesCell(mem->peak_bytes) : textCell("")});
+    ranks.rows.push_back({countCell(r.rank), textCell(r.host), countCell(spans[r.rank]),
+                          c ? nsCell(c->comm_ns) : textCell(""),
+                          c ? nsCell(c->compute_ns) : textCell(""),
+                          c ? nsCell(c->overlap_ns) : textCell(""),
+                          textCell(c ? (c->gpu_kernels ? "GPU" : "CPU") : ""),
+                          c ? nsCell(c->recv_wait_ns) : textCell(""),
+                          mem ? bytesCell(mem->peak_bytes) : textCell("")});
   }
   if (!s.gpu.kernels.empty()) {
     StatsTable& k = tables.emplace_back();
