@@ -449,14 +449,17 @@ TEST_CASE("comm: NCCL's set-up calls are listed apart, not counted as communicat
   const CommAnalysis a = analyzeComm(reader);
   REQUIRE(a.collectives.size() == 1);
   CHECK(a.collectives[0].op == "all_reduce");
-  CHECK(a.collectives[0].calls == 2);
+  // The two all-reduces between GroupStart and GroupEnd are coalesced: one call of both's bytes.
+  CHECK(a.collectives[0].calls == 1);
+  CHECK(a.collectives[0].bytes == 2 * 4096);
   // The host call is NCCL's enqueue: its length gives no bandwidth (an H100 read 4,012 GB/s).
   CHECK(a.collectives[0].host_call_time);
   CHECK(a.collectives[0].algbw_gbps == 0);
   CHECK(a.collectives[0].busbw_gbps == 0);
   REQUIRE(a.ranks.size() == 2);
-  // No kernels recorded (no `cuda` capture): the host spans are all there is.
-  for (const RankCommStats& r : a.ranks) CHECK((r.comm_ns == 2 * 10000 && !r.gpu_kernels));
+  // No kernels recorded (no `cuda` capture): the host spans are all there is, here the group's
+  // from its GroupStart to its GroupEnd's end.
+  for (const RankCommStats& r : a.ranks) CHECK((r.comm_ns == 530200 - 500000 && !r.gpu_kernels));
   std::map<std::string, CommControlStats> control;
   for (const auto& c : a.control) control[c.name] = c;
   REQUIRE(control.size() == 4);
@@ -846,14 +849,17 @@ TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one
   }
 }
 
-TEST_CASE("comm: a collective alone in an NCCL group is timed by the kernel its GroupEnd launched",
-          "[analysis][comm]") {
+TEST_CASE(
+    "comm: a collective alone or coalesced in an NCCL group is timed by its GroupEnd's kernel",
+    "[analysis][comm]") {
   // Two ranks, three all-reduces of 1 MiB, each between ncclGroupStart and ncclGroupEnd (as a
   // coalescing manager with one call makes them): the all-reduce's call launches nothing, the
   // GroupEnd launches its kernel (60 us, 64 us). Variant kCoalesced: two all-reduces in each
-  // group, one kernel for both: neither is timed (which part is whose is unknown), no bandwidth.
-  enum Variant { kLone, kCoalesced };
-  for (const Variant variant : {kLone, kCoalesced}) {
+  // group, one kernel for both: one coalesced all-reduce of 2 MiB per group, timed by it.
+  // Variant kMixed: an all-reduce and an all-gather in each group: no one op, so nothing says
+  // which part of the kernel is whose: untimed, no bandwidth.
+  enum Variant { kLone, kCoalesced, kMixed };
+  for (const Variant variant : {kLone, kCoalesced, kMixed}) {
     const std::string comm = "nccl 00000000000000d4";
     TraceBuilder tb(2);
     for (int r = 0; r < 2; ++r) {
@@ -861,30 +867,49 @@ TEST_CASE("comm: a collective alone in an NCCL group is timed by the kernel its 
         const int64_t t = 1'000'000 * (k + 1);
         ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
         ncclCall(tb, r, comm, "nccl:AllReduce", t + 2'000, t + 5'000, {{"bytes", 1 << 20}});
-        if (variant == kCoalesced) {
-          ncclCall(tb, r, comm, "nccl:AllReduce", t + 6'000, t + 9'000, {{"bytes", 1 << 20}});
+        if (variant != kLone) {
+          ncclCall(tb, r, comm, variant == kCoalesced ? "nccl:AllReduce" : "nccl:AllGather",
+                   t + 6'000, t + 9'000, {{"bytes", 1 << 20}});
         }
         ncclMarker(tb, r, "nccl:GroupEnd", t + 20'000, t + 30'000);
         ncclKernel(tb, r, 200 + k, t + 25'000, t + 40'000, t + 40'000 + 60'000 + 4'000 * r);
       }
     }
-    const auto reader = trace::TraceReader::open(
-        tb.write(scratchDir(variant == kLone ? "comm_nccl_grouped" : "comm_nccl_coalesced")));
+    const char* names[] = {"comm_nccl_grouped", "comm_nccl_coalesced", "comm_nccl_mixed_group"};
+    INFO(names[variant]);
+    const auto reader = trace::TraceReader::open(tb.write(scratchDir(names[variant])));
     const CommAnalysis a = analyzeComm(reader);
+    const CommInstances instances = analyzeCommInstances(reader);
+    if (variant == kMixed) {
+      REQUIRE(a.collectives.size() == 2);
+      for (const CollectiveStats& c : a.collectives) {
+        CHECK(c.calls == 3);
+        CHECK_FALSE(c.kernel_time);
+        CHECK(c.host_call_time);
+        CHECK(c.algbw_gbps == 0);
+      }
+      CHECK(instances.instances.size() == 6);  // each call its own instance, both ranks in it
+      continue;
+    }
     REQUIRE(a.collectives.size() == 1);
     const CollectiveStats& c = a.collectives[0];
     CHECK(c.op == "all_reduce");
     CHECK(c.ranks == std::vector<int>{0, 1});
-    if (variant == kLone) {
-      CHECK(c.calls == 3);
-      CHECK(c.kernel_time);
-      CHECK(c.time_ns == 3 * (60'000 + 64'000) / 2);
-      CHECK(c.algbw_gbps == Approx(3.0 * (1 << 20) / (3 * (60'000 + 64'000) / 2)));
-    } else {
-      CHECK(c.calls == 6);
-      CHECK_FALSE(c.kernel_time);
-      CHECK(c.host_call_time);
-      CHECK(c.algbw_gbps == 0);
+    CHECK(c.calls == 3);
+    CHECK(c.kernel_time);
+    CHECK(c.time_ns == 3 * (60'000 + 64'000) / 2);
+    const double bytes = (variant == kCoalesced ? 2.0 : 1.0) * (1 << 20);
+    CHECK(c.bytes == static_cast<int64_t>(3 * bytes));
+    CHECK(c.algbw_gbps == Approx(3.0 * bytes / (3 * (60'000 + 64'000) / 2)));
+    CHECK(c.busbw_gbps == Approx(c.algbw_gbps));  // all-reduce, n = 2: 2(n-1)/n = 1
+    // The viewer's instances: one per group, both ranks in each.
+    REQUIRE(instances.instances.size() == 3);
+    for (const CollectiveInstance& in : instances.instances) {
+      CHECK(in.op == "all_reduce");
+      CHECK(in.ranks.size() == 2);
+      if (variant == kCoalesced) {
+        for (const InstanceRank& x : in.ranks) CHECK(x.end_ns - x.start_ns == 30'000);
+      }
     }
   }
 }

@@ -309,48 +309,74 @@ std::vector<NcclGroupWindow> ncclGroupWindowsOf(const std::vector<ControlCall>& 
 // call spanning the group (bytes: what it sends; its signature without them), so it is a
 // collective with its group, its kernel (the GroupEnd's launch: timeHostCallsByKernels) and its
 // bus bandwidth, not 2n messages whose spans are enqueues. Its sends and receives leave the
-// messages; the group's span joins the rank's communication time.
-void foldAllToAll(RankData& d) {
+// messages; the group's span joins the rank's communication time. Each group of coalesced
+// collectives (nccl_groups.h) becomes one call of their op the same way (bytes: theirs summed),
+// timed by the one kernel its GroupEnd launches instead of left untimed.
+void foldNcclGroups(RankData& d) {
   using Kind = NcclGroupedCall::Kind;
   std::vector<NcclGroupedCall> calls;
-  std::vector<size_t> message;  // per call: its index in p2pComm, or npos for a collective
-  for (const CommSpan& c : d.comm) {
+  // Per call: its index in comm (collective) or p2pComm (send, receive).
+  std::vector<std::pair<bool, size_t>> origin;
+  for (size_t i = 0; i < d.comm.size(); ++i) {
+    const CommSpan& c = d.comm[i];
     if (!c.hostCall) continue;
-    calls.push_back({Kind::kCollective, c.start, c.end, -1, c.group_size, c.group_rank, "", 0});
-    message.push_back(std::string::npos);
+    calls.push_back({Kind::kCollective, c.op, c.start, c.end, -1, c.group_size, c.group_rank,
+                     c.communicator, std::max<int64_t>(0, c.bytes)});
+    origin.emplace_back(true, i);
   }
   for (size_t i = 0; i < d.p2pComm.size(); ++i) {
     const CommSpan& c = d.p2pComm[i];
     if (!c.communicatorPeer) continue;
-    calls.push_back({c.op == "send" ? Kind::kSend : Kind::kRecv, c.start, c.end, c.commPeer,
+    calls.push_back({c.op == "send" ? Kind::kSend : Kind::kRecv, c.op, c.start, c.end, c.commPeer,
                      c.group_size, c.group_rank, c.communicator, c.bytes});
-    message.push_back(i);
+    origin.emplace_back(false, i);
   }
-  std::vector<bool> folded(d.p2pComm.size(), false);
-  for (const NcclAllToAll& found : ncclAllToAlls(d.groups, calls)) {
-    const NcclGroupWindow& w = d.groups[found.window];
+  std::vector<bool> foldedComm(d.comm.size(), false), foldedP2p(d.p2pComm.size(), false);
+  const auto fold = [&](const NcclGroupWindow& w, const std::string& op,
+                        const std::vector<size_t>& members, int64_t bytes, int groupSize,
+                        int64_t groupRank, const std::string& communicator, std::string signature) {
     CommSpan a;
-    a.rank = d.p2pComm[message[found.members.front()]].rank;
-    a.op = "all_to_all";
+    const auto [collective, first] = origin[members.front()];
+    a.rank = (collective ? d.comm[first] : d.p2pComm[first]).rank;
+    a.op = op;
     a.start = w.start;
     a.end = w.end;
-    a.bytes = found.bytes;
-    a.group_size = found.group_size;
-    a.group_rank = found.group_rank;
-    a.communicator = found.communicator;
-    a.signature = ncclAllToAllSignature(found);
+    a.bytes = bytes;
+    a.group_size = groupSize;
+    a.group_rank = groupRank;
+    a.communicator = communicator;
+    a.signature = std::move(signature);
     a.hostCall = true;
-    for (size_t m : found.members) folded[message[m]] = true;
+    for (size_t m : members) {
+      const auto [inComm, k] = origin[m];
+      (inComm ? foldedComm : foldedP2p)[k] = true;
+    }
     d.commTime.emplace_back(w.start, w.end);
-    d.comm.push_back(std::move(a));
+    return a;
+  };
+  std::vector<CommSpan> folded;
+  for (const NcclAllToAll& found : ncclAllToAlls(d.groups, calls)) {
+    folded.push_back(fold(d.groups[found.window], "all_to_all", found.members, found.bytes,
+                          found.group_size, found.group_rank, found.communicator,
+                          ncclAllToAllSignature(found)));
   }
-  size_t kept = 0;
-  for (size_t i = 0; i < d.p2pComm.size(); ++i) {
-    if (folded[i]) continue;
-    if (kept != i) d.p2pComm[kept] = std::move(d.p2pComm[i]);  // never onto itself
-    ++kept;
+  for (const NcclCoalesced& found : ncclCoalesced(d.groups, calls)) {
+    folded.push_back(fold(d.groups[found.window], found.op, found.members, found.bytes,
+                          found.group_size, found.group_rank, found.communicator,
+                          ncclCoalescedSignature(found)));
   }
-  d.p2pComm.resize(kept);
+  const auto keep = [](std::vector<CommSpan>& list, const std::vector<bool>& gone) {
+    size_t kept = 0;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (gone[i]) continue;
+      if (kept != i) list[kept] = std::move(list[i]);  // never onto itself
+      ++kept;
+    }
+    list.resize(kept);
+  };
+  keep(d.comm, foldedComm);
+  keep(d.p2pComm, foldedP2p);
+  for (CommSpan& a : folded) d.comm.push_back(std::move(a));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,10 +386,10 @@ void foldAllToAll(RankData& d) {
 // pattern) whose launch API record (CUPTI's, joined by correlation: gpu_activity.h) lies inside
 // the call, when no other NCCL call of the rank (a send or receive included) holds that launch.
 // A call holding no launch (inside ncclGroupStart/End the kernel is launched by GroupEnd: a
-// collective alone in its group takes that one, and a folded all_to_all spans its GroupEnd), or
-// two (a nonblocking communicator launches a call's kernel after it returned, inside the next
-// call), or sharing its launch with a call of another thread, gets none: which kernel is its own
-// is then unknown; so do coalesced collectives (several in one group, one kernel for all). Reads
+// collective alone in its group takes that one, and a folded all_to_all or coalesced call spans
+// its GroupEnd), or two (a nonblocking communicator launches a call's kernel after it returned,
+// inside the next call), or sharing its launch with a call of another thread, gets none: which
+// kernel is its own is then unknown; so do groups of collectives of different ops. Reads
 // the stream tracks (once, every rank's) only when some rank made NCCL calls (ncclCaller); such a
 // rank also gets its kernels' intervals per device (RankData::kernels).
 void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& data) {
@@ -807,14 +833,14 @@ CommAnalysis CommSpans::analysis() {
   for (auto& [rank, d] : data) {
     // Where tracerun's c10d decorator recorded a call (with its group), the same call seen from
     // below (Gloo's own scope) is not counted again; a group it does not wrap keeps its calls.
-    // NCCL's all-to-alls first: inside a decorator's all_to_all span the folded call is then
+    // NCCL's groups first: inside a decorator's all_to_all span the folded call is then
     // dropped as its calls' own spans are.
     d.groups = ncclGroupWindowsOf(d.control);
     for (const auto* calls : {&d.comm, &d.p2pComm}) {  // before the decorator's calls replace them
       d.ncclCaller = d.ncclCaller || std::any_of(calls->begin(), calls->end(),
                                                  [](const CommSpan& c) { return c.hostCall; });
     }
-    foldAllToAll(d);
+    foldNcclGroups(d);
     for (auto* list : {&d.comm, &d.p2pComm}) eraseSeenInsideDecorator(*list);
     for (const ControlCall& c : d.control) {
       auto& [ranks, st] = control[c.name];

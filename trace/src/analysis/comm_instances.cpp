@@ -76,10 +76,10 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const Kind kind = op == "send"   ? Kind::kSend
                           : op == "recv" ? Kind::kRecv
                                          : Kind::kCollective;
-        ncclCalls[t.rank].push_back({kind, p.span.start_ns, p.span.end_ns(), p.arg(kPeerKey, -1),
-                                     static_cast<int>(p.arg(kGroupSizeKey, 0)),
+        ncclCalls[t.rank].push_back({kind, op, p.span.start_ns, p.span.end_ns(),
+                                     p.arg(kPeerKey, -1), static_cast<int>(p.arg(kGroupSizeKey, 0)),
                                      p.arg(kGroupRankKey, -1), reader.str(p.span.detail),
-                                     p.arg(kBytesKey, 0)});
+                                     p.arg(kBytesKey, 0), p.span.id});
       }
       if (op == "send" || op == "recv") continue;  // point-to-point: comm.h's p2p
       Call c;
@@ -107,23 +107,39 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       byRank[t.rank].push_back(std::move(c));
     }
   }
-  // NCCL's all-to-alls (as analyzeComm's foldAllToAll): one call per group, the GroupEnd's span
-  // its span to select, before the decorator's calls are compared with them.
+  // NCCL's all-to-alls and coalesced collectives (as analyzeComm's foldNcclGroups): one call per
+  // group, the GroupEnd's span its span to select, before the decorator's calls are compared with
+  // them; a coalesced group's own calls leave.
   for (auto& [rank, list] : markers) {
     const std::vector<NcclGroupWindow> windows = ncclGroupWindows(std::move(list));
-    for (const NcclAllToAll& a : ncclAllToAlls(windows, ncclCalls[rank])) {
-      const NcclGroupWindow& w = windows[a.window];
+    const std::vector<NcclGroupedCall>& grouped = ncclCalls[rank];
+    const auto add = [&, rank = rank](const NcclGroupWindow& w, const std::string& op, int size,
+                                      int64_t place, std::string group) {
       Call c;
       c.rank = rank;
       c.id = w.end_id;
       c.start = w.start;
       c.end = std::max(w.start, w.end);
-      c.op = "all_to_all";
-      c.group_size = a.group_size;
-      c.group_rank = a.group_rank;
-      c.group = ncclAllToAllSignature(a);
+      c.op = op;
+      c.group_size = size;
+      c.group_rank = place;
+      c.group = std::move(group);
       if (const auto tag = attemptTag.find(rank); tag != attemptTag.end()) c.group += tag->second;
       byRank[rank].push_back(std::move(c));
+    };
+    for (const NcclAllToAll& a : ncclAllToAlls(windows, grouped)) {
+      add(windows[a.window], "all_to_all", a.group_size, a.group_rank, ncclAllToAllSignature(a));
+    }
+    std::set<int64_t> folded;  // span ids
+    for (const NcclCoalesced& a : ncclCoalesced(windows, grouped)) {
+      for (size_t m : a.members) folded.insert(grouped[m].id);
+      add(windows[a.window], a.op, a.group_size, a.group_rank, ncclCoalescedSignature(a));
+    }
+    if (!folded.empty()) {
+      auto& calls = byRank[rank];
+      calls.erase(std::remove_if(calls.begin(), calls.end(),
+                                 [&](const Call& c) { return folded.count(c.id) != 0; }),
+                  calls.end());
     }
   }
   // As analyzeComm (seenInsideDecorator): Gloo's own span of a call the decorator recorded is

@@ -1,4 +1,4 @@
-// NCCL's group windows and the all-to-alls they hold (see nccl_groups.h).
+// NCCL's group windows and the all-to-alls and coalesced collectives they hold (nccl_groups.h).
 #include "nccl_groups.h"
 
 #include <algorithm>
@@ -76,6 +76,43 @@ std::vector<NcclAllToAll> ncclAllToAlls(const std::vector<NcclGroupWindow>& wind
 
 std::string ncclAllToAllSignature(const NcclAllToAll& a) {
   return callSignature("all_to_all", a.communicator, 0, a.group_size);
+}
+
+std::vector<NcclCoalesced> ncclCoalesced(const std::vector<NcclGroupWindow>& windows,
+                                         const std::vector<NcclGroupedCall>& calls) {
+  using Kind = NcclGroupedCall::Kind;
+  std::vector<NcclCoalesced> out;
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const NcclGroupWindow& w = windows[wi];
+    std::vector<size_t> members;
+    bool fits = true;
+    for (size_t i = 0; i < calls.size() && fits; ++i) {
+      if (!w.holds(calls[i].start, calls[i].end)) continue;
+      const NcclGroupedCall& c = calls[i];
+      const NcclGroupedCall& first = members.empty() ? c : calls[members.front()];
+      fits = c.kind == Kind::kCollective && !c.op.empty() && c.op == first.op &&
+             c.communicator == first.communicator && c.group_size == first.group_size &&
+             c.group_rank == first.group_rank;
+      members.push_back(i);
+    }
+    if (!fits || members.size() < 2) continue;
+    const NcclGroupedCall& first = calls[members.front()];
+    NcclCoalesced c;
+    c.window = wi;
+    c.op = first.op;
+    c.group_size = first.group_size;
+    c.group_rank = first.group_rank;
+    c.communicator = first.communicator;
+    for (size_t i : members) c.bytes += std::max<int64_t>(0, calls[i].bytes);
+    c.members = std::move(members);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string ncclCoalescedSignature(const NcclCoalesced& c) {
+  return callSignature(c.op, c.communicator, c.bytes, c.group_size) + "|coalesced " +
+         std::to_string(c.members.size());
 }
 
 }  // namespace tracerun::trace::analysis

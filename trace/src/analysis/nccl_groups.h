@@ -1,11 +1,14 @@
 // NCCL's groups in a trace: a rank's ncclGroupStart ... ncclGroupEnd windows, and the all-to-alls
-// they hold. The one rule of analyzeComm (comm.h) and the viewer's collective instances
-// (comm_instances.h). Not the matching of calls across ranks (comm_groups.h).
+// and coalesced collectives they hold. The one rule of analyzeComm (comm.h) and the viewer's
+// collective instances (comm_instances.h). Not the matching of calls across ranks (comm_groups.h).
 //
 // NCCL only queues the calls made between ncclGroupStart and ncclGroupEnd; GroupEnd launches one
 // kernel for the whole group. PyTorch's all_to_all on NCCL (torch/csrc/cuda/nccl.cpp, all2all*) is
 // one group of a send to and a receive from each rank of the communicator, the rank itself
 // included, a peer left out when its count is 0; libtracerun_nccl records each as a host call.
+// Coalesced collectives (ProcessGroupNCCL's startCoalescing/endCoalescing: all_reduce_coalesced,
+// torch.distributed's _coalescing_manager, which DeepSpeed's ZeRO and Megatron's bucket groups
+// use) are one group of collectives of one kind on one communicator.
 #pragma once
 
 #include <cstddef>
@@ -42,16 +45,18 @@ struct NcclGroupWindow {
 std::vector<NcclGroupWindow> ncclGroupWindows(std::vector<NcclGroupMarker> markers,
                                               int* unclosed = nullptr);
 
-// One NCCL data call of a rank, as the all-to-all rule needs it.
+// One NCCL data call of a rank, as the all-to-all and coalescing rules need it.
 struct NcclGroupedCall {
   enum class Kind { kSend, kRecv, kCollective };
   Kind kind = Kind::kCollective;
+  std::string op;  // a collective's normalized name ("all_reduce": comm.h's normalizeCommName)
   int64_t start = 0, end = 0;
   int64_t peer = -1;  // a send's or receive's peer as NCCL numbers it (a communicator rank)
   int group_size = 0;
   int64_t group_rank = -1;
   std::string communicator;  // the span's detail
   int64_t bytes = 0;
+  int64_t id = 0;  // the span's id (the viewer's instances drop folded calls by it)
 };
 
 // A window that is an all_to_all: only sends and receives, all on one communicator of n ranks,
@@ -71,5 +76,23 @@ std::vector<NcclAllToAll> ncclAllToAlls(const std::vector<NcclGroupWindow>& wind
 // What an all_to_all's calls must match across ranks: its communicator and size, not its bytes
 // (unequal splits send different amounts from each rank of one call). callSignature's spelling.
 std::string ncclAllToAllSignature(const NcclAllToAll& a);
+
+// A window of two or more collectives, all of one op on one communicator (one group size and
+// place), and nothing else: coalesced collectives, which GroupEnd's one kernel runs together.
+struct NcclCoalesced {
+  size_t window = 0;            // index into the windows
+  std::vector<size_t> members;  // indices into the calls, in the calls' order
+  std::string op;
+  int64_t bytes = 0;  // the members' bytes summed
+  int group_size = 0;
+  int64_t group_rank = -1;
+  std::string communicator;
+};
+std::vector<NcclCoalesced> ncclCoalesced(const std::vector<NcclGroupWindow>& windows,
+                                         const std::vector<NcclGroupedCall>& calls);
+
+// What a coalesced group's calls must match across ranks: op, communicator, summed bytes, group
+// size and the number of calls coalesced (callSignature's spelling, "|coalesced N" after it).
+std::string ncclCoalescedSignature(const NcclCoalesced& c);
 
 }  // namespace tracerun::trace::analysis
