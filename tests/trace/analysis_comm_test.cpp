@@ -857,25 +857,45 @@ TEST_CASE(
   // GroupEnd launches its kernel (60 us, 64 us). Variant kCoalesced: two all-reduces in each
   // group, one kernel for both: one coalesced all-reduce of 2 MiB per group, timed by it.
   // Variant kMixed: an all-reduce and an all-gather in each group: no one op, so nothing says
-  // which part of the kernel is whose: untimed, no bandwidth.
-  enum Variant { kLone, kCoalesced, kMixed };
-  for (const Variant variant : {kLone, kCoalesced, kMixed}) {
+  // which part of the kernel is whose: untimed, no bandwidth. kDecorated: the coalesced calls,
+  // each inside tracerun's c10d decorator span (startCoalescing, then the calls, traced one by
+  // one), the GroupStart 100 us before the first: the decorator's spans stand for them, nothing
+  // is folded beside them. kUneven: a broadcast from each rank coalesced (ProcessGroupNCCL's
+  // all_gather of unequal sizes): one all_gather of the two parts.
+  enum Variant { kLone, kCoalesced, kMixed, kDecorated, kUneven };
+  for (const Variant variant : {kLone, kCoalesced, kMixed, kDecorated, kUneven}) {
     const std::string comm = "nccl 00000000000000d4";
     TraceBuilder tb(2);
     for (int r = 0; r < 2; ++r) {
       for (int k = 0; k < 3; ++k) {
         const int64_t t = 1'000'000 * (k + 1);
-        ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
-        ncclCall(tb, r, comm, "nccl:AllReduce", t + 2'000, t + 5'000, {{"bytes", 1 << 20}});
-        if (variant != kLone) {
-          ncclCall(tb, r, comm, variant == kCoalesced ? "nccl:AllReduce" : "nccl:AllGather",
-                   t + 6'000, t + 9'000, {{"bytes", 1 << 20}});
+        ncclMarker(tb, r, "nccl:GroupStart", t - 100'000, t - 99'000);
+        for (int m = 0; m < (variant == kLone ? 1 : 2); ++m) {
+          const int64_t at = t + 2'000 + 4'000 * m;
+          if (variant == kDecorated) {
+            tb.span(r, BSpan{"async:c10d dp [0,1]",
+                             "c10d:allreduce",
+                             core::Category::kComm,
+                             at - 500,
+                             at + 3'500,
+                             0,
+                             {{"bytes", 1 << 20}, {"seq", 2 * k + m}},
+                             "dp"});
+          }
+          if (variant == kUneven) {
+            ncclCall(tb, r, comm, "nccl:Broadcast", at, at + 3'000,
+                     {{"bytes", (1 << 20) * (m + 1)}, {"root", m}});
+          } else {
+            ncclCall(tb, r, comm, variant == kMixed && m == 1 ? "nccl:AllGather" : "nccl:AllReduce",
+                     at, at + 3'000, {{"bytes", 1 << 20}});
+          }
         }
         ncclMarker(tb, r, "nccl:GroupEnd", t + 20'000, t + 30'000);
         ncclKernel(tb, r, 200 + k, t + 25'000, t + 40'000, t + 40'000 + 60'000 + 4'000 * r);
       }
     }
-    const char* names[] = {"comm_nccl_grouped", "comm_nccl_coalesced", "comm_nccl_mixed_group"};
+    const char* names[] = {"comm_nccl_grouped", "comm_nccl_coalesced", "comm_nccl_mixed_group",
+                           "comm_nccl_coalesced_decorated", "comm_nccl_coalesced_uneven"};
     INFO(names[variant]);
     const auto reader = trace::TraceReader::open(tb.write(scratchDir(names[variant])));
     const CommAnalysis a = analyzeComm(reader);
@@ -889,6 +909,23 @@ TEST_CASE(
         CHECK(c.algbw_gbps == 0);
       }
       CHECK(instances.instances.size() == 6);  // each call its own instance, both ranks in it
+      continue;
+    }
+    if (variant == kDecorated) {
+      REQUIRE(a.collectives.size() == 1);  // the decorator's row alone
+      CHECK(a.collectives[0].calls == 6);
+      CHECK(a.collectives[0].group_source == "annotated");
+      CHECK(instances.instances.size() == 6);
+      continue;
+    }
+    if (variant == kUneven) {
+      REQUIRE(a.collectives.size() == 1);
+      const CollectiveStats& c = a.collectives[0];
+      CHECK(c.op == "all_gather");
+      CHECK(c.calls == 3);
+      CHECK(c.kernel_time);
+      CHECK(c.bytes == 3 * 3 * (1 << 20));
+      CHECK(c.busbw_gbps == Approx(c.algbw_gbps / 2));  // all-gather, n = 2: (n-1)/n
       continue;
     }
     REQUIRE(a.collectives.size() == 1);
@@ -907,8 +944,8 @@ TEST_CASE(
     for (const CollectiveInstance& in : instances.instances) {
       CHECK(in.op == "all_reduce");
       CHECK(in.ranks.size() == 2);
-      if (variant == kCoalesced) {
-        for (const InstanceRank& x : in.ranks) CHECK(x.end_ns - x.start_ns == 30'000);
+      if (variant == kCoalesced) {  // from the GroupStart to the GroupEnd's end
+        for (const InstanceRank& x : in.ranks) CHECK(x.end_ns - x.start_ns == 130'000);
       }
     }
   }

@@ -109,6 +109,7 @@ struct CommSpan {
   bool decorator = false;    // recorded by tracerun's c10d decorator (traced_group.h)
   bool hostCall = false;     // NCCL's host call (CollectiveStats::host_call_time)
   int64_t peer = -1, tag = -1;
+  int64_t root = -1;  // a broadcast's or reduce's root (NCCL's calls: a rank of the communicator)
   // NCCL's send/recv: peer is a rank of the communicator (detail), group_rank this rank's in it.
   bool communicatorPeer = false;
   int64_t commPeer = -1;  // NCCL's send/recv: the peer as NCCL names it (peer becomes a trace rank)
@@ -156,7 +157,7 @@ struct RankData {
 };
 
 struct Keys {
-  core::StringId bytes, groupSize, peer, microbatch, chunk, tag, groupRank;
+  core::StringId bytes, groupSize, peer, microbatch, chunk, tag, groupRank, root;
 };
 
 // Leaf op spans of a track: an op span with no child span on the track.
@@ -245,6 +246,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.peer = p.arg(keys.peer, -1);
     c.tag = p.arg(keys.tag, -1);
     c.group_rank = p.arg(keys.groupRank, -1);
+    c.root = p.arg(keys.root, -1);
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
     if (c.communicatorPeer) c.commPeer = c.peer;
@@ -317,11 +319,12 @@ void foldNcclGroups(RankData& d) {
   std::vector<NcclGroupedCall> calls;
   // Per call: its index in comm (collective) or p2pComm (send, receive).
   std::vector<std::pair<bool, size_t>> origin;
+  const std::vector<bool> decorated = seenInsideDecoratorOf(d.comm);
   for (size_t i = 0; i < d.comm.size(); ++i) {
     const CommSpan& c = d.comm[i];
     if (!c.hostCall) continue;
     calls.push_back({Kind::kCollective, c.op, c.start, c.end, -1, c.group_size, c.group_rank,
-                     c.communicator, std::max<int64_t>(0, c.bytes)});
+                     c.communicator, std::max<int64_t>(0, c.bytes), 0, c.root, decorated[i]});
     origin.emplace_back(true, i);
   }
   for (size_t i = 0; i < d.p2pComm.size(); ++i) {
@@ -340,7 +343,7 @@ void foldNcclGroups(RankData& d) {
     a.rank = (collective ? d.comm[first] : d.p2pComm[first]).rank;
     a.op = op;
     a.start = w.start;
-    a.end = w.end;
+    a.end = std::max(w.start, w.end);  // a damaged GroupEnd
     a.bytes = bytes;
     a.group_size = groupSize;
     a.group_rank = groupRank;
@@ -351,7 +354,7 @@ void foldNcclGroups(RankData& d) {
       const auto [inComm, k] = origin[m];
       (inComm ? foldedComm : foldedP2p)[k] = true;
     }
-    d.commTime.emplace_back(w.start, w.end);
+    d.commTime.emplace_back(a.start, a.end);
     return a;
   };
   std::vector<CommSpan> folded;
@@ -767,10 +770,11 @@ int p2pCode(const std::string& s) {
 struct CommSpans::State {
   explicit State(const TraceReader& r)
       : reader(r),
-        keys{NameCodes::find(r, vocab::arg::kBytes),    NameCodes::find(r, vocab::arg::kGroupSize),
-             NameCodes::find(r, vocab::arg::kPeer),     NameCodes::find(r, vocab::arg::kMicrobatch),
-             NameCodes::find(r, vocab::arg::kChunk),    NameCodes::find(r, vocab::arg::kTag),
-             NameCodes::find(r, vocab::arg::kGroupRank)},
+        keys{
+            NameCodes::find(r, vocab::arg::kBytes),     NameCodes::find(r, vocab::arg::kGroupSize),
+            NameCodes::find(r, vocab::arg::kPeer),      NameCodes::find(r, vocab::arg::kMicrobatch),
+            NameCodes::find(r, vocab::arg::kChunk),     NameCodes::find(r, vocab::arg::kTag),
+            NameCodes::find(r, vocab::arg::kGroupRank), NameCodes::find(r, vocab::arg::kRoot)},
         p2pNames(r, p2pCode),
         attempts(r) {}
   const TraceReader& reader;

@@ -43,6 +43,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   const core::StringId kGroupSizeKey = NameCodes::find(reader, vocab::arg::kGroupSize);
   const core::StringId kGroupRankKey = NameCodes::find(reader, vocab::arg::kGroupRank);
   const core::StringId kPeerKey = NameCodes::find(reader, vocab::arg::kPeer);
+  const core::StringId kRootKey = NameCodes::find(reader, vocab::arg::kRoot);
   std::map<int, std::vector<Call>> byRank;
   // NCCL's groups, per rank: the markers and data calls the all-to-all rule reads (nccl_groups.h).
   std::map<int, std::vector<NcclGroupMarker>> markers;
@@ -79,7 +80,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         ncclCalls[t.rank].push_back({kind, op, p.span.start_ns, p.span.end_ns(),
                                      p.arg(kPeerKey, -1), static_cast<int>(p.arg(kGroupSizeKey, 0)),
                                      p.arg(kGroupRankKey, -1), reader.str(p.span.detail),
-                                     p.arg(kBytesKey, 0), p.span.id});
+                                     p.arg(kBytesKey, 0), p.span.id, p.arg(kRootKey, -1)});
       }
       if (op == "send" || op == "recv") continue;  // point-to-point: comm.h's p2p
       Call c;
@@ -112,7 +113,16 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   // them; a coalesced group's own calls leave.
   for (auto& [rank, list] : markers) {
     const std::vector<NcclGroupWindow> windows = ncclGroupWindows(std::move(list));
-    const std::vector<NcclGroupedCall>& grouped = ncclCalls[rank];
+    std::vector<NcclGroupedCall>& grouped = ncclCalls[rank];
+    {  // the calls a decorator span stands for (seenInsideDecorator) are not folded
+      const std::vector<Call>& calls = byRank[rank];
+      const std::vector<bool> inside = seenInsideDecoratorOf(calls);
+      std::set<int64_t> ids;
+      for (size_t k = 0; k < calls.size(); ++k) {
+        if (inside[k]) ids.insert(calls[k].id);
+      }
+      for (NcclGroupedCall& g : grouped) g.decorated = ids.count(g.id) != 0;
+    }
     const auto add = [&, rank = rank](const NcclGroupWindow& w, const std::string& op, int size,
                                       int64_t place, std::string group) {
       Call c;

@@ -90,7 +90,7 @@ std::vector<NcclCoalesced> ncclCoalesced(const std::vector<NcclGroupWindow>& win
       if (!w.holds(calls[i].start, calls[i].end)) continue;
       const NcclGroupedCall& c = calls[i];
       const NcclGroupedCall& first = members.empty() ? c : calls[members.front()];
-      fits = c.kind == Kind::kCollective && !c.op.empty() && c.op == first.op &&
+      fits = c.kind == Kind::kCollective && !c.decorated && !c.op.empty() && c.op == first.op &&
              c.communicator == first.communicator && c.group_size == first.group_size &&
              c.group_rank == first.group_rank;
       members.push_back(i);
@@ -100,10 +100,24 @@ std::vector<NcclCoalesced> ncclCoalesced(const std::vector<NcclGroupWindow>& win
     NcclCoalesced c;
     c.window = wi;
     c.op = first.op;
+    if ((c.op == "broadcast" || c.op == "reduce") && first.group_size > 0 &&
+        members.size() == static_cast<size_t>(first.group_size)) {
+      std::set<int64_t> roots;
+      for (size_t i : members) {
+        if (calls[i].root >= 0 && calls[i].root < first.group_size) roots.insert(calls[i].root);
+      }
+      if (roots.size() == members.size())
+        c.op = c.op == "broadcast" ? "all_gather" : "reduce_scatter";
+    }
     c.group_size = first.group_size;
     c.group_rank = first.group_rank;
     c.communicator = first.communicator;
     for (size_t i : members) c.bytes += std::max<int64_t>(0, calls[i].bytes);
+    // An all_gather's bytes are a rank's part (the report's row multiplies by the group's size,
+    // as for NCCL's own AllGather): the parts' mean.
+    if (c.op == "all_gather" && first.op == "broadcast") {
+      c.bytes = (c.bytes + c.group_size / 2) / c.group_size;
+    }
     c.members = std::move(members);
     out.push_back(std::move(c));
   }

@@ -56,7 +56,9 @@ struct NcclGroupedCall {
   int64_t group_rank = -1;
   std::string communicator;  // the span's detail
   int64_t bytes = 0;
-  int64_t id = 0;  // the span's id (the viewer's instances drop folded calls by it)
+  int64_t id = 0;          // the span's id (the viewer's instances drop folded calls by it)
+  int64_t root = -1;       // a broadcast's or reduce's root (its `root` argument)
+  bool decorated = false;  // seen inside a decorator span (comm.h's seenInsideDecorator)
 };
 
 // A window that is an all_to_all: only sends and receives, all on one communicator of n ranks,
@@ -79,11 +81,15 @@ std::string ncclAllToAllSignature(const NcclAllToAll& a);
 
 // A window of two or more collectives, all of one op on one communicator (one group size and
 // place), and nothing else: coalesced collectives, which GroupEnd's one kernel runs together.
+// Not a window where one of them was recorded by tracerun's c10d decorator too (the decorator's
+// spans stand for them, as for any call they wrap). Broadcasts from every rank of the
+// communicator (each root once) are ProcessGroupNCCL's all_gather of unequal sizes, and reduces
+// to every rank its reduce_scatter of unequal sizes: op says so, for its bus-bandwidth factor.
 struct NcclCoalesced {
   size_t window = 0;            // index into the windows
   std::vector<size_t> members;  // indices into the calls, in the calls' order
   std::string op;
-  int64_t bytes = 0;  // the members' bytes summed
+  int64_t bytes = 0;  // the members' bytes summed (an all_gather of broadcasts: their mean)
   int group_size = 0;
   int64_t group_rank = -1;
   std::string communicator;

@@ -123,14 +123,20 @@ struct CommCallView {
 // rule of analyzeComm and the viewer's collective instances (comm_instances.h).
 std::vector<bool> seenInsideDecorator(const std::vector<CommCallView>& calls);
 
-// Erases from one rank's `calls` (any type with op, start, end and decorator members) those
-// seenInsideDecorator marks, keeping the order of the rest.
+// seenInsideDecorator over one rank's `calls` (any type with op, start, end and decorator
+// members).
 template <class Call>
-void eraseSeenInsideDecorator(std::vector<Call>& calls) {
+std::vector<bool> seenInsideDecoratorOf(const std::vector<Call>& calls) {
   std::vector<CommCallView> views;
   views.reserve(calls.size());
   for (const Call& c : calls) views.push_back({c.op, c.start, c.end, c.decorator});
-  const std::vector<bool> inside = seenInsideDecorator(views);
+  return seenInsideDecorator(views);
+}
+
+// Erases from one rank's `calls` those seenInsideDecorator marks, keeping the order of the rest.
+template <class Call>
+void eraseSeenInsideDecorator(std::vector<Call>& calls) {
+  const std::vector<bool> inside = seenInsideDecoratorOf(calls);
   size_t keep = 0;
   for (size_t k = 0; k < calls.size(); ++k) {
     if (inside[k]) continue;
