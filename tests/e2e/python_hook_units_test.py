@@ -199,6 +199,19 @@ def grad_scaler(c, hooks):
             ("begin", "step", 3), ("begin", "optimizer", None), ("end", 6), ("end", 5)]
     c.check(spans == want, "a step GradScaler skips ends its step span, without an optimizer span",
             "%s" % spans)
+    # Inside another optimizer's step (which ends the step itself), a scaler's step that updates
+    # nothing is no skip.
+    steps.forward()
+    running = hooks._optimizer_steps_running()
+    running.append(object())  # as while an outer optimizer's step runs on this thread
+    try:
+        scaler.found_inf = True
+        n = len(spans)
+        scaler.step(None)
+    finally:
+        running.pop()
+    c.check(len(spans) == n, "a scaler's step inside an optimizer's step ends nothing",
+            "%s" % spans[n:])
 
 
 def optimizer_wrapping(c, hooks):
