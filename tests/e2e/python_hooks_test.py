@@ -455,7 +455,10 @@ import torch
 torch.manual_seed(0)
 m = torch.nn.Linear(64, 64).cuda()
 opt = torch.optim.SGD(m.parameters(), lr=0.01)
-scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 24)
+if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):  # 2.3 and later
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 24)
+else:
+    scaler = torch.cuda.amp.GradScaler(init_scale=2.0 ** 24)
 x = torch.randn(32, 64, device="cuda")
 skipped = 0
 for _ in range(12):
