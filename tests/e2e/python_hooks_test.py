@@ -276,13 +276,24 @@ print("parameters", len(opts))
 """
 
 
-def optimizer_in_backward(c, a):
-    r, db = traced(a, "optimizer_in_backward", OPTIMIZER_IN_BACKWARD)
-    c.check(r.returncode == 0 and not hook_error(r), "[opt_in_bwd] traced run exits 0",
+def traced_clean(c, a, tag, name, program):
+    """The program traced: checks it exits 0 without a hook error; the database, or None."""
+    r, db = traced(a, name, program)
+    c.check(r.returncode == 0 and not hook_error(r), "[%s] traced run exits 0" % tag,
             failing(r.returncode or hook_error(r), r.stderr))
-    if r.returncode != 0:
+    return (r, db) if r.returncode == 0 else (r, None)
+
+
+def printed(r, key):
+    """The integers the program printed after `key` on lines of their own."""
+    return [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith(key + " ")]
+
+
+def optimizer_in_backward(c, a):
+    r, db = traced_clean(c, a, "opt_in_bwd", "optimizer_in_backward", OPTIMIZER_IN_BACKWARD)
+    if db is None:
         return
-    params = [int(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("parameters")][0]
+    params = printed(r, "parameters")[0]
     phase = {name: [(s0, e0) for n0, s0, e0, _ in intervals(db, name) if n0 == name]
              for name in ("step", "backward", "optimizer")}
     steps, backwards, updates = phase["step"], phase["backward"], phase["optimizer"]
@@ -475,12 +486,10 @@ print("skipped", skipped)
 
 
 def grad_scaler(c, a):
-    r, db = traced(a, "grad_scaler", GRAD_SCALER)
-    c.check(r.returncode == 0 and not hook_error(r), "[grad_scaler] traced run exits 0",
-            failing(r.returncode or hook_error(r), r.stderr))
-    if r.returncode != 0:
+    r, db = traced_clean(c, a, "grad_scaler", "grad_scaler", GRAD_SCALER)
+    if db is None:
         return
-    skipped = [int(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("skipped")]
+    skipped = printed(r, "skipped")
     c.check(skipped and 0 < skipped[0] < 12, "[grad_scaler] the scaler skipped some steps",
             "%s" % skipped)
     phases = spans(db, "phase")
