@@ -198,6 +198,11 @@ def _install(module_module):
                     if stack[i][0] is module:
                         del stack[i:]
                         break
+            elif stack and stack[0][0] is module:
+                # torch 2.1 and later run the always-called post hooks for an Exception only: a
+                # KeyboardInterrupt the program caught left the root's entries (one test: the
+                # root called again, at the stack's bottom).
+                del stack[:]
             path, root = path_of(module, stack)
             info = module_info.get(module)
             if info is None:

@@ -8,8 +8,9 @@ run without tracerun, reading the trace's spans with Python's own sqlite3:
 - two hooks directories on PYTHONPATH (a second copy of the hooks and a symlink to it, then the
   user's own sitecustomize): the user's sitecustomize runs once, no RecursionError, and each
   forward is one module scope (the hooks are installed once);
-- a forward that raises, caught by the program, then two that do not: every module scope keeps
-  its own name (not "boom.Net"), one "Net" scope per call;
+- a forward that raises (RuntimeError, and KeyboardInterrupt, which torch 2.1+'s always-called
+  post hooks miss), caught by the program, then two that do not: every module scope keeps its own
+  name (not "boom.Net"), one "Net" scope per call;
 - a sparse tensor in optimizer.state: no hook error, one "step" span per optimizer step, each
   enclosing an "optimizer" phase that encloses torch's own Optimizer.step#... record;
 - evaluation under torch.no_grad() after the last step: no extra "step" span;
@@ -130,6 +131,8 @@ def two_hook_dirs(c, a):
                 "%d Sequential scopes, 3 calls" % names.count("Sequential"))
 
 
+# {error}: RuntimeError (an out-of-memory error), or KeyboardInterrupt (Ctrl-C, caught by the
+# program): torch 2.1+'s always-called post hooks run for an Exception only.
 RAISES = """
 import torch
 class Boom(torch.nn.Module):
@@ -137,7 +140,7 @@ class Boom(torch.nn.Module):
     def forward(self, x):
         Boom.calls += 1
         if Boom.calls == 1:
-            raise RuntimeError("out of memory (a stand-in)")
+            raise {error}("out of memory (a stand-in)")
         return x.relu()
 class Net(torch.nn.Module):
     def __init__(self):
@@ -149,7 +152,7 @@ class Net(torch.nn.Module):
 net = Net()
 try:
     net(torch.zeros(2, 4))
-except RuntimeError:
+except {error}:
     pass
 for _ in range(2):
     net(torch.zeros(2, 4))
@@ -157,17 +160,18 @@ for _ in range(2):
 
 
 def raised_forward(c, a):
-    r, db = traced(a, "raised_forward", RAISES)
-    c.check(r.returncode == 0, "[raised forward] traced run exits 0",
-            failing(r.returncode, r.stderr))
-    if r.returncode != 0:
-        return
-    names = spans(db, "module")
-    c.check(set(names) <= {"Net", "l", "boom"}, "[raised forward] every scope keeps its name",
-            str(sorted(set(names))))
-    c.check(names.count("Net") == 3, "[raised forward] one Net scope per call",
-            "%d Net scopes, 3 calls" % names.count("Net"))
-    c.check(not hook_error(r), "[raised forward] no hook error", failing(hook_error(r), r.stderr))
+    for error in ("RuntimeError", "KeyboardInterrupt"):
+        tag = "[raised forward, %s]" % error
+        r, db = traced(a, "raised_forward_" + error, RAISES.replace("{error}", error))
+        c.check(r.returncode == 0, tag + " traced run exits 0", failing(r.returncode, r.stderr))
+        if r.returncode != 0:
+            continue
+        names = spans(db, "module")
+        c.check(set(names) <= {"Net", "l", "boom"}, tag + " every scope keeps its name",
+                str(sorted(set(names))))
+        c.check(names.count("Net") == 3, tag + " one Net scope per call",
+                "%d Net scopes, 3 calls" % names.count("Net"))
+        c.check(not hook_error(r), tag + " no hook error", failing(hook_error(r), r.stderr))
 
 
 STEPS = """
