@@ -256,7 +256,9 @@ class _Steps:
         self.updates = 0  # after_update calls: a GradScaler.step that made none skipped its step
         self.disabled = False  # the program marks its own steps
         self._open = None  # (thread id, token) of the open step span
-        self._optimizer = None  # (thread id, token) of the open optimizer span
+        # thread id -> token of its open optimizer span (optimizer-in-backward hooks may run on
+        # several autograd device threads at once)
+        self._optimizer = {}
         self._ends_with_backward = False  # an optimizer step ran inside the running backward
 
     def program_marks_steps(self):
@@ -288,10 +290,11 @@ class _Steps:
                 self._open = (threading.get_ident(), token)
 
     def before_update(self):
-        if self._optimizer is None:
+        me = threading.get_ident()
+        if me not in self._optimizer:
             token = self._begin(_KIND_PHASE, b"optimizer", None, None, 0)
             if token > 0:
-                self._optimizer = (threading.get_ident(), token)
+                self._optimizer[me] = token
 
     def model_states(self, detail, values):
         """A zero-length "model_states" phase (vocabulary.h) with the optimizer's numbers: params,
@@ -326,9 +329,9 @@ class _Steps:
         on CUDA) ends only its optimizer span: the step ends with that backward."""
         self.updates += 1
         me = threading.get_ident()
-        if self._optimizer is not None and self._optimizer[0] == me:
-            self._end(self._optimizer[1], None)
-        self._optimizer = None
+        token = self._optimizer.pop(me, None)
+        if token is not None:
+            self._end(token, None)
         # Inside a backward: this thread's own (CPU), or the autograd engine's thread serving the
         # step's thread (CUDA); not another thread's backward running beside a plain step.
         if self._open is not None and (backward_running_here() or

@@ -26,7 +26,7 @@ Checks, on Debian's torch 1.13:
   and torch.compile's peel of the profiling wrapper (2.0 to 2.2) leaves ours on;
 - updates on another thread inside the training thread's backward (the autograd engine's, CUDA's
   optimizer in backward) end the step when that backward returns; a plain step beside another
-  thread's backward ends at once;
+  thread's backward ends at once; two threads' updates at once each get their optimizer span;
 - GradScaler.step (a stand-in that skips the optimizer's step where gradients overflowed): a
   skipped step ends its step span (with no optimizer span), a step that ran ends it once, and the
   hook is installed once per class that defines step.
@@ -163,6 +163,28 @@ def steps_across_threads(c, hooks):
             "%s" % spans)
     leave.set()
     t.join()
+    # Two threads' updates at once (optimizer-in-backward hooks on two device threads): each
+    # opens and ends its own optimizer span.
+    spans.clear()
+    opened, finish = threading.Event(), threading.Event()
+
+    def other_update():
+        steps.before_update()
+        opened.set()
+        finish.wait()
+        steps.after_update()
+
+    t = threading.Thread(target=other_update)
+    t.start()
+    opened.wait()
+    steps.before_update()
+    finish.set()
+    t.join()
+    steps.after_update()
+    begun = [i + 1 for i, x in enumerate(spans) if x[:2] == ("begin", "optimizer")]
+    ended = sorted(x[1] for x in spans if x[0] == "end")
+    c.check(len(begun) == 2 and ended == begun, "two threads' updates at once: two optimizer "
+            "spans, each ended", "%s" % spans)
 
 
 def grad_scaler(c, hooks):
