@@ -939,6 +939,7 @@ TEST_CASE(
     CHECK(c.bytes == static_cast<int64_t>(3 * bytes));
     CHECK(c.algbw_gbps == Approx(3.0 * bytes / (3 * (60'000 + 64'000) / 2)));
     CHECK(c.busbw_gbps == Approx(c.algbw_gbps));  // all-reduce, n = 2: 2(n-1)/n = 1
+    CHECK(c.coalesced_calls == (variant == kCoalesced ? 6 : 0));
     // The viewer's instances: one per group, both ranks in each.
     REQUIRE(instances.instances.size() == 3);
     for (const CollectiveInstance& in : instances.instances) {

@@ -110,6 +110,7 @@ struct CommSpan {
   bool hostCall = false;     // NCCL's host call (CollectiveStats::host_call_time)
   int64_t peer = -1, tag = -1;
   int64_t root = -1;  // a broadcast's or reduce's root (NCCL's calls: a rank of the communicator)
+  int64_t coalesced = 0;  // a folded coalesced group: the calls it holds
   // NCCL's send/recv: peer is a rank of the communicator (detail), group_rank this rank's in it.
   bool communicatorPeer = false;
   int64_t commPeer = -1;  // NCCL's send/recv: the peer as NCCL names it (peer becomes a trace rank)
@@ -337,7 +338,8 @@ void foldNcclGroups(RankData& d) {
   std::vector<bool> foldedComm(d.comm.size(), false), foldedP2p(d.p2pComm.size(), false);
   const auto fold = [&](const NcclGroupWindow& w, const std::string& op,
                         const std::vector<size_t>& members, int64_t bytes, int groupSize,
-                        int64_t groupRank, const std::string& communicator, std::string signature) {
+                        int64_t groupRank, const std::string& communicator, std::string signature,
+                        bool coalesced) {
     CommSpan a;
     const auto [collective, first] = origin[members.front()];
     a.rank = (collective ? d.comm[first] : d.p2pComm[first]).rank;
@@ -350,6 +352,7 @@ void foldNcclGroups(RankData& d) {
     a.communicator = communicator;
     a.signature = std::move(signature);
     a.hostCall = true;
+    a.coalesced = coalesced ? static_cast<int64_t>(members.size()) : 0;
     for (size_t m : members) {
       const auto [inComm, k] = origin[m];
       (inComm ? foldedComm : foldedP2p)[k] = true;
@@ -361,12 +364,12 @@ void foldNcclGroups(RankData& d) {
   for (const NcclAllToAll& found : ncclAllToAlls(d.groups, calls)) {
     folded.push_back(fold(d.groups[found.window], "all_to_all", found.members, found.bytes,
                           found.group_size, found.group_rank, found.communicator,
-                          ncclAllToAllSignature(found)));
+                          ncclAllToAllSignature(found), false));
   }
   for (const NcclCoalesced& found : ncclCoalesced(d.groups, calls)) {
     folded.push_back(fold(d.groups[found.window], found.op, found.members, found.bytes,
                           found.group_size, found.group_rank, found.communicator,
-                          ncclCoalescedSignature(found)));
+                          ncclCoalescedSignature(found), true));
   }
   const auto keep = [](std::vector<CommSpan>& list, const std::vector<bool>& gone) {
     size_t kept = 0;
@@ -475,6 +478,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
   struct Acc {
     int64_t spans = 0, bytes = 0, time = 0;
     int64_t kernelTime = 0;  // of the host calls timed by their kernels
+    int64_t coalesced = 0;   // calls held by folded coalesced groups
     int size = 0;
     std::string source;
     std::set<int> contributors;  // members present in the trace
@@ -515,6 +519,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       a.bytes = satAdd(a.bytes, c.bytes);
       a.time = satAdd(a.time, c.dur());
       if (c.kernel) a.kernelTime = satAdd(a.kernelTime, satSub(c.kernelEnd, c.kernelStart));
+      a.coalesced = satAdd(a.coalesced, c.coalesced);
       a.size = size;
       a.source = source;
       a.contributors.insert(rank);
@@ -532,6 +537,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     // Each call appears once per member present in the trace.
     const auto members = std::max<int64_t>(1, static_cast<int64_t>(a.contributors.size()));
     s.calls = a.spans / members;
+    s.coalesced_calls = a.coalesced / members;
     const int64_t perCallBytes = a.bytes / members;
     int64_t gathered = 0;
     if (__builtin_mul_overflow(perCallBytes, int64_t{s.group_size}, &gathered)) {

@@ -179,7 +179,8 @@ std::string reportJson(const Report& r, int indent) {
                       {"bytes", c.bytes},
                       {"time_ns", c.time_ns},
                       {"host_call_time", c.host_call_time},
-                      {"kernel_time", c.kernel_time}};
+                      {"kernel_time", c.kernel_time},
+                      {"coalesced_calls", c.coalesced_calls}};
     x["algbw_gbps"] = c.host_call_time ? ordered_json(nullptr) : ordered_json(c.algbw_gbps);
     x["busbw_gbps"] =
         c.group_size > 0 && !c.host_call_time ? ordered_json(c.busbw_gbps) : ordered_json(nullptr);

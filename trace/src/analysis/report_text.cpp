@@ -188,6 +188,11 @@ void commSection(const Report& r, Lines& line) {
     hostCalls = hostCalls || c.host_call_time;
     if (!c.via.empty()) line("      via " + c.via);
     if (c.kernel_time) line("      timed by the NCCL kernels the calls launched");
+    if (c.coalesced_calls > 0) {
+      line(formatPrintf(
+          "      coalesced: the program's %lld calls, grouped (one NCCL kernel a group)",
+          static_cast<long long>(c.coalesced_calls)));
+    }
   }
   if (hostCalls) {
     line(

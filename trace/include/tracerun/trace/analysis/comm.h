@@ -53,6 +53,9 @@ struct CollectiveStats {
   // the row has none, algbw and busbw are left at 0: host_call_time.
   bool host_call_time = false;
   bool kernel_time = false;
+  // NCCL's coalesced collectives (nccl_groups.h): the program's calls the row's calls hold, each
+  // group of them one call (0: none coalesced).
+  int64_t coalesced_calls = 0;
 };
 
 struct PointToPointStats {
