@@ -326,7 +326,7 @@ TEST_CASE("raw shard: a process killed by SIGKILL keeps every block it wrote", "
   const std::string dir = scratch() + "/kill";
   fs::create_directories(dir);
   const std::string raw = dir + "/rank0.db.raw";
-  constexpr int kBatch = 100;  // root spans per flushed block
+  constexpr int kBatch = 100;  // root spans per explicit flush (acknowledged to the parent)
   int ack[2];
   REQUIRE(::pipe(ack) == 0);
   const pid_t child = ::fork();
@@ -368,9 +368,11 @@ TEST_CASE("raw shard: a process killed by SIGKILL keeps every block it wrote", "
   const auto conv = trace::convertRawShard(raw, db);
   CHECK_FALSE(conv.ended);
   const int64_t spans = count(db, "spans");
-  // Everything acknowledged is there; what is there is whole blocks, from the first span on.
+  // Everything acknowledged is there; what is there is whole records, from the first span on,
+  // with no gap. (Not whole flushes: a flush writes one block per contiguous run of the ring, two
+  // where its records wrap around the ring's end, and the kill may land between the two: a CI run
+  // under load once kept 44 spans past a multiple of the batch.)
   CHECK(spans >= acked);
-  CHECK(spans % kBatch == 0);
   CHECK(
       rows(db, "SELECT MIN(start_ns), MAX(start_ns), COUNT(DISTINCT start_ns) FROM spans").at(0) ==
       "0|" + std::to_string((spans - 1) * 100) + "|" + std::to_string(spans));
