@@ -361,12 +361,13 @@ void foldNcclGroups(RankData& d) {
     return a;
   };
   std::vector<CommSpan> folded;
-  for (const NcclAllToAll& found : ncclAllToAlls(d.groups, calls)) {
+  const NcclGroupFolds groups = ncclGroupFolds(d.groups, calls);
+  for (const NcclAllToAll& found : groups.all_to_alls) {
     folded.push_back(fold(d.groups[found.window], "all_to_all", found.members, found.bytes,
                           found.group_size, found.group_rank, found.communicator,
                           ncclAllToAllSignature(found), false));
   }
-  for (const NcclCoalesced& found : ncclCoalesced(d.groups, calls)) {
+  for (const NcclCoalesced& found : groups.coalesced) {
     folded.push_back(fold(d.groups[found.window], found.op, found.members, found.bytes,
                           found.group_size, found.group_rank, found.communicator,
                           ncclCoalescedSignature(found), true));
@@ -874,16 +875,16 @@ CommAnalysis CommSpans::analysis() {
     r.rank = rank;
     r.gpu_kernels = std::any_of(d.kernels.begin(), d.kernels.end(),
                                 [](const auto& k) { return !k.second.first.empty(); });
-    for (auto& [device, k] : d.kernels) {
-      if (!r.gpu_kernels) break;
-      auto& [comm, other] = k;
-      normalize(comm);
-      normalize(other);
-      r.comm_ns = satAdd(r.comm_ns, totalLength(comm));
-      r.compute_ns = satAdd(r.compute_ns, totalLength(other));
-      r.overlap_ns = satAdd(r.overlap_ns, overlapLength(comm, other));
-    }
-    if (!r.gpu_kernels) {
+    if (r.gpu_kernels) {
+      for (auto& [device, k] : d.kernels) {
+        auto& [comm, other] = k;
+        normalize(comm);
+        normalize(other);
+        r.comm_ns = satAdd(r.comm_ns, totalLength(comm));
+        r.compute_ns = satAdd(r.compute_ns, totalLength(other));
+        r.overlap_ns = satAdd(r.overlap_ns, overlapLength(comm, other));
+      }
+    } else {
       normalize(d.commTime);
       normalize(d.compute);
       r.comm_ns = totalLength(d.commTime);

@@ -137,11 +137,12 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       if (const auto tag = attemptTag.find(rank); tag != attemptTag.end()) c.group += tag->second;
       byRank[rank].push_back(std::move(c));
     };
-    for (const NcclAllToAll& a : ncclAllToAlls(windows, grouped)) {
+    const NcclGroupFolds groups = ncclGroupFolds(windows, grouped);
+    for (const NcclAllToAll& a : groups.all_to_alls) {
       add(windows[a.window], "all_to_all", a.group_size, a.group_rank, ncclAllToAllSignature(a));
     }
     std::set<int64_t> folded;  // span ids
-    for (const NcclCoalesced& a : ncclCoalesced(windows, grouped)) {
+    for (const NcclCoalesced& a : groups.coalesced) {
       for (size_t m : a.members) folded.insert(grouped[m].id);
       add(windows[a.window], a.op, a.group_size, a.group_rank, ncclCoalescedSignature(a));
     }

@@ -72,8 +72,6 @@ struct NcclAllToAll {
   int64_t group_rank = -1;
   std::string communicator;
 };
-std::vector<NcclAllToAll> ncclAllToAlls(const std::vector<NcclGroupWindow>& windows,
-                                        const std::vector<NcclGroupedCall>& calls);
 
 // What an all_to_all's calls must match across ranks: its communicator and size, not its bytes
 // (unequal splits send different amounts from each rank of one call). callSignature's spelling.
@@ -94,8 +92,15 @@ struct NcclCoalesced {
   int64_t group_rank = -1;
   std::string communicator;
 };
-std::vector<NcclCoalesced> ncclCoalesced(const std::vector<NcclGroupWindow>& windows,
-                                         const std::vector<NcclGroupedCall>& calls);
+
+// The windows that are an all_to_all or a group of coalesced collectives (none is both), each
+// window's calls found once for both rules.
+struct NcclGroupFolds {
+  std::vector<NcclAllToAll> all_to_alls;
+  std::vector<NcclCoalesced> coalesced;
+};
+NcclGroupFolds ncclGroupFolds(const std::vector<NcclGroupWindow>& windows,
+                              const std::vector<NcclGroupedCall>& calls);
 
 // What a coalesced group's calls must match across ranks: op, communicator, summed bytes, group
 // size and the number of calls coalesced (callSignature's spelling, "|coalesced N" after it).
