@@ -235,15 +235,22 @@ def memory_rows(c, a, db, key):
     return rows
 
 
+def fsdp_report(c, a, work, name, what):
+    """Traces fsdp_job's `name` run, checks it exits 0; (the report's memory rows or None, the
+    trace, the truth files' prefix)."""
+    rc, secs, db, out = fsdp_job(a, work, name)
+    c.check(rc == 0, f"{what}, 2 ranks (Gloo, CPU) under tracerun exits 0",
+            f"exit {rc}, {secs:.1f} s")
+    rows = memory_rows(c, a, db, name + "_report") if rc == 0 else None
+    return rows, db, out
+
+
 def check_fsdp(c, a, work):
     version, text = torch_version()
     if version < (2, 1):
         c.info["fsdp"] = f"skipped: torch {text} (FSDP on CPU needs 2.1 or later)"
         return
-    rc, secs, db, out = fsdp_job(a, work, "fsdp")
-    c.check(rc == 0, "FSDP FULL_SHARD, 2 ranks (Gloo, CPU) under tracerun exits 0",
-            f"exit {rc}, {secs:.1f} s")
-    rows = memory_rows(c, a, db, "fsdp_report") if rc == 0 else None
+    rows, _, out = fsdp_report(c, a, work, "fsdp", "FSDP FULL_SHARD")
     if rows is None:
         return
     for rank in (0, 1):
@@ -280,10 +287,7 @@ def check_fsdp2(c, a, work):
         c.info["fsdp2"] = f"skipped: FSDP2 on the CPU failed without memory capture (exit {rc}; " \
                           "see fsdp2_ops.log)"
         return
-    rc, secs, db, out = fsdp_job(a, work, "fsdp2")
-    c.check(rc == 0, "FSDP2 fully_shard, 2 ranks (Gloo, CPU) under tracerun exits 0",
-            f"exit {rc}, {secs:.1f} s")
-    rows = memory_rows(c, a, db, "fsdp2_report") if rc == 0 else None
+    rows, db, out = fsdp_report(c, a, work, "fsdp2", "FSDP2 fully_shard")
     if rows is None:
         return
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -725,6 +725,13 @@ void ncclCall(TraceBuilder& tb, int rank, const std::string& comm, const std::st
   tb.span(rank, BSpan{"async:" + comm, name, core::Category::kComm, start, end, 0, args, comm});
 }
 
+// A call tracerun's c10d decorator recorded for `rank` in the data-parallel group {0, 1}.
+void dpCall(TraceBuilder& tb, int rank, const std::string& name, int64_t start, int64_t end,
+            std::vector<std::pair<std::string, int64_t>> args) {
+  tb.span(rank,
+          BSpan{"async:c10d dp [0,1]", name, core::Category::kComm, start, end, 0, args, "dp"});
+}
+
 // ncclGroupStart / ncclGroupEnd: control calls on the rank's `nccl` track.
 void ncclMarker(TraceBuilder& tb, int rank, const std::string& name, int64_t start, int64_t end) {
   tb.span(rank, BSpan{"async:nccl", name, core::Category::kComm, start, end, 0, {}, ""});
@@ -772,14 +779,7 @@ TEST_CASE("comm: an NCCL group of a send to and a receive from every rank is one
       for (int k = 0; k < 3; ++k) {
         const int64_t t = 1'000'000 * (k + 1);
         if (variant == kDecorated) {
-          tb.span(r, BSpan{"async:c10d dp [0,1]",
-                           "c10d:alltoall_base",
-                           core::Category::kComm,
-                           t - 500,
-                           t + 31'000,
-                           0,
-                           {{"bytes", 8192}, {"seq", k}},
-                           "dp"});
+          dpCall(tb, r, "c10d:alltoall_base", t - 500, t + 31'000, {{"bytes", 8192}, {"seq", k}});
         }
         ncclMarker(tb, r, "nccl:GroupStart", t, t + 1'000);
         for (int peer = 0; peer < 2; ++peer) {
@@ -873,14 +873,8 @@ TEST_CASE(
         for (int m = 0; m < (variant == kLone ? 1 : 2); ++m) {
           const int64_t at = t + 2'000 + 4'000 * m;
           if (variant == kDecorated) {
-            tb.span(r, BSpan{"async:c10d dp [0,1]",
-                             "c10d:allreduce",
-                             core::Category::kComm,
-                             at - 500,
-                             at + 3'500,
-                             0,
-                             {{"bytes", 1 << 20}, {"seq", 2 * k + m}},
-                             "dp"});
+            dpCall(tb, r, "c10d:allreduce", at - 500, at + 3'500,
+                   {{"bytes", 1 << 20}, {"seq", 2 * k + m}});
           }
           if (variant == kUneven) {
             ncclCall(tb, r, comm, "nccl:Broadcast", at, at + 3'000,
@@ -966,14 +960,7 @@ TEST_CASE("comm: a rank's NCCL communication is measured on its GPU kernels, dev
     INFO((decorated ? "decorated" : "plain"));
     TraceBuilder tb(2);
     if (decorated) {
-      tb.span(0, BSpan{"async:c10d dp [0,1]",
-                       "c10d:allreduce",
-                       core::Category::kComm,
-                       500,
-                       3'500,
-                       0,
-                       {{"bytes", 4096}, {"group_size", 2}, {"seq", 0}},
-                       "dp"});
+      dpCall(tb, 0, "c10d:allreduce", 500, 3'500, {{"bytes", 4096}, {"group_size", 2}, {"seq", 0}});
     }
     ncclCall(tb, 0, "nccl 00000000000000d1", "nccl:AllReduce", 1'000, 3'000, {{"bytes", 4096}});
     const auto kernel = [&](int rank, const std::string& track, const std::string& name,

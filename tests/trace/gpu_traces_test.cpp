@@ -56,20 +56,29 @@ struct Row {
   std::string name;
 };
 
-// Every kernel / memcpy span on a "cuda:D stream S" track, with its op -> kernel flow's source.
-std::vector<Row> scan(const std::string& path) {
+// Runs `sql` on the file at `path` (read-only, with SQLite's own API), calling `row` for each
+// result row.
+template <class OnRow>
+void query(const std::string& path, const char* sql, OnRow row) {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) row(st);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
+// Every kernel / memcpy span on a "cuda:D stream S" track, with its op -> kernel flow's source.
+std::vector<Row> scan(const std::string& path) {
   const char* sql =
       "SELECT t.rank, t.name, t.id, s.start_ns, s.start_ns + s.dur_ns, s.category, n.value, f.l "
       "FROM spans s JOIN tracks t ON t.id = s.track JOIN strings n ON n.id = s.name "
       "LEFT JOIN (SELECT dst_track, dst_ts_ns, max(src_ts_ns) AS l FROM flows WHERE kind = 2 "
       "GROUP BY 1, 2) f ON f.dst_track = s.track AND f.dst_ts_ns = s.start_ns "
       "WHERE t.name GLOB 'cuda:[0-9]* stream [0-9]*' AND s.category IN (6, 7)";
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK);
   std::vector<Row> rows;
-  while (sqlite3_step(st) == SQLITE_ROW) {
+  query(path, sql, [&](sqlite3_stmt* st) {
     Row r;
     r.rank = sqlite3_column_int(st, 0);
     const std::string track = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
@@ -84,9 +93,7 @@ std::vector<Row> scan(const std::string& path) {
     r.name = reinterpret_cast<const char*>(sqlite3_column_text(st, 6));
     if (sqlite3_column_type(st, 7) != SQLITE_NULL) r.launch = sqlite3_column_int64(st, 7);
     rows.push_back(std::move(r));
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  });
   return rows;
 }
 
@@ -240,22 +247,13 @@ TEST_CASE("gpu traces: a rank's NCCL communication and its overlap are its kerne
     INFO(path);
     // The ranks that made NCCL data calls (their spans are enqueues), read straight from the file.
     std::set<int> callers;
-    {
-      sqlite3* db = nullptr;
-      REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-      sqlite3_stmt* st = nullptr;
-      REQUIRE(sqlite3_prepare_v2(db,
-                                 "SELECT DISTINCT t.rank, n.value FROM spans s JOIN tracks t ON "
-                                 "t.id = s.track JOIN strings n ON n.id = s.name WHERE "
-                                 "n.value GLOB 'nccl:*'",
-                                 -1, &st, nullptr) == SQLITE_OK);
-      while (sqlite3_step(st) == SQLITE_ROW) {
-        const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
-        if (vocab::nccl::isDataCall(name)) callers.insert(sqlite3_column_int(st, 0));
-      }
-      sqlite3_finalize(st);
-      sqlite3_close(db);
-    }
+    query(path,
+          "SELECT DISTINCT t.rank, n.value FROM spans s JOIN tracks t ON t.id = s.track JOIN "
+          "strings n ON n.id = s.name WHERE n.value GLOB 'nccl:*'",
+          [&](sqlite3_stmt* st) {
+            const std::string name = reinterpret_cast<const char*>(sqlite3_column_text(st, 1));
+            if (vocab::nccl::isDataCall(name)) callers.insert(sqlite3_column_int(st, 0));
+          });
     const std::vector<Row> rows = scan(path);
     const CommAnalysis a = analyzeComm(trace::TraceReader::open(path));
     for (const RankCommStats& r : a.ranks) {
