@@ -723,6 +723,14 @@ void checkOverview(const Dump& d, const dot::Layout& l, const Png& png) {
   CHECK(sides >= 1);
 }
 
+// A window width at which the fitted drawing is too small to read: `widest`, or narrower where the
+// drawing is narrow enough to read fitted at that width. The call graph's node count follows the
+// run's timings (66 to 174 nodes seen beside busy loops), so the window is what keeps a test's
+// premise, fitted too small to read, true of every run.
+int unreadableFittedWidth(const dot::Graph& g, const dot::Layout& l, int widest) {
+  return std::min(widest, static_cast<int>(l.width * 0.9 * kNamePx / minNodeHeight(g, l)) + 40);
+}
+
 }  // namespace
 
 TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its heaviest root",
@@ -734,11 +742,7 @@ TEST_CASE("callgraph view: a graph too wide to read fitted opens readable on its
   const auto laid = dot::LaidOutGraph::layout(g);
   const dot::Layout& l = laid.positions();
   const double lowest = minNodeHeight(g, l);
-  // 1600 px wide, or narrower where the drawing is narrow enough to read fitted at that width:
-  // its node count follows the run's timings (66 to 174 nodes seen beside busy loops), so the
-  // window is what keeps this test's premise, fitted too small to read, true of every run.
-  const int width = std::min(1600, static_cast<int>(l.width * 0.9 * kNamePx / lowest) + 40);
-  const std::string size = std::to_string(width) + "x1000";
+  const std::string size = std::to_string(unreadableFittedWidth(g, l, 1600)) + "x1000";
   INFO("drawing " << l.width << " x " << l.height << " pt, " << g.nodes.size() << " nodes, window "
                   << size);
   const auto r = runTraceviewXvfb({db, "--view", "callgraph", "--dump-view", dir + "/open.txt",
@@ -862,16 +866,21 @@ TEST_CASE("a script: a click and a drag in the overview move the view there",
   const std::string dir = e2e::scratch().file("overview");
   std::filesystem::create_directories(dir);
   const std::string dump = dir + "/ov.txt";
-  const std::vector<std::string> args{db, "--size", "1400x900", "--view", "callgraph"};
-  std::vector<std::string> shot = args;
-  shot.insert(shot.end(), {"--screenshot", dir + "/ov.png", "--dump-view", dump});
-  runTraceviewOk(shot, dir);
-  const Dump d = readDump(dump);
-  REQUIRE(d.overview);
   const auto reader = trace::TraceReader::open(db);
   const dot::Graph g = dot::buildCallGraphGraph(reader, {});
   const auto laid = dot::LaidOutGraph::layout(g);
   const dot::Layout& l = laid.positions();
+  // A window the drawing does not fit readably (a fitted view has no overview).
+  const std::string size = std::to_string(unreadableFittedWidth(g, l, 1400)) + "x900";
+  INFO("drawing " << l.width << " x " << l.height << " pt, " << g.nodes.size() << " nodes, window "
+                  << size);
+  const std::vector<std::string> args{db, "--size", size, "--view", "callgraph"};
+  std::vector<std::string> shot = args;
+  shot.insert(shot.end(), {"--screenshot", dir + "/ov.png", "--dump-view", dump});
+  runTraceviewOk(shot, dir);
+  const Dump d = readDump(dump);
+  REQUIRE(fitScaleOf(l, d) * minNodeHeight(g, l) < kNamePx);
+  REQUIRE(d.overview);
   const double k = (d.map[2] - d.map[0]) / l.width;  // overview px per point
   // The picture's point under overview pixel (px, py), clamped to the picture.
   const auto pointAt = [&](int px, int py) {
