@@ -52,6 +52,7 @@ endforeach()
 if(TARGET tracerun_capture)  # the Python module hooks, at lib/tracerun-python beside the library
   install(FILES ${PROJECT_SOURCE_DIR}/interpose/python/sitecustomize.py
                 ${PROJECT_SOURCE_DIR}/interpose/python/_tracerun_training.py
+                ${PROJECT_SOURCE_DIR}/interpose/python/_tracerun_groups.py
           DESTINATION lib/tracerun-python)
 endif()
 

@@ -82,6 +82,15 @@ def _install(module_module):
 
     watch_tracing()  # also when TRACERUN_TRAINING_HOOKS=0 leaves install() out
 
+    try:  # process group names (_tracerun_groups.py): whatever the words, nothing per call
+        import _tracerun_groups
+        from _tracerun_training import _after_import
+
+        _after_import("torch.distributed.distributed_c10d", lambda c10d: _tracerun_groups.install(
+            lib, c10d, sys.modules.get("torch.distributed")))
+    except Exception as e:
+        sys.stderr.write("tracerun: process group names not installed: %s\n" % e)
+
     try:  # memory categories and step spans (_tracerun_training.py), before the module scopes
         import os
 

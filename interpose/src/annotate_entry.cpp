@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "capture.h"
+#include "collective_groups.h"
 #include "status_file.h"
 #include "tracerun/core/clock.h"
 #include "tracerun/core/records.h"
@@ -85,6 +86,12 @@ __attribute__((visibility("default"))) int tracerun_annotate_set_memory_category
     tlsMemoryCategory = static_cast<uint8_t>(category);
   }
   return previous;
+}
+
+__attribute__((visibility("default"))) void tracerun_annotate_process_group(uint64_t address,
+                                                                            int64_t group_id) {
+  // Remembered whether or not a capture runs now: a later one may see the group's calls.
+  tracerun::interpose::nameProcessGroup(address, group_id);
 }
 
 __attribute__((visibility("default"))) int tracerun_annotate_capturing(void) {

@@ -16,7 +16,7 @@ struct Slot {
   std::atomic<uint64_t> ticket{0};  // publication number (1, 2, ...); 0: empty, written or taken
   std::array<std::atomic<uint64_t>, kCollectiveGroupKeys> keys{};
   std::atomic<uint32_t> op{0};
-  std::atomic<int64_t> size{0}, rank{0};
+  std::atomic<int64_t> size{0}, rank{0}, id{-1};
 };
 
 struct Table {
@@ -27,6 +27,23 @@ struct Table {
 Table& table() noexcept {
   static Table t;  // process-wide by design: callers publish, the backend's workers take
   return t;
+}
+
+// Names, appended: a slot is claimed by its index, its id written, then its address (release); a
+// reader scans from the newest, so the latest name of an address wins.
+struct NamedGroup {
+  std::atomic<uint64_t> address{0};  // 0: claimed, not yet written
+  std::atomic<int64_t> id{-1};
+};
+
+struct Names {
+  std::atomic<uint32_t> claimed{0};
+  std::array<NamedGroup, kNamedGroupSlots> slots;
+};
+
+Names& names() noexcept {
+  static Names n;  // process-wide by design: the Python thread names, any caller looks up
+  return n;
 }
 
 // The letters of the name after its last ':', lowercase, into out (at most 63); their count.
@@ -81,6 +98,7 @@ void publishCollectiveGroup(const uint64_t* keys, int nkeys, uint32_t op,
   s.op.store(op, std::memory_order_relaxed);
   s.size.store(group.size, std::memory_order_relaxed);
   s.rank.store(group.rank, std::memory_order_relaxed);
+  s.id.store(group.id, std::memory_order_relaxed);
   s.ticket.store(ticket, std::memory_order_release);
 }
 
@@ -99,7 +117,8 @@ bool takeCollectiveGroup(uint64_t key, uint32_t op, CollectiveGroup* group) noex
       for (const auto& k : s.keys) keyed = keyed || k.load(std::memory_order_relaxed) == key;
       match = match && keyed;
       const CollectiveGroup g{s.size.load(std::memory_order_relaxed),
-                              s.rank.load(std::memory_order_relaxed)};
+                              s.rank.load(std::memory_order_relaxed),
+                              s.id.load(std::memory_order_relaxed)};
       std::atomic_thread_fence(std::memory_order_acquire);
       if (s.ticket.load(std::memory_order_relaxed) != ticket || !match) continue;  // rewritten
       if (best == nullptr || ticket < bestTicket) {
@@ -119,6 +138,36 @@ bool takeCollectiveGroup(uint64_t key, uint32_t op, CollectiveGroup* group) noex
 
 void clearCollectiveGroups() noexcept {
   for (Slot& s : table().slots) s.ticket.store(0, std::memory_order_relaxed);
+}
+
+void nameProcessGroup(uint64_t address, int64_t id) noexcept {
+  if (address == 0 || id < 0) return;
+  Names& n = names();
+  const uint32_t i = n.claimed.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kNamedGroupSlots) return;
+  n.slots[i].id.store(id, std::memory_order_relaxed);
+  n.slots[i].address.store(address, std::memory_order_release);
+}
+
+int64_t processGroupId(uint64_t address) noexcept {
+  if (address == 0) return -1;
+  Names& n = names();
+  const uint32_t count = n.claimed.load(std::memory_order_relaxed);
+  for (uint32_t i = count < kNamedGroupSlots ? count : kNamedGroupSlots; i-- > 0;) {
+    if (n.slots[i].address.load(std::memory_order_acquire) == address) {
+      return n.slots[i].id.load(std::memory_order_relaxed);
+    }
+  }
+  return -1;
+}
+
+void clearProcessGroupNames() noexcept {
+  Names& n = names();
+  for (NamedGroup& g : n.slots) {
+    g.address.store(0, std::memory_order_relaxed);
+    g.id.store(-1, std::memory_order_relaxed);
+  }
+  n.claimed.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace tracerun::interpose

@@ -21,6 +21,7 @@ namespace tracerun::interpose {
 struct CollectiveGroup {
   int64_t size = 0;  // ranks in the group
   int64_t rank = 0;  // this process's rank in it
+  int64_t id = -1;   // its name (vocab::arg::kGroupId) where the Python hooks gave it; -1: none
 };
 
 // The collective a name calls, as both sides spell it: the letters after the last ':', lowercase,
@@ -56,5 +57,26 @@ bool takeCollectiveGroup(uint64_t key, uint32_t op, CollectiveGroup* group) noex
 
 // Forgets every published call (a capture's start; tests).
 void clearCollectiveGroups() noexcept;
+
+// ---- process group names ------------------------------------------------------------------------
+// Size and place cannot tell an interleaved layout ({0,3},{1,2}) from a strided one, nor two
+// groups of one size on a rank apart. torch.distributed names every group alike on every rank
+// ("0" the world, then "1", "2"... in creation order, or a hash of its ranks): the Python hooks
+// (_tracerun_groups.py) give each group's name, as a number (vocab::arg::kGroupId), under its
+// ProcessGroup's address, right after torch creates it; a call's dispatcher op looks its group up
+// by that address. An address is only compared, never read. A C++ program's groups have no name.
+
+// Groups named in one process; later ones stay unnamed.
+inline constexpr int kNamedGroupSlots = 256;
+
+// The group at `address` is named `id` (>= 0). A later call for the same address (a group made
+// where a destroyed one was) replaces it. Any thread.
+void nameProcessGroup(uint64_t address, int64_t id) noexcept;
+
+// The name given to the group at `address`; -1 when none. Any thread.
+int64_t processGroupId(uint64_t address) noexcept;
+
+// Forgets every name (tests).
+void clearProcessGroupNames() noexcept;
 
 }  // namespace tracerun::interpose

@@ -417,6 +417,7 @@ bool processGroupOf(const c10::IValue& v, CollectiveGroup* group) {
   const auto* pg = static_cast<const c10d::ProcessGroup*>(holder.get());
   group->size = pg->getSize();
   group->rank = pg->getRank();
+  group->id = processGroupId(reinterpret_cast<uint64_t>(pg));  // its name, from the Python hooks
   return true;
 }
 
@@ -448,6 +449,7 @@ bool processGroupOf(const c10::IValue& v, CollectiveGroup* group) {
     f.args[0] = {t.intern(vocab::arg::kGroupSize), 0, group.size};
     f.args[1] = {t.intern(vocab::arg::kGroupRank), 0, group.rank};
     f.nargs = 2;
+    if (group.id >= 0) f.args[f.nargs++] = {t.intern(vocab::arg::kGroupId), 0, group.id};
     publishCollectiveGroup(keys, nkeys, collectiveOpCode(name), group);
   } catch (...) {
     // The checks above avoid libtorch's throwing paths; should one throw, the call has no group.
@@ -517,8 +519,9 @@ void endAsync(const AsyncContext& c, int64_t endNs) {
     return;
   }
   const core::ArgsRecord::Arg args[] = {{t->intern(vocab::arg::kGroupSize), 0, c.group.size},
-                                        {t->intern(vocab::arg::kGroupRank), 0, c.group.rank}};
-  pushSpanWithArgs(*t, s, args, 2);
+                                        {t->intern(vocab::arg::kGroupRank), 0, c.group.rank},
+                                        {t->intern(vocab::arg::kGroupId), 0, c.group.id}};
+  pushSpanWithArgs(*t, s, args, c.group.id >= 0 ? 3 : 2);
 }
 
 // ---- start/end callbacks ------------------------------------------------------------------------

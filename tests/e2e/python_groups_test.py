@@ -3,10 +3,12 @@ program (python_groups_prog.py, 4 ranks, Gloo), told apart in the trace and the 
 ctest: e2e_python_groups (tests/e2e/CMakeLists.txt).
 
 The truth is what torch itself says of each rank's group (dist.get_rank(group),
-get_world_size(group), the members the program gave new_group), printed by the program. Per
-layout ({0,1},{2,3} and {0,2},{1,3}):
+get_world_size(group), the members the program gave new_group, torch's name of the group), printed
+by the program. Per layout ({0,1},{2,3}; {0,2},{1,3}; and {0,3},{1,2}, whose places are the strided
+layout's: only the groups' names tell it apart):
 - every backend span (gloo:*) and every dispatcher op (c10d::*) of a rank carries that rank's
-  group size and place (group_size, group_rank); a world barrier the world's;
+  group size, place and name (group_size, group_rank, group_id: torch's counter name as a number);
+  a world barrier the world's;
 - the report's collective rows name exactly the program's groups (never [0,1,2,3] for a
   2-rank group's all-reduce, which is what matching by time alone gave: docs/report.md "Groups").
 Exit 0 when every check passes, 1 otherwise; every check is printed.
@@ -37,10 +39,10 @@ def run(a, layout):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     cmd = [a.tracerun, "--nproc-per-node", str(RANKS), "--status", "off", "-o", db, "--",
            a.python, PROGRAM, layout]
-    # A run takes about 5 s here: 100 s each keeps both layouts inside ctest's 240 s (tests/gpu),
-    # and a hung run fails with what it printed.
+    # A run takes about 5 s here: 75 s each keeps the three layouts inside ctest's 240 s
+    # (tests/gpu), and a hung run fails with what it printed.
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=100)
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=75)
     except subprocess.TimeoutExpired as e:
         def text(b):
             return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
@@ -56,7 +58,8 @@ def run(a, layout):
             "group_rank": int(fields["group_rank"]), "group_size": int(fields["group_size"]),
             "members": [int(m) for m in fields["members"].split(",")],
             "gathered": [int(m) for m in fields["gathered"].split(",")],
-            "world": int(fields["world"])}
+            "world": int(fields["world"]), "name": fields["name"],
+            "world_name": fields["world_name"]}
     return out.returncode, db, truth
 
 
@@ -71,25 +74,27 @@ def check_layout(c, a, layout):
                 (layout, r), "gathered %s, members %s" % (t["gathered"], t["members"]))
 
     con = sqlite3.connect(db)
+    arg = ("(SELECT a.value FROM args a JOIN strings k ON k.id = a.key "
+           " WHERE a.span = sn.id AND k.value = '%s')")
     rows = con.execute(
-        "SELECT sn.id, sn.rank, sn.name, "
-        " (SELECT a.value FROM args a JOIN strings k ON k.id = a.key "
-        "  WHERE a.span = sn.id AND k.value = 'group_size'), "
-        " (SELECT a.value FROM args a JOIN strings k ON k.id = a.key "
-        "  WHERE a.span = sn.id AND k.value = 'group_rank') "
-        "FROM span_names sn WHERE sn.name LIKE 'gloo:%' OR sn.name LIKE 'c10d::%'").fetchall()
+        "SELECT sn.id, sn.rank, sn.name, %s, %s, %s FROM span_names sn "
+        "WHERE sn.name LIKE 'gloo:%%' OR sn.name LIKE 'c10d::%%'"
+        % (arg % "group_size", arg % "group_rank", arg % "group_id")).fetchall()
     kinds = {"gloo:": 0, "c10d::": 0}
     wrong = []
-    for span, rank, name, size, place in rows:
+    for span, rank, name, size, place, group_id in rows:
         kinds["gloo:" if name.startswith("gloo:") else "c10d::"] += 1
         t = truth[rank]
-        want = (t["world"], rank) if "barrier" in name else (t["group_size"], t["group_rank"])
-        if (size, place) != want:
-            wrong.append("%s on rank %d: %s, want %s" % (name, rank, (size, place), want))
+        # torch's counter names ("0" the world, "1", "2"... in creation order) are their ids.
+        want = ((t["world"], rank, int(t["world_name"])) if "barrier" in name
+                else (t["group_size"], t["group_rank"], int(t["name"])))
+        if (size, place, group_id) != want:
+            wrong.append("%s on rank %d: %s, want %s" % (name, rank, (size, place, group_id),
+                                                          want))
     c.check(kinds["gloo:"] > 0 and kinds["c10d::"] > 0, "[%s] the trace has Gloo's spans and the "
             "dispatcher's c10d ops" % layout, str(kinds))
-    c.check(not wrong, "[%s] every gloo:* and c10d::* span has its rank's group size and place"
-            % layout, "; ".join(wrong[:5]) + (" ..." if len(wrong) > 5 else ""))
+    c.check(not wrong, "[%s] every gloo:* and c10d::* span has its rank's group size, place and "
+            "name" % layout, "; ".join(wrong[:5]) + (" ..." if len(wrong) > 5 else ""))
 
     report = json.loads(subprocess.run([a.tracerun, "report", db, "--json"], capture_output=True,
                                        text=True, check=True).stdout)
@@ -116,7 +121,7 @@ def main():
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
     c = Checks()
-    for layout in ("contiguous", "strided"):
+    for layout in ("contiguous", "strided", "interleaved"):
         check_layout(c, a, layout)
     sys.exit(1 if c.failed else 0)
 

@@ -29,7 +29,12 @@ Checks, on Debian's torch 1.13:
   thread's backward ends at once; two threads' updates at once each get their optimizer span;
 - GradScaler.step (a stand-in that skips the optimizer's step where gradients overflowed): a
   skipped step ends its step span (with no optimizer span), a step that ran ends it once, and the
-  hook is installed once per class that defines step.
+  hook is installed once per class that defines step;
+- process group names (_tracerun_groups.py): torch's counter names are their number, others
+  FNV-1a 64 (the published vector for "a"); the address read is the pointer after the object's
+  header (a one-slot object's slot); on stand-ins of 2.x's and 1.13's distributed_c10d, a group
+  made before the hooks and each one made after (by the helper, split_group's re-export) is named
+  once, and each creation function is wrapped once.
 Exit 0 when every check passes, 1 otherwise.
 
     python_hook_units_test.py --source-dir DIR
@@ -347,6 +352,95 @@ def optimizer_wrapping(c, hooks):
         del hooks._HOOKS["before"], hooks._HOOKS["after"]
 
 
+class Slotted:
+    """One slot: CPython keeps its object pointer right after the header, where pybind11 keeps a
+    simple instance's C++ pointer."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def fnv1a64(data):
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) % (1 << 64)
+    return h
+
+
+def process_group_names(c):
+    """_tracerun_groups.py: names as numbers, the address read, and the groups named as torch
+    creates them (stand-ins of 2.x's and 1.13's distributed_c10d)."""
+    import _tracerun_groups as groups
+
+    # FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (the published test vector); top two bits cleared.
+    c.check(groups.group_id("a") == 0x2F63DC4C8601EC8C, "a hashed name: FNV-1a 64, 62 bits",
+            hex(groups.group_id("a")))
+    sha = "1f0b8a4c3e0d9e0c2b7f4a0d5c6e7f8091a2b3c4"
+    got = [groups.group_id(n) for n in ("0", "17", "", None, "007", "1e3", sha)]
+    want = [0, 17, -1, -1, fnv1a64(b"007") & ((1 << 62) - 1), fnv1a64(b"1e3") & ((1 << 62) - 1),
+            fnv1a64(sha.encode()) & ((1 << 62) - 1)]
+    c.check(got == want, "counter names are their number; others hashed; none -1",
+            "%s vs %s" % (got, want))
+    value = object()
+    c.check(groups.address_of(Slotted(value)) == id(value),
+            "the address is the pointer right after the object's header")
+
+    named = []
+
+    def name_group(address, gid):
+        named.append((address, gid))
+
+    lib = {"tracerun_annotate_process_group": name_group}
+    for version in ("2.x", "1.13"):
+        pgs = {}  # ProcessGroup -> name, as torch keeps them
+        c10d = types.ModuleType("torch.distributed.distributed_c10d")
+        if version == "2.x":
+            c10d._world = types.SimpleNamespace(pg_names=pgs)
+        else:
+            c10d._pg_names = pgs
+
+        def helper(name):
+            group = Slotted(object())
+            pgs[group] = name
+            return group, None  # 2.x returns the group and its store
+
+        def split_group(name):
+            group = Slotted(object())
+            pgs[group] = name
+            return group
+
+        c10d._new_process_group_helper, c10d.split_group = helper, split_group
+        c10d.new_group = lambda name: c10d._new_process_group_helper(name)[0]  # global lookup
+        distributed = types.ModuleType("torch.distributed")
+        distributed.split_group = split_group  # `from .distributed_c10d import *` before
+        del named[:]
+        world = Slotted(object())
+        pgs[world] = "0"
+        groups.install(lib, c10d, distributed)
+        groups.install(lib, c10d, distributed)  # twice: wrapped once
+        c.check(named == [(id(world.value), 0)], "[%s] a group made before: named" % version,
+                "%s" % named)
+        first = c10d.new_group("1")
+        second = distributed.split_group(sha)
+        c.check(named[1:] == [(id(first.value), 1), (id(second.value), groups.group_id(sha))],
+                "[%s] groups named as they are made, by their name's number" % version,
+                "%s" % named)
+        c.check(getattr(c10d._new_process_group_helper, "__wrapped__", None) is helper and
+                c10d.split_group is distributed.split_group and
+                c10d.split_group.__wrapped__ is split_group,
+                "[%s] each creation function wrapped once, the re-export too" % version)
+    class OlderLibrary:  # ctypes.CDLL without the entry point
+        def __getitem__(self, name):
+            raise AttributeError(name)
+
+    try:
+        groups.install(OlderLibrary(), types.ModuleType("c10d"))
+        c.check(True, "an older libtracerun without the entry point: nothing installed")
+    except Exception as e:
+        c.check(False, "an older libtracerun without the entry point: nothing installed", str(e))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--source-dir", required=True)
@@ -481,6 +575,7 @@ def main():
     optimizer_wrapping(c, hooks)
     grad_scaler(c, hooks)
     steps_across_threads(c, hooks)
+    process_group_names(c)
     print("%d check(s) failed" % c.failed if c.failed else "all checks passed")
     return 1 if c.failed else 0
 

@@ -139,3 +139,35 @@ TEST_CASE("collective groups: callers publish while workers take: each call take
   w1.join();
   CHECK_FALSE(wrong);
 }
+
+TEST_CASE(
+    "collective groups: a group's name is found by its address, the latest one, and carried") {
+  clearProcessGroupNames();
+  CHECK(processGroupId(0x7000) == -1);
+  nameProcessGroup(0x7000, 1);
+  nameProcessGroup(0x8000, 2);
+  nameProcessGroup(0x9000, -1);  // no name: ignored
+  nameProcessGroup(0, 5);        // no address: ignored
+  CHECK(processGroupId(0x7000) == 1);
+  CHECK(processGroupId(0x8000) == 2);
+  CHECK(processGroupId(0x9000) == -1);
+  CHECK(processGroupId(0) == -1);
+  // A group made where a destroyed one was: the newer name.
+  nameProcessGroup(0x7000, 3);
+  CHECK(processGroupId(0x7000) == 3);
+  // Beyond the table's slots, later groups stay unnamed and earlier ones keep theirs.
+  for (int i = 0; i < kNamedGroupSlots; ++i) nameProcessGroup(0x10000 + 16 * i, 100 + i);
+  CHECK(processGroupId(0x8000) == 2);
+  CHECK(processGroupId(0x10000) == 100);
+  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 4)) == 100 + kNamedGroupSlots - 4);
+  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 1)) == -1);
+  // The id travels with the call to the backend's span.
+  clearCollectiveGroups();
+  const uint64_t key[] = {0x1000};
+  publishCollectiveGroup(key, 1, kAllReduce, {2, 1, 7});
+  CollectiveGroup g;
+  REQUIRE(takeCollectiveGroup(0x1000, kAllReduce, &g));
+  CHECK((g.size == 2 && g.rank == 1 && g.id == 7));
+  clearProcessGroupNames();
+  CHECK(processGroupId(0x7000) == -1);
+}

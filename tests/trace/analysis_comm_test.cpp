@@ -150,14 +150,17 @@ namespace {
 // Four ranks in two groups of two making identical calls at the same time: 5 all-reduces of
 // f32[1024] and 3 all-gathers of f32[256], rank r starting 10 r ns after rank 0. place(r) is
 // rank r's group rank as the capture records it (group_size 2), or -1 for none recorded. Ranks
-// for which `short_` says so lost their last all-reduce.
+// for which `short_` says so lost their last all-reduce. groupId(r), when >= 0, is the name of
+// rank r's group (group_id, as the Python hooks record it).
 std::string lockstepTrace(
     const std::string& name, const std::function<int(int)>& place, int groupSize = 2,
-    const std::function<bool(int)>& short_ = [](int) { return false; }) {
+    const std::function<bool(int)>& short_ = [](int) { return false; },
+    const std::function<int64_t(int)>& groupId = [](int) { return -1; }) {
   TraceBuilder tb(4);
   for (int r = 0; r < 4; ++r) {
     std::vector<std::pair<std::string, int64_t>> args;
     if (place(r) >= 0) args = {{"group_size", groupSize}, {"group_rank", place(r)}};
+    if (groupId(r) >= 0) args.emplace_back("group_id", groupId(r));
     for (int k = 0; k < (short_(r) ? 4 : 5); ++k) {
       const int64_t t = 1000 + 10000 * k + 10 * r;
       tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t, t + 2000 - 10 * r, 0,
@@ -170,6 +173,20 @@ std::string lockstepTrace(
     }
   }
   return tb.write(scratchDir(name));
+}
+
+// The viewer's instances of lockstepTrace's two calls: one group per (call, group) of `want`'s
+// pairs, each instance with its two ranks.
+void checkPairInstances(const trace::TraceReader& reader, const std::set<std::vector<int>>& want) {
+  const auto instances = analyzeCommInstances(reader);
+  REQUIRE(instances.groups.size() == 2 * want.size());
+  std::set<std::vector<int>> members;
+  for (const auto& g : instances.groups) members.insert(g.members);
+  CHECK(members == want);
+  for (const auto& in : instances.instances) {
+    REQUIRE(in.ranks.size() == 2);
+    CHECK(want.count({in.ranks[0].rank, in.ranks[1].rank}) == 1);
+  }
 }
 
 std::set<std::vector<int>> rowsOf(const CommAnalysis& a, const std::string& op) {
@@ -223,17 +240,27 @@ TEST_CASE("comm: two groups with identical calls at the same time, told apart by
           CHECK(c.busbw_gbps == Approx(c.algbw_gbps * 0.5));
         }
       }
-      // The viewer's instances: one group per (call, group), each instance with its two ranks.
-      const auto instances = analyzeCommInstances(reader);
-      REQUIRE(instances.groups.size() == 4);
-      Groups members;
-      for (const auto& g : instances.groups) members.insert(g.members);
-      CHECK(members == want);
-      for (const auto& in : instances.instances) {
-        REQUIRE(in.ranks.size() == 2);
-        CHECK(want.count({in.ranks[0].rank, in.ranks[1].rank}) == 1);
-      }
+      checkPairInstances(reader, want);
     }
+  }
+  SECTION("interleaved groups {0,3},{1,2}: cut wrongly by places, told apart by their names") {
+    // new_group([0, 3]) and new_group([1, 2]): places 0,0,1,1, as the strided layout's.
+    const auto place = [](int r) { return r == 0 || r == 1 ? 0 : 1; };
+    const auto unnamed = trace::TraceReader::open(lockstepTrace("comm_lock_interleaved", place));
+    CHECK(rowsOf(analyzeComm(unnamed), "all_reduce") == Groups{{0, 2}, {1, 3}});  // the limit
+    // torch names them "1" and "2" on every rank (the world is "0").
+    const auto named = trace::TraceReader::open(lockstepTrace(
+        "comm_lock_interleaved_named", place, 2, [](int) { return false; },
+        [](int r) { return r == 0 || r == 3 ? 1 : 2; }));
+    const CommAnalysis a = analyzeComm(named);
+    const Groups want{{0, 3}, {1, 2}};
+    CHECK(rowsOf(a, "all_reduce") == want);
+    CHECK(rowsOf(a, "all_gather") == want);
+    for (const auto& c : a.collectives) {
+      CHECK(c.group_size == 2);
+      CHECK(c.calls == (c.op == "all_reduce" ? 5 : 3));
+    }
+    checkPairInstances(named, want);
   }
   SECTION("places that make one group: the rest stand alone") {
     // Three ranks say place 0, one place 1: one group of two ({0,3}: the lowest place 0, then
@@ -280,6 +307,42 @@ TEST_CASE("comm: two groups with identical calls at the same time, told apart by
     CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1, 2, 3}});
     for (const auto& c : a.collectives) CHECK(c.group_size == 8);
   }
+}
+
+TEST_CASE("comm: two groups of one size on a rank, one signature: unknown, or told apart by name",
+          "[analysis][comm]") {
+  // Rank 0 all-reduces the same f32[1024] with rank 1 (group "1") and then with rank 2 (group
+  // "2"), 4 times each, every call place 0 for rank 0 and place 1 for the other.
+  const auto build = [](const std::string& name, bool named) {
+    TraceBuilder tb(3);
+    for (int k = 0; k < 4; ++k) {
+      for (int g = 1; g <= 2; ++g) {
+        const int64_t t = 1000 + 10000 * k + 5000 * (g - 1);
+        for (const int r : {0, g}) {
+          std::vector<std::pair<std::string, int64_t>> args = {{"group_size", 2},
+                                                               {"group_rank", r == 0 ? 0 : 1}};
+          if (named) args.emplace_back("group_id", g);
+          tb.span(r, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t + r, t + 2000, 0,
+                           args, "f32[1024]"});
+        }
+      }
+    }
+    return tb.write(scratchDir(name));
+  };
+  using Groups = std::set<std::vector<int>>;
+  // Unnamed: rank 0's 8 calls cannot pair with 4 and 4: per rank, unknown (docs/report.md).
+  const auto unnamed = trace::TraceReader::open(build("comm_two_groups_one_rank", false));
+  CHECK(rowsOf(analyzeComm(unnamed), "all_reduce") == Groups{{0}, {1}, {2}});
+  const auto named = trace::TraceReader::open(build("comm_two_groups_one_rank_named", true));
+  const CommAnalysis a = analyzeComm(named);
+  CHECK(rowsOf(a, "all_reduce") == Groups{{0, 1}, {0, 2}});
+  for (const auto& c : a.collectives) {
+    CHECK(c.calls == 4);
+    CHECK(c.group_size == 2);
+  }
+  Groups members;
+  for (const auto& g : analyzeCommInstances(named).groups) members.insert(g.members);
+  CHECK(members == Groups{{0, 1}, {0, 2}});
 }
 
 TEST_CASE("comm: the c10d decorator's tracks name the groups, and replace Gloo's own spans",

@@ -56,6 +56,12 @@ TRACERUN_ANNOTATE_WEAK void tracerun_annotate_tag_memory(const uint64_t* ptrs, i
 TRACERUN_ANNOTATE_WEAK void tracerun_annotate_offload_memory(uint64_t block, int64_t bytes,
                                                              int device_type, int device_index,
                                                              int category, int64_t total);
+// The torch.distributed process group whose ProcessGroup object is at `address` is named
+// `group_id` (>= 0; vocab::arg::kGroupId says how a name becomes a number): its calls' spans carry
+// it, so the report tells groups of one size apart. The Python hooks call it as torch creates each
+// group (_tracerun_groups.py). Defined in annotate_entry.cpp; writes no record (the name is kept
+// for the calls, also those of a capture started later).
+TRACERUN_ANNOTATE_WEAK void tracerun_annotate_process_group(uint64_t address, int64_t group_id);
 // The calling thread's training begins here: with libtorch's own optimizers (torch::optim), the
 // thread's next op opens step 1, which the first optimizer step ends (without this call, steps are
 // marked from the second on; interpose/src/optimizer_steps.h). Defined in annotate_scope_entry.cpp;

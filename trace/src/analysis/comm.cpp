@@ -158,7 +158,7 @@ struct RankData {
 };
 
 struct Keys {
-  core::StringId bytes, groupSize, peer, microbatch, chunk, tag, groupRank, root;
+  core::StringId bytes, groupSize, peer, microbatch, chunk, tag, groupRank, root, groupId;
 };
 
 // Leaf op spans of a track: an op span with no child span on the track.
@@ -241,7 +241,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-    c.signature = callSignature(c.op, detail, c.bytes, c.group_size);
+    c.signature = callSignature(c.op, detail, c.bytes, c.group_size, p.arg(keys.groupId, -1));
     c.members = members;
     c.decorator = decorator;
     c.peer = p.arg(keys.peer, -1);
@@ -781,7 +781,8 @@ struct CommSpans::State {
             NameCodes::find(r, vocab::arg::kBytes),     NameCodes::find(r, vocab::arg::kGroupSize),
             NameCodes::find(r, vocab::arg::kPeer),      NameCodes::find(r, vocab::arg::kMicrobatch),
             NameCodes::find(r, vocab::arg::kChunk),     NameCodes::find(r, vocab::arg::kTag),
-            NameCodes::find(r, vocab::arg::kGroupRank), NameCodes::find(r, vocab::arg::kRoot)},
+            NameCodes::find(r, vocab::arg::kGroupRank), NameCodes::find(r, vocab::arg::kRoot),
+            NameCodes::find(r, vocab::arg::kGroupId)},
         p2pNames(r, p2pCode),
         attempts(r) {}
   const TraceReader& reader;

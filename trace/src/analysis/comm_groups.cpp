@@ -103,9 +103,10 @@ std::vector<std::vector<int>> cutByPlace(const std::vector<int>& component,
 }  // namespace
 
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
-                          int group_size) {
+                          int group_size, int64_t group_id) {
   std::string s = op + "|" + detail + "|" + std::to_string(bytes);
   if (group_size > 0) s += "|" + std::to_string(group_size) + " ranks";
+  if (group_id >= 0) s += "|group " + std::to_string(group_id);
   return s;
 }
 

@@ -31,9 +31,11 @@ using GroupCalls = std::map<std::string, std::map<int, std::vector<GroupCall>>>;
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls);
 
 // What must match across a group's calls: op, shapes text, bytes and, when recorded, the group's
-// size ("all_reduce|f32[64]|256|2 ranks": groups of different sizes never mix). The one spelling
-// of analyzeComm and the viewer's collective instances; part of the group names the viewer shows.
+// size ("all_reduce|f32[64]|256|2 ranks": groups of different sizes never mix) and its name
+// (vocab::arg::kGroupId, "|group 2": torch's groups {0,3} and {1,2}, or two groups of one size on a
+// rank, never mix). The one spelling of analyzeComm and the viewer's collective instances; part of
+// the group names the viewer shows.
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
-                          int group_size);
+                          int group_size, int64_t group_id = -1);
 
 }  // namespace tracerun::trace::analysis

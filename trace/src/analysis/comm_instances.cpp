@@ -42,6 +42,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   const core::StringId kBytesKey = NameCodes::find(reader, vocab::arg::kBytes);
   const core::StringId kGroupSizeKey = NameCodes::find(reader, vocab::arg::kGroupSize);
   const core::StringId kGroupRankKey = NameCodes::find(reader, vocab::arg::kGroupRank);
+  const core::StringId kGroupIdKey = NameCodes::find(reader, vocab::arg::kGroupId);
   const core::StringId kPeerKey = NameCodes::find(reader, vocab::arg::kPeer);
   const core::StringId kRootKey = NameCodes::find(reader, vocab::arg::kRoot);
   std::map<int, std::vector<Call>> byRank;
@@ -101,7 +102,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group = callSignature(op, detail, bytes, c.group_size);
+        c.group = callSignature(op, detail, bytes, c.group_size, p.arg(kGroupIdKey, -1));
       }
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
       ++ordinal;
