@@ -8,8 +8,10 @@ address (tracerun_annotate_process_group); each call's dispatcher op then record
 report tells apart groups that size and place cannot ({0,3} and {1,2}; two groups of one size on
 a rank): interpose/src/collective_groups.h.
 
-Not a record of the groups' members, and nothing here runs per call: only when torch creates a
-group (its _new_process_group_helper or split_group returns).
+Not a record of the groups' members, and nothing here runs per call: only when torch creates or
+destroys a group (its _new_process_group_helper, split_group or destroy_process_group returns).
+An address torch no longer knows (a destroyed group) is forgotten, so that a group made there
+later, named or not, never takes the dead one's name.
 """
 import ctypes
 import functools
@@ -66,14 +68,21 @@ def install(lib, c10d, distributed=None):
         return  # an older libtracerun
     name_group.restype = None
     name_group.argtypes = [ctypes.c_uint64, ctypes.c_int64]
-    given = set()  # (address, id) pairs given
+    given = {}  # address -> the id libtracerun has for it
 
     def name_all():
         try:
+            now = {}
             for group, name in list(_names(c10d).items()):
-                address, gid = address_of(group), group_id(name)
-                if address and gid >= 0 and (address, gid) not in given:
-                    given.add((address, gid))
+                address = address_of(group)
+                if address:
+                    now[address] = group_id(name)
+            for address in [a for a in given if a not in now]:  # destroyed: forgotten
+                del given[address]
+                name_group(address, -1)
+            for address, gid in now.items():
+                if given.get(address, -1) != gid:
+                    given[address] = gid
                     name_group(address, gid)
         except Exception as e:  # never break the program being traced
             sys.stderr.write("tracerun: process group names: %s\n" % e)
@@ -90,7 +99,8 @@ def install(lib, c10d, distributed=None):
 
     # Every creation goes through the helper (init_process_group, new_group, new_subgroups,
     # DeviceMesh), found by module-global lookup; split_group (2.6 and later) builds its own.
-    for attr in ("_new_process_group_helper", "split_group"):
+    # destroy_process_group forgets the groups it ends (the whole world resets torch's counter).
+    for attr in ("_new_process_group_helper", "split_group", "destroy_process_group"):
         function = getattr(c10d, attr, None)
         if function is None or getattr(function, "_tracerun_names", False):
             continue

@@ -29,8 +29,8 @@ Table& table() noexcept {
   return t;
 }
 
-// Names, appended: a slot is claimed by its index, its id written, then its address (release); a
-// reader scans from the newest, so the latest name of an address wins.
+// Names, one slot per address: a new address claims a slot by its index, its id is written, then
+// its address (release); a later name of the address replaces the slot's id.
 struct NamedGroup {
   std::atomic<uint64_t> address{0};  // 0: claimed, not yet written
   std::atomic<int64_t> id{-1};
@@ -141,8 +141,16 @@ void clearCollectiveGroups() noexcept {
 }
 
 void nameProcessGroup(uint64_t address, int64_t id) noexcept {
-  if (address == 0 || id < 0) return;
+  if (address == 0) return;
   Names& n = names();
+  const uint32_t count = n.claimed.load(std::memory_order_relaxed);
+  for (uint32_t i = count < kNamedGroupSlots ? count : kNamedGroupSlots; i-- > 0;) {
+    if (n.slots[i].address.load(std::memory_order_acquire) == address) {
+      n.slots[i].id.store(id < 0 ? -1 : id, std::memory_order_relaxed);
+      return;
+    }
+  }
+  if (id < 0) return;
   const uint32_t i = n.claimed.fetch_add(1, std::memory_order_relaxed);
   if (i >= kNamedGroupSlots) return;
   n.slots[i].id.store(id, std::memory_order_relaxed);

@@ -66,11 +66,12 @@ void clearCollectiveGroups() noexcept;
 // ProcessGroup's address, right after torch creates it; a call's dispatcher op looks its group up
 // by that address. An address is only compared, never read. A C++ program's groups have no name.
 
-// Groups named in one process; later ones stay unnamed.
+// Addresses named in one process; groups at further addresses stay unnamed.
 inline constexpr int kNamedGroupSlots = 256;
 
-// The group at `address` is named `id` (>= 0). A later call for the same address (a group made
-// where a destroyed one was) replaces it. Any thread.
+// The group at `address` is named `id`, replacing what the address was named before (a group made
+// where a destroyed one was); id -1 forgets it (a destroyed group). Any thread; one writer at a
+// time per address (torch creates and destroys groups collectively, from one thread).
 void nameProcessGroup(uint64_t address, int64_t id) noexcept;
 
 // The name given to the group at `address`; -1 when none. Any thread.

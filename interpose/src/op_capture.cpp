@@ -382,8 +382,9 @@ void emitBackwardNode(ThreadState& t, const Frame& f, int64_t endNs) noexcept {
 // backend's async scope of the same call (collective_groups.h). Only with inputs (shapes or
 // tensors on). Every op pays a test of its name's first byte; those starting with 'c' a call.
 
-// The address of a tensor's first element, or of a tensor list's first tensor's; 0 for anything
-// else. The same tensor handed on to the backend has the same address.
+// The address of a tensor's first element, of a tensor list's first tensor's, or of a list of
+// tensor lists' first tensor's (scatter's and gather's lists, one per rank); 0 for anything else.
+// The same tensor handed on to the backend has the same address.
 // May throw (a storage whose data may not be read, a nested tensor's offset): callers catch.
 uint64_t firstTensorAddress(const c10::IValue& v) {
   const at::Tensor* t = nullptr;
@@ -391,6 +392,12 @@ uint64_t firstTensorAddress(const c10::IValue& v) {
     t = &v.toTensor();
   } else if (v.isList() && listKind(v) == ListKind::kTensors) {
     const auto list = v.toListRef();
+    if (list.empty() || !list[0].isTensor()) return 0;
+    t = &list[0].toTensor();
+  } else if (v.isList()) {
+    const auto lists = v.toListRef();
+    if (lists.empty() || !lists[0].isList() || listKind(lists[0]) != ListKind::kTensors) return 0;
+    const auto list = lists[0].toListRef();
     if (list.empty() || !list[0].isTensor()) return 0;
     t = &list[0].toTensor();
   }
@@ -421,6 +428,11 @@ bool processGroupOf(const c10::IValue& v, CollectiveGroup* group) {
   return true;
 }
 
+uint32_t scatterOpCode() noexcept {
+  static const uint32_t code = collectiveOpCode("c10d::scatter_");
+  return code;
+}
+
 // For an op named c10d::*: gives frame f its group's arguments and publishes the group under the
 // call's tensors. Called for ops whose name starts with 'c' only, off the hot path: onStart's
 // own code stays small enough for GCC to inline what it calls (interning, the clock).
@@ -441,16 +453,21 @@ bool processGroupOf(const c10::IValue& v, CollectiveGroup* group) {
       }
     }
     if (!found) return;
+    const uint32_t op = collectiveOpCode(name);
     // A barrier's backend span has no input (2.x gives the op a dummy tensor): the no-tensor key.
     if (nkeys == 0 || isBarrierName(name)) {
       keys[0] = kNoTensorKey;
       nkeys = 1;
+    } else if (nkeys == 1 && op == scatterOpCode()) {
+      // Gloo's scatter span names the root's first tensor to send (the op's second key), and on
+      // the other ranks, which send nothing, no tensor.
+      keys[nkeys++] = kNoTensorKey;
     }
     f.args[0] = {t.intern(vocab::arg::kGroupSize), 0, group.size};
     f.args[1] = {t.intern(vocab::arg::kGroupRank), 0, group.rank};
     f.nargs = 2;
     if (group.id >= 0) f.args[f.nargs++] = {t.intern(vocab::arg::kGroupId), 0, group.id};
-    publishCollectiveGroup(keys, nkeys, collectiveOpCode(name), group);
+    publishCollectiveGroup(keys, nkeys, op, group);
   } catch (...) {
     // The checks above avoid libtorch's throwing paths; should one throw, the call has no group.
   }

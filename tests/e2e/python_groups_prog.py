@@ -1,7 +1,7 @@
 """A torch.distributed program with two process groups that make identical calls at the same time
 (tensor parallel style {0,1} and {2,3}, strided {0,2} and {1,3}, or interleaved {0,3} and {1,2}:
-the places of the strided layout with other members): per step a world barrier, an
-all-reduce and an all-gather in the rank's own group, and a DDP model in that group. Prints, per
+the places of the strided layout with other members): per step a world barrier, an all-reduce,
+an all-gather and a scatter in the rank's own group, and a DDP model in that group. Prints, per
 rank, what torch itself says of its group (the truth python_groups_test.py checks the trace
 against). Run under `tracerun --nproc-per-node 4`; not a sample to copy from.
 
@@ -35,6 +35,10 @@ for step in range(4):
         dist.all_reduce(t, group=mine)
         out = [torch.empty(1024) for _ in members]
         dist.all_gather(out, torch.full((1024,), float(rank)), group=mine)
+        # Gloo's scatter span names the root's first tensor to send, and none on the other ranks.
+        piece = torch.empty(256)
+        dist.scatter(piece, [torch.full((256,), float(m)) for m in members]
+                     if rank == members[0] else None, src=members[0], group=mine)
         opt.zero_grad()
         model(torch.randn(8, 64)).sum().backward()
         opt.step()

@@ -34,7 +34,8 @@ Checks, on Debian's torch 1.13:
   FNV-1a 64 (the published vector for "a"); the address read is the pointer after the object's
   header (a one-slot object's slot); on stand-ins of 2.x's and 1.13's distributed_c10d, a group
   made before the hooks and each one made after (by the helper, split_group's re-export) is named
-  once, and each creation function is wrapped once.
+  once, each creation function is wrapped once, a destroyed group is forgotten, and across
+  re-inits that reuse addresses (torch's counter restarting) libtracerun's names are torch's.
 Exit 0 when every check passes, 1 otherwise.
 
     python_hook_units_test.py --source-dir DIR
@@ -387,9 +388,14 @@ def process_group_names(c):
             "the address is the pointer right after the object's header")
 
     named = []
+    table = {}  # libtracerun's names, as tracerun_annotate_process_group leaves them
 
     def name_group(address, gid):
         named.append((address, gid))
+        if gid < 0:
+            table.pop(address, None)
+        else:
+            table[address] = gid
 
     lib = {"tracerun_annotate_process_group": name_group}
     for version in ("2.x", "1.13"):
@@ -410,11 +416,17 @@ def process_group_names(c):
             pgs[group] = name
             return group
 
+        def destroy_process_group(group=None):
+            for g in [g for g in pgs if group is None or g is group]:
+                del pgs[g]
+
         c10d._new_process_group_helper, c10d.split_group = helper, split_group
+        c10d.destroy_process_group = destroy_process_group
         c10d.new_group = lambda name: c10d._new_process_group_helper(name)[0]  # global lookup
         distributed = types.ModuleType("torch.distributed")
         distributed.split_group = split_group  # `from .distributed_c10d import *` before
         del named[:]
+        table.clear()
         world = Slotted(object())
         pgs[world] = "0"
         groups.install(lib, c10d, distributed)
@@ -430,6 +442,25 @@ def process_group_names(c):
                 c10d.split_group is distributed.split_group and
                 c10d.split_group.__wrapped__ is split_group,
                 "[%s] each creation function wrapped once, the re-export too" % version)
+        # Destroyed groups are forgotten; a group made at a dead one's address (here: the same
+        # object put back, as an allocator reuses memory) takes its own name, or none.
+        c10d.destroy_process_group(second)
+        c.check(id(second.value) not in table, "[%s] a destroyed group is forgotten" % version,
+                "%s" % table)
+        c10d.destroy_process_group()
+        c.check(table == {}, "[%s] destroying the world forgets every group" % version,
+                "%s" % table)
+        x, y = world, first
+        for round_names in (("0", "1"), ("1", "0"), ("0", None)):  # torch's counter restarts
+            pgs.clear()
+            for group, name in zip((x, y), round_names):
+                if name is not None:
+                    pgs[group] = name
+            c10d._new_process_group_helper("9")  # the next creation names them
+            want = {id(g.value): int(n) for g, n in zip((x, y), round_names) if n is not None}
+            want.update({id(g.value): 9 for g, n in pgs.items() if n == "9"})
+            c.check(table == want, "[%s] addresses reused across re-inits: names %s" %
+                    (version, round_names), "%s vs %s" % (table, want))
     class OlderLibrary:  # ctypes.CDLL without the entry point
         def __getitem__(self, name):
             raise AttributeError(name)

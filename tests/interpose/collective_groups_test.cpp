@@ -152,15 +152,22 @@ TEST_CASE(
   CHECK(processGroupId(0x8000) == 2);
   CHECK(processGroupId(0x9000) == -1);
   CHECK(processGroupId(0) == -1);
-  // A group made where a destroyed one was: the newer name.
+  // A group made where a destroyed one was: the newer name, in the same slot.
   nameProcessGroup(0x7000, 3);
   CHECK(processGroupId(0x7000) == 3);
-  // Beyond the table's slots, later groups stay unnamed and earlier ones keep theirs.
+  // A destroyed group is forgotten; its address named again later has the new name.
+  nameProcessGroup(0x8000, -1);
+  CHECK(processGroupId(0x8000) == -1);
+  nameProcessGroup(0x8000, 2);
+  // Beyond the table's slots (two used: 0x7000 and 0x8000), further addresses
+  // stay unnamed and earlier ones keep theirs, and may still be renamed.
   for (int i = 0; i < kNamedGroupSlots; ++i) nameProcessGroup(0x10000 + 16 * i, 100 + i);
   CHECK(processGroupId(0x8000) == 2);
   CHECK(processGroupId(0x10000) == 100);
-  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 4)) == 100 + kNamedGroupSlots - 4);
-  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 1)) == -1);
+  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 3)) == 100 + kNamedGroupSlots - 3);
+  CHECK(processGroupId(0x10000 + 16 * (kNamedGroupSlots - 2)) == -1);
+  nameProcessGroup(0x7000, 4);
+  CHECK(processGroupId(0x7000) == 4);
   // The id travels with the call to the backend's span.
   clearCollectiveGroups();
   const uint64_t key[] = {0x1000};

@@ -262,6 +262,14 @@ TEST_CASE("comm: two groups with identical calls at the same time, told apart by
     }
     checkPairInstances(named, want);
   }
+  SECTION("names on some ranks only: matched by size and place, as without names") {
+    // Rank 3's capture ran out of names: {0,1},{2,3} as the places give, not rank 3 alone.
+    const auto reader = trace::TraceReader::open(lockstepTrace(
+        "comm_lock_partly_named", [](int r) { return r % 2; }, 2, [](int) { return false; },
+        [](int r) { return r == 3 ? -1 : 1 + r / 2; }));
+    CHECK(rowsOf(analyzeComm(reader), "all_reduce") == Groups{{0, 1}, {2, 3}});
+    checkPairInstances(reader, Groups{{0, 1}, {2, 3}});
+  }
   SECTION("places that make one group: the rest stand alone") {
     // Three ranks say place 0, one place 1: one group of two ({0,3}: the lowest place 0, then
     // the lowest place 1 above it); ranks 1 and 2 cannot share a group.

@@ -103,6 +103,7 @@ struct CommSpan {
   int rank = 0;
   std::string op;
   std::string signature;  // op and shapes: what must match across a group
+  int64_t group_id = -1;  // torch's name of the group (vocab::arg::kGroupId); -1: none
   int64_t start = 0, end = 0, bytes = 0;
   int group_size = 0;        // from an argument, 0 when none
   std::vector<int> members;  // from the decorator's track name, empty when unknown
@@ -241,7 +242,8 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-    c.signature = callSignature(c.op, detail, c.bytes, c.group_size, p.arg(keys.groupId, -1));
+    c.signature = callSignature(c.op, detail, c.bytes, c.group_size);
+    c.group_id = p.arg(keys.groupId, -1);
     c.members = members;
     c.decorator = decorator;
     c.peer = p.arg(keys.peer, -1);
@@ -475,6 +477,15 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
 // collectives
 
 void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
+  GroupNames names;  // the group's name joins the signature where every call has one
+  for (const auto& [rank, d] : data) {
+    for (const CommSpan& c : d.comm) names.note(c.signature, c.group_id);
+  }
+  for (auto& [rank, d] : data) {
+    for (CommSpan& c : d.comm) {
+      c.signature = namedSignature(c.signature, names.use(c.signature, c.group_id));
+    }
+  }
   const auto groups = matchCommGroups(data);
   struct Acc {
     int64_t spans = 0, bytes = 0, time = 0;

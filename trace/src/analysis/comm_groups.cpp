@@ -103,11 +103,22 @@ std::vector<std::vector<int>> cutByPlace(const std::vector<int>& component,
 }  // namespace
 
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
-                          int group_size, int64_t group_id) {
+                          int group_size) {
   std::string s = op + "|" + detail + "|" + std::to_string(bytes);
   if (group_size > 0) s += "|" + std::to_string(group_size) + " ranks";
-  if (group_id >= 0) s += "|group " + std::to_string(group_id);
   return s;
+}
+
+void GroupNames::note(const std::string& signature, int64_t group_id) {
+  if (group_id < 0) unnamed_.insert(signature);
+}
+
+int64_t GroupNames::use(const std::string& signature, int64_t group_id) const {
+  return unnamed_.count(signature) != 0 ? -1 : group_id;
+}
+
+std::string namedSignature(const std::string& signature, int64_t group_id) {
+  return group_id < 0 ? signature : signature + "|group " + std::to_string(group_id);
 }
 
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls) {

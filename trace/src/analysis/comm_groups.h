@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,27 @@ using GroupCalls = std::map<std::string, std::map<int, std::vector<GroupCall>>>;
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls);
 
 // What must match across a group's calls: op, shapes text, bytes and, when recorded, the group's
-// size ("all_reduce|f32[64]|256|2 ranks": groups of different sizes never mix) and its name
-// (vocab::arg::kGroupId, "|group 2": torch's groups {0,3} and {1,2}, or two groups of one size on a
-// rank, never mix). The one spelling of analyzeComm and the viewer's collective instances; part of
-// the group names the viewer shows.
+// size ("all_reduce|f32[64]|256|2 ranks": groups of different sizes never mix). The one spelling
+// of analyzeComm and the viewer's collective instances; part of the group names the viewer shows.
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
-                          int group_size, int64_t group_id = -1);
+                          int group_size);
+
+// The group's name (vocab::arg::kGroupId) joins the signature ("|group 2": torch's groups {0,3}
+// and {1,2}, or two groups of one size on a rank, never mix) only where every call of that
+// signature, on every rank, has one: a rank whose capture ran out of names, or calls made where
+// none was given, must not split a group that size and place match. note() every call under its
+// signature, then name each with namedSignature(signature, use(signature, its name)).
+class GroupNames {
+ public:
+  void note(const std::string& signature, int64_t group_id);
+  // group_id where every call noted under the signature had a name; else -1.
+  int64_t use(const std::string& signature, int64_t group_id) const;
+
+ private:
+  std::set<std::string> unnamed_;  // signatures with a call that has no name
+};
+
+// The signature with its group's name ("|group 2") when group_id >= 0; else the signature.
+std::string namedSignature(const std::string& signature, int64_t group_id);
 
 }  // namespace tracerun::trace::analysis

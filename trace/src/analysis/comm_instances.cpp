@@ -30,7 +30,9 @@ struct Call {
   int64_t id = 0, start = 0, end = 0, seq = -1;
   int group_size = 0;  // the span's arguments (comm_groups.h); 0 / -1: none
   int64_t group_rank = -1;
+  int64_t group_id = -1;     // torch's name of the group (comm_groups.h GroupNames); -1: none
   std::string op, group;     // group: the decorator track's name, or the signature
+  std::string attempt;       // " (attempt N)" of a restarted job's earlier attempt, else empty
   std::vector<int> members;  // from the track's name; empty when not a decorator track
   bool decorator = false;
 };
@@ -102,9 +104,11 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group = callSignature(op, detail, bytes, c.group_size, p.arg(kGroupIdKey, -1));
+        c.group = callSignature(op, detail, bytes, c.group_size);
+        c.group_id = p.arg(kGroupIdKey, -1);
       }
-      if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end()) c.group += tag->second;
+      if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end())
+        c.attempt = tag->second;
       ++ordinal;
       byRank[t.rank].push_back(std::move(c));
     }
@@ -135,7 +139,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       c.group_size = size;
       c.group_rank = place;
       c.group = std::move(group);
-      if (const auto tag = attemptTag.find(rank); tag != attemptTag.end()) c.group += tag->second;
+      if (const auto tag = attemptTag.find(rank); tag != attemptTag.end()) c.attempt = tag->second;
       byRank[rank].push_back(std::move(c));
     };
     const NcclGroupFolds groups = ncclGroupFolds(windows, grouped);
@@ -152,6 +156,21 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
       calls.erase(std::remove_if(calls.begin(), calls.end(),
                                  [&](const Call& c) { return folded.count(c.id) != 0; }),
                   calls.end());
+    }
+  }
+  // The group's name joins the signature where every call of it has one (comm_groups.h); an
+  // earlier attempt's calls pair only among its own ranks, under their group name with its tag.
+  GroupNames names;
+  for (const auto& [rank, calls] : byRank) {
+    for (const Call& c : calls) {
+      if (!c.decorator) names.note(c.group + c.attempt, c.group_id);
+    }
+  }
+  for (auto& [rank, calls] : byRank) {
+    for (Call& c : calls) {
+      if (!c.decorator)
+        c.group = namedSignature(c.group, names.use(c.group + c.attempt, c.group_id));
+      c.group += c.attempt;
     }
   }
   // As analyzeComm (seenInsideDecorator): Gloo's own span of a call the decorator recorded is

@@ -133,8 +133,8 @@ inline constexpr char kGroupRank[] = "group_rank";
 // The process group's name as torch.distributed gives it, alike on every rank: the number itself
 // for torch's counter names ("0" the world, "1", "2"... in creation order), else the name's
 // FNV-1a 64-bit hash with the top two bits cleared (hashed names, split groups). Equal ids on two
-// ranks: one group. Absent when unknown (C++ programs; the Python hooks give it:
-// interpose/python/_tracerun_groups.py).
+// ranks: one group, until the program destroys its world (torch's counter restarts). Absent when
+// unknown (C++ programs; the Python hooks give it: interpose/python/_tracerun_groups.py).
 inline constexpr char kGroupId[] = "group_id";
 inline constexpr char kSeq[] = "seq";
 inline constexpr char kDtype[] = "dtype";
