@@ -146,9 +146,14 @@ Fd listenOn(const std::string& addr, int port, int backlog, const char* service)
   sockaddr_in sa = resolve(addr, port);
   if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 ||
       ::listen(s.get(), backlog) != 0) {
-    throw std::runtime_error(std::string(service) + ": cannot listen on " + addr + ":" +
-                             std::to_string(port) + ": " + std::strerror(errno) +
-                             " (node 0's --master-addr must be an address of node 0)");
+    const int error = errno;
+    throw std::runtime_error(
+        std::string(service) + ": cannot listen on " + addr + ":" + std::to_string(port) + ": " +
+        std::strerror(error) +
+        (error == EADDRINUSE
+             ? " (another program holds it: the agents use --master-port + 1; choose another "
+               "--master-port)"
+             : " (node 0's --master-addr must be an address of node 0)"));
   }
   return s;
 }

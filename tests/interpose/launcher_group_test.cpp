@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../support/child_process.h"
+#include "../support/free_ports.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -41,6 +42,7 @@ using namespace tracerun;
 namespace {
 
 using Result = testing::ProcessResult;
+using testing::freePortPair;
 using testing::readFile;
 
 bool exists(const std::string& path) {
@@ -453,22 +455,10 @@ TEST_CASE("a restarted job's merge abandoned by two signals names every attempt'
 
 namespace {
 
-int freePort() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(s);
-  return ntohs(sa.sin_port);
-}
-
 // Two node agents on loopback; node 1's clock reads `skew` ns more. Returns node 1's estimate and
 // the round trip it came from.
 std::pair<int64_t, int64_t> twoAgents(int64_t skew) {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::vector<std::string> common = {
       "--nproc-per-node", "1",  "--nnodes", "2",   "--master-addr", "127.0.0.1",
       "--master-port",    port, "--status", "off", "--job-token",   "group-test-token"};
@@ -543,7 +533,7 @@ std::map<int, std::pair<int64_t, int64_t>> stepClocks(const std::string& out, in
 
 TEST_CASE("several nodes: node 0's output holds every node's ranks, on node 0's clock",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const int64_t skew = 1500000000;  // node 1's agent clock reads 1.5 s more
   const std::string out0 = scratch() + "/nodes0.db", out1 = scratch() + "/nodes1.db";
   const auto program = worker({"--steps", "3", "--print-clock"});
@@ -599,7 +589,7 @@ TEST_CASE("several nodes: node 0's output holds every node's ranks, on node 0's 
 
 TEST_CASE("several nodes: --ranks leaving out every rank of node 1, node 0 has the rest",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/ranks_nodes0.db", out1 = scratch() + "/ranks_nodes1.db";
   const auto program = worker({"--steps", "2"});
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
@@ -623,7 +613,7 @@ TEST_CASE("several nodes: --ranks leaving out every rank of node 1, node 0 has t
 
 TEST_CASE("several nodes: --ranks leaving out node 0's ranks, node 0 merges node 1's",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/ranks_swap0.db", out1 = scratch() + "/ranks_swap1.db";
   const auto program = worker({"--steps", "2"});
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
@@ -642,7 +632,7 @@ TEST_CASE("several nodes: --ranks leaving out node 0's ranks, node 0 merges node
 
 TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps its shards",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/lost0.db", out1 = scratch() + "/lost1.db";
   // Every rank would run ~50 s; node 1's agent is killed once its ranks have started: node 0
   // loses its fault link, stops its own ranks, and node 1 never delivers.
@@ -670,7 +660,7 @@ TEST_CASE("several nodes: a node that does not deliver is named, node 0 keeps it
 
 TEST_CASE("several nodes: a node whose shards cannot reach node 0 keeps them and says so",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/gone0.db", out1 = scratch() + "/gone1.db";
   // Every rank would run ~50 s; node 0's agent is killed once node 1's ranks have started: node 1
   // loses its fault link and stops its ranks, and nobody receives its shards.
@@ -717,7 +707,7 @@ TEST_CASE("several nodes: a --master-addr name that is loopback on node 0 is sai
   // Debian's /etc/hosts maps a host's own name to 127.0.1.1: node 0's agent listens there alone
   // and agents on other hosts wait out their timeout with no word why. Node 0 now says so at once.
   // Both agents on this host reach "localhost", so the job itself runs to its end.
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/lo0.db", out1 = scratch() + "/lo1.db";
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
   for (auto* f : {&flags0, &flags1}) {
@@ -739,7 +729,7 @@ TEST_CASE("several nodes: a --master-addr name that is loopback on node 0 is sai
 
 TEST_CASE("several nodes: a rank failing on node 1 stops node 0's ranks, both agents name it",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/fault0.db", out1 = scratch() + "/fault1.db";
   // Every rank would run 1000 steps (~50 s); rank 3 (node 1) exits with code 3 after step 5.
   const auto program = worker({"--steps", "1000", "--sleep-ms", "50", "--fail-rank", "3",
@@ -773,7 +763,7 @@ TEST_CASE("several nodes: a rank failing on node 1 stops node 0's ranks, both ag
 
 TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both agents name it",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/kill0.db", out1 = scratch() + "/kill1.db";
   // Rank 0 is killed at step 30 (~3 s, two of the capture's 1 s flush periods); the others would
   // run ~100 s.
@@ -804,7 +794,7 @@ TEST_CASE("several nodes: a rank killed on node 0 stops node 1's ranks, both age
 
 TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 numbers the attempt",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   const std::string out0 = scratch() + "/restart0.db", out1 = scratch() + "/restart1.db";
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
   for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--max-restarts", "1"});
@@ -850,7 +840,7 @@ TEST_CASE("several nodes: --max-restarts restarts every node together, node 0 nu
 
 TEST_CASE("several nodes: failing again with no restarts left ends every node with the code",
           "[launcher_group]") {
-  const std::string port = std::to_string(freePort());
+  const std::string port = std::to_string(freePortPair());
   auto flags0 = nodeFlags(port, 0), flags1 = nodeFlags(port, 1);
   for (auto* f : {&flags0, &flags1}) f->insert(f->end(), {"--max-restarts", "1"});
   const auto program = worker({"--steps", "400", "--sleep-ms", "50", "--fail-rank", "1",

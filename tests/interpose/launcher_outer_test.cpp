@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../support/child_process.h"
+#include "../support/free_ports.h"
 #include "tracerun/trace/reader.h"
 
 using namespace tracerun;
@@ -38,6 +39,7 @@ using namespace tracerun;
 namespace {
 
 using Result = testing::ProcessResult;
+using testing::freePortPair;
 using testing::readFile;
 
 const std::string& scratch() {
@@ -375,15 +377,6 @@ struct BoundPort {
   BoundPort(const BoundPort&) = delete;
   BoundPort& operator=(const BoundPort&) = delete;
 };
-
-// A free port P with P + 1 free too (the program's store would take P, the exchange P + 1).
-int freePortPair() {
-  for (;;) {
-    const BoundPort a;
-    const BoundPort b(a.port + 1);
-    if (a.port > 0 && b.port == a.port + 1) return a.port;
-  }
-}
 
 // Rank `rank` of a two-task srun step over two nodes (one task on each), SLURM_NODEID = rank.
 std::vector<std::string> twoNodeVars(const std::string& job, int rank, int port) {

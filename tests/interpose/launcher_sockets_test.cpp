@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "../support/child_process.h"
+#include "../support/free_ports.h"
 #include "clock_sync.h"
 #include "rendezvous.h"
 
@@ -36,6 +37,7 @@ using namespace tracerun;
 
 namespace {
 
+using testing::freePortPair;
 using testing::readFile;
 
 // One TCP socket of a process, as /proc/net/tcp{,6} has it.
@@ -195,18 +197,6 @@ bool waitForOutput(Child& child, const std::string& what) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
-}
-
-int freePort() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  socklen_t len = sizeof sa;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&sa), &len);
-  ::close(s);
-  return ntohs(sa.sin_port);
 }
 
 // A listening socket of this test process on addr:0; returns its port.
@@ -432,7 +422,7 @@ std::vector<std::string> nodeArgs(const std::string& db, int port, int nodeRank,
 
 TEST_CASE("several nodes: node 0's agent listens on MASTER_ADDR only and refuses a wrong token",
           "[launcher_sockets]") {
-  const int port = freePort();
+  const int port = freePortPair();
   const std::string out0 = scratch() + "/token0.db";
   Child node0(nodeArgs(out0, port, 0, "the-right-token"));
   // Node 0's agent serves the clock exchange before any rank starts: wait for its listener.
@@ -468,7 +458,7 @@ TEST_CASE("several nodes: node 0's agent listens on MASTER_ADDR only and refuses
 
 TEST_CASE("several nodes: a job without a token is a usage error", "[launcher_sockets]") {
   const std::string db = scratch() + "/notoken.db";
-  auto args = nodeArgs(db, freePort(), 0, "");
+  auto args = nodeArgs(db, freePortPair(), 0, "");
   args.erase(std::find(args.begin(), args.end(), "--job-token"));
   args.erase(std::find(args.begin(), args.end(), ""));
   const auto r = Child(args).wait();
@@ -478,11 +468,23 @@ TEST_CASE("several nodes: a job without a token is a usage error", "[launcher_so
   CHECK_FALSE(testing::fileExists(db + ".shards"));  // checked before anything was made
 }
 
+TEST_CASE("several nodes: the agents' port held by another program is one line naming it",
+          "[launcher_sockets]") {
+  const OwnListener held(INADDR_LOOPBACK);  // MASTER_PORT + 1, listened on by this test
+  const std::string db = scratch() + "/heldport.db";
+  const auto r = Child(nodeArgs(db, held.port - 1, 0, "the-right-token")).wait();
+  INFO(r.describe());
+  CHECK(r.code != 0);
+  CHECK(contains(r.err, "cannot listen on 127.0.0.1:" + std::to_string(held.port) +
+                            ": Address already in use (another program holds it: the agents use "
+                            "--master-port + 1; choose another --master-port)"));
+}
+
 // ---- shard upload -------------------------------------------------------------------------------
 
 TEST_CASE("shard upload: a wrong token is refused and counted, the right one delivers",
           "[launcher_sockets]") {
-  const int port = freePort();
+  const int port = freePortPair();
   const std::string dir = scratch() + "/upload";
   ::mkdir(dir.c_str(), 0755);
   ::mkdir((dir + "/received").c_str(), 0755);

@@ -380,16 +380,16 @@ TEST_CASE("compare view: a wider model's slower ops come first, as the reports d
   const auto opsB = reportOps(b, &meanB);
   checkAgainstReports(d, opsA, opsB);
 
-  // Sorted by the absolute total difference, largest first; the first ones are slower in B.
+  // Sorted by the absolute total difference, largest first; the first is slower in B. (Only the
+  // first: the rows' signs are the reports', checked above, and under load a narrow run's op
+  // descheduled for a few ms could outweigh B's third-largest increase.)
   REQUIRE(d.names.size() >= 3);
   for (size_t i = 1; i < d.names.size(); ++i) {
     INFO("row " << i << " " << d.names[i].name);
     CHECK(std::llabs(d.names[i - 1].total_diff) >= std::llabs(d.names[i].total_diff));
   }
-  for (size_t i = 0; i < 3; ++i) {
-    INFO("row " << i << " " << d.names[i].name << " diff " << d.names[i].total_diff);
-    CHECK(d.names[i].total_diff > 0);
-  }
+  INFO("row 0 " << d.names[0].name << " diff " << d.names[0].total_diff);
+  CHECK(d.names[0].total_diff > 0);
 
   // Steps: the n-th of A beside the n-th of B; their means are the reports' step means.
   REQUIRE(d.steps.size() == 3);
