@@ -10,9 +10,9 @@ layout's: only the groups' names tell it apart):
   group size, place and name (group_size, group_rank, group_id: torch's counter name as a number);
   a world barrier the world's;
 - the report's collective rows name exactly the program's groups (never [0,1,2,3] for a
-  2-rank group's all-reduce, which is what matching by time alone gave: docs/report.md "Groups");
-  scatter's rows are per rank, with the group's size (the root's span names what it sends, the
-  others' nothing: no common signature).
+  2-rank group's all-reduce, which is what matching by time alone gave: docs/report.md "Groups"),
+  scatter's too (the root's Gloo span names what it sends, the others' nothing), whose bytes are
+  one rank's piece per call.
 Exit 0 when every check passes, 1 otherwise; every check is printed.
 
     python_groups_test.py --tracerun BIN --work DIR [--python PY]
@@ -103,22 +103,20 @@ def check_layout(c, a, layout):
     groups = sorted({tuple(t["members"]) for t in truth.values()})
     seen = {}
     for row in report["comm"]["collectives"]:
-        if row["op"] == "scatter":
-            # The root's Gloo span names the tensors it sends, the others' none: their
-            # signatures differ, so each rank is a row of its own, with its group's size.
-            c.check(len(row["ranks"]) == 1 and row["group_size"] == 2,
-                    "[%s] report row scatter %s: one rank, its group's size" %
-                    (layout, row["ranks"]), "group_size %s" % row["group_size"])
-            continue
         want = [list(range(RANKS))] if row["op"] == "barrier" else [list(g) for g in groups]
         ok = row["ranks"] in want and row["group_size"] == len(row["ranks"])
         seen.setdefault(row["op"], set()).add(tuple(row["ranks"]))
         c.check(ok, "[%s] report row %s %s (%s) is one of the program's groups" %
                 (layout, row["op"], row["ranks"], row["group_source"]),
                 "group_size %s, groups %s" % (row["group_size"], want))
-    for op in ("all_reduce", "all_gather"):
+    for op in ("all_reduce", "all_gather", "scatter"):
         c.check(seen.get(op) == set(groups), "[%s] %s has a row for each group" % (layout, op),
                 "rows %s, groups %s" % (sorted(seen.get(op, [])), groups))
+    for row in report["comm"]["collectives"]:
+        if row["op"] == "scatter":  # 4 calls of f32[256] pieces (python_groups_prog.py)
+            c.check(row["calls"] == 4 and row["bytes"] == 4 * 256 * 4, "[%s] scatter %s: 4 calls, "
+                    "a 1 KiB piece each" % (layout, row["ranks"]),
+                    "calls %s, bytes %s" % (row["calls"], row["bytes"]))
 
 
 def main():

@@ -242,7 +242,9 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-    c.signature = callSignature(c.op, detail, c.bytes, c.group_size);
+    c.hostCall = vocab::nccl::isDataCall(name);
+    c.signature = c.hostCall ? callSignature(c.op, detail, c.bytes, c.group_size)
+                             : shapesCallSignature(c.op, detail, c.bytes, c.group_size);
     c.group_id = p.arg(keys.groupId, -1);
     c.members = members;
     c.decorator = decorator;
@@ -253,7 +255,6 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
     if (c.communicatorPeer) c.commPeer = c.peer;
-    c.hostCall = vocab::nccl::isDataCall(name);
     if (!c.communicatorPeer && c.peer >= 0) {
       c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
     }

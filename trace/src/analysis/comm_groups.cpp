@@ -109,6 +109,12 @@ std::string callSignature(const std::string& op, const std::string& detail, int6
   return s;
 }
 
+std::string shapesCallSignature(const std::string& op, const std::string& shapes, int64_t bytes,
+                                int group_size) {
+  if (op == "scatter") return callSignature(op, "", -1, group_size);
+  return callSignature(op, shapes, bytes, group_size);
+}
+
 void GroupNames::note(const std::string& signature, int64_t group_id) {
   if (group_id < 0) unnamed_.insert(signature);
 }

@@ -37,6 +37,13 @@ std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls call
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
                           int group_size);
 
+// callSignature of a call whose detail is its shapes (not NCCL's, whose detail is its
+// communicator). Gloo's scatter span names the tensors the root sends and none on the other
+// ranks: a scatter's shapes and bytes are left out, its op and group size are what its ranks
+// share (its row's bytes are then the root's, spread over the group: one rank's piece per call).
+std::string shapesCallSignature(const std::string& op, const std::string& shapes, int64_t bytes,
+                                int group_size);
+
 // The group's name (vocab::arg::kGroupId) joins the signature ("|group 2": torch's groups {0,3}
 // and {1,2}, or two groups of one size on a rank, never mix) only where every call of that
 // signature, on every rank, has one: a rank whose capture ran out of names, or calls made where

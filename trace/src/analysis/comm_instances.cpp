@@ -104,7 +104,9 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group = callSignature(op, detail, bytes, c.group_size);
+        c.group = vocab::nccl::isDataCall(name)
+                      ? callSignature(op, detail, bytes, c.group_size)
+                      : shapesCallSignature(op, detail, bytes, c.group_size);
         c.group_id = p.arg(kGroupIdKey, -1);
       }
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end())
