@@ -151,8 +151,8 @@ Fd listenOn(const std::string& addr, int port, int backlog, const char* service)
         std::string(service) + ": cannot listen on " + addr + ":" + std::to_string(port) + ": " +
         std::strerror(error) +
         (error == EADDRINUSE
-             ? " (another program holds it: the agents use --master-port + 1; choose another "
-               "--master-port)"
+             ? " (another program holds it: tracerun's agents listen on MASTER_PORT + 1; choose "
+               "another MASTER_PORT or --master-port)"
              : " (node 0's --master-addr must be an address of node 0)"));
   }
   return s;

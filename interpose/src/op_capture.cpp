@@ -382,11 +382,11 @@ void emitBackwardNode(ThreadState& t, const Frame& f, int64_t endNs) noexcept {
 // backend's async scope of the same call (collective_groups.h). Only with inputs (shapes or
 // tensors on). Every op pays a test of its name's first byte; those starting with 'c' a call.
 
-// The address of a tensor's first element, of a tensor list's first tensor's, or of a list of
-// tensor lists' first tensor's (scatter's and gather's lists, one per rank); 0 for anything else.
-// The same tensor handed on to the backend has the same address.
+// The address of a tensor's first element, of a tensor list's first tensor's, or, with `nested`,
+// of a list of tensor lists' first tensor's (scatter's lists to send, one per rank); 0 for anything
+// else. The same tensor handed on to the backend has the same address.
 // May throw (a storage whose data may not be read, a nested tensor's offset): callers catch.
-uint64_t firstTensorAddress(const c10::IValue& v) {
+uint64_t firstTensorAddress(const c10::IValue& v, bool nested = false) {
   const at::Tensor* t = nullptr;
   if (v.isTensor()) {
     t = &v.toTensor();
@@ -394,7 +394,7 @@ uint64_t firstTensorAddress(const c10::IValue& v) {
     const auto list = v.toListRef();
     if (list.empty() || !list[0].isTensor()) return 0;
     t = &list[0].toTensor();
-  } else if (v.isList()) {
+  } else if (nested && v.isList()) {
     const auto lists = v.toListRef();
     if (lists.empty() || !lists[0].isList() || listKind(lists[0]) != ListKind::kTensors) return 0;
     const auto list = lists[0].toListRef();
@@ -444,21 +444,24 @@ uint32_t scatterOpCode() noexcept {
     bool found = false;
     uint64_t keys[kCollectiveGroupKeys];
     int nkeys = 0;
+    const uint32_t op = collectiveOpCode(name);
+    // Only scatter's list of tensor lists is a key: its Gloo span names the first tensor of it.
+    // Other ops' (gather's outputs, reduce_scatter's inputs) would only linger in the table.
+    const bool scatter = op == scatterOpCode();
     for (const c10::IValue& v : fn.inputs()) {
       if (!found && processGroupOf(v, &group)) {
         found = true;
       } else if (nkeys < kCollectiveGroupKeys) {
-        const uint64_t key = firstTensorAddress(v);
+        const uint64_t key = firstTensorAddress(v, scatter);
         if (key != 0) keys[nkeys++] = key;
       }
     }
     if (!found) return;
-    const uint32_t op = collectiveOpCode(name);
     // A barrier's backend span has no input (2.x gives the op a dummy tensor): the no-tensor key.
     if (nkeys == 0 || isBarrierName(name)) {
       keys[0] = kNoTensorKey;
       nkeys = 1;
-    } else if (nkeys == 1 && op == scatterOpCode()) {
+    } else if (nkeys == 1 && scatter) {
       // Gloo's scatter span names the root's first tensor to send (the op's second key), and on
       // the other ranks, which send nothing, no tensor.
       keys[nkeys++] = kNoTensorKey;

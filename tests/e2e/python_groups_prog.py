@@ -1,9 +1,9 @@
 """A torch.distributed program with two process groups that make identical calls at the same time
 (tensor parallel style {0,1} and {2,3}, strided {0,2} and {1,3}, or interleaved {0,3} and {1,2}:
 the places of the strided layout with other members): per step a world barrier, an all-reduce,
-an all-gather and a scatter in the rank's own group, and a DDP model in that group. Prints, per
-rank, what torch itself says of its group (the truth python_groups_test.py checks the trace
-against). Run under `tracerun --nproc-per-node 4`; not a sample to copy from.
+an all-gather, a scatter and a gather in the rank's own group, and a DDP model in that group.
+Prints, per rank, what torch itself says of its group (the truth python_groups_test.py checks the
+trace against). Run under `tracerun --nproc-per-node 4`; not a sample to copy from.
 
     python_groups_prog.py contiguous|strided|interleaved
 """
@@ -39,6 +39,8 @@ for step in range(4):
         piece = torch.empty(256)
         dist.scatter(piece, [torch.full((256,), float(m)) for m in members]
                      if rank == members[0] else None, src=members[0], group=mine)
+        dist.gather(piece, [torch.empty(256) for _ in members] if rank == members[0] else None,
+                    dst=members[0], group=mine)
         opt.zero_grad()
         model(torch.randn(8, 64)).sum().backward()
         opt.step()

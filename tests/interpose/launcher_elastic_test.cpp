@@ -49,7 +49,8 @@ const std::string& scratch() {
 }
 
 int freePort() {
-  // Ports far from the ones other tests pick (ephemeral ones from the kernel, 32768 and up): a
+  // Ports far from the ones other tests pick (10000..19999, tests/support/free_ports.h; the
+  // kernel's ephemeral ones, 32768 and up): a
   // block of 16 per process (a case uses its base + 0..5 and the port after each), so cases that
   // ctest starts together, whose pids are a few apart, never share one.
   return 20000 + static_cast<int>(::getpid() % 750) * 16;

@@ -476,8 +476,9 @@ TEST_CASE("several nodes: the agents' port held by another program is one line n
   INFO(r.describe());
   CHECK(r.code != 0);
   CHECK(contains(r.err, "cannot listen on 127.0.0.1:" + std::to_string(held.port) +
-                            ": Address already in use (another program holds it: the agents use "
-                            "--master-port + 1; choose another --master-port)"));
+                            ": Address already in use (another program holds it: tracerun's "
+                            "agents listen on MASTER_PORT + 1; choose another MASTER_PORT or "
+                            "--master-port)"));
 }
 
 // ---- shard upload -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 // timeout, seen once under -j2). So the pair comes from below the ephemeral range, from a start
 // the pid sets (test processes started together start apart), and both ports are bindable when
 // it is returned. Not a reservation: another test could still bind them first, far less often.
+// (launcher_elastic_test.cpp keeps its own blocks, from 20000 up.)
 #pragma once
 
 #include <arpa/inet.h>
@@ -41,20 +42,26 @@ inline int ephemeralLow() {
   return low;
 }
 
-// A port P with P + 1, both bindable now, in [10000, the ephemeral range). Each call of a process
-// starts past the pair the last one gave (two jobs of one test at once never share it).
+// A port P with P + 1, both bindable now, in [10000, 20000): below the ephemeral range, and below
+// the blocks launcher_elastic_test.cpp binds from 20000 on. Each call of a process starts past the
+// pair the last one returned (two jobs of one test at once never share it).
 inline int freePortPair() {
-  constexpr int kFirst = 10000;
-  const int span = (ephemeralLow() - 2 - kFirst) / 2;  // candidate pairs
-  if (span <= 0) throw std::runtime_error("no ports below the ephemeral range");
-  static int calls = 0;  // this process's calls so far
-  const int start =
-      static_cast<int>((static_cast<unsigned>(::getpid()) * 7919u + 8u * calls++) % span);
-  for (int i = 0; i < span; ++i) {
-    const int port = kFirst + 2 * ((start + i) % span);
-    if (portBindable(port) && portBindable(port + 1)) return port;
+  constexpr int kFirst = 10000, kPairs = 5000;
+  if (ephemeralLow() < kFirst + 2 * kPairs) {
+    throw std::runtime_error("the ephemeral port range starts below 20000");
   }
-  throw std::runtime_error("no free port pair below the ephemeral range");
+  static int last = -1;  // the pair this process's last call returned
+  const int start =
+      last >= 0 ? last + 1 : static_cast<int>((static_cast<unsigned>(::getpid()) * 7919u) % kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    const int pair = (start + i) % kPairs;
+    const int port = kFirst + 2 * pair;
+    if (portBindable(port) && portBindable(port + 1)) {
+      last = pair;
+      return port;
+    }
+  }
+  throw std::runtime_error("no free port pair in 10000..19999");
 }
 
 }  // namespace tracerun::testing

@@ -35,6 +35,8 @@ TEST_CASE("comm: names, shapes and bus-bandwidth factors", "[analysis][comm]") {
   CHECK(busBandwidthFactor("all_gather", 4) == Approx(0.75));
   CHECK(busBandwidthFactor("reduce_scatter", 2) == Approx(0.5));
   CHECK(busBandwidthFactor("broadcast", 8) == 1);
+  CHECK(busBandwidthFactor("gather", 4) == Approx(0.75));  // nccl-tests' gather and scatter
+  CHECK(busBandwidthFactor("scatter", 2) == Approx(0.5));
   CHECK(busBandwidthFactor("all_reduce", 0) == 0);
 }
 
@@ -582,6 +584,33 @@ TEST_CASE("comm: NCCL send/recv peers are ranks of their communicator, mapped to
     CHECK(s.wait_ns == 3 * 2000);
     CHECK(s.transfer_ns == 3 * 3000);
   }
+}
+
+TEST_CASE("comm: group names count per attempt: a restart's named calls are told apart by name",
+          "[analysis][comm]") {
+  // A 4-rank job in two attempts, interleaved groups {0,3},{1,2} in lockstep (places 0,0,1,1),
+  // 5 all-reduces each. The first attempt (file ranks 4..7) recorded no names, the second (file
+  // ranks 0..3) torch's names 1 and 2: the second's groups come from the names, the first's from
+  // size and place, as without names.
+  TraceBuilder tb(8);
+  for (int g = 0; g < 8; ++g) {
+    const int attempt = g < 4 ? 1 : 0, r = g % 4;
+    tb.attempt(g, attempt, r, 4);
+    std::vector<std::pair<std::string, int64_t>> args = {{"group_size", 2},
+                                                         {"group_rank", r < 2 ? 0 : 1}};
+    if (attempt == 1) args.emplace_back("group_id", r == 0 || r == 3 ? 1 : 2);
+    for (int k = 0; k < 5; ++k) {
+      const int64_t t = 1000 + 1'000'000 * attempt + 10000 * k + 10 * r;
+      tb.span(g, BSpan{"async", "gloo:all_reduce", core::Category::kComm, t, t + 2000, 0, args,
+                       "f32[1024]"});
+    }
+  }
+  const auto reader = trace::TraceReader::open(tb.write(scratchDir("comm_attempt_names")));
+  using Groups = std::set<std::vector<int>>;
+  CHECK(rowsOf(analyzeComm(reader), "all_reduce") == Groups{{0, 3}, {1, 2}, {4, 6}, {5, 7}});
+  Groups members;
+  for (const auto& g : analyzeCommInstances(reader).groups) members.insert(g.members);
+  CHECK(members == Groups{{0, 3}, {1, 2}, {4, 6}, {5, 7}});
 }
 
 TEST_CASE("comm: a restarted job's attempts are grouped apart, peers within their attempt",

@@ -58,7 +58,10 @@ std::string normalizeCommName(const std::string& name) {
 double busBandwidthFactor(const std::string& op, int n) {
   if (n < 1) return 0;
   if (op == "all_reduce") return 2.0 * (n - 1) / n;
-  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") return double(n - 1) / n;
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all" || op == "gather" ||
+      op == "scatter") {
+    return double(n - 1) / n;
+  }
   if (op == "broadcast" || op == "reduce") return 1.0;
   return 0;
 }
@@ -478,13 +481,21 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
 // collectives
 
 void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
-  GroupNames names;  // the group's name joins the signature where every call has one
+  // The group's name joins the signature where every call of it has one (comm_groups.h), per
+  // attempt of a restarted job, decorator calls aside: as the viewer's instances do.
+  std::map<int, std::string> attemptOf;
+  for (const RankInfo& k : reader.ranks()) attemptOf[k.rank] = "|" + std::to_string(k.attempt);
+  GroupNames names;
   for (const auto& [rank, d] : data) {
-    for (const CommSpan& c : d.comm) names.note(c.signature, c.group_id);
+    for (const CommSpan& c : d.comm) {
+      if (!c.decorator) names.note(c.signature + attemptOf[rank], c.group_id);
+    }
   }
   for (auto& [rank, d] : data) {
     for (CommSpan& c : d.comm) {
-      c.signature = namedSignature(c.signature, names.use(c.signature, c.group_id));
+      if (c.decorator) continue;
+      c.signature =
+          namedSignature(c.signature, names.use(c.signature + attemptOf[rank], c.group_id));
     }
   }
   const auto groups = matchCommGroups(data);
@@ -494,9 +505,10 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     int64_t coalesced = 0;   // calls held by folded coalesced groups
     int size = 0;
     std::string source;
-    std::set<int> contributors;  // members present in the trace
-    bool hostCall = false;       // a host call without kernels: no bandwidth for the row
-    bool kernels = false;        // a host call timed by its kernels
+    std::set<int> contributors;        // members present in the trace
+    std::map<int, int64_t> rankBytes;  // scatter: each member's bytes (the root's are the call's)
+    bool hostCall = false;             // a host call without kernels: no bandwidth for the row
+    bool kernels = false;              // a host call timed by its kernels
   };
   // (op, group, via) -> sums over member spans
   std::map<std::tuple<std::string, std::vector<int>, std::string>, Acc> acc;
@@ -530,6 +542,7 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
       Acc& a = acc[{c.op, members, c.via}];
       ++a.spans;
       a.bytes = satAdd(a.bytes, c.bytes);
+      if (c.op == "scatter") a.rankBytes[rank] = satAdd(a.rankBytes[rank], c.bytes);
       a.time = satAdd(a.time, c.dur());
       if (c.kernel) a.kernelTime = satAdd(a.kernelTime, satSub(c.kernelEnd, c.kernelStart));
       a.coalesced = satAdd(a.coalesced, c.coalesced);
@@ -556,7 +569,14 @@ void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommA
     if (__builtin_mul_overflow(perCallBytes, int64_t{s.group_size}, &gathered)) {
       gathered = perCallBytes > 0 ? INT64_MAX : INT64_MIN;
     }
-    s.bytes = s.op == "all_gather" && s.group_size > 0 ? gathered : perCallBytes;
+    if ((s.op == "all_gather" || s.op == "gather") && s.group_size > 0) {
+      s.bytes = gathered;  // the gathered output: n x each rank's input
+    } else if (s.op == "scatter") {
+      s.bytes = 0;  // the root's send buffer (n pieces); 0 when the root was not traced
+      for (const auto& [r, b] : a.rankBytes) s.bytes = std::max(s.bytes, b);
+    } else {
+      s.bytes = perCallBytes;
+    }
     // The kernels' time when every call of the row has its kernel; else the spans' (a row never
     // adds the two kinds of time).
     s.kernel_time = a.kernels && !a.hostCall;

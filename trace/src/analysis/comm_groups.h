@@ -40,7 +40,7 @@ std::string callSignature(const std::string& op, const std::string& detail, int6
 // callSignature of a call whose detail is its shapes (not NCCL's, whose detail is its
 // communicator). Gloo's scatter span names the tensors the root sends and none on the other
 // ranks: a scatter's shapes and bytes are left out, its op and group size are what its ranks
-// share (its row's bytes are then the root's, spread over the group: one rank's piece per call).
+// share (its row's bytes are the root's send buffer: comm.h).
 std::string shapesCallSignature(const std::string& op, const std::string& shapes, int64_t bytes,
                                 int group_size);
 

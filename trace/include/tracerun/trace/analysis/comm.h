@@ -42,7 +42,8 @@ struct CollectiveStats {
   int group_size = 0;        // 0: unknown
   std::string group_source;  // "annotated", "matched" or "unknown"
   int64_t calls = 0;         // collective calls, each counted once for the whole group
-  int64_t bytes = 0;         // nccl-tests' size per call (all_gather: the gathered output)
+  int64_t bytes = 0;         // nccl-tests' size per call, summed (all_gather, gather: the gathered
+                             // output; scatter: the root's send buffer)
   int64_t time_ns = 0;       // per call the mean over members of the span's length, summed
   double algbw_gbps = 0;     // bytes / time; 0 for NCCL's host calls
   double busbw_gbps = 0;     // algbw x factor(op, group size); 0 when the size is unknown
