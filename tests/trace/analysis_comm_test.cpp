@@ -662,6 +662,20 @@ TEST_CASE("comm: a restarted job's attempts are grouped apart, peers within thei
     CHECK(byPair[{src, dst}].matched == 1);
     CHECK(byPair[{src, dst}].wait_ns == 1000);
   }
+  // The viewer's instances: each attempt's group with its own file ranks as members (the track
+  // names the first attempt's RANKs 0 and 1, which are file ranks 2 and 3).
+  const auto instances = analyzeCommInstances(reader);
+  std::set<std::vector<int>> members;
+  for (const auto& g : instances.groups) {
+    if (g.name.rfind("c10d dp", 0) == 0) members.insert(g.members);
+  }
+  CHECK(members == std::set<std::vector<int>>{{0, 1}, {2, 3}});
+  for (const auto& in : instances.instances) {
+    INFO(instances.groups[static_cast<size_t>(in.group)].name << " seq " << in.seq);
+    REQUIRE(in.ranks.size() == 2);
+    CHECK(instances.groups[static_cast<size_t>(in.group)].members ==
+          std::vector<int>{in.ranks[0].rank, in.ranks[1].rank});
+  }
 }
 
 TEST_CASE("range statistics: two group sizes in one row or NCCL host calls give no bus bandwidth",

@@ -1,6 +1,8 @@
 // AttemptRanks (attempt_ranks.h): one pass over the reader's ranks.
 #include "attempt_ranks.h"
 
+#include <algorithm>
+
 namespace tracerun::trace::analysis {
 
 AttemptRanks::AttemptRanks(const TraceReader& reader) {
@@ -17,6 +19,16 @@ int AttemptRanks::traceRank(int of, int local) const {
   if (a == attempt_.end()) return local;
   const auto it = byLocal_.find({a->second, local});
   return it == byLocal_.end() ? -1 : it->second;
+}
+
+std::vector<int> AttemptRanks::traceRanks(int of, const std::vector<int>& local) const {
+  std::vector<int> out;
+  for (const int m : local) {
+    const int r = traceRank(of, m);
+    if (r >= 0) out.push_back(r);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 int AttemptRanks::attemptOf(int rank) const {

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "tracerun/trace/reader.h"
 
@@ -20,6 +21,8 @@ class AttemptRanks {
   // in a file of one attempt (or for a rank the file does not list); -1 when that attempt has no
   // such rank.
   int traceRank(int of, int local) const;
+  // traceRank of each of `local` (a decorator track's members), those found, ascending.
+  std::vector<int> traceRanks(int of, const std::vector<int>& local) const;
   // The attempt trace rank `rank` belongs to (0 for a rank the file does not list).
   int attemptOf(int rank) const;
   bool several() const { return several_; }

@@ -837,13 +837,7 @@ bool CommSpans::wantsTrack(const TrackRow& t) {
   s_->members.clear();
   s_->decorator = decoratorTrack(t.name, &s_->members);
   // The names list RANKs of the attempt that wrote the track: its trace ranks.
-  std::vector<int> mapped;
-  for (int m : s_->members) {
-    const int r = s_->attempts.traceRank(t.rank, m);
-    if (r >= 0) mapped.push_back(r);
-  }
-  std::sort(mapped.begin(), mapped.end());
-  s_->members = std::move(mapped);
+  s_->members = s_->attempts.traceRanks(t.rank, s_->members);
   return true;
 }
 

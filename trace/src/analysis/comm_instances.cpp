@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "attempt_ranks.h"
 #include "comm_groups.h"
 #include "nccl_groups.h"
 #include "span_select.h"
@@ -58,11 +59,14 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
     if (k.rank != k.attempt_rank)
       attemptTag[k.rank] = " (attempt " + std::to_string(k.attempt) + ")";
   }
+  const AttemptRanks attempts(reader);
   for (const TrackRow& t : reader.tracks()) {
     if (cancel && cancel->load()) break;
     if (t.kind == core::TrackKind::kCounter || t.kind == core::TrackKind::kMemory) continue;
     std::vector<int> members;
     const bool decorator = decoratorTrack(t.name, &members);
+    // The names list RANKs of the attempt that wrote the track: its trace ranks (as analyzeComm).
+    members = attempts.traceRanks(t.rank, members);
     auto picked = pickSpans(
         reader, t, [](const SpanRow& s) { return s.category == core::Category::kComm ? 1 : 0; });
     int64_t ordinal = 0;
