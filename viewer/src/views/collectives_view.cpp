@@ -221,8 +221,15 @@ class CollectivesView final : public View {
     const an::CommInstances& in = r.inst;
     ImGui::Text("%zu collective instances in %zu groups", in.instances.size(), in.groups.size());
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(320);
     const char* cur = group_ >= 0 ? in.groups[static_cast<size_t>(group_)].name.c_str() : "";
+    // As wide as the shown group's name, whose members come last ("...|group 1 [0,3]"), within
+    // the row's room; never narrower than 320 px.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float want =
+        ImGui::CalcTextSize(cur).x + 2 * style.FramePadding.x + ImGui::GetFrameHeight();
+    const float room = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("group").x -
+                       style.ItemInnerSpacing.x;
+    ImGui::SetNextItemWidth(std::clamp(want, 320.0f, std::max(320.0f, room)));
     if (ImGui::BeginCombo("group", cur)) {
       for (size_t g = 0; g < in.groups.size(); ++g) {
         if (ImGui::Selectable(in.groups[g].name.c_str(), static_cast<int>(g) == group_)) {
