@@ -538,10 +538,11 @@ void endAsync(const AsyncContext& c, int64_t endNs) {
     pushSpanWithArgs(*t, s, nullptr, 0);
     return;
   }
-  const core::ArgsRecord::Arg args[] = {{t->intern(vocab::arg::kGroupSize), 0, c.group.size},
-                                        {t->intern(vocab::arg::kGroupRank), 0, c.group.rank},
-                                        {t->intern(vocab::arg::kGroupId), 0, c.group.id}};
-  pushSpanWithArgs(*t, s, args, c.group.id >= 0 ? 3 : 2);
+  core::ArgsRecord::Arg args[3] = {{t->intern(vocab::arg::kGroupSize), 0, c.group.size},
+                                   {t->intern(vocab::arg::kGroupRank), 0, c.group.rank}};
+  int nargs = 2;
+  if (c.group.id >= 0) args[nargs++] = {t->intern(vocab::arg::kGroupId), 0, c.group.id};
+  pushSpanWithArgs(*t, s, args, nargs);
 }
 
 // ---- start/end callbacks ------------------------------------------------------------------------

@@ -245,9 +245,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.bytes = p.arg(keys.bytes, -1);
     if (c.bytes < 0) c.bytes = bytesOfShapes(detail);
     c.group_size = static_cast<int>(p.arg(keys.groupSize, 0));
-    c.hostCall = vocab::nccl::isDataCall(name);
-    c.signature = c.hostCall ? callSignature(c.op, detail, c.bytes, c.group_size)
-                             : shapesCallSignature(c.op, detail, c.bytes, c.group_size);
+    c.signature = spanCallSignature(name, c.op, detail, c.bytes, c.group_size);
     c.group_id = p.arg(keys.groupId, -1);
     c.members = members;
     c.decorator = decorator;
@@ -258,6 +256,7 @@ void addPicked(const TraceReader& reader, const TrackRow& t, const Keys& keys,
     c.communicator = detail;
     c.communicatorPeer = name == vocab::nccl::kSend || name == vocab::nccl::kRecv;
     if (c.communicatorPeer) c.commPeer = c.peer;
+    c.hostCall = vocab::nccl::isDataCall(name);
     if (!c.communicatorPeer && c.peer >= 0) {
       c.peer = attempts.traceRank(t.rank, static_cast<int>(c.peer));
     }
@@ -480,22 +479,20 @@ void timeHostCallsByKernels(const TraceReader& reader, std::map<int, RankData>& 
 // ---------------------------------------------------------------------------------------------
 // collectives
 
-void collectives(const TraceReader& reader, std::map<int, RankData>& data, CommAnalysis& out) {
-  // The group's name joins the signature where every call of it has one (comm_groups.h), per
-  // attempt of a restarted job, decorator calls aside: as the viewer's instances do.
-  std::map<int, std::string> attemptOf;
-  for (const RankInfo& k : reader.ranks()) attemptOf[k.rank] = "|" + std::to_string(k.attempt);
+void collectives(const TraceReader& reader, const AttemptRanks& attempts,
+                 std::map<int, RankData>& data, CommAnalysis& out) {
+  // The group's name joins the signature where every call of it has one (comm_groups.h), as the
+  // viewer's instances do.
   GroupNames names;
   for (const auto& [rank, d] : data) {
     for (const CommSpan& c : d.comm) {
-      if (!c.decorator) names.note(c.signature + attemptOf[rank], c.group_id);
+      if (!c.decorator) names.note(c.signature, attempts.attemptOf(rank), c.group_id);
     }
   }
   for (auto& [rank, d] : data) {
     for (CommSpan& c : d.comm) {
-      if (c.decorator) continue;
-      c.signature =
-          namedSignature(c.signature, names.use(c.signature + attemptOf[rank], c.group_id));
+      if (!c.decorator)
+        c.signature = names.named(c.signature, attempts.attemptOf(rank), c.group_id);
     }
   }
   const auto groups = matchCommGroups(data);
@@ -920,7 +917,7 @@ CommAnalysis CommSpans::analysis() {
     }
     out.ranks.push_back(r);
   }
-  collectives(reader, data, out);
+  collectives(reader, s_->attempts, data, out);
   pointToPoint(data, out);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "span_select.h"  // satAdd
+#include "tracerun/core/vocabulary.h"
 
 namespace tracerun::trace::analysis {
 namespace {
@@ -109,22 +110,21 @@ std::string callSignature(const std::string& op, const std::string& detail, int6
   return s;
 }
 
-std::string shapesCallSignature(const std::string& op, const std::string& shapes, int64_t bytes,
-                                int group_size) {
-  if (op == "scatter") return callSignature(op, "", -1, group_size);
-  return callSignature(op, shapes, bytes, group_size);
+std::string spanCallSignature(const std::string& span, const std::string& op,
+                              const std::string& detail, int64_t bytes, int group_size) {
+  if (op == "scatter" && !vocab::nccl::isDataCall(span)) {
+    return callSignature(op, "", -1, group_size);
+  }
+  return callSignature(op, detail, bytes, group_size);
 }
 
-void GroupNames::note(const std::string& signature, int64_t group_id) {
-  if (group_id < 0) unnamed_.insert(signature);
+void GroupNames::note(const std::string& signature, int attempt, int64_t group_id) {
+  if (group_id < 0) unnamed_.insert({signature, attempt});
 }
 
-int64_t GroupNames::use(const std::string& signature, int64_t group_id) const {
-  return unnamed_.count(signature) != 0 ? -1 : group_id;
-}
-
-std::string namedSignature(const std::string& signature, int64_t group_id) {
-  return group_id < 0 ? signature : signature + "|group " + std::to_string(group_id);
+std::string GroupNames::named(const std::string& signature, int attempt, int64_t group_id) const {
+  if (group_id < 0 || unnamed_.count({signature, attempt}) != 0) return signature;
+  return signature + "|group " + std::to_string(group_id);
 }
 
 std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls calls) {

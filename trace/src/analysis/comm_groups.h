@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tracerun::trace::analysis {
@@ -37,29 +38,28 @@ std::map<std::string, std::vector<std::vector<int>>> matchGroups(GroupCalls call
 std::string callSignature(const std::string& op, const std::string& detail, int64_t bytes,
                           int group_size);
 
-// callSignature of a call whose detail is its shapes (not NCCL's, whose detail is its
-// communicator). Gloo's scatter span names the tensors the root sends and none on the other
-// ranks: a scatter's shapes and bytes are left out, its op and group size are what its ranks
-// share (its row's bytes are the root's send buffer: comm.h).
-std::string shapesCallSignature(const std::string& op, const std::string& shapes, int64_t bytes,
-                                int group_size);
+// callSignature of the comm span named `span` (op: its normalized name). NCCL's data calls keep
+// their detail, the communicator. Other spans' detail is their shapes; Gloo's scatter span names
+// the tensors the root sends and none on the other ranks, so a scatter's shapes and bytes are left
+// out: its op and group size are what its ranks share (its row's bytes are the root's send
+// buffer: comm.h).
+std::string spanCallSignature(const std::string& span, const std::string& op,
+                              const std::string& detail, int64_t bytes, int group_size);
 
 // The group's name (vocab::arg::kGroupId) joins the signature ("|group 2": torch's groups {0,3}
 // and {1,2}, or two groups of one size on a rank, never mix) only where every call of that
-// signature, on every rank, has one: a rank whose capture ran out of names, or calls made where
-// none was given, must not split a group that size and place match. note() every call under its
-// signature, then name each with namedSignature(signature, use(signature, its name)).
+// signature in that attempt of a restarted job, on every rank, has one: a rank whose capture ran
+// out of names, or calls made where none was given, must not split a group that size and place
+// match. note() every call (decorator calls aside: their tracks name their groups), then named().
 class GroupNames {
  public:
-  void note(const std::string& signature, int64_t group_id);
-  // group_id where every call noted under the signature had a name; else -1.
-  int64_t use(const std::string& signature, int64_t group_id) const;
+  void note(const std::string& signature, int attempt, int64_t group_id);
+  // The signature with the group's name ("|group 2") where every call noted under it in that
+  // attempt had one; else the signature.
+  std::string named(const std::string& signature, int attempt, int64_t group_id) const;
 
  private:
-  std::set<std::string> unnamed_;  // signatures with a call that has no name
+  std::set<std::pair<std::string, int>> unnamed_;  // (signature, attempt) with an unnamed call
 };
-
-// The signature with its group's name ("|group 2") when group_id >= 0; else the signature.
-std::string namedSignature(const std::string& signature, int64_t group_id);
 
 }  // namespace tracerun::trace::analysis

@@ -108,9 +108,7 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
         const std::string& detail = reader.str(p.span.detail);
         int64_t bytes = p.arg(kBytesKey, -1);
         if (bytes < 0) bytes = bytesOfShapes(detail);
-        c.group = vocab::nccl::isDataCall(name)
-                      ? callSignature(op, detail, bytes, c.group_size)
-                      : shapesCallSignature(op, detail, bytes, c.group_size);
+        c.group = spanCallSignature(name, op, detail, bytes, c.group_size);
         c.group_id = p.arg(kGroupIdKey, -1);
       }
       if (const auto tag = attemptTag.find(t.rank); tag != attemptTag.end())
@@ -169,13 +167,12 @@ CommInstances analyzeCommInstances(const TraceReader& reader, const std::atomic<
   GroupNames names;
   for (const auto& [rank, calls] : byRank) {
     for (const Call& c : calls) {
-      if (!c.decorator) names.note(c.group + c.attempt, c.group_id);
+      if (!c.decorator) names.note(c.group, attempts.attemptOf(rank), c.group_id);
     }
   }
   for (auto& [rank, calls] : byRank) {
     for (Call& c : calls) {
-      if (!c.decorator)
-        c.group = namedSignature(c.group, names.use(c.group + c.attempt, c.group_id));
+      if (!c.decorator) c.group = names.named(c.group, attempts.attemptOf(rank), c.group_id);
       c.group += c.attempt;
     }
   }
